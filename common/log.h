@@ -1,0 +1,30 @@
+/*
+ * log.h: one line per event on stderr:
+ *   2026-11-29T22:14:22.123Z kiwi-worker[1234] warn: message
+ * The threshold comes from KIWI_LOG_LEVEL (debug, info, warn, error; default
+ * info), read once by kiwi_log_init(). Safe to call before init (uses info).
+ */
+#ifndef KIWI_COMMON_LOG_H
+#define KIWI_COMMON_LOG_H
+
+#include "error.h"
+
+typedef enum { KIWI_LOG_DEBUG, KIWI_LOG_INFO, KIWI_LOG_WARN, KIWI_LOG_ERROR } kiwi_log_level;
+
+/* Sets the program name shown in each line and reads KIWI_LOG_LEVEL.
+ * Returns < 0 with *err naming the accepted values on a bad level. */
+int kiwi_log_init (const char *program, kiwi_error_t *err);
+
+/* Parses "debug", "info", "warn" or "error". Returns < 0 on anything else. */
+int kiwi_log_level_parse (const char *s, kiwi_log_level *out);
+
+void kiwi_log_set_level (kiwi_log_level level);
+
+void kiwi_log (kiwi_log_level level, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+#define kiwi_debug(...) kiwi_log (KIWI_LOG_DEBUG, __VA_ARGS__)
+#define kiwi_info(...) kiwi_log (KIWI_LOG_INFO, __VA_ARGS__)
+#define kiwi_warn(...) kiwi_log (KIWI_LOG_WARN, __VA_ARGS__)
+#define kiwi_errorf(...) kiwi_log (KIWI_LOG_ERROR, __VA_ARGS__)
+
+#endif
