@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static char *vformat (const char *fmt, va_list ap) __attribute__ ((format (printf, 1, 0)));
+
 static char *
 vformat (const char *fmt, va_list ap)
 {
@@ -15,6 +17,9 @@ vformat (const char *fmt, va_list ap)
         return NULL;
     return s;
 }
+
+static int make (kiwi_error_t *err, int errno_, int code, const char *fmt, va_list ap)
+    __attribute__ ((format (printf, 4, 0)));
 
 static int
 make (kiwi_error_t *err, int errno_, int code, const char *fmt, va_list ap)
