@@ -14,6 +14,7 @@
 #define KIWI_TESTS_STACK_ENV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Loads the env file once; later calls are no-ops. Returns the value of
  * `key`, or NULL. Borrowed (process lifetime). */
