@@ -1,0 +1,41 @@
+/*
+ * disk.h: the sandbox's size-bounded writable area.
+ *
+ * overlay2 on ext4 ignores `storage-opt size`, and this kernel has no XFS or
+ * ext4 project quotas, so the ceiling (MaxSandboxDiskMB) is a filesystem of
+ * exactly that size: a sparse file formatted as ext4, loop-mounted on the
+ * worker side and mounted into the container at /kiwi (the container's own
+ * root filesystem is read-only). Writes beyond the size fail with ENOSPC
+ * inside the sandbox; the host disk is untouched. Only the empty filesystem
+ * is mounted: the repository and every other file still move by archive.
+ *
+ * Layout on the worker: <state>/sandboxes/<name>/{disk.img,mnt/}; inside the
+ * filesystem: src/ home/ tmp/ owned by the sandbox user.
+ *
+ * Ownership: kiwi_disk_create() returns a disk owned by the caller;
+ * kiwi_disk_destroy() unmounts, deletes and frees it (also on error).
+ */
+#ifndef KIWI_SANDBOX_DISK_H
+#define KIWI_SANDBOX_DISK_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+typedef struct kiwi_disk kiwi_disk;
+
+int kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_t uid, gid_t gid,
+                      kiwi_disk **out, kiwi_error_t *err);
+
+/* Host path of the mounted filesystem. Borrowed. */
+const char *kiwi_disk_mountpoint (const kiwi_disk *d);
+
+int kiwi_disk_destroy (kiwi_disk *d, kiwi_error_t *err);
+
+/* Removes <state>/sandboxes/<name> for every name for which keep(name)
+ * returns 0: unmounts and deletes what a crashed worker left. */
+int kiwi_disk_reap (const char *state_dir, int (*keep) (const char *name, void *ud), void *ud, int *removed,
+                    kiwi_error_t *err);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * driver-docker-internal.h: pieces of the Docker driver exposed to unit
+ * tests (the network lock test builds the create request without a daemon).
+ */
+#ifndef KIWI_SANDBOX_DRIVER_DOCKER_INTERNAL_H
+#define KIWI_SANDBOX_DRIVER_DOCKER_INTERNAL_H
+
+#include <jansson.h>
+
+#include "sandbox.h"
+
+/* How one driver flavour runs containers. */
+typedef struct kiwi__docker_flavour {
+    const char *runtime;          /* HostConfig.Runtime for Phase B and the session */
+    const char *install_runtime;  /* HostConfig.Runtime for Phase A */
+    const char *install_network;  /* HostConfig.NetworkMode for Phase A */
+} kiwi__docker_flavour;
+
+extern const kiwi__docker_flavour kiwi__docker_flavour_runc;
+extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
+
+/* Defaults for limits left at zero in a spec. */
+#define KIWI_SANDBOX_DEFAULT_MEMORY_MB 2048
+#define KIWI_SANDBOX_DEFAULT_PIDS 512
+#define KIWI_SANDBOX_DEFAULT_CPUS 1.0
+#define KIWI_SANDBOX_DEFAULT_DISK_MB 2048
+#define KIWI_SANDBOX_TMPFS_MB 256
+#define KIWI_SANDBOX_UID 1000
+#define KIWI_SANDBOX_GID 1000
+
+/* The body of POST /containers/create for `spec` under `flavour`, with the
+ * sandbox disk mounted from `disk_host_path` (NULL in tests). The one place
+ * a container's network, runtime, privileges and limits are decided.
+ * Returns a new reference, or NULL with *err set. */
+json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
+                                  const char *disk_host_path, const char *worker_id, kiwi_error_t *err);
+
+#endif

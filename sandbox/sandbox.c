@@ -1,0 +1,189 @@
+/*
+ * sandbox.c: driver selection and the calls that dispatch through a
+ * driver's vtable (see sandbox.h).
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kiwi_sandbox_env {
+    const kiwi_sandbox_driver *drv;
+    void *priv;
+};
+
+struct kiwi_sandbox {
+    kiwi_sandbox_env *env;
+    void *priv;
+};
+
+static const struct {
+    const char *name;
+    const kiwi_sandbox_driver *drv;
+} drivers[] = {
+    { "docker", &kiwi_sandbox_driver_docker },
+    { "runc", &kiwi_sandbox_driver_docker },
+    { "gvisor", &kiwi_sandbox_driver_gvisor },
+    { "runsc", &kiwi_sandbox_driver_gvisor },
+};
+
+const char *
+kiwi_sandbox_errcode_str (int code)
+{
+    switch (code) {
+#define KIWI__SBE_CASE(name, val, str)                                                                       \
+    case name:                                                                                               \
+        return str;
+        KIWI_SANDBOX_ERRORS (KIWI__SBE_CASE)
+#undef KIWI__SBE_CASE
+    }
+    return "unknown";
+}
+
+const char *
+kiwi_net_mode_str (kiwi_net_mode m)
+{
+    return m == KIWI_NET_INSTALL ? "install" : "none";
+}
+
+const char *
+kiwi_sandbox_driver_names (void)
+{
+    return "docker (alias runc), gvisor (alias runsc)";
+}
+
+const kiwi_sandbox_driver *
+kiwi_sandbox_driver_find (const char *name, kiwi_error_t *err)
+{
+    for (size_t i = 0; name && i < sizeof drivers / sizeof drivers[0]; i++)
+        if (strcmp (name, drivers[i].name) == 0)
+            return drivers[i].drv;
+    kiwi_error_make_code (err, KIWI_SBE_INVALID, "unknown sandbox driver `%s` (known: %s)", name ? name : "",
+                          kiwi_sandbox_driver_names ());
+    return NULL;
+}
+
+const char *
+kiwi_sandbox_driver_from_env (void)
+{
+    const char *v = getenv ("KIWI_SANDBOX");
+    if (v != NULL && *v != '\0')
+        return v;
+    v = getenv ("KIWI_SANDBOX_RUNTIME");
+    if (v != NULL && *v != '\0')
+        return v;
+    return "docker";
+}
+
+int
+kiwi_sandbox_env_open (const kiwi_sandbox_driver *drv, const kiwi_sandbox_config *cfg, kiwi_sandbox_env **out,
+                       kiwi_error_t *err)
+{
+    kiwi_sandbox_env *e = calloc (1, sizeof *e);
+    if (e == NULL)
+        return kiwi_error_make (err, ENOMEM, "sandbox driver %s", drv->name);
+    e->drv = drv;
+    if (drv->open (cfg, &e->priv, err) < 0) {
+        free (e);
+        return kiwi_error_wrap (err, "opening the %s sandbox driver", drv->name);
+    }
+    *out = e;
+    return 0;
+}
+
+void
+kiwi_sandbox_env_close (kiwi_sandbox_env *env)
+{
+    if (env == NULL)
+        return;
+    env->drv->close (env->priv);
+    free (env);
+}
+
+const kiwi_sandbox_driver *
+kiwi_sandbox_env_driver (const kiwi_sandbox_env *env)
+{
+    return env->drv;
+}
+
+int
+kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_sandbox **out, kiwi_error_t *err)
+{
+    kiwi_sandbox *sb = calloc (1, sizeof *sb);
+    if (sb == NULL)
+        return kiwi_error_make (err, ENOMEM, "sandbox");
+    sb->env = env;
+    if (env->drv->create (env->priv, spec, &sb->priv, err) < 0) {
+        free (sb);
+        return -1;
+    }
+    *out = sb;
+    return 0;
+}
+
+const char *
+kiwi_sandbox_id (const kiwi_sandbox *sb)
+{
+    return sb->env->drv->id (sb->priv);
+}
+
+int
+kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err)
+{
+    return sb->env->drv->put_archive (sb->priv, dir, tar, len, err);
+}
+
+int
+kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_output_cb sink, void *userdata,
+                          kiwi_error_t *err)
+{
+    return sb->env->drv->get_archive (sb->priv, path, sink, userdata, err);
+}
+
+int
+kiwi_sandbox_exec (kiwi_sandbox *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err)
+{
+    return sb->env->drv->exec (sb->priv, spec, res, err);
+}
+
+int
+kiwi_sandbox_commit (kiwi_sandbox *sb, const char *ref, char **image_id, kiwi_error_t *err)
+{
+    if (sb->env->drv->commit == NULL)
+        return kiwi_error_make_code (err, KIWI_SBE_NOT_SUPPORTED, "the %s driver cannot commit snapshots",
+                                     sb->env->drv->name);
+    return sb->env->drv->commit (sb->priv, ref, image_id, err);
+}
+
+int
+kiwi_sandbox_inspect (kiwi_sandbox *sb, kiwi_sandbox_info *info, kiwi_error_t *err)
+{
+    return sb->env->drv->inspect (sb->priv, info, err);
+}
+
+int
+kiwi_sandbox_destroy (kiwi_sandbox *sb, kiwi_error_t *err)
+{
+    if (sb == NULL)
+        return 0;
+    int rc = sb->env->drv->destroy (sb->priv, err);
+    free (sb);
+    return rc;
+}
+
+int
+kiwi_sandbox_reap (kiwi_sandbox_env *env, int *removed, kiwi_error_t *err)
+{
+    *removed = 0;
+    if (env->drv->reap == NULL)
+        return 0;
+    return env->drv->reap (env->priv, removed, err);
+}
+
+void
+kiwi_exec_result_clear (kiwi_exec_result *r)
+{
+    free (r->output);
+    r->output = NULL;
+}

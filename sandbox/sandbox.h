@@ -1,0 +1,181 @@
+/*
+ * sandbox.h: the sandbox driver interface.
+ *
+ * A driver is a const vtable (kiwi_sandbox_driver) selected by name with
+ * kiwi_sandbox_driver_find(); unknown names are an error listing the known
+ * ones. A driver instance (kiwi_sandbox_env) is opened once per process and
+ * creates sandboxes (kiwi_sandbox). Every operation a phase or the
+ * Implementer needs goes through the vtable:
+ *
+ *   create       from an image with a spec (network, env, limits, user, dir)
+ *   put_archive  a tar stream unpacked at a directory inside the sandbox
+ *   get_archive  a path inside the sandbox streamed out as tar
+ *   exec         a command with streamed, bounded output and a deadline
+ *   commit       a snapshot of the sandbox's writable state (optional)
+ *   inspect      state, exit/oom flags
+ *   destroy      remove everything the sandbox holds, on every path
+ *   reap         remove sandboxes left by a crashed worker (optional)
+ *
+ * Files move by archive, never by bind-mounting the worker's directories, so
+ * a microVM driver fits the same interface.
+ *
+ * Ownership: kiwi_sandbox_env_open() returns an env owned by the caller
+ * (kiwi_sandbox_env_close). kiwi_sandbox_create() returns a sandbox owned by
+ * the caller; kiwi_sandbox_destroy() removes it and frees the handle in all
+ * cases (also when removal fails: the error says what was left behind, and
+ * reap removes it later).
+ */
+#ifndef KIWI_SANDBOX_SANDBOX_H
+#define KIWI_SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Error codes carried by kiwi_error_code() on sandbox failures. */
+#define KIWI_SANDBOX_ERRORS(X)                                                                               \
+    X (KIWI_SBE_OK, 0, "ok")                                                                                 \
+    X (KIWI_SBE_UNAVAILABLE, 1, "sandbox backend unavailable")                                             \
+    X (KIWI_SBE_NO_IMAGE, 2, "image not found")                                                            \
+    X (KIWI_SBE_TIMEOUT, 3, "deadline exceeded")                                                           \
+    X (KIWI_SBE_GONE, 4, "sandbox no longer exists")                                                       \
+    X (KIWI_SBE_INVALID, 5, "invalid request")                                                             \
+    X (KIWI_SBE_DISK, 6, "disk ceiling")                                                                   \
+    X (KIWI_SBE_NOT_SUPPORTED, 7, "not supported by this driver")
+
+typedef enum {
+#define KIWI__SBE_ENUM(name, val, str) name = 100 + val,
+    KIWI_SANDBOX_ERRORS (KIWI__SBE_ENUM)
+#undef KIWI__SBE_ENUM
+} kiwi_sandbox_errcode;
+
+const char *kiwi_sandbox_errcode_str (int code);
+
+typedef enum {
+    KIWI_NET_NONE = 0, /* no interface but loopback: Phase B and the Implementer */
+    KIWI_NET_INSTALL,  /* egress for Phase A: a bridge away from the host's services */
+} kiwi_net_mode;
+
+const char *kiwi_net_mode_str (kiwi_net_mode m);
+
+/* Limits applied to one sandbox. Zero means "the driver's default". */
+typedef struct kiwi_sandbox_limits {
+    int64_t memory_mb;   /* memory ceiling (also bounds tmpfs) */
+    int64_t pids;        /* process/thread ceiling (fork bombs) */
+    double cpus;         /* CPU quota in cores */
+    int64_t disk_mb;     /* MaxSandboxDiskMB: ceiling on everything written */
+} kiwi_sandbox_limits;
+
+/* What to create. Strings are borrowed for the duration of the call. */
+typedef struct kiwi_sandbox_spec {
+    const char *image;
+    kiwi_net_mode network;
+    const char *const *env; /* NULL-terminated "KEY=VALUE" list; the whole environment */
+    const char *user;       /* "uid:gid" or name; NULL = the image's default */
+    kiwi_sandbox_limits limits;
+    bool install_caps;      /* Phase A: keep the few capabilities package managers need */
+    const char *task_id;    /* label, for reaping and inspection */
+    const char *phase;      /* label: "install", "verify", "session" */
+} kiwi_sandbox_spec;
+
+/* Paths inside every sandbox. */
+#define KIWI_SANDBOX_ROOT "/kiwi"            /* the size-bounded writable area */
+#define KIWI_SANDBOX_SRC "/kiwi/src"         /* the repository's working tree */
+#define KIWI_SANDBOX_HOME "/kiwi/home"       /* HOME: caches of package managers */
+#define KIWI_SANDBOX_TMP "/kiwi/tmp"         /* TMPDIR */
+
+/* Receives command output as it arrives. stream: 1 stdout, 2 stderr. */
+typedef void (*kiwi_output_cb) (int stream, const char *data, size_t len, void *userdata);
+
+typedef struct kiwi_exec_spec {
+    const char *const *argv;  /* NULL-terminated */
+    const char *const *env;   /* extra "KEY=VALUE" for this command only, or NULL */
+    const char *workdir;      /* NULL = KIWI_SANDBOX_SRC */
+    int64_t timeout_ms;       /* wall clock; 0 = none. On expiry the sandbox is killed */
+    size_t output_cap;        /* bytes of output tail kept; 0 = 64 KiB */
+    kiwi_output_cb on_output; /* optional live stream */
+    void *userdata;
+} kiwi_exec_spec;
+
+typedef struct kiwi_exec_result {
+    int exit_code;            /* -1 when killed or unknown */
+    bool timed_out;           /* the deadline killed it */
+    bool oom_killed;          /* the memory ceiling killed it */
+    char *output;             /* tail of stdout+stderr interleaved, NUL-terminated; owned */
+    uint64_t output_dropped;  /* bytes before the tail that were not kept */
+    int64_t duration_ms;
+} kiwi_exec_result;
+
+void kiwi_exec_result_clear (kiwi_exec_result *r);
+
+typedef struct kiwi_sandbox_info {
+    bool running;
+    bool oom_killed;
+    int exit_code;
+    char runtime[32];
+    char network_mode[32];
+} kiwi_sandbox_info;
+
+/* Driver-wide configuration, from the worker's settings. */
+typedef struct kiwi_sandbox_config {
+    const char *docker_socket;   /* unix socket path of dockerd */
+    const char *state_dir;       /* where per-sandbox disk images live */
+    const char *worker_id;       /* label value: whose sandboxes these are */
+} kiwi_sandbox_config;
+
+typedef struct kiwi_sandbox_env kiwi_sandbox_env;
+typedef struct kiwi_sandbox kiwi_sandbox;
+
+typedef struct kiwi_sandbox_driver {
+    const char *name;
+    const char *description;
+    int (*open) (const kiwi_sandbox_config *cfg, void **priv, kiwi_error_t *err);
+    void (*close) (void *priv);
+    int (*create) (void *priv, const kiwi_sandbox_spec *spec, void **sb, kiwi_error_t *err);
+    const char *(*id) (void *sb);
+    int (*put_archive) (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
+    int (*get_archive) (void *sb, const char *path, kiwi_output_cb sink, void *userdata, kiwi_error_t *err);
+    int (*exec) (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
+    int (*commit) (void *sb, const char *ref, char **image_id, kiwi_error_t *err); /* may be NULL */
+    int (*inspect) (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
+    int (*destroy) (void *sb, kiwi_error_t *err);
+    int (*reap) (void *priv, int *removed, kiwi_error_t *err); /* may be NULL */
+} kiwi_sandbox_driver;
+
+/* The drivers. */
+extern const kiwi_sandbox_driver kiwi_sandbox_driver_docker;
+extern const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor;
+
+/* Name → driver: "docker" (alias "runc"), "gvisor" (alias "runsc"). NULL and
+ * an error listing the known names otherwise. */
+const kiwi_sandbox_driver *kiwi_sandbox_driver_find (const char *name, kiwi_error_t *err);
+
+/* Comma-separated list of the known names, for help texts. Static. */
+const char *kiwi_sandbox_driver_names (void);
+
+/* Which driver the environment asks for: KIWI_SANDBOX, then
+ * KIWI_SANDBOX_RUNTIME, then "docker". Returns the name (static or from the
+ * environment). */
+const char *kiwi_sandbox_driver_from_env (void);
+
+int kiwi_sandbox_env_open (const kiwi_sandbox_driver *drv, const kiwi_sandbox_config *cfg, kiwi_sandbox_env **out,
+                           kiwi_error_t *err);
+void kiwi_sandbox_env_close (kiwi_sandbox_env *env);
+const kiwi_sandbox_driver *kiwi_sandbox_env_driver (const kiwi_sandbox_env *env);
+
+int kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_sandbox **out,
+                         kiwi_error_t *err);
+const char *kiwi_sandbox_id (const kiwi_sandbox *sb);
+int kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
+int kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_output_cb sink, void *userdata,
+                              kiwi_error_t *err);
+int kiwi_sandbox_exec (kiwi_sandbox *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
+int kiwi_sandbox_commit (kiwi_sandbox *sb, const char *ref, char **image_id, kiwi_error_t *err);
+int kiwi_sandbox_inspect (kiwi_sandbox *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
+/* Removes the sandbox and frees the handle (always; see above). NULL is a no-op. */
+int kiwi_sandbox_destroy (kiwi_sandbox *sb, kiwi_error_t *err);
+int kiwi_sandbox_reap (kiwi_sandbox_env *env, int *removed, kiwi_error_t *err);
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * test_sandbox_netlock.c: locks the network decision of the sandbox.
+ *
+ * The container create request the driver sends for Phase B (verify) and for
+ * the Implementer's session has NetworkMode "none" and networking disabled,
+ * under runc and under runsc, and the gVisor driver selects the runsc
+ * runtime. If anyone changes that, this test fails. It also locks the
+ * privileges every sandbox runs with.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "driver-docker-internal.h"
+
+static json_t *
+body_for (const kiwi__docker_flavour *f, kiwi_net_mode net, const char *phase)
+{
+    const char *env[] = { "PATH=/usr/bin:/bin", NULL };
+    kiwi_sandbox_spec spec = {
+        .image = "kiwi/base:bookworm", .network = net, .env = env, .task_id = "t1", .phase = phase,
+    };
+    kiwi_error_t err = NULL;
+    json_t *b = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "w1", &err);
+    assert_non_null (b);
+    return b;
+}
+
+static const char *
+host_str (json_t *b, const char *key)
+{
+    return json_string_value (json_object_get (json_object_get (b, "HostConfig"), key));
+}
+
+static void
+assert_no_network (json_t *b)
+{
+    assert_string_equal (host_str (b, "NetworkMode"), "none");
+    assert_true (json_is_true (json_object_get (b, "NetworkDisabled")));
+}
+
+static void
+test_phase_b_runc_has_no_network (void **state)
+{
+    json_t *b = body_for (&kiwi__docker_flavour_runc, KIWI_NET_NONE, "verify");
+    assert_no_network (b);
+    assert_string_equal (host_str (b, "Runtime"), "runc");
+    json_decref (b);
+}
+
+static void
+test_phase_b_gvisor_has_no_network_and_runsc (void **state)
+{
+    json_t *b = body_for (&kiwi__docker_flavour_runsc, KIWI_NET_NONE, "verify");
+    assert_no_network (b);
+    assert_string_equal (host_str (b, "Runtime"), "runsc");
+    json_decref (b);
+}
+
+static void
+test_session_sandbox_has_no_network (void **state)
+{
+    const kiwi__docker_flavour *flavours[] = { &kiwi__docker_flavour_runc, &kiwi__docker_flavour_runsc };
+    for (size_t i = 0; i < 2; i++) {
+        json_t *b = body_for (flavours[i], KIWI_NET_NONE, "session");
+        assert_no_network (b);
+        json_decref (b);
+    }
+}
+
+static void
+test_gvisor_driver_uses_runsc_everywhere (void **state)
+{
+    assert_string_equal (kiwi__docker_flavour_runsc.runtime, "runsc");
+    assert_string_equal (kiwi__docker_flavour_runsc.install_runtime, "runsc");
+    kiwi_error_t err = NULL;
+    assert_ptr_equal (kiwi_sandbox_driver_find ("runsc", &err), &kiwi_sandbox_driver_gvisor);
+    assert_ptr_equal (kiwi_sandbox_driver_find ("gvisor", &err), &kiwi_sandbox_driver_gvisor);
+}
+
+static void
+test_privileges_locked (void **state)
+{
+    const kiwi_net_mode nets[] = { KIWI_NET_NONE, KIWI_NET_INSTALL };
+    for (size_t i = 0; i < 2; i++) {
+        json_t *b = body_for (&kiwi__docker_flavour_runc, nets[i], "install");
+        json_t *h = json_object_get (b, "HostConfig");
+        assert_true (json_is_false (json_object_get (h, "Privileged")));
+        assert_string_equal (json_string_value (json_array_get (json_object_get (h, "CapDrop"), 0)), "ALL");
+        assert_null (json_object_get (h, "CapAdd"));
+        assert_string_equal (json_string_value (json_array_get (json_object_get (h, "SecurityOpt"), 0)),
+                             "no-new-privileges");
+        assert_true (json_is_true (json_object_get (h, "ReadonlyRootfs")));
+        assert_true (json_integer_value (json_object_get (h, "PidsLimit")) > 0);
+        assert_true (json_integer_value (json_object_get (h, "Memory")) > 0);
+        assert_null (json_object_get (h, "Binds"));
+        /* the only mount is the sandbox's own disk; never the Docker socket */
+        json_t *mounts = json_object_get (h, "Mounts");
+        assert_int_equal (json_array_size (mounts), 1);
+        const char *src = json_string_value (json_object_get (json_array_get (mounts, 0), "Source"));
+        assert_null (strstr (src, "docker.sock"));
+        assert_string_equal (json_string_value (json_object_get (json_array_get (mounts, 0), "Target")), "/kiwi");
+        assert_string_equal (json_string_value (json_object_get (b, "User")), "1000:1000");
+        json_decref (b);
+    }
+}
+
+static void
+test_unknown_driver_lists_known (void **state)
+{
+    kiwi_error_t err = NULL;
+    assert_null (kiwi_sandbox_driver_find ("lxc", &err));
+    assert_non_null (strstr (kiwi_error_msg (err), "unknown sandbox driver `lxc`"));
+    assert_non_null (strstr (kiwi_error_msg (err), "docker"));
+    assert_non_null (strstr (kiwi_error_msg (err), "gvisor"));
+    kiwi_error_free (&err);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_phase_b_runc_has_no_network),
+        cmocka_unit_test (test_phase_b_gvisor_has_no_network_and_runsc),
+        cmocka_unit_test (test_session_sandbox_has_no_network),
+        cmocka_unit_test (test_gvisor_driver_uses_runsc_everywhere),
+        cmocka_unit_test (test_privileges_locked),
+        cmocka_unit_test (test_unknown_driver_lists_known),
+    };
+    return cmocka_run_group_tests_name ("sandbox_netlock", tests, NULL, NULL);
+}
