@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# ops/images/build.sh: builds Kiwi's sandbox images offline, from debootstrap,
+# Debian packages and (for exact Node.js majors and a few tools) tarballs from
+# the npm registry and PyPI. No container registry is used.
+#
+# Usage: ops/images/build.sh [--list] [--force] [IMAGE...]
+#
+#   IMAGE    a name (base node18 node20 node22 python3.11 go1.19 rust1.63
+#            ruby3.1 php8.2 java17) or a reference (kiwi/node:20); default all
+#   --list   show each image, its recipe hash and whether it is up to date
+#   --force  rebuild even when the image's org.kiwi.recipe label matches,
+#            starting again from a fresh debootstrap
+#   --help   this text
+#
+# An image whose org.kiwi.recipe label equals the sha256 of its recipe inputs
+# (lib/rootfs.sh, recipes/base.sh, recipes/IMAGE.sh) is skipped. Images are
+# built one after another. Runs as root; needs debootstrap, unshare (util-linux)
+# and a docker daemon (DOCKER_HOST, default unix:///var/lib/kiwi/run/docker.sock).
+# Caches live in ${KIWI_STATE_DIR:-/var/lib/kiwi}/images/. See README.md.
+set -eEuo pipefail
+shopt -s inherit_errexit
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib/common.sh
+. "$here/lib/common.sh"
+# shellcheck source=lib/rootfs.sh
+. "$here/lib/rootfs.sh"
+KIWI_IMAGES_LOG_NAME=images
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+
+opt_list=0 opt_force=0 args=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --list) opt_list=1 ;;
+    --force) opt_force=1 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "build.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+
+selected=()
+if [[ ${#args[@]} -eq 0 ]]; then
+  selected=("${KIWI_IMAGE_NAMES[@]}")
+else
+  for a in "${args[@]}"; do
+    n=$(img_resolve "$a") || { echo "build.sh: unknown image '$a' (known: ${KIWI_IMAGE_NAMES[*]})" >&2; exit 2; }
+    selected+=("$n")
+  done
+fi
+
+# ------------------------------------------------------------------ --list ---
+
+if [[ $opt_list == 1 ]]; then
+  printf '%-11s %-20s %-8s %-7s %-14s %-12s %s\n' NAME REFERENCE RUNTIME VERSION RECIPE STATUS SIZE
+  for n in "${selected[@]}"; do
+    ref=$(recipe_get "$n" REF); h=$(recipe_hash "$n")
+    label=$(image_label "$ref" org.kiwi.recipe || true)
+    size=-
+    if [[ -z $label ]] && ! dk image inspect "$ref" >/dev/null 2>&1; then st=missing
+    elif [[ $label == "$h" ]]; then st=up-to-date
+    else st=stale
+    fi
+    [[ $st != missing ]] && size=$(dk image inspect -f '{{.Size}}' "$ref" | awk '{printf "%.0fMB", $1/1000000}')
+    printf '%-11s %-20s %-8s %-7s %-14s %-12s %s\n' "$n" "$ref" "$(recipe_get "$n" RUNTIME)" \
+      "$(recipe_get "$n" VERSION)" "${h:0:12}" "$st" "$size"
+  done
+  exit 0
+fi
+
+# ------------------------------------------------------ steps and failures ---
+
+CUR_IMAGE=- CUR_STEP=preflight
+now_ms() { local ns; ns=$(date +%s%N); echo $((ns / 1000000)); }
+fmt_ms() { printf '%d.%ds' $(($1 / 1000)) $((($1 % 1000) / 100)); }
+step() { CUR_STEP=$1; img_log "[$CUR_IMAGE] $1"; }
+
+on_err() {
+  local rc=$1 cmd=$2 line=$3
+  trap - ERR
+  # In a subshell: leave the report to the parent, which fails in turn.
+  [[ $BASHPID != "$$" ]] && exit "$rc"
+  printf '%s images: FAILED: image %s, step "%s" (exit %s): %s [build.sh:%s]\n' \
+    "$(img_ts)" "$CUR_IMAGE" "$CUR_STEP" "$rc" "$cmd" "$line" >&2
+  exit "$rc"
+}
+trap 'on_err $? "$BASH_COMMAND" "$LINENO"' ERR
+
+WORK_DIRS=()
+on_exit() {
+  local rc=$? d
+  for d in "${WORK_DIRS[@]}"; do
+    [[ -e $d ]] || continue
+    if rootfs_assert_unmounted "$d"; then rm -rf --one-file-system "$d"
+    else img_warn "left $d in place: something is still mounted below it"; rc=1
+    fi
+  done
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --------------------------------------------------------------- preflight ---
+
+[[ $(id -u) == 0 ]] || img_die "must run as root (debootstrap, chroot, mounts)"
+for c in debootstrap unshare chroot findmnt flock tar sha256sum sha512sum; do
+  command -v "$c" >/dev/null 2>&1 || img_die "missing command: $c"
+done
+dk version --format '{{.Server.Version}}' >/dev/null 2>&1 ||
+  img_die "no docker daemon at DOCKER_HOST=$DOCKER_HOST (docker CLI: $KIWI_DOCKER)"
+
+CACHE=$KIWI_IMAGES_STATE/cache
+WORK=$KIWI_IMAGES_STATE/work
+KIWI_DL=$KIWI_IMAGES_STATE/downloads
+mkdir -p "$CACHE" "$WORK" "$KIWI_DL"
+exec 9>"$KIWI_IMAGES_STATE/build.lock"
+if ! flock -n 9; then
+  img_log "another build.sh holds $KIWI_IMAGES_STATE/build.lock; waiting"
+  flock 9
+fi
+img_log "docker $DOCKER_HOST; state $KIWI_IMAGES_STATE; images: ${selected[*]}$([[ $opt_force == 1 ]] && echo ' (--force)')"
+
+# ------------------------------------------------------------------ builds ---
+
+base_hash=$(recipe_hash base)
+BASE_TAR=$CACHE/base-$base_hash.tar
+MINBASE_TAR=$CACHE/minbase-$KIWI_DEBIAN_SUITE.tar
+base_fresh=0   # base rootfs rebuilt during this run (for --force)
+
+# ensure_base_tar: the base root file system as a tar (and its versions file),
+# built unless cached (or --force and not yet rebuilt in this run).
+ensure_base_tar() {
+  if [[ -f $BASE_TAR && -f $BASE_TAR.versions ]] && ! [[ $opt_force == 1 && $base_fresh == 0 ]]; then
+    return 0
+  fi
+  local saved_image=$CUR_IMAGE t0 r=$WORK/base
+  CUR_IMAGE=base-rootfs
+  t0=$(now_ms)
+  recipe_load base
+  rootfs_remove "$r"
+  WORK_DIRS+=("$r")
+  if [[ -f $MINBASE_TAR && $opt_force == 0 ]]; then
+    step "unpack cached debootstrap ($MINBASE_TAR)"
+    mkdir -p "$r"; tar --numeric-owner -xpf "$MINBASE_TAR" -C "$r"
+  else
+    step "debootstrap --variant=minbase $KIWI_DEBIAN_SUITE $KIWI_DEBIAN_MIRROR"
+    local log=$WORK/debootstrap.log
+    if ! rootfs_debootstrap "$r" >"$log" 2>&1; then
+      tail -n 30 "$log" >&2
+      [[ -f $r/debootstrap/debootstrap.log ]] && tail -n 30 "$r/debootstrap/debootstrap.log" >&2
+      false
+    fi
+    step "save debootstrap cache"
+    tar --numeric-owner -C "$r" -cf "$MINBASE_TAR.tmp" . && mv "$MINBASE_TAR.tmp" "$MINBASE_TAR"
+  fi
+  step "configure apt, dpkg (no docs), policy-rc.d"
+  rootfs_configure "$r"
+  step "apt-get install ${APT_PACKAGES[*]}"
+  rootfs_apt "$r" "${APT_PACKAGES[@]}"
+  step "add user kiwi (1000) and /workspace"
+  rootfs_add_user "$r"
+  step "clean up (apt caches and lists, docs, logs)"
+  rootfs_cleanup "$r"
+  step "verify trust store (Debian ca-certificates only)"
+  rootfs_verify_ca "$r" | sed 's/^/    /'
+  step "checks (as kiwi, no network)"
+  local versions
+  versions=$(rootfs_checks "$r" "" "$(printf '%s\n' "${CHECKS[@]}")")
+  sed 's/^/    /' <<<"$versions" >&2
+  step "save base rootfs ($BASE_TAR)"
+  tar --numeric-owner --xattrs -C "$r" -cf "$BASE_TAR.tmp" .
+  printf '%s\n' "$versions" >"$BASE_TAR.versions"
+  mv "$BASE_TAR.tmp" "$BASE_TAR"
+  find "$CACHE" -maxdepth 1 -name 'base-*.tar*' ! -name "base-$base_hash.tar*" -delete
+  rootfs_remove "$r"
+  base_fresh=1
+  img_log "[base-rootfs] done in $(fmt_ms $(($(now_ms) - t0)))"
+  CUR_IMAGE=$saved_image
+}
+
+# import_image SOURCE NAME HASH VERSIONS: docker import of a directory or a tar.
+import_image() {
+  local src=$1 name=$2 hash=$3 versions=$4 old e changes=() has_path=0 vlabel
+  for e in "${IMAGE_ENV[@]}"; do
+    changes+=(--change "ENV $e")
+    [[ $e == PATH=* ]] && has_path=1
+  done
+  [[ $has_path == 1 ]] || changes+=(--change "ENV PATH=$KIWI_DEFAULT_PATH")
+  vlabel=$(tr '\n' ';' <<<"$versions" | tr -d '"\\$' | sed 's/;$//')
+  changes+=(--change "ENV LANG=C.UTF-8"
+    --change "WORKDIR /workspace"
+    --change "USER kiwi"
+    --change 'CMD ["bash"]'
+    --change "LABEL org.kiwi.recipe=$hash org.kiwi.image=$name org.kiwi.runtime=$RUNTIME org.kiwi.version=\"$VERSION\""
+    --change "LABEL org.kiwi.versions=\"$vlabel\" org.kiwi.built=$(date -u +%Y-%m-%dT%H:%M:%SZ) org.kiwi.base=debian:$KIWI_DEBIAN_SUITE-minbase")
+  old=$(dk image inspect -f '{{.Id}}' "$REF" 2>/dev/null || true)
+  if [[ -d $src ]]; then
+    tar --numeric-owner --xattrs -C "$src" -cf - . | dk import "${changes[@]}" -m "kiwi images: $name recipe $hash" - "$REF" >/dev/null
+  else
+    dk import "${changes[@]}" -m "kiwi images: $name recipe $hash" "$src" "$REF" >/dev/null
+  fi
+  local new
+  new=$(dk image inspect -f '{{.Id}}' "$REF")
+  if [[ -n $old && $old != "$new" ]]; then
+    # The previous build of this image, now untagged; kept if still in use.
+    dk rmi "$old" >/dev/null 2>&1 || true
+  fi
+  img_log "[$name] $REF $(dk image inspect -f '{{.Size}}' "$REF" | awk '{printf "%.0f MB", $1/1000000}') ${new:7:12}"
+}
+
+# build_image NAME
+build_image() {
+  local name=$1 hash r versions t0
+  hash=$(recipe_hash "$name")
+  recipe_load "$name"
+  CUR_IMAGE=$name
+  if [[ $opt_force == 0 && $(image_label "$REF" org.kiwi.recipe || true) == "$hash" ]]; then
+    img_log "[$name] $REF up to date (recipe ${hash:0:12}), skipped"
+    RESULT[$name]="skipped (up to date)"
+    return 0
+  fi
+  t0=$(now_ms)
+  img_log "[$name] building $REF (recipe ${hash:0:12})"
+  ensure_base_tar
+  recipe_load "$name"
+  CUR_IMAGE=$name
+  if [[ $name == base ]]; then
+    step "docker import $REF"
+    import_image "$BASE_TAR" "$name" "$hash" "$(cat "$BASE_TAR.versions")"
+  else
+    r=$WORK/$name
+    KIWI_ROOTFS=$r
+    rootfs_remove "$r"
+    WORK_DIRS+=("$r")
+    step "unpack base rootfs"
+    mkdir -p "$r"; tar --numeric-owner --xattrs -xpf "$BASE_TAR" -C "$r"
+    rootfs_configure "$r"
+    local dl file sum url
+    for dl in "${DOWNLOADS[@]}"; do
+      read -r file sum url <<<"$dl"
+      step "download $url"
+      rootfs_fetch "$r" "$KIWI_DL" "$file" "$sum" "$url" | sed 's/^/    /'
+    done
+    step "apt-get install ${APT_PACKAGES[*]}"
+    rootfs_apt "$r" "${APT_PACKAGES[@]}"
+    if declare -F recipe_install >/dev/null; then
+      step "recipe install (recipes/$name.sh)"
+      recipe_install
+    fi
+    step "clean up (apt caches and lists, docs, logs)"
+    rootfs_cleanup "$r"
+    step "verify trust store (Debian ca-certificates only)"
+    rootfs_verify_ca "$r" | sed 's/^/    /'
+    step "checks (as kiwi, no network)"
+    versions=$(rootfs_checks "$r" "$(printf '%s\n' "${IMAGE_ENV[@]}")" "$(printf '%s\n' "${CHECKS[@]}")")
+    sed 's/^/    /' <<<"$versions" >&2
+    step "docker import $REF"
+    import_image "$r" "$name" "$hash" "$versions"
+    step "remove work tree"
+    rootfs_remove "$r"
+  fi
+  RESULT[$name]="built in $(fmt_ms $(($(now_ms) - t0)))"
+  img_log "[$name] ${RESULT[$name]}"
+}
+
+declare -A RESULT
+t_all=$(now_ms)
+for n in "${selected[@]}"; do
+  build_image "$n"
+done
+CUR_IMAGE=- CUR_STEP=summary
+img_log "summary ($(fmt_ms $(($(now_ms) - t_all))) in all):"
+for n in "${selected[@]}"; do
+  printf '  %-11s %-20s %s\n' "$n" "$(recipe_get "$n" REF)" "${RESULT[$n]}" >&2
+done

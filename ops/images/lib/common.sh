@@ -1,0 +1,222 @@
+# shellcheck shell=bash
+# ops/images/lib/common.sh: shared by build.sh, check.sh and tests/.
+# Source it; it defines variables and functions and changes nothing else.
+#
+# Not part of the recipe hash: nothing here decides what goes into an image
+# (that is lib/rootfs.sh and recipes/*.sh).
+
+KIWI_IMAGES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KIWI_IMAGES_LOG_NAME=${KIWI_IMAGES_LOG_NAME:-images}
+
+# Images in build order. The name is the recipe file recipes/NAME.sh.
+KIWI_IMAGE_NAMES=(base node18 node20 node22 python3.11 go1.19 rust1.63 ruby3.1 php8.2 java17)
+
+KIWI_STATE_DIR=${KIWI_STATE_DIR:-/var/lib/kiwi}
+KIWI_STATE_DIR=${KIWI_STATE_DIR%/}
+KIWI_IMAGES_STATE=$KIWI_STATE_DIR/images
+
+# The host's CA bundle: it may carry a TLS-intercepting proxy's CA. It is used
+# (read-only) for downloads during a build and never copied into an image.
+KIWI_HOST_CA_BUNDLE=${KIWI_HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+
+export DOCKER_HOST=${DOCKER_HOST:-unix:///var/lib/kiwi/run/docker.sock}
+if [[ -z ${KIWI_DOCKER:-} ]]; then
+  if command -v docker >/dev/null 2>&1; then KIWI_DOCKER=$(command -v docker)
+  elif [[ -x /usr/local/bin/docker ]]; then KIWI_DOCKER=/usr/local/bin/docker
+  else KIWI_DOCKER=docker
+  fi
+fi
+
+# ---------------------------------------------------------------- logging ---
+
+img_ts()  { date +%H:%M:%S; }
+img_log() { printf '%s %s: %s\n' "$(img_ts)" "$KIWI_IMAGES_LOG_NAME" "$*" >&2; }
+img_warn() { printf '%s %s: warning: %s\n' "$(img_ts)" "$KIWI_IMAGES_LOG_NAME" "$*" >&2; }
+img_die() { printf '%s %s: error: %s\n' "$(img_ts)" "$KIWI_IMAGES_LOG_NAME" "$*" >&2; exit 1; }
+
+dk() { "$KIWI_DOCKER" "$@"; }
+
+# ---------------------------------------------------------------- recipes ---
+
+# img_known NAME: true if NAME is one of the images.
+img_known() {
+  local n
+  for n in "${KIWI_IMAGE_NAMES[@]}"; do [[ $n == "$1" ]] && return 0; done
+  return 1
+}
+
+# img_resolve ARG: prints the image name for a name ("node20") or a reference
+# ("kiwi/node:20"); fails for anything else.
+img_resolve() {
+  local arg=$1 n
+  if img_known "$arg"; then echo "$arg"; return 0; fi
+  for n in "${KIWI_IMAGE_NAMES[@]}"; do
+    if [[ $(recipe_get "$n" REF) == "$arg" ]]; then echo "$n"; return 0; fi
+  done
+  return 1
+}
+
+# recipe_load NAME: sources recipes/NAME.sh into the current shell after
+# clearing the variables a recipe sets. Call it in a subshell when more than
+# one recipe is used in the same process.
+recipe_load() {
+  local f=$KIWI_IMAGES_DIR/recipes/$1.sh
+  [[ -f $f ]] || { img_warn "no recipe $f"; return 1; }
+  unset NAME REF RUNTIME VERSION DESCRIPTION APT_PACKAGES DOWNLOADS IMAGE_ENV CHECKS
+  unset -f recipe_install
+  # shellcheck disable=SC1090
+  . "$f"
+  [[ $NAME == "$1" ]] || { img_warn "$f sets NAME=$NAME, expected $1"; return 1; }
+}
+
+# recipe_get NAME VAR: prints one scalar variable of a recipe.
+recipe_get() { ( recipe_load "$1" >/dev/null && eval "printf '%s\n' \"\${$2}\"" ); }
+
+# recipe_hash NAME: sha256 of everything that decides an image's content:
+# the recipe format, the Debian suite, lib/rootfs.sh (the build steps), the
+# base recipe and, for the other images, the image's own recipe.
+KIWI_RECIPE_FORMAT=1
+KIWI_DEBIAN_SUITE=bookworm
+recipe_hash() {
+  local name=$1
+  {
+    printf 'kiwi-images recipe format %s\nsuite %s\n' "$KIWI_RECIPE_FORMAT" "$KIWI_DEBIAN_SUITE"
+    cat "$KIWI_IMAGES_DIR/lib/rootfs.sh" "$KIWI_IMAGES_DIR/recipes/base.sh"
+    [[ $name == base ]] || cat "$KIWI_IMAGES_DIR/recipes/$name.sh"
+  } | sha256sum | cut -d' ' -f1
+}
+
+# image_label REF KEY: prints a label of a local image, nothing if absent.
+image_label() {
+  dk image inspect -f "{{ index .Config.Labels \"$2\" }}" "$1" 2>/dev/null | sed 's/^<no value>$//'
+}
+
+# ------------------------------------------------------- certificate sets ---
+# A certificate is identified by its base64 body with whitespace removed:
+# the same DER gives the same line whatever the PEM line wrapping.
+
+# pem_set [FILE...]: one line per certificate (reads stdin without FILE),
+# sorted and unique.
+pem_set() {
+  awk '/-----BEGIN (TRUSTED )?CERTIFICATE-----/ { c = ""; f = 1; next }
+       /-----END (TRUSTED )?CERTIFICATE-----/   { if (f && c != "") print c; f = 0; next }
+       f { gsub(/[ \t\r]/, ""); c = c $0 }' "$@" | LC_ALL=C sort -u
+}
+
+# pem_subjects: reads pem_set lines, prints each certificate's subject (needs
+# openssl; prints the first 40 base64 characters when openssl is missing).
+pem_subjects() {
+  local line
+  while IFS= read -r line; do
+    if command -v openssl >/dev/null 2>&1; then
+      printf -- '-----BEGIN CERTIFICATE-----\n%s\n-----END CERTIFICATE-----\n' "$(fold -w 64 <<<"$line")" |
+        openssl x509 -noout -subject 2>/dev/null || echo "${line:0:40}..."
+    else
+      echo "${line:0:40}..."
+    fi
+  done
+}
+
+# pem_grep_patterns: reads pem_set lines, prints one fixed-string pattern per
+# certificate: its last full 64-character line of base64 (PEM wraps at 64),
+# which lies in the signature and so is unique to that certificate (earlier
+# lines hold issuer and subject, shared by re-issued certificates).
+pem_grep_patterns() {
+  local line n
+  while IFS= read -r line; do
+    n=$(( ${#line} / 64 ))
+    [[ $n -ge 2 ]] && printf '%s\n' "${line:$(( (n - 1) * 64 )):64}"
+  done
+}
+
+# host_ca_collect DIR: the host's bundle (host.pem) and, when the host is a
+# Debian system, the certificates its own ca-certificates enables
+# (hostdeb.pem): the difference is what the host trusts beyond Debian, such
+# as a TLS-intercepting proxy's CA.
+host_ca_collect() {
+  local d=$1 line
+  cp "$KIWI_HOST_CA_BUNDLE" "$d/host.pem" 2>/dev/null || : >"$d/host.pem"
+  rm -f "$d/hostdeb.pem"
+  if [[ -f /etc/ca-certificates.conf && -d /usr/share/ca-certificates ]]; then
+    : >"$d/hostdeb.pem"
+    while IFS= read -r line; do
+      case $line in ''|'#'*|'!'*) continue ;; esac
+      [[ -f /usr/share/ca-certificates/$line ]] && { cat "/usr/share/ca-certificates/$line"; echo; } >>"$d/hostdeb.pem"
+    done </etc/ca-certificates.conf
+  fi
+}
+
+# ca_compare DIR: the trust-store verdict, used for a root file system at
+# build time and for a running image by check.sh. DIR holds, as collected
+# from the image:
+#   bundle.pem    /etc/ssl/certs/ca-certificates.crt
+#   debian.pem    the certificates ca-certificates ships and enables
+#                 (/usr/share/ca-certificates/<each line of /etc/ca-certificates.conf>)
+#   local.list    files under /usr/local/share/ca-certificates (must be empty)
+#   certs.list    'TYPE PATH -> TARGET' for everything under /etc/ssl/certs
+#   java.pem      optional: the Java trust store (keytool -list -rfc)
+#   found.list    optional: files anywhere in the image that contain one of
+#                 the host-only certificates (must be empty)
+# and host.pem, hostdeb.pem from host_ca_collect. Prints findings; fails if the image trusts
+# anything but Debian's own certificates or holds a host-only certificate.
+ca_compare() {
+  local d=$1 bad=0 n_extra n_img n_deb
+  pem_set "$d/bundle.pem" >"$d/bundle.set"
+  pem_set "$d/debian.pem" >"$d/debian.set"
+  pem_set "$d/host.pem" >"$d/host.set"
+  LC_ALL=C comm -23 "$d/host.set" "$d/debian.set" >"$d/extra.set"
+  n_extra=$(wc -l <"$d/extra.set"); n_img=$(wc -l <"$d/bundle.set"); n_deb=$(wc -l <"$d/debian.set")
+  echo "ca: image bundle $n_img certificates, Debian's ca-certificates $n_deb, host bundle certificates not in the image's Debian set $n_extra"
+  if [[ -f $d/hostdeb.pem ]]; then
+    pem_set "$d/hostdeb.pem" | LC_ALL=C comm -23 "$d/extra.set" - >"$d/proxy.set"
+    echo "ca: of those, not from the host's own ca-certificates (the proxy's): $(wc -l <"$d/proxy.set")"
+    pem_subjects <"$d/proxy.set" | sed 's/^/ca:   host-only: /'
+  fi
+  if [[ $n_deb -lt 50 ]]; then
+    echo "ca: FAIL: only $n_deb Debian certificates found: is ca-certificates installed?"; bad=1
+  fi
+  if ! LC_ALL=C cmp -s "$d/bundle.set" "$d/debian.set"; then
+    echo "ca: FAIL: /etc/ssl/certs/ca-certificates.crt differs from Debian's ca-certificates:"
+    LC_ALL=C comm -23 "$d/bundle.set" "$d/debian.set" | pem_subjects | sed 's/^/ca:   extra: /'
+    LC_ALL=C comm -13 "$d/bundle.set" "$d/debian.set" | pem_subjects | sed 's/^/ca:   missing: /'
+    bad=1
+  fi
+  if LC_ALL=C comm -12 "$d/bundle.set" "$d/extra.set" | grep -q .; then
+    echo "ca: FAIL: the image's bundle holds a host-only (proxy) certificate:"
+    LC_ALL=C comm -12 "$d/bundle.set" "$d/extra.set" | pem_subjects | sed 's/^/ca:   /'
+    bad=1
+  fi
+  if [[ -s $d/local.list ]]; then
+    echo "ca: FAIL: local CA certificates present:"; sed 's/^/ca:   /' "$d/local.list"; bad=1
+  fi
+  # /etc/ssl/certs: the bundle, hash links and links into Debian's store,
+  # and Java's store directory. Nothing else.
+  local unexpected
+  unexpected=$(awk '
+      $1 == "f" && $2 == "/etc/ssl/certs/ca-certificates.crt" { next }
+      $1 == "d" && ($2 == "/etc/ssl/certs/java") { next }
+      $1 == "f" && $2 == "/etc/ssl/certs/java/cacerts" { next }
+      $1 == "l" && ($4 ~ "^/usr/share/ca-certificates/" || $4 !~ "/") { next }
+      { print }' "$d/certs.list")
+  if [[ -n $unexpected ]]; then
+    echo "ca: FAIL: unexpected entries in /etc/ssl/certs:"; sed 's/^/ca:   /' <<<"$unexpected"; bad=1
+  fi
+  if [[ -f $d/java.pem ]]; then
+    pem_set "$d/java.pem" >"$d/java.set"
+    echo "ca: Java trust store $(wc -l <"$d/java.set") certificates"
+    if LC_ALL=C comm -23 "$d/java.set" "$d/debian.set" | grep -q .; then
+      echo "ca: FAIL: the Java trust store holds certificates that are not Debian's:"
+      LC_ALL=C comm -23 "$d/java.set" "$d/debian.set" | pem_subjects | sed 's/^/ca:   /'
+      bad=1
+    fi
+  fi
+  if [[ -s $d/found.list ]]; then
+    echo "ca: FAIL: files in the image contain a host-only (proxy) certificate:"
+    sed 's/^/ca:   /' "$d/found.list"; bad=1
+  fi
+  if [[ $n_extra -eq 0 ]]; then
+    echo "ca: note: the host bundle has no certificate beyond Debian's, so the proxy check compared nothing"
+  fi
+  [[ $bad -eq 0 ]] && echo "ca: ok: the image trusts exactly Debian's ca-certificates"
+  return "$bad"
+}
