@@ -1,0 +1,418 @@
+/*
+ * json.c: a small JSON writer for the messages' to_json functions, and
+ * kiwi_msgpack_to_json(), which renders any msgpack value for `kiwi tail`.
+ *
+ * Strings are escaped so that any bytes give valid JSON: quote, backslash and
+ * control characters (including DEL) are escaped, U+2028 and U+2029 too (for
+ * JavaScript consumers), and every byte that does not start a valid UTF-8
+ * sequence becomes \ufffd.
+ */
+#include "wire-internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+kiwi__json_init (kiwi__json *j)
+{
+    memset (j, 0, sizeof *j);
+}
+
+void
+kiwi__json_destroy (kiwi__json *j)
+{
+    free (j->buf);
+    j->buf = NULL;
+    j->len = j->cap = 0;
+}
+
+static void
+put (kiwi__json *j, const char *s, size_t n)
+{
+    if (j->failed)
+        return;
+    if (j->cap - j->len < n + 1) {
+        size_t cap = j->cap > 0 ? j->cap : 256;
+        while (cap - j->len < n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                j->failed = true;
+                return;
+            }
+            cap *= 2;
+        }
+        char *nb = realloc (j->buf, cap);
+        if (nb == NULL) {
+            j->failed = true;
+            return;
+        }
+        j->buf = nb;
+        j->cap = cap;
+    }
+    memcpy (j->buf + j->len, s, n);
+    j->len += n;
+    j->buf[j->len] = '\0';
+}
+
+static void
+puts_ (kiwi__json *j, const char *s)
+{
+    put (j, s, strlen (s));
+}
+
+/* Separator before a value: none after a key, a comma between array items. */
+static void
+pre_value (kiwi__json *j)
+{
+    if (j->after_key) {
+        j->after_key = false;
+        return;
+    }
+    if (j->depth > 0) {
+        if (!j->first[j->depth])
+            put (j, ",", 1);
+        j->first[j->depth] = false;
+    }
+}
+
+static void
+open_ (kiwi__json *j, const char *c)
+{
+    pre_value (j);
+    put (j, c, 1);
+    if (j->depth >= KIWI__JSON_MAX_DEPTH) {
+        j->failed = true;
+        return;
+    }
+    j->depth++;
+    j->first[j->depth] = true;
+}
+
+static void
+close_ (kiwi__json *j, const char *c)
+{
+    put (j, c, 1);
+    if (j->depth > 0)
+        j->depth--;
+}
+
+void
+kiwi__json_object_begin (kiwi__json *j)
+{
+    open_ (j, "{");
+}
+
+void
+kiwi__json_object_end (kiwi__json *j)
+{
+    close_ (j, "}");
+}
+
+void
+kiwi__json_array_begin (kiwi__json *j)
+{
+    open_ (j, "[");
+}
+
+void
+kiwi__json_array_end (kiwi__json *j)
+{
+    close_ (j, "]");
+}
+
+static void
+escaped (kiwi__json *j, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *) s;
+    size_t run = 0; /* start of bytes to copy verbatim */
+    size_t i = 0;
+
+    put (j, "\"", 1);
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t k = kiwi__utf8_seq (p + i, n - i);
+            bool line_sep = k == 3 && c == 0xe2 && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9);
+            if (k > 0 && !line_sep) {
+                i += k;
+                continue;
+            }
+            put (j, s + run, i - run);
+            if (line_sep) {
+                puts_ (j, p[i + 2] == 0xa8 ? "\\u2028" : "\\u2029");
+                i += 3;
+            } else {
+                puts_ (j, "\\ufffd");
+                i++;
+            }
+            run = i;
+            continue;
+        }
+        put (j, s + run, i - run);
+        switch (c) {
+        case '"': puts_ (j, "\\\""); break;
+        case '\\': puts_ (j, "\\\\"); break;
+        case '\n': puts_ (j, "\\n"); break;
+        case '\r': puts_ (j, "\\r"); break;
+        case '\t': puts_ (j, "\\t"); break;
+        case '\b': puts_ (j, "\\b"); break;
+        case '\f': puts_ (j, "\\f"); break;
+        default: {
+            char u[7] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0 };
+            put (j, u, 6);
+        }
+        }
+        i++;
+        run = i;
+    }
+    put (j, s + run, i - run);
+    put (j, "\"", 1);
+}
+
+void
+kiwi__json_key_n (kiwi__json *j, const char *key, size_t len)
+{
+    if (j->depth > 0) {
+        if (!j->first[j->depth])
+            put (j, ",", 1);
+        j->first[j->depth] = false;
+    }
+    escaped (j, key, len);
+    put (j, ":", 1);
+    j->after_key = true;
+}
+
+void
+kiwi__json_key (kiwi__json *j, const char *key)
+{
+    kiwi__json_key_n (j, key, strlen (key));
+}
+
+void
+kiwi__json_str_n (kiwi__json *j, const char *s, size_t len)
+{
+    pre_value (j);
+    if (s == NULL)
+        puts_ (j, "null");
+    else
+        escaped (j, s, len);
+}
+
+void
+kiwi__json_str (kiwi__json *j, const char *s)
+{
+    kiwi__json_str_n (j, s, s != NULL ? strlen (s) : 0);
+}
+
+void
+kiwi__json_u64 (kiwi__json *j, uint64_t v)
+{
+    char b[24];
+    pre_value (j);
+    int n = snprintf (b, sizeof b, "%" PRIu64, v);
+    put (j, b, (size_t) n);
+}
+
+void
+kiwi__json_i64 (kiwi__json *j, int64_t v)
+{
+    char b[24];
+    pre_value (j);
+    int n = snprintf (b, sizeof b, "%" PRId64, v);
+    put (j, b, (size_t) n);
+}
+
+void
+kiwi__json_bool (kiwi__json *j, bool v)
+{
+    pre_value (j);
+    puts_ (j, v ? "true" : "false");
+}
+
+void
+kiwi__json_null (kiwi__json *j)
+{
+    pre_value (j);
+    puts_ (j, "null");
+}
+
+void
+kiwi__json_double (kiwi__json *j, double v)
+{
+    char b[40];
+    pre_value (j);
+    if (!isfinite (v)) {
+        puts_ (j, "null");
+        return;
+    }
+    int n = snprintf (b, sizeof b, "%.17g", v);
+    put (j, b, (size_t) n);
+}
+
+void
+kiwi__json_base64 (kiwi__json *j, const char *p, size_t n)
+{
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *u = (const unsigned char *) p;
+    char chunk[256];
+    size_t o = 0;
+
+    pre_value (j);
+    put (j, "\"", 1);
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t) u[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t) u[i + 1] << 8;
+        if (i + 2 < n)
+            v |= u[i + 2];
+        chunk[o++] = alphabet[(v >> 18) & 63];
+        chunk[o++] = alphabet[(v >> 12) & 63];
+        chunk[o++] = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
+        chunk[o++] = i + 2 < n ? alphabet[v & 63] : '=';
+        if (o + 4 > sizeof chunk) {
+            put (j, chunk, o);
+            o = 0;
+        }
+    }
+    put (j, chunk, o);
+    put (j, "\"", 1);
+}
+
+void
+kiwi__json_kstr (kiwi__json *j, const char *key, const char *s)
+{
+    if (s == NULL)
+        return;
+    kiwi__json_key (j, key);
+    kiwi__json_str (j, s);
+}
+
+void
+kiwi__json_ku64 (kiwi__json *j, const char *key, uint64_t v)
+{
+    kiwi__json_key (j, key);
+    kiwi__json_u64 (j, v);
+}
+
+void
+kiwi__json_ki64 (kiwi__json *j, const char *key, int64_t v)
+{
+    kiwi__json_key (j, key);
+    kiwi__json_i64 (j, v);
+}
+
+void
+kiwi__json_kbool (kiwi__json *j, const char *key, bool v)
+{
+    kiwi__json_key (j, key);
+    kiwi__json_bool (j, v);
+}
+
+int
+kiwi__json_msgpack (kiwi__json *j, const msgpack_object *o, int depth, kiwi_error_t *err)
+{
+    if (depth > KIWI_WIRE_MAX_DEPTH)
+        return kiwi__fail (err, "msgpack", NULL, "nested deeper than %d levels", KIWI_WIRE_MAX_DEPTH);
+
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        kiwi__json_null (j);
+        return 0;
+    case MSGPACK_OBJECT_BOOLEAN:
+        kiwi__json_bool (j, o->via.boolean);
+        return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        kiwi__json_u64 (j, o->via.u64);
+        return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        kiwi__json_i64 (j, o->via.i64);
+        return 0;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        kiwi__json_double (j, o->via.f64);
+        return 0;
+    case MSGPACK_OBJECT_STR:
+        kiwi__json_str_n (j, o->via.str.size > 0 ? o->via.str.ptr : "", o->via.str.size);
+        return 0;
+    case MSGPACK_OBJECT_BIN:
+        kiwi__json_base64 (j, o->via.bin.ptr, o->via.bin.size);
+        return 0;
+    case MSGPACK_OBJECT_EXT:
+        kiwi__json_object_begin (j);
+        kiwi__json_ki64 (j, "ext_type", o->via.ext.type);
+        kiwi__json_key (j, "data");
+        kiwi__json_base64 (j, o->via.ext.ptr, o->via.ext.size);
+        kiwi__json_object_end (j);
+        return 0;
+    case MSGPACK_OBJECT_ARRAY:
+        kiwi__json_array_begin (j);
+        for (uint32_t i = 0; i < o->via.array.size; i++)
+            if (kiwi__json_msgpack (j, &o->via.array.ptr[i], depth + 1, err) < 0)
+                return -1;
+        kiwi__json_array_end (j);
+        return 0;
+    case MSGPACK_OBJECT_MAP:
+        kiwi__json_object_begin (j);
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            if (k->type == MSGPACK_OBJECT_STR) {
+                kiwi__json_key_n (j, k->via.str.size > 0 ? k->via.str.ptr : "", k->via.str.size);
+            } else {
+                /* JSON keys are strings: use the key's own JSON text. */
+                kiwi__json sub;
+                kiwi__json_init (&sub);
+                if (kiwi__json_msgpack (&sub, k, depth + 1, err) < 0) {
+                    kiwi__json_destroy (&sub);
+                    return -1;
+                }
+                if (sub.failed)
+                    j->failed = true;
+                else
+                    kiwi__json_key_n (j, sub.buf, sub.len);
+                kiwi__json_destroy (&sub);
+            }
+            if (kiwi__json_msgpack (j, &o->via.map.ptr[i].val, depth + 1, err) < 0)
+                return -1;
+        }
+        kiwi__json_object_end (j);
+        return 0;
+    }
+    return kiwi__fail (err, "msgpack", NULL, "unknown msgpack type %d", (int) o->type);
+}
+
+int
+kiwi__json_finish (kiwi__json *j, const char *what, char **out, kiwi_error_t *err)
+{
+    if (j->failed || j->buf == NULL) {
+        kiwi__json_destroy (j);
+        return kiwi_error_make (err, ENOMEM, "%s: rendering JSON", what);
+    }
+    *out = j->buf;
+    j->buf = NULL;
+    j->len = j->cap = 0;
+    return 0;
+}
+
+int
+kiwi_msgpack_to_json (const char *buf, size_t len, char **out, kiwi_error_t *err)
+{
+    msgpack_unpacked u;
+    kiwi__json j;
+    kiwi__json_init (&j);
+    int r = kiwi__unpack_one (&u, buf, len, KIWI_WIRE_MAX_DEPTH, "msgpack", err);
+    if (r == 0)
+        r = kiwi__json_msgpack (&j, &u.data, 1, err);
+    if (r == 0)
+        r = kiwi__json_finish (&j, "msgpack", out, err);
+    kiwi__json_destroy (&j);
+    msgpack_unpacked_destroy (&u);
+    return r;
+}
