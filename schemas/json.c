@@ -4,8 +4,8 @@
  *
  * Strings are escaped so that any bytes give valid JSON: quote, backslash and
  * control characters (including DEL) are escaped, U+2028 and U+2029 too (for
- * JavaScript consumers), and every byte that does not start a valid UTF-8
- * sequence becomes \ufffd.
+ * JavaScript consumers), and each maximal invalid UTF-8 subsequence becomes
+ * one \ufffd (the Unicode recommendation, as Python and browsers decode).
  */
 #include "wire-internal.h"
 
@@ -123,6 +123,40 @@ kiwi__json_array_end (kiwi__json *j)
     close_ (j, "]");
 }
 
+/* How many bytes one U+FFFD replaces at an invalid sequence: the longest
+ * prefix of a well-formed sequence (at least 1), as the Unicode standard
+ * recommends and Python's and browsers' decoders do. */
+static size_t
+invalid_run (const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    size_t need;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+        need = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        need = 2;
+        if (c == 0xe0)
+            lo = 0xa0;
+        if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 3;
+        if (c == 0xf0)
+            lo = 0x90;
+        if (c == 0xf4)
+            hi = 0x8f;
+    } else {
+        return 1;
+    }
+    if (n < 2 || p[1] < lo || p[1] > hi)
+        return 1;
+    size_t i = 2;
+    while (i <= need && i < n && (p[i] & 0xc0) == 0x80)
+        i++;
+    return i;
+}
+
 static void
 escaped (kiwi__json *j, const char *s, size_t n)
 {
@@ -151,7 +185,7 @@ escaped (kiwi__json *j, const char *s, size_t n)
                 i += 3;
             } else {
                 puts_ (j, "\\ufffd");
-                i++;
+                i += invalid_run (p + i, n - i);
             }
             run = i;
             continue;
@@ -319,7 +353,8 @@ kiwi__json_kbool (kiwi__json *j, const char *key, bool v)
 int
 kiwi__json_msgpack (kiwi__json *j, const msgpack_object *o, int depth, kiwi_error_t *err)
 {
-    if (depth > KIWI_WIRE_MAX_DEPTH)
+    /* Only containers count as levels, as in kiwi__scan(). */
+    if ((o->type == MSGPACK_OBJECT_ARRAY || o->type == MSGPACK_OBJECT_MAP) && depth > KIWI_WIRE_MAX_DEPTH)
         return kiwi__fail (err, "msgpack", NULL, "nested deeper than %d levels", KIWI_WIRE_MAX_DEPTH);
 
     switch (o->type) {

@@ -37,11 +37,12 @@
  *
  * Mapping: nil → null; booleans; integers as JSON integers; floats with 17
  * significant digits (NaN and infinities → null); str → JSON string, with
- * control characters escaped as \uXXXX and every byte that is not part of a
- * valid UTF-8 sequence replaced by \ufffd; bin → base64 string (RFC 4648,
- * padded); ext → {"ext_type": <int>, "data": "<base64>"}; arrays; maps →
- * objects, where a key that is not a string is rendered as JSON and that text
- * used as the key string.
+ * quote, backslash, control characters, DEL, U+2028 and U+2029 escaped and
+ * each maximal invalid UTF-8 subsequence replaced by one \ufffd (as Python's
+ * and browsers' decoders do); bin → base64 string (RFC 4648, padded);
+ * ext → {"ext_type": <int>, "data": "<base64>"}; arrays; maps → objects,
+ * where a key that is not a string is rendered as JSON and that text used as
+ * the key string (integer 1 → "1").
  *
  * Fails (KIWI_WIRE_EINVALID) on an empty, truncated or malformed buffer, on
  * bytes after the value, and on nesting deeper than KIWI_WIRE_MAX_DEPTH.

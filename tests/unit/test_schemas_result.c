@@ -1,0 +1,223 @@
+/*
+ * test_schemas_result.c: the Result message: round trips, the status
+ * X-macro, the diff-iff-fixed rule, every decode rule with the exact error
+ * naming the field, the encoder's validation and the JSON rendering.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_schemas_util.h"
+
+static char *base; /* status fixed */
+static size_t base_len;
+static char *base_nf; /* status needs_network */
+static size_t base_nf_len;
+
+static int
+setup (void **state)
+{
+    kiwi_result r;
+    kiwi_error_t err = NULL;
+    kiwi_result_init (&r);
+    sample_result_fixed (&r);
+    int rc = kiwi_result_encode (&r, &base, &base_len, &err);
+    kiwi_result_clear (&r);
+    sample_result_not_fixed (&r);
+    if (rc == 0)
+        rc = kiwi_result_encode (&r, &base_nf, &base_nf_len, &err);
+    kiwi_result_clear (&r);
+    kiwi_error_free (&err);
+    return rc;
+}
+
+static int
+teardown (void **state)
+{
+    free (base);
+    free (base_nf);
+    return 0;
+}
+
+static void
+edit (const char *path, edit_op op, msgpack_object value, const char *msg)
+{
+    expect_edit (decode_result, base, base_len, path, op, value, msg);
+}
+
+static void
+edit_nf (const char *path, edit_op op, msgpack_object value, const char *msg)
+{
+    expect_edit (decode_result, base_nf, base_nf_len, path, op, value, msg);
+}
+
+static void
+test_roundtrip (void **state)
+{
+    kiwi_result r;
+    kiwi_result_init (&r);
+    sample_result_fixed (&r);
+    roundtrip_result (&r);
+    kiwi_result_clear (&r);
+    sample_result_not_fixed (&r);
+    roundtrip_result (&r);
+
+    /* At the limits. */
+    free (r.reason);
+    r.reason = repeat ('r', KIWI_RESULT_REASON_MAX);
+    r.rounds = 100;
+    r.tokens_in = r.tokens_out = r.cost_usd_micros = UINT64_MAX;
+    r.finished_at = 0;
+    roundtrip_result (&r);
+    r.status = KIWI_RESULT_FIXED;
+    r.diff = repeat ('d', KIWI_RESULT_DIFF_MAX);
+    roundtrip_result (&r);
+    free (r.diff);
+    r.diff = xstrdup (""); /* fixed with an empty diff: the tests already passed */
+    free (r.reason);
+    r.reason = NULL;
+    roundtrip_result (&r);
+    kiwi_result_clear (&r);
+}
+
+/* Every status round-trips by its string; the X-macro keeps names and values together. */
+static void
+test_every_status (void **state)
+{
+    static const char *names[] = { "fixed",    "not_fixed",  "install_failed", "needs_network",
+                                   "budget_exhausted", "max_rounds", "timed_out",      "error" };
+    assert_int_equal (KIWI_RESULT__END - 1, 8);
+    for (int i = 0; i < 8; i++) {
+        kiwi_result_status s;
+        assert_int_equal (kiwi_result_status_parse (names[i], &s), 0);
+        assert_int_equal (s, i + 1);
+        assert_string_equal (kiwi_result_status_name (s), names[i]);
+        if (s == KIWI_RESULT_FIXED)
+            edit_nf ("status", EDIT_SET, obj_str (names[i]), "result.diff: required when status is fixed");
+        else
+            edit_nf ("status", EDIT_SET, obj_str (names[i]), NULL);
+    }
+    assert_null (kiwi_result_status_name (KIWI_RESULT_UNSET));
+    assert_null (kiwi_result_status_name (KIWI_RESULT__END));
+    edit ("status", EDIT_SET, obj_str ("FIXED"),
+          "result.status: unknown value \"FIXED\" (expected fixed, not_fixed, install_failed, needs_network, "
+          "budget_exhausted, max_rounds, timed_out, error)");
+}
+
+static void
+test_diff_iff_fixed (void **state)
+{
+    msgpack_object x = obj_nil ();
+    edit ("diff", EDIT_DEL, x, "result.diff: required when status is fixed");
+    edit ("diff", EDIT_SET, obj_str (""), NULL);
+    edit ("status", EDIT_SET, obj_str ("not_fixed"), "result.diff: only allowed when status is fixed, status is not_fixed");
+    edit_nf ("diff", EDIT_SET, obj_str ("x"), "result.diff: only allowed when status is fixed, status is needs_network");
+    edit ("diff", EDIT_SET, obj_str ("\xff\xfe binary-ish"), NULL); /* raw bytes are fine */
+    edit ("diff", EDIT_SET, obj_strn ("a\0b", 3), "result.diff: contains a NUL byte at byte 1");
+}
+
+static void
+test_decode_rules (void **state)
+{
+    msgpack_object x = obj_nil ();
+    const char *required[] = { "task_id", "status", "rounds", "tokens_in", "tokens_out", "cost_usd_micros",
+                               "duration_ms", "worker_id", "finished_at", "v" };
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        char msg[96];
+        snprintf (msg, sizeof msg, "result.%s: required field missing", required[i]);
+        edit (required[i], EDIT_DEL, x, msg);
+    }
+    edit ("reason", EDIT_DEL, x, NULL);
+    edit_nf ("reason", EDIT_DEL, x, NULL);
+
+    edit ("task_id", EDIT_SET, obj_bool (true), "result.task_id: expected string, got boolean");
+    edit ("status", EDIT_SET, obj_uint (1), "result.status: expected string, got integer");
+    edit ("tokens_in", EDIT_SET, obj_str ("5"), "result.tokens_in: expected integer, got string");
+    edit ("tokens_out", EDIT_SET, obj_int (-5), "result.tokens_out: must not be negative, got -5");
+    edit ("cost_usd_micros", EDIT_SET, obj_float (0.01), "result.cost_usd_micros: expected integer, got float");
+    edit ("duration_ms", EDIT_SET, obj_uint (UINT64_MAX), NULL);
+    edit ("rounds", EDIT_SET, obj_uint (101), "result.rounds: must be between 0 and 100, got 101");
+    edit ("finished_at", EDIT_SET, obj_int (-1), "result.finished_at: must be at least 0, got -1");
+    edit ("worker_id", EDIT_SET, obj_str (""), "result.worker_id: must not be empty");
+    edit ("task_id", EDIT_SET, obj_str ("x y"),
+          "result.task_id: invalid character 0x20 at byte 1 (allowed: A-Z a-z 0-9 . _ : -)");
+
+    char *reason = repeat ('r', KIWI_RESULT_REASON_MAX + 1);
+    edit ("reason", EDIT_SET, obj_strn (reason, KIWI_RESULT_REASON_MAX), NULL);
+    edit ("reason", EDIT_SET, obj_strn (reason, KIWI_RESULT_REASON_MAX + 1), "result.reason: longer than 65536 bytes");
+    free (reason);
+    char *diff = repeat ('d', KIWI_RESULT_DIFF_MAX + 1);
+    edit ("diff", EDIT_SET, obj_strn (diff, KIWI_RESULT_DIFF_MAX), NULL);
+    edit ("diff", EDIT_SET, obj_strn (diff, KIWI_RESULT_DIFF_MAX + 1), "result.diff: longer than 16777216 bytes");
+    free (diff);
+    edit ("reason", EDIT_SET, obj_str ("output: \xff\x01"), NULL);
+
+    edit ("status", EDIT_ADD, obj_str ("fixed"), "result.status: duplicate key");
+    edit ("v", EDIT_SET, obj_uint (9), "result.v: version 9 is newer than supported version 1");
+    edit ("attempt", EDIT_SET, obj_uint (2), NULL);
+}
+
+static void
+test_encode_validates (void **state)
+{
+    kiwi_result r;
+    kiwi_error_t err = NULL;
+    char *out = NULL;
+    size_t len;
+    kiwi_result_init (&r);
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.task_id: required field missing");
+    sample_result_fixed (&r);
+    r.status = KIWI_RESULT_UNSET;
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.status: required field missing");
+    r.status = (kiwi_result_status) 42;
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.status: unknown status 42");
+    r.status = KIWI_RESULT_TIMED_OUT;
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err,
+                    "result.diff: only allowed when status is fixed, status is timed_out");
+    free (r.diff);
+    r.diff = NULL;
+    expect_ok (kiwi_result_encode (&r, &out, &len, &err), &err);
+    free (out);
+    r.status = KIWI_RESULT_FIXED;
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.diff: required when status is fixed");
+    kiwi_result_clear (&r);
+}
+
+static void
+test_to_json (void **state)
+{
+    kiwi_result r;
+    kiwi_error_t err = NULL;
+    char *json;
+    kiwi_result_init (&r);
+    sample_result_fixed (&r);
+    expect_ok (kiwi_result_to_json (&r, &json, &err), &err);
+    assert_string_equal (json, "{\"v\":1,\"task_id\":\"task-0001:retry.2_x\",\"status\":\"fixed\","
+                               "\"reason\":\"tests pass after 2 rounds\","
+                               "\"diff\":\"diff --git a/x.c b/x.c\\n--- a/x.c\\n+++ b/x.c\\n@@ -1 +1 @@\\n"
+                               "-int x = 1;\\n+int x = 2; /* caf\\ufffd latin-1 */\\n\","
+                               "\"rounds\":2,\"tokens_in\":123456,\"tokens_out\":7890,\"cost_usd_micros\":431000,"
+                               "\"duration_ms\":98765,\"worker_id\":\"worker-a:7\",\"finished_at\":1764454562123}");
+    free (json);
+    kiwi_result_clear (&r);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_roundtrip),
+        cmocka_unit_test (test_every_status),
+        cmocka_unit_test (test_diff_iff_fixed),
+        cmocka_unit_test (test_decode_rules),
+        cmocka_unit_test (test_encode_validates),
+        cmocka_unit_test (test_to_json),
+    };
+    return cmocka_run_group_tests_name ("schemas_result", tests, setup, teardown);
+}
