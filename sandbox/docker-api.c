@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cleanup.h"
 
@@ -68,6 +69,10 @@ typedef struct {
     CURL *curl;
     kiwi_docker_sink sink;
     void *userdata;
+    kiwi_docker_tick tick;
+    long tick_ms;
+    struct timespec last_tick;
+    int tick_aborted;
     growbuf error_body; /* body of a non-2xx response */
     int checked;
     int failed_status;
@@ -87,6 +92,23 @@ stream_cb (char *ptr, size_t size, size_t nmemb, void *userdata)
     if (s->failed_status)
         return growbuf_append (&s->error_body, ptr, n) < 0 ? 0 : n;
     return s->sink (ptr, n, s->userdata) < 0 ? 0 : n;
+}
+
+static int
+progress_cb (void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    stream_ctx *s = userdata;
+    struct timespec now;
+    clock_gettime (CLOCK_MONOTONIC, &now);
+    long elapsed = (now.tv_sec - s->last_tick.tv_sec) * 1000L + (now.tv_nsec - s->last_tick.tv_nsec) / 1000000L;
+    if (elapsed < s->tick_ms)
+        return 0;
+    s->last_tick = now;
+    if (s->tick (s->userdata) < 0) {
+        s->tick_aborted = 1;
+        return 1;
+    }
+    return 0;
 }
 
 static int
@@ -190,21 +212,38 @@ kiwi_docker_request_stream (kiwi_docker *d, const char *method, const char *path
                             const void *body, size_t body_len, long timeout_ms, kiwi_docker_sink sink,
                             void *userdata, long *status, kiwi_error_t *err)
 {
+    return kiwi_docker_request_stream_tick (d, method, path, content_type, body, body_len, timeout_ms, sink,
+                                            userdata, NULL, 0, status, err);
+}
+
+int
+kiwi_docker_request_stream_tick (kiwi_docker *d, const char *method, const char *path, const char *content_type,
+                                 const void *body, size_t body_len, long timeout_ms, kiwi_docker_sink sink,
+                                 void *userdata, kiwi_docker_tick tick, long tick_ms, long *status,
+                                 kiwi_error_t *err)
+{
     struct curl_slist *headers = NULL;
     if (prepare (d, method, path, content_type, body, body_len, timeout_ms, &headers, err) < 0)
         return -1;
-    stream_ctx s = { .curl = d->curl, .sink = sink, .userdata = userdata };
+    stream_ctx s = { .curl = d->curl, .sink = sink, .userdata = userdata, .tick = tick, .tick_ms = tick_ms };
     curl_easy_setopt (d->curl, CURLOPT_WRITEFUNCTION, stream_cb);
     curl_easy_setopt (d->curl, CURLOPT_WRITEDATA, &s);
+    if (tick != NULL) {
+        clock_gettime (CLOCK_MONOTONIC, &s.last_tick);
+        curl_easy_setopt (d->curl, CURLOPT_XFERINFOFUNCTION, progress_cb);
+        curl_easy_setopt (d->curl, CURLOPT_XFERINFODATA, &s);
+        curl_easy_setopt (d->curl, CURLOPT_NOPROGRESS, 0L);
+    }
     CURLcode rc = curl_easy_perform (d->curl);
     curl_slist_free_all (headers);
     long code = 0;
     curl_easy_getinfo (d->curl, CURLINFO_RESPONSE_CODE, &code);
     if (status)
         *status = code;
-    if (rc == CURLE_WRITE_ERROR && !s.failed_status) {
+    if ((rc == CURLE_WRITE_ERROR && !s.failed_status) || (rc == CURLE_ABORTED_BY_CALLBACK && s.tick_aborted)) {
         free (s.error_body.buf);
-        return kiwi_error_make (err, 0, "docker %s %s: aborted by the receiver", method, path);
+        return kiwi_error_make_code (err, KIWI_DOCKER_ABORTED, "docker %s %s: aborted by the receiver", method,
+                                     path);
     }
     if (rc != CURLE_OK) {
         free (s.error_body.buf);

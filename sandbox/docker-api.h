@@ -59,12 +59,22 @@ int kiwi_docker_request (kiwi_docker *d, const char *method, const char *path, c
                          const void *body, size_t body_len, long timeout_ms, kiwi_docker_response *resp,
                          kiwi_error_t *err);
 
+/* Called about every `tick_ms` while a streamed request is in flight, also
+ * when no data arrives. Return 0 to go on, < 0 to abort the transfer. */
+typedef int (*kiwi_docker_tick) (void *userdata);
+
 /* Same, but the body goes to `sink` as it arrives (logs, exec output, archives).
  * A response whose status is not 2xx is collected instead and returned in
- * *status / err as with kiwi_docker_call(). */
+ * *status / err as with kiwi_docker_call(). `tick` may be NULL. An abort by
+ * the sink or the tick is an error with code KIWI_DOCKER_ABORTED. */
+#define KIWI_DOCKER_ABORTED 1001
 int kiwi_docker_request_stream (kiwi_docker *d, const char *method, const char *path, const char *content_type,
                                 const void *body, size_t body_len, long timeout_ms, kiwi_docker_sink sink,
                                 void *userdata, long *status, kiwi_error_t *err);
+int kiwi_docker_request_stream_tick (kiwi_docker *d, const char *method, const char *path, const char *content_type,
+                                     const void *body, size_t body_len, long timeout_ms, kiwi_docker_sink sink,
+                                     void *userdata, kiwi_docker_tick tick, long tick_ms, long *status,
+                                     kiwi_error_t *err);
 
 /* JSON in, JSON out. `body` may be NULL (not stolen). On a 2xx status *out
  * (if non-NULL) receives the parsed body (a new reference, or NULL for an

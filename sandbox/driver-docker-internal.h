@@ -14,6 +14,11 @@ typedef struct kiwi__docker_flavour {
     const char *runtime;          /* HostConfig.Runtime for Phase B and the session */
     const char *install_runtime;  /* HostConfig.Runtime for Phase A */
     const char *install_network;  /* HostConfig.NetworkMode for Phase A */
+    /* gVisor's own threads live in the container's host pids cgroup, so a
+     * tight PidsLimit kills the whole sandbox; under runsc the process limit
+     * is RLIMIT_NPROC, which gVisor enforces inside the sandbox, and the
+     * cgroup limit is only a generous safety net. */
+    bool pids_via_rlimit;
 } kiwi__docker_flavour;
 
 extern const kiwi__docker_flavour kiwi__docker_flavour_runc;
@@ -22,6 +27,7 @@ extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
 /* Defaults for limits left at zero in a spec. */
 #define KIWI_SANDBOX_DEFAULT_MEMORY_MB 2048
 #define KIWI_SANDBOX_DEFAULT_PIDS 512
+#define KIWI_SANDBOX_GVISOR_PIDS_NET 4096 /* host-side safety net under runsc */
 #define KIWI_SANDBOX_DEFAULT_CPUS 1.0
 #define KIWI_SANDBOX_DEFAULT_DISK_MB 2048
 #define KIWI_SANDBOX_TMPFS_MB 256

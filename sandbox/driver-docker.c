@@ -36,11 +36,13 @@ const kiwi__docker_flavour kiwi__docker_flavour_runsc = {
     .runtime = "runsc",
     .install_runtime = "runsc",
     .install_network = "none",
+    .pids_via_rlimit = true,
 };
 
 typedef struct {
     const kiwi__docker_flavour *flavour;
     kiwi_docker *api;
+    kiwi_docker *probe; /* second connection: liveness checks during a streamed exec */
     char *state_dir;
     char *worker_id;
 } docker_priv;
@@ -93,10 +95,18 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     json_object_set_new (host, "ReadonlyRootfs", json_true ());
     json_object_set_new (host, "Memory", json_integer (mem));
     json_object_set_new (host, "MemorySwap", json_integer (mem));
-    json_object_set_new (host, "PidsLimit", json_integer (pids));
     json_object_set_new (host, "NanoCpus", json_integer ((json_int_t) (cpus * 1e9)));
-    json_object_set_new (host, "Ulimits", json_pack ("[{s:s,s:i,s:i},{s:s,s:i,s:i}]", "Name", "core", "Soft", 0,
-                                                     "Hard", 0, "Name", "nofile", "Soft", 4096, "Hard", 4096));
+    json_t *ulimits = json_pack ("[{s:s,s:i,s:i},{s:s,s:i,s:i}]", "Name", "core", "Soft", 0, "Hard", 0, "Name",
+                                 "nofile", "Soft", 4096, "Hard", 4096);
+    if (flavour->pids_via_rlimit) {
+        json_array_append_new (ulimits, json_pack ("{s:s,s:I,s:I}", "Name", "nproc", "Soft", (json_int_t) pids,
+                                                   "Hard", (json_int_t) pids));
+        json_object_set_new (host, "PidsLimit", json_integer (pids > KIWI_SANDBOX_GVISOR_PIDS_NET
+                                                                  ? pids * 2
+                                                                  : KIWI_SANDBOX_GVISOR_PIDS_NET));
+    } else
+        json_object_set_new (host, "PidsLimit", json_integer (pids));
+    json_object_set_new (host, "Ulimits", ulimits);
     char tmpfs[96];
     snprintf (tmpfs, sizeof tmpfs, "rw,nosuid,nodev,size=%dm,mode=1777", KIWI_SANDBOX_TMPFS_MB);
     json_object_set_new (host, "Tmpfs", json_pack ("{s:s}", "/tmp", tmpfs));
@@ -199,6 +209,7 @@ docker_close (void *priv)
     if (p == NULL)
         return;
     kiwi_docker_close (p->api);
+    kiwi_docker_close (p->probe);
     free (p->state_dir);
     free (p->worker_id);
     free (p);
@@ -373,7 +384,66 @@ typedef struct {
     kiwi_demux demux;
     kiwi_tailbuf tail;
     const kiwi_exec_spec *spec;
+    docker_sb *s;
+    bool lost;
+    bool oom;
+    int exit_code;
 } exec_ctx;
+
+/* Reads the container's state over `api`. Returns < 0 if it cannot be read;
+ * sets *running, *oom and *exit_code otherwise (a missing container is "not
+ * running"). */
+static int
+container_state (kiwi_docker *api, const char *id, bool *running, bool *oom, int *exit_code)
+{
+    char path[256];
+    snprintf (path, sizeof path, "/containers/%s/json", id);
+    json_t *j = NULL;
+    long status = 0;
+    kiwi_error_t e = NULL;
+    int rc = kiwi_docker_call (api, "GET", path, NULL, 10000, &j, &status, &e);
+    kiwi_error_free (&e);
+    if (rc < 0) {
+        if (status == 404) {
+            *running = false;
+            *oom = false;
+            *exit_code = -1;
+            return 0;
+        }
+        return -1;
+    }
+    json_t *st = json_object_get (j, "State");
+    *running = json_is_true (json_object_get (st, "Running"));
+    *oom = json_is_true (json_object_get (st, "OOMKilled"));
+    *exit_code = (int) json_integer_value (json_object_get (st, "ExitCode"));
+    json_decref (j);
+    return 0;
+}
+
+/* During a streamed exec: a sandbox that died under the command (gVisor
+ * dies whole when its memory ceiling is hit) ends the exec at once instead
+ * of at the deadline. */
+static int
+exec_tick (void *ud)
+{
+    exec_ctx *c = ud;
+    docker_priv *p = c->s->p;
+    if (p->probe == NULL) {
+        kiwi_error_t e = NULL;
+        if (kiwi_docker_open (kiwi_docker_socket_path (p->api), &p->probe, &e) < 0) {
+            kiwi_error_free (&e);
+            return 0;
+        }
+    }
+    bool running = true, oom = false;
+    int code = 0;
+    if (container_state (p->probe, c->s->id, &running, &oom, &code) < 0 || running)
+        return 0;
+    c->lost = true;
+    c->oom = oom;
+    c->exit_code = code;
+    return -1;
+}
 
 static int
 exec_emit (int stream, const char *data, size_t len, void *ud)
@@ -453,20 +523,41 @@ docker_exec (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_e
     cleanup_free char *eid = strdup (json_string_value (json_object_get (created, "Id")) ?: "");
     json_decref (created);
 
-    exec_ctx c = { .spec = spec };
+    exec_ctx c = { .spec = spec, .s = s };
     kiwi_demux_init (&c.demux, exec_emit, &c);
     if (kiwi_tailbuf_init (&c.tail, spec->output_cap ? spec->output_cap : 65536) < 0)
         return kiwi_error_make (err, ENOMEM, "exec output buffer");
     snprintf (path, sizeof path, "/exec/%s/start", eid);
     const char start_body[] = "{\"Detach\":false,\"Tty\":false}";
     kiwi_error_t e = NULL;
-    rc = kiwi_docker_request_stream (s->p->api, "POST", path, "application/json", start_body,
-                                     sizeof start_body - 1, spec->timeout_ms, exec_sink, &c, &status, &e);
+    rc = kiwi_docker_request_stream_tick (s->p->api, "POST", path, "application/json", start_body,
+                                          sizeof start_body - 1, spec->timeout_ms, exec_sink, &c, exec_tick, 2000,
+                                          &status, &e);
     if (rc < 0 && kiwi_error_code (e) == 28 /* CURLE_OPERATION_TIMEDOUT */) {
         kill_container (s);
         res->timed_out = true;
         kiwi_error_free (&e);
         rc = 0;
+    } else if (rc < 0 && c.lost) {
+        kiwi_error_free (&e);
+        rc = 0;
+    }
+    if (!res->timed_out && !c.lost) {
+        /* the stream can also end because the sandbox died */
+        bool running = true, oom = false;
+        int code = 0;
+        if (container_state (s->p->api, s->id, &running, &oom, &code) == 0 && !running) {
+            c.lost = true;
+            c.oom = oom;
+            c.exit_code = code;
+        }
+    }
+    if (c.lost) {
+        res->sandbox_lost = true;
+        res->oom_killed = c.oom || memory_limit_hit (s);
+        res->exit_code = -1;
+        snprintf (res->lost_reason, sizeof res->lost_reason, "the sandbox died (exit %d%s)", c.exit_code,
+                  res->oom_killed ? ", memory ceiling reached" : "");
     }
     res->output = kiwi_tailbuf_dup (&c.tail);
     res->output_dropped = c.tail.dropped;
@@ -475,7 +566,7 @@ docker_exec (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_e
         *err = kiwi_error_steal (&e);
         return kiwi_error_wrap (err, "running `%s` in sandbox %s", spec->argv[0], s->name);
     }
-    if (!res->timed_out) {
+    if (!res->timed_out && !res->sandbox_lost) {
         snprintf (path, sizeof path, "/exec/%s/json", eid);
         json_t *st = NULL;
         if (kiwi_docker_call (s->p->api, "GET", path, NULL, 30000, &st, NULL, err) < 0)

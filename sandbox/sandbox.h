@@ -103,6 +103,8 @@ typedef struct kiwi_exec_result {
     int exit_code;            /* -1 when killed or unknown */
     bool timed_out;           /* the deadline killed it */
     bool oom_killed;          /* the memory ceiling killed it */
+    bool sandbox_lost;        /* the whole sandbox died under it (the reason is in `lost_reason`) */
+    char lost_reason[160];
     char *output;             /* tail of stdout+stderr interleaved, NUL-terminated; owned */
     uint64_t output_dropped;  /* bytes before the tail that were not kept */
     int64_t duration_ms;

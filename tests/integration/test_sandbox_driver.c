@@ -1,0 +1,250 @@
+/*
+ * test_sandbox_driver.c: the Docker and gVisor drivers against the real
+ * dockerd: exec with streamed and bounded output, exit codes, deadlines,
+ * the disk ceiling, memory and pids limits, no network, labels, destroy and
+ * reap. Each test runs under both runtimes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "docker-api.h"
+#include "need.h"
+#include "sandbox.h"
+
+static const char *drivers[] = { "docker", "gvisor" };
+
+static const char *
+image (void)
+{
+    return kiwi_test_env_or ("KIWI_TEST_IMAGE", "kiwi/base:bookworm");
+}
+
+static kiwi_sandbox_env *
+open_env (const char *name)
+{
+    kiwi_error_t err = NULL;
+    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (name, &err);
+    assert_non_null (drv);
+    kiwi_sandbox_config cfg = {
+        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
+        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
+        .worker_id = "itest",
+    };
+    kiwi_sandbox_env *env = NULL;
+    int rc = kiwi_sandbox_env_open (drv, &cfg, &env, &err);
+    KIWI_NEED (rc == 0, "%s driver: %s", name, kiwi_error_msg (err));
+    return env;
+}
+
+static kiwi_sandbox *
+make (kiwi_sandbox_env *env, kiwi_sandbox_limits limits)
+{
+    const char *e[] = { "HOME=/kiwi/home", "TMPDIR=/kiwi/tmp", "KIWI_TEST_VAR=present", NULL };
+    kiwi_sandbox_spec spec = {
+        .image = image (), .network = KIWI_NET_NONE, .env = e, .limits = limits, .task_id = "itest",
+        .phase = "verify",
+    };
+    kiwi_sandbox *sb = NULL;
+    kiwi_error_t err = NULL;
+    int rc = kiwi_sandbox_create (env, &spec, &sb, &err);
+    if (rc < 0)
+        fail_msg ("create: %s", kiwi_error_msg (err));
+    return sb;
+}
+
+static kiwi_exec_result
+run (kiwi_sandbox *sb, const char *script, int64_t timeout_ms)
+{
+    const char *argv[] = { "/bin/sh", "-c", script, NULL };
+    kiwi_exec_spec x = { .argv = argv, .timeout_ms = timeout_ms, .output_cap = 4096 };
+    kiwi_exec_result r;
+    kiwi_error_t err = NULL;
+    if (kiwi_sandbox_exec (sb, &x, &r, &err) < 0)
+        fail_msg ("exec `%s`: %s", script, kiwi_error_msg (err));
+    return r;
+}
+
+typedef struct {
+    size_t chunks, bytes;
+} streamed;
+
+static void
+on_output (int stream, const char *data, size_t len, void *ud)
+{
+    streamed *s = ud;
+    s->chunks++;
+    s->bytes += len;
+}
+
+static void
+test_exec_output_and_status (void **state)
+{
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { 0 });
+        kiwi_exec_result r = run (sb, "echo out; echo err >&2; id -u; echo $KIWI_TEST_VAR; pwd; exit 3", 60000);
+        assert_int_equal (r.exit_code, 3);
+        assert_false (r.timed_out);
+        assert_non_null (strstr (r.output, "out\n"));
+        assert_non_null (strstr (r.output, "err\n"));
+        assert_non_null (strstr (r.output, "1000\n"));
+        assert_non_null (strstr (r.output, "present\n"));
+        assert_non_null (strstr (r.output, "/kiwi/src\n"));
+        kiwi_exec_result_clear (&r);
+
+        /* output is bounded: the tail is kept and the rest counted; the live
+         * stream sees everything */
+        const char *argv[] = { "/bin/sh", "-c", "seq 1 100000", NULL };
+        streamed s = { 0 };
+        kiwi_exec_spec x = { .argv = argv, .timeout_ms = 60000, .output_cap = 1000, .on_output = on_output,
+                             .userdata = &s };
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_sandbox_exec (sb, &x, &r, &err), 0);
+        assert_int_equal (strlen (r.output), 1000);
+        assert_non_null (strstr (r.output, "99999\n100000\n"));
+        assert_int_equal (r.output_dropped + 1000, s.bytes);
+        assert_int_equal (s.bytes, 588895);
+        kiwi_exec_result_clear (&r);
+
+        /* no network: only lo */
+        r = run (sb, "cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' '", 60000);
+        assert_string_equal (r.output, "lo\n");
+        kiwi_exec_result_clear (&r);
+
+        kiwi_sandbox_info info;
+        assert_int_equal (kiwi_sandbox_inspect (sb, &info, &err), 0);
+        assert_true (info.running);
+        assert_string_equal (info.network_mode, "none");
+        assert_string_equal (info.runtime, i == 0 ? "runc" : "runsc");
+        assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+        kiwi_sandbox_env_close (env);
+    }
+}
+
+static void
+test_deadline_kills_and_is_named (void **state)
+{
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { 0 });
+        kiwi_exec_result r = run (sb, "echo started; sleep infinity", 2000);
+        assert_true (r.timed_out);
+        assert_int_equal (r.exit_code, -1);
+        assert_non_null (strstr (r.output, "started"));
+        kiwi_exec_result_clear (&r);
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+        kiwi_sandbox_env_close (env);
+    }
+}
+
+static void
+test_disk_ceiling (void **state)
+{
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { .disk_mb = 64 });
+        kiwi_exec_result r = run (sb, "dd if=/dev/zero of=/kiwi/src/fill bs=1M count=200 2>&1; echo rc=$?", 120000);
+        assert_non_null (strstr (r.output, "No space left on device"));
+        assert_non_null (strstr (r.output, "rc=1"));
+        kiwi_exec_result_clear (&r);
+        /* the root filesystem is read-only: no way around the ceiling */
+        r = run (sb, "touch /usr/x /x 2>/dev/null; ls /usr/x /x 2>&1; grep ' / ' /proc/mounts | cut -d' ' -f4",
+                 60000);
+        assert_non_null (strstr (r.output, "ls: cannot access '/usr/x'"));
+        assert_non_null (strstr (r.output, "ls: cannot access '/x'"));
+        assert_non_null (strstr (r.output, "\nro,"));
+        kiwi_exec_result_clear (&r);
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+        kiwi_sandbox_env_close (env);
+    }
+}
+
+static void
+test_pids_and_memory_limits (void **state)
+{
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { .pids = 64, .memory_mb = 128 });
+        /* a memory hog is killed by the ceiling, and that is named */
+        kiwi_exec_result r = run (sb, "head -c 400m /dev/zero | tail > /dev/null", 120000);
+        assert_true (r.oom_killed);
+        assert_false (r.timed_out);
+        if (r.sandbox_lost) {
+            /* gVisor: the whole sandbox goes; the reason is named */
+            assert_non_null (strstr (r.lost_reason, "memory ceiling"));
+            kiwi_exec_result_clear (&r);
+            kiwi_error_t err = NULL;
+            kiwi_sandbox_destroy (sb, &err);
+            sb = make (env, (kiwi_sandbox_limits) { .pids = 64, .memory_mb = 128 });
+        } else {
+            assert_int_equal (r.exit_code, 137);
+            kiwi_exec_result_clear (&r);
+        }
+        /* processes stop at the limit; the sandbox survives and still runs
+         * commands (counting with shell builtins: no fork needed) */
+        r = run (sb,
+                 "sh -c 'for i in $(seq 1 300); do sleep 30 & done' 2>/dev/null; "
+                 "set -- /proc/[0-9]*; echo procs=$#",
+                 60000);
+        const char *p = strstr (r.output, "procs=");
+        assert_non_null (p);
+        int procs = atoi (p + 6);
+        assert_true (procs > 10 && procs <= 64);
+        kiwi_exec_result_clear (&r);
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+        kiwi_sandbox_env_close (env);
+    }
+}
+
+static void
+test_destroy_removes_everything_and_reap (void **state)
+{
+    kiwi_sandbox_env *env = open_env ("docker");
+    kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { 0 });
+    char name[256];
+    snprintf (name, sizeof name, "%s", kiwi_sandbox_id (sb));
+    char dir[512];
+    snprintf (dir, sizeof dir, "%s/sandboxes/%s", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"), name);
+    struct stat st;
+    assert_int_equal (stat (dir, &st), 0);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+    assert_int_not_equal (stat (dir, &st), 0);
+
+    /* a sandbox "left by a crashed worker": create, forget, reap */
+    sb = make (env, (kiwi_sandbox_limits) { 0 });
+    snprintf (dir, sizeof dir, "%s/sandboxes/%s", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
+              kiwi_sandbox_id (sb));
+    int removed = 0;
+    assert_int_equal (kiwi_sandbox_reap (env, &removed, &err), 0);
+    assert_true (removed >= 2); /* the container and its disk */
+    assert_int_not_equal (stat (dir, &st), 0);
+    /* the handle now points at nothing: destroy still frees it, quietly */
+    kiwi_sandbox_destroy (sb, &err);
+    kiwi_error_free (&err);
+    kiwi_sandbox_env_close (env);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_exec_output_and_status),
+        cmocka_unit_test (test_deadline_kills_and_is_named),
+        cmocka_unit_test (test_disk_ceiling),
+        cmocka_unit_test (test_pids_and_memory_limits),
+        cmocka_unit_test (test_destroy_removes_everything_and_reap),
+    };
+    return cmocka_run_group_tests_name ("sandbox_driver", tests, NULL, NULL);
+}
