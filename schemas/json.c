@@ -288,6 +288,11 @@ kiwi__json_double (kiwi__json *j, double v)
         return;
     }
     int n = snprintf (b, sizeof b, "%.17g", v);
+    /* Keep it a float for JSON readers: 3 → 3.0, -0 → -0.0. */
+    if (strpbrk (b, ".e") == NULL && n + 2 < (int) sizeof b) {
+        memcpy (b + n, ".0", 3);
+        n += 2;
+    }
     put (j, b, (size_t) n);
 }
 

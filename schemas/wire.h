@@ -36,7 +36,8 @@
  * (no trailing newline).
  *
  * Mapping: nil → null; booleans; integers as JSON integers; floats with 17
- * significant digits (NaN and infinities → null); str → JSON string, with
+ * significant digits and always a '.' or exponent, so they stay floats
+ * (3.0, -0.0; NaN and infinities → null); str → JSON string, with
  * quote, backslash, control characters, DEL, U+2028 and U+2029 escaped and
  * each maximal invalid UTF-8 subsequence replaced by one \ufffd (as Python's
  * and browsers' decoders do); bin → base64 string (RFC 4648, padded);
