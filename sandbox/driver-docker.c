@@ -29,15 +29,47 @@
 const kiwi__docker_flavour kiwi__docker_flavour_runc = {
     .runtime = "runc",
     .install_runtime = "runc",
-    .install_network = "bridge",
+    .install_network = KIWI_INSTALL_NETWORK,
 };
 
+/* Debian's runsc (2022-12) refuses its own network stack in any network
+ * namespace on this kernel (it mistakes every namespace for the host's; see
+ * docs/gvisor-phase-a.md), so Phase A runs under `runsc-host`: runsc with
+ * --network=host inside the container's own namespace on the install
+ * bridge, which is not the host's. Phase B and the session keep `runsc`,
+ * registered with --network=none. */
 const kiwi__docker_flavour kiwi__docker_flavour_runsc = {
     .runtime = "runsc",
-    .install_runtime = "runsc",
-    .install_network = "none",
+    .install_runtime = "runsc-host",
+    .install_network = KIWI_INSTALL_NETWORK,
     .pids_via_rlimit = true,
 };
+
+/* Creates the install network if it is missing (racing workers: a 409 from
+ * the loser is fine). */
+static int
+ensure_install_network (kiwi_docker *api, kiwi_error_t *err)
+{
+    long status = 0;
+    kiwi_error_t e = NULL;
+    if (kiwi_docker_call (api, "GET", "/networks/" KIWI_INSTALL_NETWORK, NULL, 15000, NULL, &status, &e) == 0)
+        return 0;
+    kiwi_error_free (&e);
+    if (status != 404)
+        return kiwi_error_make (err, 0, "checking the %s network: HTTP %ld", KIWI_INSTALL_NETWORK, status);
+    json_t *body = json_pack ("{s:s,s:s,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", KIWI_INSTALL_NETWORK, "Driver",
+                              "bridge", "CheckDuplicate", 1, "Options", "com.docker.network.bridge.enable_icc",
+                              "false", "com.docker.network.bridge.name", KIWI_INSTALL_BRIDGE,
+                              "com.docker.network.bridge.enable_ip_masquerade", "true", "Labels",
+                              "org.kiwi.network", "install");
+    int rc = kiwi_docker_call (api, "POST", "/networks/create", body, 30000, NULL, &status, err);
+    json_decref (body);
+    if (rc < 0 && status == 409) {
+        kiwi_error_free (err);
+        return 0;
+    }
+    return rc < 0 ? kiwi_error_wrap (err, "creating the %s network for Phase A", KIWI_INSTALL_NETWORK) : 0;
+}
 
 typedef struct {
     const kiwi__docker_flavour *flavour;
@@ -144,6 +176,8 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     return body;
 }
 
+static void docker_close (void *priv);
+
 static int
 docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg, void **priv, kiwi_error_t *err)
 {
@@ -179,6 +213,10 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
                 return -1;
             }
         json_decref (info);
+        if (ensure_install_network (p->api, err) < 0) {
+            docker_close (p);
+            return -1;
+        }
     } else {
         kiwi_docker_close (p->api);
         free (p->state_dir);

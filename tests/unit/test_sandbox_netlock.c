@@ -75,10 +75,31 @@ static void
 test_gvisor_driver_uses_runsc_everywhere (void **state)
 {
     assert_string_equal (kiwi__docker_flavour_runsc.runtime, "runsc");
-    assert_string_equal (kiwi__docker_flavour_runsc.install_runtime, "runsc");
+    assert_string_equal (kiwi__docker_flavour_runsc.install_runtime, "runsc-host");
     kiwi_error_t err = NULL;
     assert_ptr_equal (kiwi_sandbox_driver_find ("runsc", &err), &kiwi_sandbox_driver_gvisor);
     assert_ptr_equal (kiwi_sandbox_driver_find ("gvisor", &err), &kiwi_sandbox_driver_gvisor);
+}
+
+static void
+test_install_network_is_never_the_hosts (void **state)
+{
+    /* Phase A has a network, but never the host's: under runsc-host
+     * (--network=host inside the container's namespace) NetworkMode "host"
+     * would hand the sandbox the host's loopback services. */
+    const kiwi__docker_flavour *flavours[] = { &kiwi__docker_flavour_runc, &kiwi__docker_flavour_runsc };
+    for (size_t i = 0; i < 2; i++) {
+        json_t *b = body_for (flavours[i], KIWI_NET_INSTALL, "install");
+        const char *mode = host_str (b, "NetworkMode");
+        assert_string_equal (mode, KIWI_INSTALL_NETWORK);
+        assert_string_not_equal (mode, "host");
+        assert_null (strstr (mode, "container:"));
+        assert_false (json_is_true (json_object_get (b, "NetworkDisabled")));
+        json_decref (b);
+    }
+    json_t *b = body_for (&kiwi__docker_flavour_runsc, KIWI_NET_INSTALL, "install");
+    assert_string_equal (host_str (b, "Runtime"), "runsc-host");
+    json_decref (b);
 }
 
 static void
@@ -127,6 +148,7 @@ main (void)
         cmocka_unit_test (test_phase_b_gvisor_has_no_network_and_runsc),
         cmocka_unit_test (test_session_sandbox_has_no_network),
         cmocka_unit_test (test_gvisor_driver_uses_runsc_everywhere),
+        cmocka_unit_test (test_install_network_is_never_the_hosts),
         cmocka_unit_test (test_privileges_locked),
         cmocka_unit_test (test_unknown_driver_lists_known),
     };
