@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Kiwi machine set-up: Debian packages, the Kafka broker's jars, sandbox images.
+# Idempotent; a second run with everything present takes seconds.
+# Run as root on Debian 12. See ops/README.md.
+set -Eeuo pipefail
+
+KIWI_LOG_NAME=setup
+# shellcheck source=ops/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+install_err_trap
+
+usage() {
+  cat <<EOF
+Usage: ops/setup.sh [--no-kafka] [--no-images] [--help]
+
+Sets up this machine for Kiwi (Debian 12, as root):
+  1. packages  apt-get install of the build, test and stack dependencies
+               (skipped when every package is already installed)
+  2. kafka     resolves the Apache Kafka broker from ops/pom.xml with Maven into
+               \${KIWI_STATE_DIR}/kafka/lib (skipped when its stamp matches the
+               pom's sha256)
+  3. docker    brings up dockerd with runsc through ops/stack.sh up docker
+  4. images    builds the sandbox images with ops/images/build.sh
+
+Options:
+  --no-kafka   skip step 2
+  --no-images  skip steps 3 and 4
+  --help       this text
+
+Environment:
+  KIWI_STATE_DIR   state root (default /var/lib/kiwi); now $KIWI_STATE_DIR
+  KIWI_MVN_ARGS    extra arguments for mvn (e.g. -Dmaven.repo.local=/tmp/m2)
+EOF
+}
+
+want_images=1 want_kafka=1
+while (($#)); do
+  case $1 in
+    --no-images) want_images=0 ;;
+    --no-kafka) want_kafka=0 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+  shift
+done
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev
+  redis-server docker.io runsc debootstrap kcat
+  iptables iproute2 git python3-msgpack curl jq ca-certificates
+)
+
+# Packages that are not fully installed, one per line.
+missing_packages() {
+  local p status
+  for p in "$@"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [[ $status == installed ]] || echo "$p"
+  done
+}
+
+step_packages() {
+  local -a want missing
+  want=("${PACKAGES[@]}")
+  if (($(java_major java) < 17)); then
+    log "no java >= 17 on PATH: adding default-jre-headless"
+    want+=(default-jre-headless)
+  fi
+  command -v mvn >/dev/null 2>&1 || want+=(maven)
+  mapfile -t missing < <(missing_packages "${want[@]}")
+  if ((${#missing[@]} == 0)); then
+    log "all ${#want[@]} packages already installed"
+    return 0
+  fi
+  ((EUID == 0)) || die "packages missing (${missing[*]}) and not root: run as root"
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "${missing[@]}" </dev/null
+  mapfile -t missing < <(missing_packages "${want[@]}")
+  ((${#missing[@]} == 0)) || die "still not installed after apt-get: ${missing[*]}"
+  (($(java_major java) >= 17)) || die "java on PATH is older than 17 after install"
+}
+
+step_kafka() {
+  local pom=$KIWI_OPS_DIR/pom.xml lib=$KIWI_KAFKA_LIB sum stamp tmp n mvnlog
+  sum=$(sha256_of "$pom")
+  stamp=$lib/.pom.sha256
+  if [[ -r $stamp && $(<"$stamp") == "$sum" ]] && compgen -G "$lib/kafka_2.13-*.jar" >/dev/null; then
+    log "kafka lib up to date ($(find "$lib" -name '*.jar' | wc -l) jars in $lib)"
+    return 0
+  fi
+  command -v mvn >/dev/null 2>&1 || die "mvn not found"
+  mkdir -p "$(dirname "$lib")"
+  tmp=$lib.new
+  rm -rf "$tmp"
+  # Resolve into a fresh directory, then swap: no stale jars from an older pom.
+  mkdir -p "$KIWI_LOG_DIR"
+  mvnlog=$KIWI_LOG_DIR/setup-maven.log
+  # shellcheck disable=SC2086
+  if ! mvn -B -q -Dstyle.color=never -f "$pom" ${KIWI_MVN_ARGS:-} dependency:copy-dependencies \
+      -Dkiwi.kafka.lib="$tmp" </dev/null >"$mvnlog" 2>&1; then
+    log_tail "$mvnlog" 40
+    die "mvn dependency:copy-dependencies failed (log: $mvnlog)"
+  fi
+  n=$(find "$tmp" -maxdepth 1 -name '*.jar' | wc -l)
+  compgen -G "$tmp/kafka_2.13-*.jar" >/dev/null || die "maven produced no kafka_2.13 jar in $tmp"
+  echo "$sum" >"$tmp/.pom.sha256"
+  rm -rf "$lib.old"
+  [[ -d $lib ]] && mv "$lib" "$lib.old"
+  mv "$tmp" "$lib"
+  rm -rf "$lib.old"
+  # mvn may leave ops/target behind; it is not needed.
+  rm -rf "$KIWI_OPS_DIR/target"
+  log "kafka lib: $n jars in $lib"
+}
+
+step_docker() {
+  "$KIWI_OPS_DIR/stack.sh" up docker
+}
+
+step_images() {
+  local build=$KIWI_OPS_DIR/images/build.sh
+  if [[ ! -f $build ]]; then
+    log "ops/images/build.sh does not exist yet: no sandbox images built"
+    return 0
+  fi
+  # DOCKER_HOST and friends of the dockerd that stack.sh brought up.
+  set -a
+  # shellcheck disable=SC1090
+  . "$KIWI_ENV_FILE"
+  set +a
+  bash "$build"
+}
+
+t_all=$(now_ms)
+run_step packages step_packages
+if ((want_kafka)); then
+  run_step kafka step_kafka
+else
+  log "kafka skipped (--no-kafka)"
+fi
+if ((want_images)); then
+  run_step docker step_docker
+  run_step images step_images
+else
+  log "images skipped (--no-images)"
+fi
+log "done in $(fmt_ms $(($(now_ms) - t_all)))"
