@@ -1,0 +1,702 @@
+#!/usr/bin/env bash
+# Kiwi's local stack: Kafka (KRaft, single node), Redis, dockerd with runsc.
+# ops/stack.sh up|down|status|reset [kafka|redis|docker ...]   (see --help)
+set -Eeuo pipefail
+
+KIWI_LOG_NAME=stack
+# shellcheck source=ops/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+install_err_trap
+
+COMPONENTS=(redis kafka docker)
+
+KAFKA_DIR=$KIWI_STATE_DIR/kafka
+KAFKA_DATA=$KAFKA_DIR/data
+KAFKA_PROPS=$KAFKA_DIR/server.properties
+KAFKA_LOG4J=$KAFKA_DIR/log4j2.xml
+KAFKA_CLUSTER_ID_FILE=$KAFKA_DIR/cluster.id
+KAFKA_LOGS=$KIWI_LOG_DIR/kafka
+KAFKA_OUT=$KAFKA_LOGS/kafka.out
+KAFKA_PIDFILE=$KIWI_RUN_DIR/kafka.pid
+REDIS_DIR=$KIWI_STATE_DIR/redis
+REDIS_LOG=$KIWI_LOG_DIR/redis.log
+REDIS_PIDFILE=$KIWI_RUN_DIR/redis.pid
+DOCKER_SOCK=$KIWI_RUN_DIR/docker.sock
+DOCKER_CONFIG=$KIWI_RUN_DIR/daemon.json
+DOCKER_PIDFILE=$KIWI_RUN_DIR/dockerd.pid
+DOCKER_LAUNCH_PIDFILE=$KIWI_RUN_DIR/dockerd.launch.pid
+DOCKER_LOG=$KIWI_LOG_DIR/dockerd.log
+OWNED=$KIWI_RUN_DIR/owned
+
+KAFKA_TIMEOUT=${KIWI_KAFKA_TIMEOUT:-120}
+REDIS_TIMEOUT=${KIWI_REDIS_TIMEOUT:-20}
+DOCKER_TIMEOUT=${KIWI_DOCKER_TIMEOUT:-90}
+STOP_TIMEOUT=${KIWI_STOP_TIMEOUT:-60}
+KAFKA_HEAP=${KIWI_KAFKA_HEAP:--Xms256m -Xmx512m}
+KAFKA_PARTITIONS=${KIWI_KAFKA_PARTITIONS:-4}
+JAVA=${JAVA:-java}
+[[ -n ${JAVA_HOME:-} && -x ${JAVA_HOME}/bin/java && $JAVA == java ]] && JAVA=$JAVA_HOME/bin/java
+
+usage() {
+  cat <<EOF
+Usage: ops/stack.sh COMMAND [kafka|redis|docker ...]     (no component = all)
+
+Commands:
+  up      start what is not running (running components are left alone), wait
+          until each answers, write the env file and print its path
+  down    stop what "up" started (by pid, SIGTERM then SIGKILL); data is kept;
+          a dockerd that stack.sh did not start is never stopped
+  status  one line per component: running/stopped, pid, address, owned or
+          adopted; exit 0 only if every requested component is up
+  reset   down, then delete the data of kafka and/or redis (default: both;
+          docker's data root is never deleted)
+
+Components:
+  kafka   Apache Kafka $( [[ -d $KIWI_KAFKA_LIB ]] && echo "(jars in $KIWI_KAFKA_LIB)" || echo "(run ops/setup.sh first)"), KRaft broker+controller
+          on 127.0.0.1:19092 (controller 19093)
+  redis   redis-server on 127.0.0.1:16379, dir \$KIWI_STATE_DIR/redis
+  docker  an answering dockerd (\$DOCKER_HOST, \$KIWI_STATE_DIR/run/docker.sock,
+          /var/run/docker.sock) with runsc registered is adopted; otherwise
+          stack.sh starts its own on \$KIWI_STATE_DIR/run/docker.sock
+A port taken by something else moves to the next free one; the choice is
+recorded in the env file and kept on later runs.
+
+Env file: \$KIWI_STATE_DIR/stack.env (now $KIWI_ENV_FILE), KEY=VALUE lines:
+  set -a; . $KIWI_ENV_FILE; set +a
+
+Environment:
+  KIWI_STATE_DIR                 state root (default /var/lib/kiwi)
+  KIWI_STACK_KAFKA_PORT          preferred broker port (default 19092)
+  KIWI_STACK_KAFKA_CONTROLLER_PORT  preferred controller port (default 19093)
+  KIWI_STACK_REDIS_PORT          preferred redis port (default 16379)
+  KIWI_KAFKA_HEAP                JVM heap flags (default "-Xms256m -Xmx512m")
+  KIWI_KAFKA_PARTITIONS          partitions of auto-created topics (default 4)
+  KIWI_KAFKA_TIMEOUT / KIWI_REDIS_TIMEOUT / KIWI_DOCKER_TIMEOUT
+                                 start-up waits in seconds (120 / 20 / 90)
+  KIWI_STOP_TIMEOUT              SIGTERM grace before SIGKILL (default 60)
+EOF
+}
+
+# ------------------------------------------------------------ recorded state
+
+# Settings recorded by earlier runs live in the env file itself.
+rec_kafka_port=$(env_get "$KIWI_ENV_FILE" KIWI_KAFKA_BROKERS); rec_kafka_port=${rec_kafka_port##*:}
+rec_kafka_ctrl=$(env_get "$KIWI_ENV_FILE" KIWI_KAFKA_CONTROLLER); rec_kafka_ctrl=${rec_kafka_ctrl##*:}
+rec_redis_port=$(env_get "$KIWI_ENV_FILE" KIWI_REDIS_PORT)
+rec_docker_sock=$(env_get "$KIWI_ENV_FILE" KIWI_DOCKER_SOCKET)
+rec_runtimes=$(env_get "$KIWI_ENV_FILE" KIWI_SANDBOX_RUNTIMES)
+
+KAFKA_PORT=${rec_kafka_port:-19092}
+KAFKA_CTRL_PORT=${rec_kafka_ctrl:-19093}
+REDIS_PORT=${rec_redis_port:-16379}
+DOCKER_SOCKET=${rec_docker_sock:-$DOCKER_SOCK}
+SANDBOX_RUNTIMES=${rec_runtimes:-}
+
+write_env() {
+  local tmp=$KIWI_ENV_FILE.tmp.$$
+  mkdir -p "$KIWI_STATE_DIR"
+  {
+    echo "KIWI_STATE_DIR=$KIWI_STATE_DIR"
+    echo "KIWI_KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT"
+    echo "KIWI_KAFKA_CONTROLLER=127.0.0.1:$KAFKA_CTRL_PORT"
+    echo "KIWI_REDIS_HOST=127.0.0.1"
+    echo "KIWI_REDIS_PORT=$REDIS_PORT"
+    echo "KIWI_REDIS_URL=redis://127.0.0.1:$REDIS_PORT"
+    echo "KIWI_DOCKER_SOCKET=$DOCKER_SOCKET"
+    echo "DOCKER_HOST=unix://$DOCKER_SOCKET"
+    [[ -n $SANDBOX_RUNTIMES ]] && echo "KIWI_SANDBOX_RUNTIMES=$SANDBOX_RUNTIMES"
+    echo "KIWI_LOG_DIR=$KIWI_LOG_DIR"
+  } >"$tmp"
+  mv -f "$tmp" "$KIWI_ENV_FILE"
+}
+
+# Ownership: lines "<component> <pid>" for what this script started.
+owned_pid() {
+  [[ -r $OWNED ]] || return 0
+  awk -v c="$1" '$1 == c { p = $2 } END { if (p != "") print p }' "$OWNED"
+}
+set_owned() {
+  local tmp=$OWNED.tmp.$$
+  { [[ -r $OWNED ]] && awk -v c="$1" '$1 != c' "$OWNED"; echo "$1 $2"; } >"$tmp"
+  mv -f "$tmp" "$OWNED"
+}
+clear_owned() {
+  [[ -r $OWNED ]] || return 0
+  local tmp=$OWNED.tmp.$$
+  awk -v c="$1" '$1 != c' "$OWNED" >"$tmp"
+  mv -f "$tmp" "$OWNED"
+}
+
+# launch PIDFILE LOGFILE CMD...: start CMD in its own session, in the
+# background, stdin from /dev/null, output appended to LOGFILE; the pid of CMD
+# (a shell that execs it) is written to PIDFILE and printed.
+launch() {
+  local pidfile=$1 logfile=$2 pid="" i; shift 2
+  rm -f "$pidfile"
+  # 9>&-: the child must not inherit (and so hold) stack.sh's lock.
+  # shellcheck disable=SC2016
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" >>"$logfile" 2>&1 </dev/null 9>&- &
+  for ((i = 0; i < 50; i++)); do
+    pid=$(read_pidfile "$pidfile")
+    [[ -n $pid ]] && break
+    sleep 0.1
+  done
+  [[ -n $pid ]] || return 1
+  echo "$pid"
+}
+
+ensure_dirs() {
+  mkdir -p "$KIWI_RUN_DIR" "$KIWI_LOG_DIR"
+}
+
+# ------------------------------------------------------------------- kafka
+
+kafka_pid() {
+  local pid
+  pid=$(read_pidfile "$KAFKA_PIDFILE")
+  [[ -n $pid ]] && pid_matches "$pid" kafka.Kafka && echo "$pid"
+  return 0
+}
+
+kafka_answers() {
+  kcat -b "127.0.0.1:$1" -L -m 3 2>/dev/null | grep -q ' brokers:'
+}
+
+kafka_fail() {
+  log_tail "$KAFKA_LOGS/server.log" 40
+  log_tail "$KAFKA_OUT" 20
+  die "kafka: $*"
+}
+
+new_cluster_id() {
+  # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding, not
+  # starting with '-' (what kafka-storage random-uuid prints).
+  local id
+  while :; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    [[ $id != -* && ${#id} == 22 ]] && break
+  done
+  echo "$id"
+}
+
+kafka_java_opts() {
+  # shellcheck disable=SC2206
+  local -a heap=($KAFKA_HEAP)
+  printf '%s\n' "${heap[@]}" \
+    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError \
+    -Djava.awt.headless=true \
+    "-Dlog4j2.configurationFile=$KAFKA_LOG4J" \
+    "-Dkafka.logs.dir=$KAFKA_LOGS"
+}
+
+kafka_up() {
+  local pid t0 rc=0 want_port want_ctrl id
+  t0=$(now_ms)
+  pid=$(kafka_pid)
+  if [[ -n $pid ]]; then
+    if kafka_answers "$KAFKA_PORT"; then
+      log "kafka: already running (pid $pid, 127.0.0.1:$KAFKA_PORT)"
+      return 0
+    fi
+    log "kafka: pid $pid is running but not answering yet; waiting up to ${KAFKA_TIMEOUT}s"
+    wait_for "$KAFKA_TIMEOUT" "$pid" kafka_answers "$KAFKA_PORT" || rc=$?
+    ((rc == 0)) || kafka_fail "pid $pid does not answer on 127.0.0.1:$KAFKA_PORT (wait result $rc)"
+    log "kafka: up (pid $pid, 127.0.0.1:$KAFKA_PORT)"
+    return 0
+  fi
+
+  compgen -G "$KIWI_KAFKA_LIB/kafka_2.13-*.jar" >/dev/null ||
+    die "kafka: no broker jars in $KIWI_KAFKA_LIB: run ops/setup.sh first"
+  (($(java_major "$JAVA") >= 17)) || die "kafka: needs java >= 17 ($JAVA is $(java_major "$JAVA"))"
+  command -v kcat >/dev/null || die "kafka: kcat not found (ops/setup.sh installs it)"
+
+  want_port=${KIWI_STACK_KAFKA_PORT:-$KAFKA_PORT}
+  want_ctrl=${KIWI_STACK_KAFKA_CONTROLLER_PORT:-$KAFKA_CTRL_PORT}
+  KAFKA_PORT=$(pick_port "$want_port" "$REDIS_PORT") || die "kafka: no free port from $want_port"
+  KAFKA_CTRL_PORT=$(pick_port "$want_ctrl" "$KAFKA_PORT" "$REDIS_PORT") || die "kafka: no free port from $want_ctrl"
+  [[ $KAFKA_PORT == "$want_port" ]] || log "kafka: port $want_port is taken; using $KAFKA_PORT"
+  [[ $KAFKA_CTRL_PORT == "$want_ctrl" ]] || log "kafka: controller port $want_ctrl is taken; using $KAFKA_CTRL_PORT"
+
+  mkdir -p "$KAFKA_DATA" "$KAFKA_LOGS"
+  sed -e "s|@BROKER_PORT@|$KAFKA_PORT|g" -e "s|@CONTROLLER_PORT@|$KAFKA_CTRL_PORT|g" \
+      -e "s|@DATA_DIR@|$KAFKA_DATA|g" -e "s|@PARTITIONS@|$KAFKA_PARTITIONS|g" \
+      "$KIWI_OPS_DIR/kafka/server.properties.in" >"$KAFKA_PROPS.tmp"
+  mv -f "$KAFKA_PROPS.tmp" "$KAFKA_PROPS"
+  cp -f "$KIWI_OPS_DIR/kafka/log4j2.xml" "$KAFKA_LOG4J"
+
+  local -a opts
+  mapfile -t opts < <(kafka_java_opts)
+
+  if [[ ! -s $KAFKA_DATA/meta.properties ]]; then
+    [[ -s $KAFKA_CLUSTER_ID_FILE ]] || new_cluster_id >"$KAFKA_CLUSTER_ID_FILE"
+    id=$(<"$KAFKA_CLUSTER_ID_FILE")
+    log "kafka: formatting $KAFKA_DATA (cluster id $id)"
+    "$JAVA" "${opts[@]}" -cp "$KIWI_KAFKA_LIB/*" kafka.tools.StorageTool format \
+      -t "$id" -c "$KAFKA_PROPS" --ignore-formatted >>"$KAFKA_LOGS/format.log" 2>&1 </dev/null ||
+      { log_tail "$KAFKA_LOGS/format.log" 30; die "kafka: storage format failed"; }
+  fi
+
+  pid=$(launch "$KAFKA_PIDFILE" "$KAFKA_OUT" "$JAVA" "${opts[@]}" -cp "$KIWI_KAFKA_LIB/*" \
+        kafka.Kafka "$KAFKA_PROPS") || kafka_fail "could not launch java"
+  set_owned kafka "$pid"
+  write_env
+  wait_for "$KAFKA_TIMEOUT" "$pid" kafka_answers "$KAFKA_PORT" || rc=$?
+  if ((rc != 0)); then
+    if ((rc == 2)); then
+      clear_owned kafka
+      kafka_fail "exited during start-up (pid $pid)"
+    fi
+    stop_pid "$pid" kafka 10 || true
+    clear_owned kafka
+    kafka_fail "no answer on 127.0.0.1:$KAFKA_PORT within ${KAFKA_TIMEOUT}s (stopped pid $pid)"
+  fi
+  log "kafka: started (pid $pid, 127.0.0.1:$KAFKA_PORT, controller 127.0.0.1:$KAFKA_CTRL_PORT) in $(fmt_ms $(($(now_ms) - t0)))"
+}
+
+kafka_down() {
+  local pid own
+  pid=$(kafka_pid)
+  own=$(owned_pid kafka)
+  if [[ -z $pid ]]; then
+    log "kafka: not running"
+    clear_owned kafka
+    return 0
+  fi
+  if [[ $own != "$pid" ]]; then
+    log "kafka: pid $pid was not started by stack.sh; left running"
+    return 0
+  fi
+  log "kafka: stopping pid $pid"
+  stop_pid "$pid" kafka "$STOP_TIMEOUT" || die "kafka: pid $pid did not exit"
+  clear_owned kafka
+  rm -f "$KAFKA_PIDFILE"
+  log "kafka: stopped"
+}
+
+kafka_status() {
+  local pid own how=owned
+  pid=$(kafka_pid)
+  own=$(owned_pid kafka)
+  [[ -n $pid && $own != "$pid" ]] && how=adopted
+  if [[ -n $pid ]] && kafka_answers "$KAFKA_PORT"; then
+    status_line kafka running "$pid" "127.0.0.1:$KAFKA_PORT" "$how"
+    return 0
+  fi
+  if [[ -n $pid ]]; then
+    status_line kafka starting "$pid" "127.0.0.1:$KAFKA_PORT" "$how (not answering)"
+  else
+    status_line kafka stopped - "127.0.0.1:$KAFKA_PORT" -
+  fi
+  return 1
+}
+
+# ------------------------------------------------------------------- redis
+
+redis_pid() {
+  local pid
+  pid=$(read_pidfile "$REDIS_PIDFILE")
+  [[ -n $pid ]] && pid_matches "$pid" redis-server && echo "$pid"
+  return 0
+}
+
+redis_answers() {
+  [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]
+}
+
+redis_fail() {
+  log_tail "$REDIS_LOG" 30
+  [[ -s $KIWI_LOG_DIR/redis.out ]] && log_tail "$KIWI_LOG_DIR/redis.out" 10
+  die "redis: $*"
+}
+
+redis_up() {
+  local pid t0 rc=0 want
+  t0=$(now_ms)
+  pid=$(redis_pid)
+  if [[ -n $pid ]]; then
+    wait_for "$REDIS_TIMEOUT" "$pid" redis_answers "$REDIS_PORT" || rc=$?
+    ((rc == 0)) || redis_fail "pid $pid does not answer on 127.0.0.1:$REDIS_PORT"
+    log "redis: already running (pid $pid, 127.0.0.1:$REDIS_PORT)"
+    return 0
+  fi
+  command -v redis-server >/dev/null || die "redis: redis-server not found (ops/setup.sh installs it)"
+  command -v redis-cli >/dev/null || die "redis: redis-cli not found (ops/setup.sh installs it)"
+
+  want=${KIWI_STACK_REDIS_PORT:-$REDIS_PORT}
+  REDIS_PORT=$(pick_port "$want" "$KAFKA_PORT" "$KAFKA_CTRL_PORT") || die "redis: no free port from $want"
+  [[ $REDIS_PORT == "$want" ]] || log "redis: port $want is taken; using $REDIS_PORT"
+
+  mkdir -p "$REDIS_DIR"
+  rm -f "$REDIS_PIDFILE"
+  # --save '': no RDB snapshots (no fork of a large cache); the append-only
+  # file in $REDIS_DIR keeps the data across restarts.
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --protected-mode yes \
+    --dir "$REDIS_DIR" --save '' --appendonly yes \
+    --daemonize yes --supervised no --pidfile "$REDIS_PIDFILE" \
+    --logfile "$REDIS_LOG" </dev/null >>"$KIWI_LOG_DIR/redis.out" 2>&1 9>&- ||
+    redis_fail "redis-server did not start"
+  wait_for "$REDIS_TIMEOUT" "" redis_answers "$REDIS_PORT" || rc=$?
+  pid=$(redis_pid)
+  ((rc == 0)) || {
+    if [[ -n $pid ]]; then stop_pid "$pid" redis 10 || true; fi
+    redis_fail "no answer on 127.0.0.1:$REDIS_PORT within ${REDIS_TIMEOUT}s"
+  }
+  [[ -n $pid ]] || redis_fail "answers on $REDIS_PORT but wrote no pid to $REDIS_PIDFILE"
+  set_owned redis "$pid"
+  write_env
+  log "redis: started (pid $pid, 127.0.0.1:$REDIS_PORT) in $(fmt_ms $(($(now_ms) - t0)))"
+}
+
+redis_down() {
+  local pid own
+  pid=$(redis_pid)
+  own=$(owned_pid redis)
+  if [[ -z $pid ]]; then
+    log "redis: not running"
+    clear_owned redis
+    return 0
+  fi
+  if [[ $own != "$pid" ]]; then
+    log "redis: pid $pid was not started by stack.sh; left running"
+    return 0
+  fi
+  log "redis: stopping pid $pid"
+  stop_pid "$pid" redis "$STOP_TIMEOUT" || die "redis: pid $pid did not exit"
+  clear_owned redis
+  rm -f "$REDIS_PIDFILE"
+  log "redis: stopped"
+}
+
+redis_status() {
+  local pid own how=owned
+  pid=$(redis_pid)
+  own=$(owned_pid redis)
+  [[ -n $pid && $own != "$pid" ]] && how=adopted
+  if [[ -n $pid ]] && redis_answers "$REDIS_PORT"; then
+    status_line redis running "$pid" "127.0.0.1:$REDIS_PORT" "$how"
+    return 0
+  fi
+  if [[ -n $pid ]]; then
+    status_line redis starting "$pid" "127.0.0.1:$REDIS_PORT" "$how (not answering)"
+  else
+    status_line redis stopped - "127.0.0.1:$REDIS_PORT" -
+  fi
+  return 1
+}
+
+# ------------------------------------------------------------------ docker
+
+docker_ping() {
+  [[ -S $1 ]] || return 1
+  [[ $(curl -s --max-time 3 --unix-socket "$1" http://docker/_ping 2>/dev/null) == OK ]]
+}
+
+# docker_info SOCK: the Engine API's /info as JSON.
+docker_info() {
+  curl -sf --max-time 10 --unix-socket "$1" http://docker/info
+}
+
+# Sockets where a dockerd may already answer, in order, without duplicates.
+docker_candidates() {
+  local -a c=()
+  local s seen=" "
+  if [[ -n ${DOCKER_HOST:-} ]]; then
+    case $DOCKER_HOST in
+      unix://*) c+=("${DOCKER_HOST#unix://}") ;;
+      *) warn "docker: DOCKER_HOST=$DOCKER_HOST is not a unix socket; ignored" ;;
+    esac
+  fi
+  c+=("$DOCKER_SOCK" /var/run/docker.sock)
+  for s in "${c[@]}"; do
+    [[ $seen == *" $s "* ]] && continue
+    seen+="$s "
+    echo "$s"
+  done
+}
+
+# docker_find: prints the first answering socket, or nothing.
+docker_find() {
+  local s
+  while read -r s; do
+    if docker_ping "$s"; then echo "$s"; return 0; fi
+  done < <(docker_candidates)
+  return 0
+}
+
+# docker_pid SOCK: pid of the dockerd behind SOCK when its pidfile is known.
+docker_pid() {
+  local pf="" pid
+  case $1 in
+    "$DOCKER_SOCK") pf=$DOCKER_PIDFILE ;;
+    /var/run/docker.sock|/run/docker.sock) pf=/var/run/docker.pid ;;
+  esac
+  [[ -n $pf ]] || return 0
+  pid=$(read_pidfile "$pf")
+  [[ -n $pid ]] && pid_matches "$pid" dockerd && echo "$pid"
+  return 0
+}
+
+# other_dockerd: "PID CMDLINE" of a running dockerd process, or nothing.
+other_dockerd() {
+  local d pid comm
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    comm=$(cat "$d/comm" 2>/dev/null) || continue
+    [[ $comm == dockerd ]] || continue
+    pid_alive "$pid" || continue
+    echo "$pid $(pid_cmdline "$pid")"
+    return 0
+  done
+  return 0
+}
+
+# docker_runtimes SOCK: the daemon's runtimes, without containerd's aliases.
+docker_runtimes() {
+  docker_info "$1" | jq -r '.Runtimes // {} | keys | map(select(startswith("io.containerd") | not)) | join(",")'
+}
+
+# sandbox_runtimes LIST: the ones Kiwi's sandbox drivers use (runc, runsc),
+# in that order, among LIST; runsc-net and others are for experiments.
+sandbox_runtimes() {
+  local r out=""
+  for r in runc runsc; do
+    [[ ,$1, == *,$r,* ]] && out+=${out:+,}$r
+  done
+  echo "$out"
+}
+
+# docker_check_runsc SOCK PID: fail clearly when runsc is not registered.
+docker_check_runsc() {
+  local sock=$1 pid=$2 info args
+  info=$(docker_info "$sock") || die "docker: $sock answers _ping but not /info"
+  if ! jq -e '.Runtimes.runsc' >/dev/null <<<"$info"; then
+    cat >&2 <<EOF
+$KIWI_LOG_NAME: error: docker: the dockerd at $sock${pid:+ (pid $pid)} has no "runsc" runtime.
+  Kiwi's gvisor sandbox needs it. Either register it in that daemon's config
+  (/etc/docker/daemon.json, or the file given by its --config-file):
+      {"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]},
+                    "runsc-net": {"path": "/usr/bin/runsc"}}}
+  and reload it (kill -HUP ${pid:-<dockerd pid>}, or: systemctl reload docker),
+  or stop that dockerd (systemctl disable --now docker.service docker.socket)
+  so that ops/stack.sh starts its own, with runsc registered, on $DOCKER_SOCK.
+EOF
+    exit 1
+  fi
+  args=$(jq -c '.Runtimes.runsc.runtimeArgs // []' <<<"$info")
+  [[ $args == *--network=none* ]] ||
+    warn "docker: runsc at $sock runs without --network=none ($args); Debian's runsc refuses containers that need a network namespace set up"
+  jq -e '.Runtimes["runsc-host"]' >/dev/null <<<"$info" ||
+    warn "docker: the dockerd at $sock has no \"runsc-host\" runtime (runsc --network=host), which Phase A under gVisor uses; add it like runsc above"
+  return 0
+}
+
+docker_fail() {
+  log_tail "$DOCKER_LOG" 40
+  die "docker: $*"
+}
+
+# The config of a dockerd that stack.sh starts. runsc: gVisor with no network
+# (Phase B verify, the Implementer's sandbox); Debian's runsc refuses to set up
+# a network namespace itself ("cannot run with network enabled in root network
+# namespace"). runsc-host: gVisor with hostinet, used with NetworkMode bridge
+# for Phase A (see docs/gvisor-phase-a.md). runsc-net: the unmodified runtime,
+# kept for experiments.
+DAEMON_JSON='{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"runsc-host":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host"]},"runsc-net":{"path":"/usr/bin/runsc"}},"storage-driver":"overlay2"}'
+
+write_daemon_json() {
+  local tmp=$DOCKER_CONFIG.tmp.$$
+  printf '%s\n' "$DAEMON_JSON" >"$tmp"
+  mv -f "$tmp" "$DOCKER_CONFIG"
+}
+
+# daemon_json_current: true when $DOCKER_CONFIG says what DAEMON_JSON says.
+daemon_json_current() {
+  [[ -r $DOCKER_CONFIG ]] || return 1
+  [[ $(jq -cS . "$DOCKER_CONFIG" 2>/dev/null) == "$(jq -cS . <<<"$DAEMON_JSON")" ]]
+}
+
+docker_up() {
+  local sock pid own t0 rc=0 rt
+  t0=$(now_ms)
+  sock=$(docker_find)
+  if [[ -n $sock ]]; then
+    pid=$(docker_pid "$sock")
+    own=$(owned_pid docker)
+    if [[ -n $pid && $own == "$pid" && $sock == "$DOCKER_SOCK" ]] && ! daemon_json_current; then
+      # Our own dockerd, started with an older config: runtimes reload on SIGHUP.
+      log "docker: updating $DOCKER_CONFIG and reloading dockerd (pid $pid)"
+      write_daemon_json
+      kill -HUP "$pid"
+      sleep 1
+    fi
+    docker_check_runsc "$sock" "$pid"
+    DOCKER_SOCKET=$sock
+    rt=$(docker_runtimes "$sock")
+    SANDBOX_RUNTIMES=$(sandbox_runtimes "$rt")
+    write_env
+    if [[ -n $pid && $own == "$pid" ]]; then
+      log "docker: already running (pid $pid, $sock, owned; runtimes $rt)"
+    else
+      log "docker: using the running dockerd at $sock (pid ${pid:-unknown}, adopted: not started by stack.sh; runtimes $rt)"
+    fi
+    return 0
+  fi
+
+  # Our dockerd may be running but not answering yet (still starting).
+  pid=$(read_pidfile "$DOCKER_PIDFILE")
+  if [[ -n $pid ]] && pid_matches "$pid" dockerd; then
+    log "docker: dockerd pid $pid is running but $DOCKER_SOCK does not answer; waiting up to ${DOCKER_TIMEOUT}s"
+    wait_for "$DOCKER_TIMEOUT" "$pid" docker_ping "$DOCKER_SOCK" || rc=$?
+    ((rc == 0)) || docker_fail "dockerd pid $pid does not answer on $DOCKER_SOCK"
+    docker_up
+    return 0
+  fi
+
+  # Two dockerds cannot share the docker0 bridge (nor iptables chains): never
+  # start a second one next to a dockerd that answers somewhere we don't look.
+  local other
+  other=$(other_dockerd)
+  if [[ -n $other ]]; then
+    die "docker: another dockerd is running (pid ${other%% *}: ${other#* }) but answers on none of: $(docker_candidates | tr '\n' ' ')- point DOCKER_HOST at its socket (unix://PATH) to use it; stack.sh will not start a second dockerd next to it"
+  fi
+  ((EUID == 0)) || die "docker: no dockerd answers and starting one needs root"
+  command -v dockerd >/dev/null || die "docker: dockerd not found (ops/setup.sh installs docker.io)"
+  [[ -x /usr/bin/runsc ]] || warn "docker: /usr/bin/runsc is missing; the runsc runtime will not work (ops/setup.sh installs runsc)"
+
+  mkdir -p "$KIWI_STATE_DIR/docker" "$KIWI_RUN_DIR/docker-exec"
+  write_daemon_json
+  rm -f "$DOCKER_PIDFILE"   # stale (its process is gone): dockerd refuses a live one
+  pid=$(launch "$DOCKER_LAUNCH_PIDFILE" "$DOCKER_LOG" dockerd \
+        --config-file "$DOCKER_CONFIG" \
+        -H "unix://$DOCKER_SOCK" \
+        --data-root "$KIWI_STATE_DIR/docker" \
+        --exec-root "$KIWI_RUN_DIR/docker-exec" \
+        --pidfile "$DOCKER_PIDFILE") || docker_fail "could not launch dockerd"
+  set_owned docker "$pid"
+  wait_for "$DOCKER_TIMEOUT" "$pid" docker_ping "$DOCKER_SOCK" || rc=$?
+  if ((rc != 0)); then
+    if ((rc == 1)); then stop_pid "$pid" dockerd 30 || true; fi
+    clear_owned docker
+    docker_fail "dockerd (pid $pid) did not answer on $DOCKER_SOCK within ${DOCKER_TIMEOUT}s"
+  fi
+  docker_check_runsc "$DOCKER_SOCK" "$pid"
+  DOCKER_SOCKET=$DOCKER_SOCK
+  rt=$(docker_runtimes "$DOCKER_SOCK")
+  SANDBOX_RUNTIMES=$(sandbox_runtimes "$rt")
+  write_env
+  log "docker: started (pid $pid, $DOCKER_SOCK; runtimes $rt) in $(fmt_ms $(($(now_ms) - t0)))"
+}
+
+docker_down() {
+  local own sock pid
+  own=$(owned_pid docker)
+  if [[ -n $own ]] && pid_matches "$own" dockerd; then
+    log "docker: stopping dockerd pid $own"
+    stop_pid "$own" dockerd "$STOP_TIMEOUT" || die "docker: dockerd pid $own did not exit"
+    clear_owned docker
+    rm -f "$DOCKER_LAUNCH_PIDFILE"
+    log "docker: stopped"
+    return 0
+  fi
+  [[ -n $own ]] && clear_owned docker
+  sock=$(docker_find)
+  if [[ -n $sock ]]; then
+    pid=$(docker_pid "$sock")
+    log "docker: the dockerd at $sock (pid ${pid:-unknown}) was not started by stack.sh; left running"
+  else
+    log "docker: not running"
+  fi
+}
+
+docker_status() {
+  local sock pid own how=adopted rt
+  sock=$(docker_find)
+  if [[ -z $sock ]]; then
+    status_line docker stopped - "unix://$DOCKER_SOCKET" -
+    return 1
+  fi
+  pid=$(docker_pid "$sock")
+  own=$(owned_pid docker)
+  [[ -n $pid && $own == "$pid" ]] && how=owned
+  rt=$(docker_runtimes "$sock" 2>/dev/null || true)
+  if [[ ,$rt, != *,runsc,* ]]; then
+    status_line docker running "${pid:--}" "unix://$sock" "$how, NO runsc runtime (runtimes: ${rt:-?})"
+    return 1
+  fi
+  status_line docker running "${pid:--}" "unix://$sock" "$how, runtimes $rt"
+}
+
+# ------------------------------------------------------------------ driver
+
+status_line() {
+  printf '%-7s %-9s pid %-8s %-45s %s\n' "$1" "$2" "$3" "$4" "$5"
+}
+
+cmd=${1:-}
+[[ -n $cmd ]] || { usage >&2; exit 2; }
+shift
+case $cmd in
+  -h|--help|help) usage; exit 0 ;;
+  up|down|status|reset) ;;
+  *) usage >&2; die "unknown command: $cmd" ;;
+esac
+
+want=()
+for c in "$@"; do
+  case $c in
+    kafka|redis|docker) want+=("$c") ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown component: $c (kafka, redis, docker)" ;;
+  esac
+done
+if ((${#want[@]} == 0)); then
+  if [[ $cmd == reset ]]; then want=(redis kafka); else want=("${COMPONENTS[@]}"); fi
+fi
+# Fixed order: up starts redis, kafka, docker; down stops them in reverse.
+ordered=()
+for c in "${COMPONENTS[@]}"; do
+  [[ " ${want[*]} " == *" $c "* ]] && ordered+=("$c")
+done
+
+lock() {
+  ensure_dirs
+  exec 9>"$KIWI_RUN_DIR/stack.lock"
+  if ! flock -n 9; then
+    log "waiting for another ops/stack.sh (lock $KIWI_RUN_DIR/stack.lock)..."
+    flock -w "${KIWI_STACK_LOCK_TIMEOUT:-300}" 9 ||
+      die "another ops/stack.sh still holds $KIWI_RUN_DIR/stack.lock after ${KIWI_STACK_LOCK_TIMEOUT:-300}s"
+  fi
+}
+
+case $cmd in
+  up)
+    lock
+    t_all=$(now_ms)
+    for c in "${ordered[@]}"; do "${c}_up"; done
+    write_env
+    log "up in $(fmt_ms $(($(now_ms) - t_all))); env file:"
+    echo "$KIWI_ENV_FILE"
+    ;;
+  down)
+    lock
+    for ((i = ${#ordered[@]} - 1; i >= 0; i--)); do "${ordered[i]}_down"; done
+    ;;
+  status)
+    rc=0
+    for c in "${ordered[@]}"; do "${c}_status" || rc=1; done
+    [[ -r $KIWI_ENV_FILE ]] && echo "env file: $KIWI_ENV_FILE" || echo "env file: (none yet) $KIWI_ENV_FILE"
+    exit "$rc"
+    ;;
+  reset)
+    lock
+    for ((i = ${#ordered[@]} - 1; i >= 0; i--)); do "${ordered[i]}_down"; done
+    for c in "${ordered[@]}"; do
+      case $c in
+        kafka) rm -rf "$KAFKA_DATA" "$KAFKA_CLUSTER_ID_FILE"; log "kafka: data deleted ($KAFKA_DATA)" ;;
+        redis) rm -rf "$REDIS_DIR"; log "redis: data deleted ($REDIS_DIR)" ;;
+        docker) log "docker: its data root is never deleted by reset" ;;
+      esac
+    done
+    ;;
+esac
