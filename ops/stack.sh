@@ -576,9 +576,10 @@ docker_up() {
   set_owned docker "$pid"
   wait_for "$DOCKER_TIMEOUT" "$pid" docker_ping "$DOCKER_SOCK" || rc=$?
   if ((rc != 0)); then
-    if ((rc == 1)); then stop_pid "$pid" dockerd 30 || true; fi
     clear_owned docker
-    docker_fail "dockerd (pid $pid) did not answer on $DOCKER_SOCK within ${DOCKER_TIMEOUT}s"
+    ((rc == 2)) && docker_fail "dockerd (pid $pid) exited during start-up"
+    stop_pid "$pid" dockerd 30 || true
+    docker_fail "dockerd (pid $pid) did not answer on $DOCKER_SOCK within ${DOCKER_TIMEOUT}s (stopped it)"
   fi
   docker_check_runsc "$DOCKER_SOCK" "$pid"
   DOCKER_SOCKET=$DOCKER_SOCK
