@@ -49,6 +49,11 @@ PACKAGES=(
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev
   redis-server docker.io runsc debootstrap kcat
   iptables iproute2 git python3-msgpack curl jq ca-certificates
+  # docker.io only recommends these, and we install without recommends:
+  # with AppArmor enabled in the kernel (Debian's default) and no
+  # apparmor_parser, dockerd cannot load the docker-default profile and no
+  # container starts.
+  apparmor xz-utils
 )
 
 # Packages that are not fully installed, one per line.
@@ -119,7 +124,7 @@ step_kafka() {
 }
 
 step_docker() {
-  "$KIWI_OPS_DIR/stack.sh" up docker
+  "$KIWI_OPS_DIR/stack.sh" up docker >/dev/null   # stdout: the env file path
 }
 
 step_images() {
