@@ -1,0 +1,84 @@
+/*
+ * strv.c: NULL-terminated string vectors (see strv.h).
+ */
+#include "strv.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int
+kiwi_strv_take (kiwi_strv *s, char *str)
+{
+    if (str == NULL)
+        return -1;
+    if (s->n + 2 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        char **nv = realloc (s->v, cap * sizeof *nv);
+        if (nv == NULL) {
+            free (str);
+            return -1;
+        }
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = str;
+    s->v[s->n] = NULL;
+    return 0;
+}
+
+int
+kiwi_strv_add (kiwi_strv *s, const char *str)
+{
+    return kiwi_strv_take (s, strdup (str));
+}
+
+int
+kiwi_strv_addf (kiwi_strv *s, const char *fmt, ...)
+{
+    char *str = NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vasprintf (&str, fmt, ap);
+    va_end (ap);
+    if (n < 0)
+        return -1;
+    return kiwi_strv_take (s, str);
+}
+
+const char *const *
+kiwi_strv_list (const kiwi_strv *s)
+{
+    static const char *const empty[] = { NULL };
+    return s->v ? (const char *const *) s->v : empty;
+}
+
+bool
+kiwi_strv_contains (const kiwi_strv *s, const char *str)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp (s->v[i], str) == 0)
+            return true;
+    return false;
+}
+
+const char *
+kiwi_strv_env_get (const kiwi_strv *s, const char *key)
+{
+    size_t kl = strlen (key);
+    for (size_t i = 0; i < s->n; i++)
+        if (strncmp (s->v[i], key, kl) == 0 && s->v[i][kl] == '=')
+            return s->v[i];
+    return NULL;
+}
+
+void
+kiwi_strv_free (kiwi_strv *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free (s->v[i]);
+    free (s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}

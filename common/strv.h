@@ -1,0 +1,39 @@
+/*
+ * strv.h: a growable, NULL-terminated vector of owned strings, the shape
+ * execve, Docker's Env and Cmd, and posix_spawn all take.
+ *
+ * Ownership: the vector owns its strings; kiwi_strv_free() frees them all.
+ * kiwi_strv_add() copies; kiwi_strv_take() adopts a malloc'd string.
+ */
+#ifndef KIWI_COMMON_STRV_H
+#define KIWI_COMMON_STRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct kiwi_strv {
+    char **v;   /* NULL-terminated once anything was added; may be NULL when empty */
+    size_t n;
+    size_t cap;
+} kiwi_strv;
+
+#define KIWI_STRV_INIT { NULL, 0, 0 }
+
+/* Returns < 0 on allocation failure (the vector is unchanged). */
+int kiwi_strv_add (kiwi_strv *s, const char *str);
+int kiwi_strv_take (kiwi_strv *s, char *str);
+int kiwi_strv_addf (kiwi_strv *s, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+/* The vector as a NULL-terminated list (never NULL: an empty list when empty). */
+const char *const *kiwi_strv_list (const kiwi_strv *s);
+
+bool kiwi_strv_contains (const kiwi_strv *s, const char *str);
+
+/* For "KEY=VALUE" vectors: the entry whose key is `key`, or NULL. */
+const char *kiwi_strv_env_get (const kiwi_strv *s, const char *key);
+
+void kiwi_strv_free (kiwi_strv *s);
+
+#define cleanup_strv __attribute__ ((cleanup (kiwi_strv_free)))
+
+#endif

@@ -1,0 +1,539 @@
+/*
+ * phases.c: Phase A (install) and Phase B (verify), and the environments
+ * each may see. See phases.h and spec/sandbox-isolation.md.
+ */
+#include "phases.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "archive.h"
+#include "cleanup.h"
+#include "log.h"
+
+static const char *const model_keys[] = {
+#define KIWI__KEY(k) k,
+    KIWI_MODEL_KEYS (KIWI__KEY)
+#undef KIWI__KEY
+        NULL,
+};
+
+/* Worker variables that Phase A may see, copied as they are. */
+static const char *const install_passthrough[] = {
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", NULL,
+};
+
+/* Proxy settings: passed to Phase A, refused when they carry credentials. */
+static const char *const proxy_vars[] = {
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy", NULL,
+};
+
+/* Variables package managers read for a CA bundle (Phase A only). */
+static const char *const ca_vars[] = {
+    "SSL_CERT_FILE",      "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CAFILE", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+    "CURL_CA_BUNDLE",     "GIT_SSL_CAINFO",      "CARGO_HTTP_CAINFO", "COMPOSER_CAFILE",    "BUNDLE_SSL_CA_CERT",
+    "YARN_CAFILE",        NULL,
+};
+
+static const char *
+host_get (const kiwi_phase_config *cfg, const char *name)
+{
+    size_t nl = strlen (name);
+    for (size_t i = 0; cfg->host_env && cfg->host_env[i]; i++)
+        if (strncmp (cfg->host_env[i], name, nl) == 0 && cfg->host_env[i][nl] == '=')
+            return cfg->host_env[i] + nl + 1;
+    return NULL;
+}
+
+bool
+kiwi_phase_is_secret_name (const kiwi_phase_config *cfg, const char *name)
+{
+    for (size_t i = 0; model_keys[i]; i++)
+        if (strcmp (name, model_keys[i]) == 0)
+            return true;
+    for (size_t i = 0; cfg->extra_model_keys && cfg->extra_model_keys[i]; i++)
+        if (strcmp (name, cfg->extra_model_keys[i]) == 0)
+            return true;
+    /* Kiwi's own settings and secrets (the git token, webhook secrets) */
+    if (strncmp (name, "KIWI_", 5) == 0)
+        return true;
+    return false;
+}
+
+/* True when a proxy URL carries user information ("user:pass@"). */
+static bool
+proxy_has_credentials (const char *url)
+{
+    const char *p = strstr (url, "://");
+    p = p ? p + 3 : url;
+    size_t auth_len = strcspn (p, "/?#");
+    const char *at = memchr (p, '@', auth_len);
+    return at != NULL;
+}
+
+static int
+base_env (kiwi_strv *out)
+{
+    if (kiwi_strv_add (out, "HOME=" KIWI_SANDBOX_HOME) < 0 || kiwi_strv_add (out, "TMPDIR=" KIWI_SANDBOX_TMP) < 0
+        || kiwi_strv_add (out, "CI=true") < 0)
+        return -1;
+    return 0;
+}
+
+static int
+add_extra (kiwi_strv *out, const kiwi_phase_config *cfg, const char *const *extra, kiwi_error_t *err)
+{
+    for (size_t i = 0; extra && extra[i]; i++) {
+        const char *eq = strchr (extra[i], '=');
+        if (eq == NULL || eq == extra[i])
+            return kiwi_error_make (err, 0, "sandbox environment entry `%s` is not KEY=VALUE", extra[i]);
+        char name[256];
+        snprintf (name, sizeof name, "%.*s", (int) (eq - extra[i]), extra[i]);
+        if (kiwi_phase_is_secret_name (cfg, name))
+            return kiwi_error_make (err, 0, "refusing to put `%s` into a sandbox environment", name);
+        if (kiwi_strv_add (out, extra[i]) < 0)
+            return kiwi_error_make (err, ENOMEM, "sandbox environment");
+    }
+    return 0;
+}
+
+int
+kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out, kiwi_error_t *err)
+{
+    if (base_env (out) < 0)
+        return kiwi_error_make (err, ENOMEM, "install environment");
+    for (size_t i = 0; install_passthrough[i]; i++) {
+        const char *v = host_get (cfg, install_passthrough[i]);
+        if (v != NULL && kiwi_strv_addf (out, "%s=%s", install_passthrough[i], v) < 0)
+            return kiwi_error_make (err, ENOMEM, "install environment");
+    }
+    for (size_t i = 0; proxy_vars[i]; i++) {
+        const char *v = host_get (cfg, proxy_vars[i]);
+        if (v == NULL)
+            continue;
+        if (proxy_has_credentials (v))
+            return kiwi_error_make (err, 0,
+                                    "%s carries credentials; Phase A never holds a secret, so it is refused "
+                                    "(use a proxy that needs none, or an allow-listing proxy)",
+                                    proxy_vars[i]);
+        if (kiwi_strv_addf (out, "%s=%s", proxy_vars[i], v) < 0)
+            return kiwi_error_make (err, ENOMEM, "install environment");
+    }
+    if (cfg->ca_bundle != NULL)
+        for (size_t i = 0; ca_vars[i]; i++)
+            if (kiwi_strv_addf (out, "%s=%s", ca_vars[i], KIWI_SANDBOX_CA_FILE) < 0)
+                return kiwi_error_make (err, ENOMEM, "install environment");
+    return add_extra (out, cfg, extra, err);
+}
+
+static int
+creds_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds, bool pass_creds,
+           kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    if (base_env (out) < 0)
+        return kiwi_error_make (err, ENOMEM, "verify environment");
+    for (size_t i = 0; install_passthrough[i]; i++) {
+        const char *v = host_get (cfg, install_passthrough[i]);
+        if (v != NULL && kiwi_strv_addf (out, "%s=%s", install_passthrough[i], v) < 0)
+            return kiwi_error_make (err, ENOMEM, "verify environment");
+    }
+    if (add_extra (out, cfg, extra, err) < 0)
+        return -1;
+    for (size_t i = 0; creds && creds[i]; i++) {
+        const char *name = creds[i];
+        if (!pass_creds || kiwi_phase_is_secret_name (cfg, name)) {
+            if (withheld && kiwi_strv_add (withheld, name) < 0)
+                return kiwi_error_make (err, ENOMEM, "verify environment");
+            continue;
+        }
+        const char *v = host_get (cfg, name);
+        if (v == NULL) {
+            if (missing && kiwi_strv_add (missing, name) < 0)
+                return kiwi_error_make (err, ENOMEM, "verify environment");
+            continue;
+        }
+        if (kiwi_strv_addf (out, "%s=%s", name, v) < 0)
+            return kiwi_error_make (err, ENOMEM, "verify environment");
+    }
+    return 0;
+}
+
+int
+kiwi_phase_verify_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds,
+                       kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    return creds_env (cfg, extra, creds, true, out, withheld, missing, err);
+}
+
+int
+kiwi_phase_session_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds,
+                        kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    return creds_env (cfg, extra, creds, cfg->session_allow_test_creds, out, withheld, missing, err);
+}
+
+const char *
+kiwi_install_status_str (kiwi_install_status s)
+{
+    switch (s) {
+    case KIWI_INSTALL_OK:
+        return "ok";
+    case KIWI_INSTALL_SKIPPED:
+        return "skipped";
+    case KIWI_INSTALL_FAILED:
+        return "failed";
+    case KIWI_INSTALL_TIMED_OUT:
+        return "timed_out";
+    case KIWI_INSTALL_KILLED:
+        return "killed";
+    }
+    return "unknown";
+}
+
+void
+kiwi_install_result_clear (kiwi_install_result *r)
+{
+    free (r->output);
+    r->output = NULL;
+}
+
+static int64_t
+now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct {
+    kiwi_buf *manifest;
+    kiwi_error_t *err;
+} manifest_ctx;
+
+static int
+manifest_add (const kiwi_tar_entry *e, void *ud, kiwi_error_t *err)
+{
+    manifest_ctx *m = ud;
+    if (e->type == KIWI_TAR_DIR)
+        return 0;
+    if (kiwi_buf_append (m->manifest, e->name, strlen (e->name) + 1, err) < 0)
+        return -1;
+    return 0;
+}
+
+int
+kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, char **manifest, size_t *manifest_len,
+                     kiwi_error_t *err)
+{
+    static const char *const exclude[] = { ".git", NULL };
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    o.exclude = exclude;
+    cleanup_buf kiwi_buf tar = KIWI_BUF_INIT;
+    if (kiwi_archive_from_dir (host_dir, &o, &tar, NULL, err) < 0)
+        return kiwi_error_wrap (err, "packing %s", host_dir);
+    if (kiwi_sandbox_put_archive (sb, dir, tar.data, tar.len, err) < 0)
+        return -1;
+    if (manifest != NULL) {
+        kiwi_buf m = KIWI_BUF_INIT;
+        manifest_ctx mc = { &m, err };
+        if (kiwi_archive_list (tar.data, tar.len, manifest_add, &mc, err) < 0) {
+            kiwi_buf_free (&m);
+            return -1;
+        }
+        *manifest = kiwi_buf_steal (&m, manifest_len);
+    }
+    return 0;
+}
+
+/* ----- snapshots: two tar files, src.tar and home.tar, in a directory ----- */
+
+typedef struct {
+    int fd;
+    int failed_errno;
+} file_sink;
+
+static void
+write_to_file (int stream, const char *data, size_t len, void *ud)
+{
+    file_sink *f = ud;
+    while (len > 0 && f->failed_errno == 0) {
+        ssize_t w = write (f->fd, data, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            f->failed_errno = errno;
+            return;
+        }
+        data += w;
+        len -= (size_t) w;
+    }
+}
+
+static int
+save_archive (kiwi_sandbox *sb, const char *inner, const char *path, kiwi_error_t *err)
+{
+    char tmp[PATH_MAX];
+    snprintf (tmp, sizeof tmp, "%s.partial", path);
+    file_sink f = { .fd = open (tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600) };
+    if (f.fd < 0)
+        return kiwi_error_make (err, errno, "creating %s", tmp);
+    int rc = kiwi_sandbox_get_archive (sb, inner, write_to_file, &f, err);
+    if (rc == 0 && f.failed_errno)
+        rc = kiwi_error_make (err, f.failed_errno, "writing %s", tmp);
+    if (rc == 0 && fsync (f.fd) < 0)
+        rc = kiwi_error_make (err, errno, "writing %s", tmp);
+    close (f.fd);
+    if (rc == 0 && rename (tmp, path) < 0)
+        rc = kiwi_error_make (err, errno, "renaming %s", tmp);
+    if (rc < 0)
+        unlink (tmp);
+    return rc;
+}
+
+static int
+put_file_archive (kiwi_sandbox *sb, const char *path, const char *dir, kiwi_error_t *err)
+{
+    cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "opening snapshot %s", path);
+    struct stat st;
+    if (fstat (fd, &st) < 0)
+        return kiwi_error_make (err, errno, "reading snapshot %s", path);
+    if (st.st_size == 0)
+        return 0;
+    void *map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED)
+        return kiwi_error_make (err, errno, "mapping snapshot %s", path);
+    int rc = kiwi_sandbox_put_archive (sb, dir, map, (size_t) st.st_size, err);
+    munmap (map, (size_t) st.st_size);
+    return rc;
+}
+
+int
+kiwi_phase_restore_snapshot (kiwi_sandbox *sb, const char *snapshot_dir, kiwi_error_t *err)
+{
+    static const char *const parts[] = { "src.tar", "home.tar" };
+    for (size_t i = 0; i < 2; i++) {
+        char p[PATH_MAX];
+        snprintf (p, sizeof p, "%s/%s", snapshot_dir, parts[i]);
+        if (put_file_archive (sb, p, KIWI_SANDBOX_ROOT, err) < 0)
+            return kiwi_error_wrap (err, "restoring the dependency snapshot");
+    }
+    return 0;
+}
+
+/* Runs a small fixed script in the sandbox; failure is an error. */
+static int
+run_internal (kiwi_sandbox *sb, const char *script, kiwi_error_t *err)
+{
+    const char *argv[] = { "/bin/sh", "-c", script, NULL };
+    kiwi_exec_spec x = { .argv = argv, .timeout_ms = 120000, .output_cap = 2048 };
+    kiwi_exec_result r;
+    if (kiwi_sandbox_exec (sb, &x, &r, err) < 0)
+        return -1;
+    int ok = r.exit_code == 0;
+    if (!ok)
+        kiwi_error_make (err, 0, "`%s` exited with %d: %s", script, r.exit_code, r.output ? r.output : "");
+    kiwi_exec_result_clear (&r);
+    return ok ? 0 : -1;
+}
+
+/* Leaves only what the install added: the repository's own files (listed in
+ * the manifest) are removed from /kiwi/src and the scratch area emptied,
+ * then src and home are saved. */
+static int
+write_snapshot (kiwi_sandbox *sb, const char *manifest, size_t manifest_len, const char *snapshot_dir,
+                kiwi_error_t *err)
+{
+    if (mkdir (snapshot_dir, 0700) < 0 && errno != EEXIST)
+        return kiwi_error_make (err, errno, "creating %s", snapshot_dir);
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    cleanup_buf kiwi_buf tar = KIWI_BUF_INIT;
+    if (kiwi_archive_add_file (&tar, ".kiwi-manifest", manifest, manifest_len, 0600, &o, err) < 0
+        || kiwi_archive_finish (&tar, err) < 0)
+        return -1;
+    if (kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_TMP, tar.data, tar.len, err) < 0)
+        return -1;
+    if (run_internal (sb,
+                      "cd " KIWI_SANDBOX_SRC " && xargs -0 -r -a " KIWI_SANDBOX_TMP "/.kiwi-manifest rm -f -- "
+                      "&& find " KIWI_SANDBOX_TMP " -mindepth 1 -delete",
+                      err)
+        < 0)
+        return kiwi_error_wrap (err, "separating the dependencies from the repository");
+    char p[PATH_MAX];
+    snprintf (p, sizeof p, "%s/src.tar", snapshot_dir);
+    if (save_archive (sb, KIWI_SANDBOX_SRC, p, err) < 0)
+        return -1;
+    snprintf (p, sizeof p, "%s/home.tar", snapshot_dir);
+    if (save_archive (sb, KIWI_SANDBOX_HOME, p, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int
+put_ca_bundle (kiwi_sandbox *sb, const char *host_path, kiwi_error_t *err)
+{
+    cleanup_close int fd = open (host_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "reading the CA bundle %s (KIWI_CA_BUNDLE)", host_path);
+    cleanup_buf kiwi_buf data = KIWI_BUF_INIT;
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read (fd, chunk, sizeof chunk)) > 0)
+        if (kiwi_buf_append (&data, chunk, (size_t) n, err) < 0)
+            return -1;
+    if (n < 0)
+        return kiwi_error_make (err, errno, "reading the CA bundle %s", host_path);
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    cleanup_buf kiwi_buf tar = KIWI_BUF_INIT;
+    if (kiwi_archive_add_dir (&tar, "ca", 0755, &o, err) < 0
+        || kiwi_archive_add_file (&tar, "ca/ca-certificates.crt", data.data, data.len, 0644, &o, err) < 0
+        || kiwi_archive_finish (&tar, err) < 0)
+        return -1;
+    return kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_ROOT, tar.data, tar.len, err);
+}
+
+static void
+first_line (char *dst, size_t cap, const char *fmt_prefix, const char *argv0, int code)
+{
+    snprintf (dst, cap, "%s `%s` exited with status %d", fmt_prefix, argv0, code);
+}
+
+int
+kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_install_request *req,
+                    kiwi_install_result *r, kiwi_error_t *err)
+{
+    memset (r, 0, sizeof *r);
+    r->exit_code = -1;
+    if (req->argv == NULL || req->argv[0] == NULL) {
+        r->status = KIWI_INSTALL_SKIPPED;
+        snprintf (r->reason, sizeof r->reason, "no dependencies declared: Phase A skipped");
+        return 0;
+    }
+    cleanup_strv kiwi_strv e = KIWI_STRV_INIT;
+    if (kiwi_phase_install_env (cfg, req->extra_env, &e, err) < 0)
+        return kiwi_error_wrap (err, "Phase A");
+    kiwi_sandbox_spec spec = {
+        .image = req->image,
+        .network = KIWI_NET_INSTALL,
+        .env = kiwi_strv_list (&e),
+        .limits = req->limits,
+        .task_id = req->task_id,
+        .phase = "install",
+    };
+    int64_t t0 = now_ms ();
+    kiwi_sandbox *sb = NULL;
+    if (kiwi_sandbox_create (env, &spec, &sb, err) < 0)
+        return kiwi_error_wrap (err, "Phase A");
+    int rc = -1;
+    cleanup_free char *manifest = NULL;
+    size_t manifest_len = 0;
+    if (kiwi_phase_put_tree (sb, req->workspace, KIWI_SANDBOX_SRC, &manifest, &manifest_len, err) < 0)
+        goto out;
+    if (cfg->ca_bundle != NULL && put_ca_bundle (sb, cfg->ca_bundle, err) < 0)
+        goto out;
+    int64_t timeout = cfg->install_timeout_ms > 0 ? cfg->install_timeout_ms : KIWI_INSTALL_TIMEOUT_DEFAULT_S * 1000;
+    bool task_deadline = false;
+    if (req->deadline_ms > 0 && req->deadline_ms < timeout) {
+        timeout = req->deadline_ms;
+        task_deadline = true;
+    }
+    kiwi_exec_spec x = {
+        .argv = req->argv, .timeout_ms = timeout, .output_cap = 16384, .on_output = req->on_output,
+        .userdata = req->userdata,
+    };
+    kiwi_exec_result xr;
+    if (kiwi_sandbox_exec (sb, &x, &xr, err) < 0)
+        goto out;
+    r->exit_code = xr.exit_code;
+    r->output = steal_pointer (&xr.output);
+    r->output_dropped = xr.output_dropped;
+    if (xr.timed_out) {
+        r->status = KIWI_INSTALL_TIMED_OUT;
+        snprintf (r->reason, sizeof r->reason, "install `%s` timed out after %lld s (%s)", req->argv[0],
+                  (long long) (timeout / 1000), task_deadline ? "the task's deadline" : "KIWI_INSTALL_TIMEOUT");
+    } else if (xr.sandbox_lost || xr.oom_killed) {
+        r->status = KIWI_INSTALL_KILLED;
+        snprintf (r->reason, sizeof r->reason, "install `%s` was killed: %s", req->argv[0],
+                  xr.sandbox_lost ? xr.lost_reason : "memory ceiling reached");
+    } else if (xr.exit_code != 0) {
+        r->status = KIWI_INSTALL_FAILED;
+        first_line (r->reason, sizeof r->reason, "install", req->argv[0], xr.exit_code);
+    } else {
+        r->status = KIWI_INSTALL_OK;
+        if (write_snapshot (sb, manifest, manifest_len, req->snapshot_dir, err) < 0) {
+            kiwi_exec_result_clear (&xr);
+            goto out;
+        }
+        snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", req->argv[0]);
+    }
+    kiwi_exec_result_clear (&xr);
+    rc = 0;
+out:
+    r->duration_ms = now_ms () - t0;
+    {
+        kiwi_error_t derr = NULL;
+        if (kiwi_sandbox_destroy (sb, &derr) < 0)
+            kiwi_warn ("Phase A: %s", kiwi_error_msg (derr));
+        kiwi_error_free (&derr);
+    }
+    if (rc < 0)
+        kiwi_error_wrap (err, "Phase A");
+    return rc;
+}
+
+int
+kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
+                   kiwi_exec_result *r, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    memset (r, 0, sizeof *r);
+    r->exit_code = -1;
+    cleanup_strv kiwi_strv e = KIWI_STRV_INIT;
+    if (kiwi_phase_verify_env (cfg, req->extra_env, req->credentials, &e, withheld, missing, err) < 0)
+        return kiwi_error_wrap (err, "Phase B");
+    kiwi_sandbox_spec spec = {
+        .image = req->image,
+        .network = KIWI_NET_NONE,
+        .env = kiwi_strv_list (&e),
+        .limits = req->limits,
+        .task_id = req->task_id,
+        .phase = "verify",
+    };
+    kiwi_sandbox *sb = NULL;
+    if (kiwi_sandbox_create (env, &spec, &sb, err) < 0)
+        return kiwi_error_wrap (err, "Phase B");
+    int rc = -1;
+    if (req->snapshot_dir != NULL && kiwi_phase_restore_snapshot (sb, req->snapshot_dir, err) < 0)
+        goto out;
+    if (kiwi_phase_put_tree (sb, req->workspace, KIWI_SANDBOX_SRC, NULL, NULL, err) < 0)
+        goto out;
+    const char *argv[] = { "/bin/sh", "-c", req->command, NULL };
+    kiwi_exec_spec x = {
+        .argv = argv, .timeout_ms = req->timeout_ms, .output_cap = req->output_cap, .on_output = req->on_output,
+        .userdata = req->userdata,
+    };
+    if (kiwi_sandbox_exec (sb, &x, r, err) < 0)
+        goto out;
+    rc = 0;
+out:
+    {
+        kiwi_error_t derr = NULL;
+        if (kiwi_sandbox_destroy (sb, &derr) < 0)
+            kiwi_warn ("Phase B: %s", kiwi_error_msg (derr));
+        kiwi_error_free (&derr);
+    }
+    if (rc < 0)
+        kiwi_error_wrap (err, "Phase B");
+    return rc;
+}

@@ -1,0 +1,151 @@
+/*
+ * phases.h: the two phases, exactly as the isolation spec says.
+ *
+ *   Phase A (install): network on (Kiwi's install bridge), an environment
+ *   that is empty but for an allow-list of non-secret variables, an optional
+ *   CA bundle, bounded by KIWI_INSTALL_TIMEOUT (default 300 s). Its result
+ *   is a dependency snapshot: what the install added under /kiwi/src and
+ *   /kiwi/home, without the repository's own files.
+ *
+ *   Phase B (verify): no network, the snapshot restored and the current tree
+ *   put over it, only the credentials the task names as test credentials,
+ *   every model key withheld even if a task names it.
+ *
+ *   The Implementer's session sandbox: like Phase B, but with no credentials
+ *   at all unless KIWI_SESSION_ALLOW_TEST_CREDS=true.
+ *
+ * Both phases use the same image and driver; the dependencies land where
+ * Phase B uses them because both work under /kiwi (src, home).
+ *
+ * The environment builders are pure functions over the worker's environment
+ * so that what may enter a sandbox is decided, and tested, in one place.
+ */
+#ifndef KIWI_SANDBOX_PHASES_H
+#define KIWI_SANDBOX_PHASES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "sandbox.h"
+#include "strv.h"
+
+#define KIWI_INSTALL_TIMEOUT_DEFAULT_S 300
+
+/* Model keys withheld from every sandbox, always. */
+#define KIWI_MODEL_KEYS(X)                                                                                   \
+    X ("ANTHROPIC_API_KEY")                                                                                  \
+    X ("OPENAI_API_KEY")                                                                                     \
+    X ("GEMINI_API_KEY")                                                                                     \
+    X ("GOOGLE_API_KEY")
+
+/* Where Phase A finds the CA bundle when one is configured. */
+#define KIWI_SANDBOX_CA_DIR "/kiwi/ca"
+#define KIWI_SANDBOX_CA_FILE "/kiwi/ca/ca-certificates.crt"
+
+typedef struct kiwi_phase_config {
+    const char *const *host_env;        /* the worker's environment ("K=V" list, e.g. environ) */
+    const char *ca_bundle;              /* host path of a CA bundle for Phase A, or NULL */
+    int64_t install_timeout_ms;         /* 0 = KIWI_INSTALL_TIMEOUT_DEFAULT_S */
+    const char *const *extra_model_keys; /* further variable names to withhold (configured keys), or NULL */
+    bool session_allow_test_creds;      /* KIWI_SESSION_ALLOW_TEST_CREDS */
+} kiwi_phase_config;
+
+/* Phase A's environment: HOME, TMPDIR, CI, locale and proxy settings from the
+ * worker (a proxy URL with credentials is an error naming the variable), the
+ * CA-bundle variables package managers read when a bundle is configured, and
+ * `extra` (non-secret settings from inspection, "K=V"). Nothing else. */
+int kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out,
+                            kiwi_error_t *err);
+
+/* Phase B's environment: HOME, TMPDIR, CI, locale, `extra`, and the named
+ * test credentials taken from the worker's environment. Model keys, Kiwi's
+ * own settings (KIWI_*) and anything not named are never included; names
+ * refused that way go to *withheld, names absent from the worker's
+ * environment to *missing (either may be NULL). */
+int kiwi_phase_verify_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds,
+                           kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err);
+
+/* The session sandbox's environment: as Phase B, with credentials only when
+ * cfg->session_allow_test_creds. */
+int kiwi_phase_session_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds,
+                            kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err);
+
+/* True for a variable name that must never enter any sandbox. */
+bool kiwi_phase_is_secret_name (const kiwi_phase_config *cfg, const char *name);
+
+/* ----- Phase A ----- */
+
+typedef enum {
+    KIWI_INSTALL_OK = 0,
+    KIWI_INSTALL_SKIPPED,   /* no dependencies declared: nothing ran */
+    KIWI_INSTALL_FAILED,    /* the command exited non-zero */
+    KIWI_INSTALL_TIMED_OUT, /* KIWI_INSTALL_TIMEOUT or the task's deadline */
+    KIWI_INSTALL_KILLED,    /* a resource bound ended it (memory, the sandbox died) */
+} kiwi_install_status;
+
+const char *kiwi_install_status_str (kiwi_install_status s);
+
+typedef struct kiwi_install_request {
+    const char *image;
+    const char *workspace;         /* host directory with the repository's tree */
+    const char *const *argv;       /* install command; NULL = no dependencies (skipped) */
+    const char *const *extra_env;  /* non-secret "K=V" for this phase, or NULL */
+    kiwi_sandbox_limits limits;
+    int64_t deadline_ms;           /* the task's remaining time; 0 = none */
+    const char *task_id;
+    const char *snapshot_dir;      /* where the dependency snapshot is written (created) */
+    kiwi_output_cb on_output;      /* live output, optional */
+    void *userdata;
+} kiwi_install_request;
+
+typedef struct kiwi_install_result {
+    kiwi_install_status status;
+    int exit_code;
+    char *output;          /* tail, owned */
+    uint64_t output_dropped;
+    int64_t duration_ms;
+    char reason[512];      /* one line: why it failed, with the exit status */
+} kiwi_install_result;
+
+void kiwi_install_result_clear (kiwi_install_result *r);
+
+/* Runs Phase A. Returns 0 when the phase ran to a verdict (r->status says
+ * which: a failed install is not an error of this function) and < 0 when it
+ * could not run (no driver, no image, a proxy URL with credentials, ...). */
+int kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_install_request *req,
+                        kiwi_install_result *r, kiwi_error_t *err);
+
+/* ----- Phase B ----- */
+
+typedef struct kiwi_verify_request {
+    const char *image;
+    const char *workspace;           /* host directory with the current tree */
+    const char *snapshot_dir;        /* from Phase A, or NULL */
+    const char *command;             /* the test command, run with /bin/sh -c */
+    const char *const *extra_env;
+    const char *const *credentials;  /* names of the task's test credentials, or NULL */
+    kiwi_sandbox_limits limits;
+    int64_t timeout_ms;              /* the task's remaining time */
+    size_t output_cap;               /* 0 = 64 KiB */
+    const char *task_id;
+    kiwi_output_cb on_output;
+    void *userdata;
+} kiwi_verify_request;
+
+/* Runs Phase B once in a fresh sandbox. The result's flags say how the
+ * command ended; withheld/missing (optional) list credentials not passed. */
+int kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
+                       kiwi_exec_result *r, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err);
+
+/* Puts a host tree into a sandbox at `dir` by archive (never following a
+ * symlink out of the tree; .git left out). Used by both phases and the
+ * session. *manifest (optional) receives the relative paths of the files and
+ * links put, NUL-separated. */
+int kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, char **manifest,
+                         size_t *manifest_len, kiwi_error_t *err);
+
+/* Restores a dependency snapshot written by kiwi_phase_install(). */
+int kiwi_phase_restore_snapshot (kiwi_sandbox *sb, const char *snapshot_dir, kiwi_error_t *err);
+
+#endif

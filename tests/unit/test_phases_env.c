@@ -1,0 +1,173 @@
+/*
+ * test_phases_env.c: what may enter a sandbox's environment. Phase A gets
+ * nothing secret; Phase B gets only named test credentials and never a
+ * model key; the session gets credentials only when allowed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "phases.h"
+
+static const char *const worker_env[] = {
+    "PATH=/usr/local/sbin:/usr/bin",
+    "HOME=/root",
+    "LANG=C.UTF-8",
+    "ANTHROPIC_API_KEY=sk-ant-fake",
+    "OPENAI_API_KEY=sk-openai-fake",
+    "GEMINI_API_KEY=gem-fake",
+    "KIWI_GIT_TOKEN=ghp_fake",
+    "CORP_MODEL_KEY=corp-fake",
+    "DATABASE_URL=postgres://test@db/test",
+    "STRIPE_TEST_KEY=sk_test_123",
+    "HTTPS_PROXY=http://proxy.corp:3128",
+    "SSH_AUTH_SOCK=/tmp/agent",
+    NULL,
+};
+
+static const char *const extra_keys[] = { "CORP_MODEL_KEY", NULL };
+
+static kiwi_phase_config
+cfg (void)
+{
+    return (kiwi_phase_config) { .host_env = worker_env, .extra_model_keys = extra_keys };
+}
+
+static void
+assert_no_secret (const kiwi_strv *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        assert_null (strstr (e->v[i], "fake"));
+        assert_null (strstr (e->v[i], "sk_test"));
+        assert_null (strstr (e->v[i], "postgres://"));
+        assert_null (strstr (e->v[i], "SSH_AUTH_SOCK"));
+        assert_true (strncmp (e->v[i], "PATH=", 5) != 0);
+    }
+}
+
+static void
+test_install_env_is_allow_list_only (void **state)
+{
+    kiwi_phase_config c = cfg ();
+    kiwi_strv e = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), 0);
+    assert_no_secret (&e);
+    assert_non_null (kiwi_strv_env_get (&e, "HOME"));
+    assert_string_equal (kiwi_strv_env_get (&e, "HOME"), "HOME=/kiwi/home");
+    assert_string_equal (kiwi_strv_env_get (&e, "LANG"), "LANG=C.UTF-8");
+    assert_string_equal (kiwi_strv_env_get (&e, "HTTPS_PROXY"), "HTTPS_PROXY=http://proxy.corp:3128");
+    assert_null (kiwi_strv_env_get (&e, "SSL_CERT_FILE"));
+    /* exactly: HOME TMPDIR CI LANG HTTPS_PROXY */
+    assert_int_equal (e.n, 5);
+    kiwi_strv_free (&e);
+}
+
+static void
+test_install_env_ca_bundle_variables (void **state)
+{
+    kiwi_phase_config c = cfg ();
+    c.ca_bundle = "/etc/ssl/certs/ca-certificates.crt";
+    kiwi_strv e = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), 0);
+    assert_string_equal (kiwi_strv_env_get (&e, "SSL_CERT_FILE"), "SSL_CERT_FILE=" KIWI_SANDBOX_CA_FILE);
+    assert_string_equal (kiwi_strv_env_get (&e, "NODE_EXTRA_CA_CERTS"), "NODE_EXTRA_CA_CERTS=" KIWI_SANDBOX_CA_FILE);
+    assert_string_equal (kiwi_strv_env_get (&e, "PIP_CERT"), "PIP_CERT=" KIWI_SANDBOX_CA_FILE);
+    assert_no_secret (&e);
+    kiwi_strv_free (&e);
+}
+
+static void
+test_proxy_with_credentials_is_refused (void **state)
+{
+    const char *const env[] = { "https_proxy=http://alice:s3cret@proxy.corp:3128", NULL };
+    kiwi_phase_config c = { .host_env = env };
+    kiwi_strv e = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "https_proxy carries credentials"));
+    assert_null (strstr (kiwi_error_msg (err), "s3cret"));
+    kiwi_error_free (&err);
+    kiwi_strv_free (&e);
+    /* an '@' after the authority is not user information */
+    const char *const ok_env[] = { "HTTP_PROXY=http://proxy.corp:3128/path@x", NULL };
+    c.host_env = ok_env;
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), 0);
+    kiwi_strv_free (&e);
+}
+
+static void
+test_extra_env_cannot_smuggle_secrets (void **state)
+{
+    kiwi_phase_config c = cfg ();
+    const char *const extra[] = { "GOFLAGS=-mod=mod", "OPENAI_API_KEY=x", NULL };
+    kiwi_strv e = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_install_env (&c, extra, &e, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "OPENAI_API_KEY"));
+    kiwi_error_free (&err);
+    kiwi_strv_free (&e);
+}
+
+static void
+test_verify_env_named_credentials_only (void **state)
+{
+    kiwi_phase_config c = cfg ();
+    const char *const creds[] = { "DATABASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY",
+                                  "CORP_MODEL_KEY", "KIWI_GIT_TOKEN", "NOT_SET_ANYWHERE", NULL };
+    kiwi_strv e = KIWI_STRV_INIT, withheld = KIWI_STRV_INIT, missing = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_verify_env (&c, NULL, creds, &e, &withheld, &missing, &err), 0);
+    assert_string_equal (kiwi_strv_env_get (&e, "DATABASE_URL"), "DATABASE_URL=postgres://test@db/test");
+    assert_null (kiwi_strv_env_get (&e, "STRIPE_TEST_KEY")); /* not named */
+    assert_null (kiwi_strv_env_get (&e, "ANTHROPIC_API_KEY"));
+    assert_null (kiwi_strv_env_get (&e, "OPENAI_API_KEY"));
+    assert_null (kiwi_strv_env_get (&e, "GEMINI_API_KEY"));
+    assert_null (kiwi_strv_env_get (&e, "CORP_MODEL_KEY"));
+    assert_null (kiwi_strv_env_get (&e, "KIWI_GIT_TOKEN"));
+    assert_int_equal (withheld.n, 5);
+    assert_true (kiwi_strv_contains (&missing, "NOT_SET_ANYWHERE"));
+    for (size_t i = 0; i < e.n; i++)
+        assert_null (strstr (e.v[i], "fake"));
+    kiwi_strv_free (&e);
+    kiwi_strv_free (&withheld);
+    kiwi_strv_free (&missing);
+}
+
+static void
+test_session_env_no_credentials_unless_allowed (void **state)
+{
+    kiwi_phase_config c = cfg ();
+    const char *const creds[] = { "DATABASE_URL", "ANTHROPIC_API_KEY", NULL };
+    kiwi_strv e = KIWI_STRV_INIT, withheld = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_session_env (&c, NULL, creds, &e, &withheld, NULL, &err), 0);
+    assert_null (kiwi_strv_env_get (&e, "DATABASE_URL"));
+    assert_int_equal (withheld.n, 2);
+    kiwi_strv_free (&e);
+    kiwi_strv_free (&withheld);
+    c.session_allow_test_creds = true;
+    assert_int_equal (kiwi_phase_session_env (&c, NULL, creds, &e, &withheld, NULL, &err), 0);
+    assert_non_null (kiwi_strv_env_get (&e, "DATABASE_URL"));
+    assert_null (kiwi_strv_env_get (&e, "ANTHROPIC_API_KEY")); /* a model key, even then */
+    kiwi_strv_free (&e);
+    kiwi_strv_free (&withheld);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_install_env_is_allow_list_only),
+        cmocka_unit_test (test_install_env_ca_bundle_variables),
+        cmocka_unit_test (test_proxy_with_credentials_is_refused),
+        cmocka_unit_test (test_extra_env_cannot_smuggle_secrets),
+        cmocka_unit_test (test_verify_env_named_credentials_only),
+        cmocka_unit_test (test_session_env_no_credentials_unless_allowed),
+    };
+    return cmocka_run_group_tests_name ("phases_env", tests, NULL, NULL);
+}
