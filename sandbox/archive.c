@@ -1706,15 +1706,47 @@ do_dir (int dfd, const char *leaf, const op *o, kiwi_error_t *err)
     return rc;
 }
 
+typedef struct dir_fix {
+    size_t depth;
+    size_t idx;
+} dir_fix;
+
+static int
+dir_fix_cmp (const void *a, const void *b)
+{
+    const dir_fix *x = a, *y = b;
+    if (x->depth != y->depth)
+        return x->depth > y->depth ? -1 : 1;
+    return x->idx > y->idx ? -1 : x->idx < y->idx;
+}
+
 /* Gives each directory of the plan its final mode (and mtime), deepest
- * first, using only the op that is the archive's last word on that path. */
+ * first so that a parent without search permission comes last, using only
+ * the op that is the archive's last word on that path. */
 static int
 finish_dirs (plan *p, int root, const kiwi_extract_opts *opts, kiwi_error_t *err)
 {
-    for (size_t i = p->n; i-- > 0;) {
+    size_t n = 0;
+    for (size_t i = 0; i < p->n; i++)
+        n += p->ops[i].kind == OP_DIR;
+    if (n == 0)
+        return 0;
+    cleanup_free dir_fix *fix = calloc (n, sizeof *fix);
+    if (fix == NULL)
+        return kiwi_error_make (err, ENOMEM, "setting directory modes");
+    n = 0;
+    for (size_t i = 0; i < p->n; i++) {
         op *o = &p->ops[i];
         if (o->kind != OP_DIR || plan_find (p, o->path, strlen (o->path)) != o)
             continue;
+        size_t depth = 0;
+        for (const char *c = o->path; *c; c++)
+            depth += *c == '/';
+        fix[n++] = (dir_fix){ depth, i };
+    }
+    qsort (fix, n, sizeof *fix, dir_fix_cmp);
+    for (size_t k = 0; k < n; k++) {
+        op *o = &p->ops[fix[k].idx];
         const char *leaf;
         int fd = open_walk (root, o->path, true, o->raw, &leaf, err);
         if (fd < 0)

@@ -20,7 +20,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,20 +104,32 @@ mkdir_p (const char *path, mode_t mode)
     chmod (tmp, mode);
 }
 
-static int
-rm_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void) st;
-    (void) ftw;
-    if (flag == FTW_DP)
-        return rmdir (path);
-    return unlink (path);
-}
-
+/* rm -rf without following symlinks; directories are made accessible first,
+ * since extraction may have given them any mode. */
 static void
 rm_rf (const char *path)
 {
-    nftw (path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+    struct stat st;
+    if (lstat (path, &st) < 0)
+        return;
+    if (!S_ISDIR (st.st_mode)) {
+        unlink (path);
+        return;
+    }
+    chmod (path, 0700);
+    DIR *d = opendir (path);
+    if (d != NULL) {
+        struct dirent *de;
+        while ((de = readdir (d)) != NULL) {
+            if (!strcmp (de->d_name, ".") || !strcmp (de->d_name, ".."))
+                continue;
+            char sub[4096];
+            if (snprintf (sub, sizeof sub, "%s/%s", path, de->d_name) < (int) sizeof sub)
+                rm_rf (sub);
+        }
+        closedir (d);
+    }
+    rmdir (path);
 }
 
 static size_t
@@ -255,7 +266,12 @@ assert_file (const char *dir, const char *rel, const char *content, mode_t mode)
     assert_true (S_ISREG (st.st_mode));
     if ((st.st_mode & 07777) != mode)
         fail_msg ("%s: mode %o, expected %o", rel, st.st_mode & 07777, mode);
+    if ((mode & 0400) == 0)
+        chmod (p, mode | 0400); /* readable without root */
     char *c = read_all (p, NULL);
+    chmod (p, mode);
+    if (c == NULL)
+        fail_msg ("%s: %s", p, strerror (errno));
     assert_string_equal (c, content);
     free (c);
 }
@@ -1092,6 +1108,8 @@ test_modes_masked (void **state)
     raw (&b, '5', "ro/", NULL, NULL, 0555);
     raw (&b, '0', "ro/inside", NULL, "i", 0444);
     raw (&b, '0', "none", NULL, "n", 0);
+    raw (&b, '5', "late/sub/", NULL, NULL, 0755); /* a child's entry before its parent's */
+    raw (&b, '5', "late/", NULL, NULL, 0600); /* no search permission */
     finish (&b);
     extract_ok (f, &b, NULL, NULL);
     assert_file (f->dest, "suid", "s", 0755);
@@ -1106,7 +1124,43 @@ test_modes_masked (void **state)
     path_join (p, sizeof p, f->dest, "ro");
     assert_int_equal (lstat (p, &st), 0);
     assert_int_equal (st.st_mode & 07777, 0555);
-    chmod (p, 0755);
+    path_join (p, sizeof p, f->dest, "late");
+    assert_int_equal (lstat (p, &st), 0);
+    assert_int_equal (st.st_mode & 07777, 0600);
+    chmod (p, 0700); /* to look inside without root */
+    path_join (p, sizeof p, f->dest, "late/sub");
+    assert_int_equal (lstat (p, &st), 0);
+    assert_int_equal (st.st_mode & 07777, 0755);
+    kiwi_buf_free (&b);
+}
+
+static void
+test_preserve_mtime (void **state)
+{
+    fixture *f = *state;
+    kiwi_buf b = KIWI_BUF_INIT;
+    raw (&b, '5', "d/", NULL, NULL, 0755);
+    raw (&b, '0', "d/file", NULL, "x", 0644);
+    raw (&b, '2', "d/link", "file", NULL, 0777);
+    finish (&b);
+    const char *names[] = { "d", "d/file", "d/link" };
+    kiwi_extract_opts o = { .preserve_mtime = true };
+    extract_ok (f, &b, &o, NULL);
+    for (size_t i = 0; i < 3; i++) {
+        char p[400];
+        struct stat st;
+        path_join (p, sizeof p, f->dest, names[i]);
+        assert_int_equal (lstat (p, &st), 0);
+        assert_int_equal (st.st_mtim.tv_sec, 1700000000); /* what raw() writes */
+    }
+    /* without the option: the time of extraction */
+    reset_dest (f);
+    extract_ok (f, &b, NULL, NULL);
+    char p[400];
+    struct stat st;
+    path_join (p, sizeof p, f->dest, "d/file");
+    assert_int_equal (lstat (p, &st), 0);
+    assert_true (st.st_mtim.tv_sec > 1700000000 + 1000);
     kiwi_buf_free (&b);
 }
 
@@ -1452,6 +1506,7 @@ main (void)
         T (test_hardlinks),
         T (test_devices_skipped),
         T (test_modes_masked),
+        T (test_preserve_mtime),
         T (test_overwrite_rules),
         T (test_ceilings),
         T (test_bad_checksum_and_structure),
