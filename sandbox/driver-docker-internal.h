@@ -39,11 +39,17 @@ extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
 #define KIWI_SANDBOX_UID 1000
 #define KIWI_SANDBOX_GID 1000
 
+/* Bytes of a one-shot container's output dockerd keeps on its side while
+ * Kiwi follows it (Kiwi keeps its own bounded tail). */
+#define KIWI_SANDBOX_ONESHOT_LOG "16m"
+
 /* The body of POST /containers/create for `spec` under `flavour`, with the
- * sandbox disk mounted from `disk_host_path` (NULL in tests). The one place
- * a container's network, runtime, privileges and limits are decided.
- * Returns a new reference, or NULL with *err set. */
+ * sandbox disk mounted from `disk_host_path` (NULL in tests). `oneshot`
+ * (NULL for a persistent sandbox) makes the command the container's first
+ * process. The one place a container's network, runtime, privileges and
+ * limits are decided. Returns a new reference, or NULL with *err set. */
 json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
-                                  const char *disk_host_path, const char *worker_id, kiwi_error_t *err);
+                                  const char *disk_host_path, const char *worker_id, const kiwi_exec_spec *oneshot,
+                                  kiwi_error_t *err);
 
 #endif

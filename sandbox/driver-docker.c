@@ -105,7 +105,8 @@ string_array (const char *const *list)
 
 json_t *
 kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
-                          const char *disk_host_path, const char *worker_id, kiwi_error_t *err)
+                          const char *disk_host_path, const char *worker_id, const kiwi_exec_spec *oneshot,
+                          kiwi_error_t *err)
 {
     if (spec->image == NULL || *spec->image == '\0') {
         kiwi_error_make_code (err, KIWI_SBE_INVALID, "sandbox spec has no image");
@@ -142,7 +143,12 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     char tmpfs[96];
     snprintf (tmpfs, sizeof tmpfs, "rw,nosuid,nodev,size=%dm,mode=1777", KIWI_SANDBOX_TMPFS_MB);
     json_object_set_new (host, "Tmpfs", json_pack ("{s:s}", "/tmp", tmpfs));
-    json_object_set_new (host, "LogConfig", json_pack ("{s:s}", "Type", "none"));
+    if (oneshot != NULL)
+        json_object_set_new (host, "LogConfig",
+                             json_pack ("{s:s,s:{s:s,s:s}}", "Type", "json-file", "Config", "max-size",
+                                        KIWI_SANDBOX_ONESHOT_LOG, "max-file", "1"));
+    else
+        json_object_set_new (host, "LogConfig", json_pack ("{s:s}", "Type", "none"));
     json_object_set_new (host, "AutoRemove", json_false ());
     if (disk_host_path != NULL)
         json_object_set_new (host, "Mounts", json_pack ("[{s:s,s:s,s:s,s:b}]", "Type", "bind", "Source",
@@ -160,14 +166,25 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
 
     json_t *body = json_object ();
     json_object_set_new (body, "Image", json_string (spec->image));
-    /* PID 1 waits so exec'd commands have a live container; it reaps orphans
-     * and leaves on SIGTERM. */
-    json_object_set_new (body, "Cmd", json_pack ("[s,s,s]", "/bin/sh", "-c",
-                                                 "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"));
+    if (oneshot != NULL) {
+        json_object_set_new (body, "Cmd", string_array (oneshot->argv));
+        json_t *env = string_array (spec->env);
+        json_t *extra = string_array (oneshot->env);
+        json_array_extend (env, extra);
+        json_decref (extra);
+        json_object_set_new (body, "Env", env);
+    } else {
+        /* PID 1 waits so exec'd commands have a live container; it reaps
+         * orphans and leaves on SIGTERM. */
+        json_object_set_new (body, "Cmd",
+                             json_pack ("[s,s,s]", "/bin/sh", "-c",
+                                        "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"));
+        json_object_set_new (body, "Env", string_array (spec->env));
+    }
     json_object_set_new (body, "Entrypoint", json_pack ("[]"));
-    json_object_set_new (body, "Env", string_array (spec->env));
     json_object_set_new (body, "User", json_string (user));
-    json_object_set_new (body, "WorkingDir", json_string (KIWI_SANDBOX_SRC));
+    json_object_set_new (body, "WorkingDir",
+                         json_string (oneshot && oneshot->workdir ? oneshot->workdir : KIWI_SANDBOX_SRC));
     json_object_set_new (body, "Hostname", json_string ("sandbox"));
     json_object_set_new (body, "NetworkDisabled", json_boolean (!install));
     json_object_set_new (body, "StopTimeout", json_integer (1));
@@ -289,10 +306,12 @@ remove_all (docker_sb *s, kiwi_error_t *err)
     return rc;
 }
 
+/* Creates the disk and the container; `oneshot` as in
+ * kiwi__docker_create_body. The container is not started. */
 static int
-docker_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *err)
+create_container (docker_priv *p, const kiwi_sandbox_spec *spec, const kiwi_exec_spec *oneshot, docker_sb **out,
+                  kiwi_error_t *err)
 {
-    docker_priv *p = priv;
     docker_sb *s = calloc (1, sizeof *s);
     if (s == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox");
@@ -312,7 +331,8 @@ docker_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error
         sb_free (s);
         return -1;
     }
-    json_t *body = kiwi__docker_create_body (p->flavour, spec, kiwi_disk_mountpoint (s->disk), p->worker_id, err);
+    json_t *body
+        = kiwi__docker_create_body (p->flavour, spec, kiwi_disk_mountpoint (s->disk), p->worker_id, oneshot, err);
     if (body == NULL)
         goto fail;
     char path[256];
@@ -329,20 +349,42 @@ docker_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error
     }
     s->id = strdup (json_string_value (json_object_get (created, "Id")) ?: "");
     json_decref (created);
-    snprintf (path, sizeof path, "/containers/%s/start", s->id);
-    if (kiwi_docker_call (p->api, "POST", path, NULL, 60000, NULL, NULL, err) < 0) {
-        kiwi_error_wrap (err, "starting sandbox %s (runtime %s)", s->name,
-                         spec->network == KIWI_NET_INSTALL ? p->flavour->install_runtime : p->flavour->runtime);
-        goto fail;
-    }
-    kiwi_debug ("sandbox %s: created from %s (%s, network %s)", s->name, spec->image,
-                spec->phase ? spec->phase : "-", kiwi_net_mode_str (spec->network));
     *out = s;
     return 0;
 fail:
     remove_all (s, NULL);
     sb_free (s);
     return -1;
+}
+
+static int
+start_container (docker_sb *s, const kiwi_sandbox_spec *spec, kiwi_error_t *err)
+{
+    char path[256];
+    snprintf (path, sizeof path, "/containers/%s/start", s->id);
+    if (kiwi_docker_call (s->p->api, "POST", path, NULL, 60000, NULL, NULL, err) < 0)
+        return kiwi_error_wrap (err, "starting sandbox %s (runtime %s)", s->name,
+                                spec->network == KIWI_NET_INSTALL ? s->p->flavour->install_runtime
+                                                                  : s->p->flavour->runtime);
+    return 0;
+}
+
+static int
+docker_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *err)
+{
+    docker_priv *p = priv;
+    docker_sb *s = NULL;
+    if (create_container (p, spec, NULL, &s, err) < 0)
+        return -1;
+    if (start_container (s, spec, err) < 0) {
+        remove_all (s, NULL);
+        sb_free (s);
+        return -1;
+    }
+    kiwi_debug ("sandbox %s: created from %s (%s, network %s)", s->name, spec->image,
+                spec->phase ? spec->phase : "-", kiwi_net_mode_str (spec->network));
+    *out = s;
+    return 0;
 }
 
 static const char *
@@ -581,13 +623,29 @@ docker_exec (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_e
         rc = 0;
     }
     if (!res->timed_out && !c.lost) {
-        /* the stream can also end because the sandbox died */
-        bool running = true, oom = false;
-        int code = 0;
-        if (container_state (s->p->api, s->id, &running, &oom, &code) == 0 && !running) {
-            c.lost = true;
-            c.oom = oom;
-            c.exit_code = code;
+        /* the stream can also end because the sandbox died; dockerd may
+         * need a moment to notice, so a command that did not exit normally
+         * (killed, or no status) is given two seconds of checks */
+        int code = -1;
+        snprintf (path, sizeof path, "/exec/%s/json", eid);
+        json_t *st = NULL;
+        kiwi_error_t se = NULL;
+        if (kiwi_docker_call (s->p->api, "GET", path, NULL, 30000, &st, NULL, &se) == 0) {
+            json_t *jc = json_object_get (st, "ExitCode");
+            code = json_is_integer (jc) ? (int) json_integer_value (jc) : -1;
+        }
+        kiwi_error_free (&se);
+        json_decref (st);
+        int checks = code >= 0 && code < 128 ? 1 : 20;
+        for (int i = 0; i < checks && !c.lost; i++) {
+            bool running = true, oom = false;
+            int ccode = 0;
+            if (container_state (s->p->api, s->id, &running, &oom, &ccode) == 0 && !running) {
+                c.lost = true;
+                c.oom = oom;
+                c.exit_code = ccode;
+            } else if (i + 1 < checks)
+                usleep (100000);
         }
     }
     if (c.lost) {
@@ -738,6 +796,86 @@ docker_reap (void *priv, int *removed, kiwi_error_t *err)
     return rc;
 }
 
+/* One-shot: create, put, start, follow the output, wait, remove. The
+ * command is the container's first process, as with `docker run`. */
+static int
+docker_run_once (void *priv, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts, size_t nputs,
+                 const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err)
+{
+    docker_priv *p = priv;
+    memset (res, 0, sizeof *res);
+    res->exit_code = -1;
+    if (x->argv == NULL || x->argv[0] == NULL)
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "one-shot sandbox run: empty command");
+    int64_t t0 = now_ms ();
+    docker_sb *s = NULL;
+    if (create_container (p, spec, x, &s, err) < 0)
+        return -1;
+    int rc = -1;
+    for (size_t i = 0; i < nputs; i++)
+        if (docker_put_archive (s, puts[i].dir, puts[i].tar, puts[i].len, err) < 0)
+            goto out;
+    if (start_container (s, spec, err) < 0)
+        goto out;
+    exec_ctx c = { .spec = x, .s = s };
+    kiwi_demux_init (&c.demux, exec_emit, &c);
+    if (kiwi_tailbuf_init (&c.tail, x->output_cap ? x->output_cap : 65536) < 0) {
+        kiwi_error_make (err, ENOMEM, "output buffer");
+        goto out;
+    }
+    char path[256];
+    snprintf (path, sizeof path, "/containers/%s/logs?follow=1&stdout=1&stderr=1", s->id);
+    kiwi_error_t e = NULL;
+    int frc = kiwi_docker_request_stream (p->api, "GET", path, NULL, NULL, 0, x->timeout_ms, exec_sink, &c, NULL, &e);
+    if (frc < 0 && kiwi_error_code (e) == 28 /* CURLE_OPERATION_TIMEDOUT */) {
+        kill_container (s);
+        res->timed_out = true;
+        frc = 0;
+    }
+    res->output = kiwi_tailbuf_dup (&c.tail);
+    res->output_dropped = c.tail.dropped;
+    kiwi_tailbuf_clear (&c.tail);
+    if (frc < 0) {
+        *err = kiwi_error_steal (&e);
+        kiwi_error_wrap (err, "following `%s` in sandbox %s", x->argv[0], s->name);
+        goto out;
+    }
+    kiwi_error_free (&e);
+    snprintf (path, sizeof path, "/containers/%s/wait", s->id);
+    json_t *w = NULL;
+    if (kiwi_docker_call (p->api, "POST", path, NULL, 60000, &w, NULL, err) < 0) {
+        kiwi_error_wrap (err, "waiting for sandbox %s", s->name);
+        goto out;
+    }
+    int code = (int) json_integer_value (json_object_get (w, "StatusCode"));
+    json_decref (w);
+    if (!res->timed_out) {
+        res->exit_code = code;
+        bool running = false, oom = false;
+        int st_code = 0;
+        if (container_state (p->api, s->id, &running, &oom, &st_code) == 0 && oom)
+            res->oom_killed = true;
+        else if (code == 137)
+            res->oom_killed = memory_limit_hit (s);
+    }
+    rc = 0;
+out:
+    res->duration_ms = now_ms () - t0;
+    {
+        kiwi_error_t derr = NULL;
+        if (remove_all (s, &derr) < 0) {
+            if (rc == 0) {
+                *err = kiwi_error_steal (&derr);
+                kiwi_error_wrap (err, "removing sandbox %s", s->name);
+                rc = -1;
+            }
+        }
+        kiwi_error_free (&derr);
+    }
+    sb_free (s);
+    return rc;
+}
+
 const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {
     .name = "docker",
     .description = "containers under runc through dockerd's Engine API",
@@ -752,6 +890,7 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {
     .inspect = docker_inspect,
     .destroy = docker_destroy,
     .reap = docker_reap,
+    .run_once = docker_run_once,
 };
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
@@ -768,4 +907,5 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
     .inspect = docker_inspect,
     .destroy = docker_destroy,
     .reap = docker_reap,
+    .run_once = docker_run_once,
 };

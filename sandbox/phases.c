@@ -229,17 +229,26 @@ manifest_add (const kiwi_tar_entry *e, void *ud, kiwi_error_t *err)
     return 0;
 }
 
-int
-kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, char **manifest, size_t *manifest_len,
-                     kiwi_error_t *err)
+/* The repository's tree as a tar: symlinks stay symlinks, .git stays out. */
+static int
+pack_tree (const char *host_dir, kiwi_buf *tar, kiwi_error_t *err)
 {
     static const char *const exclude[] = { ".git", NULL };
     kiwi_archive_opts o;
     kiwi_archive_opts_init (&o);
     o.exclude = exclude;
-    cleanup_buf kiwi_buf tar = KIWI_BUF_INIT;
-    if (kiwi_archive_from_dir (host_dir, &o, &tar, NULL, err) < 0)
+    if (kiwi_archive_from_dir (host_dir, &o, tar, NULL, err) < 0)
         return kiwi_error_wrap (err, "packing %s", host_dir);
+    return 0;
+}
+
+int
+kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, char **manifest, size_t *manifest_len,
+                     kiwi_error_t *err)
+{
+    cleanup_buf kiwi_buf tar = KIWI_BUF_INIT;
+    if (pack_tree (host_dir, &tar, err) < 0)
+        return -1;
     if (kiwi_sandbox_put_archive (sb, dir, tar.data, tar.len, err) < 0)
         return -1;
     if (manifest != NULL) {
@@ -299,22 +308,22 @@ save_archive (kiwi_sandbox *sb, const char *inner, const char *path, kiwi_error_
     return rc;
 }
 
+typedef struct {
+    void *map;
+    size_t len;
+} mapped;
+
+static int map_file (const char *path, mapped *m, kiwi_error_t *err);
+static void map_clear (mapped *m);
+
 static int
 put_file_archive (kiwi_sandbox *sb, const char *path, const char *dir, kiwi_error_t *err)
 {
-    cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kiwi_error_make (err, errno, "opening snapshot %s", path);
-    struct stat st;
-    if (fstat (fd, &st) < 0)
-        return kiwi_error_make (err, errno, "reading snapshot %s", path);
-    if (st.st_size == 0)
-        return 0;
-    void *map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED)
-        return kiwi_error_make (err, errno, "mapping snapshot %s", path);
-    int rc = kiwi_sandbox_put_archive (sb, dir, map, (size_t) st.st_size, err);
-    munmap (map, (size_t) st.st_size);
+    mapped m;
+    if (map_file (path, &m, err) < 0)
+        return -1;
+    int rc = m.len ? kiwi_sandbox_put_archive (sb, dir, m.map, m.len, err) : 0;
+    map_clear (&m);
     return rc;
 }
 
@@ -493,6 +502,36 @@ out:
     return rc;
 }
 
+/* A snapshot part mapped for a put; unmapped by map_clear. */
+static int
+map_file (const char *path, mapped *m, kiwi_error_t *err)
+{
+    m->map = NULL;
+    m->len = 0;
+    cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "opening snapshot %s", path);
+    struct stat st;
+    if (fstat (fd, &st) < 0)
+        return kiwi_error_make (err, errno, "reading snapshot %s", path);
+    if (st.st_size == 0)
+        return 0;
+    void *map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED)
+        return kiwi_error_make (err, errno, "mapping snapshot %s", path);
+    m->map = map;
+    m->len = (size_t) st.st_size;
+    return 0;
+}
+
+static void
+map_clear (mapped *m)
+{
+    if (m->map != NULL)
+        munmap (m->map, m->len);
+    m->map = NULL;
+}
+
 int
 kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
                    kiwi_exec_result *r, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
@@ -510,29 +549,35 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
         .task_id = req->task_id,
         .phase = "verify",
     };
-    kiwi_sandbox *sb = NULL;
-    if (kiwi_sandbox_create (env, &spec, &sb, err) < 0)
-        return kiwi_error_wrap (err, "Phase B");
+    /* the snapshot first, the current tree over it */
+    mapped parts[2] = { { 0 }, { 0 } };
+    kiwi_sandbox_put puts[3];
+    size_t nputs = 0;
     int rc = -1;
-    if (req->snapshot_dir != NULL && kiwi_phase_restore_snapshot (sb, req->snapshot_dir, err) < 0)
+    cleanup_buf kiwi_buf tree = KIWI_BUF_INIT;
+    if (req->snapshot_dir != NULL) {
+        static const char *const names[] = { "src.tar", "home.tar" };
+        for (size_t i = 0; i < 2; i++) {
+            char p[PATH_MAX];
+            snprintf (p, sizeof p, "%s/%s", req->snapshot_dir, names[i]);
+            if (map_file (p, &parts[i], err) < 0)
+                goto out;
+            if (parts[i].len > 0)
+                puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_ROOT, parts[i].map, parts[i].len };
+        }
+    }
+    if (pack_tree (req->workspace, &tree, err) < 0)
         goto out;
-    if (kiwi_phase_put_tree (sb, req->workspace, KIWI_SANDBOX_SRC, NULL, NULL, err) < 0)
-        goto out;
+    puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_SRC, tree.data, tree.len };
     const char *argv[] = { "/bin/sh", "-c", req->command, NULL };
     kiwi_exec_spec x = {
         .argv = argv, .timeout_ms = req->timeout_ms, .output_cap = req->output_cap, .on_output = req->on_output,
         .userdata = req->userdata,
     };
-    if (kiwi_sandbox_exec (sb, &x, r, err) < 0)
-        goto out;
-    rc = 0;
+    rc = kiwi_sandbox_run_once (env, &spec, puts, nputs, &x, r, err);
 out:
-    {
-        kiwi_error_t derr = NULL;
-        if (kiwi_sandbox_destroy (sb, &derr) < 0)
-            kiwi_warn ("Phase B: %s", kiwi_error_msg (derr));
-        kiwi_error_free (&derr);
-    }
+    map_clear (&parts[0]);
+    map_clear (&parts[1]);
     if (rc < 0)
         kiwi_error_wrap (err, "Phase B");
     return rc;

@@ -181,6 +181,32 @@ kiwi_sandbox_reap (kiwi_sandbox_env *env, int *removed, kiwi_error_t *err)
     return env->drv->reap (env->priv, removed, err);
 }
 
+int
+kiwi_sandbox_run_once (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts,
+                       size_t nputs, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err)
+{
+    if (env->drv->run_once != NULL)
+        return env->drv->run_once (env->priv, spec, puts, nputs, x, res, err);
+    memset (res, 0, sizeof *res);
+    res->exit_code = -1;
+    kiwi_sandbox *sb = NULL;
+    if (kiwi_sandbox_create (env, spec, &sb, err) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < nputs; i++)
+        rc = kiwi_sandbox_put_archive (sb, puts[i].dir, puts[i].tar, puts[i].len, err);
+    if (rc == 0)
+        rc = kiwi_sandbox_exec (sb, x, res, err);
+    kiwi_error_t derr = NULL;
+    if (kiwi_sandbox_destroy (sb, &derr) < 0 && rc == 0) {
+        *err = kiwi_error_steal (&derr);
+        kiwi_exec_result_clear (res);
+        rc = -1;
+    }
+    kiwi_error_free (&derr);
+    return rc;
+}
+
 void
 kiwi_exec_result_clear (kiwi_exec_result *r)
 {

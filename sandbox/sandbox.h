@@ -130,6 +130,13 @@ typedef struct kiwi_sandbox_config {
 typedef struct kiwi_sandbox_env kiwi_sandbox_env;
 typedef struct kiwi_sandbox kiwi_sandbox;
 
+/* A tar stream to unpack at `dir` inside a sandbox before a one-shot run. */
+typedef struct kiwi_sandbox_put {
+    const char *dir;
+    const void *tar;
+    size_t len;
+} kiwi_sandbox_put;
+
 typedef struct kiwi_sandbox_driver {
     const char *name;
     const char *description;
@@ -144,6 +151,11 @@ typedef struct kiwi_sandbox_driver {
     int (*inspect) (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
     int (*destroy) (void *sb, kiwi_error_t *err);
     int (*reap) (void *priv, int *removed, kiwi_error_t *err); /* may be NULL */
+    /* One command in a fresh sandbox that is removed afterwards: the files
+     * are put before the command starts, which runs as the sandbox's first
+     * process. Cheaper than create + exec + destroy. May be NULL. */
+    int (*run_once) (void *priv, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts, size_t nputs,
+                     const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err);
 } kiwi_sandbox_driver;
 
 /* The drivers. */
@@ -179,5 +191,11 @@ int kiwi_sandbox_inspect (kiwi_sandbox *sb, kiwi_sandbox_info *info, kiwi_error_
 /* Removes the sandbox and frees the handle (always; see above). NULL is a no-op. */
 int kiwi_sandbox_destroy (kiwi_sandbox *sb, kiwi_error_t *err);
 int kiwi_sandbox_reap (kiwi_sandbox_env *env, int *removed, kiwi_error_t *err);
+
+/* Runs one command in a fresh sandbox with `puts` unpacked first, and
+ * removes the sandbox on every path. Uses the driver's run_once when it has
+ * one, else create + put + exec + destroy: the result is the same. */
+int kiwi_sandbox_run_once (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts,
+                           size_t nputs, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err);
 
 #endif

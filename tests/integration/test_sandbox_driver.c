@@ -236,6 +236,59 @@ test_destroy_removes_everything_and_reap (void **state)
     kiwi_sandbox_env_close (env);
 }
 
+static void
+test_run_once_output_timeout_and_files (void **state)
+{
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_env *env = open_env (drivers[i]);
+        const char *e[] = { "HOME=/kiwi/home", NULL };
+        kiwi_sandbox_spec spec = { .image = image (), .network = KIWI_NET_NONE, .env = e, .task_id = "itest",
+                                   .phase = "verify" };
+        /* a file put before the command starts is there when it runs */
+        static const char tar_hdr_name[] = "hello.txt";
+        char tar[2048] = { 0 };
+        memcpy (tar, tar_hdr_name, sizeof tar_hdr_name);
+        memcpy (tar + 100, "0000644", 7);
+        memcpy (tar + 108, "0001750", 7);
+        memcpy (tar + 116, "0001750", 7);
+        memcpy (tar + 124, "00000000006", 11);
+        memcpy (tar + 136, "00000000000", 11);
+        tar[156] = '0';
+        memcpy (tar + 257, "ustar", 6);
+        memcpy (tar + 263, "00", 2);
+        memset (tar + 148, ' ', 8);
+        unsigned sum = 0;
+        for (int k = 0; k < 512; k++)
+            sum += (unsigned char) tar[k];
+        snprintf (tar + 148, 8, "%06o", sum);
+        memcpy (tar + 512, "hello\n", 6);
+        kiwi_sandbox_put put = { "/kiwi/src", tar, sizeof tar };
+        const char *argv[] = { "/bin/sh", "-c", "cat hello.txt; echo err >&2; cut -d: -f1 /proc/net/dev | tail -n +3 "
+                               "| tr -d ' '; exit 4", NULL };
+        kiwi_exec_spec x = { .argv = argv, .timeout_ms = 60000 };
+        kiwi_exec_result r;
+        kiwi_error_t err = NULL;
+        if (kiwi_sandbox_run_once (env, &spec, &put, 1, &x, &r, &err) < 0)
+            fail_msg ("%s: run_once: %s", drivers[i], kiwi_error_msg (err));
+        assert_int_equal (r.exit_code, 4);
+        /* stdout and stderr are separate pipes: their relative order is not
+         * kept, the content is */
+        assert_int_equal (strlen (r.output), strlen ("hello\nerr\nlo\n"));
+        assert_non_null (strstr (r.output, "hello\n"));
+        assert_non_null (strstr (r.output, "err\n"));
+        assert_non_null (strstr (r.output, "lo\n"));
+        kiwi_exec_result_clear (&r);
+        const char *slow[] = { "sleep", "infinity", NULL };
+        x.argv = slow;
+        x.timeout_ms = 2000;
+        assert_int_equal (kiwi_sandbox_run_once (env, &spec, NULL, 0, &x, &r, &err), 0);
+        assert_true (r.timed_out);
+        assert_int_equal (r.exit_code, -1);
+        kiwi_exec_result_clear (&r);
+        kiwi_sandbox_env_close (env);
+    }
+}
+
 int
 main (void)
 {
@@ -245,6 +298,7 @@ main (void)
         cmocka_unit_test (test_disk_ceiling),
         cmocka_unit_test (test_pids_and_memory_limits),
         cmocka_unit_test (test_destroy_removes_everything_and_reap),
+        cmocka_unit_test (test_run_once_output_timeout_and_files),
     };
     return cmocka_run_group_tests_name ("sandbox_driver", tests, NULL, NULL);
 }

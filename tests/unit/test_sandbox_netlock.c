@@ -24,8 +24,21 @@ body_for (const kiwi__docker_flavour *f, kiwi_net_mode net, const char *phase)
         .image = "kiwi/base:bookworm", .network = net, .env = env, .task_id = "t1", .phase = phase,
     };
     kiwi_error_t err = NULL;
-    json_t *b = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "w1", &err);
+    json_t *b = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "w1", NULL, &err);
     assert_non_null (b);
+    /* a one-shot run of the same spec decides the network the same way */
+    const char *argv[] = { "npm", "test", NULL };
+    kiwi_exec_spec x = { .argv = argv };
+    json_t *o = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "w1", &x, &err);
+    assert_non_null (o);
+    json_t *bh = json_object_get (b, "HostConfig"), *oh = json_object_get (o, "HostConfig");
+    const char *keys[] = { "NetworkMode", "Runtime", "Privileged", "CapDrop", "SecurityOpt", "ReadonlyRootfs",
+                           "Memory", "PidsLimit", "Mounts", NULL };
+    for (size_t i = 0; keys[i]; i++)
+        assert_true (json_equal (json_object_get (bh, keys[i]), json_object_get (oh, keys[i])));
+    assert_true (json_equal (json_object_get (b, "NetworkDisabled"), json_object_get (o, "NetworkDisabled")));
+    assert_string_equal (json_string_value (json_array_get (json_object_get (o, "Cmd"), 0)), "npm");
+    json_decref (o);
     return b;
 }
 

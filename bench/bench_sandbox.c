@@ -1,0 +1,204 @@
+/*
+ * bench_sandbox.c: what Kiwi's driver costs against the Docker CLI, measured
+ * in one run on the same machine (ratios, never absolute thresholds).
+ *
+ *   1. A Phase B verify of `true` through Kiwi (fresh sandbox, tree put by
+ *      archive, exec, removal) against `docker run --rm --network none
+ *      IMAGE true`.
+ *   2. An exec of `true` in a persistent sandbox through Kiwi against
+ *      `docker exec CONTAINER true` on the same container.
+ *   3. The worker-side memory each live sandbox adds (resident set growth
+ *      over N live sandboxes).
+ *
+ * Usage: bench_sandbox [--driver docker|gvisor] [--image IMAGE] [--runs N]
+ * Reads the stack's env file for the Docker socket (see tests/support).
+ */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "phases.h"
+#include "proc.h"
+#include "sandbox.h"
+
+extern char **environ;
+
+static double
+now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+median (double *v, int n)
+{
+    qsort (v, (size_t) n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static long
+rss_kib (void)
+{
+    FILE *f = fopen ("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets (line, sizeof line, f))
+        if (strncmp (line, "VmRSS:", 6) == 0)
+            kib = atol (line + 6);
+    if (f)
+        fclose (f);
+    return kib;
+}
+
+static int
+cli (const char *const *argv)
+{
+    kiwi_proc_result r;
+    kiwi_error_t err = NULL;
+    if (kiwi_proc_run (argv, NULL, NULL, 120000, 4096, &r, &err) < 0) {
+        fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return -1;
+    }
+    int rc = r.exit_code;
+    if (rc != 0)
+        fprintf (stderr, "bench: `%s %s` exited %d: %s\n", argv[0], argv[1], rc, r.output);
+    kiwi_proc_result_clear (&r);
+    return rc;
+}
+
+int
+main (int argc, char **argv)
+{
+    const char *driver = "docker", *image = "kiwi/base:bookworm";
+    int runs = 15;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp (argv[i], "--driver") == 0 && i + 1 < argc)
+            driver = argv[++i];
+        else if (strcmp (argv[i], "--image") == 0 && i + 1 < argc)
+            image = argv[++i];
+        else if (strcmp (argv[i], "--runs") == 0 && i + 1 < argc)
+            runs = atoi (argv[++i]);
+        else {
+            fprintf (stderr, "usage: bench_sandbox [--driver docker|gvisor] [--image IMAGE] [--runs N]\n");
+            return strcmp (argv[i], "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (runs < 3)
+        runs = 3;
+    const char *sock = getenv ("KIWI_DOCKER_SOCKET");
+    const char *state = getenv ("KIWI_STATE_DIR");
+    kiwi_error_t err = NULL;
+    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
+    if (drv == NULL) {
+        fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
+        return 2;
+    }
+    kiwi_sandbox_config cfg = { .docker_socket = sock ? sock : "/var/run/docker.sock",
+                                .state_dir = state ? state : "/var/lib/kiwi", .worker_id = "bench" };
+    kiwi_sandbox_env *env = NULL;
+    if (kiwi_sandbox_env_open (drv, &cfg, &env, &err) < 0) {
+        fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
+        return 1;
+    }
+    const char *runtime = strcmp (drv->name, "gvisor") == 0 ? "runsc" : "runc";
+    char ws[] = "/tmp/kiwi-bench-XXXXXX";
+    if (mkdtemp (ws) == NULL)
+        return 1;
+    double *kiwi_t = calloc ((size_t) runs, sizeof (double)), *cli_t = calloc ((size_t) runs, sizeof (double));
+    kiwi_phase_config pc = { .host_env = (const char *const *) environ };
+
+    /* 1. verify of `true`, interleaved so drift hits both alike */
+    const char *run_argv[] = { "docker", "run", "--rm", "--network", "none", "--runtime", runtime, image, "true", NULL };
+    cli (run_argv); /* warm-up */
+    for (int i = 0; i < runs; i++) {
+        kiwi_verify_request vr = { .image = image, .workspace = ws, .command = "true", .timeout_ms = 60000,
+                                   .task_id = "bench" };
+        kiwi_exec_result r;
+        double t0 = now_ms ();
+        if (kiwi_phase_verify (env, &pc, &vr, &r, NULL, NULL, &err) < 0 || r.exit_code != 0) {
+            fprintf (stderr, "bench: verify: %s\n", kiwi_error_msg (err));
+            return 1;
+        }
+        kiwi_t[i] = now_ms () - t0;
+        kiwi_exec_result_clear (&r);
+        t0 = now_ms ();
+        if (cli (run_argv) != 0)
+            return 1;
+        cli_t[i] = now_ms () - t0;
+    }
+    double kv = median (kiwi_t, runs), cv = median (cli_t, runs);
+    printf ("verify `true` (%s, %d runs): kiwi median %.1f ms, docker run median %.1f ms, ratio %.2f\n", drv->name,
+            runs, kv, cv, kv / cv);
+
+    /* 2. exec in the persistent sandbox */
+    kiwi_sandbox_spec spec = { .image = image, .network = KIWI_NET_NONE, .task_id = "bench", .phase = "session" };
+    kiwi_sandbox *sb = NULL;
+    if (kiwi_sandbox_create (env, &spec, &sb, &err) < 0) {
+        fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
+        return 1;
+    }
+    char cname[256];
+    snprintf (cname, sizeof cname, "%s", kiwi_sandbox_id (sb));
+    const char *exec_argv[] = { "docker", "exec", cname, "true", NULL };
+    const char *true_argv[] = { "true", NULL };
+    int xruns = runs * 3;
+    double *kx = calloc ((size_t) xruns, sizeof (double)), *cx = calloc ((size_t) xruns, sizeof (double));
+    for (int i = 0; i < xruns; i++) {
+        kiwi_exec_spec x = { .argv = true_argv, .timeout_ms = 60000 };
+        kiwi_exec_result r;
+        double t0 = now_ms ();
+        if (kiwi_sandbox_exec (sb, &x, &r, &err) < 0 || r.exit_code != 0) {
+            fprintf (stderr, "bench: exec: %s\n", kiwi_error_msg (err));
+            return 1;
+        }
+        kx[i] = now_ms () - t0;
+        kiwi_exec_result_clear (&r);
+        t0 = now_ms ();
+        if (cli (exec_argv) != 0)
+            return 1;
+        cx[i] = now_ms () - t0;
+    }
+    double ke = median (kx, xruns), ce = median (cx, xruns);
+    printf ("exec `true` in a persistent sandbox (%s, %d runs): kiwi median %.1f ms, docker exec median %.1f ms, "
+            "ratio %.2f\n",
+            drv->name, xruns, ke, ce, ke / ce);
+    kiwi_sandbox_destroy (sb, &err);
+
+    /* 3. worker-side memory per live sandbox */
+    enum { LIVE = 8 };
+    kiwi_sandbox *live[LIVE];
+    long before = rss_kib ();
+    size_t heap_before = mallinfo2 ().uordblks;
+    for (int i = 0; i < LIVE; i++)
+        if (kiwi_sandbox_create (env, &spec, &live[i], &err) < 0) {
+            fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
+            return 1;
+        }
+    long after = rss_kib ();
+    size_t heap_after = mallinfo2 ().uordblks;
+    for (int i = 0; i < LIVE; i++)
+        kiwi_sandbox_destroy (live[i], &err);
+    printf ("worker memory per live sandbox (%s, %d live): %zu bytes of heap each; resident %ld KiB before, "
+            "%ld KiB after\n",
+            drv->name, LIVE, (heap_after - heap_before) / LIVE, before, after);
+    rmdir (ws);
+    free (kiwi_t);
+    free (cli_t);
+    free (kx);
+    free (cx);
+    kiwi_sandbox_env_close (env);
+    return 0;
+}
