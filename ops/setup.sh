@@ -46,7 +46,8 @@ done
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev
+  librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev
+  e2fsprogs mount util-linux findutils
   redis-server docker.io runsc debootstrap kcat
   iptables iproute2 git python3-msgpack curl jq ca-certificates
   # docker.io only recommends these, and we install without recommends:
