@@ -1,0 +1,560 @@
+#!/usr/bin/env bash
+# ops/egress/egress.sh: Kiwi's egress rules on a Docker host.
+#
+# Usage: egress.sh apply|check|rules [OPTIONS]
+#        egress.sh remove|status
+#
+#   apply    add the rules (idempotent: a second apply changes nothing)
+#   check    exit 0 iff the live rules are exactly what `apply` with the same
+#            options and configuration would add; print what differs
+#   rules    print what `apply` would add, change nothing
+#   remove   remove exactly what `apply` added (every jump to Kiwi's chains,
+#            the chains, and DOCKER-USER only if apply created it and it is
+#            empty again)
+#   status   print the applied rules with their counters; exit 0 iff applied
+#
+# Options (each also settable in the environment or in the config file
+# ${KIWI_EGRESS_CONF:-/etc/kiwi/egress.env}; command line > environment > file):
+#   --rfc1918            also reject container traffic to private ranges
+#                        (KIWI_EGRESS_RFC1918=true); --no-rfc1918 turns it off
+#   --allow CIDR[:PORT]  with --rfc1918: let containers reach CIDR (TCP PORT
+#                        only, when given); repeatable; IPv6 as [CIDR]:PORT
+#                        (KIWI_EGRESS_ALLOW="10.1.2.3/32:443 ...")
+#   --dns IP             with --rfc1918: a resolver containers may reach on
+#                        port 53, in addition to those in /etc/resolv.conf;
+#                        repeatable (KIWI_EGRESS_DNS)
+#   --metadata ADDR      the metadata addresses (replaces the default
+#                        "169.254.169.254 fd00:ec2::254"); repeatable
+#                        (KIWI_EGRESS_METADATA)
+#   --install-bridge IF  the Phase A bridge whose NEW connections to the host
+#                        are rejected (KIWI_EGRESS_INSTALL_BRIDGE, kiwi-install0)
+#   --no-ipv6            IPv4 only (KIWI_EGRESS_IPV6=off); by default IPv6
+#                        rules are added whenever ip6tables works
+#
+# Runs as root. Every rule added or removed is logged on stderr as
+# "egress: + ..." / "egress: - ...". See ops/egress/README.md.
+set -euo pipefail
+
+CHAIN=KIWI-EGRESS
+INCHAIN=KIWI-EGRESS-INPUT
+USERCHAIN=DOCKER-USER
+TAG=kiwi-egress
+TOKEN_PORTS=80,443,8080,8775
+PRIVATE4=(10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 100.64.0.0/10 169.254.0.0/16)
+PRIVATE6=(fc00::/7)
+RUN_DIR=${KIWI_EGRESS_RUN_DIR:-/run/kiwi-egress}
+CONF=${KIWI_EGRESS_CONF:-/etc/kiwi/egress.env}
+
+log() { printf 'egress: %s\n' "$*" >&2; }
+die() { printf 'egress: error: %s\n' "$*" >&2; exit 1; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+
+# ------------------------------------------------------------ configuration ---
+
+# The config file holds KEY=VALUE lines (KIWI_EGRESS_* only; quotes allowed);
+# it is parsed, never sourced. A variable already in the environment wins.
+load_conf() {
+  [[ -f $CONF ]] || return 0
+  local line key val
+  while IFS= read -r line || [[ -n $line ]]; do
+    line=${line%%#*}
+    [[ $line =~ ^[[:space:]]*(KIWI_EGRESS_[A-Z0-9_]+)=(.*)$ ]] || continue
+    key=${BASH_REMATCH[1]} val=${BASH_REMATCH[2]}
+    val=${val%"${val##*[![:space:]]}"}
+    if [[ $val =~ ^\"(.*)\"$ || $val =~ ^\'(.*)\'$ ]]; then val=${BASH_REMATCH[1]}; fi
+    [[ -v $key ]] || printf -v "$key" '%s' "$val"
+  done <"$CONF"
+}
+
+truthy() { case ${1,,} in 1|true|yes|on) return 0 ;; *) return 1 ;; esac; }
+
+opt_rfc1918=0 opt_ipv6=1 opt_bridge=kiwi-install0
+opt_allow=() opt_dns=() opt_metadata=()
+
+parse_options() {
+  load_conf
+  truthy "${KIWI_EGRESS_RFC1918:-false}" && opt_rfc1918=1
+  [[ ${KIWI_EGRESS_IPV6:-auto} == off ]] && opt_ipv6=0
+  opt_bridge=${KIWI_EGRESS_INSTALL_BRIDGE:-kiwi-install0}
+  # shellcheck disable=SC2206
+  opt_allow=(${KIWI_EGRESS_ALLOW:+${KIWI_EGRESS_ALLOW//,/ }})
+  # shellcheck disable=SC2206
+  opt_dns=(${KIWI_EGRESS_DNS:+${KIWI_EGRESS_DNS//,/ }})
+  # shellcheck disable=SC2206
+  opt_metadata=(${KIWI_EGRESS_METADATA:-169.254.169.254 fd00:ec2::254})
+  local metadata_cli=()
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --rfc1918) opt_rfc1918=1 ;;
+      --no-rfc1918) opt_rfc1918=0 ;;
+      --allow) [[ $# -ge 2 ]] || die "--allow needs CIDR[:PORT]"; opt_allow+=("$2"); shift ;;
+      --allow=*) opt_allow+=("${1#*=}") ;;
+      --dns) [[ $# -ge 2 ]] || die "--dns needs an address"; opt_dns+=("$2"); shift ;;
+      --dns=*) opt_dns+=("${1#*=}") ;;
+      --metadata) [[ $# -ge 2 ]] || die "--metadata needs an address"; metadata_cli+=("$2"); shift ;;
+      --metadata=*) metadata_cli+=("${1#*=}") ;;
+      --install-bridge) [[ $# -ge 2 ]] || die "--install-bridge needs a name"; opt_bridge=$2; shift ;;
+      --install-bridge=*) opt_bridge=${1#*=} ;;
+      --no-ipv6) opt_ipv6=0 ;;
+      -h|--help) usage; exit 0 ;;
+      *) printf 'egress: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  [[ ${#metadata_cli[@]} -gt 0 ]] && opt_metadata=("${metadata_cli[@]}")
+  [[ $opt_bridge =~ ^[A-Za-z0-9_.+-]{1,15}$ ]] || die "bad interface name '$opt_bridge'"
+  local a
+  for a in "${opt_metadata[@]}" "${opt_dns[@]}"; do valid_addr "$a" || die "bad address '$a'"; done
+  for a in "${opt_allow[@]}"; do split_allow "$a" >/dev/null || die "bad --allow '$a' (want CIDR[:PORT], IPv6 as [CIDR]:PORT)"; done
+  if [[ $opt_rfc1918 == 0 && ${#opt_allow[@]} -gt 0 ]]; then
+    log "note: --allow only matters with --rfc1918 (public addresses are never blocked)"
+  fi
+}
+
+# The options as arguments, for the record in $RUN_DIR/applied.args.
+options_as_args() {
+  local a out=()
+  [[ $opt_rfc1918 == 1 ]] && out+=(--rfc1918)
+  for a in "${opt_allow[@]}"; do out+=(--allow "$a"); done
+  for a in "${opt_dns[@]}"; do out+=(--dns "$a"); done
+  for a in "${opt_metadata[@]}"; do out+=(--metadata "$a"); done
+  out+=(--install-bridge "$opt_bridge")
+  [[ $opt_ipv6 == 0 ]] && out+=(--no-ipv6)
+  printf '%s\n' "${out[*]}"
+}
+
+# ------------------------------------------------------------- addresses ---
+
+is_v6() { [[ $1 == *:* ]]; }
+
+valid_v4() { # a.b.c.d
+  local IFS=. o
+  [[ $1 =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || return 1
+  for o in $1; do ((10#$o <= 255)) || return 1; done
+}
+
+valid_addr() { # address, optionally /len
+  local a=${1%/*} len=
+  [[ $1 == */* ]] && len=${1##*/}
+  if is_v6 "$a"; then
+    [[ $a =~ ^[0-9A-Fa-f:.]+$ ]] || return 1
+    [[ -z $len ]] || { [[ $len =~ ^[0-9]{1,3}$ ]] && ((len <= 128)); } || return 1
+  else
+    valid_v4 "$a" || return 1
+    [[ -z $len ]] || { [[ $len =~ ^[0-9]{1,2}$ ]] && ((len <= 32)); } || return 1
+  fi
+}
+
+# split_allow SPEC: prints "CIDR PORT" (PORT empty for all ports).
+split_allow() {
+  local spec=$1 cidr port=
+  if [[ $spec =~ ^\[([^]]+)\](:([0-9]+))?$ ]]; then
+    cidr=${BASH_REMATCH[1]} port=${BASH_REMATCH[3]}
+  elif [[ $spec =~ ^([0-9./]+):([0-9]+)$ ]]; then
+    cidr=${BASH_REMATCH[1]} port=${BASH_REMATCH[2]}
+  else
+    cidr=$spec
+  fi
+  [[ $cidr == */* ]] || { if is_v6 "$cidr"; then cidr+=/128; else cidr+=/32; fi; }
+  valid_addr "$cidr" || return 1
+  if [[ -n $port ]]; then
+    [[ $port =~ ^[0-9]{1,5}$ ]] && ((port >= 1 && port <= 65535)) || return 1
+  fi
+  printf '%s %s\n' "$cidr" "$port"
+}
+
+# The resolvers containers use: Docker's embedded DNS forwards to the host's
+# resolv.conf nameservers from inside the container's network namespace, so
+# those packets cross the FORWARD chain. Loopback resolvers are skipped (Docker
+# then forwards from the host's namespace); behind systemd-resolved the
+# upstream list is in /run/systemd/resolve/resolv.conf, as Docker reads it.
+resolvers() {
+  local f=${KIWI_EGRESS_RESOLV_CONF:-/etc/resolv.conf} list
+  list=$(awk '$1 == "nameserver" { print $2 }' "$f" 2>/dev/null | grep -Ev '^(127\.|::1$)|%' || true)
+  if [[ -z $list && -z ${KIWI_EGRESS_RESOLV_CONF:-} && -f /run/systemd/resolve/resolv.conf ]]; then
+    list=$(awk '$1 == "nameserver" { print $2 }' /run/systemd/resolve/resolv.conf | grep -Ev '^(127\.|::1$)|%' || true)
+  fi
+  # shellcheck disable=SC2086  # one address per word
+  printf '%s\n' $list "${opt_dns[@]}" | awk 'NF && !seen[$0]++'
+}
+
+# ---------------------------------------------------------------- iptables ---
+
+ipt() { # ipt 4|6 ARGS...
+  if [[ $1 == 4 ]]; then shift; iptables -w "$@"; else shift; ip6tables -w "$@"; fi
+}
+ipt_restore() { # ipt_restore 4|6 < payload
+  if [[ $1 == 4 ]]; then iptables-restore -w --noflush; else ip6tables-restore -w --noflush; fi
+}
+
+families=()
+preflight() {
+  [[ $(id -u) == 0 ]] || die "must run as root (changing iptables needs CAP_NET_ADMIN)"
+  command -v iptables >/dev/null || die "iptables not found (Debian: apt-get install iptables)"
+  command -v iptables-restore >/dev/null || die "iptables-restore not found (Debian: apt-get install iptables)"
+  local err
+  err=$(iptables -w -S 2>&1 >/dev/null) || die "iptables cannot read the filter table: $err"
+  families=(4)
+  if [[ $opt_ipv6 == 1 ]]; then
+    if command -v ip6tables >/dev/null && ip6tables -w -S >/dev/null 2>&1; then
+      families+=(6)
+    else
+      log "ipv6: ip6tables unavailable here; IPv6 rules skipped"
+    fi
+  fi
+  mkdir -p "$RUN_DIR"
+  exec 9>"$RUN_DIR/lock"
+  flock -w 60 9 || die "another egress.sh holds $RUN_DIR/lock"
+}
+
+chain_exists() { ipt "$1" -S "$2" >/dev/null 2>&1; }
+chain_rules() { ipt "$1" -S "$2" 2>/dev/null | grep -- '^-A ' || true; }
+
+# ------------------------------------------------------------------- rules ---
+
+c() { printf -- '-m comment --comment "%s: %s"' "$TAG" "$1"; }
+
+# render F: the rules of both chains for family F, one iptables-save line each.
+render() {
+  local f=$1 m cidr port r reject_other icmp_p
+  if [[ $f == 4 ]]; then reject_other=icmp-admin-prohibited; else reject_other=icmp6-adm-prohibited; fi
+  for m in "${opt_metadata[@]}"; do
+    if [[ $f == 6 ]]; then is_v6 "$m" || continue; [[ $m == */* ]] || m+=/128
+    else is_v6 "$m" && continue; [[ $m == */* ]] || m+=/32; fi
+    echo "-A $CHAIN -d $m -p udp -m udp --dport 53 $(c "metadata DNS allowed") -j RETURN"
+    echo "-A $CHAIN -d $m -p tcp -m tcp --dport 53 $(c "metadata DNS allowed") -j RETURN"
+    echo "-A $CHAIN -d $m -p tcp -m multiport --dports $TOKEN_PORTS $(c "metadata token ports") -j REJECT --reject-with tcp-reset"
+    echo "-A $CHAIN -d $m -p tcp $(c "metadata other TCP ports") -j REJECT --reject-with tcp-reset"
+    echo "-A $CHAIN -d $m $(c "metadata other traffic") -j REJECT --reject-with $reject_other"
+  done
+  if [[ $opt_rfc1918 == 1 ]]; then
+    echo "-A $CHAIN -m conntrack --ctstate RELATED,ESTABLISHED $(c "private: replies and established flows") -j RETURN"
+    echo "-A $CHAIN -m conntrack --ctstate DNAT $(c "private: published ports, Docker decides") -j RETURN"
+    echo "-A $CHAIN -m physdev --physdev-is-bridged $(c "private: within one bridge, Docker decides") -j RETURN"
+    while read -r r; do
+      [[ -n $r ]] || continue
+      if [[ $f == 6 ]]; then is_v6 "$r" || continue; r+=/128; else is_v6 "$r" && continue; r+=/32; fi
+      echo "-A $CHAIN -d $r -p udp -m udp --dport 53 $(c "private: DNS to a resolver") -j RETURN"
+      echo "-A $CHAIN -d $r -p tcp -m tcp --dport 53 $(c "private: DNS to a resolver") -j RETURN"
+    done < <(resolvers)
+    for r in "${opt_allow[@]}"; do
+      read -r cidr port < <(split_allow "$r")
+      if [[ $f == 6 ]]; then is_v6 "$cidr" || continue; else is_v6 "$cidr" && continue; fi
+      if [[ -n $port ]]; then
+        echo "-A $CHAIN -d $cidr -p tcp -m tcp --dport $port $(c "private: allow-listed") -j RETURN"
+      else
+        echo "-A $CHAIN -d $cidr $(c "private: allow-listed") -j RETURN"
+      fi
+    done
+    local ranges=("${PRIVATE4[@]}")
+    [[ $f == 6 ]] && ranges=("${PRIVATE6[@]}")
+    for r in "${ranges[@]}"; do
+      echo "-A $CHAIN -d $r -p tcp $(c "private range") -j REJECT --reject-with tcp-reset"
+      echo "-A $CHAIN -d $r $(c "private range") -j REJECT --reject-with $reject_other"
+    done
+  fi
+  # Phase A may not open connections to the host itself.
+  echo "-A $INCHAIN -m conntrack --ctstate RELATED,ESTABLISHED $(c "install bridge: replies") -j RETURN"
+  if [[ $f == 6 ]]; then
+    icmp_p="-p ipv6-icmp -m icmp6 --icmpv6-type"
+    echo "-A $INCHAIN $icmp_p 135 $(c "install bridge: neighbour discovery") -j RETURN"
+    echo "-A $INCHAIN $icmp_p 136 $(c "install bridge: neighbour discovery") -j RETURN"
+  fi
+  echo "-A $INCHAIN -p tcp $(c "install bridge: no new connections to the host") -j REJECT --reject-with tcp-reset"
+  echo "-A $INCHAIN $(c "install bridge: no new connections to the host") -j REJECT --reject-with $reject_other"
+}
+
+jump_user() { echo "-A $USERCHAIN -m comment --comment $TAG -j $CHAIN"; }
+jump_input() { echo "-A INPUT -i $opt_bridge -m comment --comment $TAG -j $INCHAIN"; }
+
+# canonical F: the rules and both jumps as `iptables -S` prints them, loaded
+# into a throwaway network namespace (its own, empty netfilter tables; nothing
+# on the host is touched). This validates every rule before the live tables
+# see it and makes `check` compare like with like. Prints "-A" lines of
+# $CHAIN, then $INCHAIN, then the DOCKER-USER jump, then the INPUT jump.
+canonical() {
+  local f=$1 payload out
+  payload=$(
+    echo '*filter'
+    echo ":$USERCHAIN - [0:0]"
+    echo ":$CHAIN - [0:0]"
+    echo ":$INCHAIN - [0:0]"
+    render "$f"
+    jump_user
+    jump_input
+    echo COMMIT
+  )
+  local tool=iptables
+  [[ $f == 6 ]] && tool=ip6tables
+  if command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
+    if ! out=$(unshare -n sh -c "$tool-restore -w && $tool -w -S $CHAIN && $tool -w -S $INCHAIN && $tool -w -S $USERCHAIN && $tool -w -S INPUT" <<<"$payload" 2>&1); then
+      die "ipv$f: the rules do not load: $out"
+    fi
+    grep -- '^-A ' <<<"$out"
+  else
+    log "ipv$f: unshare unavailable; comparing the rules as written"
+    grep -- '^-A ' <<<"$payload"
+  fi
+}
+
+# ------------------------------------------------------------- comparison ---
+
+# state F: compares the live tables with the canonical rules; prints one
+# reason per difference; returns 0 when they match.
+declare -A want_chain want_inchain want_juser want_jinput
+load_wanted() {
+  local f=$1 all
+  all=$(canonical "$f")
+  want_chain[$f]=$(grep -- "^-A $CHAIN " <<<"$all" || true)
+  want_inchain[$f]=$(grep -- "^-A $INCHAIN " <<<"$all" || true)
+  want_juser[$f]=$(grep -- "^-A $USERCHAIN " <<<"$all")
+  want_jinput[$f]=$(grep -- "^-A INPUT " <<<"$all")
+}
+
+wanted() { # wanted F CHAIN
+  if [[ $2 == "$CHAIN" ]]; then printf '%s\n' "${want_chain[$1]}"; else printf '%s\n' "${want_inchain[$1]}"; fi
+}
+
+first_rule() { chain_rules "$1" "$2" | head -n1; }
+count_rule() { chain_rules "$1" "$2" | grep -cxF -- "$3" || true; }
+
+compare() {
+  local f=$1 bad=0 have want
+  local ch
+  for ch in "$CHAIN" "$INCHAIN"; do
+    want=$(wanted "$f" "$ch")
+    if ! chain_exists "$f" "$ch"; then
+      echo "ipv$f: chain $ch missing"; bad=1; continue
+    fi
+    have=$(chain_rules "$f" "$ch")
+    if [[ $have != "$want" ]]; then
+      bad=1
+      diff <(echo "$want") <(echo "$have") | sed -n "s/^< /ipv$f: missing: /p; s/^> /ipv$f: unexpected: /p"
+      [[ -n $(diff <(sort <<<"$want") <(sort <<<"$have")) ]] || echo "ipv$f: $ch: rules out of order"
+    fi
+  done
+  local rule n pair
+  for pair in "$USERCHAIN:${want_juser[$f]}" "INPUT:${want_jinput[$f]}"; do
+    ch=${pair%%:*} rule=${pair#*:}
+    n=$(count_rule "$f" "$ch" "$rule")
+    if [[ $n == 0 ]]; then echo "ipv$f: jump missing: $rule"; bad=1
+    elif [[ $n != 1 ]]; then echo "ipv$f: jump present $n times: $rule"; bad=1
+    elif [[ $(first_rule "$f" "$ch") != "$rule" ]]; then echo "ipv$f: jump not the first rule of $ch: $rule"; bad=1
+    fi
+  done
+  if ! chain_rules "$f" FORWARD | grep -qxF -- "-A FORWARD -j $USERCHAIN"; then
+    echo "ipv$f: FORWARD does not jump to $USERCHAIN (rules inert)"; bad=1
+  fi
+  return $bad
+}
+
+# ------------------------------------------------------------------ apply ---
+
+marker() { echo "$RUN_DIR/ipv$1.created"; }
+
+nft_family() { if [[ $1 == 4 ]]; then echo ip; else echo ip6; fi; }
+uses_nft() { ipt "$1" -V 2>/dev/null | grep -q nf_tables && command -v nft >/dev/null; }
+nft_table_missing() { uses_nft "$1" && ! nft list table "$(nft_family "$1")" filter >/dev/null 2>&1; }
+
+apply_family() {
+  local f=$1 payload="" changed=0 have want
+  local created=()
+  payload+=$'*filter\n'
+  # With the nf_tables backend a family's filter table may not exist at all
+  # yet (no IPv6 rules on this host); remove deletes it again.
+  if nft_table_missing "$f"; then
+    created+=(table)
+  fi
+  if ! chain_exists "$f" "$USERCHAIN"; then
+    payload+=":$USERCHAIN - [0:0]"$'\n'
+    log "ipv$f: + -N $USERCHAIN (missing; created as dockerd does)"
+    created+=(chain)
+  fi
+  if ! chain_rules "$f" FORWARD | grep -qxF -- "-A FORWARD -j $USERCHAIN"; then
+    payload+="-I FORWARD 1 -j $USERCHAIN"$'\n'
+    log "ipv$f: + -I FORWARD 1 -j $USERCHAIN (missing; added as dockerd does)"
+    created+=(jump)
+    changed=1
+  fi
+  [[ ${#created[@]} -gt 0 ]] && changed=1
+  local pair ch line
+  for ch in "$CHAIN" "$INCHAIN"; do
+    want=$(wanted "$f" "$ch")
+    have=$(chain_rules "$f" "$ch")
+    if chain_exists "$f" "$ch" && [[ $have == "$want" ]]; then continue; fi
+    changed=1
+    payload+=":$ch - [0:0]"$'\n'"$want"$'\n'
+    if ! chain_exists "$f" "$ch"; then
+      log "ipv$f: + -N $ch"
+      while IFS= read -r line; do log "ipv$f: + $line"; done <<<"$want"
+    else
+      diff <(echo "$have") <(echo "$want") | sed -n "s/^< /egress: ipv$f: - /p; s/^> /egress: ipv$f: + /p" >&2 || true
+      [[ -n $(diff <(sort <<<"$want") <(sort <<<"$have")) ]] || log "ipv$f: $ch: rules reordered"
+    fi
+  done
+  local rule n
+  for pair in "$USERCHAIN:${want_juser[$f]}" "INPUT:${want_jinput[$f]}"; do
+    ch=${pair%%:*} rule=${pair#*:}
+    n=$(count_rule "$f" "$ch" "$rule")
+    if [[ $n == 1 && $(first_rule "$f" "$ch") == "$rule" ]]; then continue; fi
+    changed=1
+    for ((; n > 0; n--)); do
+      payload+="-D ${rule#-A }"$'\n'
+      log "ipv$f: - $rule (to re-insert it first)"
+    done
+    payload+="-I $ch 1 ${rule#-A "$ch" }"$'\n'
+    log "ipv$f: + -I $ch 1 ${rule#-A "$ch" }"
+  done
+  payload+=$'COMMIT\n'
+  if [[ $changed == 0 ]]; then
+    log "ipv$f: already applied ($(wc -l <<<"${want_chain[$f]}") + $(wc -l <<<"${want_inchain[$f]}") rules); nothing changed"
+    return 0
+  fi
+  local err
+  err=$(ipt_restore "$f" <<<"$payload" 2>&1) || die "ipv$f: iptables-restore failed: $err"
+  if [[ ${#created[@]} -gt 0 ]]; then
+    local old=""
+    [[ -f $(marker "$f") ]] && old=$(cat "$(marker "$f")")
+    # shellcheck disable=SC2086  # one word per line
+    printf '%s\n' $old "${created[@]}" | sort -u >"$(marker "$f")"
+  fi
+  local why
+  why=$(compare "$f") || die "ipv$f: rules applied but do not read back as expected: $why"
+  log "ipv$f: applied"
+}
+
+cmd_apply() {
+  local f
+  for f in "${families[@]}"; do load_wanted "$f"; done
+  for f in "${families[@]}"; do apply_family "$f"; done
+  options_as_args >"$RUN_DIR/applied.args"
+}
+
+# ------------------------------------------------------------------ remove ---
+
+remove_family() {
+  local f=$1 payload=$'*filter\n' any=0 line ch
+  # Every jump to our chains, from any chain.
+  while IFS= read -r line; do
+    [[ -n $line ]] || continue
+    payload+="-D ${line#-A }"$'\n'
+    log "ipv$f: - $line"
+    any=1
+  done < <(ipt "$f" -S 2>/dev/null | grep -E -- "^-A .* -j ($CHAIN|$INCHAIN)( |$)" | grep -Ev -- "^-A ($CHAIN|$INCHAIN) " || true)
+  for ch in "$CHAIN" "$INCHAIN"; do
+    chain_exists "$f" "$ch" || continue
+    while IFS= read -r line; do [[ -n $line ]] && log "ipv$f: - $line"; done < <(chain_rules "$f" "$ch")
+    payload+="-F $ch"$'\n'"-X $ch"$'\n'
+    log "ipv$f: - -X $ch"
+    any=1
+  done
+  # DOCKER-USER and its FORWARD jump only if apply made them and nothing
+  # else (dockerd's RETURN, an operator's rule) lives there now.
+  local m made=""
+  m=$(marker "$f")
+  [[ -f $m ]] && made=$(cat "$m")
+  if grep -qxE 'chain|jump' <<<"$made" && chain_exists "$f" "$USERCHAIN"; then
+    local others
+    others=$(chain_rules "$f" "$USERCHAIN" | grep -Ev -- "-j $CHAIN( |$)" || true)
+    if [[ -z $others ]]; then
+      if grep -qx jump <<<"$made" && chain_rules "$f" FORWARD | grep -qxF -- "-A FORWARD -j $USERCHAIN"; then
+        payload+="-D FORWARD -j $USERCHAIN"$'\n'
+        log "ipv$f: - -A FORWARD -j $USERCHAIN (apply had added it)"
+      fi
+      if grep -qx chain <<<"$made"; then
+        payload+="-X $USERCHAIN"$'\n'
+        log "ipv$f: - -X $USERCHAIN (apply had created it)"
+      fi
+      any=1
+    else
+      log "ipv$f: $USERCHAIN is in use by others now; left in place"
+    fi
+  fi
+  payload+=$'COMMIT\n'
+  if [[ $any == 0 ]]; then
+    log "ipv$f: not applied; nothing to remove"
+  else
+    local err
+    err=$(ipt_restore "$f" <<<"$payload" 2>&1) || die "ipv$f: iptables-restore failed: $err"
+    log "ipv$f: removed"
+  fi
+  # The filter table itself, if apply made it and it is empty again (only
+  # the built-in chains, policy ACCEPT, no rules).
+  local rest
+  if grep -qx table <<<"$made" && uses_nft "$f" && rest=$(ipt "$f" -S) \
+     && [[ -z $(grep -vxE -- '-P (INPUT|FORWARD|OUTPUT) ACCEPT' <<<"$rest" || true) ]]; then
+    nft delete table "$(nft_family "$f")" filter && log "ipv$f: - table $(nft_family "$f") filter (apply had created it)"
+  fi
+  rm -f "$m"
+}
+
+cmd_remove() {
+  local f
+  for f in "${families[@]}"; do remove_family "$f"; done
+  rm -f "$RUN_DIR/applied.args"
+}
+
+# ------------------------------------------------------------ status, check ---
+
+cmd_status() {
+  local f applied=1 line
+  for f in "${families[@]}"; do
+    if chain_exists "$f" "$CHAIN" && chain_exists "$f" "$INCHAIN" \
+       && chain_rules "$f" "$USERCHAIN" | grep -q -- "-j $CHAIN\$" \
+       && chain_rules "$f" INPUT | grep -q -- "-j $INCHAIN\$"; then
+      echo "ipv$f: applied"
+    else
+      echo "ipv$f: not applied"; applied=0
+      continue
+    fi
+    echo "  jumps:"
+    ipt "$f" -S | grep -E -- "-j ($CHAIN|$INCHAIN)\$" | grep -Ev -- "^-A ($CHAIN|$INCHAIN) " | sed 's/^/    /'
+    for line in "$CHAIN" "$INCHAIN"; do
+      echo "  $line (packets bytes rule):"
+      ipt "$f" -S "$line" -v | sed -n 's/^-A [^ ]* \(.*\) -c \([0-9]*\) \([0-9]*\) \(-j .*\)$/    \2 \3 \1 \4/p'
+    done
+  done
+  [[ -f $RUN_DIR/applied.args ]] && echo "options: $(cat "$RUN_DIR/applied.args")"
+  [[ $applied == 1 ]]
+}
+
+cmd_check() {
+  local f bad=0 out
+  for f in "${families[@]}"; do
+    load_wanted "$f"
+    if out=$(compare "$f"); then
+      echo "ipv$f: ok ($(wc -l <<<"${want_chain[$f]}") + $(wc -l <<<"${want_inchain[$f]}") rules, jumps in place)"
+    else
+      echo "$out"; bad=1
+    fi
+  done
+  [[ $bad == 0 ]] && echo "check: the applied rules match" || echo "check: MISMATCH (egress.sh apply fixes it)"
+  return $bad
+}
+
+cmd_rules() {
+  local f
+  for f in "${families[@]}"; do
+    load_wanted "$f"
+    echo "# ipv$f"
+    printf '%s\n' "${want_juser[$f]}" "${want_jinput[$f]}" "${want_chain[$f]}" "${want_inchain[$f]}"
+  done
+}
+
+# -------------------------------------------------------------------- main ---
+
+[[ $# -ge 1 ]] || { usage >&2; exit 2; }
+cmd=$1; shift
+case $cmd in
+  apply|check|rules) parse_options "$@" ;;
+  remove|status)
+    [[ $# == 0 || $1 == -h || $1 == --help ]] || { printf 'egress: %s takes no options\n' "$cmd" >&2; exit 2; }
+    parse_options "$@" ;;
+  -h|--help|help) usage; exit 0 ;;
+  *) printf 'egress: unknown command %s (see --help)\n' "$cmd" >&2; exit 2 ;;
+esac
+# remove looks at both families whatever the configuration says, so that
+# rules applied under another configuration are still found.
+[[ $cmd == remove ]] && opt_ipv6=1
+preflight
+"cmd_$cmd"
