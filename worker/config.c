@@ -1,0 +1,441 @@
+/*
+ * config.c: the settings table of kiwi-worker (see config.h).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "defaults.h"
+
+typedef enum { T_STR, T_INT, T_BOOL, T_ENUM } setting_type;
+
+typedef struct {
+    const char *key;    /* config-file key */
+    const char *env;    /* environment variable, or NULL */
+    const char *flag;   /* long flag without dashes, or NULL */
+    setting_type type;
+    size_t offset;
+    const char *def;    /* default as text; NULL = unset */
+    int64_t min, max;   /* T_INT */
+    const char *values; /* T_ENUM: "a|b|c" */
+    const char *help;
+} setting;
+
+#define OFF(f) offsetof (kiwi_worker_config, f)
+
+static const setting settings[] = {
+    { "worker.id", "KIWI_WORKER_ID", "worker-id", T_STR, OFF (worker_id), NULL, 0, 0, NULL,
+      "this worker's id in events, leases and sandbox labels (default: the host name); unique per worker" },
+    { "worker.slots", "KIWI_SLOTS", "slots", T_INT, OFF (slots), "2", 1, 64, NULL, "tasks run at the same time" },
+    { "state.dir", "KIWI_STATE_DIR", "state-dir", T_STR, OFF (state_dir), KIWI_STATE_DIR_DEFAULT, 0, 0, NULL,
+      "sandbox disks, snapshots, repository mirrors, workspaces" },
+    { "kafka.brokers", "KIWI_KAFKA_BROKERS", "brokers", T_STR, OFF (brokers), KIWI_BROKERS_DEFAULT, 0, 0, NULL,
+      "bootstrap servers" },
+    { "kafka.group", "KIWI_GROUP", "group", T_STR, OFF (group), KIWI_GROUP_DEFAULT, 0, 0, NULL,
+      "consumer group of the worker pool" },
+    { "topic.tasks", "KIWI_TOPIC_TASKS", "tasks-topic", T_STR, OFF (topic_tasks), KIWI_TOPIC_TASKS_DEFAULT, 0, 0,
+      NULL, "tasks topic" },
+    { "topic.progress", "KIWI_TOPIC_PROGRESS", "progress-topic", T_STR, OFF (topic_progress),
+      KIWI_TOPIC_PROGRESS_DEFAULT, 0, 0, NULL, "progress events topic" },
+    { "topic.results", "KIWI_TOPIC_RESULTS", "results-topic", T_STR, OFF (topic_results), KIWI_TOPIC_RESULTS_DEFAULT,
+      0, 0, NULL, "results topic" },
+    { "topic.heartbeats", "KIWI_TOPIC_HEARTBEATS", "heartbeats-topic", T_STR, OFF (topic_heartbeats),
+      KIWI_TOPIC_HEARTBEATS_DEFAULT, 0, 0, NULL, "heartbeats topic" },
+    { "topic.dlq", "KIWI_TOPIC_DLQ", "dlq-topic", T_STR, OFF (topic_dlq), KIWI_TOPIC_DLQ_DEFAULT, 0, 0, NULL,
+      "dead-letter topic" },
+    { "redis.host", "KIWI_REDIS_HOST", "redis-host", T_STR, OFF (redis_host), "127.0.0.1", 0, 0, NULL,
+      "Redis host (leases, finished tasks, the install and verify cache)" },
+    { "redis.port", "KIWI_REDIS_PORT", "redis-port", T_INT, OFF (redis_port), "6379", 1, 65535, NULL, "Redis port" },
+    { "lease.ttl", "KIWI_LEASE_TTL", "lease-ttl", T_INT, OFF (lease_ttl_s), "30", 5, 3600, NULL,
+      "seconds a task lease lives unless renewed (renewed every third of it)" },
+    { "cache.ttl", "KIWI_CACHE_TTL", "cache-ttl", T_INT, OFF (cache_ttl_s), "604800", 60, 31536000, NULL,
+      "seconds an install or verify cache entry lives" },
+    { "cache.fail_ttl", "KIWI_CACHE_FAIL_TTL", "cache-fail-ttl", T_INT, OFF (cache_fail_ttl_s), "600", 0, 86400,
+      NULL, "seconds a cached install failure is reused (0: never)" },
+    { "done.ttl", "KIWI_DONE_TTL", "done-ttl", T_INT, OFF (done_ttl_s), "604800", 60, 31536000, NULL,
+      "seconds the record of a finished task is kept (duplicate deliveries within it get the same result)" },
+    { "sandbox.driver", "KIWI_SANDBOX", "sandbox", T_ENUM, OFF (sandbox), "docker", 0, 0,
+      "docker|runc|gvisor|runsc|firecracker", "sandbox driver (KIWI_SANDBOX_RUNTIME and -sandbox-runtime too)" },
+    { "sandbox.docker_socket", "KIWI_DOCKER_SOCKET", "docker-socket", T_STR, OFF (docker_socket),
+      "/var/run/docker.sock", 0, 0, NULL, "dockerd's unix socket" },
+    { "sandbox.catalog", "KIWI_IMAGE_CATALOG", "image-catalog", T_STR, OFF (image_catalog), NULL, 0, 0, NULL,
+      "image catalogue file (default: the public official images)" },
+    { "sandbox.ca_bundle", "KIWI_CA_BUNDLE", "ca-bundle", T_STR, OFF (ca_bundle), NULL, 0, 0, NULL,
+      "CA bundle given to Phase A (a TLS-intercepting proxy's CA)" },
+    { "sandbox.install_timeout", "KIWI_INSTALL_TIMEOUT", "install-timeout", T_INT, OFF (install_timeout_s), "300", 1,
+      86400, NULL, "seconds Phase A may take" },
+    { "session.allow_test_creds", "KIWI_SESSION_ALLOW_TEST_CREDS", "session-allow-test-creds", T_BOOL,
+      OFF (session_allow_test_creds), "false", 0, 0, NULL,
+      "give the Implementer's sandbox the task's test credentials" },
+    { "sandbox.model_key_vars", "KIWI_MODEL_KEY_VARS", "model-key-vars", T_STR, OFF (model_key_vars), NULL, 0, 0,
+      NULL, "further model-key variables to withhold from sandboxes, comma-separated" },
+    { "task.timeout", "KIWI_TASK_TIMEOUT", "task-timeout", T_INT, OFF (task_timeout_s), "1800", 1, 86400, NULL,
+      "TaskTimeoutSeconds: wall clock per task" },
+    { "task.max_disk_mb", "KIWI_MAX_SANDBOX_DISK_MB", "max-sandbox-disk-mb", T_INT, OFF (max_disk_mb), "2048", 16,
+      1048576, NULL, "MaxSandboxDiskMB: disk ceiling per sandbox" },
+    { "session.max_rounds", "KIWI_MAX_ROUNDS", "max-rounds", T_INT, OFF (max_rounds), "8", 1, 100, NULL,
+      "rounds per session (a task may ask for fewer)" },
+    { "session.budget_tokens", "KIWI_SESSION_BUDGET", "session-budget", T_INT, OFF (session_budget_tokens), "2000000",
+      1, INT64_MAX, NULL, "tokens per session (a task may ask for fewer)" },
+    { "sandbox.memory_mb", "KIWI_SANDBOX_MEMORY_MB", "sandbox-memory-mb", T_INT, OFF (memory_mb), "2048", 64, 262144,
+      NULL, "memory ceiling per sandbox" },
+    { "sandbox.pids", "KIWI_SANDBOX_PIDS", "sandbox-pids", T_INT, OFF (pids), "512", 16, 65536, NULL,
+      "process ceiling per sandbox" },
+    { "model.provider", "KIWI_MODEL_PROVIDER", "model-provider", T_ENUM, OFF (model_provider), "anthropic", 0, 0,
+      "anthropic|openai|gemini", "provider for tasks that do not name one" },
+    { "model.name", "KIWI_MODEL", "model", T_STR, OFF (model_name), NULL, 0, 0, NULL,
+      "model for tasks that do not name one (default: the provider's default)" },
+    { "model.base_url", "KIWI_MODEL_BASE_URL", "model-base-url", T_STR, OFF (model_base_url), NULL, 0, 0, NULL,
+      "provider base URL (an OpenAI-compatible gateway, a local server)" },
+    { "git.token_var", "KIWI_GIT_TOKEN_VAR", "git-token-var", T_STR, OFF (git_token_var), "KIWI_GIT_TOKEN", 0, 0,
+      NULL, "variable holding the token for https clones (never enters a sandbox)" },
+    { "git.timeout", "KIWI_CLONE_TIMEOUT", "clone-timeout", T_INT, OFF (clone_timeout_s), "600", 5, 86400, NULL,
+      "seconds a fetch may take" },
+    { "git.max_mb", "KIWI_CLONE_MAX_MB", "clone-max-mb", T_INT, OFF (clone_max_mb), "2048", 1, 1048576, NULL,
+      "ceiling on a repository mirror's size" },
+    { "health.heartbeat_interval", "KIWI_HEARTBEAT_INTERVAL", "heartbeat-interval", T_INT,
+      OFF (heartbeat_interval_s), "10", 1, 3600, NULL, "seconds between heartbeats" },
+    { "health.egress_interval", "KIWI_EGRESS_INTERVAL", "egress-interval", T_INT, OFF (egress_interval_s), "300", 10,
+      86400, NULL, "seconds between egress checks" },
+    { "health.egress_stop_when_degraded", "KIWI_EGRESS_STOP_WHEN_DEGRADED", "egress-stop-when-degraded", T_BOOL,
+      OFF (egress_stop_when_degraded), "true", 0, 0, NULL, "take no new tasks while an isolation check fails" },
+    { "worker.drain_timeout", "KIWI_DRAIN_TIMEOUT", "drain-timeout", T_INT, OFF (drain_timeout_s), "120", 0, 86400,
+      NULL, "seconds in-flight tasks may take to finish after SIGTERM" },
+    { "log.level", "KIWI_LOG_LEVEL", "log-level", T_ENUM, OFF (log_level), "info", 0, 0, "debug|info|warn|error",
+      "log threshold" },
+};
+
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+/* Other names that set an entry: the spec's spellings. */
+static const struct {
+    const char *alias;
+    const char *key;
+} aliases[] = {
+    { "KIWI_SANDBOX_RUNTIME", "sandbox.driver" },
+    { "sandbox-runtime", "sandbox.driver" },
+    { "TaskTimeoutSeconds", "task.timeout" },
+    { "MaxSandboxDiskMB", "task.max_disk_mb" },
+};
+
+static char **
+str_field (kiwi_worker_config *c, const setting *s)
+{
+    return (char **) ((char *) c + s->offset);
+}
+
+static int64_t *
+int_field (kiwi_worker_config *c, const setting *s)
+{
+    return (int64_t *) ((char *) c + s->offset);
+}
+
+static bool *
+bool_field (kiwi_worker_config *c, const setting *s)
+{
+    return (bool *) ((char *) c + s->offset);
+}
+
+static const setting *
+find (const char *name)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp (name, aliases[i].alias) == 0)
+            name = aliases[i].key;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        if (strcmp (name, s->key) == 0 || (s->env && strcmp (name, s->env) == 0)
+            || (s->flag && strcmp (name, s->flag) == 0))
+            return s;
+    }
+    return NULL;
+}
+
+static void
+accepted (const setting *s, char *buf, size_t cap)
+{
+    switch (s->type) {
+    case T_INT:
+        snprintf (buf, cap, "an integer from %lld to %lld", (long long) s->min, (long long) s->max);
+        break;
+    case T_BOOL:
+        snprintf (buf, cap, "true, false, 1, 0, yes, no");
+        break;
+    case T_ENUM:
+        snprintf (buf, cap, "%s", s->values);
+        break;
+    case T_STR:
+        snprintf (buf, cap, "a non-empty string");
+        break;
+    }
+}
+
+static int
+enum_ok (const char *values, const char *v)
+{
+    size_t vl = strlen (v);
+    for (const char *p = values; *p;) {
+        size_t l = strcspn (p, "|");
+        if (l == vl && strncmp (p, v, l) == 0)
+            return 1;
+        p += l;
+        if (*p == '|')
+            p++;
+    }
+    return 0;
+}
+
+static int
+apply (kiwi_worker_config *c, const setting *s, const char *value, const char *origin, const char *as,
+       kiwi_error_t *err)
+{
+    char acc[160];
+    accepted (s, acc, sizeof acc);
+    switch (s->type) {
+    case T_STR:
+    case T_ENUM: {
+        if (*value == '\0')
+            return kiwi_error_make (err, 0, "%s: %s: empty value (accepted: %s)", origin, as, acc);
+        if (s->type == T_ENUM && !enum_ok (s->values, value))
+            return kiwi_error_make (err, 0, "%s: %s: invalid value `%s` (accepted: %s)", origin, as, value, acc);
+        char *dup = strdup (value);
+        if (dup == NULL)
+            return kiwi_error_make (err, ENOMEM, "%s", as);
+        free (*str_field (c, s));
+        *str_field (c, s) = dup;
+        return 0;
+    }
+    case T_INT: {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll (value, &end, 10);
+        if (errno != 0 || end == value || *end != '\0' || v < s->min || v > s->max)
+            return kiwi_error_make (err, 0, "%s: %s: invalid value `%s` (accepted: %s)", origin, as, value, acc);
+        *int_field (c, s) = v;
+        return 0;
+    }
+    case T_BOOL: {
+        static const char *const yes[] = { "true", "1", "yes", "on" }, *const no[] = { "false", "0", "no", "off" };
+        for (size_t i = 0; i < 4; i++) {
+            if (strcasecmp (value, yes[i]) == 0) {
+                *bool_field (c, s) = true;
+                return 0;
+            }
+            if (strcasecmp (value, no[i]) == 0) {
+                *bool_field (c, s) = false;
+                return 0;
+            }
+        }
+        return kiwi_error_make (err, 0, "%s: %s: invalid value `%s` (accepted: %s)", origin, as, value, acc);
+    }
+    }
+    return -1;
+}
+
+int
+kiwi_worker_config_set (kiwi_worker_config *c, const char *name, const char *value, const char *origin,
+                        kiwi_error_t *err)
+{
+    const setting *s = find (name);
+    if (s == NULL)
+        return kiwi_error_make (err, 0, "%s: unknown setting `%s` (kiwi-worker --help-config lists them)", origin,
+                                name);
+    return apply (c, s, value, origin, name, err);
+}
+
+void
+kiwi_worker_config_init (kiwi_worker_config *c)
+{
+    memset (c, 0, sizeof *c);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (settings[i].def != NULL)
+            apply (c, &settings[i], settings[i].def, "default", settings[i].key, NULL);
+    char host[256] = "worker";
+    if (gethostname (host, sizeof host - 1) == 0)
+        host[sizeof host - 1] = '\0';
+    for (char *p = host; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.'
+              || *p == '-' || *p == '_'))
+            *p = '-';
+    c->worker_id = strdup (host);
+}
+
+void
+kiwi_worker_config_clear (kiwi_worker_config *c)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (settings[i].type == T_STR || settings[i].type == T_ENUM) {
+            free (*str_field (c, &settings[i]));
+            *str_field (c, &settings[i]) = NULL;
+        }
+}
+
+static char *
+trim (char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t l = strlen (s);
+    while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\t' || s[l - 1] == '\r' || s[l - 1] == '\n'))
+        s[--l] = '\0';
+    return s;
+}
+
+static int
+load_file (kiwi_worker_config *c, const char *path, kiwi_error_t *err)
+{
+    FILE *f = fopen (path, "re");
+    if (f == NULL)
+        return kiwi_error_make (err, errno, "config file %s", path);
+    char line[4096];
+    int n = 0, rc = 0;
+    while (rc == 0 && fgets (line, sizeof line, f)) {
+        n++;
+        char *l = trim (line);
+        if (*l == '#' || *l == '\0')
+            continue;
+        char *eq = strchr (l, '=');
+        char origin[512];
+        snprintf (origin, sizeof origin, "%s:%d", path, n);
+        if (eq == NULL) {
+            rc = kiwi_error_make (err, 0, "%s: expected `key = value`", origin);
+            break;
+        }
+        *eq = '\0';
+        char *key = trim (l), *val = trim (eq + 1);
+        size_t vl = strlen (val);
+        if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
+            val[vl - 1] = '\0';
+            val++;
+        }
+        rc = kiwi_worker_config_set (c, key, val, origin, err);
+    }
+    fclose (f);
+    return rc;
+}
+
+int
+kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char *const *envp, int argc, char **argv,
+                         int from, int *rest_index, kiwi_error_t *err)
+{
+    /* a config file named on the command line or in the environment */
+    for (int i = from; i < argc && file == NULL; i++) {
+        if (strcmp (argv[i], "--config") == 0 && i + 1 < argc)
+            file = argv[i + 1];
+        else if (strncmp (argv[i], "--config=", 9) == 0)
+            file = argv[i] + 9;
+    }
+    for (size_t i = 0; file == NULL && envp && envp[i]; i++)
+        if (strncmp (envp[i], "KIWI_CONFIG=", 12) == 0)
+            file = envp[i] + 12;
+    if (file != NULL && *file && load_file (c, file, err) < 0)
+        return -1;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const char *names[2] = { settings[i].env, NULL };
+        for (size_t a = 0; a < sizeof aliases / sizeof aliases[0]; a++)
+            if (strcmp (aliases[a].key, settings[i].key) == 0 && aliases[a].alias[0] >= 'A'
+                && aliases[a].alias[0] <= 'Z' && strncmp (aliases[a].alias, "KIWI_", 5) == 0)
+                names[1] = aliases[a].alias;
+        /* the primary name wins over its alias: apply the alias first */
+        for (int k = 1; k >= 0; k--) {
+            const char *name = names[k];
+            if (name == NULL)
+                continue;
+            size_t nl = strlen (name);
+            for (size_t e = 0; envp && envp[e]; e++)
+                if (strncmp (envp[e], name, nl) == 0 && envp[e][nl] == '=')
+                    if (apply (c, &settings[i], envp[e] + nl + 1, "environment", name, err) < 0)
+                        return -1;
+        }
+    }
+    int i = from;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || strcmp (a, "-") == 0)
+            break;
+        if (strcmp (a, "--") == 0) {
+            i++;
+            break;
+        }
+        const char *name = a + (a[1] == '-' ? 2 : 1);
+        char buf[256];
+        const char *value = NULL;
+        const char *eq = strchr (name, '=');
+        if (eq != NULL) {
+            snprintf (buf, sizeof buf, "%.*s", (int) (eq - name), name);
+            name = buf;
+            value = eq + 1;
+        }
+        if (strcmp (name, "config") == 0) {
+            if (value == NULL)
+                i++;
+            continue;
+        }
+        const setting *s = NULL;
+        if (strcmp (name, "sandbox-runtime") == 0)
+            s = find ("sandbox.driver");
+        for (size_t k = 0; s == NULL && k < NSETTINGS; k++)
+            if (settings[k].flag && strcmp (settings[k].flag, name) == 0)
+                s = &settings[k];
+        if (s == NULL)
+            return kiwi_error_make (err, 0, "unknown option `%s` (see --help)", a);
+        if (value == NULL) {
+            if (s->type == T_BOOL && (i + 1 >= argc || argv[i + 1][0] == '-'))
+                value = "true";
+            else if (i + 1 < argc)
+                value = argv[++i];
+            else
+                return kiwi_error_make (err, 0, "option `%s` needs a value", a);
+        }
+        if (apply (c, s, value, "command line", a, err) < 0)
+            return -1;
+    }
+    if (rest_index)
+        *rest_index = i;
+    return 0;
+}
+
+void
+kiwi_worker_config_help (FILE *out)
+{
+    fprintf (out, "%-34s %-32s %s\n", "flag", "environment", "default: meaning");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        char flag[80];
+        snprintf (flag, sizeof flag, "--%s", s->flag);
+        char acc[160];
+        accepted (s, acc, sizeof acc);
+        fprintf (out, "%-34s %-32s %s: %s [%s; file key %s]\n", flag, s->env ? s->env : "-",
+                 s->def ? s->def : "(unset)", s->help, acc, s->key);
+    }
+    fprintf (out, "\nAlso accepted: KIWI_SANDBOX_RUNTIME and -sandbox-runtime for the sandbox driver; a config "
+                  "file with --config FILE or KIWI_CONFIG (key = value lines).\n");
+}
+
+void
+kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out)
+{
+    kiwi_worker_config *m = (kiwi_worker_config *) c;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        switch (s->type) {
+        case T_STR:
+        case T_ENUM: {
+            const char *v = *str_field (m, s);
+            fprintf (out, "%s = %s\n", s->key, v ? v : "");
+            break;
+        }
+        case T_INT:
+            fprintf (out, "%s = %lld\n", s->key, (long long) *int_field (m, s));
+            break;
+        case T_BOOL:
+            fprintf (out, "%s = %s\n", s->key, *bool_field (m, s) ? "true" : "false");
+            break;
+        }
+    }
+}

@@ -1,0 +1,92 @@
+/*
+ * config.h: every setting of kiwi-worker in one table.
+ *
+ * Each entry has a key (as written in the config file), the environment
+ * variable and the command-line flag that set it, a type with its accepted
+ * values, a default and a help line. Sources, lowest first: the default,
+ * the config file (--config FILE or KIWI_CONFIG; "key = value" lines, '#'
+ * comments), the environment, then flags. A bad value is an error naming
+ * where it came from, the key and what is accepted.
+ *
+ * Ownership: kiwi_worker_config owns its strings; kiwi_worker_config_clear()
+ * frees them.
+ */
+#ifndef KIWI_WORKER_CONFIG_H
+#define KIWI_WORKER_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+typedef struct kiwi_worker_config {
+    /* identity and capacity */
+    char *worker_id;
+    int64_t slots;
+    char *state_dir;
+    /* Kafka */
+    char *brokers;
+    char *group;
+    char *topic_tasks, *topic_progress, *topic_results, *topic_heartbeats, *topic_dlq;
+    /* Redis */
+    char *redis_host;
+    int64_t redis_port;
+    int64_t lease_ttl_s;
+    int64_t cache_ttl_s;
+    int64_t cache_fail_ttl_s;
+    int64_t done_ttl_s;
+    /* sandbox */
+    char *sandbox;          /* driver name */
+    char *docker_socket;
+    char *image_catalog;
+    char *ca_bundle;
+    int64_t install_timeout_s;
+    bool session_allow_test_creds;
+    char *model_key_vars;   /* extra model-key variable names, comma-separated */
+    /* task limits (defaults for tasks that do not set them) */
+    int64_t task_timeout_s;  /* TaskTimeoutSeconds */
+    int64_t max_disk_mb;     /* MaxSandboxDiskMB */
+    int64_t max_rounds;
+    int64_t session_budget_tokens;
+    int64_t memory_mb;
+    int64_t pids;
+    /* model */
+    char *model_provider;
+    char *model_name;
+    char *model_base_url;
+    /* repositories */
+    char *git_token_var;     /* name of the variable holding the git token */
+    int64_t clone_timeout_s;
+    int64_t clone_max_mb;
+    /* health */
+    int64_t heartbeat_interval_s;
+    int64_t egress_interval_s;
+    bool egress_stop_when_degraded;
+    int64_t drain_timeout_s;
+    char *log_level;
+} kiwi_worker_config;
+
+void kiwi_worker_config_init (kiwi_worker_config *c);
+void kiwi_worker_config_clear (kiwi_worker_config *c);
+
+/* Loads defaults, then the config file (`file`, or $KIWI_CONFIG, or none),
+ * then `envp`, then argv[from..argc) flags ("--key=value" or "--key value";
+ * single-dash spellings like -sandbox-runtime are accepted too). Unknown
+ * flags are errors. Stops at the first error. *rest_index receives the index
+ * of the first non-flag argument (or argc). */
+int kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char *const *envp, int argc,
+                             char **argv, int from, int *rest_index, kiwi_error_t *err);
+
+/* Sets one key (by config-file key, environment name or flag name) from a
+ * string, as a source named `origin` ("flag", "environment", "FILE:LINE"). */
+int kiwi_worker_config_set (kiwi_worker_config *c, const char *name, const char *value, const char *origin,
+                            kiwi_error_t *err);
+
+/* Prints the table: key, environment variable, flag, default, meaning. */
+void kiwi_worker_config_help (FILE *out);
+
+/* Prints the effective configuration (secrets never printed). */
+void kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * events.h: how the task pipeline reports what happens.
+ *
+ * The pipeline (task.c) runs in a child process of the daemon, or alone in
+ * `kiwi-worker --once`. It emits progress events and one result through a
+ * kiwi_events sink without knowing where they go: to the parent over a pipe
+ * (frames, see below), or as JSON lines on stdout.
+ *
+ * Payloads are built as JSON objects (jansson) and carried as msgpack maps
+ * on the wire (kiwi_json_to_msgpack).
+ *
+ * Frames on the child's pipe: 1 byte type ('P' progress, 'R' result),
+ * 4 bytes big-endian length, then the encoded message. The child's progress
+ * events carry seq 0; the parent numbers them per task.
+ */
+#ifndef KIWI_WORKER_EVENTS_H
+#define KIWI_WORKER_EVENTS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "progress.h"
+#include "result.h"
+
+typedef struct kiwi_events kiwi_events;
+
+struct kiwi_events {
+    /* Takes a finished event (seq not set). Returns < 0 if it could not be
+     * delivered (the pipeline goes on; events are best effort, the result
+     * is not). */
+    int (*progress) (kiwi_events *ev, const kiwi_progress *p);
+    int (*result) (kiwi_events *ev, const kiwi_result *r);
+    const char *task_id;
+    const char *worker_id;
+    void *userdata;
+};
+
+/* Emits one event; `payload` (may be NULL) is stolen. */
+int kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t round, json_t *payload);
+
+/* JSON object → one encoded msgpack map. Caller frees *out. */
+int kiwi_json_to_msgpack (const json_t *j, char **out, size_t *len, kiwi_error_t *err);
+
+int64_t kiwi_now_ms (void);
+
+/* ----- frames ----- */
+
+enum { KIWI_FRAME_PROGRESS = 'P', KIWI_FRAME_RESULT = 'R' };
+#define KIWI_FRAME_MAX (32u * 1024 * 1024)
+
+/* Writes one frame to fd (blocking, all or error). */
+int kiwi_frame_write (int fd, int type, const char *data, size_t len, kiwi_error_t *err);
+
+/* An incremental frame reader for a non-blocking fd. */
+typedef struct kiwi_frame_reader {
+    unsigned char head[5];
+    size_t head_have;
+    char *body;
+    size_t body_len, body_have;
+} kiwi_frame_reader;
+
+/* Feeds bytes; calls `fn` per complete frame. Returns < 0 on a frame larger
+ * than KIWI_FRAME_MAX or an unknown type (the stream is unusable). */
+int kiwi_frame_feed (kiwi_frame_reader *r, const char *data, size_t len,
+                     void (*fn) (int type, const char *body, size_t len, void *ud), void *ud, kiwi_error_t *err);
+void kiwi_frame_reader_clear (kiwi_frame_reader *r);
+
+/* Sinks: frames on a pipe; JSON lines on a FILE. */
+void kiwi_events_pipe_init (kiwi_events *ev, int fd, const char *task_id, const char *worker_id);
+void kiwi_events_jsonl_init (kiwi_events *ev, void *file, const char *task_id, const char *worker_id);
+
+#endif
