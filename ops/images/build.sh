@@ -78,15 +78,15 @@ fmt_ms() { printf '%d.%ds' $(($1 / 1000)) $((($1 % 1000) / 100)); }
 step() { CUR_STEP=$1; img_log "[$CUR_IMAGE] $1"; }
 
 on_err() {
-  local rc=$1 cmd=$2 line=$3
+  local rc=$1 cmd=$2 where=$3
   trap - ERR
   # In a subshell: leave the report to the parent, which fails in turn.
   [[ $BASHPID != "$$" ]] && exit "$rc"
-  printf '%s images: FAILED: image %s, step "%s" (exit %s): %s [build.sh:%s]\n' \
-    "$(img_ts)" "$CUR_IMAGE" "$CUR_STEP" "$rc" "$cmd" "$line" >&2
+  printf '%s images: FAILED: image %s, step "%s" (exit %s): %s [%s]\n' \
+    "$(img_ts)" "$CUR_IMAGE" "$CUR_STEP" "$rc" "$cmd" "$where" >&2
   exit "$rc"
 }
-trap 'on_err $? "$BASH_COMMAND" "$LINENO"' ERR
+trap 'on_err $? "$BASH_COMMAND" "${BASH_SOURCE[0]##*/}:$LINENO"' ERR
 
 WORK_DIRS=()
 on_exit() {
@@ -168,7 +168,7 @@ ensure_base_tar() {
   rootfs_verify_ca "$r" | sed 's/^/    /'
   step "checks (as kiwi, no network)"
   local versions
-  versions=$(rootfs_checks "$r" "" "$(printf '%s\n' "${CHECKS[@]}")")
+  versions=$(rootfs_checks "$r" "" "$(printf '%s\n' "${KIWI_COMMON_CHECKS[@]}" "${CHECKS[@]}")")
   sed 's/^/    /' <<<"$versions" >&2
   step "save base rootfs ($BASE_TAR)"
   tar --numeric-owner --xattrs -C "$r" -cf "$BASE_TAR.tmp" .
@@ -255,7 +255,7 @@ build_image() {
     step "verify trust store (Debian ca-certificates only)"
     rootfs_verify_ca "$r" | sed 's/^/    /'
     step "checks (as kiwi, no network)"
-    versions=$(rootfs_checks "$r" "$(printf '%s\n' "${IMAGE_ENV[@]}")" "$(printf '%s\n' "${CHECKS[@]}")")
+    versions=$(rootfs_checks "$r" "$(printf '%s\n' "${IMAGE_ENV[@]}")" "$(printf '%s\n' "${KIWI_COMMON_CHECKS[@]}" "${CHECKS[@]}")")
     sed 's/^/    /' <<<"$versions" >&2
     step "docker import $REF"
     import_image "$r" "$name" "$hash" "$versions"

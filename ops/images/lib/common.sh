@@ -11,6 +11,13 @@ KIWI_IMAGES_LOG_NAME=${KIWI_IMAGES_LOG_NAME:-images}
 # Images in build order. The name is the recipe file recipes/NAME.sh.
 KIWI_IMAGE_NAMES=(base node18 node20 node22 python3.11 go1.19 rust1.63 ruby3.1 php8.2 java17)
 
+# Checks of every image, run before the recipe's own (NAME|REGEX|COMMAND):
+# nothing left in the temporary directories, the workspace or kiwi's home by
+# the build (a sandbox starts from a clean home).
+KIWI_COMMON_CHECKS=(
+  "pristine|^$|find /tmp /var/tmp /workspace /home/kiwi -mindepth 1 -maxdepth 1 ! -path /home/kiwi/.bashrc ! -path /home/kiwi/.profile ! -path /home/kiwi/.bash_logout | head -n 5 | tr '\\n' ' '"
+)
+
 KIWI_STATE_DIR=${KIWI_STATE_DIR:-/var/lib/kiwi}
 KIWI_STATE_DIR=${KIWI_STATE_DIR%/}
 KIWI_IMAGES_STATE=$KIWI_STATE_DIR/images
@@ -146,6 +153,24 @@ host_ca_collect() {
   fi
 }
 
+# ca_host_only DIR: writes DIR/hostonly.set, the certificates the host trusts
+# and the image must not: those in host.pem that are neither in the image's
+# Debian set (debian.pem) nor in the host's own Debian set (hostdeb.pem, when
+# the host is Debian) -- a TLS-intercepting proxy's CA, a corporate CA.
+# (Without hostdeb.pem, older Mozilla roots that a newer ca-certificates
+# dropped count too.)
+ca_host_only() {
+  local d=$1
+  pem_set "$d/host.pem" >"$d/host.set"
+  pem_set "$d/debian.pem" >"$d/debian.set"
+  if [[ -f $d/hostdeb.pem ]]; then
+    pem_set "$d/hostdeb.pem" >"$d/hostdeb.set"
+  else
+    : >"$d/hostdeb.set"
+  fi
+  LC_ALL=C comm -23 "$d/host.set" "$d/debian.set" | LC_ALL=C comm -23 - "$d/hostdeb.set" >"$d/hostonly.set"
+}
+
 # ca_compare DIR: the trust-store verdict, used for a root file system at
 # build time and for a running image by check.sh. DIR holds, as collected
 # from the image:
@@ -156,22 +181,16 @@ host_ca_collect() {
 #   certs.list    'TYPE PATH -> TARGET' for everything under /etc/ssl/certs
 #   java.pem      optional: the Java trust store (keytool -list -rfc)
 #   found.list    optional: files anywhere in the image that contain one of
-#                 the host-only certificates (must be empty)
+#                 the host-only certificates (ca_host_only; must be empty)
 # and host.pem, hostdeb.pem from host_ca_collect. Prints findings; fails if the image trusts
 # anything but Debian's own certificates or holds a host-only certificate.
 ca_compare() {
   local d=$1 bad=0 n_extra n_img n_deb
+  ca_host_only "$d"
   pem_set "$d/bundle.pem" >"$d/bundle.set"
-  pem_set "$d/debian.pem" >"$d/debian.set"
-  pem_set "$d/host.pem" >"$d/host.set"
-  LC_ALL=C comm -23 "$d/host.set" "$d/debian.set" >"$d/extra.set"
-  n_extra=$(wc -l <"$d/extra.set"); n_img=$(wc -l <"$d/bundle.set"); n_deb=$(wc -l <"$d/debian.set")
-  echo "ca: image bundle $n_img certificates, Debian's ca-certificates $n_deb, host bundle certificates not in the image's Debian set $n_extra"
-  if [[ -f $d/hostdeb.pem ]]; then
-    pem_set "$d/hostdeb.pem" | LC_ALL=C comm -23 "$d/extra.set" - >"$d/proxy.set"
-    echo "ca: of those, not from the host's own ca-certificates (the proxy's): $(wc -l <"$d/proxy.set")"
-    pem_subjects <"$d/proxy.set" | sed 's/^/ca:   host-only: /'
-  fi
+  n_extra=$(wc -l <"$d/hostonly.set"); n_img=$(wc -l <"$d/bundle.set"); n_deb=$(wc -l <"$d/debian.set")
+  echo "ca: image bundle $n_img certificates, Debian's ca-certificates $n_deb, host-only (proxy) certificates $n_extra"
+  pem_subjects <"$d/hostonly.set" | sed 's/^/ca:   host-only: /'
   if [[ $n_deb -lt 50 ]]; then
     echo "ca: FAIL: only $n_deb Debian certificates found: is ca-certificates installed?"; bad=1
   fi
@@ -181,9 +200,9 @@ ca_compare() {
     LC_ALL=C comm -13 "$d/bundle.set" "$d/debian.set" | pem_subjects | sed 's/^/ca:   missing: /'
     bad=1
   fi
-  if LC_ALL=C comm -12 "$d/bundle.set" "$d/extra.set" | grep -q .; then
+  if LC_ALL=C comm -12 "$d/bundle.set" "$d/hostonly.set" | grep -q .; then
     echo "ca: FAIL: the image's bundle holds a host-only (proxy) certificate:"
-    LC_ALL=C comm -12 "$d/bundle.set" "$d/extra.set" | pem_subjects | sed 's/^/ca:   /'
+    LC_ALL=C comm -12 "$d/bundle.set" "$d/hostonly.set" | pem_subjects | sed 's/^/ca:   /'
     bad=1
   fi
   if [[ -s $d/local.list ]]; then

@@ -15,13 +15,13 @@ KIWI_DEBIAN_SECURITY_MIRROR=${KIWI_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org
 KIWI_DEFAULT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # The script run inside the namespaces, before chroot. Arguments:
-# ROOT CA_FILE DOWNLOADS_DIR USER(""|kiwi) NO_NET(0|1) N_ENV ENV... -- CMD...
+# ROOT CA_FILE DOWNLOADS_DIR USER(""|kiwi) NO_NET(0|1) EPHEMERAL(0|1) N_ENV ENV... CMD...
 # shellcheck disable=SC2016
 ROOTFS_INNER='
 set -euo pipefail
-root=$1 ca=$2 dl=$3 user=$4 nonet=$5 nenv=$6; shift 6
+root=$1 ca=$2 dl=$3 user=$4 nonet=$5 ephemeral=$6 nenv=$7; shift 7
 envs=("${@:1:nenv}"); shift "$nenv"
-mounted=()
+mounted=() eph=""
 unmount_all() {
   local i rc=0
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
@@ -29,10 +29,19 @@ unmount_all() {
       { echo "rootfs: cannot unmount ${mounted[i]}" >&2; rc=1; }
   done
   mounted=()
+  [[ -z $eph ]] || rmdir "$eph" 2>/dev/null || true
   return $rc
 }
 trap unmount_all EXIT
 mnt() { mount "$@"; mounted+=("${@: -1}"); }
+if [[ $ephemeral == 1 ]]; then
+  # Writes go to a tmpfs upper layer and are thrown away with it.
+  eph=$(mktemp -d /tmp/kiwi-ephemeral.XXXXXX)
+  mnt -t tmpfs -o mode=0755,size=2g kiwi-ephemeral "$eph"
+  mkdir "$eph/upper" "$eph/work" "$eph/root"
+  mnt -t overlay -o "lowerdir=$root,upperdir=$eph/upper,workdir=$eph/work" kiwi-overlay "$eph/root"
+  root=$eph/root
+fi
 
 mnt -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mnt -t tmpfs -o mode=0755,nosuid,size=16m kiwi-dev "$root/dev"
@@ -76,22 +85,24 @@ unmount_all || rc=1
 exit $rc
 '
 
-# rootfs_run ROOT [--ca] [--downloads DIR] [--user] [--no-net] [--env K=V]... -- CMD...
+# rootfs_run ROOT [--ca] [--downloads DIR] [--user] [--no-net] [--ephemeral] [--env K=V]... -- CMD...
 #   --ca         bind the host CA bundle read-only at /run/kiwi-host-ca.crt
 #   --downloads  bind DIR at /run/kiwi-downloads
 #   --user       run as kiwi (1000:1000), HOME=/home/kiwi
 #   --no-net     in a new, empty network namespace (like docker --network none)
+#   --ephemeral  on a throw-away overlay: nothing the command writes stays
 # The command gets an empty environment plus PATH, LANG, DEBIAN_FRONTEND,
 # HOME, the --env values and, for downloads, the host's proxy variables.
 rootfs_run() {
   local root=$1; shift
-  local ca="" dl="" user="" nonet=0 envs=() v
+  local ca="" dl="" user="" nonet=0 ephemeral=0 envs=() v
   while [[ $# -gt 0 ]]; do
     case $1 in
       --ca) [[ -s $KIWI_HOST_CA_BUNDLE ]] && ca=$KIWI_HOST_CA_BUNDLE ;;
       --downloads) dl=$2; shift ;;
       --user) user=kiwi ;;
       --no-net) nonet=1 ;;
+      --ephemeral) ephemeral=1 ;;
       --env) envs+=("$2"); shift ;;
       --) shift; break ;;
       *) echo "rootfs_run: unknown option $1" >&2; return 2 ;;
@@ -105,7 +116,7 @@ rootfs_run() {
   fi
   local uns=(unshare --mount --pid --fork --propagation private)
   [[ $nonet == 1 ]] && uns+=(--net)
-  "${uns[@]}" bash -c "$ROOTFS_INNER" rootfs-run "$root" "$ca" "$dl" "$user" "$nonet" \
+  "${uns[@]}" bash -c "$ROOTFS_INNER" rootfs-run "$root" "$ca" "$dl" "$user" "$nonet" "$ephemeral" \
     "${#envs[@]}" "${envs[@]}" "$@"
 }
 
@@ -256,11 +267,10 @@ rootfs_ca_collect() {
   (cd "$r" && find ./etc/ssl/certs -mindepth 1 -printf '%y %p -> %l\n' | sed 's| \./| /|') >"$d/certs.list"
   host_ca_collect "$d"
   if [[ -x $r/usr/bin/keytool || -L $r/usr/bin/keytool ]]; then
-    rootfs_run "$r" --no-net -- keytool -list -rfc -cacerts -storepass changeit >"$d/java.pem"
+    rootfs_run "$r" --no-net --ephemeral -- keytool -list -rfc -cacerts -storepass changeit >"$d/java.pem"
   fi
-  pem_set "$d/host.pem" >"$d/host.set"
-  pem_set "$d/debian.pem" >"$d/debian.set"
-  LC_ALL=C comm -23 "$d/host.set" "$d/debian.set" | pem_grep_patterns >"$d/patterns"
+  ca_host_only "$d"
+  pem_grep_patterns <"$d/hostonly.set" >"$d/patterns"
   : >"$d/found.list"
   if [[ -s $d/patterns ]]; then
     grep -rlF -f "$d/patterns" "$r" 2>/dev/null | sed "s|^$r||" >"$d/found.list" || true
@@ -279,8 +289,9 @@ rootfs_verify_ca() {
 }
 
 # rootfs_checks ROOT ENV_LINES CHECK_LINES: runs each check (NAME|REGEX|COMMAND)
-# as kiwi, without network, with the image's environment; prints NAME=first
-# line of output; fails if a command fails or its first line misses REGEX.
+# as kiwi, without network, with the image's environment, on a throw-away
+# overlay (a check leaves nothing in the image); prints NAME=first line of
+# output; fails if a command fails or its first line misses REGEX.
 rootfs_checks() {
   local r=$1 envs_text=$2 checks_text=$3 e opts=() line name cmd re out rc bad=0
   while IFS= read -r e; do [[ -n $e ]] && opts+=(--env "$e"); done <<<"$envs_text"
@@ -288,8 +299,8 @@ rootfs_checks() {
     [[ -z $line ]] && continue
     IFS="|" read -r name re cmd <<<"$line"
     rc=0
-    out=$(rootfs_run "$r" --user --no-net "${opts[@]}" -- sh -c "cd /workspace && $cmd" 2>&1) || rc=$?
-    out=$(printf '%s\n' "$out" | head -n1)
+    out=$(rootfs_run "$r" --user --no-net --ephemeral "${opts[@]}" -- sh -c "cd /workspace && $cmd" 2>&1) || rc=$?
+    out=$(printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' | head -n1)
     if [[ $rc -ne 0 ]] || ! grep -Eq -- "$re" <<<"$out"; then
       echo "check: FAIL $name: '$cmd' exit $rc, output '$out', expected /$re/" >&2
       bad=1

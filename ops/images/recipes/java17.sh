@@ -11,6 +11,7 @@ IMAGE_ENV=(JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64)
 CHECKS=(
   "java|^openjdk version \"17\.|java -version 2>&1"
   "javac|^javac 17\.|javac -version 2>&1"
-  "mvn|^Apache Maven 3\.|mvn -v 2>&1"
+  "mvn|^Apache Maven 3\.|mvn -B -v 2>&1"
   "gradle|^Gradle [0-9]|gradle -v 2>&1 | grep -m1 '^Gradle'"
+  "gradle-build|^ok$|mkdir -p /tmp/g/src/main/java && cd /tmp/g && echo 'apply plugin: \"java\"' >build.gradle && echo 'public class Hello {}' >src/main/java/Hello.java && gradle --offline --no-daemon -q build >log 2>&1 && test -f build/libs/g.jar && echo ok"
 )

@@ -19,6 +19,7 @@ CHECKS=(
   "python|^Python 3\.11\.|python -V"
   "pip|^pip 2|pip --version"
   "venv|^/tmp/v$|python3 -m venv /tmp/v && /tmp/v/bin/python -c 'import sys; print(sys.prefix)'"
+  "pip-install|^ok$|mkdir -p /tmp/p/m && cd /tmp/p && printf 'from setuptools import setup\nsetup(name=\"m\", version=\"1\", packages=[\"m\"])\n' >setup.py && touch m/__init__.py && pip install -q --no-index --no-build-isolation . >log 2>&1 && cd / && python3 -c 'import m; print(\"ok\")'"
   "pytest|^pytest 7\.|pytest --version"
   "uv|^uv 0\.13\.9|uv --version"
   "poetry|^Poetry \(version 2\.5\.1\)|poetry --version"

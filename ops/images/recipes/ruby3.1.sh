@@ -15,5 +15,5 @@ CHECKS=(
   "ruby|^ruby 3\.1\.|ruby -v"
   "bundle|^Bundler version 2\.|bundle -v"
   "gem|^3\.|gem -v"
-  "bundle-install|^Bundle complete|cd /tmp && printf 'source \"https://rubygems.org\"\n' >Gemfile && bundle install --local 2>&1 | tail -n1"
+  "bundle-install|^Bundle complete|cd /tmp && printf 'source \"https://rubygems.org\"\n' >Gemfile && bundle install --local 2>&1 | grep -m1 '^Bundle complete'"
 )
