@@ -2,9 +2,11 @@
 # ops/images/check.sh: checks the built sandbox images, as a sandbox uses them.
 #
 # Usage: ops/images/check.sh [IMAGE...]
+#        ops/images/check.sh --trust-store-only REFERENCE...
 #
 #   IMAGE   a name (base node18 ... java17) or a reference (kiwi/node:20);
 #           default: every image of recipes/
+#   --trust-store-only  step 2 alone, for any image reference
 #
 # For each image, with "docker run --rm --network none":
 #   1. runs the recipe's checks (node -v, npm -v, pnpm -v, yarn -v, python3 -V,
@@ -30,10 +32,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib/common.sh"
 KIWI_IMAGES_LOG_NAME=check
 
-case ${1:-} in -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+ts_only=0
+case ${1:-} in
+  -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --trust-store-only) ts_only=1; shift
+    [[ $# -gt 0 ]] || { echo "check.sh: --trust-store-only needs image references" >&2; exit 2; } ;;
+esac
 
 names=()
-if [[ $# -eq 0 ]]; then
+if [[ $ts_only == 1 ]]; then
+  :
+elif [[ $# -eq 0 ]]; then
   names=("${KIWI_IMAGE_NAMES[@]}")
 else
   for a in "$@"; do
@@ -79,7 +88,56 @@ fi
 m end
 '
 
+# check_trust_store REF DIR: step 2 for one image; prints findings.
+check_trust_store() {
+  local ref=$1 d=$2 env_ca collected bad=0
+  env_ca=$(dk image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$ref" | grep -E "$CA_ENV_RE" || true)
+  if [[ -n $env_ca ]]; then
+    echo "  FAIL: the image's environment points at a CA: $env_ca"
+    bad=1
+  fi
+  mkdir -p "$d"
+  cp "$tmp/host.keep" "$d/host.pem"; [[ -f $tmp/hostdeb.keep ]] && cp "$tmp/hostdeb.keep" "$d/hostdeb.pem"
+  # debian.pem is needed for the patterns: a first pass collects it.
+  collected=$(dk run --rm --network none --user 0 -i "$ref" sh -c "$COLLECT" </dev/null 2>/dev/null)
+  awk -v d="$d" '/^=====kiwi:/ { f = d "/" substr($0, 11); printf "" > f; next } { print > f }' <<<"$collected"
+  ca_host_only "$d"
+  pem_grep_patterns <"$d/hostonly.set" >"$d/patterns"
+  collected=$(dk run --rm --network none --user 0 -i "$ref" sh -c "$COLLECT" <"$d/patterns" 2>/dev/null)
+  rm -f "$d"/*.pem "$d"/*.list "$d/end"
+  cp "$tmp/host.keep" "$d/host.pem"; [[ -f $tmp/hostdeb.keep ]] && cp "$tmp/hostdeb.keep" "$d/hostdeb.pem"
+  awk -v d="$d" '/^=====kiwi:/ { f = d "/" substr($0, 11); printf "" > f; next } { print > f }' <<<"$collected"
+  if [[ ! -f $d/end ]]; then
+    echo "  FAIL: could not read the image's trust store"
+    return 1
+  fi
+  touch "$d/local.list" "$d/certs.list" "$d/found.list"
+  sed -i '/^\/tmp\/kiwi-patterns$/d' "$d/found.list"
+  ca_compare "$d" | sed 's/^/  /' || bad=1
+  return "$bad"
+}
+
 pass=0 fail=0 failed=()
+if [[ $ts_only == 1 ]]; then
+  i=0
+  for ref in "$@"; do
+    i=$((i + 1))
+    echo "== $ref (trust store)"
+    if ! dk image inspect "$ref" >/dev/null 2>&1; then
+      echo "  FAIL: image $ref does not exist"; fail=$((fail + 1)); failed+=("$ref"); continue
+    fi
+    if check_trust_store "$ref" "$tmp/ts$i"; then
+      echo "  ok"; pass=$((pass + 1))
+    else
+      echo "  FAILED: $ref"; fail=$((fail + 1)); failed+=("$ref")
+    fi
+  done
+  [[ $fail -gt 0 ]] && echo "failed: ${failed[*]}"
+  echo "$pass passed, $fail failed"
+  [[ $fail -eq 0 ]]
+  exit
+fi
+
 for name in "${names[@]}"; do
   recipe_load "$name" || { fail=$((fail + 1)); failed+=("$name"); continue; }
   echo "== $REF ($name)"
@@ -120,32 +178,7 @@ for name in "${names[@]}"; do
     fi
   done
 
-  # 2. the trust store.
-  env_ca=$(dk image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$REF" | grep -E "$CA_ENV_RE" || true)
-  if [[ -n $env_ca ]]; then
-    echo "  FAIL: the image's environment points at a CA: $env_ca"
-    bad=1
-  fi
-  d=$tmp/$name
-  mkdir -p "$d"
-  cp "$tmp/host.keep" "$d/host.pem"; [[ -f $tmp/hostdeb.keep ]] && cp "$tmp/hostdeb.keep" "$d/hostdeb.pem"
-  # debian.pem is needed for the patterns: a first pass collects it.
-  collected=$(dk run --rm --network none --user 0 -i "$REF" sh -c "$COLLECT" </dev/null 2>/dev/null)
-  awk -v d="$d" '/^=====kiwi:/ { f = d "/" substr($0, 11); printf "" > f; next } { print > f }' <<<"$collected"
-  ca_host_only "$d"
-  pem_grep_patterns <"$d/hostonly.set" >"$d/patterns"
-  collected=$(dk run --rm --network none --user 0 -i "$REF" sh -c "$COLLECT" <"$d/patterns" 2>/dev/null)
-  rm -f "$d"/*.pem "$d"/*.list "$d/end"
-  cp "$tmp/host.keep" "$d/host.pem"; [[ -f $tmp/hostdeb.keep ]] && cp "$tmp/hostdeb.keep" "$d/hostdeb.pem"
-  awk -v d="$d" '/^=====kiwi:/ { f = d "/" substr($0, 11); printf "" > f; next } { print > f }' <<<"$collected"
-  if [[ ! -f $d/end ]]; then
-    echo "  FAIL: could not read the image's trust store"
-    bad=1
-  else
-    touch "$d/local.list" "$d/certs.list" "$d/found.list"
-    sed -i '/^\/tmp\/kiwi-patterns$/d' "$d/found.list"
-    ca_compare "$d" | sed 's/^/  /' || bad=1
-  fi
+  check_trust_store "$REF" "$tmp/$name" || bad=1
 
   if [[ $bad == 0 ]]; then
     echo "  ok"; pass=$((pass + 1))
