@@ -1,0 +1,618 @@
+/*
+ * session.c: the Architect/Implementer session (see session.h).
+ *
+ * One round: the Architect plans (from the task, the repository map and the
+ * last verify's output), the Implementer works the plan with tools until it
+ * stops calling them, calls run_tests, or reaches its per-round tool limit;
+ * then the round's verify runs. Tokens and cost are checked after every
+ * model call.
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "repo.h"
+#include "wspath.h"
+
+#define READ_MAX (64 * 1024)
+#define OUTPUT_TAIL (16 * 1024)
+#define TOOL_CALLS_PER_ROUND 40
+#define MAP_ENTRIES 400
+#define MAX_TOKENS 8192
+
+static const char architect_system[]
+    = "You are the Architect in Kiwi, a system that fixes code so that a repository's tests pass. You read the "
+      "task, the repository map and the failing test output, and you write a short, concrete plan for the "
+      "Implementer: which files to look at, what the cause most likely is, and what to change. You do not edit "
+      "files yourself. Keep the plan under 300 words.";
+
+static const char implementer_system[]
+    = "You are the Implementer in Kiwi. Follow the Architect's plan using the tools. Paths are relative to the "
+      "repository root. Commands run in a sandbox without network access. Make the smallest change that makes "
+      "the tests pass; do not weaken or delete tests. When you believe the change is complete, call run_tests. "
+      "If run_tests fails, read its output and continue.";
+
+typedef struct session {
+    const kiwi_session_env *env;
+    const kiwi_task *task;
+    kiwi_model_tool tools[7];
+    uint64_t tokens_in, tokens_out;
+    uint64_t budget_tokens;   /* 0: none */
+    uint64_t budget_micros;   /* 0: none */
+    double cost;              /* dollars */
+    kiwi_sandbox *box;        /* the round's persistent sandbox, created on first use */
+    kiwi_strv actions;        /* what the Implementer did this round, for the event */
+    int tests_requested;
+    kiwi_exec_result last_verify;
+    bool have_verify;
+} session;
+
+static json_t *
+schema (const char *json)
+{
+    json_error_t e;
+    return json_loads (json, 0, &e);
+}
+
+static void
+tools_init (session *s)
+{
+    s->tools[0] = (kiwi_model_tool) { "list_files", "List files and directories under a directory of the "
+                                                    "repository (recursively, to a depth).",
+                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\","
+                                              "\"description\":\"directory relative to the repository root; "
+                                              "empty for the root\"},\"depth\":{\"type\":\"integer\"}},"
+                                              "\"required\":[]}") };
+    s->tools[1] = (kiwi_model_tool) { "read_file", "Read a file of the repository (at most 64 KiB from an offset).",
+                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+                                              "\"offset\":{\"type\":\"integer\"}},\"required\":[\"path\"]}") };
+    s->tools[2] = (kiwi_model_tool) { "write_file", "Create or replace a whole file of the repository.",
+                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+                                              "\"content\":{\"type\":\"string\"}},\"required\":[\"path\","
+                                              "\"content\"]}") };
+    s->tools[3] = (kiwi_model_tool) { "edit_file", "Replace exactly one occurrence of old_text by new_text in a "
+                                                   "file.",
+                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+                                              "\"old_text\":{\"type\":\"string\"},\"new_text\":{\"type\":"
+                                              "\"string\"}},\"required\":[\"path\",\"old_text\",\"new_text\"]}") };
+    s->tools[4] = (kiwi_model_tool) { "search", "Find lines containing a text in the repository's files.",
+                                      schema ("{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"},"
+                                              "\"path\":{\"type\":\"string\"}},\"required\":[\"text\"]}") };
+    s->tools[5] = (kiwi_model_tool) { "run", "Run a shell command in the repository's sandbox (no network). "
+                                             "Output is truncated to its last 16 KiB.",
+                                      schema ("{\"type\":\"object\",\"properties\":{\"command\":{\"type\":"
+                                              "\"string\"}},\"required\":[\"command\"]}") };
+    s->tools[6] = (kiwi_model_tool) { "run_tests", "Run the repository's test command in a fresh sandbox (no "
+                                                   "network) and report the result. Ends the round.",
+                                      schema ("{\"type\":\"object\",\"properties\":{},\"required\":[]}") };
+}
+
+static void
+tools_clear (session *s)
+{
+    for (size_t i = 0; i < 7; i++)
+        json_decref (s->tools[i].parameters);
+}
+
+static int64_t
+remaining_ms (const session *s)
+{
+    if (s->env->deadline_ms <= 0)
+        return 0;
+    int64_t left = s->env->deadline_ms - kiwi_now_ms ();
+    return left > 1 ? left : 1;
+}
+
+static bool
+out_of_time (const session *s)
+{
+    return s->env->deadline_ms > 0 && kiwi_now_ms () >= s->env->deadline_ms;
+}
+
+/* Accounts one model call; true when the budget is spent. */
+static bool
+account (session *s, const kiwi_model_response *r)
+{
+    s->tokens_in += r->usage.input_tokens;
+    s->tokens_out += r->usage.output_tokens;
+    s->cost += kiwi_model_client_cost (s->env->model, r->usage);
+    if (s->budget_tokens && s->tokens_in + s->tokens_out >= s->budget_tokens)
+        return true;
+    if (s->budget_micros && (uint64_t) (s->cost * 1e6) >= s->budget_micros)
+        return true;
+    return false;
+}
+
+static char *
+repo_map (const session *s)
+{
+    kiwi_strv files = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    kiwi_ws_list (s->env->workspace, "", 4, MAP_ENTRIES, &files, &err);
+    kiwi_error_free (&err);
+    size_t total = 1;
+    for (size_t i = 0; i < files.n; i++)
+        total += strlen (files.v[i]) + 1;
+    char *out = malloc (total);
+    out[0] = '\0';
+    char *p = out;
+    for (size_t i = 0; i < files.n; i++)
+        p += sprintf (p, "%s\n", files.v[i]);
+    kiwi_strv_free (&files);
+    return out;
+}
+
+/* The tail of `s`, at most `max` bytes, with a note if cut. Caller frees. */
+static char *
+tail (const char *text, size_t max)
+{
+    size_t l = text ? strlen (text) : 0;
+    char *out = NULL;
+    if (l <= max)
+        return strdup (text ? text : "");
+    if (asprintf (&out, "[... %zu bytes cut ...]\n%s", l - max, text + l - max) < 0)
+        return NULL;
+    return out;
+}
+
+/* ---------- verify ---------- */
+
+static int
+verify (session *s, kiwi_exec_result *r, kiwi_error_t *err)
+{
+    kiwi_verify_request req = {
+        .image = s->env->image,
+        .workspace = s->env->workspace,
+        .snapshot_dir = s->env->snapshot_dir,
+        .command = s->task->test_command,
+        .extra_env = s->env->verify_env,
+        .credentials = (const char *const *) s->task->test_credentials,
+        .limits = s->env->limits,
+        .timeout_ms = remaining_ms (s),
+        .output_cap = OUTPUT_TAIL,
+        .task_id = s->task->id,
+    };
+    /* the task's credential list is not NULL-terminated on the wire */
+    cleanup_strv kiwi_strv creds = KIWI_STRV_INIT;
+    for (size_t i = 0; i < s->task->n_test_credentials; i++)
+        kiwi_strv_add (&creds, s->task->test_credentials[i]);
+    req.credentials = kiwi_strv_list (&creds);
+    return kiwi_phase_verify (s->env->sandbox, s->env->phase_cfg, &req, r, NULL, NULL, err);
+}
+
+/* ---------- the round's persistent sandbox ---------- */
+
+static int
+box_ready (session *s, kiwi_error_t *err)
+{
+    if (s->box == NULL) {
+        cleanup_strv kiwi_strv e = KIWI_STRV_INIT, creds = KIWI_STRV_INIT;
+        for (size_t i = 0; i < s->task->n_test_credentials; i++)
+            kiwi_strv_add (&creds, s->task->test_credentials[i]);
+        if (kiwi_phase_session_env (s->env->phase_cfg, s->env->verify_env, kiwi_strv_list (&creds), &e, NULL, NULL,
+                                    err)
+            < 0)
+            return -1;
+        kiwi_sandbox_spec spec = { .image = s->env->image, .network = KIWI_NET_NONE, .env = kiwi_strv_list (&e),
+                                   .limits = s->env->limits, .task_id = s->task->id, .phase = "session" };
+        if (kiwi_sandbox_create (s->env->sandbox, &spec, &s->box, err) < 0)
+            return -1;
+        if (s->env->snapshot_dir && kiwi_phase_restore_snapshot (s->box, s->env->snapshot_dir, err) < 0)
+            return -1;
+    }
+    /* the sandbox sees the workspace as it is now */
+    return kiwi_phase_put_tree (s->box, s->env->workspace, KIWI_SANDBOX_SRC, NULL, NULL, err);
+}
+
+static void
+box_drop (session *s)
+{
+    if (s->box == NULL)
+        return;
+    kiwi_error_t err = NULL;
+    if (kiwi_sandbox_destroy (s->box, &err) < 0)
+        kiwi_warn ("session sandbox: %s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    s->box = NULL;
+}
+
+/* ---------- tools ---------- */
+
+static const char *
+arg_str (json_t *args, const char *key)
+{
+    return json_string_value (json_object_get (args, key));
+}
+
+/* Runs one tool call; returns its content (caller frees) and sets *is_error. */
+static char *
+run_tool (session *s, const char *name, json_t *args, bool *is_error)
+{
+    kiwi_error_t err = NULL;
+    char *out = NULL;
+    *is_error = false;
+    const char *root = s->env->workspace;
+    const char *path = arg_str (args, "path");
+    if (strcmp (name, "list_files") == 0) {
+        kiwi_strv files = KIWI_STRV_INIT;
+        json_t *d = json_object_get (args, "depth");
+        int depth = json_is_integer (d) ? (int) json_integer_value (d) : 2;
+        if (depth < 1 || depth > 8)
+            depth = 2;
+        if (path && *path && kiwi_ws_check (path, &err) < 0)
+            goto fail;
+        if (kiwi_ws_list (root, path ? path : "", depth, 500, &files, &err) < 0)
+            goto fail;
+        size_t total = 1;
+        for (size_t i = 0; i < files.n; i++)
+            total += strlen (files.v[i]) + 1;
+        out = malloc (total);
+        out[0] = '\0';
+        char *p = out;
+        for (size_t i = 0; i < files.n; i++)
+            p += sprintf (p, "%s\n", files.v[i]);
+        kiwi_strv_free (&files);
+        kiwi_strv_addf (&s->actions, "list %s", path && *path ? path : ".");
+        return out;
+    }
+    if (strcmp (name, "read_file") == 0) {
+        json_t *o = json_object_get (args, "offset");
+        size_t off = json_is_integer (o) && json_integer_value (o) > 0 ? (size_t) json_integer_value (o) : 0;
+        char *data = NULL;
+        size_t len = 0;
+        int truncated = 0;
+        if (path == NULL || kiwi_ws_read (root, path, off, READ_MAX, &data, &len, &truncated, &err) < 0)
+            goto fail;
+        if (truncated) {
+            if (asprintf (&out, "%s\n[... truncated: read again with offset %zu ...]", data, off + len) < 0)
+                out = NULL;
+            free (data);
+        } else
+            out = data;
+        kiwi_strv_addf (&s->actions, "read %s", path);
+        return out;
+    }
+    if (strcmp (name, "write_file") == 0) {
+        const char *content = arg_str (args, "content");
+        if (path == NULL || content == NULL) {
+            kiwi_error_make (&err, 0, "write_file needs path and content");
+            goto fail;
+        }
+        if (kiwi_ws_write (root, path, content, strlen (content), &err) < 0)
+            goto fail;
+        kiwi_strv_addf (&s->actions, "write %s", path);
+        if (asprintf (&out, "wrote %zu bytes to %s", strlen (content), path) < 0)
+            out = NULL;
+        return out;
+    }
+    if (strcmp (name, "edit_file") == 0) {
+        const char *old = arg_str (args, "old_text"), *nw = arg_str (args, "new_text");
+        if (path == NULL || old == NULL || nw == NULL) {
+            kiwi_error_make (&err, 0, "edit_file needs path, old_text and new_text");
+            goto fail;
+        }
+        if (kiwi_ws_edit (root, path, old, nw, &err) < 0)
+            goto fail;
+        kiwi_strv_addf (&s->actions, "edit %s", path);
+        if (asprintf (&out, "edited %s", path) < 0)
+            out = NULL;
+        return out;
+    }
+    if (strcmp (name, "search") == 0) {
+        const char *text = arg_str (args, "text");
+        kiwi_strv hits = KIWI_STRV_INIT;
+        if (path && *path && kiwi_ws_check (path, &err) < 0)
+            goto fail;
+        if (kiwi_ws_search (root, path ? path : "", text, 200, &hits, &err) < 0)
+            goto fail;
+        size_t total = 32;
+        for (size_t i = 0; i < hits.n; i++)
+            total += strlen (hits.v[i]) + 1;
+        out = malloc (total);
+        char *p = out;
+        *p = '\0';
+        for (size_t i = 0; i < hits.n; i++)
+            p += sprintf (p, "%s\n", hits.v[i]);
+        if (hits.n == 0)
+            strcpy (out, "no matches\n");
+        kiwi_strv_free (&hits);
+        kiwi_strv_addf (&s->actions, "search %.60s", text ? text : "");
+        return out;
+    }
+    if (strcmp (name, "run") == 0) {
+        const char *cmd = arg_str (args, "command");
+        if (cmd == NULL) {
+            kiwi_error_make (&err, 0, "run needs a command");
+            goto fail;
+        }
+        if (box_ready (s, &err) < 0)
+            goto fail;
+        const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+        int64_t t = remaining_ms (s);
+        kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > 600000 || t == 0 ? 600000 : t,
+                             .output_cap = OUTPUT_TAIL };
+        kiwi_exec_result r;
+        if (kiwi_sandbox_exec (s->box, &x, &r, &err) < 0) {
+            box_drop (s);
+            goto fail;
+        }
+        if (asprintf (&out, "exit status %d%s%s\n%s", r.exit_code, r.timed_out ? " (timed out)" : "",
+                      r.sandbox_lost ? " (the sandbox died)" : "", r.output ? r.output : "")
+            < 0)
+            out = NULL;
+        if (r.timed_out || r.sandbox_lost)
+            box_drop (s);
+        kiwi_exec_result_clear (&r);
+        kiwi_strv_addf (&s->actions, "run %.80s", cmd);
+        return out;
+    }
+    if (strcmp (name, "run_tests") == 0) {
+        s->tests_requested = 1;
+        kiwi_strv_add (&s->actions, "run_tests");
+        return strdup ("running the tests: the result follows at the end of the round");
+    }
+    kiwi_error_make (&err, 0, "unknown tool `%s`", name);
+fail:
+    *is_error = true;
+    out = strdup (kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    return out;
+}
+
+/* ---------- model calls ---------- */
+
+static int
+call (session *s, const char *system, kiwi_model_conversation *conv, bool with_tools, kiwi_model_response *resp,
+      kiwi_error_t *err)
+{
+    kiwi_model_request req = {
+        .model = s->env->model_name,
+        .system = system,
+        .conversation = conv,
+        .tools = with_tools ? s->tools : NULL,
+        .n_tools = with_tools ? 7 : 0,
+        .max_tokens = MAX_TOKENS,
+    };
+    memset (resp, 0, sizeof *resp);
+    return kiwi_model_client_call (s->env->model, &req, resp, err);
+}
+
+typedef enum { ROUND_VERIFY, ROUND_BUDGET, ROUND_PROVIDER, ROUND_TIME, ROUND_STOPPED } round_end;
+
+static round_end
+implement (session *s, kiwi_model_conversation *conv, kiwi_error_t *err)
+{
+    for (int calls = 0; calls < TOOL_CALLS_PER_ROUND; calls++) {
+        if (out_of_time (s))
+            return ROUND_TIME;
+        if (s->env->stop && *s->env->stop)
+            return ROUND_STOPPED;
+        kiwi_model_response resp;
+        if (call (s, implementer_system, conv, true, &resp, err) < 0)
+            return ROUND_PROVIDER;
+        bool spent = account (s, &resp);
+        size_t ncalls = kiwi_model_message_n_tool_calls (&resp.message);
+        /* keep the calls to answer before the message moves */
+        kiwi_strv ids = KIWI_STRV_INIT, names = KIWI_STRV_INIT;
+        json_t *arglist = json_array ();
+        for (size_t i = 0; i < ncalls; i++) {
+            const kiwi_model_block *b = kiwi_model_message_tool_call (&resp.message, i);
+            kiwi_strv_add (&ids, b->id ? b->id : "");
+            kiwi_strv_add (&names, b->name ? b->name : "");
+            json_array_append (arglist, b->arguments ? b->arguments : json_object ());
+        }
+        kiwi_error_t e = NULL;
+        kiwi_model_conv_take_message (conv, &resp.message, &e);
+        kiwi_error_free (&e);
+        kiwi_model_response_clear (&resp);
+        for (size_t i = 0; i < ncalls; i++) {
+            bool is_error = false;
+            char *content = run_tool (s, names.v[i], json_array_get (arglist, i), &is_error);
+            kiwi_model_conv_add_tool_result (conv, ids.v[i], names.v[i], content ? content : "", is_error, &e);
+            kiwi_error_free (&e);
+            free (content);
+        }
+        kiwi_strv_free (&ids);
+        kiwi_strv_free (&names);
+        json_decref (arglist);
+        if (spent)
+            return ROUND_BUDGET;
+        if (ncalls == 0 || s->tests_requested)
+            return ROUND_VERIFY;
+    }
+    return ROUND_VERIFY;
+}
+
+static int
+architect (session *s, int round, const char *map, char **plan, kiwi_error_t *err, bool *spent)
+{
+    cleanup_model_conv kiwi_model_conversation conv = KIWI_MODEL_CONVERSATION_INIT;
+    cleanup_free char *out = tail (s->have_verify ? s->last_verify.output : s->env->step0_output, 12000);
+    char *msg = NULL;
+    if (asprintf (&msg,
+                  "Task: %s\n\nTest command: %s\n\n%s%s%s"
+                  "Round %d. The last test run exited with status %d. Its output (tail):\n%s\n\n"
+                  "Repository map:\n%s",
+                  s->task->goal, s->task->test_command, s->task->ci_context ? "CI failure context:\n" : "",
+                  s->task->ci_context ? s->task->ci_context : "", s->task->ci_context ? "\n\n" : "", round,
+                  s->have_verify ? s->last_verify.exit_code : s->env->step0_exit, out ? out : "", map)
+        < 0)
+        return kiwi_error_make (err, ENOMEM, "architect prompt");
+    int rc = kiwi_model_conv_add_user_text (&conv, msg, err);
+    free (msg);
+    if (rc < 0)
+        return -1;
+    kiwi_model_response resp;
+    if (call (s, architect_system, &conv, false, &resp, err) < 0)
+        return -1;
+    *spent = account (s, &resp);
+    *plan = kiwi_model_message_text (&resp.message);
+    kiwi_model_response_clear (&resp);
+    if (*plan == NULL)
+        *plan = strdup ("");
+    return 0;
+}
+
+static void
+finish (session *s, kiwi_result *out, kiwi_result_status st, const char *reason, int rounds)
+{
+    out->status = st;
+    free (out->reason);
+    out->reason = reason ? strdup (reason) : NULL;
+    out->rounds = (uint32_t) rounds;
+    out->tokens_in = s->tokens_in;
+    out->tokens_out = s->tokens_out;
+    out->cost_usd_micros = (uint64_t) (s->cost * 1e6);
+}
+
+static void
+emit_round (session *s, int round, const char *plan, const kiwi_exec_result *v, const char *ended)
+{
+    json_t *acts = json_array ();
+    for (size_t i = 0; i < s->actions.n; i++)
+        json_array_append_new (acts, json_string (s->actions.v[i]));
+    json_t *p = json_pack ("{s:i,s:s%,s:o,s:I,s:I,s:f,s:s}", "round", round, "plan", plan ? plan : "",
+                           plan ? strlen (plan) > 2000 ? (size_t) 2000 : strlen (plan) : (size_t) 0, "actions", acts,
+                           "tokens_in", (json_int_t) s->tokens_in, "tokens_out", (json_int_t) s->tokens_out,
+                           "cost_usd", s->cost, "ended", ended);
+    if (v != NULL) {
+        cleanup_free char *t = tail (v->output, 2000);
+        json_object_set_new (p, "verify",
+                             json_pack ("{s:i,s:b,s:b,s:I,s:s}", "exit_code", v->exit_code, "passed",
+                                        v->exit_code == 0 && !v->timed_out, "timed_out", v->timed_out,
+                                        "duration_ms", (json_int_t) v->duration_ms, "output_tail", t ? t : ""));
+    }
+    kiwi_events_emit (s->env->events, KIWI_PHASE_ROUND, "round", (uint32_t) round, p);
+}
+
+int
+kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_result *out, kiwi_error_t *err)
+{
+    session s = { .env = env, .task = task };
+    tools_init (&s);
+    if (task->limits.has_session_budget_tokens)
+        s.budget_tokens = task->limits.session_budget_tokens;
+    if (task->limits.has_session_budget_usd_micros)
+        s.budget_micros = task->limits.session_budget_usd_micros;
+    cleanup_free char *map = repo_map (&s);
+    cleanup_model_conv kiwi_model_conversation conv = KIWI_MODEL_CONVERSATION_INIT;
+    int max_rounds = (int) task->limits.max_rounds;
+    int round = 0;
+    int rc = 0;
+    for (round = 1; round <= max_rounds; round++) {
+        kiwi_strv_free (&s.actions);
+        s.tests_requested = 0;
+        if (out_of_time (&s)) {
+            finish (&s, out, KIWI_RESULT_TIMED_OUT, "TaskTimeoutSeconds reached during the session", round - 1);
+            goto done;
+        }
+        char *plan = NULL;
+        bool spent = false;
+        kiwi_error_t e = NULL;
+        if (architect (&s, round, map, &plan, &e, &spent) < 0) {
+            char reason[1024];
+            snprintf (reason, sizeof reason, "model provider failed (architect, round %d): %s", round,
+                      kiwi_error_msg (e));
+            kiwi_error_free (&e);
+            emit_round (&s, round, NULL, NULL, "provider_error");
+            finish (&s, out, KIWI_RESULT_ERROR, reason, round);
+            goto done;
+        }
+        if (spent) {
+            emit_round (&s, round, plan, NULL, "budget_exhausted");
+            free (plan);
+            finish (&s, out, KIWI_RESULT_BUDGET_EXHAUSTED, "session budget spent", round);
+            goto done;
+        }
+        /* the Implementer continues one conversation across rounds */
+        char *msg = NULL;
+        if (round == 1) {
+            if (asprintf (&msg, "Task: %s\nTest command: %s\n\nThe Architect's plan:\n%s", task->goal,
+                          task->test_command, plan)
+                < 0)
+                msg = NULL;
+        } else {
+            cleanup_free char *t = tail (s.last_verify.output, 12000);
+            if (asprintf (&msg, "The tests still fail (exit status %d):\n%s\n\nThe Architect's new plan:\n%s",
+                          s.last_verify.exit_code, t ? t : "", plan)
+                < 0)
+                msg = NULL;
+        }
+        kiwi_model_conv_add_user_text (&conv, msg ? msg : plan, &e);
+        kiwi_error_free (&e);
+        free (msg);
+        round_end how = implement (&s, &conv, &e);
+        box_drop (&s);
+        if (how == ROUND_PROVIDER) {
+            char reason[1024];
+            snprintf (reason, sizeof reason, "model provider failed (implementer, round %d): %s", round,
+                      kiwi_error_msg (e));
+            kiwi_error_free (&e);
+            emit_round (&s, round, plan, NULL, "provider_error");
+            free (plan);
+            finish (&s, out, KIWI_RESULT_ERROR, reason, round);
+            goto done;
+        }
+        if (how == ROUND_STOPPED) {
+            free (plan);
+            rc = kiwi_error_make (err, 0, "stopped");
+            goto done;
+        }
+        /* the round ends with a verify, whatever else happened */
+        if (s.have_verify)
+            kiwi_exec_result_clear (&s.last_verify);
+        s.have_verify = false;
+        if (verify (&s, &s.last_verify, &e) < 0) {
+            char reason[1024];
+            snprintf (reason, sizeof reason, "verify failed to run (round %d): %s", round, kiwi_error_msg (e));
+            kiwi_error_free (&e);
+            emit_round (&s, round, plan, NULL, "error");
+            free (plan);
+            finish (&s, out, KIWI_RESULT_ERROR, reason, round);
+            goto done;
+        }
+        s.have_verify = true;
+        bool passed = s.last_verify.exit_code == 0 && !s.last_verify.timed_out;
+        const char *ended = passed ? "passed" : how == ROUND_BUDGET ? "budget_exhausted" : how == ROUND_TIME ? "timed_out" : "failed";
+        emit_round (&s, round, plan, &s.last_verify, ended);
+        free (plan);
+        if (passed) {
+            char *diff = NULL;
+            if (kiwi_repo_diff (env->workspace, env->commit, &diff, &e) < 0) {
+                char reason[1024];
+                snprintf (reason, sizeof reason, "tests pass but the diff failed: %s", kiwi_error_msg (e));
+                kiwi_error_free (&e);
+                finish (&s, out, KIWI_RESULT_ERROR, reason, round);
+                goto done;
+            }
+            finish (&s, out, KIWI_RESULT_FIXED, "tests pass", round);
+            out->diff = diff;
+            goto done;
+        }
+        if (how == ROUND_BUDGET) {
+            finish (&s, out, KIWI_RESULT_BUDGET_EXHAUSTED, "session budget spent; the tests still fail", round);
+            goto done;
+        }
+        if (how == ROUND_TIME || out_of_time (&s)) {
+            finish (&s, out, KIWI_RESULT_TIMED_OUT, "TaskTimeoutSeconds reached; the tests still fail", round);
+            goto done;
+        }
+    }
+    {
+        char reason[128];
+        snprintf (reason, sizeof reason, "max-rounds (%d) reached; the tests still fail", max_rounds);
+        finish (&s, out, KIWI_RESULT_MAX_ROUNDS, reason, max_rounds);
+    }
+done:
+    box_drop (&s);
+    if (s.have_verify)
+        kiwi_exec_result_clear (&s.last_verify);
+    kiwi_strv_free (&s.actions);
+    tools_clear (&s);
+    return rc;
+}

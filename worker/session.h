@@ -1,0 +1,49 @@
+/*
+ * session.h: the Architect/Implementer session, the layer above the sandbox.
+ *
+ * The Architect reads the task (goal, CI-failure context, the step-0 output,
+ * a map of the repository) and writes a plan. The Implementer follows it
+ * with tools — list, read (bounded), write, edit, search, run (in the
+ * round's persistent sandbox, no network), run_tests (a Phase B verify) —
+ * and every round ends with a verify. Tests passing end the session as
+ * fixed; max-rounds and the session budget (tokens or money) end it with
+ * that status; a provider that keeps failing ends it as an error naming the
+ * failure. Every round emits its progress event.
+ *
+ * The model keys stay in this process: the model client is called from here,
+ * and no sandbox's environment ever holds a key (phases.h).
+ */
+#ifndef KIWI_WORKER_SESSION_H
+#define KIWI_WORKER_SESSION_H
+
+#include <stdint.h>
+
+#include "events.h"
+#include "models.h"
+#include "phases.h"
+#include "result.h"
+#include "task.h"
+
+typedef struct kiwi_session_env {
+    kiwi_sandbox_env *sandbox;
+    const kiwi_phase_config *phase_cfg;
+    const char *image;
+    const char *snapshot_dir;         /* Phase A's snapshot, or NULL */
+    const char *const *verify_env;    /* extra env for Phase B and the session ("K=V") */
+    kiwi_sandbox_limits limits;
+    const char *workspace;            /* the repository's root on the worker */
+    const char *commit;               /* the task's ref, resolved: diffs are against it */
+    const char *step0_output;         /* the first failing verify's output tail */
+    int step0_exit;
+    kiwi_model_client *model;
+    const char *model_name;
+    int64_t deadline_ms;              /* CLOCK_REALTIME ms when the task's time is up */
+    kiwi_events *events;
+    volatile int *stop;               /* set by SIGTERM: end now */
+} kiwi_session_env;
+
+/* Runs the session for `task`; fills *out (status, reason, diff when fixed,
+ * rounds, tokens, cost). Returns < 0 only when it could not run at all. */
+int kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_result *out, kiwi_error_t *err);
+
+#endif

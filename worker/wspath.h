@@ -1,0 +1,44 @@
+/*
+ * wspath.h: files of the task's workspace, as the model names them.
+ *
+ * Every path the model gives is confined to the workspace: it must be
+ * relative, without "." or ".." components, without NUL, and is opened by
+ * walking one component at a time from the workspace's directory descriptor
+ * with O_NOFOLLOW, so a symlink (planted by the repository or by a command)
+ * never leads outside. The repository's .git directory is out of reach too.
+ */
+#ifndef KIWI_WORKER_WSPATH_H
+#define KIWI_WORKER_WSPATH_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "strv.h"
+
+/* Checks a model-given path; the error says what is wrong with it. */
+int kiwi_ws_check (const char *path, kiwi_error_t *err);
+
+/* Reads at most `max` bytes from `offset` of a regular file. *truncated
+ * tells whether more followed. Caller frees *out. */
+int kiwi_ws_read (const char *root, const char *path, size_t offset, size_t max, char **out, size_t *len,
+                  int *truncated, kiwi_error_t *err);
+
+/* Writes a whole file (creating parent directories), replacing it. */
+int kiwi_ws_write (const char *root, const char *path, const char *data, size_t len, kiwi_error_t *err);
+
+/* Replaces exactly one occurrence of `old` by `new` (an error if there are
+ * none or several). */
+int kiwi_ws_edit (const char *root, const char *path, const char *old, const char *new_text, kiwi_error_t *err);
+
+/* Lists files under `dir` ("" = the root), recursively to `depth`, at most
+ * `max` entries, directories with a trailing '/'; symlinks are listed as
+ * such and never followed. */
+int kiwi_ws_list (const char *root, const char *dir, int depth, size_t max, kiwi_strv *out, kiwi_error_t *err);
+
+/* Lines containing `needle` (plain text) under `dir`: "path:line: text",
+ * at most `max` hits; binary and large files skipped. */
+int kiwi_ws_search (const char *root, const char *dir, const char *needle, size_t max, kiwi_strv *out,
+                    kiwi_error_t *err);
+
+#endif
