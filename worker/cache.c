@@ -1,0 +1,191 @@
+/*
+ * cache.c: the Redis install/verify cache (see cache.h).
+ */
+#include "cache.h"
+
+#include <hiredis/hiredis.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "defaults.h"
+
+struct kiwi_cache {
+    redisContext *rc;
+    int64_t ttl_s, fail_ttl_s;
+    char error[256];
+};
+
+kiwi_cache *
+kiwi_cache_open (const char *host, int port, int64_t ttl_s, int64_t fail_ttl_s)
+{
+    kiwi_cache *c = calloc (1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->ttl_s = ttl_s;
+    c->fail_ttl_s = fail_ttl_s;
+    struct timeval tv = { 1, 0 };
+    c->rc = redisConnectWithTimeout (host, port, tv);
+    if (c->rc == NULL || c->rc->err) {
+        snprintf (c->error, sizeof c->error, "redis %s:%d: %s", host, port, c->rc ? c->rc->errstr : "out of memory");
+        if (c->rc)
+            redisFree (c->rc);
+        c->rc = NULL;
+        return c;
+    }
+    struct timeval cmd = { 2, 0 };
+    redisSetTimeout (c->rc, cmd);
+    return c;
+}
+
+bool
+kiwi_cache_available (const kiwi_cache *c)
+{
+    return c != NULL && c->rc != NULL;
+}
+
+const char *
+kiwi_cache_error (const kiwi_cache *c)
+{
+    return c ? c->error : "no cache";
+}
+
+void
+kiwi_cache_close (kiwi_cache *c)
+{
+    if (c == NULL)
+        return;
+    if (c->rc)
+        redisFree (c->rc);
+    free (c);
+}
+
+/* A command; on a connection error the cache becomes unavailable. */
+static redisReply *
+cmd (kiwi_cache *c, const char *fmt, ...)
+{
+    if (!kiwi_cache_available (c))
+        return NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    redisReply *r = redisvCommand (c->rc, fmt, ap);
+    va_end (ap);
+    if (r == NULL) {
+        snprintf (c->error, sizeof c->error, "redis: %s", c->rc->errstr);
+        redisFree (c->rc);
+        c->rc = NULL;
+    }
+    return r;
+}
+
+static const char *
+field (const redisReply *r, size_t i)
+{
+    if (r->type != REDIS_REPLY_ARRAY || i >= r->elements || r->element[i]->type != REDIS_REPLY_STRING)
+        return NULL;
+    return r->element[i]->str;
+}
+
+int
+kiwi_cache_get_install (kiwi_cache *c, const char *key, kiwi_install_entry *e)
+{
+    memset (e, 0, sizeof *e);
+    redisReply *r = cmd (c, "HMGET %s%s status snapshot reason", KIWI_REDIS_INSTALL_PREFIX, key);
+    if (r == NULL)
+        return -1;
+    const char *st = field (r, 0);
+    int hit = 0;
+    if (st != NULL) {
+        e->ok = strcmp (st, "ok") == 0;
+        e->snapshot = field (r, 1) ? strdup (field (r, 1)) : NULL;
+        e->reason = field (r, 2) ? strdup (field (r, 2)) : NULL;
+        hit = 1;
+        if (e->ok && (e->snapshot == NULL || access (e->snapshot, R_OK) != 0)) {
+            /* made on another machine, or cleaned up: a miss here */
+            kiwi_install_entry_clear (e);
+            hit = 0;
+        }
+    }
+    freeReplyObject (r);
+    return hit;
+}
+
+int
+kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *snapshot, const char *reason)
+{
+    int64_t ttl = ok ? c->ttl_s : c->fail_ttl_s;
+    if (ttl <= 0)
+        return 0;
+    char host[256] = "";
+    gethostname (host, sizeof host - 1);
+    redisReply *r = cmd (c, "HSET %s%s status %s snapshot %s reason %s host %s", KIWI_REDIS_INSTALL_PREFIX, key,
+                         ok ? "ok" : "failed", snapshot ? snapshot : "", reason ? reason : "", host);
+    if (r == NULL)
+        return -1;
+    freeReplyObject (r);
+    r = cmd (c, "EXPIRE %s%s %lld", KIWI_REDIS_INSTALL_PREFIX, key, (long long) ttl);
+    if (r == NULL)
+        return -1;
+    freeReplyObject (r);
+    return 0;
+}
+
+void
+kiwi_install_entry_clear (kiwi_install_entry *e)
+{
+    free (e->snapshot);
+    free (e->reason);
+    memset (e, 0, sizeof *e);
+}
+
+int
+kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e)
+{
+    memset (e, 0, sizeof *e);
+    redisReply *r = cmd (c, "HMGET %s%s exit output", KIWI_REDIS_VERIFY_PREFIX, key);
+    if (r == NULL)
+        return -1;
+    int hit = 0;
+    if (field (r, 0) != NULL) {
+        e->exit_code = atoi (field (r, 0));
+        e->output = strdup (field (r, 1) ? field (r, 1) : "");
+        hit = 1;
+    }
+    freeReplyObject (r);
+    return hit;
+}
+
+int
+kiwi_cache_put_verify (kiwi_cache *c, const char *key, int exit_code, const char *output)
+{
+    redisReply *r = cmd (c, "HSET %s%s exit %d output %s", KIWI_REDIS_VERIFY_PREFIX, key, exit_code,
+                         output ? output : "");
+    if (r == NULL)
+        return -1;
+    freeReplyObject (r);
+    r = cmd (c, "EXPIRE %s%s %lld", KIWI_REDIS_VERIFY_PREFIX, key, (long long) c->ttl_s);
+    if (r == NULL)
+        return -1;
+    freeReplyObject (r);
+    return 0;
+}
+
+void
+kiwi_verify_entry_clear (kiwi_verify_entry *e)
+{
+    free (e->output);
+    memset (e, 0, sizeof *e);
+}
+
+int
+kiwi_cache_install_exists (kiwi_cache *c, const char *key)
+{
+    redisReply *r = cmd (c, "EXISTS %s%s", KIWI_REDIS_INSTALL_PREFIX, key);
+    if (r == NULL)
+        return -1;
+    int v = r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+    freeReplyObject (r);
+    return v;
+}

@@ -1,0 +1,57 @@
+/*
+ * cache.h: the install and verify cache in Redis, used by the task process.
+ *
+ * kiwi:install:<key> (a hash): status ("ok" or "failed"), snapshot (the
+ *   snapshot directory on the worker that made it), host, reason, created.
+ *   An "ok" entry lives KIWI_CACHE_TTL; a failure only KIWI_CACHE_FAIL_TTL.
+ *   The key is the lockfile hash with the image, install command and driver
+ *   in it (docs/inspection.md). A hit whose snapshot is not on this machine
+ *   is a miss.
+ * kiwi:verify:<key> (a hash): exit code and output tail of a verify, keyed
+ *   by tree id + test command + snapshot key, so a baseline run on the same
+ *   commit is not repeated.
+ *
+ * Redis unreachable: every call reports "unavailable" (never blocks longer
+ * than its timeout) and the task runs uncached.
+ */
+#ifndef KIWI_WORKER_CACHE_H
+#define KIWI_WORKER_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct kiwi_cache kiwi_cache;
+
+typedef struct kiwi_install_entry {
+    bool ok;
+    char *snapshot;
+    char *reason;
+} kiwi_install_entry;
+
+typedef struct kiwi_verify_entry {
+    int exit_code;
+    char *output;
+} kiwi_verify_entry;
+
+/* Never fails: an unreachable Redis gives a cache that is unavailable. */
+kiwi_cache *kiwi_cache_open (const char *host, int port, int64_t ttl_s, int64_t fail_ttl_s);
+bool kiwi_cache_available (const kiwi_cache *c);
+/* Why it is unavailable (for the warning event). Borrowed. */
+const char *kiwi_cache_error (const kiwi_cache *c);
+void kiwi_cache_close (kiwi_cache *c);
+
+/* 1 hit, 0 miss, < 0 unavailable. */
+int kiwi_cache_get_install (kiwi_cache *c, const char *key, kiwi_install_entry *e);
+int kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *snapshot, const char *reason);
+void kiwi_install_entry_clear (kiwi_install_entry *e);
+
+int kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e);
+int kiwi_cache_put_verify (kiwi_cache *c, const char *key, int exit_code, const char *output);
+void kiwi_verify_entry_clear (kiwi_verify_entry *e);
+
+/* Whether an install entry still exists (snapshot clean-up). 1, 0, < 0. */
+int kiwi_cache_install_exists (kiwi_cache *c, const char *key);
+
+#endif

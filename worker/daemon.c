@@ -1,0 +1,1350 @@
+/*
+ * daemon.c: the Kafka-fed pool of task slots (see daemon.h).
+ *
+ * Life of a task message:
+ *   consumed ─► decode ─┬─ invalid ─► dead-letter topic ─► (acked) commit
+ *                       └─ valid ─► Redis: finished before? ─┬─ yes ─► (republish if never acked) commit
+ *                                                           └─ no ─► lease ─┬─ won ─► task process in a slot
+ *                                                                           └─ held ─► wait, look again later
+ *   task process ─► progress frames ─► numbered, published
+ *               └─► result frame ─► Redis record ─► results topic ─► (acked) lease released, commit
+ *
+ * Offsets are committed per partition up to the first message that is not
+ * finished, so a slow task never lets a later commit skip it.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <hiredis/adapters/libev.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "deadletter.h"
+#include "defaults.h"
+#include "events.h"
+#include "heartbeat.h"
+#include "log.h"
+#include "strv.h"
+#include "task.h"
+
+extern char **environ;
+
+typedef enum { SLOT_FREE = 0, SLOT_STARTING, SLOT_RUNNING, SLOT_PUBLISHING } slot_state;
+
+typedef struct daemon daemon_t;
+
+/* Where a message came from, so its offset can be committed later. */
+typedef struct origin {
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+} origin;
+
+typedef struct slot {
+    daemon_t *d;
+    int index;
+    slot_state state;
+    pid_t pid;
+    int fd;
+    ev_io io;
+    ev_child child;
+    kiwi_frame_reader reader;
+    char *task_id;
+    char *raw; /* the task message, as consumed */
+    size_t raw_len;
+    origin from;
+    uint64_t seq;
+    bool have_result;
+    char *result; /* encoded Result from the task process */
+    size_t result_len;
+    bool revoked; /* its partition went elsewhere: publish, never commit */
+    bool leased;
+    int64_t started_ms;
+    unsigned generation; /* tells delivery reports of an old occupant apart */
+} slot;
+
+/* A task waiting for another worker's lease on it to end. */
+typedef struct waiting {
+    struct waiting *next;
+    char *task_id;
+    char *raw;
+    size_t raw_len;
+    origin from;
+    int64_t next_look_ms;
+} waiting;
+
+/* In-flight offsets of one partition, in order. */
+typedef struct tracker {
+    struct tracker *next;
+    char *topic;
+    int32_t partition;
+    int64_t *offsets;
+    bool *done;
+    size_t n, cap;
+} tracker;
+
+struct daemon {
+    const kiwi_worker_config *cfg;
+    const char *self_exe;
+    struct ev_loop *loop;
+    rd_kafka_t *consumer, *producer;
+    rd_kafka_queue_t *cq, *pq;
+    int cq_pipe[2], pq_pipe[2];
+    ev_io cq_w, pq_w;
+    ev_timer poll_timer, heartbeat_timer, lease_timer, redis_timer, wait_timer, drain_timer, gc_timer;
+    ev_signal sigterm_w, sigint_w;
+    redisAsyncContext *redis;
+    bool redis_ok;
+    slot *slots;
+    int nslots, busy;
+    bool paused;
+    bool draining;
+    bool fatal;
+    char fatal_msg[512];
+    rd_kafka_topic_partition_list_t *assignment;
+    tracker *trackers;
+    waiting *waiting;
+    uint64_t done, failed, cache_hits, cache_misses;
+    int64_t started_ms;
+};
+
+/* ---------- offsets ---------- */
+
+static tracker *
+tracker_get (daemon_t *d, const char *topic, int32_t partition, bool create)
+{
+    for (tracker *t = d->trackers; t; t = t->next)
+        if (t->partition == partition && strcmp (t->topic, topic) == 0)
+            return t;
+    if (!create)
+        return NULL;
+    tracker *t = calloc (1, sizeof *t);
+    t->topic = strdup (topic);
+    t->partition = partition;
+    t->next = d->trackers;
+    d->trackers = t;
+    return t;
+}
+
+static void
+tracker_add (daemon_t *d, const origin *o)
+{
+    tracker *t = tracker_get (d, o->topic, o->partition, true);
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 16;
+        t->offsets = realloc (t->offsets, t->cap * sizeof *t->offsets);
+        t->done = realloc (t->done, t->cap * sizeof *t->done);
+    }
+    t->offsets[t->n] = o->offset;
+    t->done[t->n] = false;
+    t->n++;
+}
+
+static void
+tracker_free_all (daemon_t *d)
+{
+    while (d->trackers) {
+        tracker *t = d->trackers;
+        d->trackers = t->next;
+        free (t->topic);
+        free (t->offsets);
+        free (t->done);
+        free (t);
+    }
+}
+
+/* Marks a message finished and commits its partition up to the first
+ * unfinished message. */
+static void
+offset_done (daemon_t *d, const origin *o)
+{
+    tracker *t = tracker_get (d, o->topic, o->partition, false);
+    if (t == NULL)
+        return; /* the partition was revoked: the next owner gets it again */
+    for (size_t i = 0; i < t->n; i++)
+        if (t->offsets[i] == o->offset)
+            t->done[i] = true;
+    size_t k = 0;
+    int64_t commit = -1;
+    while (k < t->n && t->done[k])
+        commit = t->offsets[k++] + 1;
+    if (k == 0)
+        return;
+    memmove (t->offsets, t->offsets + k, (t->n - k) * sizeof *t->offsets);
+    memmove (t->done, t->done + k, (t->n - k) * sizeof *t->done);
+    t->n -= k;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new (1);
+    rd_kafka_topic_partition_list_add (l, t->topic, t->partition)->offset = commit;
+    rd_kafka_resp_err_t e = rd_kafka_commit (d->consumer, l, 1);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        kiwi_warn ("commit %s[%d]@%lld: %s", t->topic, t->partition, (long long) commit, rd_kafka_err2str (e));
+    else
+        kiwi_debug ("committed %s[%d]@%lld", t->topic, t->partition, (long long) commit);
+    rd_kafka_topic_partition_list_destroy (l);
+}
+
+static void
+origin_set (origin *o, const rd_kafka_message_t *m)
+{
+    o->topic = strdup (rd_kafka_topic_name (m->rkt));
+    o->partition = m->partition;
+    o->offset = m->offset;
+}
+
+static void
+origin_clear (origin *o)
+{
+    free (o->topic);
+    o->topic = NULL;
+}
+
+/* ---------- producing ---------- */
+
+typedef enum { ACK_NONE = 0, ACK_RESULT, ACK_COMMIT } ack_kind;
+
+/* What to do when the broker acknowledges a message. */
+typedef struct ack {
+    ack_kind kind;
+    int slot;
+    unsigned generation;
+    origin from;      /* ACK_COMMIT */
+    char *task_id;    /* ACK_COMMIT of a republished result */
+} ack;
+
+static void finish_slot (daemon_t *d, slot *s);
+static void on_result_acked (daemon_t *d, slot *s);
+static void mark_done_published (daemon_t *d, const char *task_id);
+
+static int
+produce (daemon_t *d, const char *topic, const char *key, const void *buf, size_t len, ack *a)
+{
+    for (int attempt = 0;; attempt++) {
+        rd_kafka_resp_err_t e = rd_kafka_producev (
+            d->producer, RD_KAFKA_V_TOPIC (topic), RD_KAFKA_V_KEY (key, key ? strlen (key) : 0),
+            RD_KAFKA_V_VALUE ((void *) buf, len), RD_KAFKA_V_MSGFLAGS (RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE (a),
+            RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return 0;
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && attempt < 100) {
+            rd_kafka_poll (d->producer, 100);
+            continue;
+        }
+        kiwi_errorf ("produce to %s: %s", topic, rd_kafka_err2str (e));
+        return -1;
+    }
+}
+
+static void
+dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    daemon_t *d = opaque;
+    ack *a = m->_private;
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* the idempotent producer retries on its own; a failure here is
+         * final: the task's offset stays uncommitted, so it is redelivered */
+        kiwi_errorf ("delivery to %s failed: %s", rd_kafka_topic_name (m->rkt), rd_kafka_err2str (m->err));
+        if (a != NULL && a->kind == ACK_RESULT) {
+            slot *s = &d->slots[a->slot];
+            if (s->generation == a->generation)
+                finish_slot (d, s);
+        }
+    } else if (a != NULL) {
+        if (a->kind == ACK_RESULT) {
+            slot *s = &d->slots[a->slot];
+            if (s->generation == a->generation)
+                on_result_acked (d, s);
+        } else if (a->kind == ACK_COMMIT) {
+            if (a->task_id)
+                mark_done_published (d, a->task_id);
+            offset_done (d, &a->from);
+        }
+    }
+    if (a != NULL) {
+        origin_clear (&a->from);
+        free (a->task_id);
+        free (a);
+    }
+}
+
+/* ---------- Redis ---------- */
+
+static void redis_connect (daemon_t *d);
+
+static void
+redis_connect_cb (const redisAsyncContext *ac, int status)
+{
+    daemon_t *d = ac->data;
+    if (status != REDIS_OK) {
+        kiwi_warn ("redis %s:%lld: %s; tasks run uncached until it is back", d->cfg->redis_host,
+                   (long long) d->cfg->redis_port, ac->errstr);
+        d->redis = NULL;
+        d->redis_ok = false;
+        return;
+    }
+    d->redis_ok = true;
+    kiwi_info ("redis %s:%lld connected", d->cfg->redis_host, (long long) d->cfg->redis_port);
+}
+
+static void
+redis_disconnect_cb (const redisAsyncContext *ac, int status)
+{
+    daemon_t *d = ac->data;
+    if (d->redis == ac) {
+        d->redis = NULL;
+        if (d->redis_ok)
+            kiwi_warn ("redis disconnected: %s; tasks run uncached until it is back",
+                       status == REDIS_OK ? "closed" : ac->errstr);
+        d->redis_ok = false;
+    }
+}
+
+static void
+redis_connect (daemon_t *d)
+{
+    if (d->redis != NULL)
+        return;
+    redisOptions o = { 0 };
+    REDIS_OPTIONS_SET_TCP (&o, d->cfg->redis_host, (int) d->cfg->redis_port);
+    struct timeval tv = { 1, 0 };
+    o.connect_timeout = &tv;
+    o.command_timeout = &tv;
+    redisAsyncContext *ac = redisAsyncConnectWithOptions (&o);
+    if (ac == NULL)
+        return;
+    if (ac->err) {
+        kiwi_warn ("redis: %s", ac->errstr);
+        redisAsyncFree (ac);
+        return;
+    }
+    ac->data = d;
+    redisLibevAttach (d->loop, ac);
+    redisAsyncSetConnectCallback (ac, redis_connect_cb);
+    redisAsyncSetDisconnectCallback (ac, redis_disconnect_cb);
+    d->redis = ac;
+}
+
+static void
+redis_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (d->redis == NULL)
+        redis_connect (d);
+}
+
+/* Compare-and-delete / compare-and-extend: a lease is only touched by its
+ * holder. */
+static const char lua_release[]
+    = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+static const char lua_renew[]
+    = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+static void
+lease_release (daemon_t *d, const char *task_id)
+{
+    if (!d->redis_ok)
+        return;
+    redisAsyncCommand (d->redis, NULL, NULL, "EVAL %s 1 %s%s %s", lua_release, KIWI_REDIS_LEASE_PREFIX, task_id,
+                       d->cfg->worker_id);
+}
+
+static void
+mark_done_published (daemon_t *d, const char *task_id)
+{
+    if (d->redis_ok)
+        redisAsyncCommand (d->redis, NULL, NULL, "HSET %s%s published 1", KIWI_REDIS_DONE_PREFIX, task_id);
+}
+
+/* ---------- heartbeats ---------- */
+
+static void
+publish_heartbeat (daemon_t *d)
+{
+    kiwi_heartbeat h;
+    kiwi_heartbeat_init (&h);
+    h.worker_id = d->cfg->worker_id;
+    h.version = (char *) KIWI_VERSION;
+    h.ts = kiwi_now_ms ();
+    h.slots_total = (uint32_t) d->nslots;
+    h.slots_busy = (uint32_t) d->busy;
+    h.tasks_done = d->done;
+    h.tasks_failed = d->failed;
+    h.cache_hits = d->cache_hits;
+    h.cache_misses = d->cache_misses;
+    h.redis_ok = d->redis_ok;
+    h.degraded = d->draining || !d->redis_ok;
+    if (d->draining)
+        h.degraded_reason = (char *) "draining: taking no new tasks";
+    else if (!d->redis_ok)
+        h.degraded_reason = (char *) "redis unreachable: tasks run uncached and without leases";
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_heartbeat_encode (&h, &buf, &len, &err) == 0)
+        produce (d, d->cfg->topic_heartbeats, d->cfg->worker_id, buf, len, NULL);
+    else
+        kiwi_warn ("heartbeat: %s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    free (buf);
+}
+
+static void
+heartbeat_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    publish_heartbeat (w->data);
+}
+
+/* ---------- pausing ---------- */
+
+static void
+set_paused (daemon_t *d, bool pause)
+{
+    if (d->paused == pause || d->assignment == NULL)
+        return;
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions (d->consumer, d->assignment)
+                                  : rd_kafka_resume_partitions (d->consumer, d->assignment);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        kiwi_warn ("%s partitions: %s", pause ? "pausing" : "resuming", rd_kafka_err2str (e));
+    d->paused = pause;
+    kiwi_debug ("%s consumption (%d of %d slots busy)", pause ? "paused" : "resumed", d->busy, d->nslots);
+}
+
+static bool
+want_tasks (daemon_t *d)
+{
+    return !d->draining && d->busy + (d->waiting ? 1 : 0) < d->nslots;
+}
+
+static void
+update_pause (daemon_t *d)
+{
+    set_paused (d, !want_tasks (d));
+}
+
+/* ---------- events from task processes ---------- */
+
+static void
+count_cache (daemon_t *d, const kiwi_progress *p)
+{
+    if (p->payload == NULL || (p->phase != KIWI_PHASE_INSTALL && p->phase != KIWI_PHASE_STEP0))
+        return;
+    char *json = NULL;
+    kiwi_error_t err = NULL;
+    if (kiwi_msgpack_to_json (p->payload, p->payload_len, &json, &err) < 0) {
+        kiwi_error_free (&err);
+        return;
+    }
+    json_t *j = json_loads (json, 0, NULL);
+    json_t *c = json_object_get (j, "cached");
+    if (json_is_boolean (c)) {
+        if (json_is_true (c))
+            d->cache_hits++;
+        else
+            d->cache_misses++;
+    }
+    json_decref (j);
+    free (json);
+}
+
+static void
+publish_event (daemon_t *d, slot *s, kiwi_progress *p)
+{
+    p->seq = ++s->seq;
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_progress_encode (p, &buf, &len, &err) == 0)
+        produce (d, d->cfg->topic_progress, s->task_id, buf, len, NULL);
+    else
+        kiwi_warn ("task %s: event %s: %s", s->task_id, p->kind, kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    free (buf);
+}
+
+static void
+emit_daemon_event (daemon_t *d, slot *s, kiwi_phase phase, const char *kind, json_t *payload)
+{
+    kiwi_progress p;
+    kiwi_progress_init (&p);
+    p.task_id = s->task_id;
+    p.worker_id = d->cfg->worker_id;
+    p.phase = phase;
+    p.kind = (char *) kind;
+    p.ts = kiwi_now_ms ();
+    if (payload != NULL) {
+        kiwi_error_t err = NULL;
+        if (kiwi_json_to_msgpack (payload, &p.payload, &p.payload_len, &err) < 0)
+            kiwi_error_free (&err);
+        json_decref (payload);
+    }
+    publish_event (d, s, &p);
+    free (p.payload);
+}
+
+static void
+on_frame (int type, const char *body, size_t len, void *ud)
+{
+    slot *s = ud;
+    daemon_t *d = s->d;
+    if (type == KIWI_FRAME_PROGRESS) {
+        kiwi_progress p;
+        kiwi_error_t err = NULL;
+        if (kiwi_progress_decode (body, len, &p, &err) < 0) {
+            kiwi_warn ("task %s: undecodable event from the task process: %s", s->task_id, kiwi_error_msg (err));
+            kiwi_error_free (&err);
+            return;
+        }
+        count_cache (d, &p);
+        publish_event (d, s, &p);
+        kiwi_progress_clear (&p);
+    } else if (type == KIWI_FRAME_RESULT) {
+        free (s->result);
+        s->result = malloc (len ? len : 1);
+        memcpy (s->result, body, len);
+        s->result_len = len;
+        s->have_result = true;
+    }
+}
+
+static void
+io_cb (struct ev_loop *loop, ev_io *w, int revents)
+{
+    slot *s = w->data;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read (s->fd, buf, sizeof buf);
+        if (n > 0) {
+            kiwi_error_t err = NULL;
+            if (kiwi_frame_feed (&s->reader, buf, (size_t) n, on_frame, s, &err) < 0) {
+                kiwi_warn ("task %s: %s", s->task_id, kiwi_error_msg (err));
+                kiwi_error_free (&err);
+                kill (s->pid, SIGTERM);
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        /* EOF: the task process closed its end */
+        ev_io_stop (loop, w);
+        close (s->fd);
+        s->fd = -1;
+        return;
+    }
+}
+
+/* Builds an error Result for a task whose process ended without one. */
+static void
+synthesize_result (daemon_t *d, slot *s, const char *reason)
+{
+    kiwi_result r;
+    kiwi_result_init (&r);
+    r.task_id = s->task_id;
+    r.status = KIWI_RESULT_ERROR;
+    r.reason = (char *) reason;
+    r.worker_id = d->cfg->worker_id;
+    r.finished_at = kiwi_now_ms ();
+    r.duration_ms = (uint64_t) (kiwi_now_ms () - s->started_ms);
+    kiwi_error_t err = NULL;
+    free (s->result);
+    s->result = NULL;
+    if (kiwi_result_encode (&r, &s->result, &s->result_len, &err) == 0)
+        s->have_result = true;
+    else
+        kiwi_errorf ("task %s: %s", s->task_id, kiwi_error_msg (err));
+    kiwi_error_free (&err);
+}
+
+static void
+publish_result (daemon_t *d, slot *s)
+{
+    s->state = SLOT_PUBLISHING;
+    /* the record first: a redelivery after a crash finds it and republishes
+     * the same result instead of working the task again */
+    if (d->redis_ok) {
+        redisAsyncCommand (d->redis, NULL, NULL, "HSET %s%s result %b published 0", KIWI_REDIS_DONE_PREFIX,
+                           s->task_id, s->result, s->result_len);
+        redisAsyncCommand (d->redis, NULL, NULL, "EXPIRE %s%s %lld", KIWI_REDIS_DONE_PREFIX, s->task_id,
+                           (long long) d->cfg->done_ttl_s);
+    }
+    ack *a = calloc (1, sizeof *a);
+    a->kind = ACK_RESULT;
+    a->slot = s->index;
+    a->generation = s->generation;
+    if (produce (d, d->cfg->topic_results, s->task_id, s->result, s->result_len, a) < 0) {
+        free (a);
+        finish_slot (d, s); /* not committed: redelivered */
+    }
+}
+
+static void
+child_cb (struct ev_loop *loop, ev_child *w, int revents)
+{
+    slot *s = w->data;
+    daemon_t *d = s->d;
+    ev_child_stop (loop, w);
+    /* drain what is left in the pipe */
+    if (s->fd >= 0)
+        io_cb (loop, &s->io, 0);
+    if (s->fd >= 0) {
+        ev_io_stop (loop, &s->io);
+        close (s->fd);
+        s->fd = -1;
+    }
+    int st = w->rstatus;
+    if (!s->have_result) {
+        char reason[256];
+        if (WIFSIGNALED (st))
+            snprintf (reason, sizeof reason, "the task process was killed by signal %d before it finished",
+                      WTERMSIG (st));
+        else
+            snprintf (reason, sizeof reason, "the task process exited with status %d without a result",
+                      WEXITSTATUS (st));
+        if (d->draining) {
+            /* stopped by the drain: not finished, so not committed, and the
+             * lease released: another worker takes it */
+            kiwi_warn ("task %s: stopped by the drain; it will be redelivered", s->task_id);
+            lease_release (d, s->task_id);
+            finish_slot (d, s);
+            return;
+        }
+        kiwi_errorf ("task %s: %s", s->task_id, reason);
+        synthesize_result (d, s, reason);
+    }
+    if (s->have_result) {
+        kiwi_result r;
+        kiwi_error_t err = NULL;
+        if (kiwi_result_decode (s->result, s->result_len, &r, &err) == 0) {
+            if (r.status == KIWI_RESULT_FIXED)
+                d->done++;
+            else
+                d->failed++;
+            kiwi_info ("task %s: %s after %llu ms", s->task_id, kiwi_result_status_name (r.status),
+                       (unsigned long long) r.duration_ms);
+            kiwi_result_clear (&r);
+        }
+        kiwi_error_free (&err);
+        publish_result (d, s);
+    } else
+        finish_slot (d, s);
+}
+
+static void start_next (daemon_t *d);
+
+static void
+finish_slot (daemon_t *d, slot *s)
+{
+    kiwi_frame_reader_clear (&s->reader);
+    free (s->task_id);
+    free (s->raw);
+    free (s->result);
+    origin_clear (&s->from);
+    int idx = s->index;
+    unsigned gen = s->generation + 1;
+    memset (s, 0, sizeof *s);
+    s->d = d;
+    s->index = idx;
+    s->generation = gen;
+    s->fd = -1;
+    d->busy--;
+    update_pause (d);
+    if (d->draining && d->busy == 0)
+        ev_break (d->loop, EVBREAK_ALL);
+}
+
+static void
+on_result_acked (daemon_t *d, slot *s)
+{
+    mark_done_published (d, s->task_id);
+    lease_release (d, s->task_id);
+    if (!s->revoked)
+        offset_done (d, &s->from);
+    finish_slot (d, s);
+}
+
+/* ---------- starting tasks ---------- */
+
+static slot *
+free_slot (daemon_t *d)
+{
+    for (int i = 0; i < d->nslots; i++)
+        if (d->slots[i].state == SLOT_FREE)
+            return &d->slots[i];
+    return NULL;
+}
+
+static int
+spawn_task (daemon_t *d, slot *s)
+{
+    int in[2], out[2];
+    if (pipe2 (in, O_CLOEXEC) < 0)
+        return -1;
+    if (pipe2 (out, O_CLOEXEC) < 0) {
+        close (in[0]);
+        close (in[1]);
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init (&fa);
+    posix_spawn_file_actions_adddup2 (&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2 (&fa, out[1], 3);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init (&attr);
+    sigset_t none, all;
+    sigemptyset (&none);
+    sigfillset (&all);
+    posix_spawnattr_setsigmask (&attr, &none);
+    posix_spawnattr_setsigdefault (&attr, &all);
+    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    char *argv[] = { (char *) d->self_exe, (char *) "--task-child", NULL };
+    pid_t pid;
+    int rc = posix_spawn (&pid, d->self_exe, &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy (&fa);
+    posix_spawnattr_destroy (&attr);
+    close (in[0]);
+    close (out[1]);
+    if (rc != 0) {
+        close (in[1]);
+        close (out[0]);
+        errno = rc;
+        return -1;
+    }
+    /* the task goes in on stdin; the task process reads it all first */
+    const char *p = s->raw;
+    size_t left = s->raw_len;
+    while (left > 0) {
+        ssize_t w = write (in[1], p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        p += w;
+        left -= (size_t) w;
+    }
+    close (in[1]);
+    fcntl (out[0], F_SETFL, O_NONBLOCK);
+    s->pid = pid;
+    s->fd = out[0];
+    ev_io_init (&s->io, io_cb, s->fd, EV_READ);
+    s->io.data = s;
+    ev_io_start (d->loop, &s->io);
+    ev_child_init (&s->child, child_cb, pid, 0);
+    s->child.data = s;
+    ev_child_start (d->loop, &s->child);
+    return 0;
+}
+
+/* Takes a slot for a task and starts its process. Ownership of raw and
+ * from moves to the slot. */
+static void
+start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased)
+{
+    slot *s = free_slot (d);
+    if (s == NULL) { /* cannot happen: consumption pauses before */
+        kiwi_errorf ("task %s: no free slot; it will be redelivered", task_id);
+        free (task_id);
+        free (raw);
+        origin_clear (from);
+        return;
+    }
+    s->state = SLOT_RUNNING;
+    s->task_id = task_id;
+    s->raw = raw;
+    s->raw_len = raw_len;
+    s->from = *from;
+    from->topic = NULL;
+    s->leased = leased;
+    s->started_ms = kiwi_now_ms ();
+    s->fd = -1;
+    d->busy++;
+    update_pause (d);
+    emit_daemon_event (d, s, KIWI_PHASE_ACCEPTED, "accepted",
+                       json_pack ("{s:s,s:i,s:s,s:I,s:b}", "worker", d->cfg->worker_id, "slot", s->index, "topic",
+                                  s->from.topic, "offset", (json_int_t) s->from.offset, "leased", leased));
+    if (spawn_task (d, s) < 0) {
+        char reason[256];
+        snprintf (reason, sizeof reason, "cannot start the task process: %s", strerror (errno));
+        kiwi_errorf ("task %s: %s", s->task_id, reason);
+        synthesize_result (d, s, reason);
+        publish_result (d, s);
+        return;
+    }
+    kiwi_info ("task %s: started in slot %d (pid %d)", s->task_id, s->index, (int) s->pid);
+}
+
+/* ---------- deciding what to do with a task ---------- */
+
+typedef struct decide_ctx {
+    daemon_t *d;
+    char *task_id;
+    char *raw;
+    size_t raw_len;
+    origin from;
+} decide_ctx;
+
+static void
+decide_free (decide_ctx *c)
+{
+    free (c->task_id);
+    free (c->raw);
+    origin_clear (&c->from);
+    free (c);
+}
+
+static void
+park (daemon_t *d, decide_ctx *c)
+{
+    waiting *w = calloc (1, sizeof *w);
+    w->task_id = c->task_id;
+    w->raw = c->raw;
+    w->raw_len = c->raw_len;
+    w->from = c->from;
+    w->next_look_ms = kiwi_now_ms () + 2000;
+    w->next = d->waiting;
+    d->waiting = w;
+    c->task_id = c->raw = NULL;
+    c->from.topic = NULL;
+    decide_free (c);
+    update_pause (d);
+}
+
+static void
+lease_cb (redisAsyncContext *ac, void *r, void *privdata)
+{
+    decide_ctx *c = privdata;
+    daemon_t *d = c->d;
+    redisReply *reply = r;
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        /* Redis went away between the two calls: run without a lease */
+        start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
+        c->task_id = c->raw = NULL;
+        decide_free (c);
+        return;
+    }
+    if (reply->type == REDIS_REPLY_STATUS) { /* OK: ours */
+        start_task (d, c->task_id, c->raw, c->raw_len, &c->from, true);
+        c->task_id = c->raw = NULL;
+        decide_free (c);
+        return;
+    }
+    kiwi_info ("task %s: another worker holds its lease; waiting for it to finish or expire", c->task_id);
+    park (d, c);
+}
+
+static void
+done_cb (redisAsyncContext *ac, void *r, void *privdata)
+{
+    decide_ctx *c = privdata;
+    daemon_t *d = c->d;
+    redisReply *reply = r;
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2
+        && reply->element[0]->type == REDIS_REPLY_STRING) {
+        const redisReply *res = reply->element[0], *pub = reply->element[1];
+        bool published = pub->type == REDIS_REPLY_STRING && strcmp (pub->str, "1") == 0;
+        if (published) {
+            kiwi_info ("task %s: delivered again after it finished; its result stands", c->task_id);
+            offset_done (d, &c->from);
+        } else {
+            kiwi_info ("task %s: finished before but its result was never acknowledged; publishing it again",
+                       c->task_id);
+            ack *a = calloc (1, sizeof *a);
+            a->kind = ACK_COMMIT;
+            a->from = c->from;
+            c->from.topic = NULL;
+            a->task_id = strdup (c->task_id);
+            if (produce (d, d->cfg->topic_results, c->task_id, res->str, res->len, a) < 0) {
+                origin_clear (&a->from);
+                free (a->task_id);
+                free (a);
+            }
+        }
+        decide_free (c);
+        return;
+    }
+    if (reply == NULL || !d->redis_ok) {
+        start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
+        c->task_id = c->raw = NULL;
+        decide_free (c);
+        return;
+    }
+    redisAsyncCommand (d->redis, lease_cb, c, "SET %s%s %s NX PX %lld", KIWI_REDIS_LEASE_PREFIX, c->task_id,
+                       d->cfg->worker_id, (long long) d->cfg->lease_ttl_s * 1000);
+}
+
+static void
+decide (daemon_t *d, decide_ctx *c)
+{
+    if (!d->redis_ok) {
+        kiwi_warn ("task %s: redis unreachable: running it without a lease or cache", c->task_id);
+        start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
+        c->task_id = c->raw = NULL;
+        decide_free (c);
+        return;
+    }
+    redisAsyncCommand (d->redis, done_cb, c, "HMGET %s%s result published", KIWI_REDIS_DONE_PREFIX, c->task_id);
+}
+
+static void
+wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    int64_t now = kiwi_now_ms ();
+    waiting **pp = &d->waiting;
+    while (*pp) {
+        waiting *wt = *pp;
+        if (wt->next_look_ms > now || d->draining) {
+            pp = &wt->next;
+            continue;
+        }
+        *pp = wt->next;
+        decide_ctx *c = calloc (1, sizeof *c);
+        c->d = d;
+        c->task_id = wt->task_id;
+        c->raw = wt->raw;
+        c->raw_len = wt->raw_len;
+        c->from = wt->from;
+        free (wt);
+        decide (d, c);
+    }
+    update_pause (d);
+}
+
+/* ---------- consuming ---------- */
+
+static void
+dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
+{
+    kiwi_deadletter dl;
+    kiwi_deadletter_init (&dl);
+    dl.reason = (char *) reason;
+    dl.topic = (char *) rd_kafka_topic_name (m->rkt);
+    dl.partition = m->partition;
+    dl.offset = m->offset;
+    dl.original = m->payload;
+    dl.original_len = m->len;
+    dl.key = m->key;
+    dl.key_len = m->key_len;
+    dl.ts = kiwi_now_ms ();
+    dl.worker_id = d->cfg->worker_id;
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    ack *a = calloc (1, sizeof *a);
+    a->kind = ACK_COMMIT;
+    origin_set (&a->from, m);
+    if (kiwi_deadletter_encode (&dl, &buf, &len, &err) < 0) {
+        /* too large to carry whole: say so, without the bytes */
+        kiwi_error_free (&err);
+        dl.original = NULL;
+        dl.original_len = 0;
+        dl.reason = (char *) "undecodable task too large to copy into the dead-letter topic";
+        kiwi_deadletter_encode (&dl, &buf, &len, &err);
+    }
+    kiwi_warn ("dead letter %s[%d]@%lld: %s", dl.topic, dl.partition, (long long) dl.offset, reason);
+    if (buf == NULL || produce (d, d->cfg->topic_dlq, NULL, buf, len, a) < 0) {
+        origin_clear (&a->from);
+        free (a);
+    }
+    kiwi_error_free (&err);
+    free (buf);
+}
+
+static void
+on_message (daemon_t *d, rd_kafka_message_t *m)
+{
+    if (m->err) {
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            return;
+        kiwi_warn ("consumer: %s", rd_kafka_message_errstr (m));
+        if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
+            char buf[256];
+            rd_kafka_fatal_error (d->consumer, buf, sizeof buf);
+            snprintf (d->fatal_msg, sizeof d->fatal_msg, "kafka consumer: %s", buf);
+            d->fatal = true;
+            ev_break (d->loop, EVBREAK_ALL);
+        }
+        return;
+    }
+    origin o;
+    origin_set (&o, m);
+    tracker_add (d, &o);
+    kiwi_task t;
+    kiwi_error_t err = NULL;
+    if (kiwi_task_decode (m->payload, m->len, &t, &err) < 0) {
+        dead_letter (d, m, kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        origin_clear (&o);
+        return;
+    }
+    decide_ctx *c = calloc (1, sizeof *c);
+    c->d = d;
+    c->task_id = strdup (t.id);
+    c->raw = malloc (m->len);
+    memcpy (c->raw, m->payload, m->len);
+    c->raw_len = m->len;
+    c->from = o;
+    kiwi_task_clear (&t);
+    decide (d, c);
+}
+
+static void
+consume_all (daemon_t *d)
+{
+    rd_kafka_message_t *m;
+    while ((m = rd_kafka_consumer_poll (d->consumer, 0)) != NULL) {
+        on_message (d, m);
+        rd_kafka_message_destroy (m);
+    }
+}
+
+static void
+drain_pipe (int fd)
+{
+    char buf[256];
+    while (read (fd, buf, sizeof buf) > 0)
+        ;
+}
+
+static void
+cq_cb (struct ev_loop *loop, ev_io *w, int revents)
+{
+    daemon_t *d = w->data;
+    drain_pipe (d->cq_pipe[0]);
+    consume_all (d);
+}
+
+static void
+pq_cb (struct ev_loop *loop, ev_io *w, int revents)
+{
+    daemon_t *d = w->data;
+    drain_pipe (d->pq_pipe[0]);
+    rd_kafka_poll (d->producer, 0);
+}
+
+static void
+poll_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    rd_kafka_poll (d->producer, 0);
+    consume_all (d);
+}
+
+static void
+rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    daemon_t *d = opaque;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        kiwi_info ("assigned %d partition(s)", parts->cnt);
+        rd_kafka_assign (rk, parts);
+        if (d->assignment)
+            rd_kafka_topic_partition_list_destroy (d->assignment);
+        d->assignment = rd_kafka_topic_partition_list_copy (parts);
+        d->paused = false;
+        update_pause (d);
+        return;
+    }
+    kiwi_info ("revoked %d partition(s)", parts->cnt);
+    for (int i = 0; i < parts->cnt; i++) {
+        const char *topic = parts->elems[i].topic;
+        int32_t p = parts->elems[i].partition;
+        /* running tasks of these partitions finish and publish, but their
+         * offsets are the next owner's to commit: it finds the finished
+         * record and commits without working them again */
+        for (int k = 0; k < d->nslots; k++) {
+            slot *s = &d->slots[k];
+            if (s->state != SLOT_FREE && s->from.topic && s->from.partition == p && strcmp (s->from.topic, topic) == 0)
+                s->revoked = true;
+        }
+        tracker **tp = &d->trackers;
+        while (*tp) {
+            tracker *t = *tp;
+            if (t->partition == p && strcmp (t->topic, topic) == 0) {
+                *tp = t->next;
+                free (t->topic);
+                free (t->offsets);
+                free (t->done);
+                free (t);
+            } else
+                tp = &t->next;
+        }
+        waiting **wp = &d->waiting;
+        while (*wp) {
+            waiting *w = *wp;
+            if (w->from.partition == p && strcmp (w->from.topic, topic) == 0) {
+                *wp = w->next;
+                free (w->task_id);
+                free (w->raw);
+                origin_clear (&w->from);
+                free (w);
+            } else
+                wp = &w->next;
+        }
+    }
+    rd_kafka_assign (rk, NULL);
+    if (d->assignment) {
+        rd_kafka_topic_partition_list_destroy (d->assignment);
+        d->assignment = NULL;
+    }
+}
+
+/* ---------- leases ---------- */
+
+static void
+renew_cb (redisAsyncContext *ac, void *r, void *privdata)
+{
+    /* privdata: slot index + generation packed */
+    redisReply *reply = r;
+    uintptr_t v = (uintptr_t) privdata;
+    daemon_t *d = ac->data;
+    int idx = (int) (v & 0xffff);
+    unsigned gen = (unsigned) (v >> 16);
+    if (idx >= d->nslots)
+        return;
+    slot *s = &d->slots[idx];
+    if (s->state != SLOT_RUNNING || (s->generation & 0xffff) != (gen & 0xffff) || !s->leased)
+        return;
+    if (reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
+        /* the lease is gone or someone else's: this worker was taken for
+         * dead; stop so the task is not worked twice at the same time */
+        kiwi_errorf ("task %s: lost its lease; stopping it here", s->task_id);
+        s->revoked = true;
+        kill (s->pid, SIGTERM);
+    }
+}
+
+static void
+lease_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (!d->redis_ok)
+        return;
+    for (int i = 0; i < d->nslots; i++) {
+        slot *s = &d->slots[i];
+        if (s->state != SLOT_RUNNING || !s->leased)
+            continue;
+        uintptr_t v = (uintptr_t) i | ((uintptr_t) (s->generation & 0xffff) << 16);
+        redisAsyncCommand (d->redis, renew_cb, (void *) v, "EVAL %s 1 %s%s %s %lld", lua_renew,
+                           KIWI_REDIS_LEASE_PREFIX, s->task_id, d->cfg->worker_id,
+                           (long long) d->cfg->lease_ttl_s * 1000);
+    }
+}
+
+/* ---------- draining ---------- */
+
+static void
+drain_deadline_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    kiwi_warn ("drain deadline reached: stopping %d task(s); they will be redelivered", d->busy);
+    for (int i = 0; i < d->nslots; i++)
+        if (d->slots[i].state == SLOT_RUNNING && d->slots[i].pid > 0)
+            kill (d->slots[i].pid, SIGTERM); /* the task process removes its sandboxes */
+    ev_timer_stop (loop, w);
+}
+
+static void
+kill_stragglers_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    for (int i = 0; i < d->nslots; i++)
+        if (d->slots[i].state == SLOT_RUNNING && d->slots[i].pid > 0)
+            kill (d->slots[i].pid, SIGKILL);
+}
+
+static void
+signal_cb (struct ev_loop *loop, ev_signal *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (d->draining) {
+        kiwi_warn ("second signal: stopping now");
+        ev_timer_stop (loop, &d->drain_timer);
+        drain_deadline_cb (loop, &d->drain_timer, 0);
+        return;
+    }
+    d->draining = true;
+    kiwi_info ("draining: no new tasks; %d in flight get %lld s to finish", d->busy,
+               (long long) d->cfg->drain_timeout_s);
+    set_paused (d, true);
+    /* parked tasks are not ours to finish: they stay uncommitted */
+    while (d->waiting) {
+        waiting *wt = d->waiting;
+        d->waiting = wt->next;
+        free (wt->task_id);
+        free (wt->raw);
+        origin_clear (&wt->from);
+        free (wt);
+    }
+    if (d->busy == 0) {
+        ev_break (loop, EVBREAK_ALL);
+        return;
+    }
+    ev_timer_init (&d->drain_timer, drain_deadline_cb, (double) d->cfg->drain_timeout_s, 0.);
+    d->drain_timer.data = d;
+    ev_timer_start (loop, &d->drain_timer);
+}
+
+/* ---------- set-up ---------- */
+
+static rd_kafka_conf_t *
+base_conf (const kiwi_worker_config *cfg)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new ();
+    char errstr[256];
+    rd_kafka_conf_set (conf, "bootstrap.servers", cfg->brokers, errstr, sizeof errstr);
+    rd_kafka_conf_set (conf, "client.id", cfg->worker_id, errstr, sizeof errstr);
+    rd_kafka_conf_set (conf, "reconnect.backoff.max.ms", "2000", errstr, sizeof errstr);
+    return conf;
+}
+
+static int
+setup_kafka (daemon_t *d, kiwi_error_t *err)
+{
+    char errstr[512];
+    rd_kafka_conf_t *pc = base_conf (d->cfg);
+    rd_kafka_conf_set (pc, "enable.idempotence", "true", errstr, sizeof errstr);
+    rd_kafka_conf_set (pc, "acks", "all", errstr, sizeof errstr);
+    rd_kafka_conf_set (pc, "linger.ms", "2", errstr, sizeof errstr);
+    rd_kafka_conf_set (pc, "message.timeout.ms", "300000", errstr, sizeof errstr);
+    rd_kafka_conf_set_dr_msg_cb (pc, dr_msg_cb);
+    rd_kafka_conf_set_opaque (pc, d);
+    d->producer = rd_kafka_new (RD_KAFKA_PRODUCER, pc, errstr, sizeof errstr);
+    if (d->producer == NULL)
+        return kiwi_error_make (err, 0, "kafka producer: %s", errstr);
+    /* pc is now owned by the producer */
+
+    rd_kafka_conf_t *cc = base_conf (d->cfg);
+    if (rd_kafka_conf_set (cc, "group.id", d->cfg->group, errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "enable.auto.commit", "false", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "auto.offset.reset", "earliest", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "session.timeout.ms", "10000", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "heartbeat.interval.ms", "1000", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "max.poll.interval.ms", "86400000", errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy (cc);
+        return kiwi_error_make (err, 0, "kafka consumer configuration: %s", errstr);
+    }
+    rd_kafka_conf_set_rebalance_cb (cc, rebalance_cb);
+    rd_kafka_conf_set_opaque (cc, d);
+    d->consumer = rd_kafka_new (RD_KAFKA_CONSUMER, cc, errstr, sizeof errstr);
+    if (d->consumer == NULL)
+        return kiwi_error_make (err, 0, "kafka consumer: %s", errstr);
+    /* cc is now owned by the consumer */
+    rd_kafka_poll_set_consumer (d->consumer);
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new (1);
+    rd_kafka_topic_partition_list_add (topics, d->cfg->topic_tasks, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe (d->consumer, topics);
+    rd_kafka_topic_partition_list_destroy (topics);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return kiwi_error_make (err, 0, "subscribing to %s: %s", d->cfg->topic_tasks, rd_kafka_err2str (e));
+
+    if (pipe2 (d->cq_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2 (d->pq_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        return kiwi_error_make (err, errno, "pipes for kafka events");
+    d->cq = rd_kafka_queue_get_consumer (d->consumer);
+    rd_kafka_queue_io_event_enable (d->cq, d->cq_pipe[1], "1", 1);
+    d->pq = rd_kafka_queue_get_main (d->producer);
+    rd_kafka_queue_io_event_enable (d->pq, d->pq_pipe[1], "1", 1);
+    ev_io_init (&d->cq_w, cq_cb, d->cq_pipe[0], EV_READ);
+    d->cq_w.data = d;
+    ev_io_start (d->loop, &d->cq_w);
+    ev_io_init (&d->pq_w, pq_cb, d->pq_pipe[0], EV_READ);
+    d->pq_w.data = d;
+    ev_io_start (d->loop, &d->pq_w);
+    return 0;
+}
+
+static void
+timer_start (daemon_t *d, ev_timer *t, void (*cb) (struct ev_loop *, ev_timer *, int), double first, double every)
+{
+    ev_timer_init (t, cb, first, every);
+    t->data = d;
+    ev_timer_start (d->loop, t);
+}
+
+int
+kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error_t *err)
+{
+    daemon_t d = { .cfg = cfg, .self_exe = self_exe, .nslots = (int) cfg->slots };
+    d.loop = ev_default_loop (EVFLAG_AUTO);
+    d.started_ms = kiwi_now_ms ();
+    d.slots = calloc ((size_t) d.nslots, sizeof *d.slots);
+    for (int i = 0; i < d.nslots; i++) {
+        d.slots[i].d = &d;
+        d.slots[i].index = i;
+        d.slots[i].fd = -1;
+    }
+    signal (SIGPIPE, SIG_IGN);
+    if (setup_kafka (&d, err) < 0)
+        goto out;
+    redis_connect (&d);
+    ev_signal_init (&d.sigterm_w, signal_cb, SIGTERM);
+    d.sigterm_w.data = &d;
+    ev_signal_start (d.loop, &d.sigterm_w);
+    ev_signal_init (&d.sigint_w, signal_cb, SIGINT);
+    d.sigint_w.data = &d;
+    ev_signal_start (d.loop, &d.sigint_w);
+    timer_start (&d, &d.poll_timer, poll_timer_cb, 0.5, 0.5);
+    timer_start (&d, &d.heartbeat_timer, heartbeat_cb, 0.0, (double) cfg->heartbeat_interval_s);
+    timer_start (&d, &d.lease_timer, lease_timer_cb, (double) cfg->lease_ttl_s / 3.0, (double) cfg->lease_ttl_s / 3.0);
+    timer_start (&d, &d.redis_timer, redis_timer_cb, 2.0, 2.0);
+    timer_start (&d, &d.wait_timer, wait_timer_cb, 1.0, 1.0);
+    kiwi_info ("worker %s: %d slot(s), tasks from %s (group %s) at %s", cfg->worker_id, d.nslots, cfg->topic_tasks,
+               cfg->group, cfg->brokers);
+
+    ev_run (d.loop, 0);
+
+    if (d.fatal) {
+        kiwi_error_make (err, 0, "%s", d.fatal_msg);
+        /* stop the task processes; they remove their sandboxes */
+        d.draining = true;
+        for (int i = 0; i < d.nslots; i++)
+            if (d.slots[i].state == SLOT_RUNNING && d.slots[i].pid > 0)
+                kill (d.slots[i].pid, SIGTERM);
+        ev_timer straggle;
+        ev_timer_init (&straggle, kill_stragglers_cb, 15.0, 0.);
+        straggle.data = &d;
+        ev_timer_start (d.loop, &straggle);
+        while (d.busy > 0 && ev_run (d.loop, EVRUN_ONCE))
+            ;
+        ev_timer_stop (d.loop, &straggle);
+    }
+    publish_heartbeat (&d);
+    /* every delivery acknowledged (and its offset committed) before the
+     * consumer goes */
+    rd_kafka_flush (d.producer, 10000);
+    rd_kafka_poll (d.producer, 0);
+    kiwi_info ("closing the consumer");
+    rd_kafka_consumer_close (d.consumer);
+out:
+    if (d.redis)
+        redisAsyncFree (d.redis);
+    if (d.cq)
+        rd_kafka_queue_destroy (d.cq);
+    if (d.pq)
+        rd_kafka_queue_destroy (d.pq);
+    if (d.consumer)
+        rd_kafka_destroy (d.consumer);
+    if (d.producer)
+        rd_kafka_destroy (d.producer);
+    if (d.assignment)
+        rd_kafka_topic_partition_list_destroy (d.assignment);
+    tracker_free_all (&d);
+    for (int i = 0; i < d.nslots; i++) {
+        kiwi_frame_reader_clear (&d.slots[i].reader);
+        free (d.slots[i].task_id);
+        free (d.slots[i].raw);
+        free (d.slots[i].result);
+        origin_clear (&d.slots[i].from);
+    }
+    free (d.slots);
+    return d.fatal || (err && *err) ? -1 : 0;
+}

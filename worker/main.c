@@ -1,0 +1,120 @@
+/*
+ * main.c: kiwi-worker.
+ *
+ *   kiwi-worker [options]            the daemon: tasks from Kafka, in slots
+ *   kiwi-worker --once TASK.json     one task on this machine, no broker;
+ *                                    events and the result as JSON lines
+ *   kiwi-worker --help | --help-config | --print-config | --version
+ *
+ * Settings: see --help-config (flags, environment, a config file).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+#include "pipeline.h"
+
+extern char **environ;
+
+static void
+usage (FILE *out)
+{
+    fprintf (out,
+             "usage: kiwi-worker [options]\n"
+             "       kiwi-worker --once TASK.json [options]\n"
+             "\n"
+             "Runs Kiwi's worker: takes fix tasks from Kafka (a consumer group), runs each in a task\n"
+             "process (Phase A install, step 0, the Architect/Implementer session in sandboxes), and\n"
+             "publishes progress events, results and heartbeats.\n"
+             "\n"
+             "  --once FILE        run one task from a JSON file on this machine, without a broker;\n"
+             "                     print its events and result as JSON lines (exit 0 when fixed)\n"
+             "  --config FILE      settings file (key = value lines); also KIWI_CONFIG\n"
+             "  --help-config      every setting: flag, environment variable, default, accepted values\n"
+             "  --print-config     the effective settings, then exit\n"
+             "  --version          print the version\n"
+             "\n"
+             "Settings come from defaults, the config file, the environment, then flags.\n"
+             "Signals: SIGTERM/SIGINT drain (no new tasks, in-flight ones get --drain-timeout).\n");
+}
+
+int
+main (int argc, char **argv)
+{
+    const char *once = NULL;
+    int task_child = 0, print_config = 0;
+    /* the mode flags first; the rest are settings */
+    char **rest = calloc ((size_t) argc + 1, sizeof *rest);
+    int nrest = 0;
+    rest[nrest++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp (argv[i], "--help") == 0 || strcmp (argv[i], "-h") == 0) {
+            usage (stdout);
+            return 0;
+        }
+        if (strcmp (argv[i], "--help-config") == 0) {
+            kiwi_worker_config_help (stdout);
+            return 0;
+        }
+        if (strcmp (argv[i], "--version") == 0) {
+            printf ("kiwi-worker %s\n", KIWI_VERSION);
+            return 0;
+        }
+        if (strcmp (argv[i], "--task-child") == 0)
+            task_child = 1;
+        else if (strcmp (argv[i], "--print-config") == 0)
+            print_config = 1;
+        else if (strcmp (argv[i], "--once") == 0 && i + 1 < argc)
+            once = argv[++i];
+        else if (strncmp (argv[i], "--once=", 7) == 0)
+            once = argv[i] + 7;
+        else
+            rest[nrest++] = argv[i];
+    }
+    kiwi_worker_config cfg;
+    kiwi_worker_config_init (&cfg);
+    kiwi_error_t err = NULL;
+    int idx = 0;
+    if (kiwi_worker_config_load (&cfg, NULL, (const char *const *) environ, nrest, rest, 1, &idx, &err) < 0) {
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        return 2;
+    }
+    if (idx < nrest) {
+        fprintf (stderr, "kiwi-worker: unexpected argument `%s` (see --help)\n", rest[idx]);
+        return 2;
+    }
+    free (rest);
+    kiwi_log_level lv = KIWI_LOG_INFO;
+    kiwi_log_level_parse (cfg.log_level, &lv);
+    kiwi_log_init (task_child ? "kiwi-task" : "kiwi-worker", NULL);
+    kiwi_log_set_level (lv);
+    if (print_config) {
+        kiwi_worker_config_dump (&cfg, stdout);
+        return 0;
+    }
+    int status;
+    if (task_child)
+        status = kiwi_pipeline_child_main (&cfg);
+    else if (once)
+        status = kiwi_pipeline_once_main (&cfg, once);
+    else {
+        char self[PATH_MAX];
+        ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) {
+            fprintf (stderr, "kiwi-worker: cannot find its own executable\n");
+            return 1;
+        }
+        self[n] = '\0';
+        status = kiwi_daemon_run (&cfg, self, &err) < 0 ? 1 : 0;
+        if (status)
+            kiwi_errorf ("%s", kiwi_error_msg (err));
+    }
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&cfg);
+    return status;
+}

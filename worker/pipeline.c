@@ -1,0 +1,473 @@
+/*
+ * pipeline.c: one task in the task process (see pipeline.h).
+ */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cleanup.h"
+#include "log.h"
+#include "phases.h"
+#include "plan.h"
+#include "proc.h"
+#include "repo.h"
+#include "session.h"
+#include "taskjson.h"
+
+extern char **environ;
+
+static void
+result_error (kiwi_result *out, kiwi_result_status st, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+
+static void
+result_error (kiwi_result *out, kiwi_result_status st, const char *fmt, ...)
+{
+    out->status = st;
+    free (out->reason);
+    out->reason = NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    if (vasprintf (&out->reason, fmt, ap) < 0)
+        out->reason = NULL;
+    va_end (ap);
+}
+
+static void
+rm_rf (const char *path)
+{
+    const char *argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
+    kiwi_error_t err = NULL;
+    if (kiwi_proc_check (argv, NULL, NULL, 300000, &err) < 0)
+        kiwi_warn ("removing %s: %s", path, kiwi_error_msg (err));
+    kiwi_error_free (&err);
+}
+
+static int64_t
+mono_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The repository root inside the workspace: the task's subdirectory, which
+ * must be a real directory inside it (no symlink out). Caller frees. */
+static char *
+repo_root (const char *ws, const char *subdir, kiwi_error_t *err)
+{
+    if (subdir == NULL || *subdir == '\0')
+        return strdup (ws);
+    char joined[PATH_MAX], real_ws[PATH_MAX], real_sub[PATH_MAX];
+    snprintf (joined, sizeof joined, "%s/%s", ws, subdir);
+    if (realpath (ws, real_ws) == NULL || realpath (joined, real_sub) == NULL) {
+        kiwi_error_make (err, errno, "subdirectory `%s`", subdir);
+        return NULL;
+    }
+    size_t l = strlen (real_ws);
+    struct stat st;
+    if (strncmp (real_sub, real_ws, l) != 0 || real_sub[l] != '/' || stat (real_sub, &st) < 0
+        || !S_ISDIR (st.st_mode)) {
+        kiwi_error_make (err, 0, "subdirectory `%s` is not a directory inside the repository", subdir);
+        return NULL;
+    }
+    return strdup (real_sub);
+}
+
+static kiwi_model_client *
+open_model (const kiwi_pipeline *p, const kiwi_task *task, char **model_name, kiwi_error_t *err)
+{
+    const kiwi_worker_config *cfg = p->cfg;
+    const char *provider_name = cfg->model_provider;
+    const char *name = cfg->model_name;
+    const char *base_url = cfg->model_base_url;
+    if (task->has_model) {
+        provider_name = kiwi_provider_name (task->model.provider);
+        name = task->model.name;
+        if (task->model.base_url)
+            base_url = task->model.base_url;
+    }
+    if (provider_name != NULL && strcmp (provider_name, "scripted") == 0)
+        provider_name = "anthropic"; /* the scripted test server speaks the providers' formats */
+    const kiwi_model_provider *prov = kiwi_model_provider_find (provider_name, err);
+    if (prov == NULL)
+        return NULL;
+    kiwi_error_t kerr = NULL;
+    const char *key = kiwi_model_key_from_env (prov, p->host_env, &kerr);
+    if (key == NULL && base_url == NULL) {
+        *err = kiwi_error_steal (&kerr);
+        return NULL;
+    }
+    kiwi_error_free (&kerr);
+    kiwi_model_config mc = { .base_url = base_url, .api_key = key };
+    kiwi_model_client *c = kiwi_model_client_open (prov, &mc, err);
+    if (c == NULL)
+        return NULL;
+    *model_name = strdup (name ? name : "");
+    return c;
+}
+
+/* Phase A, or the cached snapshot of an identical install. Returns 0 when a
+ * snapshot (or no install) is ready; 1 when the install failed (the result
+ * is set); < 0 on an error (the result is set). */
+static int
+install (const kiwi_pipeline *p, const kiwi_task *task, kiwi_sandbox_env *sb, const kiwi_phase_config *pc,
+         const kiwi_plan *plan, const char *root, kiwi_cache *cache, int64_t deadline_ms, char **snapshot,
+         kiwi_result *out)
+{
+    *snapshot = NULL;
+    if (plan->install_argv.n == 0) {
+        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                          json_pack ("{s:s,s:b,s:s}", "status", "skipped", "cached", 0, "reason",
+                                     "no dependencies declared"));
+        return 0;
+    }
+    char snapdir[PATH_MAX];
+    snprintf (snapdir, sizeof snapdir, "%s/snapshots/%s", p->cfg->state_dir, plan->cache_key);
+    kiwi_install_entry e;
+    int hit = kiwi_cache_get_install (cache, plan->cache_key, &e);
+    if (hit == 1) {
+        if (e.ok) {
+            *snapshot = strdup (e.snapshot);
+            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                              json_pack ("{s:s,s:b,s:s,s:s,s:i}", "status", "ok", "cached", 1, "key", plan->cache_key,
+                                         "image", plan->image, "duration_ms", 0));
+            kiwi_install_entry_clear (&e);
+            return 0;
+        }
+        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                          json_pack ("{s:s,s:b,s:s,s:s}", "status", "failed", "cached", 1, "key", plan->cache_key,
+                                     "reason", e.reason ? e.reason : ""));
+        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s (cached failure of an identical install)",
+                      e.reason ? e.reason : "install failed");
+        kiwi_install_entry_clear (&e);
+        return 1;
+    }
+    char snapparent[PATH_MAX];
+    snprintf (snapparent, sizeof snapparent, "%s/snapshots", p->cfg->state_dir);
+    mkdir (snapparent, 0700);
+    char tmpdir[PATH_MAX + 32];
+    snprintf (tmpdir, sizeof tmpdir, "%s.%d.partial", snapdir, (int) getpid ());
+    kiwi_install_request req = {
+        .image = plan->image,
+        .workspace = root,
+        .argv = kiwi_strv_list (&plan->install_argv),
+        .extra_env = kiwi_strv_list (&plan->install_env),
+        .limits = { .memory_mb = p->cfg->memory_mb, .pids = p->cfg->pids, .disk_mb = task->limits.disk_mb },
+        .deadline_ms = deadline_ms - kiwi_now_ms (),
+        .task_id = task->id,
+        .snapshot_dir = tmpdir,
+    };
+    kiwi_install_result r;
+    kiwi_error_t err = NULL;
+    if (kiwi_phase_install (sb, pc, &req, &r, &err) < 0) {
+        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s", kiwi_error_msg (err));
+        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                          json_pack ("{s:s,s:b,s:s}", "status", "error", "cached", 0, "reason", kiwi_error_msg (err)));
+        kiwi_error_free (&err);
+        rm_rf (tmpdir);
+        return 1;
+    }
+    cleanup_free char *cmdline = NULL;
+    {
+        size_t total = 1;
+        for (size_t i = 0; i < plan->install_argv.n; i++)
+            total += strlen (plan->install_argv.v[i]) + 1;
+        cmdline = calloc (1, total);
+        for (size_t i = 0; i < plan->install_argv.n; i++) {
+            if (i)
+                strcat (cmdline, " ");
+            strcat (cmdline, plan->install_argv.v[i]);
+        }
+    }
+    json_t *ev = json_pack ("{s:s,s:b,s:s,s:s,s:s,s:I,s:i}", "status", kiwi_install_status_str (r.status), "cached", 0,
+                            "key", plan->cache_key, "image", plan->image, "command", cmdline, "duration_ms",
+                            (json_int_t) r.duration_ms, "exit_code", r.exit_code);
+    if (r.status != KIWI_INSTALL_OK) {
+        size_t ol = r.output ? strlen (r.output) : 0;
+        json_object_set_new (ev, "reason", json_string (r.reason));
+        json_object_set_new (ev, "output_tail", json_string (r.output ? r.output + (ol > 4000 ? ol - 4000 : 0) : ""));
+        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
+        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s\n%s", r.reason,
+                      r.output ? r.output + (ol > 8000 ? ol - 8000 : 0) : "");
+        if (r.status == KIWI_INSTALL_FAILED)
+            kiwi_cache_put_install (cache, plan->cache_key, false, NULL, r.reason);
+        kiwi_install_result_clear (&r);
+        rm_rf (tmpdir);
+        return 1;
+    }
+    kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
+    kiwi_install_result_clear (&r);
+    /* publish the snapshot under its key; a concurrent identical install
+     * may have won the rename: then use theirs */
+    if (rename (tmpdir, snapdir) < 0) {
+        rm_rf (tmpdir);
+        if (access (snapdir, R_OK) != 0) {
+            result_error (out, KIWI_RESULT_ERROR, "keeping the install snapshot: %s", strerror (errno));
+            return -1;
+        }
+    }
+    kiwi_cache_put_install (cache, plan->cache_key, true, snapdir, "ok");
+    *snapshot = strdup (snapdir);
+    return 0;
+}
+
+int
+kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *out)
+{
+    const kiwi_worker_config *cfg = p->cfg;
+    int64_t t0 = mono_ms ();
+    int64_t deadline_ms = kiwi_now_ms () + (int64_t) task->limits.timeout_seconds * 1000;
+    out->task_id = strdup (task->id);
+    out->worker_id = strdup (cfg->worker_id);
+    out->status = KIWI_RESULT_ERROR;
+    kiwi_error_t err = NULL;
+    int rc = 0;
+    char ws[PATH_MAX];
+    snprintf (ws, sizeof ws, "%s/work/%s-%d", cfg->state_dir, task->id, (int) getpid ());
+    char workdir[PATH_MAX];
+    snprintf (workdir, sizeof workdir, "%s/work", cfg->state_dir);
+    mkdir (cfg->state_dir, 0755);
+    mkdir (workdir, 0700);
+    rm_rf (ws);
+    cleanup_free char *commit = NULL, *root = NULL, *snapshot = NULL, *model_name = NULL;
+    kiwi_plan plan;
+    kiwi_plan_init (&plan);
+    kiwi_sandbox_env *sb = NULL;
+    kiwi_cache *cache = NULL;
+    kiwi_model_client *model = NULL;
+    cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
+
+    /* 1. the repository */
+    const char *token = cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
+    kiwi_repo_opts ro = { .state_dir = cfg->state_dir, .token = token, .timeout_ms = cfg->clone_timeout_s * 1000,
+                          .max_mb = cfg->clone_max_mb };
+    int64_t c0 = mono_ms ();
+    if (kiwi_repo_checkout (&ro, task->repo.url, task->repo.ref, ws, &commit, &err) < 0) {
+        const char *what = kiwi_error_code (err) == KIWI_REPO_E_NO_REF ? "ref not found" : "repository unavailable";
+        kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "checkout", 0,
+                          json_pack ("{s:s,s:s}", "status", what, "reason", kiwi_error_msg (err)));
+        result_error (out, KIWI_RESULT_ERROR, "%s: %s", what, kiwi_error_msg (err));
+        goto done;
+    }
+    kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "checkout", 0,
+                      json_pack ("{s:s,s:s,s:I}", "status", "ok", "commit", commit, "duration_ms",
+                                 (json_int_t) (mono_ms () - c0)));
+    root = repo_root (ws, task->repo.subdir, &err);
+    if (root == NULL) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        goto done;
+    }
+
+    /* 2. what the repository needs */
+    if (kiwi_plan_make (cfg, root, task->test_command, &plan, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "inspecting the repository: %s", kiwi_error_msg (err));
+        goto done;
+    }
+
+    /* 3. the sandbox driver and Phase A */
+    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
+    kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
+                               .worker_id = cfg->worker_id };
+    if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &sb, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "sandbox: %s", kiwi_error_msg (err));
+        goto done;
+    }
+    for (const char *k = cfg->model_key_vars; k && *k;) {
+        size_t l = strcspn (k, ",");
+        if (l)
+            kiwi_strv_addf (&model_keys, "%.*s", (int) l, k);
+        k += l;
+        if (*k == ',')
+            k++;
+    }
+    kiwi_phase_config pc = {
+        .host_env = p->host_env,
+        .ca_bundle = cfg->ca_bundle,
+        .install_timeout_ms = cfg->install_timeout_s * 1000,
+        .extra_model_keys = kiwi_strv_list (&model_keys),
+        .session_allow_test_creds = cfg->session_allow_test_creds,
+    };
+    cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
+    if (!kiwi_cache_available (cache))
+        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+                          json_pack ("{s:s,s:s}", "warning", "cache unavailable: running uncached", "reason",
+                                     kiwi_cache_error (cache)));
+    int irc = install (p, task, sb, &pc, &plan, root, cache, deadline_ms, &snapshot, out);
+    if (irc != 0)
+        goto done;
+
+    /* 4. step 0 */
+    kiwi_step0_outcome s0;
+    if (kiwi_plan_step0 (sb, &pc, &plan, root, commit, task, snapshot, cache, deadline_ms, p->events, &s0, &err)
+        < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "step 0: %s", kiwi_error_msg (err));
+        goto done;
+    }
+    if (s0.verdict == KIWI_STEP0_NEEDS_NETWORK) {
+        result_error (out, KIWI_RESULT_NEEDS_NETWORK, "%s", s0.reason);
+        kiwi_step0_outcome_clear (&s0);
+        goto done;
+    }
+    if (s0.verdict == KIWI_STEP0_PASSES) {
+        result_error (out, KIWI_RESULT_NOT_FIXED, "the tests already pass at %s: nothing to fix", task->repo.ref);
+        kiwi_step0_outcome_clear (&s0);
+        goto done;
+    }
+    if (s0.swapped_snapshot) {
+        free (snapshot);
+        snapshot = steal_pointer (&s0.swapped_snapshot);
+    }
+
+    /* 5. the session */
+    model = open_model (p, task, &model_name, &err);
+    if (model == NULL) {
+        result_error (out, KIWI_RESULT_ERROR, "model: %s", kiwi_error_msg (err));
+        kiwi_step0_outcome_clear (&s0);
+        goto done;
+    }
+    kiwi_session_env se = {
+        .sandbox = sb,
+        .phase_cfg = &pc,
+        .image = plan.image,
+        .snapshot_dir = snapshot,
+        .verify_env = kiwi_strv_list (&plan.verify_env),
+        .limits = { .memory_mb = cfg->memory_mb, .pids = cfg->pids, .disk_mb = task->limits.disk_mb },
+        .workspace = root,
+        .commit = commit,
+        .step0_output = s0.output,
+        .step0_exit = s0.exit_code,
+        .model = model,
+        .model_name = model_name,
+        .deadline_ms = deadline_ms,
+        .events = p->events,
+        .stop = p->stop,
+    };
+    if (kiwi_session_run (&se, task, out, &err) < 0) {
+        if (p->stop && *p->stop)
+            rc = -1;
+        result_error (out, KIWI_RESULT_ERROR, "session: %s", kiwi_error_msg (err));
+    }
+    kiwi_step0_outcome_clear (&s0);
+
+done:
+    kiwi_error_free (&err);
+    if (model)
+        kiwi_model_client_close (model);
+    kiwi_cache_close (cache);
+    kiwi_sandbox_env_close (sb);
+    kiwi_plan_clear (&plan);
+    rm_rf (ws);
+    if (out->status == KIWI_RESULT_FIXED && out->diff == NULL)
+        out->diff = strdup ("");
+    if (out->status != KIWI_RESULT_FIXED) {
+        free (out->diff);
+        out->diff = NULL;
+    }
+    out->duration_ms = (uint64_t) (mono_ms () - t0);
+    out->finished_at = kiwi_now_ms ();
+    kiwi_events_emit (p->events, KIWI_PHASE_FINISHED, "finished", out->rounds,
+                      json_pack ("{s:s,s:s,s:I,s:I}", "status", kiwi_result_status_name (out->status), "reason",
+                                 out->reason ? out->reason : "", "rounds", (json_int_t) out->rounds, "duration_ms",
+                                 (json_int_t) out->duration_ms));
+    return rc;
+}
+
+/* ---------- process entry points ---------- */
+
+static volatile int stop_flag;
+
+static void
+on_term (int sig)
+{
+    stop_flag = 1;
+}
+
+static void
+install_term_handler (void)
+{
+    struct sigaction sa = { 0 };
+    sa.sa_handler = on_term;
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGINT, &sa, NULL);
+}
+
+int
+kiwi_pipeline_child_main (const kiwi_worker_config *cfg)
+{
+    install_term_handler ();
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 65536;
+            if (cap > 64u * 1024 * 1024)
+                return 70;
+            buf = realloc (buf, cap);
+        }
+        ssize_t n = read (0, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t) n;
+    }
+    kiwi_task task;
+    kiwi_error_t err = NULL;
+    if (kiwi_task_decode (buf, len, &task, &err) < 0) {
+        fprintf (stderr, "kiwi-worker task process: %s\n", kiwi_error_msg (err));
+        free (buf);
+        return 65;
+    }
+    free (buf);
+    kiwi_events ev;
+    kiwi_events_pipe_init (&ev, 3, task.id, cfg->worker_id);
+    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = &stop_flag };
+    kiwi_result r;
+    kiwi_result_init (&r);
+    int rc = kiwi_pipeline_run (&p, &task, &r);
+    int status = 0;
+    if (rc < 0)
+        status = 75; /* stopped: no result, redelivered */
+    else if (ev.result (&ev, &r) < 0)
+        status = 74;
+    kiwi_result_clear (&r);
+    kiwi_task_clear (&task);
+    return status;
+}
+
+int
+kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
+{
+    install_term_handler ();
+    kiwi_task task;
+    kiwi_error_t err = NULL;
+    if (kiwi_task_from_json_file (path, &task, &err) < 0) {
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return 2;
+    }
+    kiwi_events ev;
+    kiwi_events_jsonl_init (&ev, stdout, task.id, cfg->worker_id);
+    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = &stop_flag };
+    kiwi_result r;
+    kiwi_result_init (&r);
+    int rc = kiwi_pipeline_run (&p, &task, &r);
+    int status = 1;
+    if (rc == 0) {
+        ev.result (&ev, &r);
+        status = r.status == KIWI_RESULT_FIXED ? 0 : 1;
+    }
+    kiwi_result_clear (&r);
+    kiwi_task_clear (&task);
+    return status;
+}
