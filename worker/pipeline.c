@@ -21,7 +21,7 @@
 #include "proc.h"
 #include "repo.h"
 #include "session.h"
-#include "taskjson.h"
+#include "task-input.h"
 
 extern char **environ;
 
@@ -450,12 +450,19 @@ kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
 {
     install_term_handler ();
     kiwi_task task;
+    kiwi_task_init (&task);
     kiwi_error_t err = NULL;
-    if (kiwi_task_from_json_file (path, &task, &err) < 0) {
-        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+    char *text = NULL;
+    size_t len = 0;
+    if (kiwi_read_file (path, 16u * 1024 * 1024, &text, &len, &err) < 0
+        || kiwi_task_input_parse (text, len, &task, &err) < 0 || kiwi_task_input_finish (&task, "once", &err) < 0) {
+        fprintf (stderr, "kiwi-worker: %s: %s\n", path, kiwi_error_msg (err));
         kiwi_error_free (&err);
+        free (text);
+        kiwi_task_clear (&task);
         return 2;
     }
+    free (text);
     kiwi_events ev;
     kiwi_events_jsonl_init (&ev, stdout, task.id, cfg->worker_id);
     kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = &stop_flag };

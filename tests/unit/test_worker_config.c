@@ -1,0 +1,136 @@
+/*
+ * test_worker_config.c: kiwi-worker's settings table: sources in order, the
+ * spec's names, and a bad value named with its key and what is accepted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static void
+test_defaults (void **state)
+{
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    assert_int_equal (c.slots, 2);
+    assert_string_equal (c.topic_tasks, "kiwi.tasks");
+    assert_string_equal (c.topic_progress, "kiwi.progress");
+    assert_string_equal (c.topic_results, "kiwi.results");
+    assert_string_equal (c.topic_heartbeats, "kiwi.heartbeats");
+    assert_string_equal (c.topic_dlq, "kiwi.dlq");
+    assert_int_equal (c.install_timeout_s, 300);
+    assert_false (c.session_allow_test_creds);
+    assert_string_equal (c.sandbox, "docker");
+    assert_non_null (c.worker_id);
+    kiwi_worker_config_clear (&c);
+}
+
+static void
+test_sources_in_order (void **state)
+{
+    char path[] = "/tmp/kiwi-config-XXXXXX";
+    int fd = mkstemp (path);
+    dprintf (fd, "# a comment\nworker.slots = 3\nkafka.group = from-file\nsandbox.install_timeout = \"120\"\n");
+    close (fd);
+    const char *env[] = { "KIWI_SLOTS=5", "KIWI_SANDBOX_RUNTIME=runsc", "KIWI_SESSION_ALLOW_TEST_CREDS=true",
+                          "TaskTimeoutSeconds=60", NULL };
+    char *argv[] = { "kiwi-worker", "--slots", "7", "-sandbox-runtime", "gvisor", "extra", NULL };
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    kiwi_error_t err = NULL;
+    int rest = 0;
+    assert_int_equal (kiwi_worker_config_load (&c, path, env, 6, argv, 1, &rest, &err), 0);
+    assert_int_equal (c.slots, 7);                      /* flag over env over file */
+    assert_string_equal (c.group, "from-file");         /* file over default */
+    assert_int_equal (c.install_timeout_s, 120);
+    assert_true (c.session_allow_test_creds);           /* env */
+    assert_string_equal (c.sandbox, "gvisor");          /* -sandbox-runtime over KIWI_SANDBOX_RUNTIME */
+    assert_int_equal (rest, 5);
+    kiwi_worker_config_clear (&c);
+    unlink (path);
+}
+
+static void
+test_kiwi_sandbox_wins_over_runtime_alias (void **state)
+{
+    const char *env[] = { "KIWI_SANDBOX_RUNTIME=runsc", "KIWI_SANDBOX=firecracker", NULL };
+    char *argv[] = { "kiwi-worker", NULL };
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, env, 1, argv, 1, NULL, &err), 0);
+    assert_string_equal (c.sandbox, "firecracker");
+    kiwi_worker_config_clear (&c);
+}
+
+static void
+check_bad (const char *const *env, char **argv, int argc, const char *expect1, const char *expect2)
+{
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, env, argc, argv, 1, NULL, &err), -1);
+    if (strstr (kiwi_error_msg (err), expect1) == NULL || strstr (kiwi_error_msg (err), expect2) == NULL)
+        fail_msg ("error `%s` lacks `%s` or `%s`", kiwi_error_msg (err), expect1, expect2);
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&c);
+}
+
+static void
+test_bad_values_named (void **state)
+{
+    char *none[] = { "kiwi-worker", NULL };
+    const char *e1[] = { "KIWI_SLOTS=many", NULL };
+    check_bad (e1, none, 1, "KIWI_SLOTS: invalid value `many`", "an integer from 1 to 64");
+    const char *e2[] = { "KIWI_SANDBOX=lxc", NULL };
+    check_bad (e2, none, 1, "KIWI_SANDBOX: invalid value `lxc`", "docker|runc|gvisor|runsc|firecracker");
+    const char *e3[] = { "KIWI_SESSION_ALLOW_TEST_CREDS=maybe", NULL };
+    check_bad (e3, none, 1, "KIWI_SESSION_ALLOW_TEST_CREDS", "true, false");
+    const char *e4[] = { "KIWI_INSTALL_TIMEOUT=0", NULL };
+    check_bad (e4, none, 1, "KIWI_INSTALL_TIMEOUT: invalid value `0`", "from 1 to 86400");
+    const char *e5[] = { NULL };
+    char *a5[] = { "kiwi-worker", "--slots", "0", NULL };
+    check_bad (e5, a5, 3, "--slots: invalid value `0`", "from 1 to 64");
+    char *a6[] = { "kiwi-worker", "--no-such-flag", NULL };
+    check_bad (e5, a6, 2, "unknown option `--no-such-flag`", "--help");
+    char *a7[] = { "kiwi-worker", "--slots", NULL };
+    check_bad (e5, a7, 2, "`--slots` needs a value", "");
+}
+
+static void
+test_bad_file_line_named (void **state)
+{
+    char path[] = "/tmp/kiwi-config-XXXXXX";
+    int fd = mkstemp (path);
+    dprintf (fd, "worker.slots = 2\nlease.ttl = 1\n");
+    close (fd);
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    kiwi_error_t err = NULL;
+    char *argv[] = { "kiwi-worker", NULL };
+    assert_int_equal (kiwi_worker_config_load (&c, path, NULL, 1, argv, 1, NULL, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), ":2: lease.ttl: invalid value `1`"));
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&c);
+    unlink (path);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_defaults),
+        cmocka_unit_test (test_sources_in_order),
+        cmocka_unit_test (test_kiwi_sandbox_wins_over_runtime_alias),
+        cmocka_unit_test (test_bad_values_named),
+        cmocka_unit_test (test_bad_file_line_named),
+    };
+    return cmocka_run_group_tests_name ("worker_config", tests, NULL, NULL);
+}
