@@ -317,6 +317,8 @@ wanted() { # wanted F CHAIN
 
 first_rule() { chain_rules "$1" "$2" | head -n1; }
 count_rule() { chain_rules "$1" "$2" | grep -cxF -- "$3" || true; }
+# has_rule F CHAIN RULE (whole pipelines read to the end: no SIGPIPE races)
+has_rule() { [[ $(count_rule "$@") != 0 ]]; }
 
 compare() {
   local f=$1 bad=0 have want
@@ -342,7 +344,7 @@ compare() {
     elif [[ $(first_rule "$f" "$ch") != "$rule" ]]; then echo "ipv$f: jump not the first rule of $ch: $rule"; bad=1
     fi
   done
-  if ! chain_rules "$f" FORWARD | grep -qxF -- "-A FORWARD -j $USERCHAIN"; then
+  if ! has_rule "$f" FORWARD "-A FORWARD -j $USERCHAIN"; then
     echo "ipv$f: FORWARD does not jump to $USERCHAIN (rules inert)"; bad=1
   fi
   return $bad
@@ -353,7 +355,7 @@ compare() {
 marker() { echo "$RUN_DIR/ipv$1.created"; }
 
 nft_family() { if [[ $1 == 4 ]]; then echo ip; else echo ip6; fi; }
-uses_nft() { ipt "$1" -V 2>/dev/null | grep -q nf_tables && command -v nft >/dev/null; }
+uses_nft() { [[ $(ipt "$1" -V 2>/dev/null) == *nf_tables* ]] && command -v nft >/dev/null; }
 nft_table_missing() { uses_nft "$1" && ! nft list table "$(nft_family "$1")" filter >/dev/null 2>&1; }
 
 apply_family() {
@@ -370,7 +372,7 @@ apply_family() {
     log "ipv$f: + -N $USERCHAIN (missing; created as dockerd does)"
     created+=(chain)
   fi
-  if ! chain_rules "$f" FORWARD | grep -qxF -- "-A FORWARD -j $USERCHAIN"; then
+  if ! has_rule "$f" FORWARD "-A FORWARD -j $USERCHAIN"; then
     payload+="-I FORWARD 1 -j $USERCHAIN"$'\n'
     log "ipv$f: + -I FORWARD 1 -j $USERCHAIN (missing; added as dockerd does)"
     created+=(jump)
@@ -457,7 +459,7 @@ remove_family() {
     local others
     others=$(chain_rules "$f" "$USERCHAIN" | grep -Ev -- "-j $CHAIN( |$)" || true)
     if [[ -z $others ]]; then
-      if grep -qx jump <<<"$made" && chain_rules "$f" FORWARD | grep -qxF -- "-A FORWARD -j $USERCHAIN"; then
+      if grep -qx jump <<<"$made" && has_rule "$f" FORWARD "-A FORWARD -j $USERCHAIN"; then
         payload+="-D FORWARD -j $USERCHAIN"$'\n'
         log "ipv$f: - -A FORWARD -j $USERCHAIN (apply had added it)"
       fi
@@ -500,8 +502,8 @@ cmd_status() {
   local f applied=1 line
   for f in "${families[@]}"; do
     if chain_exists "$f" "$CHAIN" && chain_exists "$f" "$INCHAIN" \
-       && chain_rules "$f" "$USERCHAIN" | grep -q -- "-j $CHAIN\$" \
-       && chain_rules "$f" INPUT | grep -q -- "-j $INCHAIN\$"; then
+       && [[ $(chain_rules "$f" "$USERCHAIN") == *"-j $CHAIN"* ]] \
+       && [[ $(chain_rules "$f" INPUT) == *"-j $INCHAIN"* ]]; then
       echo "ipv$f: applied"
     else
       echo "ipv$f: not applied"; applied=0
