@@ -389,8 +389,8 @@ write_snapshot (kiwi_sandbox *sb, const char *manifest, size_t manifest_len, con
     return 0;
 }
 
-static int
-put_ca_bundle (kiwi_sandbox *sb, const char *host_path, kiwi_error_t *err)
+int
+kiwi_phase_put_ca_bundle (kiwi_sandbox *sb, const char *host_path, kiwi_error_t *err)
 {
     cleanup_close int fd = open (host_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -450,7 +450,7 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
     size_t manifest_len = 0;
     if (kiwi_phase_put_tree (sb, req->workspace, KIWI_SANDBOX_SRC, &manifest, &manifest_len, err) < 0)
         goto out;
-    if (cfg->ca_bundle != NULL && put_ca_bundle (sb, cfg->ca_bundle, err) < 0)
+    if (cfg->ca_bundle != NULL && kiwi_phase_put_ca_bundle (sb, cfg->ca_bundle, err) < 0)
         goto out;
     int64_t timeout = cfg->install_timeout_ms > 0 ? cfg->install_timeout_ms : KIWI_INSTALL_TIMEOUT_DEFAULT_S * 1000;
     bool task_deadline = false;

@@ -145,6 +145,9 @@ int kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, cons
 int kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, char **manifest,
                          size_t *manifest_len, kiwi_error_t *err);
 
+/* Gives a sandbox the CA bundle at KIWI_SANDBOX_CA_FILE (Phase A only). */
+int kiwi_phase_put_ca_bundle (kiwi_sandbox *sb, const char *host_path, kiwi_error_t *err);
+
 /* Restores a dependency snapshot written by kiwi_phase_install(). */
 int kiwi_phase_restore_snapshot (kiwi_sandbox *sb, const char *snapshot_dir, kiwi_error_t *err);
 

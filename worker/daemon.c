@@ -32,6 +32,7 @@
 #include "cleanup.h"
 #include "deadletter.h"
 #include "defaults.h"
+#include "egress.h"
 #include "events.h"
 #include "heartbeat.h"
 #include "log.h"
@@ -117,6 +118,17 @@ struct daemon {
     waiting *waiting;
     uint64_t done, failed, cache_hits, cache_misses;
     int64_t started_ms;
+    /* egress checks: the last result of each, from the check process */
+    ev_timer egress_timer;
+    ev_child egress_child;
+    ev_io egress_io;
+    int egress_fd;
+    pid_t egress_pid;
+    char egress_buf[16384];
+    size_t egress_len;
+    json_t *egress;           /* object: name -> {ok, detail, checked_at} */
+    bool isolation_failed;    /* a failed isolation check: degraded */
+    char degraded_reason[1024];
 };
 
 /* ---------- offsets ---------- */
@@ -382,11 +394,29 @@ publish_heartbeat (daemon_t *d)
     h.cache_hits = d->cache_hits;
     h.cache_misses = d->cache_misses;
     h.redis_ok = d->redis_ok;
-    h.degraded = d->draining || !d->redis_ok;
-    if (d->draining)
+    h.degraded = d->draining || !d->redis_ok || d->isolation_failed;
+    if (d->isolation_failed)
+        h.degraded_reason = d->degraded_reason;
+    else if (d->draining)
         h.degraded_reason = (char *) "draining: taking no new tasks";
     else if (!d->redis_ok)
         h.degraded_reason = (char *) "redis unreachable: tasks run uncached and without leases";
+    kiwi_egress_check checks[8];
+    size_t n = 0;
+    const char *name;
+    json_t *v;
+    json_object_foreach (d->egress, name, v)
+    {
+        if (n == 8)
+            break;
+        checks[n].name = (char *) name;
+        checks[n].ok = json_is_true (json_object_get (v, "ok"));
+        checks[n].detail = (char *) json_string_value (json_object_get (v, "detail"));
+        checks[n].checked_at = json_integer_value (json_object_get (v, "checked_at"));
+        n++;
+    }
+    h.egress = n ? checks : NULL;
+    h.n_egress = n;
     char *buf = NULL;
     size_t len = 0;
     kiwi_error_t err = NULL;
@@ -422,6 +452,8 @@ set_paused (daemon_t *d, bool pause)
 static bool
 want_tasks (daemon_t *d)
 {
+    if (d->isolation_failed && d->cfg->egress_stop_when_degraded)
+        return false;
     return !d->draining && d->busy + (d->waiting ? 1 : 0) < d->nslots;
 }
 
@@ -1194,6 +1226,130 @@ signal_cb (struct ev_loop *loop, ev_signal *w, int revents)
     ev_timer_start (loop, &d->drain_timer);
 }
 
+/* ---------- egress checks ---------- */
+
+static void
+egress_line (daemon_t *d, const char *line)
+{
+    json_error_t je;
+    json_t *j = json_loads (line, 0, &je);
+    const char *name = json_string_value (json_object_get (j, "name"));
+    if (name != NULL) {
+        json_object_del (j, "name");
+        json_object_set (d->egress, name, j);
+    }
+    json_decref (j);
+}
+
+static void
+egress_io_cb (struct ev_loop *loop, ev_io *w, int revents)
+{
+    daemon_t *d = w->data;
+    for (;;) {
+        ssize_t n = read (d->egress_fd, d->egress_buf + d->egress_len, sizeof d->egress_buf - 1 - d->egress_len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            ev_io_stop (loop, w);
+            close (d->egress_fd);
+            d->egress_fd = -1;
+            return;
+        }
+        d->egress_len += (size_t) n;
+        d->egress_buf[d->egress_len] = '\0';
+        char *nl;
+        while ((nl = strchr (d->egress_buf, '\n')) != NULL) {
+            *nl = '\0';
+            egress_line (d, d->egress_buf);
+            size_t used = (size_t) (nl + 1 - d->egress_buf);
+            memmove (d->egress_buf, nl + 1, d->egress_len - used + 1);
+            d->egress_len -= used;
+        }
+        if (d->egress_len == sizeof d->egress_buf - 1)
+            d->egress_len = 0; /* a line that long is not ours */
+    }
+}
+
+static void
+egress_evaluate (daemon_t *d)
+{
+    bool failed = false;
+    char reason[1024] = "";
+    const char *name;
+    json_t *v;
+    json_object_foreach (d->egress, name, v)
+    {
+        if (!kiwi_egress_is_isolation_check (name) || json_is_true (json_object_get (v, "ok")))
+            continue;
+        failed = true;
+        size_t l = strlen (reason);
+        snprintf (reason + l, sizeof reason - l, "%segress check %s failed: %s", l ? "; " : "", name,
+                  json_string_value (json_object_get (v, "detail")) ?: "");
+    }
+    if (failed && !d->isolation_failed)
+        kiwi_errorf ("degraded: %s%s", reason,
+                     d->cfg->egress_stop_when_degraded ? "; taking no new tasks until the checks pass" : "");
+    else if (!failed && d->isolation_failed)
+        kiwi_info ("egress checks pass again: taking tasks");
+    d->isolation_failed = failed;
+    snprintf (d->degraded_reason, sizeof d->degraded_reason, "%s%s", reason,
+              failed && d->cfg->egress_stop_when_degraded ? "; taking no new tasks until the checks pass" : "");
+    update_pause (d);
+    publish_heartbeat (d);
+}
+
+static void
+egress_child_cb (struct ev_loop *loop, ev_child *w, int revents)
+{
+    daemon_t *d = w->data;
+    ev_child_stop (loop, w);
+    if (d->egress_fd >= 0)
+        egress_io_cb (loop, &d->egress_io, 0);
+    if (d->egress_fd >= 0) {
+        ev_io_stop (loop, &d->egress_io);
+        close (d->egress_fd);
+        d->egress_fd = -1;
+    }
+    d->egress_pid = 0;
+    d->egress_len = 0;
+    egress_evaluate (d);
+}
+
+static void
+egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (d->egress_pid > 0 || d->draining)
+        return;
+    int out[2];
+    if (pipe2 (out, O_CLOEXEC) < 0)
+        return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init (&fa);
+    posix_spawn_file_actions_adddup2 (&fa, out[1], 1);
+    char *argv[] = { (char *) d->self_exe, (char *) "--egress-check", NULL };
+    pid_t pid;
+    int rc = posix_spawn (&pid, d->self_exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy (&fa);
+    close (out[1]);
+    if (rc != 0) {
+        close (out[0]);
+        kiwi_warn ("egress checks: cannot start: %s", strerror (rc));
+        return;
+    }
+    fcntl (out[0], F_SETFL, O_NONBLOCK);
+    d->egress_fd = out[0];
+    d->egress_pid = pid;
+    ev_io_init (&d->egress_io, egress_io_cb, d->egress_fd, EV_READ);
+    d->egress_io.data = d;
+    ev_io_start (loop, &d->egress_io);
+    ev_child_init (&d->egress_child, egress_child_cb, pid, 0);
+    d->egress_child.data = d;
+    ev_child_start (loop, &d->egress_child);
+}
+
 /* ---------- set-up ---------- */
 
 static rd_kafka_conf_t *
@@ -1273,7 +1429,8 @@ timer_start (daemon_t *d, ev_timer *t, void (*cb) (struct ev_loop *, ev_timer *,
 int
 kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error_t *err)
 {
-    daemon_t d = { .cfg = cfg, .self_exe = self_exe, .nslots = (int) cfg->slots };
+    daemon_t d = { .cfg = cfg, .self_exe = self_exe, .nslots = (int) cfg->slots, .egress_fd = -1 };
+    d.egress = json_object ();
     d.loop = ev_default_loop (EVFLAG_AUTO);
     d.started_ms = kiwi_now_ms ();
     d.slots = calloc ((size_t) d.nslots, sizeof *d.slots);
@@ -1297,6 +1454,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     timer_start (&d, &d.lease_timer, lease_timer_cb, (double) cfg->lease_ttl_s / 3.0, (double) cfg->lease_ttl_s / 3.0);
     timer_start (&d, &d.redis_timer, redis_timer_cb, 2.0, 2.0);
     timer_start (&d, &d.wait_timer, wait_timer_cb, 1.0, 1.0);
+    timer_start (&d, &d.egress_timer, egress_timer_cb, 1.0, (double) cfg->egress_interval_s);
     kiwi_info ("worker %s: %d slot(s), tasks from %s (group %s) at %s", cfg->worker_id, d.nslots, cfg->topic_tasks,
                cfg->group, cfg->brokers);
 
@@ -1338,6 +1496,9 @@ out:
     if (d.assignment)
         rd_kafka_topic_partition_list_destroy (d.assignment);
     tracker_free_all (&d);
+    if (d.egress_pid > 0)
+        kill (d.egress_pid, SIGTERM);
+    json_decref (d.egress);
     for (int i = 0; i < d.nslots; i++) {
         kiwi_frame_reader_clear (&d.slots[i].reader);
         free (d.slots[i].task_id);

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "egress.h"
 #include "log.h"
 #include "pipeline.h"
 
@@ -37,6 +38,7 @@ usage (FILE *out)
              "  --config FILE      settings file (key = value lines); also KIWI_CONFIG\n"
              "  --help-config      every setting: flag, environment variable, default, accepted values\n"
              "  --print-config     the effective settings, then exit\n"
+             "  --egress-check     run the egress checks once, one JSON line each (exit 0 when all hold)\n"
              "  --version          print the version\n"
              "\n"
              "Settings come from defaults, the config file, the environment, then flags.\n"
@@ -47,7 +49,7 @@ int
 main (int argc, char **argv)
 {
     const char *once = NULL;
-    int task_child = 0, print_config = 0;
+    int task_child = 0, print_config = 0, egress_check = 0;
     /* the mode flags first; the rest are settings */
     char **rest = calloc ((size_t) argc + 1, sizeof *rest);
     int nrest = 0;
@@ -67,6 +69,8 @@ main (int argc, char **argv)
         }
         if (strcmp (argv[i], "--task-child") == 0)
             task_child = 1;
+        else if (strcmp (argv[i], "--egress-check") == 0)
+            egress_check = 1;
         else if (strcmp (argv[i], "--print-config") == 0)
             print_config = 1;
         else if (strcmp (argv[i], "--once") == 0 && i + 1 < argc)
@@ -100,6 +104,8 @@ main (int argc, char **argv)
     int status;
     if (task_child)
         status = kiwi_pipeline_child_main (&cfg);
+    else if (egress_check)
+        status = kiwi_egress_check_main (&cfg);
     else if (once)
         status = kiwi_pipeline_once_main (&cfg, once);
     else {
