@@ -26,6 +26,7 @@ static const struct {
     { "runc", &kiwi_sandbox_driver_docker },
     { "gvisor", &kiwi_sandbox_driver_gvisor },
     { "runsc", &kiwi_sandbox_driver_gvisor },
+    { "firecracker", &kiwi_sandbox_driver_firecracker },
 };
 
 const char *
@@ -50,7 +51,7 @@ kiwi_net_mode_str (kiwi_net_mode m)
 const char *
 kiwi_sandbox_driver_names (void)
 {
-    return "docker (alias runc), gvisor (alias runsc)";
+    return "docker (alias runc), gvisor (alias runsc), firecracker";
 }
 
 const kiwi_sandbox_driver *

@@ -161,6 +161,7 @@ typedef struct kiwi_sandbox_driver {
 /* The drivers. */
 extern const kiwi_sandbox_driver kiwi_sandbox_driver_docker;
 extern const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor;
+extern const kiwi_sandbox_driver kiwi_sandbox_driver_firecracker;
 
 /* Name → driver: "docker" (alias "runc"), "gvisor" (alias "runsc"). NULL and
  * an error listing the known names otherwise. */

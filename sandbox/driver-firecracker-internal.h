@@ -1,0 +1,154 @@
+/*
+ * driver-firecracker-internal.h: the pieces of the firecracker driver that
+ * tests reach directly: its settings, the configuration plan (the API
+ * calls that make a microVM, as data), the KVM check, and the host side of
+ * the agent protocol over an already connected descriptor.
+ */
+#ifndef KIWI_SANDBOX_DRIVER_FIRECRACKER_INTERNAL_H
+#define KIWI_SANDBOX_DRIVER_FIRECRACKER_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fc-api.h"
+#include "sandbox.h"
+
+/* Settings of the driver, from the environment (one table in
+ * driver-firecracker.c: name, default, validator). */
+typedef struct kiwi__fc_settings {
+    char *bin;            /* KIWI_FC_BIN: the firecracker executable */
+    char *kernel;         /* KIWI_FC_KERNEL: uncompressed guest kernel (vmlinux) */
+    char *initrd;         /* KIWI_FC_INITRD: optional initrd */
+    char *images;         /* KIWI_FC_IMAGES: directory of root filesystem images */
+    char *boot_args;      /* KIWI_FC_BOOT_ARGS: appended to Kiwi's own */
+    char *kvm_device;     /* KIWI_FC_KVM_DEVICE */
+    char *install_bridge; /* KIWI_FC_INSTALL_BRIDGE: bridge for Phase A taps; "" refuses Phase A */
+    char *install_net;    /* KIWI_FC_INSTALL_NET: "a.b.c.0/24": gateway .1, guests .2-.254 */
+    char *install_dns;    /* KIWI_FC_INSTALL_DNS: resolver for Phase A guests */
+    int64_t boot_timeout_ms; /* KIWI_FC_BOOT_TIMEOUT_MS */
+    bool skip_kvm_check;  /* KIWI_FC_SKIP_KVM_CHECK: go to Firecracker even without /dev/kvm (tests) */
+} kiwi__fc_settings;
+
+/* Reads the settings from the environment. Returns < 0 with *err naming
+ * the variable and the accepted values. */
+int kiwi__fc_settings_load (kiwi__fc_settings *s, kiwi_error_t *err);
+void kiwi__fc_settings_clear (kiwi__fc_settings *s);
+
+/* The words every error about a missing KVM starts with. */
+#define KIWI_FC_NO_KVM "KVM is not available"
+#define KIWI_FC_KVM_HINT                                                                                     \
+    "the firecracker driver needs a host with hardware virtualization and read-write access to /dev/kvm"
+
+/* Checks that `device` is a usable KVM device (opens it, asks its API
+ * version). Returns < 0 with code KIWI_SBE_UNAVAILABLE and a message
+ * starting with KIWI_FC_NO_KVM otherwise. */
+int kiwi__fc_check_kvm (const char *device, kiwi_error_t *err);
+
+/* Limits and defaults. */
+#define KIWI_FC_DEFAULT_MEMORY_MB 2048
+#define KIWI_FC_DEFAULT_DISK_MB 2048
+#define KIWI_FC_DEFAULT_PIDS 512
+#define KIWI_FC_MAX_VCPUS 32
+#define KIWI_FC_EXEC_GRACE_MS 3000 /* host deadline beyond the agent's own */
+#define KIWI_FC_GUEST_CID 3
+
+/* What one microVM is made of, as the plan needs it. Strings borrowed. */
+typedef struct kiwi__fc_vm_config {
+    const char *kernel;
+    const char *initrd;       /* NULL = none */
+    const char *rootfs;       /* read-only root drive */
+    const char *workspace;    /* writable drive, mounted at /kiwi */
+    const char *vsock_uds;
+    const char *tap;          /* NULL = no network interface at all */
+    const char *guest_mac;
+    const char *guest_ip;     /* with tap: "a.b.c.d" */
+    const char *gateway_ip;
+    const char *netmask;
+    const char *dns;
+    const char *user;         /* "uid:gid" for the agent */
+    const char *extra_args;   /* appended to the boot arguments, may be NULL */
+    int vcpus;
+    int64_t mem_mib;
+} kiwi__fc_vm_config;
+
+/* One API call of the plan. */
+typedef struct kiwi__fc_step {
+    const char *method;
+    char path[64];
+    json_t *body; /* owned by the plan */
+} kiwi__fc_step;
+
+#define KIWI__FC_MAX_STEPS 8
+typedef struct kiwi__fc_plan {
+    kiwi__fc_step steps[KIWI__FC_MAX_STEPS];
+    size_t n;
+} kiwi__fc_plan;
+
+/* vCPUs and memory for `limits` (zero = defaults; cpus rounded up, 1-32). */
+void kiwi__fc_sizes (const kiwi_sandbox_limits *limits, int *vcpus, int64_t *mem_mib);
+
+/* The guest kernel's command line for `vm`. Caller frees. */
+char *kiwi__fc_boot_args (const kiwi__fc_vm_config *vm);
+
+/* Builds the whole configuration sequence, ending with InstanceStart:
+ * machine-config, boot-source, drives/rootfs, drives/workspace,
+ * network-interfaces/eth0 only with a tap, vsock, actions. The one place a
+ * microVM's devices are decided. Returns < 0 on allocation failure. */
+int kiwi__fc_plan_build (const kiwi__fc_vm_config *vm, kiwi__fc_plan *plan, kiwi_error_t *err);
+void kiwi__fc_plan_clear (kiwi__fc_plan *plan);
+
+/* Runs the plan against the API in order; stops at the first failure. A
+ * failed InstanceStart that Firecracker blames on KVM becomes an error
+ * with code KIWI_SBE_UNAVAILABLE starting with KIWI_FC_NO_KVM. */
+int kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *plan, kiwi_error_t *err);
+
+/* The root filesystem image for an image reference: <images>/<ref> with
+ * '/' as '+', ':' as '@' and anything outside [A-Za-z0-9._-] as '_', plus
+ * ".ext4". Caller frees. ops/firecracker/mkrootfs.sh names files the same
+ * way. */
+char *kiwi__fc_rootfs_path (const char *images_dir, const char *image);
+
+/* ----- host side of the agent protocol (driver-firecracker-conn.c) ----- */
+
+/* Connects to Firecracker's vsock unix socket and asks for the guest's
+ * `port` ("CONNECT <port>\n", answered "OK <n>\n"). */
+int kiwi__fc_vsock_connect (const char *uds_path, unsigned port, int64_t deadline_ms, int *out, kiwi_error_t *err);
+
+/* Asks the agent for its protocol version. */
+int kiwi__fc_hello (int fd, int64_t deadline_ms, kiwi_error_t *err);
+
+/* Called about every second while waiting for the agent: returns false when
+ * the microVM is gone (the reason written to `why`). */
+typedef bool (*kiwi__fc_alive_fn) (void *userdata, char *why, size_t whylen);
+
+typedef struct kiwi__fc_exec_req {
+    const char *const *argv;
+    const char *const *env; /* the whole environment of the command */
+    const char *workdir;
+    const char *user;
+    int64_t timeout_ms;
+    int64_t nproc;
+} kiwi__fc_exec_req;
+
+/* Runs a command through the agent. Output goes to x->on_output and a tail
+ * of x->output_cap bytes into res. On the deadline (the agent's, or the
+ * host's KIWI_FC_EXEC_GRACE_MS later) res->timed_out is set: the caller
+ * kills the microVM. A connection that ends without an exit status while
+ * `alive` says the microVM is gone sets res->sandbox_lost. Returns < 0 for
+ * failures that are not a command's result (the agent refused the request,
+ * the connection broke while the microVM lives). */
+int kiwi__fc_exec (int fd, const kiwi__fc_exec_req *req, const kiwi_exec_spec *x, kiwi__fc_alive_fn alive,
+                   void *alive_ud, kiwi_exec_result *res, kiwi_error_t *err);
+
+/* Sends a tar stream to unpack at `dir` as `user` (NULL = the agent's
+ * default). */
+int kiwi__fc_put (int fd, const char *dir, const char *user, const void *tar, size_t len, int64_t deadline_ms,
+                  kiwi_error_t *err);
+
+/* Streams `path` out as tar to sink(1, ...). */
+int kiwi__fc_get (int fd, const char *path, kiwi_output_cb sink, void *userdata, int64_t deadline_ms,
+                  kiwi_error_t *err);
+
+#endif

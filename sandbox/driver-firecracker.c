@@ -1,0 +1,1087 @@
+/*
+ * driver-firecracker.c: the firecracker driver, a microVM per sandbox.
+ *
+ * Each sandbox is one Firecracker process with its own API socket, in a
+ * directory of its own under <state>/firecracker/<name>/:
+ *
+ *   api.sock         Firecracker's HTTP API (fc-api.h)
+ *   vsock.sock       the guest's vsock device, host side (hybrid vsock)
+ *   workspace.ext4   the writable drive, a sparse ext4 file of
+ *                    MaxSandboxDiskMB, mounted by the guest at /kiwi
+ *   firecracker.log  Firecracker's output and the guest console
+ *   pid, tap, lease  what reap needs to clean up after a crashed worker
+ *
+ * The microVM is configured through the API (the plan: machine-config,
+ * boot-source, the read-only root drive built from the sandbox image by
+ * ops/firecracker/mkrootfs.sh, the workspace drive, a network interface
+ * only for Phase A on a host set up for it, vsock) and started; commands
+ * and files then go through kiwi-fc-agent in the guest (fc-agent/), one
+ * vsock connection per request. Files move by archive, as with the other
+ * drivers.
+ *
+ * A deadline kills the microVM (the Firecracker process); every exit path
+ * removes the process, the sockets and the drive files.
+ */
+#include "driver-firecracker-internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/kvm.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "proc.h"
+#include "proto.h"
+#include "strv.h"
+
+#define FC_UID 1000
+#define FC_GID 1000
+#define FC_ROOTFS_AGENT "/sbin/kiwi-fc-agent"
+#define FC_API_TIMEOUT_MS 10000
+
+/* ----- settings: one table ----- */
+
+typedef enum { SET_STR, SET_PATH, SET_MS, SET_BOOL } setting_kind;
+
+static const struct {
+    const char *name;
+    setting_kind kind;
+    size_t offset;
+    const char *dflt;
+    const char *help;
+} settings[] = {
+    { "KIWI_FC_BIN", SET_PATH, offsetof (kiwi__fc_settings, bin), "firecracker", "the firecracker executable" },
+    { "KIWI_FC_KERNEL", SET_PATH, offsetof (kiwi__fc_settings, kernel), "/var/lib/kiwi/firecracker/vmlinux",
+      "uncompressed guest kernel" },
+    { "KIWI_FC_INITRD", SET_STR, offsetof (kiwi__fc_settings, initrd), "", "initrd for the guest, or empty" },
+    { "KIWI_FC_IMAGES", SET_PATH, offsetof (kiwi__fc_settings, images), "/var/lib/kiwi/firecracker/images",
+      "directory of root filesystem images" },
+    { "KIWI_FC_BOOT_ARGS", SET_STR, offsetof (kiwi__fc_settings, boot_args), "", "extra kernel arguments" },
+    { "KIWI_FC_KVM_DEVICE", SET_PATH, offsetof (kiwi__fc_settings, kvm_device), "/dev/kvm", "the KVM device" },
+    { "KIWI_FC_INSTALL_BRIDGE", SET_STR, offsetof (kiwi__fc_settings, install_bridge), "",
+      "bridge for Phase A tap devices; empty refuses Phase A" },
+    { "KIWI_FC_INSTALL_NET", SET_STR, offsetof (kiwi__fc_settings, install_net), "172.30.0.0/24",
+      "Phase A addresses: a /24, gateway .1" },
+    { "KIWI_FC_INSTALL_DNS", SET_STR, offsetof (kiwi__fc_settings, install_dns), "",
+      "resolver for Phase A guests; empty = the gateway" },
+    { "KIWI_FC_BOOT_TIMEOUT_MS", SET_MS, offsetof (kiwi__fc_settings, boot_timeout_ms), "30000",
+      "how long a guest may take to answer" },
+    { "KIWI_FC_SKIP_KVM_CHECK", SET_BOOL, offsetof (kiwi__fc_settings, skip_kvm_check), "false",
+      "skip the up-front /dev/kvm check (tests)" },
+};
+
+int
+kiwi__fc_settings_load (kiwi__fc_settings *s, kiwi_error_t *err)
+{
+    memset (s, 0, sizeof *s);
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        const char *v = getenv (settings[i].name);
+        if (v == NULL)
+            v = settings[i].dflt;
+        void *field = (char *) s + settings[i].offset;
+        switch (settings[i].kind) {
+        case SET_PATH:
+            if (*v == '\0') {
+                kiwi__fc_settings_clear (s);
+                return kiwi_error_make_code (err, KIWI_SBE_INVALID, "%s is empty: it names %s", settings[i].name,
+                                             settings[i].help);
+            }
+            /* fall through */
+        case SET_STR:
+            if ((*(char **) field = strdup (v)) == NULL) {
+                kiwi__fc_settings_clear (s);
+                return kiwi_error_make (err, ENOMEM, "settings");
+            }
+            break;
+        case SET_MS: {
+            char *end = NULL;
+            errno = 0;
+            long long n = strtoll (v, &end, 10);
+            if (errno || *end || n <= 0 || n > 3600000) {
+                kiwi__fc_settings_clear (s);
+                return kiwi_error_make_code (err, KIWI_SBE_INVALID,
+                                             "%s=`%s`: milliseconds between 1 and 3600000 expected (%s)",
+                                             settings[i].name, v, settings[i].help);
+            }
+            *(int64_t *) field = n;
+            break;
+        }
+        case SET_BOOL:
+            if (strcmp (v, "1") == 0 || strcasecmp (v, "true") == 0 || strcasecmp (v, "yes") == 0)
+                *(bool *) field = true;
+            else if (*v == '\0' || strcmp (v, "0") == 0 || strcasecmp (v, "false") == 0 || strcasecmp (v, "no") == 0)
+                *(bool *) field = false;
+            else {
+                kiwi__fc_settings_clear (s);
+                return kiwi_error_make_code (err, KIWI_SBE_INVALID, "%s=`%s`: true or false expected (%s)",
+                                             settings[i].name, v, settings[i].help);
+            }
+            break;
+        }
+    }
+    return 0;
+}
+
+void
+kiwi__fc_settings_clear (kiwi__fc_settings *s)
+{
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
+        if (settings[i].kind == SET_STR || settings[i].kind == SET_PATH) {
+            char **f = (char **) ((char *) s + settings[i].offset);
+            free (*f);
+            *f = NULL;
+        }
+}
+
+/* ----- KVM ----- */
+
+int
+kiwi__fc_check_kvm (const char *device, kiwi_error_t *err)
+{
+    cleanup_close int fd = open (device, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, KIWI_FC_NO_KVM ": cannot open %s: %s (%s)", device,
+                                     strerror (errno), KIWI_FC_KVM_HINT);
+    int v = ioctl (fd, KVM_GET_API_VERSION, 0);
+    if (v != KVM_API_VERSION)
+        return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
+                                     KIWI_FC_NO_KVM ": %s answers KVM API version %d, %d expected (%s)", device, v,
+                                     KVM_API_VERSION, KIWI_FC_KVM_HINT);
+    return 0;
+}
+
+static bool
+mentions_kvm (const char *s)
+{
+    for (const char *p = s; p && *p; p++)
+        if (strncasecmp (p, "kvm", 3) == 0)
+            return true;
+    return false;
+}
+
+/* ----- the plan ----- */
+
+void
+kiwi__fc_sizes (const kiwi_sandbox_limits *l, int *vcpus, int64_t *mem_mib)
+{
+    double cpus = l->cpus > 0 ? l->cpus : 1.0;
+    int n = (int) cpus;
+    if ((double) n < cpus)
+        n++;
+    *vcpus = n < 1 ? 1 : n > KIWI_FC_MAX_VCPUS ? KIWI_FC_MAX_VCPUS : n;
+    *mem_mib = l->memory_mb > 0 ? l->memory_mb : KIWI_FC_DEFAULT_MEMORY_MB;
+}
+
+char *
+kiwi__fc_boot_args (const kiwi__fc_vm_config *vm)
+{
+    char *s = NULL;
+    char net[256] = "";
+    if (vm->tap != NULL)
+        snprintf (net, sizeof net, " ip=%s::%s:%s:sandbox:eth0:off:%s", vm->guest_ip, vm->gateway_ip, vm->netmask,
+                  vm->dns ? vm->dns : vm->gateway_ip);
+    /* pci=off: Firecracker's devices are virtio-mmio; root= and ro are
+     * added by Firecracker for the root drive */
+    if (asprintf (&s,
+                  "console=ttyS0 reboot=k panic=1 pci=off quiet init=" FC_ROOTFS_AGENT
+                  " kiwi.workspace=/dev/vdb kiwi.user=%s kiwi.port=%d%s%s%s",
+                  vm->user ? vm->user : "1000:1000", KIWI_FCP_PORT, net, vm->extra_args && *vm->extra_args ? " " : "",
+                  vm->extra_args ? vm->extra_args : "")
+        < 0)
+        return NULL;
+    return s;
+}
+
+static int
+add_step (kiwi__fc_plan *p, const char *method, const char *path, json_t *body, kiwi_error_t *err)
+{
+    if (body == NULL || p->n >= KIWI__FC_MAX_STEPS) {
+        json_decref (body);
+        return kiwi_error_make (err, ENOMEM, "firecracker plan: %s", path);
+    }
+    kiwi__fc_step *s = &p->steps[p->n++];
+    s->method = method;
+    snprintf (s->path, sizeof s->path, "%s", path);
+    s->body = body;
+    return 0;
+}
+
+int
+kiwi__fc_plan_build (const kiwi__fc_vm_config *vm, kiwi__fc_plan *p, kiwi_error_t *err)
+{
+    memset (p, 0, sizeof *p);
+    cleanup_free char *args = kiwi__fc_boot_args (vm);
+    if (args == NULL)
+        return kiwi_error_make (err, ENOMEM, "boot arguments");
+    if (add_step (p, "PUT", "/machine-config", kiwi_fc_body_machine_config (vm->vcpus, vm->mem_mib), err) < 0
+        || add_step (p, "PUT", "/boot-source", kiwi_fc_body_boot_source (vm->kernel, vm->initrd, args), err) < 0
+        || add_step (p, "PUT", "/drives/rootfs", kiwi_fc_body_drive ("rootfs", vm->rootfs, true, true), err) < 0
+        || add_step (p, "PUT", "/drives/workspace", kiwi_fc_body_drive ("workspace", vm->workspace, false, false),
+                     err)
+               < 0)
+        goto fail;
+    /* The network decision. Without a tap (Phase B, the session) the guest
+     * has no network device at all, only its loopback. */
+    if (vm->tap != NULL
+        && add_step (p, "PUT", "/network-interfaces/eth0",
+                     kiwi_fc_body_network_interface ("eth0", vm->tap, vm->guest_mac), err)
+               < 0)
+        goto fail;
+    if (add_step (p, "PUT", "/vsock", kiwi_fc_body_vsock (KIWI_FC_GUEST_CID, vm->vsock_uds), err) < 0
+        || add_step (p, "PUT", "/actions", kiwi_fc_body_action ("InstanceStart"), err) < 0)
+        goto fail;
+    return 0;
+fail:
+    kiwi__fc_plan_clear (p);
+    return -1;
+}
+
+void
+kiwi__fc_plan_clear (kiwi__fc_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        json_decref (p->steps[i].body);
+    p->n = 0;
+}
+
+int
+kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *p, kiwi_error_t *err)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const kiwi__fc_step *s = &p->steps[i];
+        cleanup_free char *fault = NULL;
+        if (kiwi_fc_api_call (api, s->method, s->path, s->body, FC_API_TIMEOUT_MS, NULL, NULL, &fault, err) == 0)
+            continue;
+        bool start = strcmp (s->path, "/actions") == 0;
+        if (start && mentions_kvm (fault)) {
+            kiwi_error_free (err);
+            return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
+                                         KIWI_FC_NO_KVM ": Firecracker could not start the microVM: %s (%s)", fault,
+                                         KIWI_FC_KVM_HINT);
+        }
+        return kiwi_error_wrap (err, start ? "starting the microVM" : "configuring the microVM");
+    }
+    return 0;
+}
+
+char *
+kiwi__fc_rootfs_path (const char *images_dir, const char *image)
+{
+    size_t n = strlen (image);
+    char *name = malloc (n + 1);
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char c = image[i];
+        name[i] = c == '/' ? '+' : c == ':' ? '@' : (isalnum ((unsigned char) c) || c == '.' || c == '-' || c == '_') ? c : '_';
+    }
+    name[n] = '\0';
+    char *path = NULL;
+    if (asprintf (&path, "%s/%s.ext4", images_dir, name) < 0)
+        path = NULL;
+    free (name);
+    return path;
+}
+
+/* ----- the driver ----- */
+
+typedef struct {
+    kiwi__fc_settings set;
+    char *base;      /* <state>/firecracker */
+    char *worker_id;
+} fc_priv;
+
+typedef struct {
+    fc_priv *p;
+    char *name;
+    char *dir;
+    char *api_sock;
+    char *vsock_uds;
+    char *workspace;
+    char *log;
+    char *tap;       /* NULL without network */
+    char *lease;     /* lease file of the guest's address, or NULL */
+    char *user;
+    kiwi_strv env;
+    int64_t pids;
+    pid_t pid;       /* the Firecracker process; 0 once reaped */
+    int status;      /* its wait status once reaped */
+    bool killed;     /* by Kiwi (deadline) */
+} fc_sb;
+
+static char *
+path_in (const char *dir, const char *file)
+{
+    char *p = NULL;
+    return asprintf (&p, "%s/%s", dir, file) < 0 ? NULL : p;
+}
+
+static int
+mkdir_p (const char *path, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    snprintf (tmp, sizeof tmp, "%s", path);
+    for (char *q = tmp + 1; *q; q++)
+        if (*q == '/') {
+            *q = '\0';
+            if (mkdir (tmp, mode) < 0 && errno != EEXIST)
+                return -1;
+            *q = '/';
+        }
+    return mkdir (tmp, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int
+rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    if (flag == FTW_DP)
+        return rmdir (path) < 0 && errno != ENOENT ? -1 : 0;
+    return unlink (path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int
+remove_tree (const char *dir, kiwi_error_t *err)
+{
+    if (nftw (dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+        return kiwi_error_make (err, errno, "removing %s", dir);
+    return 0;
+}
+
+/* Last bytes of Firecracker's log, one line, for error messages. */
+static void
+log_tail (const char *log, char *out, size_t outsz)
+{
+    out[0] = '\0';
+    cleanup_close int fd = open (log, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    off_t end = lseek (fd, 0, SEEK_END);
+    off_t from = end > 600 ? end - 600 : 0;
+    char buf[601];
+    ssize_t n = pread (fd, buf, sizeof buf - 1, from);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    for (char *c = buf; *c; c++)
+        if (*c == '\n' || *c == '\r' || *c == '\t')
+            *c = ' ';
+    char *s = buf;
+    while (*s == ' ')
+        s++;
+    size_t n2 = strlen (s);
+    if (n2 >= outsz)
+        s += n2 - (outsz - 1); /* keep the end */
+    memcpy (out, s, strlen (s) + 1);
+}
+
+/* Whether the Firecracker process still runs; reaps it when not. */
+static bool
+vm_alive (fc_sb *s)
+{
+    if (s->pid <= 0)
+        return false;
+    pid_t w = waitpid (s->pid, &s->status, WNOHANG);
+    if (w == s->pid || (w < 0 && errno == ECHILD)) {
+        s->pid = 0;
+        return false;
+    }
+    return true;
+}
+
+static void
+describe_exit (fc_sb *s, char *why, size_t len)
+{
+    char tail[400];
+    log_tail (s->log, tail, sizeof tail);
+    if (s->killed)
+        snprintf (why, len, "the microVM was killed at the deadline");
+    else if (WIFEXITED (s->status))
+        snprintf (why, len, "the microVM stopped (firecracker exited with %d)%s%.120s", WEXITSTATUS (s->status),
+                  *tail ? ": " : "", tail);
+    else
+        snprintf (why, len, "the microVM stopped (firecracker killed by signal %d)", WTERMSIG (s->status));
+}
+
+static bool
+alive_cb (void *ud, char *why, size_t len)
+{
+    fc_sb *s = ud;
+    if (vm_alive (s))
+        return true;
+    describe_exit (s, why, len);
+    return false;
+}
+
+static void
+kill_vm (fc_sb *s)
+{
+    if (s->pid > 0) {
+        kill (s->pid, SIGKILL);
+        while (waitpid (s->pid, &s->status, 0) < 0 && errno == EINTR)
+            ;
+        s->pid = 0;
+    }
+}
+
+static int
+release_net (fc_sb *s, kiwi_error_t *err)
+{
+    int rc = 0;
+    if (s->tap != NULL) {
+        const char *argv[] = { "ip", "link", "del", s->tap, NULL };
+        kiwi_proc_result r = { 0 };
+        if (kiwi_proc_run (argv, NULL, NULL, 10000, 4096, &r, err) == 0 && r.exit_code != 0
+            && (r.output == NULL || strstr (r.output, "Cannot find device") == NULL))
+            rc = kiwi_error_make (err, 0, "removing tap %s: %s", s->tap, r.output ? r.output : "");
+        kiwi_proc_result_clear (&r);
+    }
+    if (s->lease != NULL)
+        unlink (s->lease);
+    return rc;
+}
+
+/* Kills the process and removes everything on the host; frees nothing. */
+static int
+remove_all (fc_sb *s, kiwi_error_t *err)
+{
+    kill_vm (s);
+    kiwi_error_t e = NULL;
+    int rc = release_net (s, &e);
+    if (s->dir != NULL && remove_tree (s->dir, e ? NULL : &e) < 0)
+        rc = -1;
+    if (rc < 0 && err != NULL && *err == NULL)
+        *err = kiwi_error_steal (&e);
+    kiwi_error_free (&e);
+    return rc;
+}
+
+static void
+sb_free (fc_sb *s)
+{
+    free (s->name);
+    free (s->dir);
+    free (s->api_sock);
+    free (s->vsock_uds);
+    free (s->workspace);
+    free (s->log);
+    free (s->tap);
+    free (s->lease);
+    free (s->user);
+    kiwi_strv_free (&s->env);
+    free (s);
+}
+
+static int
+fc_open (const kiwi_sandbox_config *cfg, void **priv, kiwi_error_t *err)
+{
+    fc_priv *p = calloc (1, sizeof *p);
+    if (p == NULL)
+        return kiwi_error_make (err, ENOMEM, "sandbox driver");
+    if (kiwi__fc_settings_load (&p->set, err) < 0) {
+        free (p);
+        return -1;
+    }
+    const char *state = cfg && cfg->state_dir ? cfg->state_dir : "/var/lib/kiwi";
+    if (asprintf (&p->base, "%s/firecracker", state) < 0)
+        p->base = NULL;
+    p->worker_id = strdup (cfg && cfg->worker_id ? cfg->worker_id : "worker");
+    int rc = 0;
+    if (p->base == NULL || p->worker_id == NULL)
+        rc = kiwi_error_make (err, ENOMEM, "sandbox driver");
+    else if (!p->set.skip_kvm_check && kiwi__fc_check_kvm (p->set.kvm_device, err) < 0)
+        rc = -1;
+    else if (access (p->set.kernel, R_OK) < 0)
+        rc = kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
+                                   "no guest kernel at %s (KIWI_FC_KERNEL; see ops/firecracker/README.md): %s",
+                                   p->set.kernel, strerror (errno));
+    else if (mkdir_p (p->base, 0700) < 0)
+        rc = kiwi_error_make (err, errno, "creating %s", p->base);
+    if (rc == 0 && strchr (p->set.bin, '/') != NULL && access (p->set.bin, X_OK) < 0)
+        rc = kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, "no firecracker executable at %s (KIWI_FC_BIN): %s",
+                                   p->set.bin, strerror (errno));
+    if (rc < 0) {
+        kiwi__fc_settings_clear (&p->set);
+        free (p->base);
+        free (p->worker_id);
+        free (p);
+        return -1;
+    }
+    *priv = p;
+    return 0;
+}
+
+static void
+fc_close (void *priv)
+{
+    fc_priv *p = priv;
+    if (p == NULL)
+        return;
+    kiwi__fc_settings_clear (&p->set);
+    free (p->base);
+    free (p->worker_id);
+    free (p);
+}
+
+static int
+write_file (const char *path, const char *text)
+{
+    cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen (text);
+    return write (fd, text, n) == (ssize_t) n ? 0 : -1;
+}
+
+/* The workspace drive: a sparse file of disk_mb formatted as ext4 with
+ * src/ home/ tmp/ owned by the sandbox user, without mounting anything on
+ * the host (mkfs.ext4 -d copies a seed directory). */
+static int
+make_workspace (fc_sb *s, int64_t disk_mb, kiwi_error_t *err)
+{
+    if (disk_mb < 16)
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "disk ceiling of %lld MB is below the minimum of 16 MB",
+                                     (long long) disk_mb);
+    cleanup_free char *seed = path_in (s->dir, "seed");
+    if (seed == NULL || mkdir (seed, 0755) < 0 || chown (seed, FC_UID, FC_GID) < 0)
+        return kiwi_error_make (err, errno, "creating the workspace seed in %s", s->dir);
+    static const char *const subdirs[] = { "src", "home", "tmp" };
+    for (size_t i = 0; i < 3; i++) {
+        cleanup_free char *d = path_in (seed, subdirs[i]);
+        if (d == NULL || mkdir (d, i == 2 ? 01777 : 0755) < 0 || chown (d, FC_UID, FC_GID) < 0
+            || (i == 2 && chmod (d, 01777) < 0))
+            return kiwi_error_make (err, errno, "creating the workspace seed in %s", s->dir);
+    }
+    {
+        cleanup_close int fd = open (s->workspace, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0 || ftruncate (fd, (off_t) disk_mb * 1024 * 1024) < 0)
+            return kiwi_error_make_code (err, KIWI_SBE_DISK, "creating the %lld MB workspace %s: %s",
+                                         (long long) disk_mb, s->workspace, strerror (errno));
+    }
+    char opts[64];
+    snprintf (opts, sizeof opts, "root_owner=%d:%d", FC_UID, FC_GID);
+    const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", opts, "-d", seed,
+                           "-L", "kiwi-work", s->workspace, NULL };
+    int rc = kiwi_proc_check (mkfs, NULL, NULL, 120000, err);
+    kiwi_error_t e = NULL;
+    remove_tree (seed, &e);
+    kiwi_error_free (&e);
+    return rc < 0 ? kiwi_error_wrap (err, "formatting the workspace drive") : 0;
+}
+
+/* Phase A: a tap on the configured bridge and an address from the pool. */
+static int
+make_net (fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t *err)
+{
+    const kiwi__fc_settings *set = &s->p->set;
+    if (*set->install_bridge == '\0')
+        return kiwi_error_make_code (
+            err, KIWI_SBE_UNAVAILABLE,
+            "Phase A (install, network on) under firecracker needs the host set up for it: no tap bridge is "
+            "configured (set KIWI_FC_INSTALL_BRIDGE to a bridge that routes install traffic, see "
+            "ops/firecracker/README.md); Phase B and sessions run without any network device");
+    unsigned a, b, c, d, bits;
+    if (sscanf (set->install_net, "%u.%u.%u.%u/%u", &a, &b, &c, &d, &bits) != 5 || bits != 24 || a > 255 || b > 255
+        || c > 255)
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "KIWI_FC_INSTALL_NET=`%s`: a.b.c.0/24 expected",
+                                     set->install_net);
+    cleanup_free char *leases = path_in (s->p->base, "leases");
+    if (leases == NULL || mkdir_p (leases, 0700) < 0)
+        return kiwi_error_make (err, errno, "creating the lease directory");
+    for (unsigned host = 2; host < 255 && s->lease == NULL; host++) {
+        snprintf (guest_ip, 16, "%u.%u.%u.%u", a, b, c, host);
+        char *lp = path_in (leases, guest_ip);
+        if (lp == NULL)
+            return kiwi_error_make (err, ENOMEM, "lease");
+        int fd = open (lp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            free (lp);
+            continue;
+        }
+        if (write (fd, s->name, strlen (s->name)) < 0)
+            kiwi_warn ("lease %s: %s", lp, strerror (errno));
+        close (fd);
+        s->lease = lp;
+        snprintf (mac, 18, "06:00:%02x:%02x:%02x:%02x", a, b, c, host);
+    }
+    if (s->lease == NULL)
+        return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, "no free Phase A address left in %s",
+                                     set->install_net);
+    snprintf (gateway, 16, "%u.%u.%u.1", a, b, c);
+    cleanup_free char *leasefile = path_in (s->dir, "lease");
+    cleanup_free char *tapfile = path_in (s->dir, "tap");
+    if (asprintf (&s->tap, "kfc%.8s", s->name + strlen (s->name) - 8) < 0) {
+        s->tap = NULL;
+        return kiwi_error_make (err, ENOMEM, "tap name");
+    }
+    write_file (leasefile, s->lease);
+    write_file (tapfile, s->tap);
+    const char *add[] = { "ip", "tuntap", "add", "dev", s->tap, "mode", "tap", NULL };
+    const char *master[] = { "ip", "link", "set", "dev", s->tap, "master", set->install_bridge, "up", NULL };
+    if (kiwi_proc_check (add, NULL, NULL, 10000, err) < 0 || kiwi_proc_check (master, NULL, NULL, 10000, err) < 0)
+        return kiwi_error_wrap (err, "creating tap %s on bridge %s", s->tap, set->install_bridge);
+    return 0;
+}
+
+static int
+spawn_firecracker (fc_sb *s, kiwi_error_t *err)
+{
+    cleanup_close int logfd = open (s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (logfd < 0)
+        return kiwi_error_make (err, errno, "creating %s", s->log);
+    char id[64];
+    snprintf (id, sizeof id, "kiwi-%s", s->name + strlen (s->name) - 8);
+    const char *argv[] = { s->p->set.bin, "--api-sock", s->api_sock, "--id", id, NULL };
+    pid_t pid = fork ();
+    if (pid < 0)
+        return kiwi_error_make (err, errno, "starting firecracker");
+    if (pid == 0) {
+        setsid ();
+        int devnull = open ("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2 (devnull, 0);
+        dup2 (logfd, 1);
+        dup2 (logfd, 2);
+        closefrom (3);
+        execvp (argv[0], (char *const *) argv);
+        dprintf (2, "kiwi: cannot run %s: %s\n", argv[0], strerror (errno));
+        _exit (127);
+    }
+    s->pid = pid;
+    char pidtext[32];
+    snprintf (pidtext, sizeof pidtext, "%d\n", (int) pid);
+    cleanup_free char *pidfile = path_in (s->dir, "pid");
+    if (pidfile == NULL || write_file (pidfile, pidtext) < 0)
+        return kiwi_error_make (err, errno, "writing the pid file in %s", s->dir);
+    return 0;
+}
+
+/* An error for a Firecracker process that exited, blaming KVM when its
+ * output does. */
+static int
+exited_error (fc_sb *s, const char *when, kiwi_error_t *err)
+{
+    char why[400];
+    describe_exit (s, why, sizeof why);
+    char tail[400];
+    log_tail (s->log, tail, sizeof tail);
+    if (mentions_kvm (tail))
+        return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, KIWI_FC_NO_KVM ": firecracker exited %s: %s (%s)",
+                                     when, tail, KIWI_FC_KVM_HINT);
+    return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, "%s %s", why, when);
+}
+
+static int
+wait_api (fc_sb *s, kiwi_fc_api *api, kiwi_error_t *err)
+{
+    int64_t deadline = kiwi_fcp_now_ms () + 5000;
+    for (;;) {
+        if (!vm_alive (s))
+            return exited_error (s, "during start-up", err);
+        kiwi_error_t e = NULL;
+        json_t *info = NULL;
+        if (access (s->api_sock, F_OK) == 0 && kiwi_fc_api_call (api, "GET", "/", NULL, 2000, &info, NULL, NULL, &e) == 0) {
+            json_decref (info);
+            return 0;
+        }
+        if (kiwi_fcp_now_ms () > deadline) {
+            *err = e ? kiwi_error_steal (&e) : NULL;
+            return kiwi_error_wrap (err, "firecracker did not answer on %s within 5 s", s->api_sock);
+        }
+        kiwi_error_free (&e);
+        usleep (20000);
+    }
+}
+
+static int
+wait_agent (fc_sb *s, kiwi_error_t *err)
+{
+    int64_t deadline = kiwi_fcp_now_ms () + s->p->set.boot_timeout_ms;
+    kiwi_error_t last = NULL;
+    for (;;) {
+        if (!vm_alive (s)) {
+            kiwi_error_free (&last);
+            return exited_error (s, "while the guest was booting", err);
+        }
+        int fd = -1;
+        kiwi_error_free (&last);
+        int64_t step = kiwi_fcp_now_ms () + 2000;
+        if (kiwi__fc_vsock_connect (s->vsock_uds, KIWI_FCP_PORT, step, &fd, &last) == 0) {
+            int rc = kiwi__fc_hello (fd, step, &last);
+            close (fd);
+            if (rc == 0)
+                return 0;
+            if (kiwi_error_code (last) == KIWI_FCP_EPROTO) {
+                *err = kiwi_error_steal (&last);
+                return -1;
+            }
+        }
+        if (kiwi_fcp_now_ms () > deadline) {
+            char tail[400];
+            log_tail (s->log, tail, sizeof tail);
+            kiwi_error_make_code (err, KIWI_SBE_TIMEOUT,
+                                  "the guest agent did not answer within %lld ms (%s); console: %s",
+                                  (long long) s->p->set.boot_timeout_ms, kiwi_error_msg (last), tail);
+            kiwi_error_free (&last);
+            return -1;
+        }
+        usleep (50000);
+    }
+}
+
+static int
+fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *err)
+{
+    fc_priv *p = priv;
+    if (spec->image == NULL || *spec->image == '\0')
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "sandbox spec has no image");
+    cleanup_free char *rootfs = kiwi__fc_rootfs_path (p->set.images, spec->image);
+    if (rootfs == NULL)
+        return kiwi_error_make (err, ENOMEM, "sandbox");
+    if (access (rootfs, R_OK) < 0)
+        return kiwi_error_make_code (err, KIWI_SBE_NO_IMAGE,
+                                     "no root filesystem for image %s at %s (build it with "
+                                     "ops/firecracker/mkrootfs.sh %s)",
+                                     spec->image, rootfs, spec->image);
+    fc_sb *s = calloc (1, sizeof *s);
+    if (s == NULL)
+        return kiwi_error_make (err, ENOMEM, "sandbox");
+    s->p = p;
+    unsigned rnd = 0;
+    FILE *ur = fopen ("/dev/urandom", "re");
+    if (ur == NULL || fread (&rnd, sizeof rnd, 1, ur) != 1)
+        rnd = (unsigned) kiwi_fcp_now_ms () ^ (unsigned) getpid ();
+    if (ur)
+        fclose (ur);
+    if (asprintf (&s->name, "kiwi-fc-%s-%08x", p->worker_id, rnd) < 0)
+        s->name = NULL;
+    if (s->name == NULL || (s->dir = path_in (p->base, s->name)) == NULL
+        || (s->api_sock = path_in (s->dir, "api.sock")) == NULL
+        || (s->vsock_uds = path_in (s->dir, "vsock.sock")) == NULL
+        || (s->workspace = path_in (s->dir, "workspace.ext4")) == NULL
+        || (s->log = path_in (s->dir, "firecracker.log")) == NULL
+        || (s->user = strdup (spec->user ? spec->user : "1000:1000")) == NULL) {
+        sb_free (s);
+        return kiwi_error_make (err, ENOMEM, "sandbox");
+    }
+    for (size_t i = 0; spec->env && spec->env[i]; i++)
+        if (kiwi_strv_add (&s->env, spec->env[i]) < 0) {
+            sb_free (s);
+            return kiwi_error_make (err, ENOMEM, "sandbox environment");
+        }
+    s->pids = spec->limits.pids > 0 ? spec->limits.pids : KIWI_FC_DEFAULT_PIDS;
+    if (strlen (s->vsock_uds) + 8 >= 108) {
+        int rc = kiwi_error_make_code (err, KIWI_SBE_INVALID, "socket paths under %s are too long for unix sockets",
+                                       s->dir);
+        sb_free (s);
+        return rc;
+    }
+    char guest_ip[16] = "", gateway[16] = "", mac[18] = "";
+    kiwi__fc_plan plan = { 0 };
+    kiwi_fc_api *api = NULL;
+    if (mkdir (s->dir, 0700) < 0) {
+        kiwi_error_make (err, errno, "creating %s", s->dir);
+        sb_free (s);
+        return -1;
+    }
+    int64_t disk_mb = spec->limits.disk_mb > 0 ? spec->limits.disk_mb : KIWI_FC_DEFAULT_DISK_MB;
+    if (make_workspace (s, disk_mb, err) < 0)
+        goto fail;
+    if (spec->network == KIWI_NET_INSTALL && make_net (s, guest_ip, gateway, mac, err) < 0)
+        goto fail;
+    kiwi__fc_vm_config vm = {
+        .kernel = p->set.kernel,
+        .initrd = *p->set.initrd ? p->set.initrd : NULL,
+        .rootfs = rootfs,
+        .workspace = s->workspace,
+        .vsock_uds = s->vsock_uds,
+        .tap = s->tap,
+        .guest_mac = mac,
+        .guest_ip = guest_ip,
+        .gateway_ip = gateway,
+        .netmask = "255.255.255.0",
+        .dns = *p->set.install_dns ? p->set.install_dns : NULL,
+        .user = s->user,
+        .extra_args = p->set.boot_args,
+    };
+    kiwi__fc_sizes (&spec->limits, &vm.vcpus, &vm.mem_mib);
+    if (kiwi__fc_plan_build (&vm, &plan, err) < 0)
+        goto fail;
+    if (spawn_firecracker (s, err) < 0 || kiwi_fc_api_open (s->api_sock, &api, err) < 0 || wait_api (s, api, err) < 0)
+        goto fail;
+    if (kiwi__fc_plan_run (api, &plan, err) < 0) {
+        /* the process may have died under the sequence: say so */
+        if (!vm_alive (s) && kiwi_error_code (*err) != KIWI_SBE_UNAVAILABLE) {
+            kiwi_error_free (err);
+            exited_error (s, "while being configured", err);
+        }
+        goto fail;
+    }
+    kiwi__fc_plan_clear (&plan);
+    kiwi_fc_api_close (api);
+    api = NULL;
+    if (wait_agent (s, err) < 0)
+        goto fail;
+    kiwi_debug ("sandbox %s: microVM from %s (%s, %d vCPU, %lld MiB, network %s)", s->name, spec->image,
+                spec->phase ? spec->phase : "-", vm.vcpus, (long long) vm.mem_mib,
+                s->tap ? s->tap : "none");
+    *out = s;
+    return 0;
+fail:
+    kiwi__fc_plan_clear (&plan);
+    kiwi_fc_api_close (api);
+    remove_all (s, NULL);
+    kiwi_error_wrap (err, "creating sandbox %s from %s", s->name, spec->image);
+    sb_free (s);
+    return -1;
+}
+
+static const char *
+fc_id (void *sb)
+{
+    return ((fc_sb *) sb)->name;
+}
+
+static int
+gone_error (fc_sb *s, kiwi_error_t *err)
+{
+    char why[400];
+    describe_exit (s, why, sizeof why);
+    return kiwi_error_make_code (err, KIWI_SBE_GONE, "sandbox %s is gone: %s", s->name, why);
+}
+
+/* A fresh connection to the agent. */
+static int
+connect_agent (fc_sb *s, int *fd, kiwi_error_t *err)
+{
+    if (!vm_alive (s))
+        return gone_error (s, err);
+    if (kiwi__fc_vsock_connect (s->vsock_uds, KIWI_FCP_PORT, kiwi_fcp_now_ms () + 10000, fd, err) < 0) {
+        if (!vm_alive (s)) {
+            kiwi_error_free (err);
+            return gone_error (s, err);
+        }
+        return kiwi_error_wrap (err, "reaching the guest agent of sandbox %s", s->name);
+    }
+    return 0;
+}
+
+static size_t
+key_len (const char *kv)
+{
+    const char *eq = strchr (kv, '=');
+    return eq ? (size_t) (eq - kv) : strlen (kv);
+}
+
+/* The sandbox's environment with the command's own on top (same keys
+ * replaced, as Docker's exec does). */
+static int
+merge_env (const kiwi_strv *base, const char *const *extra, kiwi_strv *out)
+{
+    for (size_t i = 0; i < base->n; i++) {
+        bool overridden = false;
+        for (size_t j = 0; extra && extra[j] && !overridden; j++)
+            overridden = key_len (extra[j]) == key_len (base->v[i])
+                         && strncmp (extra[j], base->v[i], key_len (base->v[i])) == 0;
+        if (!overridden && kiwi_strv_add (out, base->v[i]) < 0)
+            return -1;
+    }
+    for (size_t j = 0; extra && extra[j]; j++)
+        if (kiwi_strv_add (out, extra[j]) < 0)
+            return -1;
+    return 0;
+}
+
+static int
+fc_exec (void *sb, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err)
+{
+    fc_sb *s = sb;
+    memset (res, 0, sizeof *res);
+    res->exit_code = -1;
+    if (x->argv == NULL || x->argv[0] == NULL)
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "exec in sandbox %s: empty command", s->name);
+    cleanup_strv kiwi_strv env = KIWI_STRV_INIT;
+    if (merge_env (&s->env, x->env, &env) < 0)
+        return kiwi_error_make (err, ENOMEM, "exec environment");
+    cleanup_close int fd = -1;
+    if (connect_agent (s, &fd, err) < 0)
+        return -1;
+    kiwi__fc_exec_req req = {
+        .argv = x->argv,
+        .env = kiwi_strv_list (&env),
+        .workdir = x->workdir ? x->workdir : KIWI_SANDBOX_SRC,
+        .user = s->user,
+        .timeout_ms = x->timeout_ms,
+        .nproc = s->pids,
+    };
+    if (kiwi__fc_exec (fd, &req, x, alive_cb, s, res, err) < 0)
+        return kiwi_error_wrap (err, "running `%s` in sandbox %s", x->argv[0], s->name);
+    if (res->timed_out) {
+        /* a deadline ends the sandbox, as with the other drivers */
+        s->killed = true;
+        kill_vm (s);
+    }
+    return 0;
+}
+
+static int
+fc_put_archive (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err)
+{
+    fc_sb *s = sb;
+    cleanup_close int fd = -1;
+    if (connect_agent (s, &fd, err) < 0)
+        return -1;
+    if (kiwi__fc_put (fd, dir, s->user, tar, len, kiwi_fcp_now_ms () + 300000, err) < 0)
+        return kiwi_error_wrap (err, "copying files into sandbox %s at %s", s->name, dir);
+    return 0;
+}
+
+static int
+fc_get_archive (void *sb, const char *path, kiwi_output_cb sink, void *userdata, kiwi_error_t *err)
+{
+    fc_sb *s = sb;
+    cleanup_close int fd = -1;
+    if (connect_agent (s, &fd, err) < 0)
+        return -1;
+    if (kiwi__fc_get (fd, path, sink, userdata, kiwi_fcp_now_ms () + 300000, err) < 0)
+        return kiwi_error_wrap (err, "copying %s out of sandbox %s", path, s->name);
+    return 0;
+}
+
+static int
+fc_inspect (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err)
+{
+    fc_sb *s = sb;
+    memset (info, 0, sizeof *info);
+    info->running = vm_alive (s);
+    info->exit_code = info->running ? 0 : WIFEXITED (s->status) ? WEXITSTATUS (s->status) : -1;
+    snprintf (info->runtime, sizeof info->runtime, "firecracker");
+    snprintf (info->network_mode, sizeof info->network_mode, "%s%s", s->tap ? "tap:" : "none",
+              s->tap ? s->tap : "");
+    return 0;
+}
+
+static int
+fc_destroy (void *sb, kiwi_error_t *err)
+{
+    fc_sb *s = sb;
+    int rc = remove_all (s, err);
+    if (rc < 0)
+        kiwi_error_wrap (err, "removing sandbox %s (reap removes what is left)", s->name);
+    else
+        kiwi_debug ("sandbox %s: removed", s->name);
+    sb_free (s);
+    return rc;
+}
+
+/* Kills a Firecracker process left by a crashed worker: only when its
+ * command line names this sandbox's API socket (pids are reused). */
+static void
+kill_leftover (const char *dir)
+{
+    cleanup_free char *pidfile = path_in (dir, "pid");
+    cleanup_fclose FILE *f = pidfile ? fopen (pidfile, "re") : NULL;
+    int pid = 0;
+    if (f == NULL || fscanf (f, "%d", &pid) != 1 || pid <= 1)
+        return;
+    char procf[64];
+    snprintf (procf, sizeof procf, "/proc/%d/cmdline", pid);
+    cleanup_close int fd = open (procf, O_RDONLY | O_CLOEXEC);
+    char cmd[4096];
+    ssize_t n = fd >= 0 ? read (fd, cmd, sizeof cmd - 1) : -1;
+    if (n <= 0)
+        return;
+    cmd[n] = '\0';
+    cleanup_free char *api = path_in (dir, "api.sock");
+    bool ours = false;
+    for (char *a = cmd; a < cmd + n; a += strlen (a) + 1)
+        if (api && strcmp (a, api) == 0)
+            ours = true;
+    if (!ours)
+        return;
+    kill (pid, SIGKILL);
+    for (int i = 0; i < 50 && kill (pid, 0) == 0; i++) {
+        waitpid (pid, NULL, WNOHANG);
+        usleep (20000);
+    }
+}
+
+static char *
+read_small (const char *dir, const char *file)
+{
+    cleanup_free char *p = path_in (dir, file);
+    cleanup_fclose FILE *f = p ? fopen (p, "re") : NULL;
+    char line[PATH_MAX];
+    if (f == NULL || fgets (line, sizeof line, f) == NULL)
+        return NULL;
+    line[strcspn (line, "\n")] = '\0';
+    return strdup (line);
+}
+
+static int
+fc_reap (void *priv, int *removed, kiwi_error_t *err)
+{
+    fc_priv *p = priv;
+    *removed = 0;
+    char prefix[256];
+    snprintf (prefix, sizeof prefix, "kiwi-fc-%s-", p->worker_id);
+    DIR *d = opendir (p->base);
+    if (d == NULL)
+        return errno == ENOENT ? 0 : kiwi_error_make (err, errno, "reading %s", p->base);
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir (d)) != NULL) {
+        if (strncmp (e->d_name, prefix, strlen (prefix)) != 0)
+            continue;
+        fc_sb s = { .p = p };
+        s.dir = path_in (p->base, e->d_name);
+        if (s.dir == NULL)
+            continue;
+        kill_leftover (s.dir);
+        s.tap = read_small (s.dir, "tap");
+        s.lease = read_small (s.dir, "lease");
+        kiwi_error_t one = NULL;
+        if (remove_all (&s, &one) < 0) {
+            kiwi_warn ("reap: %s", kiwi_error_msg (one));
+            if (rc == 0)
+                *err = kiwi_error_steal (&one);
+            rc = -1;
+        } else
+            (*removed)++;
+        kiwi_error_free (&one);
+        free (s.dir);
+        free (s.tap);
+        free (s.lease);
+    }
+    closedir (d);
+    return rc;
+}
+
+const kiwi_sandbox_driver kiwi_sandbox_driver_firecracker = {
+    .name = "firecracker",
+    .description = "microVMs under Firecracker (KVM), a guest agent over vsock",
+    .open = fc_open,
+    .close = fc_close,
+    .create = fc_create,
+    .id = fc_id,
+    .put_archive = fc_put_archive,
+    .get_archive = fc_get_archive,
+    .exec = fc_exec,
+    .commit = NULL,
+    .inspect = fc_inspect,
+    .destroy = fc_destroy,
+    .reap = fc_reap,
+    .run_once = NULL,
+};

@@ -1,0 +1,11 @@
+# The firecracker driver: a microVM per sandbox through Firecracker's API
+# socket (fc-api.c), a guest agent over vsock (fc-agent/, its own static
+# executable kiwi-fc-agent, installed into root filesystems by
+# ops/firecracker/mkrootfs.sh).
+target_sources(kiwi_sandbox PRIVATE
+               ${CMAKE_CURRENT_LIST_DIR}/fc-api.c
+               ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker.c
+               ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker-conn.c
+               ${CMAKE_CURRENT_LIST_DIR}/fc-agent/proto.c)
+target_include_directories(kiwi_sandbox PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fc-agent)
+add_subdirectory(${CMAKE_CURRENT_LIST_DIR}/fc-agent ${CMAKE_CURRENT_BINARY_DIR}/fc-agent)
