@@ -21,6 +21,7 @@ Sets up this machine for Kiwi (Debian 12, as root):
                pom's sha256)
   3. docker    brings up dockerd with runsc through ops/stack.sh up docker
   4. images    builds the sandbox images with ops/images/build.sh
+  (after 1)    venv: the provider SDKs for the fixture check (ops/venv.sh)
 
 Options:
   --no-kafka   skip step 2
@@ -144,6 +145,9 @@ step_images() {
 
 t_all=$(now_ms)
 run_step packages step_packages
+# The Python venv with the model providers' SDKs (checks the scripted
+# provider's fixtures): ops/venv.sh, idempotent.
+run_step venv bash "$KIWI_OPS_DIR/venv.sh"
 if ((want_kafka)); then
   run_step kafka step_kafka
 else
