@@ -1,0 +1,57 @@
+/*
+ * plan.h: what the task process needs to know about a repository, and
+ * step 0, on top of the repository inspection in sandbox/ (inspect.h,
+ * step0.h).
+ *
+ * Ownership: a kiwi_plan owns its strings and vectors (kiwi_plan_clear).
+ */
+#ifndef KIWI_WORKER_PLAN_H
+#define KIWI_WORKER_PLAN_H
+
+#include "cache.h"
+#include "config.h"
+#include "events.h"
+#include "phases.h"
+#include "strv.h"
+#include "task.h"
+
+typedef struct kiwi_plan {
+    char *image;              /* the sandbox image for both phases */
+    char *image_reason;       /* why that image (devcontainer, command, marker...) */
+    kiwi_strv install_argv;   /* empty: no dependencies, Phase A skipped */
+    kiwi_strv install_env;    /* non-secret settings for Phase A ("K=V") */
+    kiwi_strv verify_env;     /* non-secret settings for Phase B and the session */
+    char *cache_key;          /* the install cache key: lockfile hash + image + command + driver */
+} kiwi_plan;
+
+void kiwi_plan_init (kiwi_plan *p);
+void kiwi_plan_clear (kiwi_plan *p);
+
+/* Inspects the repository at `root` for `test_command`. */
+int kiwi_plan_make (const kiwi_worker_config *cfg, const char *root, const char *test_command, kiwi_plan *p,
+                    kiwi_error_t *err);
+
+typedef enum {
+    KIWI_STEP0_FAILS,          /* an honest failing test: the session starts */
+    KIWI_STEP0_PASSES,         /* nothing to fix */
+    KIWI_STEP0_NEEDS_NETWORK,  /* the build needs the network: stop with the cause */
+} kiwi_step0_verdict;
+
+typedef struct kiwi_step0_outcome {
+    kiwi_step0_verdict verdict;
+    int exit_code;
+    char *output;             /* the verify's output tail, for the Architect */
+    char *reason;             /* NEEDS_NETWORK: the cause by name, the host, the command */
+    char *swapped_snapshot;   /* when the image was swapped and Phase A re-ran: its snapshot */
+} kiwi_step0_outcome;
+
+void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);
+
+/* The first verify, before any model-generated code ran, classified; a
+ * missing runtime or a version mismatch swaps the image (updating *plan)
+ * and re-runs once. Emits the step0 event. */
+int kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
+                     const char *commit, const kiwi_task *task, const char *snapshot, kiwi_cache *cache,
+                     int64_t deadline_ms, kiwi_events *events, kiwi_step0_outcome *o, kiwi_error_t *err);
+
+#endif
