@@ -143,7 +143,7 @@ anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
 {
     if (!json_is_object (body))
         return malformed (err, "response is not a JSON object");
-    const char *type = kiwi__json_str (body, "type");
+    const char *type = kiwi__model_json_str (body, "type");
     if (type == NULL || strcmp (type, "message") != 0)
         return malformed (err, "response type is not \"message\"");
     json_t *content = json_object_get (body, "content");
@@ -168,17 +168,17 @@ anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     json_t *b;
     json_array_foreach (content, i, b)
     {
-        const char *bt = kiwi__json_str (b, "type");
+        const char *bt = kiwi__model_json_str (b, "type");
         if (bt == NULL)
             return malformed (err, "a content block has no type");
         if (strcmp (bt, "text") == 0) {
-            const char *text = kiwi__json_str (b, "text");
+            const char *text = kiwi__model_json_str (b, "text");
             if (text == NULL)
                 return malformed (err, "a text block has no text");
             if (kiwi_model_message_add_text (&resp->message, text, err) < 0)
                 return -1;
         } else if (strcmp (bt, "tool_use") == 0) {
-            const char *id = kiwi__json_str (b, "id"), *name = kiwi__json_str (b, "name");
+            const char *id = kiwi__model_json_str (b, "id"), *name = kiwi__model_json_str (b, "name");
             json_t *input = json_object_get (b, "input");
             if (id == NULL || id[0] == '\0' || name == NULL || !json_is_object (input))
                 return malformed (err, "a tool_use block lacks id, name or an input object");
@@ -205,7 +205,7 @@ anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
         resp->stop = KIWI_MODEL_STOP_OTHER;
     if (resp->stop == KIWI_MODEL_STOP_TOOL_USE && kiwi_model_message_n_tool_calls (&resp->message) == 0)
         return malformed (err, "stop_reason tool_use without a tool_use block");
-    resp->request_id = kiwi__strdup0 (kiwi__json_str (body, "id"));
+    resp->request_id = kiwi__strdup0 (kiwi__model_json_str (body, "id"));
     return 0;
 }
 
@@ -214,16 +214,16 @@ anthropic_error_info (json_t *body, kiwi__model_error_info *info)
 {
     json_t *e = json_is_object (body) ? json_object_get (body, "error") : NULL;
     if (json_is_object (e)) {
-        info->type = kiwi__strdup0 (kiwi__json_str (e, "type"));
-        info->message = kiwi__strdup0 (kiwi__json_str (e, "message"));
+        info->type = kiwi__strdup0 (kiwi__model_json_str (e, "type"));
+        info->message = kiwi__strdup0 (kiwi__model_json_str (e, "message"));
         json_t *details = json_object_get (e, "details");
-        const char *code = kiwi__json_str (details, "error_code");
+        const char *code = kiwi__model_json_str (details, "error_code");
         if (code != NULL) {
             info->code = strdup (code);
             info->quota = strstr (code, "spend_limit") != NULL;
         }
     }
-    info->request_id = kiwi__strdup0 (kiwi__json_str (body, "request_id"));
+    info->request_id = kiwi__strdup0 (kiwi__model_json_str (body, "request_id"));
 }
 
 const kiwi_model_provider kiwi__model_anthropic = {

@@ -371,7 +371,7 @@ kiwi__model_request_check (const kiwi_model_request *req, kiwi_error_t *err)
 }
 
 const char *
-kiwi__json_str (json_t *obj, const char *key)
+kiwi__model_json_str (json_t *obj, const char *key)
 {
     json_t *v = json_is_object (obj) ? json_object_get (obj, key) : NULL;
     return json_is_string (v) ? json_string_value (v) : NULL;

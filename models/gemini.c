@@ -256,13 +256,13 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
         resp->usage.output_tokens = v;
     if (kiwi__json_uint (usage, "thoughtsTokenCount", &v))
         resp->usage.output_tokens += v; /* billed as output */
-    resp->request_id = kiwi__strdup0 (kiwi__json_str (body, "responseId"));
+    resp->request_id = kiwi__strdup0 (kiwi__model_json_str (body, "responseId"));
 
     json_t *cands = json_object_get (body, "candidates");
     if (cands != NULL && !json_is_array (cands))
         return malformed (err, "candidates is not an array");
     if (json_array_size (cands) == 0) {
-        const char *block = kiwi__json_str (json_object_get (body, "promptFeedback"), "blockReason");
+        const char *block = kiwi__model_json_str (json_object_get (body, "promptFeedback"), "blockReason");
         if (block == NULL)
             return malformed (err, "response has no candidates");
         resp->stop = KIWI_MODEL_STOP_OTHER;
@@ -285,17 +285,17 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     {
         if (!json_is_object (part))
             return malformed (err, "a part is not an object");
-        const char *sig = kiwi__json_str (part, "thoughtSignature");
+        const char *sig = kiwi__model_json_str (part, "thoughtSignature");
         json_t *fc = json_object_get (part, "functionCall");
-        const char *text = kiwi__json_str (part, "text");
+        const char *text = kiwi__model_json_str (part, "text");
         if (json_is_true (json_object_get (part, "thought")))
             continue; /* a thought summary, not the answer */
         if (fc != NULL) {
-            const char *name = kiwi__json_str (fc, "name");
+            const char *name = kiwi__model_json_str (fc, "name");
             json_t *args = json_object_get (fc, "args");
             if (name == NULL || (args != NULL && !json_is_object (args)))
                 return malformed (err, "a functionCall lacks a name or has non-object args");
-            const char *id = kiwi__json_str (fc, "id");
+            const char *id = kiwi__model_json_str (fc, "id");
             cleanup_free char *made = NULL;
             if (id == NULL || id[0] == '\0')
                 id = made = synthetic_id ();
@@ -314,7 +314,7 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
                 return malformed (err, "out of memory decoding");
         }
     }
-    const char *finish = kiwi__json_str (cand, "finishReason");
+    const char *finish = kiwi__model_json_str (cand, "finishReason");
     resp->stop_raw = kiwi__strdup0 (finish);
     size_t n_calls = kiwi_model_message_n_tool_calls (&resp->message);
     if (n_calls > 0 && (finish == NULL || strcmp (finish, "STOP") == 0))
@@ -338,23 +338,23 @@ gemini_error_info (json_t *body, kiwi__model_error_info *info)
     json_t *e = json_is_object (body) ? json_object_get (body, "error") : NULL;
     if (!json_is_object (e))
         return;
-    info->message = kiwi__strdup0 (kiwi__json_str (e, "message"));
-    info->type = kiwi__strdup0 (kiwi__json_str (e, "status"));
+    info->message = kiwi__strdup0 (kiwi__model_json_str (e, "message"));
+    info->type = kiwi__strdup0 (kiwi__model_json_str (e, "status"));
     size_t i;
     json_t *d;
     json_array_foreach (json_object_get (e, "details"), i, d)
     {
-        const char *at = kiwi__json_str (d, "@type");
+        const char *at = kiwi__model_json_str (d, "@type");
         if (at == NULL)
             continue;
         if (strstr (at, "google.rpc.ErrorInfo") != NULL) {
-            const char *reason = kiwi__json_str (d, "reason");
+            const char *reason = kiwi__model_json_str (d, "reason");
             if (reason != NULL && info->code == NULL)
                 info->code = strdup (reason);
             if (reason != NULL && (strcmp (reason, "API_KEY_INVALID") == 0 || strcmp (reason, "API_KEY_EXPIRED") == 0))
                 info->auth = true;
         } else if (strstr (at, "google.rpc.RetryInfo") != NULL) {
-            info->retry_after_ms = kiwi__model_duration_ms (kiwi__json_str (d, "retryDelay"));
+            info->retry_after_ms = kiwi__model_duration_ms (kiwi__model_json_str (d, "retryDelay"));
         }
     }
 }

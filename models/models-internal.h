@@ -92,7 +92,7 @@ void kiwi__model_scrub (char **msg, const char *secret);
 
 /* JSON helpers for the decoders: a string member or NULL; an integer member
  * (>= 0) into *out, false when absent or of another type. */
-const char *kiwi__json_str (json_t *obj, const char *key);
+const char *kiwi__model_json_str (json_t *obj, const char *key);
 bool kiwi__json_uint (json_t *obj, const char *key, uint64_t *out);
 
 /* strdup that takes NULL. */

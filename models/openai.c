@@ -197,9 +197,9 @@ openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     json_t *call;
     json_array_foreach (calls, i, call)
     {
-        const char *id = kiwi__json_str (call, "id");
+        const char *id = kiwi__model_json_str (call, "id");
         json_t *fn = json_object_get (call, "function");
-        const char *name = kiwi__json_str (fn, "name"), *args = kiwi__json_str (fn, "arguments");
+        const char *name = kiwi__model_json_str (fn, "name"), *args = kiwi__model_json_str (fn, "arguments");
         if (id == NULL || id[0] == '\0' || name == NULL || args == NULL)
             return malformed (err, "a tool call lacks id, function.name or function.arguments");
         json_t *parsed = NULL;
@@ -221,7 +221,7 @@ openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
             return -1;
     }
 
-    const char *finish = kiwi__json_str (choice, "finish_reason");
+    const char *finish = kiwi__model_json_str (choice, "finish_reason");
     resp->stop_raw = kiwi__strdup0 (finish);
     size_t n_calls = kiwi_model_message_n_tool_calls (&resp->message);
     if (finish == NULL)
@@ -246,7 +246,7 @@ openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     } else if (usage != NULL && !json_is_null (usage)) {
         return malformed (err, "usage is not an object");
     }
-    resp->request_id = kiwi__strdup0 (kiwi__json_str (body, "id"));
+    resp->request_id = kiwi__strdup0 (kiwi__model_json_str (body, "id"));
     return 0;
 }
 
@@ -257,8 +257,8 @@ openai_error_info (json_t *body, kiwi__model_error_info *info)
         return;
     json_t *e = json_object_get (body, "error");
     if (json_is_object (e)) {
-        info->message = kiwi__strdup0 (kiwi__json_str (e, "message"));
-        info->type = kiwi__strdup0 (kiwi__json_str (e, "type"));
+        info->message = kiwi__strdup0 (kiwi__model_json_str (e, "message"));
+        info->type = kiwi__strdup0 (kiwi__model_json_str (e, "type"));
         json_t *code = json_object_get (e, "code");
         if (json_is_string (code))
             info->code = strdup (json_string_value (code));
@@ -271,9 +271,9 @@ openai_error_info (json_t *body, kiwi__model_error_info *info)
     } else if (json_is_string (e)) {
         info->message = strdup (json_string_value (e)); /* some compatible servers */
     } else {
-        const char *m = kiwi__json_str (body, "message");
+        const char *m = kiwi__model_json_str (body, "message");
         if (m == NULL)
-            m = kiwi__json_str (body, "detail");
+            m = kiwi__model_json_str (body, "detail");
         info->message = kiwi__strdup0 (m);
     }
 }
