@@ -359,6 +359,7 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
     kiwi_error_make (&err, 0, "unknown tool `%s`", name);
 fail:
     *is_error = true;
+    kiwi_strv_addf (&s->actions, "refused %s %.80s: %.120s", name, path ? path : "", kiwi_error_msg (err));
     out = strdup (kiwi_error_msg (err));
     kiwi_error_free (&err);
     return out;
@@ -543,7 +544,12 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                 < 0)
                 msg = NULL;
         }
-        kiwi_model_conv_add_user_text (&conv, msg ? msg : plan, &e);
+        /* after tool results, the text joins that user turn: turns alternate */
+        kiwi_model_message *last = kiwi_model_conv_last (&conv);
+        if (last != NULL && last->role == KIWI_MODEL_ROLE_USER)
+            kiwi_model_message_add_text (last, msg ? msg : plan, &e);
+        else
+            kiwi_model_conv_add_user_text (&conv, msg ? msg : plan, &e);
         kiwi_error_free (&e);
         free (msg);
         round_end how = implement (&s, &conv, &e);

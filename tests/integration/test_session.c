@@ -1,0 +1,305 @@
+/*
+ * test_session.c: the Architect/Implementer session end to end through the
+ * scripted provider (real libcurl, the Anthropic wire format) and the real
+ * Docker sandbox: a fix in one round, a fix that needs two, max-rounds, the
+ * session budget, a provider that keeps failing, and a model that tries to
+ * write outside the workspace. Each ends with the right status and events.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "need.h"
+#include "scripted-provider.h"
+#include "session.h"
+
+extern char **environ;
+
+static kiwi_scripted_provider sp;
+static kiwi_sandbox_env *sbenv;
+static char outside[64];
+
+static int
+setup (void **state)
+{
+    const char *dirs[] = { KIWI_SOURCE_DIR "/tests/fixtures/sessions", NULL };
+    kiwi_error_t err = NULL;
+    if (kiwi_scripted_provider_start (&sp, dirs, &err) < 0) {
+        fprintf (stderr, "scripted provider: %s\n", kiwi_error_msg (err));
+        return -1;
+    }
+    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find ("docker", &err);
+    kiwi_sandbox_config cfg = {
+        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
+        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
+        .worker_id = "itest-session",
+    };
+    if (kiwi_sandbox_env_open (drv, &cfg, &sbenv, &err) < 0) {
+        fprintf (stderr, "sandbox: %s\n", kiwi_error_msg (err));
+        sbenv = NULL; /* each test says so with KIWI_NEED */
+        kiwi_error_free (&err);
+    }
+    snprintf (outside, sizeof outside, "/tmp/kiwi-session-outside-XXXXXX");
+    if (mkdtemp (outside) == NULL)
+        return -1;
+    return 0;
+}
+
+static int
+teardown (void **state)
+{
+    kiwi_scripted_provider_stop (&sp);
+    kiwi_sandbox_env_close (sbenv);
+    char cmd[128];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", outside);
+    return system (cmd) == 0 ? 0 : -1;
+}
+
+/* A git repository made from the js-sum example; returns its commit. */
+static char *
+make_repo (char *dir, size_t cap)
+{
+    snprintf (dir, cap, "/tmp/kiwi-session-repo-XXXXXX");
+    assert_non_null (mkdtemp (dir));
+    char cmd[1024];
+    snprintf (cmd, sizeof cmd,
+              "cp -a %s/tests/fixtures/examples/js-sum/. %s/ && ln -s %s %s/evil && cd %s && git init -q && "
+              "git -c user.email=t@kiwi -c user.name=t add -A && "
+              "git -c user.email=t@kiwi -c user.name=t commit -q -m init && git rev-parse HEAD",
+              KIWI_SOURCE_DIR, dir, outside, dir, dir);
+    char out[128];
+    assert_int_equal (kiwi_test_sh (cmd, out, sizeof out), 0);
+    out[strcspn (out, "\n")] = '\0';
+    return strdup (out);
+}
+
+typedef struct {
+    json_t *events; /* array of {phase, kind, round, payload} */
+} collected;
+
+static int
+collect_progress (kiwi_events *ev, const kiwi_progress *p)
+{
+    collected *c = ev->userdata;
+    char *json = NULL;
+    kiwi_error_t err = NULL;
+    json_t *payload = NULL;
+    if (p->payload && kiwi_msgpack_to_json (p->payload, p->payload_len, &json, &err) == 0) {
+        payload = json_loads (json, 0, NULL);
+        free (json);
+    }
+    kiwi_error_free (&err);
+    json_array_append_new (c->events, json_pack ("{s:s,s:s,s:i,s:o*}", "phase", kiwi_phase_name (p->phase), "kind",
+                                                 p->kind, "round", (int) p->round, "payload", payload));
+    return 0;
+}
+
+static int
+collect_result (kiwi_events *ev, const kiwi_result *r)
+{
+    return 0;
+}
+
+typedef struct {
+    kiwi_result result;
+    json_t *events;
+    char repo[64];
+    char *commit;
+} outcome;
+
+static void
+run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
+{
+    KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
+    o->commit = make_repo (o->repo, sizeof o->repo);
+    kiwi_error_t err = NULL;
+    const kiwi_model_provider *prov = kiwi_model_provider_find ("anthropic", &err);
+    char *base = kiwi_scripted_provider_base_url (&sp, "anthropic", script);
+    kiwi_model_config mc = { .base_url = base, .api_key = kiwi_scripted_provider_key ("anthropic"),
+                             .max_attempts = 3, .backoff_base_ms = 20, .backoff_max_ms = 100,
+                             .request_timeout_ms = 20000, .price_input_per_mtok = 3.0, .price_output_per_mtok = 15.0 };
+    kiwi_model_client *model = kiwi_model_client_open (prov, &mc, &err);
+    assert_non_null (model);
+    kiwi_phase_config pc = { .host_env = (const char *const *) environ };
+    collected c = { .events = json_array () };
+    kiwi_events ev = { .progress = collect_progress, .result = collect_result, .task_id = "session-task",
+                       .worker_id = "itest-session", .userdata = &c };
+    kiwi_task task;
+    kiwi_task_init (&task);
+    task.id = strdup ("session-task");
+    task.repo.url = strdup ("file:///unused");
+    task.repo.ref = strdup ("main");
+    task.test_command = strdup ("npm test");
+    task.goal = strdup ("Make the tests pass.");
+    task.limits.max_rounds = max_rounds;
+    if (budget_tokens) {
+        task.limits.has_session_budget_tokens = true;
+        task.limits.session_budget_tokens = budget_tokens;
+    }
+    kiwi_session_env env = {
+        .sandbox = sbenv,
+        .phase_cfg = &pc,
+        .image = kiwi_test_env_or ("KIWI_TEST_NODE_IMAGE", "kiwi/node:20"),
+        .workspace = o->repo,
+        .commit = o->commit,
+        .step0_output = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3",
+        .step0_exit = 1,
+        .model = model,
+        .model_name = "claude-sonnet-4-5-20250929",
+        .deadline_ms = kiwi_now_ms () + 600000,
+        .events = &ev,
+    };
+    kiwi_result_init (&o->result);
+    if (kiwi_session_run (&env, &task, &o->result, &err) < 0)
+        fail_msg ("session: %s", kiwi_error_msg (err));
+    o->events = c.events;
+    kiwi_task_clear (&task);
+    kiwi_model_client_close (model);
+    free (base);
+}
+
+static void
+outcome_clear (outcome *o)
+{
+    char cmd[128];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", o->repo);
+    assert_int_equal (system (cmd), 0);
+    kiwi_result_clear (&o->result);
+    json_decref (o->events);
+    free (o->commit);
+}
+
+static size_t
+count_rounds (json_t *events)
+{
+    size_t n = 0, i;
+    json_t *e;
+    json_array_foreach (events, i, e) if (strcmp (json_string_value (json_object_get (e, "kind")), "round") == 0) n++;
+    return n;
+}
+
+static json_t *
+round_event (json_t *events, int round)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach (events, i, e)
+    {
+        if (strcmp (json_string_value (json_object_get (e, "kind")), "round") == 0
+            && json_integer_value (json_object_get (e, "round")) == round)
+            return json_object_get (e, "payload");
+    }
+    return NULL;
+}
+
+static void
+test_fixed_in_one_round (void **state)
+{
+    outcome o;
+    run_session ("js-sum-one-round", 4, 0, &o);
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_int_equal (o.result.rounds, 1);
+    assert_non_null (o.result.diff);
+    assert_non_null (strstr (o.result.diff, "-  return a - b;"));
+    assert_non_null (strstr (o.result.diff, "+  return a + b;"));
+    assert_int_equal (count_rounds (o.events), 1);
+    json_t *r1 = round_event (o.events, 1);
+    assert_true (json_is_true (json_object_get (json_object_get (r1, "verify"), "passed")));
+    assert_string_equal (json_string_value (json_object_get (r1, "ended")), "passed");
+    assert_true (json_integer_value (json_object_get (r1, "tokens_in")) == 1200);
+    assert_true (o.result.cost_usd_micros > 0);
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-one-round"), 3);
+    outcome_clear (&o);
+}
+
+static void
+test_fixed_in_two_rounds (void **state)
+{
+    outcome o;
+    run_session ("js-sum-two-rounds", 4, 0, &o);
+    assert_int_equal (o.result.status, KIWI_RESULT_FIXED);
+    assert_int_equal (o.result.rounds, 2);
+    assert_int_equal (count_rounds (o.events), 2);
+    json_t *r1 = round_event (o.events, 1);
+    assert_false (json_is_true (json_object_get (json_object_get (r1, "verify"), "passed")));
+    assert_true (json_is_true (json_object_get (json_object_get (round_event (o.events, 2), "verify"), "passed")));
+    assert_non_null (strstr (o.result.diff, "+  return a + b;"));
+    outcome_clear (&o);
+}
+
+static void
+test_max_rounds (void **state)
+{
+    outcome o;
+    run_session ("js-sum-never", 2, 0, &o);
+    assert_int_equal (o.result.status, KIWI_RESULT_MAX_ROUNDS);
+    assert_int_equal (o.result.rounds, 2);
+    assert_null (o.result.diff);
+    assert_int_equal (count_rounds (o.events), 2);
+    assert_non_null (strstr (o.result.reason, "max-rounds (2)"));
+    outcome_clear (&o);
+}
+
+static void
+test_budget_exhausted (void **state)
+{
+    outcome o;
+    run_session ("js-sum-budget", 4, 100000, &o);
+    assert_int_equal (o.result.status, KIWI_RESULT_BUDGET_EXHAUSTED);
+    assert_true (o.result.tokens_in + o.result.tokens_out >= 100000);
+    assert_int_equal (count_rounds (o.events), 1);
+    assert_string_equal (json_string_value (json_object_get (round_event (o.events, 1), "ended")), "budget_exhausted");
+    outcome_clear (&o);
+}
+
+static void
+test_provider_keeps_failing (void **state)
+{
+    outcome o;
+    run_session ("js-sum-provider-down", 4, 0, &o);
+    assert_int_equal (o.result.status, KIWI_RESULT_ERROR);
+    assert_non_null (strstr (o.result.reason, "model provider failed"));
+    assert_non_null (strstr (o.result.reason, "500"));
+    assert_string_equal (json_string_value (json_object_get (round_event (o.events, 1), "ended")), "provider_error");
+    outcome_clear (&o);
+}
+
+static void
+test_writes_outside_refused (void **state)
+{
+    outcome o;
+    run_session ("js-sum-escape", 1, 0, &o);
+    assert_int_equal (o.result.status, KIWI_RESULT_MAX_ROUNDS);
+    /* nothing was written outside the workspace */
+    assert_int_not_equal (access ("/etc/kiwi-escape", F_OK), 0);
+    char p[256];
+    snprintf (p, sizeof p, "%s/kiwi-escape", outside);
+    assert_int_not_equal (access (p, F_OK), 0);
+    assert_int_not_equal (access ("/tmp/kiwi-escape", F_OK), 0);
+    /* the event names the refusals */
+    json_t *acts = json_object_get (round_event (o.events, 1), "actions");
+    size_t refused = 0, i;
+    json_t *a;
+    json_array_foreach (acts, i, a) if (strncmp (json_string_value (a), "refused write_file", 18) == 0) refused++;
+    assert_int_equal (refused, 3);
+    outcome_clear (&o);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_fixed_in_one_round),     cmocka_unit_test (test_fixed_in_two_rounds),
+        cmocka_unit_test (test_max_rounds),             cmocka_unit_test (test_budget_exhausted),
+        cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
+    };
+    return cmocka_run_group_tests_name ("session", tests, setup, teardown);
+}
