@@ -50,7 +50,7 @@ PACKAGES=(
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev
   e2fsprogs mount util-linux findutils
   redis-server docker.io runsc debootstrap kcat
-  iptables iproute2 git python3-msgpack curl jq ca-certificates
+  iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl
   # docker.io only recommends these, and we install without recommends:
   # with AppArmor enabled in the kernel (Debian's default) and no
   # apparmor_parser, dockerd cannot load the docker-default profile and no
