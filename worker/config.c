@@ -104,6 +104,8 @@ static const setting settings[] = {
       86400, NULL, "seconds between egress checks" },
     { "health.egress_stop_when_degraded", "KIWI_EGRESS_STOP_WHEN_DEGRADED", "egress-stop-when-degraded", T_BOOL,
       OFF (egress_stop_when_degraded), "true", 0, 0, NULL, "take no new tasks while an isolation check fails" },
+    { "health.egress_apply", "KIWI_EGRESS_APPLY", "egress-apply", T_BOOL, OFF (egress_apply), "false", 0, 0, NULL,
+      "apply the egress rules (ops/egress/egress.sh apply) when the worker starts: they do not survive a reboot" },
     { "worker.drain_timeout", "KIWI_DRAIN_TIMEOUT", "drain-timeout", T_INT, OFF (drain_timeout_s), "120", 0, 86400,
       NULL, "seconds in-flight tasks may take to finish after SIGTERM" },
     { "log.level", "KIWI_LOG_LEVEL", "log-level", T_ENUM, OFF (log_level), "info", 0, 0, "debug|info|warn|error",

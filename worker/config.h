@@ -63,6 +63,7 @@ typedef struct kiwi_worker_config {
     int64_t heartbeat_interval_s;
     int64_t egress_interval_s;
     bool egress_stop_when_degraded;
+    bool egress_apply;       /* apply ops/egress rules at start */
     int64_t drain_timeout_s;
     char *log_level;
 } kiwi_worker_config;
