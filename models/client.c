@@ -584,7 +584,7 @@ attempt_once (kiwi_model_client *c, const char *url, struct curl_slist *headers,
     }
 
     json_error_t jerr;
-    json_t *body = x.len > 0 ? json_loadb (x.body, x.len, 0, &jerr) : NULL;
+    json_t *body = x.len > 0 ? json_loadb (x.body, x.len, JSON_DECODE_ANY, &jerr) : NULL;
 
     if (status >= 200 && status <= 299) {
         if (body == NULL) {

@@ -449,6 +449,48 @@ test_wrong_key_never_shown (void **state)
 }
 
 static void
+test_key_not_in_logs (void **state)
+{
+    /* the provider quotes the key in a retryable error: the retry's log line
+     * and everything else on stderr show [redacted] instead */
+    const prov *p = &PROVIDERS[1];
+    const char *key = kiwi_scripted_provider_key (p->name);
+    char path[] = "/tmp/kiwi-models-stderr-XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    fflush (stderr);
+    int saved = dup (STDERR_FILENO);
+    dup2 (fd, STDERR_FILENO);
+    sleeper s = { 0 };
+    cleanup_free char *script = NULL;
+    kiwi_model_client *c = open_client (p, "500-echo-key", &s, NULL, &script);
+    fixture f;
+    fixture_init (&f, p);
+    kiwi_error_t err = NULL;
+    kiwi_model_response r = { 0 };
+    int rc = kiwi_model_client_call (c, &f.req, &r, &err);
+    fflush (stderr);
+    dup2 (saved, STDERR_FILENO);
+    close (saved);
+    if (rc < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    assert_int_equal (r.attempts, 2);
+    char logged[8192] = "";
+    ssize_t n = pread (fd, logged, sizeof logged - 1, 0);
+    close (fd);
+    unlink (path);
+    assert_true (n > 0);
+    logged[n] = '\0';
+    assert_contains (logged, "the key sent: [redacted]");
+    if (strstr (logged, key) != NULL)
+        fail_msg ("the key shows on stderr: %s", logged);
+    kiwi_model_response_clear (&r);
+    assert_no_violations (script);
+    fixture_clear (&f);
+    kiwi_model_client_close (c);
+}
+
+static void
 test_server_refuses_broken_request (void **state)
 {
     for (size_t i = 0; i < 3; i++) {
@@ -520,6 +562,7 @@ main (void)
         cmocka_unit_test (test_malformed),
         cmocka_unit_test (test_auth),
         cmocka_unit_test (test_wrong_key_never_shown),
+        cmocka_unit_test (test_key_not_in_logs),
         cmocka_unit_test (test_server_refuses_broken_request),
         cmocka_unit_test (test_connection_refused),
     };

@@ -28,7 +28,8 @@ A script is DIR/<name>.json (see README.md):
     TURN = {"response": BODY, "status": 200, "headers": {...}, "expect": {...}}
          | {"fault": "429"|"500"|"502"|"503"|"504"|"529"|"400"|"401"|"403"|"404",
             "message": "...", "retry_after": 1, "retry_after_ms": 1500,
-            "retry_delay": "1s", "repeat": N, "expect": {...}}
+            "retry_delay": "1s", "reason": "API_KEY_INVALID", "echo_key": true,
+            "repeat": N, "expect": {...}}
          | {"fault": "timeout", "seconds": 30}      (hang, then close)
          | {"fault": "disconnect"}                  (close without a response)
          | {"fault": "malformed", "body": "..."}    (200 with an invalid JSON body)
@@ -846,12 +847,16 @@ class Handler(BaseHTTPRequestHandler):
             self.state.turn[script] = n + 1
         return self._play(provider, script, turn, entry)
 
+    def _sent_key(self):
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        return (headers.get("x-api-key") or headers.get("x-goog-api-key")
+                or headers.get("authorization", "").replace("Bearer ", "", 1))
+
     def _auth_failure(self, provider, headers, entry):
         entry["violations"].append({"kind": "auth", "message": "missing or wrong API key"})
         entry["status"] = 401
         seq = self.state.record(entry)
-        sent = (headers.get("x-api-key") or headers.get("x-goog-api-key")
-                or headers.get("authorization", "").replace("Bearer ", "", 1))
+        sent = self._sent_key()
         if provider == "gemini":
             status, body = 400, error_body("gemini", 400, "API key not valid. Please pass a valid API key.",
                                            reason="API_KEY_INVALID")
@@ -912,7 +917,12 @@ class Handler(BaseHTTPRequestHandler):
                 headers["retry-after"] = email.utils.formatdate(time.time() + float(turn["retry_after_date"]),
                                                                 usegmt=True)
             headers.update(turn.get("headers", {}))
-            body = error_body(provider, status, turn.get("message"),
+            message = turn.get("message")
+            if turn.get("echo_key"):
+                # a provider that quotes the key back: the client must scrub it
+                message = "%s (the key sent: %s)" % (message or DEFAULT_MESSAGES.get(status, "Error"),
+                                                     self._sent_key())
+            body = error_body(provider, status, message,
                               request_id="req_scripted_%d" % seq if provider == "anthropic" else None,
                               retry_delay=turn.get("retry_delay"), reason=turn.get("reason"))
             return self._send(status, body, headers)
