@@ -518,6 +518,59 @@ test_server_refuses_broken_request (void **state)
     }
 }
 
+static int
+refuse_sleep (void *ctx, long ms)
+{
+    (*(int *) ctx)++;
+    return -1;
+}
+
+static void
+test_retry_after_forms (void **state)
+{
+    /* an HTTP date two seconds ahead, then retry-after-ms: both honoured */
+    sleeper s = { 0 };
+    cleanup_free char *script = NULL;
+    kiwi_model_client *c = open_client (&PROVIDERS[1], "429-date", &s, NULL, &script);
+    fixture f;
+    fixture_init (&f, &PROVIDERS[1]);
+    kiwi_error_t err = NULL;
+    kiwi_model_response r = { 0 };
+    if (kiwi_model_client_call (c, &f.req, &r, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    assert_int_equal (r.attempts, 3);
+    assert_int_equal (s.n, 2);
+    assert_in_range (s.waits[0], 0, 2000); /* whole seconds: between 1 and 2 s left, or less on a slow run */
+    assert_int_equal (s.waits[1], 1500);
+    kiwi_model_response_clear (&r);
+    assert_no_violations (script);
+    kiwi_model_client_close (c);
+
+    /* retry-after beyond backoff_max: not waited, named */
+    cleanup_free char *msg = fails_with (&PROVIDERS[0], "429-long", NULL, KIWI_MODEL_E_RATE_LIMITED, 1, NULL);
+    assert_contains (msg, "not retried: the provider asked for 120000 ms");
+
+    /* the sleep callback refuses (a worker shutting down): cancelled */
+    int calls = 0;
+    kiwi_model_config cfg = { .base_url = NULL };
+    cleanup_free char *base = kiwi_scripted_provider_base_url (&server, "anthropic", "anthropic-500-always");
+    assert_int_equal (kiwi_scripted_provider_reset (&server, "anthropic-500-always", &err), 0);
+    cfg.base_url = base;
+    cfg.api_key = kiwi_scripted_provider_key ("anthropic");
+    cfg.sleep = refuse_sleep;
+    cfg.sleep_ctx = &calls;
+    c = kiwi_model_client_open (kiwi_model_provider_find ("anthropic", NULL), &cfg, &err);
+    assert_non_null (c);
+    assert_int_equal (kiwi_model_client_call (c, &f.req, &r, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_MODEL_E_CANCELLED);
+    assert_contains (kiwi_error_msg (err), "retry cancelled while waiting");
+    assert_contains (kiwi_error_msg (err), "HTTP 500");
+    assert_int_equal (calls, 1);
+    kiwi_error_free (&err);
+    kiwi_model_client_close (c);
+    fixture_clear (&f);
+}
+
 static void
 test_connection_refused (void **state)
 {
@@ -564,6 +617,7 @@ main (void)
         cmocka_unit_test (test_wrong_key_never_shown),
         cmocka_unit_test (test_key_not_in_logs),
         cmocka_unit_test (test_server_refuses_broken_request),
+        cmocka_unit_test (test_retry_after_forms),
         cmocka_unit_test (test_connection_refused),
     };
     return cmocka_run_group_tests (tests, group_setup, group_teardown);
