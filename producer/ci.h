@@ -1,0 +1,60 @@
+/*
+ * ci.h: turning a CI failure event into a task, and checking the signature
+ * GitHub puts on its webhooks.
+ *
+ * Events (GitHub's webhook payloads; the event name is the X-GitHub-Event
+ * header, or is recognised from the payload when not given):
+ *
+ *   workflow_run  action "completed", workflow_run.conclusion "failure":
+ *                 repo.url = repository.clone_url, ref = workflow_run.head_sha;
+ *                 ci_context names the workflow, run URL, branch, commit and
+ *                 commit message; id "gh-run-<run id>-<run attempt>".
+ *   check_run     action "completed", check_run.conclusion "failure":
+ *                 repo.url = repository.clone_url, ref = check_run.head_sha;
+ *                 ci_context holds check_run.output.title, summary and text
+ *                 (the tail, if longer than the field allows); id
+ *                 "gh-check-<check run id>".
+ *
+ * The ids are derived from the event, so a webhook GitHub delivers twice
+ * becomes the same task twice, which the workers' idempotency absorbs.
+ * Every other event, action or conclusion is ignored (with the reason).
+ * The goal comes from a template (settings.h: {name} {sha} {branch} {url}
+ * {repo} {event}) unless one is given.
+ */
+#ifndef KIWI_PRODUCER_CI_H
+#define KIWI_PRODUCER_CI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+#include "task.h"
+
+typedef struct kiwi_ci_options {
+    const char *test_command;  /* required */
+    const char *goal_template; /* used when the base task has no goal */
+    const kiwi_task *base;     /* fields given as flags (limits, model, ...); may be NULL */
+} kiwi_ci_options;
+
+typedef enum {
+    KIWI_CI_ERROR = -1,   /* *err: malformed event (KIWI_WIRE_EINVALID) or other failure */
+    KIWI_CI_IGNORED = 0,  /* *why says why (caller frees) */
+    KIWI_CI_TASK = 1,     /* *out holds a finished, valid task */
+} kiwi_ci_outcome;
+
+/* Maps one event. `event` is the X-GitHub-Event name, or NULL to recognise
+ * it from the payload. On TASK the caller owns *out (kiwi_task_clear);
+ * otherwise *out holds nothing to free. */
+kiwi_ci_outcome kiwi_ci_event_to_task (const char *event, const char *body, size_t len, const kiwi_ci_options *o,
+                                       kiwi_task *out, char **why, kiwi_error_t *err);
+
+/* Checks an X-Hub-Signature-256 header ("sha256=<64 hex digits>") against
+ * HMAC-SHA256(secret, body), in constant time. Returns 0 when it matches,
+ * < 0 with *err saying what is wrong (missing, malformed, mismatch). */
+int kiwi_ci_verify_signature (const char *secret, size_t secret_len, const char *body, size_t len,
+                              const char *header, kiwi_error_t *err);
+
+/* Writes "sha256=<hex>" for body into out (at least 72 bytes). */
+int kiwi_ci_sign (const char *secret, size_t secret_len, const char *body, size_t len, char *out, size_t cap);
+
+#endif

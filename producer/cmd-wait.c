@@ -1,0 +1,220 @@
+/*
+ * cmd-wait.c: `kiwi wait TASK_ID`: reads the results topic from the
+ * beginning until the task's result arrives, prints it as JSON and exits
+ * with a status that names the outcome (KIWI_WAIT_EXIT_MAP in cli.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "cli.h"
+#include "kafka.h"
+#include "log.h"
+#include "render.h"
+#include "result.h"
+
+enum { OPT_TIMEOUT = KIWI_OPT_OWN, OPT_PROGRESS };
+
+static const kiwi_opt wait_opts[] = {
+    { OPT_TIMEOUT, "timeout", 0, "S", "give up after S seconds (exit 124); default: wait for ever" },
+    { OPT_PROGRESS, "progress", 0, NULL, "print the task's progress events (JSON lines) on stderr meanwhile" },
+    { 0, NULL, 0, NULL, NULL },
+};
+
+static const kiwi_exit_doc wait_exits[] = {
+    { 0, "fixed" },
+    { 10, "not_fixed" },
+    { 11, "install_failed" },
+    { 12, "needs_network" },
+    { 13, "budget_exhausted" },
+    { 14, "max_rounds" },
+    { 15, "timed_out (the task ran out of time)" },
+    { 16, "error (Kiwi itself failed on the task)" },
+    { 124, "the wait timed out (--timeout) before a result arrived" },
+    { 1, "the broker could not be reached, the result could not be decoded, or the wait was interrupted" },
+    { 2, "usage or configuration error" },
+    { -1, NULL },
+};
+
+const kiwi_cmd kiwi_cmd_wait_def = {
+    .name = "wait",
+    .synopsis = "wait [OPTIONS] TASK_ID",
+    .summary = "wait for a task's result; the exit status tells the outcome",
+    .description = "Reads the results topic from the beginning (so a result produced before the wait started is\n"
+                   "found) until the result of TASK_ID arrives, prints it as one JSON line on stdout and exits\n"
+                   "with the status of its outcome. The first result wins if a task has several. A results\n"
+                   "topic that does not exist yet is waited for.",
+    .opts = wait_opts,
+    .exits = wait_exits,
+};
+
+static int64_t
+now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool
+key_is (const rd_kafka_message_t *m, const char *id)
+{
+    return m->key != NULL && m->key_len == strlen (id) && memcmp (m->key, id, m->key_len) == 0;
+}
+
+/* One results-topic message: < 0 not ours, else the exit status. */
+static int
+on_result (const rd_kafka_message_t *m, const char *id)
+{
+    /* Results are keyed by task id; a keyless one is decoded to check. */
+    if (m->key != NULL && !key_is (m, id))
+        return -1;
+    kiwi_result r;
+    kiwi_error_t err = NULL;
+    if (kiwi_result_decode (m->payload, m->len, &r, &err) < 0) {
+        if (m->key == NULL) {
+            kiwi_error_free (&err);
+            return -1;
+        }
+        kiwi_errorf ("wait: the result of task %s (%s [%d] at offset %lld) does not decode: %s", id,
+                     rd_kafka_topic_name (m->rkt), (int) m->partition, (long long) m->offset, kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return KIWI_EXIT_FAILURE;
+    }
+    if (strcmp (r.task_id, id) != 0) {
+        kiwi_result_clear (&r);
+        return -1;
+    }
+    cleanup_free char *json = NULL;
+    int code;
+    if (kiwi_result_to_json (&r, &json, &err) < 0)
+        code = kiwi_cli_fail (&err, "wait");
+    else {
+        kiwi_cli_println (json);
+        code = kiwi_wait_exit_code (r.status);
+        kiwi_debug ("task %s: %s (exit %d)", id, kiwi_result_status_name (r.status), code);
+    }
+    kiwi_result_clear (&r);
+    return code;
+}
+
+static void
+on_progress (const rd_kafka_message_t *m, const char *id)
+{
+    kiwi_msg_meta mm = { rd_kafka_topic_name (m->rkt), m->partition, m->offset, -1, m->key, m->key_len };
+    bool key_match = key_is (m, id);
+    if (m->key != NULL && !key_match)
+        return;
+    cleanup_free char *line = NULL;
+    cleanup_free char *tid = NULL;
+    bool decoded = false;
+    kiwi_error_t err = NULL;
+    if (kiwi_render_message (KIWI_MSG_PROGRESS, &mm, m->payload, m->len, false, &line, &tid, &decoded, &err) < 0) {
+        kiwi_error_free (&err);
+        return;
+    }
+    if (key_match || (tid != NULL && strcmp (tid, id) == 0)) {
+        fprintf (stderr, "%s\n", line);
+        fflush (stderr);
+    }
+}
+
+int
+kiwi_cmd_wait (int argc, char **argv)
+{
+    kiwi_args args = { 0 };
+    kiwi_cli_settings s;
+    kiwi_cli_settings_init (&s);
+    kiwi_error_t err = NULL;
+    rd_kafka_t *rk = NULL;
+    int sigfd = -1;
+    int code = 0;
+    if (kiwi_cli_begin (&kiwi_cmd_wait_def, argc, argv, &args, &s, &code) != 0)
+        goto out;
+
+    unsigned long long timeout_s = 0;
+    bool progress = false;
+    code = KIWI_EXIT_USAGE;
+    for (size_t i = 0; i < args.n_opts; i++) {
+        const kiwi_arg *a = &args.opts[i];
+        if (a->id == OPT_PROGRESS)
+            progress = true;
+        else if (a->id == OPT_TIMEOUT && kiwi_parse_u64 (a->spelling, a->value, 1, 31536000ULL, &timeout_s, &err) < 0) {
+            code = kiwi_cli_fail (&err, "wait");
+            goto out;
+        }
+    }
+    if (args.n_pos != 1) {
+        kiwi_errorf ("wait: expected one TASK_ID");
+        goto out;
+    }
+    const char *id = args.pos[0];
+    if ((sigfd = kiwi_cli_signals_install (&err)) < 0 || (rk = kiwi_cli_consumer_new (&s, &err)) == NULL) {
+        code = kiwi_cli_fail (&err, "wait");
+        goto out;
+    }
+
+    int64_t deadline = timeout_s ? now_ms () + (int64_t) timeout_s * 1000 : INT64_MAX;
+    bool have_results = false, have_progress = !progress, told = false;
+    int64_t next_check = 0;
+    code = -1;
+    while (code < 0) {
+        if (kiwi_cli_stop) {
+            kiwi_errorf ("wait: interrupted before the result of task %s arrived", id);
+            code = KIWI_EXIT_FAILURE;
+            break;
+        }
+        int64_t now = now_ms ();
+        if (now >= deadline) {
+            kiwi_errorf ("wait: no result for task %s within %llu s", id, timeout_s);
+            code = KIWI_EXIT_WAIT_TIMEOUT;
+            break;
+        }
+        if ((!have_results || !have_progress) && now >= next_check) {
+            /* Topics that do not exist yet are looked for again each second. */
+            int n = 0;
+            int64_t left = deadline - now;
+            int ask_ms = left < 5000 ? (int) (left > 100 ? left : 100) : 5000;
+            if (!have_results && (n = kiwi_cli_assign_topic (rk, s.topic_results, RD_KAFKA_OFFSET_BEGINNING, ask_ms,
+                                                             &err))
+                                     > 0)
+                have_results = true;
+            if (n >= 0 && !have_progress
+                && (n = kiwi_cli_assign_topic (rk, s.topic_progress, RD_KAFKA_OFFSET_BEGINNING, ask_ms, &err)) > 0)
+                have_progress = true;
+            if (n < 0) {
+                kiwi_warn ("wait: %s (retrying)", kiwi_error_msg (err));
+                kiwi_error_free (&err);
+            }
+            if (!have_results && !told) {
+                kiwi_info ("wait: topic %s does not exist yet; waiting for it", s.topic_results);
+                told = true;
+            }
+            next_check = now_ms () + 1000;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll (rk, 200);
+        if (m == NULL)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            const char *t = rd_kafka_topic_name (m->rkt);
+            if (strcmp (t, s.topic_results) == 0)
+                code = on_result (m, id);
+            else if (progress)
+                on_progress (m, id);
+        } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            kiwi_warn ("wait: %s", rd_kafka_message_errstr (m));
+        rd_kafka_message_destroy (m);
+    }
+out:
+    if (rk != NULL) {
+        rd_kafka_consumer_close (rk);
+        rd_kafka_destroy (rk);
+    }
+    if (sigfd >= 0)
+        close (sigfd);
+    kiwi_args_clear (&args);
+    kiwi_cli_settings_clear (&s);
+    return code;
+}

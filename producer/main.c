@@ -1,0 +1,45 @@
+/*
+ * main.c: `kiwi COMMAND ...`: picks the command from the table in cli.c
+ * and returns its exit status.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "log.h"
+
+int
+main (int argc, char **argv)
+{
+    kiwi_error_t err = NULL;
+    if (kiwi_log_init ("kiwi", &err) < 0) {
+        fprintf (stderr, "kiwi: %s\n", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return KIWI_EXIT_USAGE;
+    }
+    if (argc < 2) {
+        kiwi_cli_help (stderr);
+        return KIWI_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp (name, "-h") == 0 || strcmp (name, "--help") == 0 || strcmp (name, "help") == 0) {
+        if (argc > 2)
+            for (const kiwi_command *c = kiwi_commands; c->cmd; c++)
+                if (strcmp (c->cmd->name, argv[2]) == 0) {
+                    kiwi_cmd_help (c->cmd, stdout);
+                    return KIWI_EXIT_OK;
+                }
+        kiwi_cli_help (stdout);
+        return KIWI_EXIT_OK;
+    }
+    if (strcmp (name, "--version") == 0 || strcmp (name, "version") == 0) {
+        printf ("kiwi %s\n", KIWI_VERSION);
+        return KIWI_EXIT_OK;
+    }
+    for (const kiwi_command *c = kiwi_commands; c->cmd; c++)
+        if (strcmp (c->cmd->name, name) == 0)
+            return c->run (argc - 1, argv + 1);
+    fprintf (stderr, "kiwi: unknown command `%s` (commands: submit, batch, ci-event, tail, wait, config; see kiwi --help)\n",
+             name);
+    return KIWI_EXIT_USAGE;
+}
