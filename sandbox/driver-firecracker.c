@@ -172,6 +172,24 @@ mentions_kvm (const char *s)
     return false;
 }
 
+/* Firecracker's fault messages can carry line continuations ("\\\n"):
+ * one line for ours. */
+static void
+one_line (char *s)
+{
+    char *w = s;
+    for (char *r = s; s && *r; r++) {
+        char c = *r == '\n' || *r == '\r' || *r == '\t' ? ' ' : *r;
+        if (c == '\\' && (r[1] == '\n' || r[1] == '\0'))
+            continue;
+        if (c == ' ' && w > s && w[-1] == ' ')
+            continue;
+        *w++ = c;
+    }
+    if (s)
+        *w = '\0';
+}
+
 /* ----- the plan ----- */
 
 void
@@ -267,6 +285,7 @@ kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *p, kiwi_error_t *err)
             continue;
         bool start = strcmp (s->path, "/actions") == 0;
         if (start && mentions_kvm (fault)) {
+            one_line (fault);
             kiwi_error_free (err);
             return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
                                          KIWI_FC_NO_KVM ": Firecracker could not start the microVM: %s (%s)", fault,
