@@ -1103,6 +1103,40 @@ hx_port_of (const char *hostport)
 /* ------------------------------------------------------------------------
  * exfil: the install hooks steal what they can.
  */
+
+/* The environment a hook dumped ("STEAL-BEGIN <who>" then one JSON line):
+ * its variable names are echoed to the log, and none may be the name of a
+ * worker secret (whatever its value). */
+static void
+hx_check_dump (hx *h, const char *what, const char *out, const char *who)
+{
+    char k[64];
+    snprintf (k, sizeof k, "STEAL-BEGIN %s\n", who);
+    const char *p = strstr (out, k);
+    if (p == NULL)
+        fail_msg ("%s: %s: no dump from the %s hook:\n%s", h->c->runtime, what, who, out);
+    p += strlen (k);
+    json_error_t je;
+    json_t *loot = json_loadb (p, strcspn (p, "\n"), 0, &je);
+    if (loot == NULL)
+        fail_msg ("%s: %s: the %s hook's dump is not JSON: %s", h->c->runtime, what, who, je.text);
+    json_t *env = json_object_get (loot, "env");
+    assert_true (json_is_object (env));
+    char names[4096] = "";
+    size_t used = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach (env, key, v)
+    {
+        for (size_t i = 0; i < h->nsecrets; i++)
+            if (strcmp (key, h->secrets[i].name) == 0)
+                fail_msg ("%s: %s: the %s hook sees %s", h->c->runtime, what, who, key);
+        if (strncmp (key, "npm_", 4) != 0 && used + strlen (key) + 2 < sizeof names)
+            used += (size_t) snprintf (names + used, sizeof names - used, "%s%s", used ? " " : "", key);
+    }
+    fprintf (stderr, "# %s %s: the %s hook's environment (npm_* left out): %s\n", h->c->runtime, what, who, names);
+    json_decref (loot);
+}
 static void
 test_exfil (void **state)
 {
@@ -1165,6 +1199,8 @@ test_exfil (void **state)
             fail_msg ("%s: control: the namespace did not receive the %s hook's dump", h->c->runtime, who[i]);
     }
     assert_true (hx_received (&h->rec, m.md53, "\"HOME\":\"/kiwi/home\""));
+    hx_check_dump (h, "Phase A", out, "dep");
+    hx_check_dump (h, "Phase A", out, "root");
 
     /* the guarantee: nothing it could read held a secret */
     hx_assert_no_secret (h, "Phase A's output", out, h->out.len);
@@ -1187,6 +1223,7 @@ test_exfil (void **state)
     hx_settle (500);
     if (strstr (out, h->test_cred) == NULL)
         fail_msg ("%s: control: the named test credential did not reach Phase B\n%s", h->c->runtime, out);
+    hx_check_dump (h, "Phase B", out, "verify");
     assert_true (kiwi_strv_contains (&withheld, "ANTHROPIC_API_KEY"));
     assert_true (kiwi_strv_contains (&withheld, "KIWI_GIT_TOKEN"));
     kiwi_strv_free (&withheld);
