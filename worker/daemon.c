@@ -327,12 +327,9 @@ redis_connect (daemon_t *d)
 {
     if (d->redis != NULL)
         return;
-    redisOptions o = { 0 };
-    REDIS_OPTIONS_SET_TCP (&o, d->cfg->redis_host, (int) d->cfg->redis_port);
-    struct timeval tv = { 1, 0 };
-    o.connect_timeout = &tv;
-    o.command_timeout = &tv;
-    redisAsyncContext *ac = redisAsyncConnectWithOptions (&o);
+    /* hiredis 0.14: non-blocking connect; a Redis that does not answer
+     * shows as a connect failure or a disconnect, never a blocked loop */
+    redisAsyncContext *ac = redisAsyncConnect (d->cfg->redis_host, (int) d->cfg->redis_port);
     if (ac == NULL)
         return;
     if (ac->err) {
@@ -672,8 +669,6 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
     } else
         finish_slot (d, s);
 }
-
-static void start_next (daemon_t *d);
 
 static void
 finish_slot (daemon_t *d, slot *s)
@@ -1234,11 +1229,13 @@ egress_line (daemon_t *d, const char *line)
 {
     json_error_t je;
     json_t *j = json_loads (line, 0, &je);
-    const char *name = json_string_value (json_object_get (j, "name"));
+    const char *n = json_string_value (json_object_get (j, "name"));
+    char *name = n ? strdup (n) : NULL; /* the key outlives the "name" member */
     if (name != NULL) {
         json_object_del (j, "name");
         json_object_set (d->egress, name, j);
     }
+    free (name);
     json_decref (j);
 }
 

@@ -1,0 +1,117 @@
+# tests/integration/sh/lib.sh: shared pieces of the shell integration tests
+# that drive the real binaries (kiwi-worker, kiwi) against the real stack.
+#
+# Everything a test starts is recorded and stopped on exit, whatever the
+# exit path. Topics, groups and state are unique per run, so tests never see
+# each other's messages.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+BUILD=${KIWI_BUILD_DIR:-$ROOT/build}
+KIWI="$BUILD/producer/kiwi"
+WORKER="$BUILD/worker/kiwi-worker"
+env_file="${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"
+[ -f "$env_file" ] && { set -a; . "$env_file"; set +a; }
+: "${KIWI_KAFKA_BROKERS:=127.0.0.1:19092}"
+RUN_ID="t$$-$(date +%s)"
+TMP=$(mktemp -d "/tmp/kiwi-itest-$RUN_ID-XXXX")
+PIDS=()
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+fail() { log "FAIL: $*"; exit 1; }
+
+cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  sleep 0.5
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  done
+  if [ "$rc" -ne 0 ] && [ -d "$TMP" ]; then
+    for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "---- $f (tail)"; tail -n 40 "$f"; }; done >&2
+  fi
+  rm -rf "$TMP"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+need_services() {
+  if ! kcat -b "$KIWI_KAFKA_BROKERS" -L -m 5 >/dev/null 2>&1; then
+    if [ "${KIWI_REQUIRE_SERVICES:-0}" = 1 ]; then fail "kafka at $KIWI_KAFKA_BROKERS is not answering"; fi
+    echo "SKIP: kafka at $KIWI_KAFKA_BROKERS is not answering"; exit 77
+  fi
+}
+
+# free_port: an unused loopback port.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# git_serve NAME...: each tests/fixtures/examples/NAME as a bare repository
+# served by git daemon on loopback; sets GIT_URL_BASE.
+git_serve() {
+  local base="$TMP/git" port
+  mkdir -p "$base"
+  for name in "$@"; do
+    local work="$TMP/src-$name"
+    cp -a "$ROOT/tests/fixtures/examples/$name" "$work"
+    git -C "$work" init -q -b main
+    git -C "$work" -c user.email=kiwi@test -c user.name=kiwi add -A
+    git -C "$work" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "$name: initial"
+    git clone -q --bare "$work" "$base/$name.git"
+  done
+  port=$(free_port)
+  git daemon --reuseaddr --base-path="$base" --export-all --listen=127.0.0.1 --port="$port" \
+    "$base" >"$TMP/git-daemon.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 50); do
+    git ls-remote "git://127.0.0.1:$port/$1.git" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  GIT_URL_BASE="git://127.0.0.1:$port"
+}
+
+# provider_serve: the scripted provider with the session fixtures; sets
+# PROVIDER_PORT.
+provider_serve() {
+  local pf="$TMP/provider.port"
+  python3 "$ROOT/tests/scripted_provider/server.py" --scripts "$ROOT/tests/fixtures/sessions" \
+    --port-file "$pf" --log "$TMP/provider-requests.jsonl" --parent-pid $$ >"$TMP/provider.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do [ -s "$pf" ] && break; sleep 0.1; done
+  [ -s "$pf" ] || fail "the scripted provider did not start"
+  PROVIDER_PORT=$(cat "$pf")
+}
+
+# worker_start NAME [extra env assignments...]: a kiwi-worker on this run's
+# topics; its pid in WORKER_PID_<NAME>.
+worker_start() {
+  local name=$1; shift
+  env "$@" \
+    KIWI_WORKER_ID="$RUN_ID-$name" KIWI_GROUP="kiwi-itest-$RUN_ID" \
+    KIWI_TOPIC_TASKS="kiwi.itest.$RUN_ID.tasks" KIWI_TOPIC_PROGRESS="kiwi.itest.$RUN_ID.progress" \
+    KIWI_TOPIC_RESULTS="kiwi.itest.$RUN_ID.results" KIWI_TOPIC_HEARTBEATS="kiwi.itest.$RUN_ID.heartbeats" \
+    KIWI_TOPIC_DLQ="kiwi.itest.$RUN_ID.dlq" KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" \
+    KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
+    ANTHROPIC_API_KEY="kiwi-test-anthropic-key-7f3a9c" KIWI_HEARTBEAT_INTERVAL="${HB:-2}" \
+    "$WORKER" >"$TMP/worker-$name.log" 2>&1 &
+  local pid=$!
+  PIDS+=($pid)
+  eval "WORKER_PID_$name=$pid"
+}
+
+kiwi_cli() {
+  local cmd=$1; shift
+  "$KIWI" "$cmd" --brokers "$KIWI_KAFKA_BROKERS" \
+    --tasks-topic "kiwi.itest.$RUN_ID.tasks" --progress-topic "kiwi.itest.$RUN_ID.progress" \
+    --results-topic "kiwi.itest.$RUN_ID.results" --heartbeats-topic "kiwi.itest.$RUN_ID.heartbeats" \
+    --dlq-topic "kiwi.itest.$RUN_ID.dlq" "$@"
+}
+
+# submit_fix REPO SCRIPT [extra kiwi submit flags]: prints the task id.
+submit_fix() {
+  local repo=$1 script=$2; shift 2
+  kiwi_cli submit --repo "$GIT_URL_BASE/$repo.git" --ref main --test "npm test" \
+    --goal "Make the tests pass." --provider anthropic --model claude-sonnet-4-5-20250929 \
+    --base-url "http://127.0.0.1:$PROVIDER_PORT/script/$script" "$@"
+}
