@@ -52,7 +52,12 @@ tmp=$(mktemp -d)
 cleanup_images=()
 cleanup() {
   local i
-  for i in "${cleanup_images[@]}"; do dk rmi -f "$i" >/dev/null 2>&1 || true; done
+  # The test images are all tagged with this process's id (poison runs in
+  # a command substitution, so it cannot add to cleanup_images itself).
+  for i in "${cleanup_images[@]}" $(dk images --format '{{.Repository}}:{{.Tag}}' \
+    --filter "reference=kiwi-test/*:$$" 2>/dev/null); do
+    dk rmi -f "$i" >/dev/null 2>&1 || true
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -228,7 +233,6 @@ if dk version >/dev/null 2>&1 && dk image inspect kiwi/base:bookworm >/dev/null 
       dk cp "$tmp/extra.pem" "$cid:/x.pem" >/dev/null && dk start -a "$cid" >/dev/null &&
         dk commit "$cid" "$ref" >/dev/null
       dk rm -f "$cid" >/dev/null
-      cleanup_images+=("$ref")
       echo "$ref"
     }
     if r=$(poison bundle 'cat /x.pem >>/etc/ssl/certs/ca-certificates.crt; rm /x.pem'); then
