@@ -15,13 +15,24 @@
  * Run by hand it serves without init duties:
  *   kiwi-fc-agent --vsock PORT | --unix PATH  [--user U] [--workdir DIR]
  *
+ * Started from an initrd (one that has /kiwi-initrd, built by
+ * ops/firecracker/kernel.sh for kernels whose virtio and vsock drivers are
+ * modules), it first loads the modules listed in /lib/kiwi/modules.order,
+ * mounts the root drive read-only and continues as PID 1 from the root
+ * filesystem's own /sbin/kiwi-fc-agent.
+ *
+ * Without a kernel that configures it (ip= needs CONFIG_IP_PNP), an ip=
+ * argument (Phase A) is applied to eth0 here, with its resolver.
+ *
  * As init it must never exit: a fatal error is printed on the console and
  * the guest powers off, which ends the Firecracker process the host
  * watches.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <linux/vm_sockets.h>
+#include <net/route.h>
 #include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +43,7 @@
 #include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -43,6 +55,7 @@
 typedef struct {
     char workspace[128];
     char user[64];
+    char ip[256]; /* ip=client::gateway:netmask:host:dev:autoconf:dns */
     unsigned port;
 } boot_settings;
 
@@ -62,6 +75,8 @@ read_cmdline (boot_settings *s)
                 snprintf (s->user, sizeof s->user, "%s", w + 10);
             else if (strncmp (w, "kiwi.port=", 10) == 0)
                 s->port = (unsigned) strtoul (w + 10, NULL, 10);
+            else if (strncmp (w, "ip=", 3) == 0)
+                snprintf (s->ip, sizeof s->ip, "%s", w + 3);
         }
     }
     fclose (f);
@@ -73,6 +88,16 @@ try_mount (const char *src, const char *dst, const char *type, unsigned long fla
     mkdir (dst, 0755);
     if (mount (src, dst, type, flags, opts) < 0 && errno != EBUSY)
         fprintf (stderr, "kiwi-fc-agent: mounting %s on %s: %s\n", type, dst, strerror (errno));
+}
+
+static void
+fatal_as_init (const char *what)
+{
+    fprintf (stderr, "kiwi-fc-agent: %s: %s; powering off\n", what, strerror (errno));
+    sync ();
+    reboot (RB_POWER_OFF);
+    for (;;)
+        pause ();
 }
 
 static void
@@ -91,6 +116,68 @@ loopback_up (void)
 }
 
 static int
+set_addr (int sock, const char *dev, unsigned long req, const char *addr)
+{
+    struct ifreq ifr = { 0 };
+    snprintf (ifr.ifr_name, sizeof ifr.ifr_name, "%s", dev);
+    struct sockaddr_in *sin = (struct sockaddr_in *) &ifr.ifr_addr;
+    sin->sin_family = AF_INET;
+    if (inet_pton (AF_INET, addr, &sin->sin_addr) != 1)
+        return -1;
+    return ioctl (sock, req, &ifr);
+}
+
+/* Applies ip=client::gateway:netmask:host:dev:off:dns to the interface
+ * (the kernel's own ip= handling may be missing), default route and
+ * resolver included. */
+static void
+configure_ip (const char *spec)
+{
+    char f[8][64] = { { 0 } };
+    const char *p = spec;
+    for (int i = 0; i < 8 && p; i++) {
+        const char *c = strchr (p, ':');
+        size_t n = c ? (size_t) (c - p) : strlen (p);
+        snprintf (f[i], sizeof f[i], "%.*s", (int) (n < 63 ? n : 63), p);
+        p = c ? c + 1 : NULL;
+    }
+    const char *client = f[0], *gw = f[2], *mask = f[3], *dev = *f[5] ? f[5] : "eth0", *dns = f[7];
+    int s = socket (AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || !*client)
+        return;
+    struct ifreq ifr = { 0 };
+    snprintf (ifr.ifr_name, sizeof ifr.ifr_name, "%s", dev);
+    if (set_addr (s, dev, SIOCSIFADDR, client) < 0 || (*mask && set_addr (s, dev, SIOCSIFNETMASK, mask) < 0)
+        || ioctl (s, SIOCGIFFLAGS, &ifr) < 0) {
+        fprintf (stderr, "kiwi-fc-agent: configuring %s: %s\n", dev, strerror (errno));
+        close (s);
+        return;
+    }
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    ioctl (s, SIOCSIFFLAGS, &ifr);
+    if (*gw) {
+        struct rtentry rt = { 0 };
+        struct sockaddr_in *g = (struct sockaddr_in *) &rt.rt_gateway;
+        g->sin_family = AF_INET;
+        inet_pton (AF_INET, gw, &g->sin_addr);
+        ((struct sockaddr_in *) &rt.rt_dst)->sin_family = AF_INET;
+        ((struct sockaddr_in *) &rt.rt_genmask)->sin_family = AF_INET;
+        rt.rt_flags = RTF_UP | RTF_GATEWAY;
+        if (ioctl (s, SIOCADDRT, &rt) < 0 && errno != EEXIST)
+            fprintf (stderr, "kiwi-fc-agent: default route via %s: %s\n", gw, strerror (errno));
+    }
+    close (s);
+    /* the root filesystem is read-only: the resolver file lives in /run */
+    const char *ns = *dns ? dns : gw;
+    FILE *r = *ns ? fopen ("/run/resolv.conf", "we") : NULL;
+    if (r != NULL) {
+        fprintf (r, "nameserver %s\n", ns);
+        fclose (r);
+        mount ("/run/resolv.conf", "/etc/resolv.conf", NULL, MS_BIND, NULL);
+    }
+}
+
+static int
 init_duties (const boot_settings *s)
 {
     try_mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
@@ -104,14 +191,48 @@ init_duties (const boot_settings *s)
         fprintf (stderr, "kiwi-fc-agent: mounting the workspace %s on /kiwi: %s\n", s->workspace, strerror (errno));
         return -1;
     }
-    /* a kernel-configured interface (ip= on the command line, Phase A)
-     * reports its resolver in /proc/net/pnp */
-    struct stat st;
-    if (stat ("/proc/net/pnp", &st) == 0 && stat ("/etc/resolv.conf", &st) == 0)
-        mount ("/proc/net/pnp", "/etc/resolv.conf", NULL, MS_BIND, NULL);
     sethostname ("sandbox", 7);
     loopback_up ();
+    if (*s->ip)
+        configure_ip (s->ip);
     return 0;
+}
+
+/* The initrd stage: modules, then the root drive, then the real agent. */
+static void
+initrd_stage (char **argv)
+{
+    try_mount ("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    try_mount ("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+    FILE *order = fopen ("/lib/kiwi/modules.order", "re");
+    char name[256];
+    while (order && fgets (name, sizeof name, order)) {
+        name[strcspn (name, "\n")] = '\0';
+        if (*name == '\0' || *name == '#')
+            continue;
+        char path[300];
+        snprintf (path, sizeof path, "/lib/kiwi/%s", name);
+        int fd = open (path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || (syscall (SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST))
+            fprintf (stderr, "kiwi-fc-agent: loading %s: %s\n", name, strerror (errno));
+        if (fd >= 0)
+            close (fd);
+    }
+    if (order)
+        fclose (order);
+    struct stat st;
+    for (int i = 0; i < 1000 && stat ("/dev/vda", &st) < 0; i++)
+        usleep (10000);
+    mkdir ("/newroot", 0755);
+    if (mount ("/dev/vda", "/newroot", "ext4", MS_RDONLY, NULL) < 0)
+        fatal_as_init ("mounting the root drive /dev/vda");
+    mount ("/dev", "/newroot/dev", NULL, MS_MOVE, NULL);
+    umount2 ("/sys", MNT_DETACH);
+    umount2 ("/proc", MNT_DETACH);
+    if (chdir ("/newroot") < 0 || mount (".", "/", NULL, MS_MOVE, NULL) < 0 || chroot (".") < 0 || chdir ("/") < 0)
+        fatal_as_init ("switching to the root drive");
+    execv ("/sbin/kiwi-fc-agent", argv);
+    fatal_as_init ("starting /sbin/kiwi-fc-agent from the root drive");
 }
 
 static int
@@ -138,16 +259,6 @@ listen_on (const char *unix_path, unsigned port)
     return fd;
 }
 
-static void
-fatal_as_init (const char *what)
-{
-    fprintf (stderr, "kiwi-fc-agent: %s: %s; powering off\n", what, strerror (errno));
-    sync ();
-    reboot (RB_POWER_OFF);
-    for (;;)
-        pause ();
-}
-
 int
 main (int argc, char **argv)
 {
@@ -172,6 +283,10 @@ main (int argc, char **argv)
                              "command line.\n");
             return 2;
         }
+    }
+    if (as_init && access ("/kiwi-initrd", F_OK) == 0) {
+        try_mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        initrd_stage (argv);
     }
     if (as_init) {
         /* /proc is needed to read the command line */

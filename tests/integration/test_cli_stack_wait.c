@@ -1,0 +1,190 @@
+/*
+ * test_cli_stack_wait.c: `kiwi wait` against the real broker: each result
+ * status gives its exit status and the result's JSON on stdout, for results
+ * produced before the wait started and after; a wait that runs out of time
+ * is 124 (also on a results topic that does not exist); --progress streams
+ * the task's progress events on stderr.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "need.h"
+#include "result.h"
+#include "test_cli_util.h"
+#include "test_schemas_samples.h"
+
+static void
+need_broker (void)
+{
+    KIWI_NEED (cli_broker_up (), "kafka at %s", cli_brokers ());
+}
+
+/* Produces a result for task_id with status s; *json receives its JSON. */
+static void
+produce_result (const char *topic, const char *task_id, kiwi_result_status s, char **json)
+{
+    kiwi_result r;
+    kiwi_result_init (&r);
+    sample_result_not_fixed (&r);
+    free (r.task_id);
+    r.task_id = strdup (task_id);
+    r.status = s;
+    free (r.diff);
+    r.diff = s == KIWI_RESULT_FIXED ? strdup ("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-1\n+2\n") : NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_result_encode (&r, &buf, &len, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    if (json)
+        assert_int_equal (kiwi_result_to_json (&r, json, &err), 0);
+    cli_produce (topic, task_id, buf, len);
+    free (buf);
+    kiwi_result_clear (&r);
+}
+
+static void
+test_every_status_before_the_wait (void **state)
+{
+    need_broker ();
+    char *topic = kiwi_test_unique ("kiwi.test.cli.waitall");
+    static const struct {
+        kiwi_result_status s;
+        int code;
+    } cases[] = {
+        { KIWI_RESULT_FIXED, 0 },          { KIWI_RESULT_NOT_FIXED, 10 },     { KIWI_RESULT_INSTALL_FAILED, 11 },
+        { KIWI_RESULT_NEEDS_NETWORK, 12 }, { KIWI_RESULT_BUDGET_EXHAUSTED, 13 }, { KIWI_RESULT_MAX_ROUNDS, 14 },
+        { KIWI_RESULT_TIMED_OUT, 15 },     { KIWI_RESULT_ERROR, 16 },
+    };
+    const size_t n = sizeof cases / sizeof cases[0];
+    assert_int_equal (n, KIWI_RESULT__END - 1); /* every status is covered */
+    char *json[8];
+    /* other tasks' results around them */
+    produce_result (topic, "someone-else", KIWI_RESULT_FIXED, NULL);
+    for (size_t i = 0; i < n; i++) {
+        char id[64];
+        snprintf (id, sizeof id, "w-%s", kiwi_result_status_name (cases[i].s));
+        produce_result (topic, id, cases[i].s, &json[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char id[64];
+        snprintf (id, sizeof id, "w-%s", kiwi_result_status_name (cases[i].s));
+        const char *argv[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "--timeout", "30", id,
+                               NULL };
+        char *out = NULL, *err = NULL;
+        int rc = cli_run (argv, NULL, 0, &out, &err, 60);
+        if (rc != cases[i].code)
+            fail_msg ("%s: exit %d, want %d\n%s", id, rc, cases[i].code, err);
+        size_t jl = strlen (json[i]);
+        assert_memory_equal (out, json[i], jl);
+        assert_string_equal (out + jl, "\n");
+        free (out), free (err), free (json[i]);
+    }
+    free (topic);
+}
+
+static void
+test_result_after_the_wait_started (void **state)
+{
+    need_broker ();
+    char *topic = kiwi_test_unique ("kiwi.test.cli.waitlate");
+    char *ptopic = kiwi_test_unique ("kiwi.test.cli.waitprogress");
+    /* neither topic exists when the wait starts */
+    const char *argv[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "--progress-topic", ptopic,
+                           "--progress", "--timeout", "60", "late-task", NULL };
+    int out_fd = -1, err_fd = -1;
+    pid_t pid = cli_spawn (argv, &out_fd, &err_fd);
+    usleep (1500000);
+    kiwi_progress p;
+    kiwi_progress_init (&p);
+    sample_progress_min (&p);
+    free (p.task_id);
+    p.task_id = strdup ("late-task");
+    char *buf = NULL, *pjson = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_progress_encode (&p, &buf, &len, &err), 0);
+    assert_int_equal (kiwi_progress_to_json (&p, &pjson, &err), 0);
+    cli_produce (ptopic, "late-task", buf, len);
+    free (buf);
+    kiwi_progress_clear (&p);
+    usleep (1500000);
+    char *json = NULL;
+    produce_result (topic, "late-task", KIWI_RESULT_BUDGET_EXHAUSTED, &json);
+    assert_int_equal (cli_wait (pid, 60000), 13);
+    char *out = cli_slurp (out_fd, 2000), *log = cli_slurp (err_fd, 2000);
+    close (out_fd);
+    close (err_fd);
+    size_t jl = strlen (json);
+    assert_memory_equal (out, json, jl);
+    assert_string_equal (out + jl, "\n");
+    if (strstr (log, pjson) == NULL)
+        fail_msg ("progress event not streamed: %s", log);
+    free (out), free (log), free (json), free (pjson), free (topic), free (ptopic);
+}
+
+static void
+test_wait_times_out (void **state)
+{
+    need_broker ();
+    char *topic = kiwi_test_unique ("kiwi.test.cli.waitnone");
+    /* on a topic that does not exist */
+    const char *argv[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "--timeout", "2", "nobody",
+                           NULL };
+    char *out = NULL, *err = NULL;
+    int64_t t0 = cli_now_ms ();
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
+    assert_true (cli_now_ms () - t0 < 15000);
+    assert_non_null (strstr (err, "no result for task nobody within 2 s"));
+    assert_string_equal (out, "");
+    free (out), free (err);
+    /* on a topic with other tasks' results */
+    produce_result (topic, "somebody", KIWI_RESULT_FIXED, NULL);
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
+    free (out), free (err);
+    /* interrupted */
+    const char *argv2[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "nobody", NULL };
+    int err_fd = -1;
+    pid_t pid = cli_spawn (argv2, NULL, &err_fd);
+    usleep (800000);
+    kill (pid, SIGINT);
+    assert_int_equal (cli_wait (pid, 20000), 1);
+    close (err_fd);
+    free (topic);
+}
+
+static void
+test_undecodable_result (void **state)
+{
+    need_broker ();
+    char *topic = kiwi_test_unique ("kiwi.test.cli.waitbad");
+    cli_produce (topic, "broken", "\x81\xa1v\x01", 4);
+    const char *argv[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "--timeout", "20", "broken",
+                           NULL };
+    char *out = NULL, *err = NULL;
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), 1);
+    assert_non_null (strstr (err, "the result of task broken"));
+    assert_non_null (strstr (err, "does not decode"));
+    free (out), free (err), free (topic);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_every_status_before_the_wait),
+        cmocka_unit_test (test_result_after_the_wait_started),
+        cmocka_unit_test (test_wait_times_out),
+        cmocka_unit_test (test_undecodable_result),
+    };
+    return cmocka_run_group_tests_name ("cli_stack_wait", tests, NULL, NULL);
+}
