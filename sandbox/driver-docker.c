@@ -467,6 +467,7 @@ typedef struct {
     docker_sb *s;
     bool lost;
     bool oom;
+    bool cancelled;
     int exit_code;
 } exec_ctx;
 
@@ -508,6 +509,10 @@ exec_tick (void *ud)
 {
     exec_ctx *c = ud;
     docker_priv *p = c->s->p;
+    if (kiwi_sandbox_cancelled ()) {
+        c->cancelled = true;
+        return -1;
+    }
     if (p->probe == NULL) {
         kiwi_error_t e = NULL;
         if (kiwi_docker_open (kiwi_docker_socket_path (p->api), &p->probe, &e) < 0) {
@@ -618,6 +623,12 @@ docker_exec (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_e
         res->timed_out = true;
         kiwi_error_free (&e);
         rc = 0;
+    } else if (rc < 0 && c.cancelled) {
+        kill_container (s);
+        kiwi_error_free (&e);
+        kiwi_tailbuf_clear (&c.tail);
+        return kiwi_error_make_code (err, KIWI_SBE_CANCELLED, "`%s` in sandbox %s: cancelled", spec->argv[0],
+                                     s->name);
     } else if (rc < 0 && c.lost) {
         kiwi_error_free (&e);
         rc = 0;
@@ -796,6 +807,17 @@ docker_reap (void *priv, int *removed, kiwi_error_t *err)
     return rc;
 }
 
+static int
+oneshot_tick (void *ud)
+{
+    exec_ctx *c = ud;
+    if (kiwi_sandbox_cancelled ()) {
+        c->cancelled = true;
+        return -1;
+    }
+    return 0;
+}
+
 /* One-shot: create, put, start, follow the output, wait, remove. The
  * command is the container's first process, as with `docker run`. */
 static int
@@ -826,7 +848,15 @@ docker_run_once (void *priv, const kiwi_sandbox_spec *spec, const kiwi_sandbox_p
     char path[256];
     snprintf (path, sizeof path, "/containers/%s/logs?follow=1&stdout=1&stderr=1", s->id);
     kiwi_error_t e = NULL;
-    int frc = kiwi_docker_request_stream (p->api, "GET", path, NULL, NULL, 0, x->timeout_ms, exec_sink, &c, NULL, &e);
+    int frc = kiwi_docker_request_stream_tick (p->api, "GET", path, NULL, NULL, 0, x->timeout_ms, exec_sink, &c,
+                                               oneshot_tick, 1000, NULL, &e);
+    if (frc < 0 && c.cancelled) {
+        kill_container (s);
+        kiwi_error_free (&e);
+        kiwi_tailbuf_clear (&c.tail);
+        kiwi_error_make_code (err, KIWI_SBE_CANCELLED, "`%s` in sandbox %s: cancelled", x->argv[0], s->name);
+        goto out;
+    }
     if (frc < 0 && kiwi_error_code (e) == 28 /* CURLE_OPERATION_TIMEDOUT */) {
         kill_container (s);
         res->timed_out = true;

@@ -208,6 +208,20 @@ kiwi_sandbox_run_once (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, con
     return rc;
 }
 
+static volatile int *cancel_flag;
+
+void
+kiwi_sandbox_set_cancel (volatile int *flag)
+{
+    cancel_flag = flag;
+}
+
+bool
+kiwi_sandbox_cancelled (void)
+{
+    return cancel_flag != NULL && *cancel_flag != 0;
+}
+
 void
 kiwi_exec_result_clear (kiwi_exec_result *r)
 {

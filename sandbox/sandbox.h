@@ -43,7 +43,8 @@
     X (KIWI_SBE_GONE, 4, "sandbox no longer exists")                                                       \
     X (KIWI_SBE_INVALID, 5, "invalid request")                                                             \
     X (KIWI_SBE_DISK, 6, "disk ceiling")                                                                   \
-    X (KIWI_SBE_NOT_SUPPORTED, 7, "not supported by this driver")
+    X (KIWI_SBE_NOT_SUPPORTED, 7, "not supported by this driver")                                          \
+    X (KIWI_SBE_CANCELLED, 8, "cancelled")
 
 typedef enum {
 #define KIWI__SBE_ENUM(name, val, str) name = 100 + val,
@@ -192,6 +193,13 @@ int kiwi_sandbox_inspect (kiwi_sandbox *sb, kiwi_sandbox_info *info, kiwi_error_
 /* Removes the sandbox and frees the handle (always; see above). NULL is a no-op. */
 int kiwi_sandbox_destroy (kiwi_sandbox *sb, kiwi_error_t *err);
 int kiwi_sandbox_reap (kiwi_sandbox_env *env, int *removed, kiwi_error_t *err);
+
+/* Process-wide cancellation: when *flag becomes non-zero (a signal handler
+ * sets it), a running exec or one-shot run kills its sandbox and returns
+ * within a few seconds with an error of code KIWI_SBE_CANCELLED. NULL turns
+ * it off. */
+void kiwi_sandbox_set_cancel (volatile int *flag);
+bool kiwi_sandbox_cancelled (void);
 
 /* Runs one command in a fresh sandbox with `puts` unpacked first, and
  * removes the sandbox on every path. Uses the driver's run_once when it has

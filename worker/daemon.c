@@ -37,6 +37,7 @@
 #include "heartbeat.h"
 #include "log.h"
 #include "proc.h"
+#include "sandbox.h"
 #include "strv.h"
 #include "task.h"
 
@@ -1448,6 +1449,22 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         else
             kiwi_info ("egress rules applied");
         kiwi_error_free (&e);
+    }
+    {
+        /* sandboxes a crashed run of this worker left behind */
+        const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, NULL);
+        kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
+                                   .worker_id = cfg->worker_id };
+        kiwi_sandbox_env *env = NULL;
+        kiwi_error_t e = NULL;
+        int removed = 0;
+        if (drv && kiwi_sandbox_env_open (drv, &sc, &env, &e) == 0 && kiwi_sandbox_reap (env, &removed, &e) == 0) {
+            if (removed)
+                kiwi_info ("removed %d sandbox part(s) left by an earlier run of %s", removed, cfg->worker_id);
+        } else
+            kiwi_warn ("reaping old sandboxes: %s", kiwi_error_msg (e));
+        kiwi_error_free (&e);
+        kiwi_sandbox_env_close (env);
     }
     if (setup_kafka (&d, err) < 0)
         goto out;

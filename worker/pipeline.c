@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -303,6 +304,10 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
                           json_pack ("{s:s,s:s}", "warning", "cache unavailable: running uncached", "reason",
                                      kiwi_cache_error (cache)));
     int irc = install (p, task, sb, &pc, &plan, root, cache, deadline_ms, &snapshot, out);
+    if (p->stop && *p->stop) {
+        rc = -1;
+        goto done;
+    }
     if (irc != 0)
         goto done;
 
@@ -310,6 +315,10 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     kiwi_step0_outcome s0;
     if (kiwi_plan_step0 (sb, &pc, &plan, root, commit, task, snapshot, cache, deadline_ms, p->events, &s0, &err)
         < 0) {
+        if (p->stop && *p->stop) {
+            rc = -1;
+            goto done;
+        }
         result_error (out, KIWI_RESULT_ERROR, "step 0: %s", kiwi_error_msg (err));
         goto done;
     }
@@ -352,11 +361,10 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
         .events = p->events,
         .stop = p->stop,
     };
-    if (kiwi_session_run (&se, task, out, &err) < 0) {
-        if (p->stop && *p->stop)
-            rc = -1;
+    if (kiwi_session_run (&se, task, out, &err) < 0)
         result_error (out, KIWI_RESULT_ERROR, "session: %s", kiwi_error_msg (err));
-    }
+    if (p->stop && *p->stop)
+        rc = -1;
     kiwi_step0_outcome_clear (&s0);
 
 done:
@@ -367,6 +375,8 @@ done:
     kiwi_sandbox_env_close (sb);
     kiwi_plan_clear (&plan);
     rm_rf (ws);
+    if (rc < 0)
+        return rc; /* stopped: no result, no event; the task is redelivered */
     if (out->status == KIWI_RESULT_FIXED && out->diff == NULL)
         out->diff = strdup ("");
     if (out->status != KIWI_RESULT_FIXED) {
@@ -406,6 +416,12 @@ int
 kiwi_pipeline_child_main (const kiwi_worker_config *cfg)
 {
     install_term_handler ();
+    /* the task process dies with the daemon: a worker killed with -9 must
+     * not leave its tasks worked on while another worker takes them over */
+    prctl (PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid () == 1)
+        return 75;
+    kiwi_sandbox_set_cancel (&stop_flag);
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -450,6 +466,7 @@ int
 kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
 {
     install_term_handler ();
+    kiwi_sandbox_set_cancel (&stop_flag);
     kiwi_task task;
     kiwi_task_init (&task);
     kiwi_error_t err = NULL;
