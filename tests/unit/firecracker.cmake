@@ -10,3 +10,5 @@ kiwi_add_test(test_firecracker_proto LABEL unit TIMEOUT 120
                       ${PROJECT_SOURCE_DIR}/sandbox/fc-agent/agent.c
               LIBS kiwi_sandbox)
 target_include_directories(test_firecracker_proto PRIVATE ${KIWI_FC_TEST_INCLUDES})
+target_compile_definitions(test_firecracker_proto PRIVATE KIWI_FC_AGENT_BIN="$<TARGET_FILE:kiwi-fc-agent>")
+add_dependencies(test_firecracker_proto kiwi-fc-agent)

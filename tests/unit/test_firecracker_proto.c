@@ -617,6 +617,56 @@ test_resolve_user (void **state)
     assert_int_equal (system (cmd), 0);
 }
 
+/* The real agent executable, serving a unix socket (--unix) instead of
+ * vsock: its accept loop, one forked process per connection. */
+static void
+test_agent_binary_serves (void **state)
+{
+    char dir[] = "/tmp/kiwi-fcp-bin-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    char sock[100];
+    snprintf (sock, sizeof sock, "%s/agent.sock", dir);
+    pid_t pid = fork ();
+    if (pid == 0) {
+        execl (KIWI_FC_AGENT_BIN, "kiwi-fc-agent", "--unix", sock, "--workdir", "/", (char *) NULL);
+        _exit (127);
+    }
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf (a.sun_path, sizeof a.sun_path, "%s", sock);
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = -1;
+        for (int tries = 0; tries < 200 && fds[i] < 0; tries++) {
+            int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (connect (fd, (struct sockaddr *) &a, sizeof a) == 0)
+                fds[i] = fd;
+            else {
+                close (fd);
+                usleep (10000);
+            }
+        }
+        assert_true (fds[i] >= 0);
+    }
+    kiwi_error_t err = NULL;
+    /* three connections at once: each has its own process */
+    const char *argv[] = { "/bin/sh", "-c", "sleep 0.3; echo from-$0", "agent", NULL };
+    kiwi__fc_exec_req req = { .argv = argv, .timeout_ms = 10000 };
+    kiwi_exec_result r1, r2;
+    assert_int_equal (kiwi__fc_hello (fds[0], kiwi_fcp_now_ms () + 5000, &err), 0);
+    assert_int_equal (kiwi__fc_exec (fds[1], &req, NULL, NULL, NULL, &r1, &err), 0);
+    assert_int_equal (kiwi__fc_exec (fds[2], &req, NULL, NULL, NULL, &r2, &err), 0);
+    assert_string_equal (r1.output, "from-agent\n");
+    assert_int_equal (r2.exit_code, 0);
+    kiwi_exec_result_clear (&r1);
+    kiwi_exec_result_clear (&r2);
+    for (int i = 0; i < 3; i++)
+        close (fds[i]);
+    kill (pid, SIGKILL);
+    waitpid (pid, NULL, 0);
+    unlink (sock);
+    rmdir (dir);
+}
+
 int
 main (void)
 {
@@ -639,6 +689,7 @@ main (void)
         cmocka_unit_test (test_framing),
         cmocka_unit_test (test_fields),
         cmocka_unit_test (test_resolve_user),
+        cmocka_unit_test (test_agent_binary_serves),
     };
     return cmocka_run_group_tests_name ("firecracker_proto", tests, NULL, NULL);
 }
