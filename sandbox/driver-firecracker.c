@@ -600,17 +600,24 @@ make_workspace (fc_sb *s, int64_t disk_mb, kiwi_error_t *err)
     return rc < 0 ? kiwi_error_wrap (err, "formatting the workspace drive") : 0;
 }
 
-/* Phase A: a tap on the configured bridge and an address from the pool. */
+/* Whether Phase A can have a network here: only on a host set up for it. */
 static int
-make_net (fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t *err)
+phase_a_ready (const kiwi__fc_settings *set, kiwi_error_t *err)
 {
-    const kiwi__fc_settings *set = &s->p->set;
     if (*set->install_bridge == '\0')
         return kiwi_error_make_code (
             err, KIWI_SBE_UNAVAILABLE,
             "Phase A (install, network on) under firecracker needs the host set up for it: no tap bridge is "
             "configured (set KIWI_FC_INSTALL_BRIDGE to a bridge that routes install traffic, see "
             "ops/firecracker/README.md); Phase B and sessions run without any network device");
+    return 0;
+}
+
+/* Phase A: a tap on the configured bridge and an address from the pool. */
+static int
+make_net (fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t *err)
+{
+    const kiwi__fc_settings *set = &s->p->set;
     unsigned a, b, c, d, bits;
     if (sscanf (set->install_net, "%u.%u.%u.%u/%u", &a, &b, &c, &d, &bits) != 5 || bits != 24 || a > 255 || b > 255
         || c > 255)
@@ -766,6 +773,8 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
     fc_priv *p = priv;
     if (spec->image == NULL || *spec->image == '\0')
         return kiwi_error_make_code (err, KIWI_SBE_INVALID, "sandbox spec has no image");
+    if (spec->network == KIWI_NET_INSTALL && phase_a_ready (&p->set, err) < 0)
+        return -1;
     cleanup_free char *rootfs = kiwi__fc_rootfs_path (p->set.images, spec->image);
     if (rootfs == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox");
