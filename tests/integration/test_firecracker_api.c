@@ -542,7 +542,7 @@ test_contract_phase_a_tap_on_bridge (void **state)
     self[n] = '\0';
     fixture f;
     fixture_make (&f, self);
-    if (system ("ip link add kiwi-fct0 type bridge 2>/dev/null") != 0) {
+    if (system ("ip link del kiwi-fct0 2>/dev/null; ip link add kiwi-fct0 type bridge 2>/dev/null") != 0) {
         fprintf (stderr, "SKIP: cannot create a bridge here (not root?)\n");
         fixture_clear (&f);
         skip ();
