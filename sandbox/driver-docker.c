@@ -186,7 +186,9 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     json_object_set_new (body, "WorkingDir",
                          json_string (oneshot && oneshot->workdir ? oneshot->workdir : KIWI_SANDBOX_SRC));
     json_object_set_new (body, "Hostname", json_string ("sandbox"));
-    json_object_set_new (body, "NetworkDisabled", json_boolean (!install));
+    /* NetworkMode "none" is the lock; NetworkDisabled would also drop
+     * /etc/hosts, and test suites that serve on localhost need it */
+    json_object_set_new (body, "NetworkDisabled", json_false ());
     json_object_set_new (body, "StopTimeout", json_integer (1));
     json_object_set_new (body, "Labels", labels);
     json_object_set_new (body, "HostConfig", host);
