@@ -163,13 +163,13 @@ kiwi__fc_check_kvm (const char *device, kiwi_error_t *err)
     return 0;
 }
 
+/* Whether a Firecracker message blames KVM itself (opening /dev/kvm,
+ * creating the VM): "Kvm error: ..." or a /dev/kvm path. A guest that a
+ * working KVM could not run (KVM_EXIT_INTERNAL_ERROR) is not that. */
 static bool
-mentions_kvm (const char *s)
+blames_kvm (const char *s)
 {
-    for (const char *p = s; p && *p; p++)
-        if (strncasecmp (p, "kvm", 3) == 0)
-            return true;
-    return false;
+    return s != NULL && (strcasestr (s, "kvm error") != NULL || strstr (s, "/dev/kvm") != NULL);
 }
 
 /* Firecracker's fault messages can carry line continuations ("\\\n"):
@@ -284,7 +284,7 @@ kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *p, kiwi_error_t *err)
         if (kiwi_fc_api_call (api, s->method, s->path, s->body, FC_API_TIMEOUT_MS, NULL, NULL, &fault, err) == 0)
             continue;
         bool start = strcmp (s->path, "/actions") == 0;
-        if (start && mentions_kvm (fault)) {
+        if (start && blames_kvm (fault)) {
             one_line (fault);
             kiwi_error_free (err);
             return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
@@ -401,6 +401,8 @@ log_tail (const char *log, char *out, size_t outsz)
     while (*s == ' ')
         s++;
     size_t n2 = strlen (s);
+    while (n2 > 0 && s[n2 - 1] == ' ')
+        s[--n2] = '\0';
     if (n2 >= outsz)
         s += n2 - (outsz - 1); /* keep the end */
     memcpy (out, s, strlen (s) + 1);
@@ -423,12 +425,12 @@ vm_alive (fc_sb *s)
 static void
 describe_exit (fc_sb *s, char *why, size_t len)
 {
-    char tail[400];
+    char tail[160];
     log_tail (s->log, tail, sizeof tail);
     if (s->killed)
         snprintf (why, len, "the microVM was killed at the deadline");
     else if (WIFEXITED (s->status))
-        snprintf (why, len, "the microVM stopped (firecracker exited with %d)%s%.120s", WEXITSTATUS (s->status),
+        snprintf (why, len, "the microVM stopped (firecracker exited with %d)%s%s", WEXITSTATUS (s->status),
                   *tail ? ": " : "", tail);
     else
         snprintf (why, len, "the microVM stopped (firecracker killed by signal %d)", WTERMSIG (s->status));
@@ -703,7 +705,7 @@ exited_error (fc_sb *s, const char *when, kiwi_error_t *err)
     describe_exit (s, why, sizeof why);
     char tail[400];
     log_tail (s->log, tail, sizeof tail);
-    if (mentions_kvm (tail))
+    if (blames_kvm (tail))
         return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, KIWI_FC_NO_KVM ": firecracker exited %s: %s (%s)",
                                      when, tail, KIWI_FC_KVM_HINT);
     return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, "%s %s", why, when);

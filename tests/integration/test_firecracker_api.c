@@ -43,6 +43,7 @@
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "driver-firecracker-internal.h"
@@ -272,8 +273,21 @@ handle (int c, server_state *st, const char *method, const char *path, const cha
     fflush (st->log);
     free (compact);
     if (d == &d_action && strcmp (json_string_value (json_object_get (j, "action_type")), "InstanceStart") == 0) {
+        const char *how = getenv ("KIWI_TEST_CONTRACT_START");
         if (!st->booted_source) {
             fault (c, st, method, path, "Start microvm error: Missing kernel configuration.");
+        } else if (how && strcmp (how, "dies") == 0) {
+            /* started, then the guest cannot run: what nested KVM does
+             * to some kernels */
+            respond (c, 204, "No Content", NULL);
+            printf ("[t:fc_vcpu 0] Received KVM_EXIT_INTERNAL_ERROR signal\n[t:main] Firecracker exiting with error. "
+                    "exit_code=1\n");
+            fflush (stdout);
+            usleep (100000);
+            _exit (1);
+        } else if (how && strcmp (how, "silent") == 0) {
+            respond (c, 204, "No Content", NULL); /* runs, but no agent ever answers */
+            st->started = true;
         } else {
             json_t *f = json_pack ("{s:s}", "fault_message", REAL_NO_KVM_FAULT);
             char *t = json_dumps (f, JSON_COMPACT);
@@ -359,6 +373,14 @@ contract_server (int argc, char **argv)
 /* ===================================================================== */
 /* The tests                                                              */
 /* ===================================================================== */
+
+static int64_t
+kiwi_fcp_now_ms_for_tests (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 typedef struct {
     char root[64];
@@ -507,6 +529,52 @@ test_contract_sequence (void **state)
     int pid = 0;
     assert_int_equal (sscanf (strstr (log, "PID "), "PID %d", &pid), 1);
     assert_int_equal (kill (pid, 0), -1); /* the process is gone */
+    free (log);
+    assert_no_leftovers (&f);
+    fixture_clear (&f);
+}
+
+/* A guest that starts and dies, and one that never answers: named, and
+ * nothing left behind. */
+static void
+test_contract_guest_dies_or_stays_silent (void **state)
+{
+    char self[512];
+    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+    self[n] = '\0';
+    fixture f;
+    fixture_make (&f, self);
+    kiwi_error_t err = NULL;
+    setenv ("KIWI_TEST_CONTRACT_START", "dies", 1);
+    assert_int_equal (create_once (&f, KIWI_NET_NONE, &err), -1);
+    fprintf (stderr, "guest died: %s\n", kiwi_error_msg (err));
+    assert_int_equal (kiwi_error_code (err), KIWI_SBE_UNAVAILABLE);
+    assert_non_null (strstr (kiwi_error_msg (err), "the microVM stopped (firecracker exited with 1): "));
+    assert_non_null (strstr (kiwi_error_msg (err), "KVM_EXIT_INTERNAL_ERROR"));
+    assert_non_null (strstr (kiwi_error_msg (err), "while the guest was booting"));
+    assert_null (strstr (kiwi_error_msg (err), "KVM is not available"));
+    kiwi_error_free (&err);
+    assert_no_leftovers (&f);
+
+    setenv ("KIWI_TEST_CONTRACT_START", "silent", 1);
+    setenv ("KIWI_FC_BOOT_TIMEOUT_MS", "1500", 1);
+    int64_t t0 = kiwi_fcp_now_ms_for_tests ();
+    assert_int_equal (create_once (&f, KIWI_NET_NONE, &err), -1);
+    fprintf (stderr, "guest silent: %s\n", kiwi_error_msg (err));
+    assert_int_equal (kiwi_error_code (err), KIWI_SBE_TIMEOUT);
+    assert_non_null (strstr (kiwi_error_msg (err), "the guest agent did not answer within 1500 ms"));
+    assert_true (kiwi_fcp_now_ms_for_tests () - t0 < 10000);
+    kiwi_error_free (&err);
+    unsetenv ("KIWI_TEST_CONTRACT_START");
+    unsetenv ("KIWI_FC_BOOT_TIMEOUT_MS");
+    char *log = slurp (f.log);
+    int pid = 0;
+    const char *last = log, *p;
+    while ((p = strstr (last, "PID ")) != NULL) {
+        sscanf (p, "PID %d", &pid);
+        last = p + 4;
+    }
+    assert_int_equal (kill (pid, 0), -1); /* the silent one was killed */
     free (log);
     assert_no_leftovers (&f);
     fixture_clear (&f);
@@ -770,6 +838,7 @@ main (int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_contract_sequence),
+        cmocka_unit_test (test_contract_guest_dies_or_stays_silent),
         cmocka_unit_test (test_contract_phase_a_refused_without_bridge),
         cmocka_unit_test (test_contract_phase_a_tap_on_bridge),
         cmocka_unit_test (test_reap_removes_leftovers),
