@@ -41,6 +41,11 @@ char *kiwi__path_join (const char *a, const char *b);
 /* The first line of `s` with surrounding blanks removed, copied into dst. */
 void kiwi__first_line (const char *s, char *dst, size_t cap);
 
+/* Directories one level below root that inspection looks into, sorted
+ * (hidden ones, dependency and build output skipped), as a NULL-terminated
+ * vector (kiwi__strv_free_raw). NULL on allocation failure. */
+char **kiwi__subdirs (const char *root);
+
 /* ----- a minimal TOML reader: enough for pyproject.toml, Cargo.toml,
  * rust-toolchain.toml, Pipfile and uv.lock headers ----- */
 
