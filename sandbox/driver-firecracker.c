@@ -381,31 +381,56 @@ remove_tree (const char *dir, kiwi_error_t *err)
 
 /* Last bytes of Firecracker's log, one line, for error messages. */
 static void
-log_tail (const char *log, char *out, size_t outsz)
+log_tail_n (const char *log, char *out, size_t outsz)
 {
     out[0] = '\0';
     cleanup_close int fd = open (log, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0 || outsz < 2)
         return;
     off_t end = lseek (fd, 0, SEEK_END);
-    off_t from = end > 600 ? end - 600 : 0;
-    char buf[601];
-    ssize_t n = pread (fd, buf, sizeof buf - 1, from);
-    if (n <= 0)
+    off_t want = (off_t) outsz - 1;
+    off_t from = end > want ? end - want : 0;
+    ssize_t n = pread (fd, out, (size_t) want, from);
+    if (n <= 0) {
+        out[0] = '\0';
         return;
-    buf[n] = '\0';
-    for (char *c = buf; *c; c++)
+    }
+    out[n] = '\0';
+    for (char *c = out; *c; c++)
         if (*c == '\n' || *c == '\r' || *c == '\t')
             *c = ' ';
-    char *s = buf;
+    char *s = out;
     while (*s == ' ')
         s++;
-    size_t n2 = strlen (s);
-    while (n2 > 0 && s[n2 - 1] == ' ')
-        s[--n2] = '\0';
-    if (n2 >= outsz)
-        s += n2 - (outsz - 1); /* keep the end */
-    memcpy (out, s, strlen (s) + 1);
+    size_t len = strlen (s);
+    while (len > 0 && s[len - 1] == ' ')
+        s[--len] = '\0';
+    memmove (out, s, len + 1);
+}
+
+static void
+log_tail (const char *log, char *out, size_t outsz)
+{
+    log_tail_n (log, out, outsz);
+}
+
+/* The part of Firecracker's log that says why a microVM stopped: from a
+ * KVM exit or a guest kernel panic when there is one, else the end. */
+static void
+telling_tail (const char *log, char *out, size_t outsz)
+{
+    char big[4096];
+    log_tail_n (log, big, sizeof big);
+    static const char *const marks[] = { "Kernel panic", "KVM_EXIT_", "kiwi-fc-agent:" };
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        char *m = strstr (big, marks[i]);
+        if (m != NULL) {
+            snprintf (out, outsz, "%s", m);
+            return;
+        }
+    }
+    size_t n = strlen (big);
+    snprintf (out, outsz, "%s", n >= outsz ? big + n - (outsz - 1) : big);
 }
 
 /* Whether the Firecracker process still runs; reaps it when not. */
@@ -426,7 +451,7 @@ static void
 describe_exit (fc_sb *s, char *why, size_t len)
 {
     char tail[160];
-    log_tail (s->log, tail, sizeof tail);
+    telling_tail (s->log, tail, sizeof tail);
     if (s->killed)
         snprintf (why, len, "the microVM was killed at the deadline");
     else if (WIFEXITED (s->status))
