@@ -31,6 +31,11 @@ kiwi_embed_file(kiwi__catalog_default_tsv ${CMAKE_SOURCE_DIR}/ops/images/catalog
                 ${CMAKE_CURRENT_BINARY_DIR}/catalog-default.c)
 
 target_sources(kiwi_sandbox PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/inspect.c
   ${CMAKE_CURRENT_LIST_DIR}/inspect-util.c
+  ${CMAKE_CURRENT_LIST_DIR}/image.c
+  ${CMAKE_CURRENT_LIST_DIR}/lockfile.c
   ${CMAKE_CURRENT_LIST_DIR}/classify.c
-  ${CMAKE_CURRENT_BINARY_DIR}/classify-table.c)
+  ${CMAKE_CURRENT_LIST_DIR}/step0.c
+  ${CMAKE_CURRENT_BINARY_DIR}/classify-table.c
+  ${CMAKE_CURRENT_BINARY_DIR}/catalog-default.c)

@@ -1,0 +1,90 @@
+/*
+ * inspect.c: image, install plan and cache key of a repository (inspect.h).
+ */
+#include "inspect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+
+void
+kiwi_inspection_clear (kiwi_inspection *in)
+{
+    kiwi_image_resolution_clear (&in->image);
+    kiwi_install_plan_clear (&in->install);
+    memset (in, 0, sizeof *in);
+}
+
+static int
+dup_resolution (const kiwi_image_resolution *src, kiwi_image_resolution *dst, kiwi_error_t *err)
+{
+    memset (dst, 0, sizeof *dst);
+    dst->source = src->source;
+    dst->satisfied = src->satisfied;
+    const char *const from[] = { src->image, src->runtime, src->requirement, src->requirement_from,
+                                 src->project_dir, src->reason };
+    char **to[] = { &dst->image, &dst->runtime, &dst->requirement, &dst->requirement_from, &dst->project_dir,
+                    &dst->reason };
+    for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
+        *to[i] = strdup (from[i] ? from[i] : "");
+        if (*to[i] == NULL) {
+            kiwi_image_resolution_clear (dst);
+            return kiwi_error_make (err, ENOMEM, "inspection");
+        }
+    }
+    return 0;
+}
+
+static int
+plan_and_key (const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t *err)
+{
+    if (kiwi_install_plan_make (rq->root, out->image.runtime, &out->install, err) < 0)
+        return kiwi_error_wrap (err, "inspecting %s", rq->root);
+    out->cache_key[0] = '\0';
+    if (out->install.argv.n > 0
+        && kiwi_install_cache_key (rq->root, &out->install, out->image.image, rq->driver, out->cache_key, err) < 0)
+        return kiwi_error_wrap (err, "inspecting %s", rq->root);
+    return 0;
+}
+
+int
+kiwi_inspect (const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t *err)
+{
+    memset (out, 0, sizeof *out);
+    if (kiwi_image_resolve (rq->root, rq->test_command, rq->catalog, &out->image, err) < 0)
+        return kiwi_error_wrap (err, "inspecting %s", rq->root);
+    if (plan_and_key (rq, out, err) < 0) {
+        kiwi_inspection_clear (out);
+        return -1;
+    }
+    return 0;
+}
+
+int
+kiwi_inspect_with_image (const kiwi_inspect_request *rq, const kiwi_image_resolution *image, kiwi_inspection *out,
+                         kiwi_error_t *err)
+{
+    memset (out, 0, sizeof *out);
+    if (dup_resolution (image, &out->image, err) < 0)
+        return -1;
+    if (plan_and_key (rq, out, err) < 0) {
+        kiwi_inspection_clear (out);
+        return -1;
+    }
+    return 0;
+}
+
+char *
+kiwi_inspection_describe (const kiwi_inspection *in)
+{
+    char *s = NULL;
+    if (asprintf (&s, "image %s (%s: %s); install: %s%s%s", in->image.image, kiwi_image_source_str (in->image.source),
+                  in->image.reason ? in->image.reason : "", in->install.display ? in->install.display : "-",
+                  in->install.left_out.n ? "; left out: " : "", in->install.left_out.n ? in->install.left_out.v[0] : "")
+        < 0)
+        return NULL;
+    return s;
+}

@@ -1,0 +1,423 @@
+/*
+ * step0.c: Phase A, the first verify, its classification and the one swap
+ * (see step0.h, docs/inspection.md).
+ */
+#include "step0.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cleanup.h"
+#include "log.h"
+
+const char *
+kiwi_step0_status_str (kiwi_step0_status s)
+{
+    switch (s) {
+#define KIWI__S0_CASE(name, str)                                                                             \
+    case name:                                                                                               \
+        return str;
+        KIWI_STEP0_STATUSES (KIWI__S0_CASE)
+#undef KIWI__S0_CASE
+    }
+    return "unknown";
+}
+
+const char *
+kiwi_step0_action_str (kiwi_step0_action a)
+{
+    switch (a) {
+#define KIWI__S0A_CASE(name, str)                                                                            \
+    case name:                                                                                               \
+        return str;
+        KIWI_STEP0_ACTIONS (KIWI__S0A_CASE)
+#undef KIWI__S0A_CASE
+    }
+    return "unknown";
+}
+
+void
+kiwi_step0_decision_clear (kiwi_step0_decision *d)
+{
+    kiwi_image_resolution_clear (&d->swap_to);
+    memset (d, 0, sizeof *d);
+}
+
+void
+kiwi_step0_result_clear (kiwi_step0_result *r)
+{
+    kiwi_inspection_clear (&r->insp);
+    free (r->first_image);
+    kiwi_step0_decision_clear (&r->decision);
+    kiwi_install_result_clear (&r->install);
+    free (r->snapshot_dir);
+    kiwi_exec_result_clear (&r->run);
+    free (r->reason);
+    memset (r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------- deciding */
+
+/* The requirement a version the output states stands for: "classfile:65"
+ * is Java 21, "edition:2024" Rust 1.85; a bare version of a runtime that
+ * stays compatible upwards (Go, Rust, Java) is a minimum. */
+static void
+stated_requirement (const char *runtime, const char *version, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (version == NULL || *version == '\0')
+        return;
+    if (strncmp (version, "classfile:", 10) == 0) {
+        int cf = atoi (version + 10);
+        if (cf > 44)
+            snprintf (out, cap, ">=%d", cf - 44);
+        return;
+    }
+    if (strncmp (version, "edition:", 8) == 0) {
+        static const struct {
+            const char *edition, *rust;
+        } eds[] = { { "2018", ">=1.31" }, { "2021", ">=1.56" }, { "2024", ">=1.85" } };
+        for (size_t i = 0; i < sizeof eds / sizeof eds[0]; i++)
+            if (strcmp (version + 8, eds[i].edition) == 0)
+                snprintf (out, cap, "%s", eds[i].rust);
+        return;
+    }
+    bool bare = version[0] >= '0' && version[0] <= '9';
+    bool minimum = strcmp (runtime, "go") == 0 || strcmp (runtime, "rust") == 0 || strcmp (runtime, "java") == 0;
+    snprintf (out, cap, "%s%s", bare && minimum ? ">=" : "", version);
+}
+
+static int
+set_swap (kiwi_step0_decision *d, const char *root, const char *dir, const char *runtime, const char *req,
+          const kiwi_image_catalog *cat, kiwi_error_t *err)
+{
+    return kiwi_image_for_runtime (root, dir, runtime, req, cat, &d->swap_to, err);
+}
+
+int
+kiwi_step0_decide (const kiwi_classification *c, const char *phase, const char *root, const char *test_command,
+                   const kiwi_inspection *in, const kiwi_image_catalog *cat, kiwi_step0_decision *d,
+                   kiwi_error_t *err)
+{
+    memset (d, 0, sizeof *d);
+    d->action = KIWI_STEP0_HONEST;
+    const char *cur_rt = in->image.runtime ? in->image.runtime : "";
+    const char *cur_img = in->image.image ? in->image.image : "";
+    const char *dir = in->image.project_dir ? in->image.project_dir : "";
+    const char *cmd = test_command ? test_command : "";
+    switch (c->cls) {
+    case KIWI_FAILURE_NONE:
+        snprintf (d->reason, sizeof d->reason, "no rule of the classifier matched: an honest result");
+        return 0;
+    case KIWI_FAILURE_NEEDS_NETWORK:
+        if (strcmp (phase, "verify") != 0) {
+            snprintf (d->reason, sizeof d->reason, "%s: Phase A has the network; the install failure stands",
+                      c->rule);
+            return 0;
+        }
+        d->action = KIWI_STEP0_STOP;
+        char tried[600];
+        if (c->host[0] && c->what[0])
+            snprintf (tried, sizeof tried, "tried to reach %s for %s", c->host, c->what);
+        else if (c->host[0])
+            snprintf (tried, sizeof tried, "tried to reach %s", c->host);
+        else
+            snprintf (tried, sizeof tried, "needed %s from the network", c->what[0] ? c->what : "something");
+        snprintf (d->reason, sizeof d->reason,
+                  "needs the network (%s): %s while running `%s`; Phase B has no network, so no change to the code "
+                  "can make it pass here",
+                  c->rule, tried, cmd);
+        return 0;
+    case KIWI_FAILURE_MISSING_RUNTIME: {
+        const char *rt = kiwi_runtime_of_executable (c->command);
+        if (rt == NULL) {
+            snprintf (d->reason, sizeof d->reason,
+                      "%s: `%s` is not found, but it belongs to no runtime the classifier knows: an honest result",
+                      c->rule, c->command);
+            return 0;
+        }
+        if (strcmp (rt, cur_rt) == 0) {
+            snprintf (d->reason, sizeof d->reason,
+                      "%s: `%s` is %s's and the image runs %s: a missing dependency or script, an honest result",
+                      c->rule, c->command, rt, cur_rt);
+            return 0;
+        }
+        if (!kiwi_image_catalog_has_runtime (cat, rt)) {
+            d->action = KIWI_STEP0_STOP;
+            snprintf (d->reason, sizeof d->reason,
+                      "the test command needs `%s` (%s), which is not in %s and no image in the catalogue (%s) "
+                      "provides",
+                      c->command, rt, cur_img, kiwi_image_catalog_origin (cat));
+            return 0;
+        }
+        int rc = set_swap (d, root, dir, rt, NULL, cat, err);
+        if (rc < 0)
+            return -1;
+        d->action = KIWI_STEP0_SWAP;
+        snprintf (d->reason, sizeof d->reason, "%s: `%s` is not in %s; it is %s's: %s", c->rule, c->command, cur_img,
+                  rt, d->swap_to.reason);
+        return 0;
+    }
+    case KIWI_FAILURE_VERSION_MISMATCH: {
+        const char *rt = c->runtime[0] ? c->runtime : cur_rt;
+        char req[96];
+        const char *req_from = "the failure";
+        stated_requirement (rt, c->version, req, sizeof req);
+        cleanup_free char *mreq = NULL, *mfrom = NULL;
+        if (!req[0]) {
+            /* the output names no version: the repository's own markers must
+             * ask for one the current image does not have */
+            kiwi_version_prefer prefer;
+            if (kiwi_version_markers (root, dir, rt, &mreq, &mfrom, &prefer, err) < 0)
+                return -1;
+            const kiwi_image_entry *cur = kiwi_image_catalog_by_ref (cat, cur_img);
+            bool cur_ok = mreq != NULL && cur != NULL && strcmp (cur->runtime, rt) == 0
+                          && strcmp (cur->version, "*") != 0 && kiwi_version_req_allows (mreq, cur->version) == 1;
+            if (mreq == NULL || cur_ok) {
+                snprintf (d->reason, sizeof d->reason,
+                          "%s: looks like an older %s%s%s%s, but nothing asks for another version%s%s: an "
+                          "honest result",
+                          c->rule, rt, c->what[0] ? " (" : "", c->what, c->what[0] ? ")" : "",
+                          cur_ok ? " than " : "", cur_ok ? cur_img : "");
+                return 0;
+            }
+            snprintf (req, sizeof req, "%s", mreq);
+            req_from = mfrom;
+        }
+        if (!kiwi_image_catalog_has_runtime (cat, rt)) {
+            d->action = KIWI_STEP0_STOP;
+            snprintf (d->reason, sizeof d->reason, "%s: needs %s %s (%s), and no image in the catalogue runs %s",
+                      c->rule, rt, req, req_from, rt);
+            return 0;
+        }
+        bool sat = false;
+        kiwi_version_prefer prefer = strcmp (rt, "java") == 0 ? KIWI_PREFER_LOWEST : KIWI_PREFER_HIGHEST;
+        const kiwi_image_entry *e = kiwi_image_catalog_choose (cat, rt, req, prefer, &sat);
+        if (e == NULL || !sat) {
+            d->action = KIWI_STEP0_STOP;
+            snprintf (d->reason, sizeof d->reason,
+                      "%s: needs %s %s (%s), which no image in the catalogue (%s) has%s%s; no change to the code "
+                      "is attempted for it",
+                      c->rule, rt, req, req_from, kiwi_image_catalog_origin (cat), e ? ": the nearest is " : "",
+                      e ? e->ref : "");
+            return 0;
+        }
+        if (strcmp (e->ref, cur_img) == 0) {
+            snprintf (d->reason, sizeof d->reason,
+                      "%s: %s asks for %s %s and %s already has it: an honest result", c->rule, req_from, rt, req,
+                      cur_img);
+            return 0;
+        }
+        if (set_swap (d, root, dir, rt, req, cat, err) < 0)
+            return -1;
+        if (d->swap_to.image == NULL) {
+            snprintf (d->reason, sizeof d->reason, "%s: no image for %s %s: an honest result", c->rule, rt, req);
+            return 0;
+        }
+        free (d->swap_to.requirement_from);
+        d->swap_to.requirement_from = strdup (req_from);
+        d->action = KIWI_STEP0_SWAP;
+        snprintf (d->reason, sizeof d->reason, "%s: %s %s asks for %s %s: swap %s -> %s", c->rule, req_from,
+                  c->what[0] ? c->what : "", rt, req, cur_img, d->swap_to.image);
+        return 0;
+    }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- running */
+
+static int
+default_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot_dir, kiwi_error_t *err)
+{
+    const kiwi_step0_request *rq = ud;
+    *snapshot_dir = NULL;
+    if (in->install.argv.n == 0)
+        return kiwi_phase_install (rq->env, rq->cfg, &(kiwi_install_request) { .argv = NULL }, r, err);
+    if (rq->snapshot_root == NULL)
+        return kiwi_error_make (err, 0, "step 0: no snapshot directory for Phase A");
+    if (mkdir (rq->snapshot_root, 0700) < 0 && errno != EEXIST)
+        return kiwi_error_make (err, errno, "creating %s", rq->snapshot_root);
+    char *dir = NULL;
+    if (asprintf (&dir, "%s/%s", rq->snapshot_root, in->cache_key) < 0)
+        return kiwi_error_make (err, ENOMEM, "step 0");
+    kiwi_install_request ir = {
+        .image = in->image.image,
+        .workspace = rq->inspect.root,
+        .argv = kiwi_strv_list (&in->install.argv),
+        .extra_env = kiwi_strv_list (&in->install.install_env),
+        .limits = rq->limits,
+        .deadline_ms = rq->install_deadline_ms,
+        .task_id = rq->task_id,
+        .snapshot_dir = dir,
+        .on_output = rq->on_output,
+        .userdata = rq->userdata,
+    };
+    if (kiwi_phase_install (rq->env, rq->cfg, &ir, r, err) < 0) {
+        free (dir);
+        return -1;
+    }
+    if (r->status == KIWI_INSTALL_OK)
+        *snapshot_dir = dir;
+    else
+        free (dir);
+    return 0;
+}
+
+static bool
+install_failed (const kiwi_install_result *r)
+{
+    return r->status != KIWI_INSTALL_OK && r->status != KIWI_INSTALL_SKIPPED;
+}
+
+static int
+do_install (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    kiwi_install_result_clear (&res->install);
+    memset (&res->install, 0, sizeof res->install);
+    free (res->snapshot_dir);
+    res->snapshot_dir = NULL;
+    kiwi_step0_install_fn fn = rq->install ? rq->install : default_install;
+    void *ud = rq->install ? rq->install_userdata : (void *) rq;
+    if (fn (ud, &res->insp, &res->install, &res->snapshot_dir, err) < 0)
+        return kiwi_error_wrap (err, "step 0: Phase A for %s", res->insp.image.image);
+    res->install_ms += res->install.duration_ms;
+    return 0;
+}
+
+static int
+do_verify (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    kiwi_exec_result_clear (&res->run);
+    kiwi_verify_request vr = {
+        .image = res->insp.image.image,
+        .workspace = rq->inspect.root,
+        .snapshot_dir = res->snapshot_dir,
+        .command = rq->inspect.test_command,
+        .extra_env = kiwi_strv_list (&res->insp.install.verify_env),
+        .credentials = rq->credentials,
+        .limits = rq->limits,
+        .timeout_ms = rq->verify_timeout_ms,
+        .output_cap = rq->output_cap,
+        .task_id = rq->task_id,
+        .on_output = rq->on_output,
+        .userdata = rq->userdata,
+    };
+    if (kiwi_phase_verify (rq->env, rq->cfg, &vr, &res->run, NULL, NULL, err) < 0)
+        return kiwi_error_wrap (err, "step 0: verify in %s", res->insp.image.image);
+    res->verify_runs++;
+    res->verify_ms += res->run.duration_ms;
+    return 0;
+}
+
+static int
+set_reason (kiwi_step0_result *res, kiwi_error_t *err, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+
+static int
+set_reason (kiwi_step0_result *res, kiwi_error_t *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    free (res->reason);
+    int n = vasprintf (&res->reason, fmt, ap);
+    va_end (ap);
+    if (n < 0) {
+        res->reason = NULL;
+        return kiwi_error_make (err, ENOMEM, "step 0");
+    }
+    return 0;
+}
+
+/* Classifies a failure's output and decides. */
+static int
+examine (const kiwi_step0_request *rq, kiwi_step0_result *res, const char *phase, const char *output,
+         kiwi_error_t *err)
+{
+    res->first_phase = phase;
+    kiwi_classify (rq->classifier, output, &res->first);
+    kiwi_step0_decision_clear (&res->decision);
+    return kiwi_step0_decide (&res->first, phase, rq->inspect.root, rq->inspect.test_command, &res->insp,
+                              rq->inspect.catalog, &res->decision, err);
+}
+
+/* Replaces the inspection by the decision's image and re-installs. */
+static int
+swap (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    kiwi_inspection next;
+    if (kiwi_inspect_with_image (&rq->inspect, &res->decision.swap_to, &next, err) < 0)
+        return -1;
+    kiwi_inspection_clear (&res->insp);
+    res->insp = next; /* now owned by the result */
+    res->swapped = true;
+    kiwi_info ("step 0: %s", res->decision.reason);
+    return do_install (rq, res, err);
+}
+
+int
+kiwi_step0_run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    memset (res, 0, sizeof *res);
+    res->status = KIWI_STEP0_FAILED;
+    if (kiwi_inspect (&rq->inspect, &res->insp, err) < 0)
+        return -1;
+    res->first_image = strdup (res->insp.image.image);
+    if (res->first_image == NULL)
+        return kiwi_error_make (err, ENOMEM, "step 0");
+    if (do_install (rq, res, err) < 0)
+        return -1;
+    if (install_failed (&res->install)) {
+        if (examine (rq, res, "install", res->install.output, err) < 0)
+            return -1;
+        if (res->decision.action == KIWI_STEP0_SWAP) {
+            if (swap (rq, res, err) < 0)
+                return -1;
+        }
+        if (install_failed (&res->install)) {
+            res->status = KIWI_STEP0_INSTALL_FAILED;
+            return set_reason (res, err, "%s%s%s", res->install.reason, res->swapped ? " (after a swap: " : "",
+                               res->swapped ? res->decision.reason : "");
+        }
+    }
+    if (do_verify (rq, res, err) < 0)
+        return -1;
+    if (res->run.exit_code == 0 && !res->run.timed_out && !res->run.sandbox_lost) {
+        res->status = KIWI_STEP0_PASSED;
+        return set_reason (res, err, "the test command passes in %s%s%s", res->insp.image.image,
+                           res->swapped ? " after a swap: " : "", res->swapped ? res->decision.reason : "");
+    }
+    if (res->swapped) { /* the install's failure was the one examined */
+        res->status = KIWI_STEP0_FAILED;
+        return set_reason (res, err, "an honest failure (exit %d) in %s after a swap", res->run.exit_code,
+                           res->insp.image.image);
+    }
+    if (examine (rq, res, "verify", res->run.output, err) < 0)
+        return -1;
+    switch (res->decision.action) {
+    case KIWI_STEP0_HONEST:
+        res->status = KIWI_STEP0_FAILED;
+        return set_reason (res, err, "an honest failure (exit %d%s): %s", res->run.exit_code,
+                           res->run.timed_out ? ", timed out" : "", res->decision.reason);
+    case KIWI_STEP0_STOP:
+        res->status = KIWI_STEP0_STOPPED;
+        return set_reason (res, err, "stopped at step 0: %s", res->decision.reason);
+    case KIWI_STEP0_SWAP:
+        break;
+    }
+    if (swap (rq, res, err) < 0)
+        return -1;
+    if (install_failed (&res->install)) {
+        res->status = KIWI_STEP0_INSTALL_FAILED;
+        return set_reason (res, err, "%s (after a swap: %s)", res->install.reason, res->decision.reason);
+    }
+    if (do_verify (rq, res, err) < 0)
+        return -1;
+    bool ok = res->run.exit_code == 0 && !res->run.timed_out && !res->run.sandbox_lost;
+    res->status = ok ? KIWI_STEP0_PASSED : KIWI_STEP0_FAILED;
+    return set_reason (res, err, "%s after a swap (%s)", ok ? "passes" : "an honest failure", res->decision.reason);
+}

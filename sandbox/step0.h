@@ -1,0 +1,127 @@
+/*
+ * step0.h: Phase A, then the first verify run, before any model-generated
+ * code ran, and what its failure means (spec: "Which image the sandbox
+ * uses", "When a repository cannot be verified offline").
+ *
+ *   1. inspect the repository (inspect.h) and run Phase A for its image
+ *      (through the caller's install function: its cache, or a plain
+ *      kiwi_phase_install into snapshot_root/<cache key>);
+ *   2. run the test command once in Phase B;
+ *   3. a failure is classified (classify.h) and decided on:
+ *      - a missing runtime or a version mismatch swaps the image (the
+ *        runtime the missing command belongs to, the version the output or
+ *        the repository asks for), re-installs for it and re-runs once;
+ *        only that re-run's output is for the Implementer;
+ *      - a build that needs the network stops at step 0 with the cause by
+ *        name: the rule, the host it tried, what it fetched, the command;
+ *      - so does a runtime or version no image in the catalogue has;
+ *      - anything else is an honest result.
+ *   Only the first failure is examined: at most one swap, and the re-run's
+ *   result is final. An install failure is examined the same way (a
+ *   version the install itself refuses swaps); otherwise it ends the task
+ *   with the install's reason.
+ *
+ * Ownership: a kiwi_step0_result owns everything in it
+ * (kiwi_step0_result_clear). The request's pointers are borrowed.
+ */
+#ifndef KIWI_SANDBOX_STEP0_H
+#define KIWI_SANDBOX_STEP0_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "classify.h"
+#include "error.h"
+#include "inspect.h"
+#include "phases.h"
+
+#define KIWI_STEP0_STATUSES(X)                                                                               \
+    X (KIWI_STEP0_PASSED, "passed")           /* the tests pass: nothing to fix */                         \
+    X (KIWI_STEP0_FAILED, "failed")           /* an honest failure: the session starts */                  \
+    X (KIWI_STEP0_STOPPED, "stopped")         /* the environment cannot verify it: the cause is named */  \
+    X (KIWI_STEP0_INSTALL_FAILED, "install_failed") /* Phase A failed: the task ends with its reason */
+
+typedef enum {
+#define KIWI__S0_ENUM(name, str) name,
+    KIWI_STEP0_STATUSES (KIWI__S0_ENUM)
+#undef KIWI__S0_ENUM
+} kiwi_step0_status;
+
+const char *kiwi_step0_status_str (kiwi_step0_status s);
+
+#define KIWI_STEP0_ACTIONS(X)                                                                                \
+    X (KIWI_STEP0_HONEST, "honest") /* report the failure as it is */                                        \
+    X (KIWI_STEP0_SWAP, "swap")     /* another image, re-install, re-run once */                             \
+    X (KIWI_STEP0_STOP, "stop")     /* stop at step 0 with the cause */
+
+typedef enum {
+#define KIWI__S0A_ENUM(name, str) name,
+    KIWI_STEP0_ACTIONS (KIWI__S0A_ENUM)
+#undef KIWI__S0A_ENUM
+} kiwi_step0_action;
+
+const char *kiwi_step0_action_str (kiwi_step0_action a);
+
+typedef struct kiwi_step0_decision {
+    kiwi_step0_action action;
+    kiwi_image_resolution swap_to; /* KIWI_STEP0_SWAP: the new image (owned) */
+    char reason[768];              /* one line: the cause by name, or why it is honest */
+} kiwi_step0_decision;
+
+void kiwi_step0_decision_clear (kiwi_step0_decision *d);
+
+/* What a classified failure leads to, for the repository at `root` whose
+ * current inspection is `in`. Pure: runs nothing. `phase` is "install" or
+ * "verify" (a network failure during Phase A is not a step-0 stop). */
+int kiwi_step0_decide (const kiwi_classification *c, const char *phase, const char *root, const char *test_command,
+                       const kiwi_inspection *in, const kiwi_image_catalog *cat, kiwi_step0_decision *d,
+                       kiwi_error_t *err);
+
+/* Runs Phase A for an inspection. Returns 0 when Phase A ran to a verdict
+ * (r->status) or was skipped, < 0 when it could not run. *snapshot_dir
+ * receives the snapshot to give Phase B (owned; NULL when skipped). */
+typedef int (*kiwi_step0_install_fn) (void *userdata, const kiwi_inspection *in, kiwi_install_result *r,
+                                      char **snapshot_dir, kiwi_error_t *err);
+
+typedef struct kiwi_step0_request {
+    kiwi_sandbox_env *env;
+    const kiwi_phase_config *cfg;
+    kiwi_inspect_request inspect;    /* root, test command, catalogue, driver */
+    const kiwi_classifier *classifier;
+    const char *const *credentials;  /* the task's test credentials (names) */
+    kiwi_sandbox_limits limits;
+    int64_t verify_timeout_ms;       /* each verify run; 0 = none */
+    int64_t install_deadline_ms;     /* the task's remaining time for Phase A; 0 = none */
+    size_t output_cap;               /* 0 = 64 KiB */
+    const char *task_id;
+    kiwi_step0_install_fn install;   /* NULL: kiwi_phase_install into snapshot_root/<key> */
+    void *install_userdata;
+    const char *snapshot_root;       /* used when install is NULL */
+    kiwi_output_cb on_output;        /* live output of every run, optional */
+    void *userdata;
+} kiwi_step0_request;
+
+typedef struct kiwi_step0_result {
+    kiwi_step0_status status;
+    kiwi_inspection insp;            /* the inspection in force (the new image's after a swap) */
+    char *first_image;               /* the image step 0 started with */
+    bool swapped;
+    const char *first_phase;         /* where the examined failure came from: "install", "verify", or NULL */
+    kiwi_classification first;       /* the first failure's classification (KIWI_FAILURE_NONE if none) */
+    kiwi_step0_decision decision;    /* what it led to */
+    kiwi_install_result install;     /* the last Phase A (status SKIPPED when nothing to install) */
+    char *snapshot_dir;              /* the dependency snapshot in force, or NULL */
+    kiwi_exec_result run;            /* the last verify run: the output that may reach the Implementer */
+    int verify_runs;                 /* 0, 1 or 2 */
+    int64_t install_ms, verify_ms;   /* time spent in Phase A and in Phase B, in total */
+    char *reason;                    /* one line: what step 0 concluded and why */
+} kiwi_step0_result;
+
+void kiwi_step0_result_clear (kiwi_step0_result *r);
+
+/* Runs step 0 (see above). Returns 0 with res->status set whatever the
+ * verdict, < 0 when something could not run at all (the sandbox, the
+ * snapshot directory). */
+int kiwi_step0_run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err);
+
+#endif

@@ -1,0 +1,898 @@
+/*
+ * test_inspect.c: repository inspection without a sandbox: version ranges,
+ * the image catalogue, the test command's executable, devcontainers (JSON
+ * with comments), version markers, image resolution in the spec's order,
+ * install commands by lockfile (and packageManager), polyglot plans, the
+ * install cache key, and the decisions step 0 takes on a classified
+ * failure. Repositories are small trees written into a scratch directory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "classify.h"
+#include "image.h"
+#include "inspect-internal.h"
+#include "inspect.h"
+#include "lockfile.h"
+#include "step0.h"
+
+#define LOCAL_CATALOG KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv"
+
+static kiwi_image_catalog *local;
+
+static int
+setup (void **state)
+{
+    kiwi_error_t err = NULL;
+    if (kiwi_image_catalog_load (LOCAL_CATALOG, &local, &err) < 0) {
+        fprintf (stderr, "%s\n", kiwi_error_msg (err));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+teardown (void **state)
+{
+    kiwi_image_catalog_free (local);
+    return 0;
+}
+
+/* ----------------------------------------------------------- scratch repos */
+
+static char *
+repo_new (void)
+{
+    char tmpl[] = "/tmp/kiwi-inspect-XXXXXX";
+    char *d = mkdtemp (tmpl);
+    assert_non_null (d);
+    return strdup (d);
+}
+
+static void
+put (const char *root, const char *rel, const char *content)
+{
+    char path[4096];
+    snprintf (path, sizeof path, "%s/%s", root, rel);
+    for (char *p = path + strlen (root) + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir (path, 0755) < 0 && errno != EEXIST)
+                fail_msg ("mkdir %s", path);
+            *p = '/';
+        }
+    FILE *f = fopen (path, "w");
+    assert_non_null (f);
+    fputs (content, f);
+    fclose (f);
+}
+
+static void
+repo_free (char *root)
+{
+    char cmd[4200];
+    snprintf (cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal (system (cmd), 0);
+    free (root);
+}
+
+/* ---------------------------------------------------------------- versions */
+
+static void
+test_version_ranges (void **state)
+{
+    static const struct {
+        const char *req, *family;
+        int want;
+    } cases[] = {
+        { ">=18", "20", 1 },           { "^20", "20", 1 },           { "^20", "22", 0 },
+        { "20.x", "20", 1 },           { "20.*", "22", 0 },          { ">=18 <21", "20", 1 },
+        { ">=18 <21", "22", 0 },       { "18 || 20", "20", 1 },      { "18 || 20", "22", 0 },
+        { "~20.1", "20", 1 },          { "1.2 - 1.4", "1.3", 1 },    { "1.2 - 1.4", "1.5", 0 },
+        { ">=3.9,<3.13", "3.11", 1 },  { ">=3.9,<3.13", "3.13", 0 }, { "~=3.10", "3.11", 1 },
+        { "==3.11.*", "3.11", 1 },     { "==3.11.*", "3.12", 0 },    { "~> 3.1", "3.3", 1 },
+        { "~> 3.1.2", "3.3", 0 },      { "~> 3.1.2", "3.1", 1 },     { "^8.1", "8.2", 1 },
+        { "8.2.*", "8.2", 1 },         { "^7.4 | ^8.0", "8.2", 1 },  { "^7.4 || ^8.0", "9", 0 },
+        { ">=1.21", "1.19", 0 },       { ">=1.21", "1.22", 1 },      { "v20.11.0", "20", 1 },
+        { "22", "20", 0 },             { ">=0", "22", 1 },           { ">3.8", "3.8", 0 },
+        { ">3.8", "3.9", 1 },          { "<=20", "20", 1 },          { "<20", "20", 0 },
+        { ">= 18", "18", 1 },          { "!=3.10, >=3.8", "3.11", 1 }, { "*", "1.63", 1 },
+        { "^0.2.3", "0.2", 1 },        { "^0.2.3", "0.3", 0 },       { ">=3.12", "3.11", 0 },
+        { "^1.0@dev", "1", 1 },        { "3.11.4rc1", "3.11", 1 },   { "1.8", "1.8", 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = kiwi_version_req_allows (cases[i].req, cases[i].family);
+        if (got != cases[i].want)
+            fail_msg ("allows(\"%s\", \"%s\") = %d, want %d", cases[i].req, cases[i].family, got, cases[i].want);
+    }
+    assert_int_equal (kiwi_version_req_allows ("abc", "20"), -1);
+    assert_int_equal (kiwi_version_req_allows (">=", "20"), -1);
+    assert_false (kiwi_version_req_valid ("lts/iron"));
+    assert_true (kiwi_version_req_valid (">=18 <21"));
+}
+
+/* --------------------------------------------------------------- catalogue */
+
+static void
+expect_catalog_error (const char *text, const char *needle)
+{
+    kiwi_image_catalog *c = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_image_catalog_parse (text, strlen (text), "c.tsv", &c, &err), -1);
+    assert_null (c);
+    if (strstr (kiwi_error_msg (err), needle) == NULL)
+        fail_msg ("`%s` lacks `%s`", kiwi_error_msg (err), needle);
+    kiwi_error_free (&err);
+}
+
+static const char *
+choose (const kiwi_image_catalog *c, const char *rt, const char *req, kiwi_version_prefer p, bool *sat)
+{
+    const kiwi_image_entry *e = kiwi_image_catalog_choose (c, rt, req, p, sat);
+    return e ? e->ref : "(none)";
+}
+
+static void
+test_catalogue (void **state)
+{
+    expect_catalog_error ("# nothing\n", "no rows");
+    expect_catalog_error ("node\t20\n", "c.tsv:1: expected runtime, version and image");
+    expect_catalog_error ("# h\nNode\t20\tnode:20\n", "c.tsv:2: bad runtime name `Node`");
+    expect_catalog_error ("node\ttwenty\tnode:20\n", "bad version `twenty`");
+    expect_catalog_error ("node\t20\tnode 20\n", "bad image reference");
+    expect_catalog_error ("node\t20\tnode:20\textra\n", "expected runtime, version and image");
+
+    kiwi_image_catalog *def = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_image_catalog_default (&def, &err), 0);
+    assert_true (kiwi_image_catalog_size (def) > 10);
+    bool sat;
+    assert_string_equal (choose (def, "node", "20", KIWI_PREFER_HIGHEST, &sat), "node:20-bookworm");
+    assert_string_equal (choose (def, "python", "", KIWI_PREFER_HIGHEST, &sat), "python:3.12-bookworm");
+    kiwi_image_catalog_free (def);
+    assert_int_equal (kiwi_image_catalog_open (NULL, &def, &err), 0);
+    assert_non_null (strstr (kiwi_image_catalog_origin (def), "built in"));
+    kiwi_image_catalog_free (def);
+
+    assert_string_equal (choose (local, "node", NULL, KIWI_PREFER_HIGHEST, &sat), "kiwi/node:22");
+    assert_true (sat);
+    assert_string_equal (choose (local, "node", "20", KIWI_PREFER_HIGHEST, &sat), "kiwi/node:20");
+    assert_string_equal (choose (local, "node", ">=18 <21", KIWI_PREFER_HIGHEST, &sat), "kiwi/node:20");
+    assert_string_equal (choose (local, "node", ">=18", KIWI_PREFER_HIGHEST, &sat), "kiwi/node:22");
+    assert_string_equal (choose (local, "node", "24", KIWI_PREFER_HIGHEST, &sat), "kiwi/node:22");
+    assert_false (sat);
+    assert_string_equal (choose (local, "node", "19", KIWI_PREFER_HIGHEST, &sat), "kiwi/node:20");
+    assert_false (sat);
+    assert_string_equal (choose (local, "node", "16", KIWI_PREFER_HIGHEST, &sat), "kiwi/node:18");
+    assert_false (sat);
+    assert_string_equal (choose (local, "go", ">=1.21", KIWI_PREFER_HIGHEST, &sat), "kiwi/go:1.19");
+    assert_false (sat);
+    assert_string_equal (choose (local, "java", ">=11", KIWI_PREFER_LOWEST, &sat), "kiwi/java:17");
+    assert_true (sat);
+    assert_string_equal (choose (local, "deno", NULL, KIWI_PREFER_HIGHEST, &sat), "(none)");
+    assert_string_equal (kiwi_image_catalog_by_ref (local, "kiwi/java:17")->runtime, "java");
+    assert_null (kiwi_image_catalog_by_ref (local, "node:20"));
+    assert_true (kiwi_image_catalog_has_runtime (local, "gradle"));
+}
+
+/* ---------------------------------------------------------- test command */
+
+static void
+expect_cmd (const char *cmd, const char *runtime, const char *exe, const char *dir, const char *version)
+{
+    kiwi_command_info ci;
+    bool found = kiwi_command_runtime (cmd, &ci);
+    if (runtime == NULL) {
+        if (found)
+            fail_msg ("`%s`: found %s (%s), want none", cmd, ci.runtime, ci.exe);
+        return;
+    }
+    if (!found || strcmp (ci.runtime, runtime) != 0 || strcmp (ci.exe, exe) != 0 || strcmp (ci.dir, dir) != 0
+        || strcmp (ci.version, version) != 0)
+        fail_msg ("`%s`: got %s/%s dir `%s` version `%s`, want %s/%s `%s` `%s`", cmd, ci.runtime, ci.exe, ci.dir,
+                  ci.version, runtime, exe, dir, version);
+}
+
+static void
+test_command_executable (void **state)
+{
+    expect_cmd ("npm test", "node", "npm", "", "");
+    expect_cmd ("FOO=1 BAR='a b' npx jest --ci", "node", "npx", "", "");
+    expect_cmd ("pnpm exec vitest run", "node", "pnpm", "", "");
+    expect_cmd ("yarn test", "node", "yarn", "", "");
+    expect_cmd ("./gradlew test --no-daemon", "gradle", "gradlew", "", "");
+    expect_cmd ("./mvnw -B verify", "maven", "mvnw", "", "");
+    expect_cmd ("bash -c 'cd web && npm test'", "node", "npm", "web", "");
+    expect_cmd ("sh -ec \"go test ./...\"", "go", "go", "", "");
+    expect_cmd ("bash -euo pipefail -c 'cargo test'", "rust", "cargo", "", "");
+    expect_cmd ("env -u CI NODE_ENV=test node --test", "node", "node", "", "");
+    expect_cmd ("timeout -s KILL 300 pytest -q", "python", "pytest", "", "");
+    expect_cmd ("timeout --preserve-status 5m python -m pytest", "python", "python", "", "");
+    expect_cmd ("cd backend && go test ./... && cd ../web && npm test", "go", "go", "backend", "");
+    expect_cmd ("(cd web; npm test)", "node", "npm", "web", "");
+    expect_cmd ("cd web/ && CI=1 npm test", "node", "npm", "web", "");
+    expect_cmd ("python3.12 -m pytest", "python", "python3.12", "", "3.12");
+    expect_cmd ("./node_modules/.bin/jest", "node", "jest", "", "");
+    expect_cmd ("vendor/bin/phpunit", "php", "phpunit", "", "");
+    expect_cmd ("bundle exec rspec", "ruby", "bundle", "", "");
+    expect_cmd ("poetry run pytest", "python", "poetry", "", "");
+    expect_cmd ("nice -n 10 cargo test", "rust", "cargo", "", "");
+    expect_cmd ("time mvn -B test", "maven", "mvn", "", "");
+    expect_cmd ("xvfb-run -a npm test", "node", "npm", "", "");
+    expect_cmd ("set -e; echo start; php artisan test", "php", "php", "", "");
+    expect_cmd ("make test", NULL, NULL, NULL, NULL);
+    expect_cmd ("docker compose run app npm test", NULL, NULL, NULL, NULL);
+    expect_cmd ("echo hi | tee log; ./scripts/test.sh", NULL, NULL, NULL, NULL);
+    expect_cmd ("bash scripts/test.sh", NULL, NULL, NULL, NULL);
+    expect_cmd ("cd /opt/app && npm test", "node", "npm", "", "");
+    expect_cmd ("cd ../other && npm test", "node", "npm", "", "");
+    expect_cmd ("", NULL, NULL, NULL, NULL);
+    expect_cmd (NULL, NULL, NULL, NULL, NULL);
+    assert_string_equal (kiwi_runtime_of_executable ("/usr/bin/python3"), "python");
+    assert_string_equal (kiwi_runtime_of_executable ("pip3.11"), "python");
+    assert_null (kiwi_runtime_of_executable ("python3x"));
+    assert_null (kiwi_runtime_of_executable ("deno"));
+}
+
+/* ---------------------------------------------------------- devcontainers */
+
+static void
+test_jsonc (void **state)
+{
+    const char *in = "// a comment\n{\n  /* block\n comment */ \"image\": \"a//b/*c*/\", // trailing\n"
+                     "  \"x\": \"quote \\\" // not a comment\",\n  \"list\": [1, 2, /* c */ ],\n}\n";
+    char *out = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_jsonc_to_json (in, strlen (in), &out, &len, &err), 0);
+    assert_non_null (strstr (out, "\"a//b/*c*/\""));
+    assert_non_null (strstr (out, "\"quote \\\" // not a comment\""));
+    assert_null (strstr (out, "trailing"));
+    assert_null (strstr (out, "block"));
+    assert_null (strstr (out, ", ]"));
+    free (out);
+}
+
+static void
+test_devcontainer (void **state)
+{
+    char *r = repo_new ();
+    char *image = NULL, *path = NULL, *note = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_devcontainer_image (r, &image, &path, &note, &err), 0);
+    put (r, ".devcontainer.json", "{ \"image\": \"fallback:1\" }");
+    assert_int_equal (kiwi_devcontainer_image (r, &image, &path, &note, &err), 1);
+    assert_string_equal (image, "fallback:1");
+    assert_string_equal (path, ".devcontainer.json");
+    free (image);
+    free (path);
+    put (r, ".devcontainer/devcontainer.json",
+         "{\n  // the team's image\n  \"name\": \"x\",\n  \"image\": \"mcr.microsoft.com/devcontainers/python:3.11\",\n"
+         "  \"features\": {},\n}\n");
+    assert_int_equal (kiwi_devcontainer_image (r, &image, &path, &note, &err), 1);
+    assert_string_equal (image, "mcr.microsoft.com/devcontainers/python:3.11");
+    assert_string_equal (path, ".devcontainer/devcontainer.json");
+    free (image);
+    free (path);
+    put (r, ".devcontainer/devcontainer.json", "{ \"build\": { \"dockerfile\": \"Dockerfile\" } }");
+    assert_int_equal (kiwi_devcontainer_image (r, &image, &path, &note, &err), 0);
+    assert_non_null (strstr (note, "Dockerfile"));
+    free (note);
+    put (r, ".devcontainer/devcontainer.json", "{ \"image\": ");
+    assert_int_equal (kiwi_devcontainer_image (r, &image, &path, &note, &err), 0);
+    assert_non_null (strstr (note, "does not parse"));
+    free (note);
+    repo_free (r);
+    assert_string_equal (kiwi_runtime_of_image_ref ("mcr.microsoft.com/devcontainers/typescript-node:1-20-bookworm"),
+                         "node");
+    assert_string_equal (kiwi_runtime_of_image_ref ("golang:1.22@sha256:abc"), "go");
+    assert_string_equal (kiwi_runtime_of_image_ref ("eclipse-temurin:21"), "java");
+    assert_null (kiwi_runtime_of_image_ref ("mcr.microsoft.com/devcontainers/universal:2"));
+    assert_null (kiwi_runtime_of_image_ref ("debian:bookworm"));
+}
+
+/* ---------------------------------------------------------- version markers */
+
+static void
+expect_marker (const char *root, const char *dir, const char *rt, const char *req, const char *from)
+{
+    char *r = NULL, *f = NULL;
+    kiwi_version_prefer p;
+    kiwi_error_t err = NULL;
+    int rc = kiwi_version_markers (root, dir, rt, &r, &f, &p, &err);
+    if (req == NULL) {
+        if (rc != 0)
+            fail_msg ("%s: found %s in %s, want none", rt, r, f);
+        return;
+    }
+    if (rc != 1 || strcmp (r, req) != 0 || strcmp (f, from) != 0)
+        fail_msg ("%s: got %s from %s, want %s from %s", rt, r ? r : "-", f ? f : "-", req, from);
+    free (r);
+    free (f);
+}
+
+static void
+test_version_markers (void **state)
+{
+    char *r = repo_new ();
+    expect_marker (r, "", "node", NULL, NULL);
+    put (r, "package.json", "{ \"engines\": { \"node\": \">=18 <21\" } }");
+    expect_marker (r, "", "node", ">=18 <21", "package.json (engines.node)");
+    put (r, "package.json", "{ \"volta\": { \"node\": \"20.11.1\" }, \"engines\": { \"node\": \">=18\" } }");
+    expect_marker (r, "", "node", "20.11.1", "package.json (volta.node)");
+    put (r, ".tool-versions", "python 3.11.4\nnodejs 18.19.0\n");
+    expect_marker (r, "", "node", "18.19.0", ".tool-versions");
+    put (r, ".nvmrc", "lts/iron\n");
+    expect_marker (r, "", "node", "20", ".nvmrc");
+    put (r, ".nvmrc", "\xef\xbb\xbfv22.3.0 # the team's\n");
+    expect_marker (r, "", "node", "v22.3.0", ".nvmrc");
+    put (r, "web/.nvmrc", "20\n");
+    expect_marker (r, "web", "node", "20", "web/.nvmrc");
+    expect_marker (r, "", "python", "3.11.4", ".tool-versions");
+    put (r, "pyproject.toml", "[project]\nname = \"x\"\nrequires-python = \">=3.9\"\n");
+    unlink (strcat (strcpy ((char[4096]) { 0 }, r), "/.tool-versions"));
+    expect_marker (r, "", "python", ">=3.9", "pyproject.toml (requires-python)");
+    put (r, ".python-version", "3.11\n");
+    expect_marker (r, "", "python", "3.11", ".python-version");
+    put (r, "go.mod", "module x\n\ngo 1.21\n\ntoolchain go1.22.3\n");
+    expect_marker (r, "", "go", ">=1.22.3", "go.mod (toolchain)");
+    put (r, "go.mod", "module x\n\ngo 1.19\n");
+    expect_marker (r, "", "go", ">=1.19", "go.mod (go)");
+    put (r, "Cargo.toml", "[package]\nname = \"x\"\nedition = \"2021\"\nrust-version = \"1.70\"\n");
+    expect_marker (r, "", "rust", ">=1.70", "Cargo.toml (rust-version)");
+    put (r, "rust-toolchain.toml", "[toolchain]\nchannel = \"1.72.0\"\ncomponents = [\"clippy\"]\n");
+    expect_marker (r, "", "rust", ">=1.72.0", "rust-toolchain.toml");
+    put (r, "Gemfile", "source \"https://rubygems.org\"\nruby '~> 3.3'\ngem 'rake'\n");
+    expect_marker (r, "", "ruby", "~> 3.3", "Gemfile (ruby)");
+    put (r, ".ruby-version", "ruby-3.1.2\n");
+    expect_marker (r, "", "ruby", "3.1.2", ".ruby-version");
+    put (r, "composer.json", "{ \"require\": { \"php\": \"^8.1\", \"psr/log\": \"^3\" } }");
+    expect_marker (r, "", "php", "^8.1", "composer.json (require.php)");
+    put (r, "pom.xml", "<project><properties><maven.compiler.release>21</maven.compiler.release></properties></project>");
+    expect_marker (r, "", "java", ">=21", "pom.xml");
+    put (r, "pom.xml", "<project><properties><java.version>1.8</java.version>"
+                       "<maven.compiler.source>${java.version}</maven.compiler.source></properties></project>");
+    expect_marker (r, "", "java", ">=8", "pom.xml");
+    put (r, "gradle/wrapper/gradle-wrapper.properties",
+         "distributionUrl=https\\://services.gradle.org/distributions/gradle-8.5-bin.zip\n");
+    expect_marker (r, "", "gradle", "8", "gradle/wrapper/gradle-wrapper.properties");
+    repo_free (r);
+    r = repo_new ();
+    put (r, "build.gradle.kts", "java { toolchain { languageVersion.set(JavaLanguageVersion.of(17)) } }\n");
+    expect_marker (r, "", "java", ">=17", "build.gradle.kts");
+    repo_free (r);
+}
+
+/* -------------------------------------------------------------- resolution */
+
+static void
+expect_resolve (const char *root, const char *cmd, const kiwi_image_catalog *cat, const char *image,
+                kiwi_image_source src)
+{
+    kiwi_image_resolution res;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_image_resolve (root, cmd, cat, &res, &err), 0);
+    if (strcmp (res.image, image) != 0 || res.source != src)
+        fail_msg ("`%s`: got %s (%s: %s), want %s (%s)", cmd ? cmd : "(none)", res.image,
+                  kiwi_image_source_str (res.source), res.reason, image, kiwi_image_source_str (src));
+    assert_non_null (res.reason);
+    kiwi_image_resolution_clear (&res);
+}
+
+static void
+test_resolution_order (void **state)
+{
+    char *r = repo_new ();
+    /* nothing at all: the base image */
+    expect_resolve (r, "make test", local, "kiwi/base:bookworm", KIWI_IMAGE_FROM_DEFAULT);
+    /* a Go service with a frontend: only the command decides */
+    put (r, "go.mod", "module example.com/svc\n\ngo 1.19\n\nrequire github.com/google/go-cmp v0.5.9\n");
+    put (r, "web/package.json", "{ \"scripts\": { \"test\": \"node --test\" }, \"dependencies\": { \"x\": \"1\" } }");
+    put (r, "web/package-lock.json", "{}");
+    put (r, "web/.nvmrc", "20\n");
+    expect_resolve (r, "go test ./...", local, "kiwi/go:1.19", KIWI_IMAGE_FROM_COMMAND);
+    expect_resolve (r, "cd web && npm test", local, "kiwi/node:20", KIWI_IMAGE_FROM_COMMAND);
+    expect_resolve (r, "make test", local, "kiwi/go:1.19", KIWI_IMAGE_FROM_MARKERS);
+    /* a command runtime the catalogue lacks falls through to the markers */
+    expect_resolve (r, "deno test", local, "kiwi/go:1.19", KIWI_IMAGE_FROM_MARKERS);
+    /* the devcontainer comes first */
+    put (r, ".devcontainer/devcontainer.json", "{ // JSONC\n \"image\": \"kiwi/python:3.11\", }\n");
+    expect_resolve (r, "go test ./...", local, "kiwi/python:3.11", KIWI_IMAGE_FROM_DEVCONTAINER);
+    kiwi_image_resolution res;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_image_resolve (r, "go test ./...", local, &res, &err), 0);
+    assert_string_equal (res.runtime, "python");
+    kiwi_image_resolution_clear (&res);
+    repo_free (r);
+
+    /* markers: Python before Node.js, versions honoured */
+    r = repo_new ();
+    put (r, "package.json", "{ \"devDependencies\": { \"prettier\": \"3\" } }");
+    put (r, "requirements.txt", "pytest\n");
+    expect_resolve (r, "make test", local, "kiwi/python:3.11", KIWI_IMAGE_FROM_MARKERS);
+    expect_resolve (r, "npx prettier --check .", local, "kiwi/node:22", KIWI_IMAGE_FROM_COMMAND);
+    put (r, ".nvmrc", "18\n");
+    expect_resolve (r, "npm test", local, "kiwi/node:18", KIWI_IMAGE_FROM_COMMAND);
+    repo_free (r);
+
+    /* markers one directory down */
+    r = repo_new ();
+    put (r, "service/Cargo.toml", "[package]\nname = \"s\"\nversion = \"0.1.0\"\n");
+    expect_resolve (r, "./ci.sh", local, "kiwi/rust:1.63", KIWI_IMAGE_FROM_MARKERS);
+    assert_int_equal (kiwi_image_resolve (r, "./ci.sh", local, &res, &err), 0);
+    assert_string_equal (res.project_dir, "service");
+    kiwi_image_resolution_clear (&res);
+    /* a version no image has: the nearest, marked unsatisfied */
+    put (r, "go.mod", "module x\n\ngo 1.22\n");
+    assert_int_equal (kiwi_image_resolve (r, "go test ./...", local, &res, &err), 0);
+    assert_string_equal (res.image, "kiwi/go:1.19");
+    assert_false (res.satisfied);
+    assert_non_null (strstr (res.reason, "no image in the catalogue has"));
+    kiwi_image_resolution_clear (&res);
+    repo_free (r);
+
+    /* the default catalogue for the same command names public images */
+    kiwi_image_catalog *def = NULL;
+    assert_int_equal (kiwi_image_catalog_default (&def, &err), 0);
+    r = repo_new ();
+    put (r, "go.mod", "module x\n\ngo 1.22\n");
+    expect_resolve (r, "go test ./...", def, "golang:1.22-bookworm", KIWI_IMAGE_FROM_COMMAND);
+    repo_free (r);
+    kiwi_image_catalog_free (def);
+}
+
+/* ----------------------------------------------------------- install plans */
+
+static void
+expect_plan (const char *root, const char *runtime, const char *display, const char *argv0)
+{
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (root, runtime, &p, &err), 0);
+    if (strcmp (p.display, display) != 0)
+        fail_msg ("plan for %s: got `%s`, want `%s`", runtime, p.display, display);
+    if (argv0 == NULL)
+        assert_int_equal (p.argv.n, 0);
+    else
+        assert_string_equal (p.argv.v[0], argv0);
+    kiwi_install_plan_clear (&p);
+}
+
+static void
+test_node_lockfiles (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"name\": \"x\", \"scripts\": { \"test\": \"node --test\" } }");
+    expect_plan (r, "node", "-", NULL); /* no dependencies: Phase A skipped */
+    put (r, "package.json", "{ \"dependencies\": { \"is-number\": \"7.0.0\" } }");
+    expect_plan (r, "node", "npm install", "npm");
+    put (r, "package-lock.json", "{}");
+    expect_plan (r, "node", "npm ci", "npm");
+    put (r, "yarn.lock", "# yarn lockfile v1\n\n");
+    expect_plan (r, "node", "yarn install --frozen-lockfile", "yarn");
+    put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
+    expect_plan (r, "node", "pnpm install --frozen-lockfile", "pnpm");
+    /* packageManager decides between lockfiles */
+    put (r, "package.json", "{ \"packageManager\": \"yarn@1.22.22\", \"dependencies\": { \"a\": \"1\" } }");
+    expect_plan (r, "node", "yarn install --frozen-lockfile", "yarn");
+    put (r, "package.json", "{ \"packageManager\": \"npm@10.8.2\", \"dependencies\": { \"a\": \"1\" } }");
+    expect_plan (r, "node", "npm ci", "npm");
+    kiwi_install_step *st = NULL;
+    size_t n = 0;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_detect (r, &st, &n, &err), 0);
+    assert_int_equal (n, 1);
+    assert_string_equal (st[0].why, "packageManager npm@10.8.2 (pnpm-lock.yaml ignored)");
+    kiwi_install_step_clear (&st[0]);
+    free (st);
+    repo_free (r);
+
+    /* Yarn 2+: from the lockfile's __metadata, through corepack */
+    r = repo_new ();
+    put (r, "package.json", "{ \"packageManager\": \"yarn@4.5.3+sha512.abc\", \"dependencies\": { \"a\": \"1\" } }");
+    put (r, "yarn.lock", "# This file is generated\n__metadata:\n  version: 8\n");
+    kiwi_install_plan p;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "yarn install --immutable (corepack)");
+    assert_string_equal (p.argv.v[0], "/bin/sh");
+    assert_non_null (strstr (p.argv.v[2], "corepack enable --install-directory /kiwi/home/.kiwi/bin yarn"));
+    assert_non_null (strstr (kiwi_strv_env_get (&p.verify_env, "PATH"), "/kiwi/home/.kiwi/bin:"));
+    assert_non_null (kiwi_strv_env_get (&p.verify_env, "COREPACK_ENABLE_NETWORK"));
+    kiwi_install_plan_clear (&p);
+    put (r, "package.json", "{ \"dependencies\": { \"a\": \"1\" } }");
+    put (r, ".yarnrc.yml", "nodeLinker: node-modules\nyarnPath: .yarn/releases/yarn-4.5.3.cjs\n");
+    expect_plan (r, "node", "yarn install --immutable (yarnPath)", "yarn");
+    repo_free (r);
+}
+
+static void
+test_other_ecosystems (void **state)
+{
+    char *r = repo_new ();
+    put (r, "go.mod", "module x\n\ngo 1.19\n");
+    expect_plan (r, "go", "-", NULL);
+    put (r, "go.mod", "module x\n\ngo 1.19\n\nrequire (\n\tgithub.com/google/go-cmp v0.5.9\n)\n");
+    put (r, "go.sum", "github.com/google/go-cmp v0.5.9 h1:x\n");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "go", &p, &err), 0);
+    assert_string_equal (p.display, "go mod download");
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "GOPROXY"), "GOPROXY=off");
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "GOFLAGS"), "GOFLAGS=-mod=mod");
+    assert_string_equal (kiwi_strv_env_get (&p.install_env, "GOPATH"), "GOPATH=/kiwi/home/go");
+    assert_null (kiwi_strv_env_get (&p.install_env, "GOPROXY"));
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+
+    r = repo_new ();
+    put (r, "pyproject.toml", "[tool.pytest.ini_options]\naddopts = \"-q\"\n");
+    expect_plan (r, "python", "-", NULL); /* tool settings only */
+    put (r, "pyproject.toml",
+         "[project]\nname = \"x\"\ndependencies = [\n  # none yet\n]\n\n[project.optional-dependencies]\n"
+         "test = [\"pytest\"]\ndocs = [\"sphinx\"]\n");
+    expect_plan (r, "python", "pip install -e .[test] (.venv)", "/bin/sh");
+    put (r, "requirements.txt", "# pinned\nrequests==2.32.3\n");
+    put (r, "requirements-dev.txt", "pytest==8.3.3\n");
+    assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
+    assert_string_equal (p.display, "pip install -r requirements.txt -r requirements-dev.txt (.venv)");
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "PIP_NO_INDEX"), "PIP_NO_INDEX=1");
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "VIRTUAL_ENV"), "VIRTUAL_ENV=/kiwi/src/.venv");
+    assert_non_null (strstr (kiwi_strv_env_get (&p.verify_env, "PATH"), "PATH=/kiwi/src/.venv/bin:"));
+    kiwi_install_plan_clear (&p);
+    put (r, "Pipfile.lock", "{}");
+    expect_plan (r, "python", "pipenv sync --dev", "pipenv");
+    put (r, "poetry.lock", "# poetry\n");
+    expect_plan (r, "python", "poetry install --no-root", "poetry");
+    put (r, "uv.lock", "version = 1\n");
+    expect_plan (r, "python", "uv sync --frozen", "uv");
+    repo_free (r);
+
+    r = repo_new ();
+    put (r, "Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n\n[dependencies]\nlocal = { path = \"../l\" }\n");
+    expect_plan (r, "rust", "-", NULL);
+    put (r, "Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n\n[dependencies]\nitoa = \"1\"\n");
+    expect_plan (r, "rust", "cargo fetch", "cargo");
+    put (r, "Cargo.lock", "version = 3\n\n[[package]]\nname = \"x\"\nversion = \"0.1.0\"\n");
+    expect_plan (r, "rust", "-", NULL); /* a lock of the crate itself only */
+    put (r, "Cargo.lock", "[[package]]\nname = \"itoa\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n");
+    expect_plan (r, "rust", "cargo fetch --locked", "cargo");
+    repo_free (r);
+
+    r = repo_new ();
+    put (r, "Gemfile", "source \"https://rubygems.org\"\n");
+    expect_plan (r, "ruby", "-", NULL);
+    put (r, "Gemfile", "source \"https://rubygems.org\"\ngem \"minitest\"\n");
+    put (r, "Gemfile.lock", "GEM\n");
+    assert_int_equal (kiwi_install_plan_make (r, "ruby", &p, &err), 0);
+    assert_string_equal (p.display, "bundle install (deployment, frozen)");
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "BUNDLE_PATH"), "BUNDLE_PATH=/kiwi/src/vendor/bundle");
+    assert_non_null (kiwi_strv_env_get (&p.install_env, "BUNDLE_DEPLOYMENT"));
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+
+    r = repo_new ();
+    put (r, "composer.json", "{ \"require\": { \"php\": \">=8.1\" } }");
+    expect_plan (r, "php", "-", NULL);
+    put (r, "composer.json", "{ \"require\": { \"php\": \">=8.1\" }, \"autoload\": { \"psr-4\": { \"A\\\\\": \"src/\" } } }");
+    expect_plan (r, "php", "composer install", "composer");
+    repo_free (r);
+
+    r = repo_new ();
+    put (r, "pom.xml", "<project/>");
+    assert_int_equal (kiwi_install_plan_make (r, "java", &p, &err), 0);
+    assert_string_equal (p.display, "mvn -B dependency:go-offline + test warm-up");
+    assert_non_null (strstr (p.argv.v[2], "KiwiTrust.java"));
+    assert_non_null (strstr (p.argv.v[2], "<offline>true</offline>"));
+    assert_non_null (strstr (kiwi_strv_env_get (&p.install_env, "JAVA_TOOL_OPTIONS"), "trustStore="));
+    assert_null (kiwi_strv_env_get (&p.verify_env, "JAVA_TOOL_OPTIONS"));
+    kiwi_install_plan_clear (&p);
+    put (r, "mvnw", "#!/bin/sh\n");
+    expect_plan (r, "maven", "./mvnw -B dependency:go-offline + test warm-up", "/bin/sh");
+    repo_free (r);
+
+    r = repo_new ();
+    put (r, "build.gradle", "apply plugin: 'java'\n");
+    assert_int_equal (kiwi_install_plan_make (r, "gradle", &p, &err), 0);
+    assert_string_equal (p.display, "gradle resolve all configurations");
+    assert_non_null (strstr (p.argv.v[2], "kiwiResolveDependencies"));
+    assert_non_null (strstr (p.argv.v[2], "init.d/kiwi-offline.gradle"));
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+static void
+test_polyglot_plan (void **state)
+{
+    char *r = repo_new ();
+    put (r, "go.mod", "module x\n\ngo 1.19\n\nrequire github.com/google/go-cmp v0.5.9\n");
+    put (r, "go.sum", "x\n");
+    put (r, "web/package.json", "{ \"dependencies\": { \"a\": \"1\" } }");
+    put (r, "web/package-lock.json", "{}");
+    put (r, "tools/package.json", "{ \"dependencies\": { \"a\": \"1\" } }"); /* no lockfile: not a project */
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "go", &p, &err), 0);
+    assert_string_equal (p.display, "go mod download");
+    assert_int_equal (p.left_out.n, 1);
+    assert_string_equal (p.left_out.v[0], "npm (web): the image runs go");
+    kiwi_install_plan_clear (&p);
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "npm ci (in web)");
+    assert_string_equal (p.argv.v[0], "/bin/sh");
+    assert_non_null (strstr (p.argv.v[2], "cd '/kiwi/src/web'\nnpm ci"));
+    kiwi_install_plan_clear (&p);
+    /* an unknown runtime (a devcontainer image the catalogue lacks): everything */
+    assert_int_equal (kiwi_install_plan_make (r, "", &p, &err), 0);
+    assert_string_equal (p.display, "go mod download; npm ci (in web)");
+    assert_int_equal (p.left_out.n, 0);
+    kiwi_install_plan_clear (&p);
+    assert_int_equal (kiwi_install_plan_make (r, "base", &p, &err), 0);
+    assert_string_equal (p.display, "-");
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+/* ----------------------------------------------------------- the cache key */
+
+static void
+key_of (const char *root, const char *runtime, const char *image, const char *driver, char out[65])
+{
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (root, runtime, &p, &err), 0);
+    assert_int_equal (kiwi_install_cache_key (root, &p, image, driver, out, &err), 0);
+    kiwi_install_plan_clear (&p);
+}
+
+static void
+test_cache_key (void **state)
+{
+    /* the SHA-256 underneath, against FIPS 180-4's examples */
+    kiwi__sha256 h;
+    unsigned char d[32];
+    char hex[65];
+    kiwi__sha256_init (&h);
+    kiwi__sha256_update (&h, "abc", 3);
+    kiwi__sha256_final (&h, d);
+    kiwi__sha256_hex (d, hex);
+    assert_string_equal (hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    kiwi__sha256_init (&h);
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    for (size_t i = 0; i < strlen (two); i++) /* byte by byte: the streaming path */
+        kiwi__sha256_update (&h, two + i, 1);
+    kiwi__sha256_final (&h, d);
+    kiwi__sha256_hex (d, hex);
+    assert_string_equal (hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"dependencies\": { \"is-number\": \"7.0.0\" } }");
+    put (r, "package-lock.json", "{ \"lockfileVersion\": 3 }");
+    put (r, "packages/a/package.json", "{ \"name\": \"a\" }");
+    put (r, "node_modules/x/package.json", "{}");
+    put (r, "README.md", "hello\n");
+    char k1[65], k2[65];
+    key_of (r, "node", "kiwi/node:22", "docker", k1);
+    key_of (r, "node", "kiwi/node:22", "docker", k2);
+    assert_string_equal (k1, k2);
+    assert_int_equal (strlen (k1), 64);
+    put (r, "README.md", "changed\n");
+    key_of (r, "node", "kiwi/node:22", "docker", k2);
+    assert_string_equal (k1, k2); /* not a dependency file */
+    put (r, "node_modules/x/package.json", "{ \"v\": 2 }");
+    key_of (r, "node", "kiwi/node:22", "docker", k2);
+    assert_string_equal (k1, k2); /* installed output is not an input */
+    key_of (r, "node", "kiwi/node:20", "docker", k2);
+    assert_string_not_equal (k1, k2);
+    key_of (r, "node", "kiwi/node:22", "gvisor", k2);
+    assert_string_not_equal (k1, k2);
+    put (r, "packages/a/package.json", "{ \"name\": \"a\", \"dependencies\": { \"b\": \"1\" } }");
+    key_of (r, "node", "kiwi/node:22", "docker", k2);
+    assert_string_not_equal (k1, k2); /* a workspace member's manifest is */
+    put (r, "package-lock.json", "{ \"lockfileVersion\": 3 } ");
+    char k3[65];
+    key_of (r, "node", "kiwi/node:22", "docker", k3);
+    assert_string_not_equal (k2, k3); /* one byte of the lockfile */
+
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    kiwi_strv files = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    assert_int_equal (files.n, 3);
+    assert_string_equal (files.v[0], "package-lock.json");
+    assert_string_equal (files.v[1], "package.json");
+    assert_string_equal (files.v[2], "packages/a/package.json");
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+static void
+test_java_trust_source_matches_capture_copy (void **state)
+{
+    char *text = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi__read_file (KIWI_SOURCE_DIR "/tests/fixtures/captured/KiwiTrust.java", 1 << 20, &text,
+                                       NULL, &err),
+                      0);
+    assert_string_equal (text, kiwi_java_trust_source ());
+    free (text);
+}
+
+/* ---------------------------------------------------------------- inspect */
+
+static void
+test_inspect_whole (void **state)
+{
+    char *r = repo_new ();
+    put (r, "go.mod", "module x\n\ngo 1.19\n\nrequire github.com/google/go-cmp v0.5.9\n");
+    put (r, "go.sum", "x\n");
+    put (r, "web/package.json", "{ \"dependencies\": { \"a\": \"1\" } }");
+    put (r, "web/package-lock.json", "{}");
+    kiwi_inspect_request rq = { .root = r, .test_command = "go test ./...", .catalog = local, .driver = "docker" };
+    kiwi_inspection in;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+    assert_string_equal (in.image.image, "kiwi/go:1.19");
+    assert_string_equal (in.install.display, "go mod download");
+    assert_int_equal (strlen (in.cache_key), 64);
+    char *d = kiwi_inspection_describe (&in);
+    assert_non_null (strstr (d, "left out: npm (web)"));
+    free (d);
+    kiwi_inspection_clear (&in);
+    /* a repository without dependencies has no key: nothing to cache */
+    char *r2 = repo_new ();
+    put (r2, "test.js", "console.log(1)\n");
+    rq.root = r2;
+    rq.test_command = "node test.js";
+    assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+    assert_string_equal (in.install.display, "-");
+    assert_string_equal (in.cache_key, "");
+    kiwi_inspection_clear (&in);
+    repo_free (r2);
+    repo_free (r);
+}
+
+/* ----------------------------------------------------------- step 0 decides */
+
+static void
+decide (const char *root, const char *cmd, const kiwi_image_catalog *cat, const kiwi_classification *c,
+        const char *phase, kiwi_step0_action want, const char *want_image, const char *reason_has)
+{
+    kiwi_inspect_request rq = { .root = root, .test_command = cmd, .catalog = cat, .driver = "docker" };
+    kiwi_inspection in;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+    kiwi_step0_decision d;
+    assert_int_equal (kiwi_step0_decide (c, phase, root, cmd, &in, cat, &d, &err), 0);
+    if (d.action != want || (want_image && strcmp (d.swap_to.image, want_image) != 0)
+        || (reason_has && strstr (d.reason, reason_has) == NULL))
+        fail_msg ("%s/%s in %s: got %s %s (%s), want %s %s (%s)", kiwi_failure_class_str (c->cls), c->rule,
+                  in.image.image, kiwi_step0_action_str (d.action), d.swap_to.image ? d.swap_to.image : "-", d.reason,
+                  kiwi_step0_action_str (want), want_image ? want_image : "-", reason_has ? reason_has : "");
+    kiwi_step0_decision_clear (&d);
+    kiwi_inspection_clear (&in);
+}
+
+static kiwi_classification
+cls (kiwi_failure_class k, const char *rule, const char *field, const char *value, const char *field2,
+     const char *value2)
+{
+    kiwi_classification c;
+    memset (&c, 0, sizeof c);
+    c.cls = k;
+    snprintf (c.rule, sizeof c.rule, "%s", rule);
+    const char *f[2] = { field, field2 }, *v[2] = { value, value2 };
+    for (int i = 0; i < 2; i++) {
+        if (f[i] == NULL)
+            continue;
+        char *dst = strcmp (f[i], "host") == 0      ? c.host
+                    : strcmp (f[i], "command") == 0 ? c.command
+                    : strcmp (f[i], "runtime") == 0 ? c.runtime
+                    : strcmp (f[i], "version") == 0 ? c.version
+                                                     : c.what;
+        snprintf (dst, 64, "%s", v[i]);
+    }
+    return c;
+}
+
+static void
+test_step0_decisions (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"scripts\": { \"test\": \"node --test\" } }");
+    put (r, "requirements.txt", "pytest==8.3.3\n");
+    put (r, "Makefile", "test:\n\tnode --test\n");
+    kiwi_classification c;
+
+    c = cls (KIWI_FAILURE_NONE, "", NULL, NULL, NULL, NULL);
+    decide (r, "make test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+
+    /* a missing runtime: the command's runtime, with its own markers */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "make-not-found", "command", "node", NULL, NULL);
+    decide (r, "make test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/node:22", "not in kiwi/python:3.11");
+    /* a missing dependency of the image's own runtime is honest */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "pytest", NULL, NULL);
+    decide (r, "make test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "missing dependency");
+    /* a command of no known runtime is honest */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "protoc", NULL, NULL);
+    decide (r, "make test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+
+    /* needs the network: stop, named; not during Phase A */
+    c = cls (KIWI_FAILURE_NEEDS_NETWORK, "next-font-google", "host", "fonts.googleapis.com", "what", "Inter");
+    decide (r, "npm run build", local, &c, "verify", KIWI_STEP0_STOP, NULL,
+            "tried to reach fonts.googleapis.com for Inter while running `npm run build`");
+    decide (r, "npm run build", local, &c, "install", KIWI_STEP0_HONEST, NULL, "Phase A has the network");
+
+    /* a version the output does not state: the markers must ask for it */
+    char *n = repo_new ();
+    put (n, ".devcontainer/devcontainer.json", "{ \"image\": \"kiwi/node:20\" }");
+    put (n, "package.json", "{}");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "node-unknown-builtin", "runtime", "node", "what", "node:sqlite");
+    decide (n, "node --test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "nothing asks for another version");
+    put (n, ".nvmrc", "20\n");
+    decide (n, "node --test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "than kiwi/node:20");
+    put (n, ".nvmrc", "22\n");
+    decide (n, "node --test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/node:22", ".nvmrc");
+    repo_free (n);
+
+    /* a version the output states, which no image has: stop, named */
+    n = repo_new ();
+    put (n, "go.mod", "module x\n\ngo 1.22.1\n");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "go-invalid-version", "runtime", "go", "version", "1.22.1");
+    decide (n, "go test ./...", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs go >=1.22.1");
+    kiwi_image_catalog *def = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_image_catalog_default (&def, &err), 0);
+    /* the public catalogue has it: the same failure swaps there */
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "go-module-requires", "runtime", "go", "version", "1.21");
+    put (n, "go.mod", "module x\n\ngo 1.21\n");
+    put (n, ".devcontainer.json", "{ \"image\": \"golang:1.19\" }");
+    decide (n, "go test ./...", def, &c, "verify", KIWI_STEP0_SWAP, "golang:1.22-bookworm", NULL);
+    repo_free (n);
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "java-class-version", "runtime", "java", "version", "classfile:65");
+    decide (r, "java -cp out Hello", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs java >=21");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "cargo-edition", "runtime", "rust", "version", "edition:2024");
+    decide (r, "cargo test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs rust >=1.85");
+
+    /* a runtime no image provides: stop, named */
+    kiwi_image_catalog *small = NULL;
+    const char *text = "base\t*\tkiwi/base:bookworm\npython\t3.11\tkiwi/python:3.11\n";
+    assert_int_equal (kiwi_image_catalog_parse (text, strlen (text), "small", &small, &err), 0);
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "make-not-found", "command", "node", NULL, NULL);
+    decide (r, "make test", small, &c, "verify", KIWI_STEP0_STOP, NULL, "no image in the catalogue");
+    kiwi_image_catalog_free (small);
+    kiwi_image_catalog_free (def);
+    repo_free (r);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_version_ranges),
+        cmocka_unit_test (test_catalogue),
+        cmocka_unit_test (test_command_executable),
+        cmocka_unit_test (test_jsonc),
+        cmocka_unit_test (test_devcontainer),
+        cmocka_unit_test (test_version_markers),
+        cmocka_unit_test (test_resolution_order),
+        cmocka_unit_test (test_node_lockfiles),
+        cmocka_unit_test (test_other_ecosystems),
+        cmocka_unit_test (test_polyglot_plan),
+        cmocka_unit_test (test_cache_key),
+        cmocka_unit_test (test_java_trust_source_matches_capture_copy),
+        cmocka_unit_test (test_inspect_whole),
+        cmocka_unit_test (test_step0_decisions),
+    };
+    return cmocka_run_group_tests_name ("inspect", tests, setup, teardown);
+}
