@@ -14,6 +14,7 @@
 
 #include "fc-api.h"
 #include "sandbox.h"
+#include "strv.h"
 
 /* Settings of the driver, from the environment (one table in
  * driver-firecracker.c: name, default, validator). */
@@ -109,6 +110,11 @@ int kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *plan, kiwi_error_t
  * ".ext4". Caller frees. ops/firecracker/mkrootfs.sh names files the same
  * way. */
 char *kiwi__fc_rootfs_path (const char *images_dir, const char *image);
+
+/* The sandbox's environment with a command's own on top: entries of
+ * `extra` replace those of `base` with the same key (as Docker's exec
+ * does). Appends to `out`; < 0 on allocation failure. */
+int kiwi__fc_merge_env (const kiwi_strv *base, const char *const *extra, kiwi_strv *out);
 
 /* ----- host side of the agent protocol (driver-firecracker-conn.c) ----- */
 

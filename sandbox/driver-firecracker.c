@@ -942,8 +942,8 @@ key_len (const char *kv)
 
 /* The sandbox's environment with the command's own on top (same keys
  * replaced, as Docker's exec does). */
-static int
-merge_env (const kiwi_strv *base, const char *const *extra, kiwi_strv *out)
+int
+kiwi__fc_merge_env (const kiwi_strv *base, const char *const *extra, kiwi_strv *out)
 {
     for (size_t i = 0; i < base->n; i++) {
         bool overridden = false;
@@ -968,7 +968,7 @@ fc_exec (void *sb, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t 
     if (x->argv == NULL || x->argv[0] == NULL)
         return kiwi_error_make_code (err, KIWI_SBE_INVALID, "exec in sandbox %s: empty command", s->name);
     cleanup_strv kiwi_strv env = KIWI_STRV_INIT;
-    if (merge_env (&s->env, x->env, &env) < 0)
+    if (kiwi__fc_merge_env (&s->env, x->env, &env) < 0)
         return kiwi_error_make (err, ENOMEM, "exec environment");
     cleanup_close int fd = -1;
     if (connect_agent (s, &fd, err) < 0)

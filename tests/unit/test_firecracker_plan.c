@@ -253,6 +253,28 @@ test_open_refuses_without_kvm (void **state)
     unsetenv ("KIWI_FC_KVM_DEVICE");
 }
 
+static void
+test_exec_environment_merge (void **state)
+{
+    kiwi_strv base = KIWI_STRV_INIT;
+    kiwi_strv_add (&base, "PATH=/usr/bin:/bin");
+    kiwi_strv_add (&base, "HOME=/kiwi/home");
+    kiwi_strv_add (&base, "PATHX=keep");
+    const char *extra[] = { "PATH=/opt/bin", "CI=1", NULL };
+    kiwi_strv out = KIWI_STRV_INIT;
+    assert_int_equal (kiwi__fc_merge_env (&base, extra, &out), 0);
+    assert_int_equal (out.n, 4);
+    assert_string_equal (out.v[0], "HOME=/kiwi/home");
+    assert_string_equal (out.v[1], "PATHX=keep");
+    assert_string_equal (out.v[2], "PATH=/opt/bin");
+    assert_string_equal (out.v[3], "CI=1");
+    kiwi_strv_free (&out);
+    assert_int_equal (kiwi__fc_merge_env (&base, NULL, &out), 0);
+    assert_int_equal (out.n, 3);
+    kiwi_strv_free (&out);
+    kiwi_strv_free (&base);
+}
+
 int
 main (void)
 {
@@ -267,6 +289,7 @@ main (void)
         cmocka_unit_test (test_no_kvm_error_is_clear),
         cmocka_unit_test (test_driver_is_selectable),
         cmocka_unit_test (test_open_refuses_without_kvm),
+        cmocka_unit_test (test_exec_environment_merge),
     };
     return cmocka_run_group_tests_name ("firecracker_plan", tests, NULL, NULL);
 }

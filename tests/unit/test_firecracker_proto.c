@@ -447,6 +447,56 @@ test_put_and_get_errors (void **state)
     assert_int_equal (t.tar.len, 0);
 }
 
+/* The sandbox user: commands run as it, unpacked files belong to it and
+ * go nowhere it could not write. Needs root to switch users. */
+static void
+test_user_switch (void **state)
+{
+    if (geteuid () != 0) {
+        fprintf (stderr, "SKIP: switching users needs root\n");
+        skip ();
+    }
+    const char *argv[] = { "/bin/sh", "-c", "echo $(id -u):$(id -g)", NULL };
+    int host;
+    pid_t pid = agent_on_pair (&host);
+    kiwi__fc_exec_req req = { .argv = argv, .user = "65534:65534", .timeout_ms = 10000 };
+    kiwi_exec_result r;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi__fc_exec (host, &req, NULL, NULL, NULL, &r, &err), 0);
+    assert_string_equal (r.output, "65534:65534\n");
+    kiwi_exec_result_clear (&r);
+    finish (pid, host);
+
+    char dir[] = "/tmp/kiwi-fcp-user-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    chmod (dir, 0755);
+    kiwi_buf tar = KIWI_BUF_INIT;
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    assert_int_equal (kiwi_archive_add_file (&tar, "f", "x", 1, 0644, &o, &err), 0);
+    assert_int_equal (kiwi_archive_finish (&tar, &err), 0);
+    /* root's directory: the user cannot write there */
+    pid = agent_on_pair (&host);
+    assert_int_equal (kiwi__fc_put (host, dir, "65534:65534", tar.data, tar.len, 0, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "Permission denied"));
+    kiwi_error_free (&err);
+    finish (pid, host);
+    /* the user's own directory: the file is the user's */
+    assert_int_equal (chown (dir, 65534, 65534), 0);
+    pid = agent_on_pair (&host);
+    assert_int_equal (kiwi__fc_put (host, dir, "65534:65534", tar.data, tar.len, 0, &err), 0);
+    finish (pid, host);
+    char f[300];
+    snprintf (f, sizeof f, "%s/f", dir);
+    struct stat st;
+    assert_int_equal (stat (f, &st), 0);
+    assert_int_equal (st.st_uid, 65534);
+    assert_int_equal (st.st_gid, 65534);
+    kiwi_buf_free (&tar);
+    unlink (f);
+    rmdir (dir);
+}
+
 /* A stand-in for Firecracker's host side of a hybrid vsock device: reads
  * "CONNECT <port>\n", answers "OK <n>\n" and hands the stream to the
  * agent. */
@@ -685,6 +735,7 @@ main (void)
         cmocka_unit_test (test_connection_lost_while_vm_lives_is_error),
         cmocka_unit_test (test_put_get_round_trip),
         cmocka_unit_test (test_put_and_get_errors),
+        cmocka_unit_test (test_user_switch),
         cmocka_unit_test (test_hybrid_vsock_handshake),
         cmocka_unit_test (test_framing),
         cmocka_unit_test (test_fields),
