@@ -111,6 +111,7 @@ struct daemon {
     bool redis_ok;
     slot *slots;
     int nslots, busy;
+    int deciding; /* tasks consumed whose Redis look-up has not answered yet */
     bool paused;
     bool draining;
     bool fatal;
@@ -453,7 +454,7 @@ want_tasks (daemon_t *d)
 {
     if (d->isolation_failed && d->cfg->egress_stop_when_degraded)
         return false;
-    return !d->draining && d->busy + (d->waiting ? 1 : 0) < d->nslots;
+    return !d->draining && d->busy + d->deciding + (d->waiting ? 1 : 0) < d->nslots;
 }
 
 static void
@@ -780,11 +781,20 @@ static void
 start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased)
 {
     slot *s = free_slot (d);
-    if (s == NULL) { /* cannot happen: consumption pauses before */
-        kiwi_errorf ("task %s: no free slot; it will be redelivered", task_id);
-        free (task_id);
-        free (raw);
-        origin_clear (from);
+    if (s == NULL) { /* should not happen: consumption pauses before */
+        kiwi_warn ("task %s: no free slot; waiting for one", task_id);
+        if (leased)
+            lease_release (d, task_id);
+        waiting *w = calloc (1, sizeof *w);
+        w->task_id = task_id;
+        w->raw = raw;
+        w->raw_len = raw_len;
+        w->from = *from;
+        from->topic = NULL;
+        w->next_look_ms = kiwi_now_ms () + 1000;
+        w->next = d->waiting;
+        d->waiting = w;
+        update_pause (d);
         return;
     }
     s->state = SLOT_RUNNING;
@@ -822,6 +832,15 @@ typedef struct decide_ctx {
     origin from;
 } decide_ctx;
 
+/* A decision ended (a slot, parked, or nothing to do): its place counts
+ * no more. */
+static void
+decided (daemon_t *d)
+{
+    if (d->deciding > 0)
+        d->deciding--;
+}
+
 static void
 decide_free (decide_ctx *c)
 {
@@ -845,6 +864,7 @@ park (daemon_t *d, decide_ctx *c)
     c->task_id = c->raw = NULL;
     c->from.topic = NULL;
     decide_free (c);
+    decided (d);
     update_pause (d);
 }
 
@@ -856,12 +876,14 @@ lease_cb (redisAsyncContext *ac, void *r, void *privdata)
     redisReply *reply = r;
     if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
         /* Redis went away between the two calls: run without a lease */
+        decided (d);
         start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
         c->task_id = c->raw = NULL;
         decide_free (c);
         return;
     }
     if (reply->type == REDIS_REPLY_STATUS) { /* OK: ours */
+        decided (d);
         start_task (d, c->task_id, c->raw, c->raw_len, &c->from, true);
         c->task_id = c->raw = NULL;
         decide_free (c);
@@ -899,9 +921,12 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
             }
         }
         decide_free (c);
+        decided (d);
+        update_pause (d);
         return;
     }
     if (reply == NULL || !d->redis_ok) {
+        decided (d);
         start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
         c->task_id = c->raw = NULL;
         decide_free (c);
@@ -914,8 +939,10 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
 static void
 decide (daemon_t *d, decide_ctx *c)
 {
+    d->deciding++;
     if (!d->redis_ok) {
         kiwi_warn ("task %s: redis unreachable: running it without a lease or cache", c->task_id);
+        decided (d);
         start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
         c->task_id = c->raw = NULL;
         decide_free (c);
@@ -932,7 +959,7 @@ wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     waiting **pp = &d->waiting;
     while (*pp) {
         waiting *wt = *pp;
-        if (wt->next_look_ms > now || d->draining) {
+        if (wt->next_look_ms > now || d->draining || d->busy + d->deciding >= d->nslots) {
             pp = &wt->next;
             continue;
         }
@@ -1034,6 +1061,10 @@ consume_all (daemon_t *d)
     while ((m = rd_kafka_consumer_poll (d->consumer, 0)) != NULL) {
         on_message (d, m);
         rd_kafka_message_destroy (m);
+        /* the decisions just started may fill the slots before any task
+         * starts: pause now, so the messages already fetched stay in Kafka
+         * (a pause discards them; a resume fetches again from here) */
+        update_pause (d);
     }
 }
 
