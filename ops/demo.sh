@@ -29,9 +29,124 @@ cmake -S "$root" -B "$root/build" -G Ninja >/dev/null
 ninja -C "$root/build" >/dev/null
 echo "built: $root/build"
 
-if [ ! -x "$root/build/worker/kiwi-worker" ]; then
-  say "stopping here"
-  echo "The stack is up and Kiwi is built; the worker (kiwi-worker) does not exist yet,"
-  echo "so there is no task to run. Addresses: ${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"
-  exit 0
+KIWI="$root/build/producer/kiwi"
+WORKER="$root/build/worker/kiwi-worker"
+run="$(mktemp -d /tmp/kiwi-demo-XXXXXX)"
+pids=()
+finish() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  sleep 0.5
+  rm -rf "$run"
+}
+trap finish EXIT
+
+# Topics of this demo run, so it never mixes with other traffic.
+demo="demo-$(date +%s)"
+topics=(--tasks-topic "kiwi.$demo.tasks" --progress-topic "kiwi.$demo.progress"
+        --results-topic "kiwi.$demo.results" --heartbeats-topic "kiwi.$demo.heartbeats"
+        --dlq-topic "kiwi.$demo.dlq")
+
+say "example repository"
+repo="$run/js-sum"
+cp -a "$root/tests/fixtures/examples/js-sum" "$repo"
+git -C "$repo" init -q -b main
+git -C "$repo" -c user.email=demo@kiwi -c user.name=kiwi add -A
+git -C "$repo" -c user.email=demo@kiwi -c user.name=kiwi commit -q -m "js-sum: sum() subtracts"
+echo "$repo: npm test fails (sum(1, 2) should be 3)"
+
+say "model provider"
+provider_flags=()
+worker_env=()
+if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
+  provider_flags=(--provider anthropic --model "${KIWI_DEMO_MODEL:-claude-sonnet-4-5}")
+  echo "using Anthropic (ANTHROPIC_API_KEY is set)"
+elif [ -n "${OPENAI_API_KEY:-}" ]; then
+  provider_flags=(--provider openai --model "${KIWI_DEMO_MODEL:-gpt-4.1}")
+  echo "using OpenAI (OPENAI_API_KEY is set)"
+elif [ -n "${GEMINI_API_KEY:-}" ]; then
+  provider_flags=(--provider gemini --model "${KIWI_DEMO_MODEL:-gemini-2.5-pro}")
+  echo "using Gemini (GEMINI_API_KEY is set)"
+else
+  python3 "$root/tests/scripted_provider/server.py" --scripts "$root/tests/fixtures/sessions" \
+    --port-file "$run/provider.port" --parent-pid $$ >"$run/provider.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do [ -s "$run/provider.port" ] && break; sleep 0.1; done
+  port=$(cat "$run/provider.port")
+  provider_flags=(--provider anthropic --model claude-sonnet-4-5-20250929
+                  --base-url "http://127.0.0.1:$port/script/js-sum-two-rounds")
+  worker_env=(ANTHROPIC_API_KEY=kiwi-test-anthropic-key-7f3a9c)
+  echo "no provider key in the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY):"
+  echo "using Kiwi's scripted provider on 127.0.0.1:$port, which replays a recorded two-round session"
 fi
+
+say "worker"
+env "${worker_env[@]}" KIWI_WORKER_ID="$demo" KIWI_GROUP="kiwi-$demo" \
+  KIWI_TOPIC_TASKS="kiwi.$demo.tasks" KIWI_TOPIC_PROGRESS="kiwi.$demo.progress" \
+  KIWI_TOPIC_RESULTS="kiwi.$demo.results" KIWI_TOPIC_HEARTBEATS="kiwi.$demo.heartbeats" \
+  KIWI_TOPIC_DLQ="kiwi.$demo.dlq" KIWI_IMAGE_CATALOG="$root/ops/images/catalog.local.tsv" \
+  KIWI_CA_BUNDLE="${KIWI_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
+  KIWI_EGRESS_STOP_WHEN_DEGRADED="${KIWI_EGRESS_STOP_WHEN_DEGRADED:-false}" \
+  "$WORKER" >"$run/worker.log" 2>&1 &
+pids+=($!)
+echo "kiwi-worker $demo started (log: $run/worker.log)"
+
+say "task"
+id=$("$KIWI" submit "${topics[@]}" --repo "$repo" --ref main --test "npm test" \
+     --goal "Make the tests pass: sum() should add its arguments." --max-rounds 4 "${provider_flags[@]}")
+echo "submitted $id"
+
+say "progress (kiwi tail progress --follow)"
+"$KIWI" tail "${topics[@]}" progress --follow --from-beginning --task "$id" >"$run/progress.jsonl" &
+pids+=($!)
+cat >"$run/render.py" <<'PY'
+import json, sys, time
+# follows the progress lines as kiwi tail writes them, until the task finishes
+path, deadline = sys.argv[1], time.time() + float(sys.argv[2])
+def what(e):
+    p = e.get("payload") or {}
+    ph = e["phase"]
+    if ph == "accepted":
+        return p.get("status") or "worker " + str(p.get("worker", ""))
+    if ph == "install":
+        return f"{p.get('status')} (cached: {p.get('cached')})"
+    if ph == "step0":
+        return f"exit {p.get('exit_code')}, {p.get('classification')} in {p.get('image')}"
+    if ph == "round":
+        v = "passed" if (p.get("verify") or {}).get("passed") else "failed"
+        return (f"round {p.get('round')}: {', '.join(p.get('actions', []))} -> verify {v}; "
+                f"tokens {p.get('tokens_in', 0)}+{p.get('tokens_out', 0)}")
+    if ph == "finished":
+        return f"{p.get('status')}: {p.get('reason')}"
+    return ""
+with open(path) as f:
+    while time.time() < deadline:
+        line = f.readline()
+        if not line:
+            time.sleep(0.1)
+            continue
+        e = json.loads(line)
+        print(f"  #{e['seq']:<3} {e['phase']:<9} {e['kind']:<9} {what(e)}", flush=True)
+        if e["phase"] == "finished":
+            break
+PY
+python3 -u "$run/render.py" "$run/progress.jsonl" 900 &
+renderer=$!
+
+set +e
+"$KIWI" wait "${topics[@]}" "$id" --timeout 900 >"$run/result.json"
+status=$?
+set -e
+wait "$renderer" 2>/dev/null || true
+
+say "result"
+python3 - "$run/result.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"status: {r['status']}  rounds: {r['rounds']}  tokens: {r['tokens_in']}+{r['tokens_out']}  "
+      f"duration: {r['duration_ms']} ms")
+if r.get("reason"):
+    print(f"reason: {r['reason']}")
+if r.get("diff"):
+    print("\ndiff:\n" + r["diff"])
+PY
+exit "$status"

@@ -47,7 +47,7 @@ done
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev
+  librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   e2fsprogs mount util-linux findutils
   redis-server docker.io runsc debootstrap kcat
   iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl
