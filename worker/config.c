@@ -12,7 +12,7 @@
 
 #include "defaults.h"
 
-typedef enum { T_STR, T_INT, T_BOOL, T_ENUM } setting_type;
+typedef enum { T_STR, T_INT, T_BOOL, T_ENUM, T_NUM } setting_type;
 
 typedef struct {
     const char *key;    /* config-file key */
@@ -92,6 +92,10 @@ static const setting settings[] = {
       "model for tasks that do not name one (default: the provider's default)" },
     { "model.base_url", "KIWI_MODEL_BASE_URL", "model-base-url", T_STR, OFF (model_base_url), NULL, 0, 0, NULL,
       "provider base URL (an OpenAI-compatible gateway, a local server)" },
+    { "model.price_input", "KIWI_MODEL_PRICE_INPUT", "model-price-input", T_NUM, OFF (price_input_mtok), "0", 0,
+      1000000, NULL, "US dollars per million input tokens, for money budgets (0: unknown)" },
+    { "model.price_output", "KIWI_MODEL_PRICE_OUTPUT", "model-price-output", T_NUM, OFF (price_output_mtok), "0", 0,
+      1000000, NULL, "US dollars per million output tokens" },
     { "git.token_var", "KIWI_GIT_TOKEN_VAR", "git-token-var", T_STR, OFF (git_token_var), "KIWI_GIT_TOKEN", 0, 0,
       NULL, "variable holding the token for https clones (never enters a sandbox)" },
     { "git.timeout", "KIWI_CLONE_TIMEOUT", "clone-timeout", T_INT, OFF (clone_timeout_s), "600", 5, 86400, NULL,
@@ -137,6 +141,12 @@ int_field (kiwi_worker_config *c, const setting *s)
     return (int64_t *) ((char *) c + s->offset);
 }
 
+static double *
+num_field (kiwi_worker_config *c, const setting *s)
+{
+    return (double *) ((char *) c + s->offset);
+}
+
 static bool *
 bool_field (kiwi_worker_config *c, const setting *s)
 {
@@ -173,6 +183,9 @@ accepted (const setting *s, char *buf, size_t cap)
         break;
     case T_STR:
         snprintf (buf, cap, "a non-empty string");
+        break;
+    case T_NUM:
+        snprintf (buf, cap, "a number from %lld to %lld", (long long) s->min, (long long) s->max);
         break;
     }
 }
@@ -219,6 +232,15 @@ apply (kiwi_worker_config *c, const setting *s, const char *value, const char *o
         if (errno != 0 || end == value || *end != '\0' || v < s->min || v > s->max)
             return kiwi_error_make (err, 0, "%s: %s: invalid value `%s` (accepted: %s)", origin, as, value, acc);
         *int_field (c, s) = v;
+        return 0;
+    }
+    case T_NUM: {
+        char *end = NULL;
+        errno = 0;
+        double v = strtod (value, &end);
+        if (errno != 0 || end == value || *end != '\0' || v < (double) s->min || v > (double) s->max)
+            return kiwi_error_make (err, 0, "%s: %s: invalid value `%s` (accepted: %s)", origin, as, value, acc);
+        *num_field (c, s) = v;
         return 0;
     }
     case T_BOOL: {
@@ -437,6 +459,9 @@ kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out)
             break;
         case T_BOOL:
             fprintf (out, "%s = %s\n", s->key, *bool_field (m, s) ? "true" : "false");
+            break;
+        case T_NUM:
+            fprintf (out, "%s = %g\n", s->key, *num_field (m, s));
             break;
         }
     }

@@ -55,6 +55,8 @@ typedef struct kiwi_worker_config {
     char *model_provider;
     char *model_name;
     char *model_base_url;
+    double price_input_mtok;   /* USD per million input tokens (money budgets) */
+    double price_output_mtok;  /* USD per million output tokens */
     /* repositories */
     char *git_token_var;     /* name of the variable holding the git token */
     int64_t clone_timeout_s;

@@ -109,7 +109,12 @@ open_model (const kiwi_pipeline *p, const kiwi_task *task, char **model_name, ki
         return NULL;
     }
     kiwi_error_free (&kerr);
-    kiwi_model_config mc = { .base_url = base_url, .api_key = key };
+    kiwi_model_config mc = { .base_url = base_url, .api_key = key, .price_input_per_mtok = cfg->price_input_mtok,
+                             .price_output_per_mtok = cfg->price_output_mtok };
+    if (task->limits.has_session_budget_usd_micros && cfg->price_input_mtok <= 0 && cfg->price_output_mtok <= 0)
+        kiwi_warn ("task %s has a money budget but no model prices are configured (KIWI_MODEL_PRICE_INPUT, "
+                   "KIWI_MODEL_PRICE_OUTPUT): only its token budget, if any, can end it",
+                   task->id);
     kiwi_model_client *c = kiwi_model_client_open (prov, &mc, err);
     if (c == NULL)
         return NULL;
