@@ -395,12 +395,19 @@ publish_heartbeat (daemon_t *d)
     h.cache_misses = d->cache_misses;
     h.redis_ok = d->redis_ok;
     h.degraded = d->draining || !d->redis_ok || d->isolation_failed;
+    /* every cause, not the first: Redis down on a worker whose egress checks
+     * fail must still show */
+    char reason[2200] = "";
     if (d->isolation_failed)
-        h.degraded_reason = d->degraded_reason;
-    else if (d->draining)
-        h.degraded_reason = (char *) "draining: taking no new tasks";
-    else if (!d->redis_ok)
-        h.degraded_reason = (char *) "redis unreachable: tasks run uncached and without leases";
+        snprintf (reason, sizeof reason, "%s", d->degraded_reason);
+    if (d->draining)
+        snprintf (reason + strlen (reason), sizeof reason - strlen (reason), "%sdraining: taking no new tasks",
+                  reason[0] ? "; " : "");
+    if (!d->redis_ok)
+        snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
+                  "%sredis unreachable: tasks run uncached and without leases", reason[0] ? "; " : "");
+    if (h.degraded)
+        h.degraded_reason = reason;
     kiwi_egress_check checks[8];
     size_t n = 0;
     const char *name;
