@@ -355,11 +355,17 @@ redis_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* Compare-and-delete / compare-and-extend: a lease is only touched by its
- * holder. */
+ * holder. A lease that is gone while its task is unfinished (Redis was down
+ * or restarted for longer than the lease) is taken again: nobody else holds
+ * it, and stopping the task would lose it. */
 static const char lua_release[]
     = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 static const char lua_renew[]
-    = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+    = "local v = redis.call('get', KEYS[1]) "
+      "if v == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end "
+      "if not v and redis.call('exists', KEYS[2]) == 0 then "
+      "redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end "
+      "return 0";
 
 static void
 lease_release (daemon_t *d, const char *task_id)
@@ -654,6 +660,16 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
             /* stopped by the drain: not finished, so not committed, and the
              * lease released: another worker takes it */
             kiwi_warn ("task %s: stopped by the drain; it will be redelivered", s->task_id);
+            lease_release (d, s->task_id);
+            finish_slot (d, s);
+            return;
+        }
+        if (s->revoked) {
+            /* stopped because another worker holds its lease, or ended after
+             * its partition went elsewhere: the task is theirs to finish; an
+             * error result from here would be a second, different result */
+            kiwi_warn ("task %s: %s; its lease or partition is elsewhere, so no result from here", s->task_id,
+                       reason);
             lease_release (d, s->task_id);
             finish_slot (d, s);
             return;
@@ -1201,9 +1217,9 @@ lease_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
         if (s->state != SLOT_RUNNING || !s->leased)
             continue;
         uintptr_t v = (uintptr_t) i | ((uintptr_t) (s->generation & 0xffff) << 16);
-        redisAsyncCommand (d->redis, renew_cb, (void *) v, "EVAL %s 1 %s%s %s %lld", lua_renew,
-                           KIWI_REDIS_LEASE_PREFIX, s->task_id, d->cfg->worker_id,
-                           (long long) d->cfg->lease_ttl_s * 1000);
+        redisAsyncCommand (d->redis, renew_cb, (void *) v, "EVAL %s 2 %s%s %s%s %s %lld", lua_renew,
+                           KIWI_REDIS_LEASE_PREFIX, s->task_id, KIWI_REDIS_DONE_PREFIX, s->task_id,
+                           d->cfg->worker_id, (long long) d->cfg->lease_ttl_s * 1000);
     }
 }
 
