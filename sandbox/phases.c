@@ -229,6 +229,44 @@ manifest_add (const kiwi_tar_entry *e, void *ud, kiwi_error_t *err)
     return 0;
 }
 
+/* A relative symlink whose target climbs out of the tree: dockerd refuses a
+ * whole archive that holds one ("invalid symlink"), and inside the sandbox
+ * it could only point at nothing of the repository's. Left out, logged. */
+static bool
+escaping_link (const char *relpath, const struct stat *st, void *ud)
+{
+    if (!S_ISLNK (st->st_mode))
+        return false;
+    const char *root = ud;
+    char path[PATH_MAX], target[PATH_MAX];
+    snprintf (path, sizeof path, "%s/%s", root, relpath);
+    ssize_t n = readlink (path, target, sizeof target - 1);
+    if (n <= 0)
+        return false;
+    target[n] = '\0';
+    if (target[0] == '/')
+        return false; /* absolute: a link into the sandbox's own filesystem */
+    int depth = 0;
+    for (const char *p = relpath; *p; p++)
+        if (*p == '/')
+            depth++;
+    for (const char *p = target; *p;) {
+        size_t l = strcspn (p, "/");
+        if (l == 2 && p[0] == '.' && p[1] == '.')
+            depth--;
+        else if (!(l == 1 && p[0] == '.') && l > 0)
+            depth++;
+        if (depth < 0) {
+            kiwi_warn ("leaving out %s: a symlink to %s, outside the repository", relpath, target);
+            return true;
+        }
+        p += l;
+        while (*p == '/')
+            p++;
+    }
+    return false;
+}
+
 /* The repository's tree as a tar: symlinks stay symlinks, .git stays out. */
 static int
 pack_tree (const char *host_dir, kiwi_buf *tar, kiwi_error_t *err)
@@ -237,6 +275,8 @@ pack_tree (const char *host_dir, kiwi_buf *tar, kiwi_error_t *err)
     kiwi_archive_opts o;
     kiwi_archive_opts_init (&o);
     o.exclude = exclude;
+    o.exclude_fn = escaping_link;
+    o.exclude_userdata = (void *) host_dir;
     if (kiwi_archive_from_dir (host_dir, &o, tar, NULL, err) < 0)
         return kiwi_error_wrap (err, "packing %s", host_dir);
     return 0;

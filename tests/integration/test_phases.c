@@ -95,6 +95,13 @@ test_install_then_verify_offline (void **state)
         FILE *f = fopen (stale, "w");
         fputs ("// present at install time only\n", f);
         fclose (f);
+        /* a relative link climbing out of the tree is left out (dockerd
+         * would refuse the whole archive); one inside stays */
+        char link[600];
+        snprintf (link, sizeof link, "%s/escape-rel", ws);
+        assert_int_equal (symlink ("../../../../../../etc/passwd", link), 0);
+        snprintf (link, sizeof link, "%s/inside-rel", ws);
+        assert_int_equal (symlink ("test.js", link), 0);
         char snap[512];
         snprintf (snap, sizeof snap, "%s.snapshot", ws);
         kiwi_phase_config cfg = {
@@ -137,6 +144,7 @@ test_install_then_verify_offline (void **state)
             .snapshot_dir = snap,
             .command = "npm test 2>&1; echo net=$(cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' ' | tr '\\n' ,); "
                        "test -e stale.js && echo STALE-PRESENT; test -e /kiwi/ca && echo CA-PRESENT; "
+                       "test -L escape-rel && echo ESCAPE-PRESENT; test -L inside-rel && echo INSIDE-LINK; "
                        "echo ssl=${SSL_CERT_FILE:-unset}",
             .timeout_ms = 120000,
             .task_id = "itest-phases",
@@ -149,6 +157,8 @@ test_install_then_verify_offline (void **state)
         assert_non_null (strstr (vr.output, "net=lo,"));
         assert_null (strstr (vr.output, "STALE-PRESENT"));
         assert_null (strstr (vr.output, "CA-PRESENT"));
+        assert_null (strstr (vr.output, "ESCAPE-PRESENT"));
+        assert_non_null (strstr (vr.output, "INSIDE-LINK"));
         assert_non_null (strstr (vr.output, "ssl=unset"));
         assert_int_equal (vr.exit_code, 0);
         kiwi_exec_result_clear (&vr);
