@@ -55,6 +55,11 @@ git_serve() {
   for name in "$@"; do
     local work="$TMP/src-$name"
     cp -a "$ROOT/tests/fixtures/examples/$name" "$work"
+    # GIT_SERVE_LINK="NAME:LINK:TARGET" plants a symlink in that repository
+    if [ -n "${GIT_SERVE_LINK:-}" ] && [ "${GIT_SERVE_LINK%%:*}" = "$name" ]; then
+      local rest=${GIT_SERVE_LINK#*:}
+      ln -s "${rest#*:}" "$work/${rest%%:*}"
+    fi
     git -C "$work" init -q -b main
     git -C "$work" -c user.email=kiwi@test -c user.name=kiwi add -A
     git -C "$work" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "$name: initial"

@@ -1,0 +1,467 @@
+#!/usr/bin/env bash
+# test_worker_faults.sh: kiwi-worker against faults of the real stack. Each
+# part counts the results per task id exactly and fails when one is missing
+# or doubled:
+#
+#   kill    kill -9 of a worker mid-task with a second worker in the group:
+#           the task process dies with it, its sandbox is removed (or reaped
+#           by a worker restarted under the same id), the lease expires, the
+#           partition moves on the rebalance and the other worker finishes
+#           the task: exactly one result per task.
+#   kafka   the broker stopped and started again (ops/stack.sh down/up kafka)
+#           while tasks run: the workers reconnect; every task, including
+#           those submitted after the restart, gets exactly one result.
+#   redis   Redis stopped (ops/stack.sh down redis) while a leased task runs
+#           and for longer than the lease: tasks still complete, uncached and
+#           unleased, with a warning in their events and redis_ok false in
+#           the heartbeat; the leased task is not stopped when Redis comes
+#           back; tasks after it are leased again. Redis is restored on exit
+#           whatever happens (so is Kafka).
+#   dlq     1,000 malformed messages (random bytes, truncated msgpack,
+#           trailing bytes, wrong types, JSON instead of msgpack, oversized
+#           fields, empty and NULL values) mixed with valid tasks: every
+#           valid task done, exactly 1,000 dead letters, each with a reason,
+#           its source and its original bytes and key (all compared).
+#
+# Usage: test_worker_faults.sh [kill] [kafka] [redis] [dlq]   (default: all)
+# Tasks run on tests/fixtures/examples/js-pass, whose tests already pass, so
+# each task ends at step 0 (not_fixed, no model call); a `sleep N` before
+# `npm test` makes one last long enough to be hit by the fault. The test
+# commands carry the run id, so no verify result cached by an earlier run is
+# reused.
+. "$(dirname "$0")/lib.sh"
+need_services
+
+PARTS=${*:-kill kafka redis dlq}
+BASE_RUN=$RUN_ID
+STACK="$ROOT/ops/stack.sh"
+DOCKER=(docker -H "unix://${KIWI_DOCKER_SOCKET:-/var/run/docker.sock}")
+STOPPED=" "   # services this test stopped; started again on exit
+
+restore_services() {
+  local s
+  for s in $STOPPED; do
+    log "restoring $s"
+    bash "$STACK" up "$s" >>"$TMP/stack.log" 2>&1 || log "WARNING: ops/stack.sh up $s failed (see $TMP/stack.log)"
+  done
+  STOPPED=" "
+}
+on_exit() {
+  local rc=$?
+  set +e
+  restore_services
+  (exit "$rc")
+  cleanup
+}
+trap on_exit EXIT
+
+stack() { # stack down|up SERVICE
+  local t0=$SECONDS
+  [ "$1" = down ] && STOPPED="$STOPPED$2 "
+  bash "$STACK" "$1" "$2" >>"$TMP/stack.log" 2>&1 || fail "ops/stack.sh $1 $2 failed: $(tail -5 "$TMP/stack.log")"
+  [ "$1" = up ] && STOPPED=${STOPPED// $2 / }
+  log "ops/stack.sh $1 $2: $((SECONDS - t0)) s"
+}
+
+# part NAME: its own topics, group and worker ids (lib.sh names them after
+# RUN_ID).
+part() {
+  RUN_ID="$BASE_RUN-$1"
+  PART=$1
+  log "==== part $1 (run $RUN_ID)"
+  # the tasks topic exists before the workers subscribe (a metadata request
+  # creates it), so the group settles at once
+  local t="kiwi.itest.$RUN_ID.tasks"
+  for _ in $(seq 1 40); do
+    kcat -b "$KIWI_KAFKA_BROKERS" -L -t "$t" 2>/dev/null | grep -q "topic \"$t\" with [1-9]" && return 0
+    sleep 0.25
+  done
+  fail "cannot create topic $t"
+}
+
+# serve_copies NAME N: N more copies of an already served repository, named
+# NAME-1..NAME-N: tasks are keyed by repository URL, so copies spread them
+# over the partitions.
+serve_copies() {
+  local k
+  for k in $(seq 1 "$2"); do
+    [ -d "$TMP/git/$1-$k.git" ] || cp -a "$TMP/git/$1.git" "$TMP/git/$1-$k.git"
+  done
+}
+
+# submit_task REPO TEST_COMMAND: prints the task id. The model points at a
+# closed loopback port: these tasks are not meant to reach one.
+submit_task() {
+  kiwi_cli submit --repo "$GIT_URL_BASE/$1.git" --ref main --test "$2" --goal "Make the tests pass." \
+    --provider anthropic --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:9/" \
+    --max-rounds 1 --timeout 600 2>>"$TMP/cli.log"
+}
+
+# wait_assigned TOTAL NAME...: until the workers' last rebalance left them
+# all assigned, TOTAL partitions between them.
+wait_assigned() {
+  local total=$1 name sum last ok; shift
+  for _ in $(seq 1 120); do
+    sum=0 ok=1
+    for name in "$@"; do
+      last=$(grep -E 'assigned [0-9]+ partition|revoked [0-9]+ partition' "$TMP/worker-$name.log" | tail -n 1 || true)
+      case "$last" in
+        *"assigned "*) sum=$((sum + $(sed -E 's/.*assigned ([0-9]+) partition.*/\1/' <<<"$last"))) ;;
+        *) ok=0 ;;
+      esac
+    done
+    [ "$ok" = 1 ] && [ "$sum" = "$total" ] && { log "group settled: $total partition(s) over $*"; return 0; }
+    sleep 0.5
+  done
+  fail "the group of $* did not settle on $total partitions"
+}
+
+tail_topic() { # tail_topic KIND OUT: the topic from the beginning to its end now
+  kiwi_cli tail "$1" >"$2" 2>>"$TMP/cli.log" || : >"$2"
+}
+
+# accepted_by ID: the worker that accepted the task last, or nothing.
+accepted_by() {
+  kiwi_cli tail progress --task "$1" 2>>"$TMP/cli.log" \
+    | python3 -c '
+import json, sys
+w = ""
+for l in sys.stdin:
+    e = json.loads(l)
+    if e.get("kind") == "accepted":
+        w = e["worker_id"]
+print(w)' || true
+}
+
+# wait_results DEADLINE_S ID...: until every id has a result on the results
+# topic.
+wait_results() {
+  local deadline=$((SECONDS + $1)); shift
+  printf '%s\n' "$@" >"$TMP/want-$PART.txt"
+  while :; do
+    tail_topic results "$TMP/results-$PART.jsonl"
+    if python3 - "$TMP/results-$PART.jsonl" "$TMP/want-$PART.txt" <<'PY'
+import json, sys
+got = {json.loads(l)["task_id"] for l in open(sys.argv[1]) if l.strip()}
+want = [l.strip() for l in open(sys.argv[2]) if l.strip()]
+sys.exit(0 if all(w in got for w in want) else 1)
+PY
+    then return 0; fi
+    [ "$SECONDS" -lt "$deadline" ] || break
+    sleep 1
+  done
+  fail "not every task has a result: $(python3 -c '
+import json, sys
+got = {json.loads(l)["task_id"] for l in open(sys.argv[1]) if l.strip()}
+print("missing", [w.strip() for w in open(sys.argv[2]) if w.strip() not in got])' "$TMP/results-$PART.jsonl" "$TMP/want-$PART.txt")"
+}
+
+# exactly_one_result STATUS ID...: the results topic holds exactly one
+# result per id, with that status, and none for any other task. Prints
+# "id status worker" lines.
+exactly_one_result() {
+  local status=$1; shift
+  tail_topic results "$TMP/results-$PART.jsonl"
+  printf '%s\n' "$@" >"$TMP/want-$PART.txt"
+  python3 - "$TMP/results-$PART.jsonl" "$TMP/want-$PART.txt" "$status" <<'PY' || fail "results are not exactly one per task"
+import collections, json, sys
+res = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+want = [l.strip() for l in open(sys.argv[2]) if l.strip()]
+by = collections.defaultdict(list)
+for r in res:
+    by[r["task_id"]].append(r)
+bad = []
+for w in want:
+    n = len(by.get(w, []))
+    if n != 1:
+        bad.append(f"{w}: {n} results {[(r['status'], r['worker_id'], r.get('reason', '')) for r in by.get(w, [])]}")
+    elif by[w][0]["status"] != sys.argv[3]:
+        r = by[w][0]
+        bad.append(f"{w}: status {r['status']} (want {sys.argv[3]}): {r.get('reason', '')}")
+extra = set(by) - set(want)
+if extra:
+    bad.append(f"results for tasks never submitted: {sorted(extra)}")
+for w in want:
+    for r in by.get(w, []):
+        print(f"  result {w} {r['status']} by {r['worker_id']} after {r['duration_ms']} ms")
+if bad:
+    print("\n".join("  BAD " + b for b in bad))
+    sys.exit(1)
+print(f"  {len(want)} task(s), {len(res)} result(s): exactly one each")
+PY
+}
+
+container_ids() { # container_ids LABEL=VALUE: sandbox containers, running or not
+  "${DOCKER[@]}" ps -aq --filter "label=$1" 2>/dev/null || true
+}
+
+WORKER_ENV=(KIWI_LEASE_TTL=5 KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_DRAIN_TIMEOUT=10)
+
+git_serve js-pass
+serve_copies js-pass 6
+passed=0
+
+# ---------------------------------------------------------------- kill -9
+part_kill() {
+  part kill
+  worker_start a KIWI_SLOTS=2 "${WORKER_ENV[@]}"
+  worker_start b KIWI_SLOTS=2 "${WORKER_ENV[@]}"
+  wait_assigned 4 a b
+  local ids=() k id victim="" vtask="" vname vpid tpid survivor
+  # one repository, so one partition: the worker that owns it runs two and
+  # holds two back; the survivor gets all four at once for its two slots
+  for k in 1 2 3 4; do
+    ids+=("$(submit_task js-pass-1 "KIWI_FAULT=$RUN_ID-$k sleep 10 && npm test")")
+  done
+  log "submitted ${ids[*]}"
+  # the first task seen running in a sandbox: its worker is the victim
+  for _ in $(seq 1 120); do
+    for id in "${ids[@]}"; do
+      if [ -n "$(container_ids "org.kiwi.task=$id")" ]; then
+        victim=$(accepted_by "$id")
+        [ -n "$victim" ] && { vtask=$id; break 2; }
+      fi
+    done
+    sleep 0.5
+  done
+  [ -n "$vtask" ] || fail "no task reached its sandbox"
+  vname=${victim##*-}
+  vpid=$(eval echo "\$WORKER_PID_$vname")
+  tpid=$(sed -nE "s/.*task $vtask: started in slot [0-9]+ \(pid ([0-9]+)\).*/\1/p" "$TMP/worker-$vname.log" | tail -n 1)
+  [ -n "$tpid" ] || fail "no task process of $vtask in the log of $victim"
+  survivor="$RUN_ID-$([ "$vname" = a ] && echo b || echo a)"
+  { kill -9 "$vpid"; wait "$vpid"; } 2>/dev/null || true
+  log "killed -9 worker $victim (pid $vpid) while its task $vtask ran in a sandbox (task process $tpid)"
+
+  # its task process dies with it
+  for _ in $(seq 1 60); do kill -0 "$tpid" 2>/dev/null || break; sleep 0.25; done
+  kill -0 "$tpid" 2>/dev/null && fail "task process $tpid of the killed worker still runs 15 s later"
+  log "task process $tpid is gone"
+  # its sandboxes are removed, or a worker restarted under its id reaps them
+  local left=""
+  for _ in $(seq 1 60); do
+    left=$(container_ids "org.kiwi.worker=$victim")
+    [ -z "$left" ] && break
+    sleep 0.25
+  done
+  if [ -z "$left" ]; then
+    log "no sandbox container of $victim is left (removed by its task process)"
+  else
+    log "sandbox container(s) of $victim left 15 s after the kill: $(echo $left); restarting a worker as $victim"
+    worker_start "$vname" KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+    for _ in $(seq 1 60); do
+      grep -q "removed [0-9]* sandbox part" "$TMP/worker-$vname.log" && break
+      sleep 0.5
+    done
+    [ -z "$(container_ids "org.kiwi.worker=$victim")" ] || fail "the restarted $victim did not reap its containers"
+    log "the restarted worker reaped them: $(grep -o 'removed [0-9]* sandbox part.*' "$TMP/worker-$vname.log" | head -1)"
+  fi
+
+  wait_results 150 "${ids[@]}"
+  sleep 4 # a late duplicate would show here
+  exactly_one_result not_fixed "${ids[@]}"
+  python3 - "$TMP/results-$PART.jsonl" "$vtask" "$victim" <<'PY' || fail "the killed worker's task was not finished by the other"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip() and json.loads(l)["task_id"] == sys.argv[2]][0]
+assert r["worker_id"] != sys.argv[3], r
+print(f"  {sys.argv[2]} (killed on {sys.argv[3]}) finished by {r['worker_id']}")
+PY
+  grep -q "task $vtask: started" "$TMP/worker-${survivor##*-}.log" || fail "$survivor never started $vtask"
+  [ -z "$(container_ids "org.kiwi.worker=$victim")" ] || fail "containers of $victim left at the end"
+  passed=$((passed + 1))
+  stop_workers
+}
+
+# stop_workers: SIGTERM every worker of the part, wait for them.
+stop_workers() {
+  local v pid
+  for v in $(compgen -v | grep '^WORKER_PID_'); do
+    pid=${!v}
+    kill "$pid" 2>/dev/null || true
+  done
+  for v in $(compgen -v | grep '^WORKER_PID_'); do
+    pid=${!v}
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    unset "$v"
+  done
+}
+
+# ---------------------------------------------------------- kafka restart
+part_kafka() {
+  part kafka
+  worker_start a KIWI_SLOTS=2 "${WORKER_ENV[@]}"
+  worker_start b KIWI_SLOTS=2 "${WORKER_ENV[@]}"
+  wait_assigned 4 a b
+  local ids=() k id n
+  for k in 1 2 3 4; do
+    ids+=("$(submit_task "js-pass-$k" "KIWI_FAULT=$RUN_ID-$k sleep 8 && npm test")")
+  done
+  log "submitted ${ids[*]}"
+  for _ in $(seq 1 120); do
+    n=0
+    for id in "${ids[@]}"; do [ -n "$(container_ids "org.kiwi.task=$id")" ] && n=$((n + 1)); done
+    [ "$n" -ge 2 ] && break
+    sleep 0.5
+  done
+  log "$n task(s) in their sandboxes; restarting the broker"
+  stack down kafka
+  sleep 3
+  stack up kafka
+  # tasks submitted after the restart are taken too
+  for k in 5 6; do
+    ids+=("$(submit_task "js-pass-$k" "KIWI_FAULT=$RUN_ID-$k sleep 1 && npm test")")
+  done
+  log "submitted after the restart: ${ids[*]:4}"
+  wait_results 180 "${ids[@]}"
+  sleep 4
+  for v in a b; do
+    kill -0 "$(eval echo "\$WORKER_PID_$v")" 2>/dev/null || fail "worker $v died"
+  done
+  exactly_one_result not_fixed "${ids[@]}"
+  passed=$((passed + 1))
+  stop_workers
+}
+
+# ------------------------------------------------------------ redis down
+part_redis() {
+  part redis
+  HB=1 worker_start a KIWI_SLOTS=3 "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  local t1 t2 t3 t4 id down_at
+  t1=$(submit_task js-pass-1 "KIWI_FAULT=$RUN_ID-1 sleep 20 && npm test")
+  for _ in $(seq 1 120); do
+    [ -n "$(container_ids "org.kiwi.task=$t1")" ] && break
+    sleep 0.5
+  done
+  [ -n "$(container_ids "org.kiwi.task=$t1")" ] || fail "$t1 did not reach its sandbox"
+  log "$t1 runs (leased); stopping redis"
+  stack down redis
+  down_at=$SECONDS
+  t2=$(submit_task js-pass-2 "KIWI_FAULT=$RUN_ID-2 sleep 1 && npm test")
+  t3=$(submit_task js-pass-3 "KIWI_FAULT=$RUN_ID-3 npm test")
+  wait_results 90 "$t2" "$t3"
+  log "$t2 and $t3 finished with redis down"
+  # their events: unleased, with the cache warning
+  local tid
+  for tid in "$t2" "$t3"; do
+    kiwi_cli tail progress --task "$tid" >"$TMP/ev-$tid.jsonl" 2>>"$TMP/cli.log"
+    python3 - "$TMP/ev-$tid.jsonl" <<'PY' || fail "events of $tid lack the redis warning"
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+acc = [e for e in evs if e["kind"] == "accepted"][0]
+assert acc["payload"]["leased"] is False, acc
+warn = [e for e in evs if e["kind"] == "warning"]
+assert warn and "cache unavailable" in warn[0]["payload"]["warning"], [e["kind"] for e in evs]
+print(f"  {evs[0]['task_id']}: leased false; warning: {warn[0]['payload']['warning']} ({warn[0]['payload'].get('reason', '')})")
+PY
+  done
+  # the heartbeat says so
+  tail_topic heartbeats "$TMP/hb-$PART.jsonl"
+  python3 - "$TMP/hb-$PART.jsonl" <<'PY' || fail "no heartbeat with redis_ok false"
+import json, sys
+hbs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+down = [h for h in hbs if h["redis_ok"] is False]
+assert down, [h["redis_ok"] for h in hbs]
+h = down[-1]
+assert h["degraded"] is True and "redis unreachable" in h["degraded_reason"], h
+why = [p for p in h["degraded_reason"].split("; ") if "redis" in p][0]
+print(f"  heartbeat: redis_ok false, degraded: ...{why}")
+PY
+  # down for longer than the lease (5 s) while t1 runs
+  while [ $((SECONDS - down_at)) -lt 8 ]; do sleep 0.5; done
+  stack up redis
+  for _ in $(seq 1 40); do
+    tail_topic heartbeats "$TMP/hb-$PART.jsonl"
+    tail -n 1 "$TMP/hb-$PART.jsonl" | grep -q '"redis_ok": *true' && break
+    sleep 0.5
+  done
+  tail -n 1 "$TMP/hb-$PART.jsonl" | grep -q '"redis_ok": *true' || fail "the heartbeat does not show redis back"
+  log "the heartbeat shows redis back"
+  t4=$(submit_task js-pass-4 "KIWI_FAULT=$RUN_ID-4 npm test")
+  wait_results 90 "$t1" "$t4"
+  sleep 2
+  exactly_one_result not_fixed "$t1" "$t2" "$t3" "$t4"
+  ! grep -q "lost its lease" "$TMP/worker-a.log" || fail "$t1 was stopped when redis came back"
+  log "  $t1 ran through the outage (longer than its lease) and was not stopped when redis came back"
+  kiwi_cli tail progress --task "$t4" 2>>"$TMP/cli.log" | grep -q '"leased": *true' \
+    || fail "$t4, after redis came back, was not leased"
+  log "  $t4 (after redis came back) was leased"
+  passed=$((passed + 1))
+  stop_workers
+}
+
+# ------------------------------------------------------ malformed messages
+part_dlq() {
+  part dlq
+  worker_start a KIWI_SLOTS=2 "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  local mal="$TMP/malformed" ids=() chunk topic="kiwi.itest.$RUN_ID.tasks" k=0 files
+  python3 "$(dirname "$0")/test_worker_faults_malformed.py" "$mal" 1000 >"$TMP/malformed.txt"
+  log "1000 malformed messages: $(cat "$TMP/malformed.txt")"
+  mapfile -t files < <(ls "$mal/files"/*.bin)
+  # four slices of the unkeyed ones, a valid task or two between them, the
+  # keyed and NULL ones in the middle
+  for chunk in 0 1 2 3; do
+    kcat -P -b "$KIWI_KAFKA_BROKERS" -t "$topic" "${files[@]:$((chunk * ${#files[@]} / 4)):$(((chunk + 1) * ${#files[@]} / 4 - chunk * ${#files[@]} / 4))}" \
+      2>>"$TMP/kcat.log" || fail "kcat: $(tail -3 "$TMP/kcat.log")"
+    k=$((k + 1))
+    ids+=("$(submit_task "js-pass-$((chunk + 1))" "KIWI_FAULT=$RUN_ID-$k npm test")")
+    if [ "$chunk" = 1 ]; then
+      kcat -P -K '\t' -b "$KIWI_KAFKA_BROKERS" -t "$topic" "$mal/keyed.txt" 2>>"$TMP/kcat.log" || fail "kcat keyed"
+      kcat -P -Z -K '\t' -b "$KIWI_KAFKA_BROKERS" -t "$topic" "$mal/null.txt" 2>>"$TMP/kcat.log" || fail "kcat null"
+      k=$((k + 1))
+      ids+=("$(submit_task js-pass-5 "KIWI_FAULT=$RUN_ID-$k npm test")")
+    fi
+  done
+  log "produced; valid tasks: ${ids[*]}"
+  wait_results 150 "${ids[@]}"
+  local deadline=$((SECONDS + 120)) n=0
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    tail_topic dlq "$TMP/dlq.jsonl"
+    n=$(wc -l <"$TMP/dlq.jsonl")
+    [ "$n" -ge 1000 ] && break
+    sleep 1
+  done
+  sleep 3
+  exactly_one_result not_fixed "${ids[@]}"
+  tail_topic dlq "$TMP/dlq.jsonl"
+  python3 - "$TMP/dlq.jsonl" "$mal/manifest.json" "$topic" "$RUN_ID-a" <<'PY' || fail "the dead letters do not match the malformed messages"
+import base64, collections, hashlib, json, sys
+dls = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+man = json.load(open(sys.argv[2]))
+topic, worker = sys.argv[3], sys.argv[4]
+assert len(dls) == len(man) == 1000, f"{len(dls)} dead letters for {len(man)} malformed messages"
+sent = collections.Counter((m["sha256"], m["key"]) for m in man)
+got = collections.Counter()
+where = set()
+reasons = collections.Counter()
+for d in dls:
+    assert d.get("reason"), d
+    assert d["topic"] == topic and d["worker_id"] == worker, d
+    assert d["partition"] >= 0 and d["offset"] >= 0, d
+    where.add((d["partition"], d["offset"]))
+    orig = base64.b64decode(d.get("original") or "")
+    key = base64.b64decode(d["key"]).decode() if d.get("key") is not None else None
+    got[(hashlib.sha256(orig).hexdigest(), key)] += 1
+    r = d["reason"]
+    reasons[r.split(":")[0] + ": " + r.split(":", 1)[1].strip()[:40] if ":" in r else r[:50]] += 1
+assert len(where) == 1000, "two dead letters for one message"
+missing, unexpected = sent - got, got - sent
+assert not missing and not unexpected, f"missing {list(missing.items())[:5]} unexpected {list(unexpected.items())[:5]}"
+print(f"  1000 dead letters: every one's original bytes and key equal to what was sent; {len(reasons)} distinct reasons, e.g.:")
+for r, n in reasons.most_common(8):
+    print(f"    {n:4d}  {r}")
+PY
+  kill -0 "$WORKER_PID_a" 2>/dev/null || fail "the worker died"
+  passed=$((passed + 1))
+  stop_workers
+}
+
+for p in $PARTS; do
+  case "$p" in
+    kill | kafka | redis | dlq) "part_$p" ;;
+    *) fail "unknown part $p (kill kafka redis dlq)" ;;
+  esac
+done
+echo "$passed passed, 0 failed"
