@@ -46,7 +46,7 @@ int kiwi__fail (kiwi_error_t *err, const char *path, const char *key, const char
 int kiwi__nomem (kiwi_error_t *err, const char *what);
 
 /* Writes "<path>.<key>" (or "<path>[<index>]" when key is NULL) into dst. */
-void kiwi__path_join (char dst[KIWI__PATH_MAX], const char *path, const char *key);
+void kiwi__wire_path_join (char dst[KIWI__PATH_MAX], const char *path, const char *key);
 void kiwi__path_index (char dst[KIWI__PATH_MAX], const char *path, size_t index);
 
 /* "string", "integer", ... for "expected X, got Y" messages. */

@@ -52,7 +52,7 @@ path_append (char dst[KIWI__PATH_MAX], size_t *len, const char *src)
 }
 
 void
-kiwi__path_join (char dst[KIWI__PATH_MAX], const char *path, const char *key)
+kiwi__wire_path_join (char dst[KIWI__PATH_MAX], const char *path, const char *key)
 {
     size_t len = 0;
     dst[0] = '\0';
@@ -423,7 +423,7 @@ kiwi__read_str (const kiwi__map *m, const char *key, char **out, kiwi_error_t *e
     if (lookup (m, key, &present, &o, err) <= 0)
         return 0;
     char path[KIWI__PATH_MAX];
-    kiwi__path_join (path, m->path, key);
+    kiwi__wire_path_join (path, m->path, key);
     return kiwi__obj_str (o, path, out, err);
 }
 
@@ -542,7 +542,7 @@ kiwi__read_map (const kiwi__map *m, const char *key, kiwi__map *sub, bool *prese
     if (r <= 0)
         return r;
     char path[KIWI__PATH_MAX];
-    kiwi__path_join (path, m->path, key);
+    kiwi__wire_path_join (path, m->path, key);
     return kiwi__map_open (sub, o, path, err);
 }
 
