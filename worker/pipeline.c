@@ -122,108 +122,118 @@ open_model (const kiwi_pipeline *p, const kiwi_task *task, char **model_name, ki
     return c;
 }
 
-/* Phase A, or the cached snapshot of an identical install. Returns 0 when a
- * snapshot (or no install) is ready; 1 when the install failed (the result
- * is set); < 0 on an error (the result is set). */
-static int
-install (const kiwi_pipeline *p, const kiwi_task *task, kiwi_sandbox_env *sb, const kiwi_phase_config *pc,
-         const kiwi_plan *plan, const char *root, kiwi_cache *cache, int64_t deadline_ms, char **snapshot,
-         kiwi_result *out)
+/* What the install callback needs from the pipeline. */
+typedef struct install_ctx {
+    const kiwi_pipeline *p;
+    const kiwi_task *task;
+    kiwi_sandbox_env *sb;
+    const kiwi_phase_config *pc;
+    const char *root;
+    kiwi_cache *cache;
+    int64_t deadline_ms;
+} install_ctx;
+
+static char *
+join_argv (const kiwi_strv *argv)
 {
+    size_t total = 1;
+    for (size_t i = 0; i < argv->n; i++)
+        total += strlen (argv->v[i]) + 1;
+    char *s = calloc (1, total);
+    for (size_t i = 0; s && i < argv->n; i++) {
+        if (i)
+            strcat (s, " ");
+        strcat (s, argv->v[i]);
+    }
+    return s;
+}
+
+/* Phase A for `in`, or the cached snapshot of an identical install (the
+ * cache key holds the lockfiles, the image, the command and the driver).
+ * Step 0 calls it for the first image and again after a swap. A failed
+ * install is a verdict in r, not an error. Emits the install event. */
+static int
+install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot, kiwi_error_t *err)
+{
+    install_ctx *c = ud;
+    const kiwi_pipeline *p = c->p;
+    memset (r, 0, sizeof *r);
     *snapshot = NULL;
-    if (plan->install_argv.n == 0) {
+    const char *image = in->image.image;
+    if (in->install.argv.n == 0) {
+        r->status = KIWI_INSTALL_SKIPPED;
+        snprintf (r->reason, sizeof r->reason, "no dependencies declared: Phase A skipped");
         kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
-                          json_pack ("{s:s,s:b,s:s}", "status", "skipped", "cached", 0, "reason",
+                          json_pack ("{s:s,s:s,s:s}", "status", "skipped", "image", image, "reason",
                                      "no dependencies declared"));
         return 0;
     }
-    char snapdir[PATH_MAX];
-    snprintf (snapdir, sizeof snapdir, "%s/snapshots/%s", p->cfg->state_dir, plan->cache_key);
+    const char *key = in->cache_key;
+    cleanup_free char *cmdline = join_argv (&in->install.argv);
     kiwi_install_entry e;
-    int hit = kiwi_cache_get_install (cache, plan->cache_key, &e);
+    int hit = kiwi_cache_get_install (c->cache, key, &e);
     if (hit == 1) {
         if (e.ok) {
-            *snapshot = strdup (e.snapshot);
+            *snapshot = steal_pointer (&e.snapshot);
+            r->status = KIWI_INSTALL_OK;
+            snprintf (r->reason, sizeof r->reason, "cached install `%s`", in->install.display);
             kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
-                              json_pack ("{s:s,s:b,s:s,s:s,s:i}", "status", "ok", "cached", 1, "key", plan->cache_key,
-                                         "image", plan->image, "duration_ms", 0));
-            kiwi_install_entry_clear (&e);
-            return 0;
-        }
-        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
-                          json_pack ("{s:s,s:b,s:s,s:s}", "status", "failed", "cached", 1, "key", plan->cache_key,
-                                     "reason", e.reason ? e.reason : ""));
-        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s (cached failure of an identical install)",
+                              json_pack ("{s:s,s:b,s:s,s:s,s:s,s:i}", "status", "ok", "cached", 1, "key", key,
+                                         "image", image, "command", in->install.display, "duration_ms", 0));
+        } else {
+            r->status = KIWI_INSTALL_FAILED;
+            snprintf (r->reason, sizeof r->reason, "%s (a cached failure of an identical install)",
                       e.reason ? e.reason : "install failed");
+            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                              json_pack ("{s:s,s:b,s:s,s:s,s:s}", "status", "failed", "cached", 1, "key", key,
+                                         "image", image, "reason", r->reason));
+        }
         kiwi_install_entry_clear (&e);
-        return 1;
+        return 0;
     }
-    char snapparent[PATH_MAX];
+    char snapdir[PATH_MAX], snapparent[PATH_MAX], tmpdir[PATH_MAX + 32];
     snprintf (snapparent, sizeof snapparent, "%s/snapshots", p->cfg->state_dir);
-    mkdir (snapparent, 0700);
-    char tmpdir[PATH_MAX + 32];
+    snprintf (snapdir, sizeof snapdir, "%s/%s", snapparent, key);
     snprintf (tmpdir, sizeof tmpdir, "%s.%d.partial", snapdir, (int) getpid ());
+    mkdir (snapparent, 0700);
     kiwi_install_request req = {
-        .image = plan->image,
-        .workspace = root,
-        .argv = kiwi_strv_list (&plan->install_argv),
-        .extra_env = kiwi_strv_list (&plan->install_env),
-        .limits = { .memory_mb = p->cfg->memory_mb, .pids = p->cfg->pids, .disk_mb = task->limits.disk_mb },
-        .deadline_ms = deadline_ms - kiwi_now_ms (),
-        .task_id = task->id,
+        .image = image,
+        .workspace = c->root,
+        .argv = kiwi_strv_list (&in->install.argv),
+        .extra_env = kiwi_strv_list (&in->install.install_env),
+        .limits = { .memory_mb = p->cfg->memory_mb, .pids = p->cfg->pids, .disk_mb = c->task->limits.disk_mb },
+        .deadline_ms = c->deadline_ms - kiwi_now_ms () > 1 ? c->deadline_ms - kiwi_now_ms () : 1,
+        .task_id = c->task->id,
         .snapshot_dir = tmpdir,
     };
-    kiwi_install_result r;
-    kiwi_error_t err = NULL;
-    if (kiwi_phase_install (sb, pc, &req, &r, &err) < 0) {
-        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s", kiwi_error_msg (err));
-        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
-                          json_pack ("{s:s,s:b,s:s}", "status", "error", "cached", 0, "reason", kiwi_error_msg (err)));
-        kiwi_error_free (&err);
+    if (kiwi_phase_install (c->sb, c->pc, &req, r, err) < 0) {
         rm_rf (tmpdir);
-        return 1;
+        return -1;
     }
-    cleanup_free char *cmdline = NULL;
-    {
-        size_t total = 1;
-        for (size_t i = 0; i < plan->install_argv.n; i++)
-            total += strlen (plan->install_argv.v[i]) + 1;
-        cmdline = calloc (1, total);
-        for (size_t i = 0; i < plan->install_argv.n; i++) {
-            if (i)
-                strcat (cmdline, " ");
-            strcat (cmdline, plan->install_argv.v[i]);
-        }
-    }
-    json_t *ev = json_pack ("{s:s,s:b,s:s,s:s,s:s,s:I,s:i}", "status", kiwi_install_status_str (r.status), "cached", 0,
-                            "key", plan->cache_key, "image", plan->image, "command", cmdline, "duration_ms",
-                            (json_int_t) r.duration_ms, "exit_code", r.exit_code);
-    if (r.status != KIWI_INSTALL_OK) {
-        size_t ol = r.output ? strlen (r.output) : 0;
-        json_object_set_new (ev, "reason", json_string (r.reason));
-        json_object_set_new (ev, "output_tail", json_string (r.output ? r.output + (ol > 4000 ? ol - 4000 : 0) : ""));
+    json_t *ev = json_pack ("{s:s,s:b,s:s,s:s,s:s,s:I,s:i}", "status", kiwi_install_status_str (r->status), "cached",
+                            0, "key", key, "image", image, "command", in->install.display, "duration_ms",
+                            (json_int_t) r->duration_ms, "exit_code", r->exit_code);
+    if (r->status != KIWI_INSTALL_OK) {
+        size_t ol = r->output ? strlen (r->output) : 0;
+        json_object_set_new (ev, "reason", json_string (r->reason));
+        json_object_set_new (ev, "output_tail", json_string (r->output ? r->output + (ol > 4000 ? ol - 4000 : 0) : ""));
         kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
-        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s\n%s", r.reason,
-                      r.output ? r.output + (ol > 8000 ? ol - 8000 : 0) : "");
-        if (r.status == KIWI_INSTALL_FAILED)
-            kiwi_cache_put_install (cache, plan->cache_key, false, NULL, r.reason);
-        kiwi_install_result_clear (&r);
+        if (r->status == KIWI_INSTALL_FAILED)
+            kiwi_cache_put_install (c->cache, key, false, NULL, r->reason);
         rm_rf (tmpdir);
-        return 1;
+        return 0;
     }
     kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
-    kiwi_install_result_clear (&r);
     /* publish the snapshot under its key; a concurrent identical install
      * may have won the rename: then use theirs */
     if (rename (tmpdir, snapdir) < 0) {
         rm_rf (tmpdir);
-        if (access (snapdir, R_OK) != 0) {
-            result_error (out, KIWI_RESULT_ERROR, "keeping the install snapshot: %s", strerror (errno));
-            return -1;
-        }
+        if (access (snapdir, R_OK) != 0)
+            return kiwi_error_make (err, errno, "keeping the install snapshot %s", snapdir);
     }
-    kiwi_cache_put_install (cache, plan->cache_key, true, snapdir, "ok");
+    kiwi_cache_put_install (c->cache, key, true, snapdir, "ok");
     *snapshot = strdup (snapdir);
+    (void) cmdline;
     return 0;
 }
 
@@ -308,23 +318,29 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
         kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
                           json_pack ("{s:s,s:s}", "warning", "cache unavailable: running uncached", "reason",
                                      kiwi_cache_error (cache)));
-    int irc = install (p, task, sb, &pc, &plan, root, cache, deadline_ms, &snapshot, out);
-    if (p->stop && *p->stop) {
-        rc = -1;
-        goto done;
-    }
-    if (irc != 0)
-        goto done;
-
-    /* 4. step 0 */
+    /* 4. Phase A (or its cached snapshot) and step 0, which may swap the
+     *    image and install again */
+    install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
+                       .deadline_ms = deadline_ms };
     kiwi_step0_outcome s0;
-    if (kiwi_plan_step0 (sb, &pc, &plan, root, commit, task, snapshot, cache, deadline_ms, p->events, &s0, &err)
+    if (kiwi_plan_step0 (sb, &pc, &plan, root, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic, p->events,
+                         &s0, &err)
         < 0) {
         if (p->stop && *p->stop) {
             rc = -1;
             goto done;
         }
         result_error (out, KIWI_RESULT_ERROR, "step 0: %s", kiwi_error_msg (err));
+        goto done;
+    }
+    if (p->stop && *p->stop) {
+        kiwi_step0_outcome_clear (&s0);
+        rc = -1;
+        goto done;
+    }
+    if (s0.verdict == KIWI_STEP0_INSTALL_FAILS) {
+        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s", s0.reason ? s0.reason : "install failed");
+        kiwi_step0_outcome_clear (&s0);
         goto done;
     }
     if (s0.verdict == KIWI_STEP0_NEEDS_NETWORK) {
@@ -337,10 +353,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
-    if (s0.swapped_snapshot) {
-        free (snapshot);
-        snapshot = steal_pointer (&s0.swapped_snapshot);
-    }
+    snapshot = steal_pointer (&s0.snapshot);
 
     /* 5. the session */
     model = open_model (p, task, &model_name, &err);

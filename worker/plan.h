@@ -11,7 +11,9 @@
 #include "cache.h"
 #include "config.h"
 #include "events.h"
+#include "inspect.h"
 #include "phases.h"
+#include "step0.h"
 #include "strv.h"
 #include "task.h"
 
@@ -22,6 +24,8 @@ typedef struct kiwi_plan {
     kiwi_strv install_env;    /* non-secret settings for Phase A ("K=V") */
     kiwi_strv verify_env;     /* non-secret settings for Phase B and the session */
     char *cache_key;          /* the install cache key: lockfile hash + image + command + driver */
+    kiwi_inspection insp;     /* the inspection behind the fields above */
+    kiwi_image_catalog *cat;  /* the image catalogue (KIWI_IMAGE_CATALOG or the default) */
 } kiwi_plan;
 
 void kiwi_plan_init (kiwi_plan *p);
@@ -35,14 +39,23 @@ typedef enum {
     KIWI_STEP0_FAILS,          /* an honest failing test: the session starts */
     KIWI_STEP0_PASSES,         /* nothing to fix */
     KIWI_STEP0_NEEDS_NETWORK,  /* the build needs the network: stop with the cause */
+    KIWI_STEP0_INSTALL_FAILS,  /* Phase A failed (also after a swap): the reason is in `reason` */
 } kiwi_step0_verdict;
+
+/* Phase A for a plan's inspection, or its cached snapshot: the pipeline's
+ * install, called by step 0 for the first image and again after a swap.
+ * Returns 0 with *snapshot set (NULL when nothing to install) or < 0 with
+ * r->status / r->reason saying why. */
+typedef int (*kiwi_plan_install_fn) (void *userdata, const kiwi_inspection *in, kiwi_install_result *r,
+                                     char **snapshot, kiwi_error_t *err);
 
 typedef struct kiwi_step0_outcome {
     kiwi_step0_verdict verdict;
     int exit_code;
     char *output;             /* the verify's output tail, for the Architect */
     char *reason;             /* NEEDS_NETWORK: the cause by name, the host, the command */
-    char *swapped_snapshot;   /* when the image was swapped and Phase A re-ran: its snapshot */
+    char *snapshot;           /* the dependency snapshot in force (NULL: none) */
+    bool swapped;             /* the image was swapped (the plan now names the new one) */
 } kiwi_step0_outcome;
 
 void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);
@@ -51,7 +64,12 @@ void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);
  * missing runtime or a version mismatch swaps the image (updating *plan)
  * and re-runs once. Emits the step0 event. */
 int kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
-                     const char *commit, const kiwi_task *task, const char *snapshot, kiwi_cache *cache,
-                     int64_t deadline_ms, kiwi_events *events, kiwi_step0_outcome *o, kiwi_error_t *err);
+                     const kiwi_task *task, const char *driver, kiwi_cache *cache, int64_t deadline_ms,
+                     kiwi_plan_install_fn install, void *install_ud, kiwi_events *events, kiwi_step0_outcome *o,
+                     kiwi_error_t *err);
+
+/* Copies an inspection's image, install command, environments and cache
+ * key into the plan's fields. */
+int kiwi_plan_from_inspection (kiwi_plan *p, const kiwi_inspection *in, kiwi_error_t *err);
 
 #endif
