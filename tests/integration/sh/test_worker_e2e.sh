@@ -46,6 +46,25 @@ assert rnd["payload"]["verify"]["passed"] is True, rnd
 print("events:", " ".join(f'{e["seq"]}:{e["phase"]}/{e["kind"]}' for e in evs))
 PY
 
+# a ref that does not exist is a named failure, not a crash
+bad=$(kiwi_cli submit --repo "$GIT_URL_BASE/js-sum.git" --ref no-such-branch --test "npm test" --goal "x")
+set +e
+kiwi_cli wait "$bad" --timeout 120 >"$TMP/bad.json"
+rc=$?
+set -e
+[ "$rc" = 16 ] || fail "a missing ref: kiwi wait exited $rc (want 16, error): $(cat "$TMP/bad.json")"
+grep -q 'ref not found' "$TMP/bad.json" || fail "a missing ref is not named: $(cat "$TMP/bad.json")"
+grep -q 'no-such-branch' "$TMP/bad.json" || fail "the missing ref is not named: $(cat "$TMP/bad.json")"
+log "a missing ref: error, named"
+
+# a second task on the same repository: fetched into the same mirror
+curl -fsS -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=js-sum-one-round" >/dev/null
+id2=$(submit_fix js-sum js-sum-one-round --max-rounds 3)
+kiwi_cli wait "$id2" --timeout 180 >"$TMP/result2.json" || fail "second task: $(cat "$TMP/result2.json")"
+mirror="${KIWI_STATE_DIR:-/var/lib/kiwi}/mirrors/$(python3 -c 'import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())' "$GIT_URL_BASE/js-sum.git").git"
+[ -d "$mirror" ] || fail "no mirror at $mirror"
+log "second task fixed from the same mirror ($mirror)"
+
 # the heartbeat carries the worker's state and, once run, its egress checks
 for _ in $(seq 1 30); do
   kiwi_cli tail heartbeats >"$TMP/hb.jsonl" || true
