@@ -49,6 +49,13 @@ kiwi_java_trust_source (void)
 #define SHIM_DIR "/kiwi/home/.kiwi/bin"
 #define STD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+/* `yarn` for Yarn 2+ through corepack, in both phases. A script, not
+ * corepack enable's symlink: that points out of /kiwi, and Docker refuses to
+ * restore such a link into Phase B. */
+#define COREPACK_SHIM                                                                                        \
+    "mkdir -p " SHIM_DIR " && printf '#!/bin/sh\\nexec corepack yarn \"$@\"\\n' > " SHIM_DIR "/yarn"          \
+    " && chmod 755 " SHIM_DIR "/yarn\n"
+
 /* Phase A's Java settings: the trust store made from the CA bundle, and a
  * home under /kiwi/home (Java takes user.home from /etc/passwd, not HOME). */
 #define JAVA_TOOL_OPTIONS_A                                                                                  \
@@ -240,14 +247,16 @@ detect_node (const char *root, const char *dir, bool is_root, steps *s, kiwi_err
             cleanup_free char *rc = read_in (root, dir, ".yarnrc.yml", NULL);
             yarn_path = rc != NULL && (strncmp (rc, "yarnPath:", 9) == 0 || strstr (rc, "\nyarnPath:") != NULL);
         }
+        /* Yarn 2+ refuses settings it does not know, and YARN_CAFILE
+         * (Yarn 1's, set by Phase A with a CA bundle) is one: it is
+         * replaced by Yarn 2's own name for the bundle. */
         const char *flag = locked ? " --immutable" : "";
-        char summary[96], script[256];
+        char summary[96], script[512];
         snprintf (summary, sizeof summary, "yarn install%s%s", flag, yarn_path ? " (yarnPath)" : " (corepack)");
-        if (yarn_path)
-            snprintf (script, sizeof script, "yarn install%s", flag);
-        else
-            snprintf (script, sizeof script, "corepack enable --install-directory " SHIM_DIR " yarn && yarn install%s",
-                      flag);
+        snprintf (script, sizeof script,
+                  "unset YARN_CAFILE; if [ -f /kiwi/ca/ca-certificates.crt ]; then "
+                  "export YARN_HTTPS_CA_FILE_PATH=/kiwi/ca/ca-certificates.crt; fi\n%syarn install%s",
+                  yarn_path ? "" : COREPACK_SHIM, flag);
         return add_step (s, eco, dir, locked, summary, script, why, err);
     }
     default:
@@ -678,27 +687,75 @@ typedef struct {
     const char *kv;
 } env_setting;
 
+/* Settings of the image's runtime, whether or not anything is installed:
+ * where its tools write (the root file system is read-only; /kiwi/home is
+ * kept by Phase A's snapshot) and, for Phase B, that they stay offline. */
+static const env_setting env_rt_node[] = {
+    { AB, "npm_config_update_notifier=false" }, { B, "npm_config_offline=true" }, { 0, NULL },
+};
+static const env_setting env_rt_python[] = {
+    { AB, "PIP_DISABLE_PIP_VERSION_CHECK=1" }, { B, "PIP_NO_INDEX=1" }, { 0, NULL },
+};
+static const env_setting env_rt_go[] = {
+    { AB, "GOPATH=/kiwi/home/go" }, { AB, "GOTOOLCHAIN=local" }, { AB, "GOFLAGS=-mod=mod" },
+    { B, "GOPROXY=off" },           { 0, NULL },
+};
+static const env_setting env_rt_rust[] = {
+    { AB, "CARGO_HOME=/kiwi/home/.cargo" }, { B, "CARGO_NET_OFFLINE=true" }, { 0, NULL },
+};
+static const env_setting env_rt_ruby[] = {
+    { AB, "GEM_HOME=/kiwi/home/.gem" }, { AB, "BUNDLE_USER_HOME=/kiwi/home/.bundle" }, { 0, NULL },
+};
+static const env_setting env_rt_php[] = {
+    { AB, "COMPOSER_HOME=/kiwi/home/.composer" }, { AB, "COMPOSER_NO_INTERACTION=1" },
+    { B, "COMPOSER_DISABLE_NETWORK=1" },          { 0, NULL },
+};
+static const env_setting env_rt_jvm[] = {
+    { AB, "MAVEN_OPTS=-Duser.home=/kiwi/home" }, { AB, "GRADLE_USER_HOME=/kiwi/home/.gradle" },
+    { B, "GRADLE_OPTS=-Dorg.gradle.daemon=false" }, { 0, NULL },
+};
+
+static const env_setting *
+runtime_env (const char *rt)
+{
+    if (strcmp (rt, "node") == 0)
+        return env_rt_node;
+    if (strcmp (rt, "python") == 0)
+        return env_rt_python;
+    if (strcmp (rt, "go") == 0)
+        return env_rt_go;
+    if (strcmp (rt, "rust") == 0)
+        return env_rt_rust;
+    if (strcmp (rt, "ruby") == 0)
+        return env_rt_ruby;
+    if (strcmp (rt, "php") == 0)
+        return env_rt_php;
+    if (strcmp (rt, "java") == 0 || strcmp (rt, "maven") == 0 || strcmp (rt, "gradle") == 0)
+        return env_rt_jvm;
+    return NULL;
+}
+
+/* Settings of each ecosystem's install, on top of its runtime's. */
 static const env_setting env_npm[] = {
-    { A, "npm_config_cache=/kiwi/tmp/npm-cache" }, { AB, "npm_config_update_notifier=false" },
-    { A, "npm_config_fund=false" },                { A, "npm_config_audit=false" },
-    { B, "npm_config_offline=true" },              { 0, NULL },
+    { A, "npm_config_cache=/kiwi/tmp/npm-cache" }, { A, "npm_config_fund=false" }, { A, "npm_config_audit=false" },
+    { 0, NULL },
 };
 static const env_setting env_pnpm[] = {
-    { A, "npm_config_store_dir=/kiwi/tmp/pnpm-store" }, { AB, "npm_config_update_notifier=false" },
-    { B, "npm_config_offline=true" },                   { 0, NULL },
+    { A, "npm_config_store_dir=/kiwi/tmp/pnpm-store" }, { 0, NULL },
 };
 static const env_setting env_yarn[] = {
-    { A, "YARN_CACHE_FOLDER=/kiwi/tmp/yarn-cache" }, { AB, "npm_config_update_notifier=false" },
-    { B, "npm_config_offline=true" },                { 0, NULL },
+    { A, "YARN_CACHE_FOLDER=/kiwi/tmp/yarn-cache" }, { 0, NULL },
 };
 static const env_setting env_berry[] = {
     { AB, "YARN_ENABLE_GLOBAL_CACHE=false" }, { AB, "YARN_ENABLE_TELEMETRY=0" },
     { AB, "COREPACK_ENABLE_DOWNLOAD_PROMPT=0" }, { B, "COREPACK_ENABLE_NETWORK=0" },
+    /* Yarn 2+ from the npm registry (@yarnpkg/cli-dist), the one registry every
+     * Node.js install reaches, rather than repo.yarnpkg.com */
+    { A, "COREPACK_NPM_REGISTRY=https://registry.npmjs.org" },
     { B, "YARN_ENABLE_NETWORK=0" },           { 0, NULL },
 };
 static const env_setting env_go[] = {
-    { AB, "GOPATH=/kiwi/home/go" }, { AB, "GOTOOLCHAIN=local" }, { AB, "GOFLAGS=-mod=mod" },
-    { B, "GOPROXY=off" },           { 0, NULL },
+    { 0, NULL },
 };
 static const env_setting env_uv[] = {
     { A, "UV_CACHE_DIR=/kiwi/tmp/uv-cache" }, { AB, "UV_PYTHON_DOWNLOADS=never" }, { A, "UV_LINK_MODE=copy" },
@@ -712,30 +769,25 @@ static const env_setting env_poetry[] = {
 static const env_setting env_pipenv[] = {
     { AB, "PIPENV_VENV_IN_PROJECT=1" }, { AB, "PIPENV_NOSPIN=1" }, { AB, "PIPENV_YES=1" },
     { A, "PIPENV_CACHE_DIR=/kiwi/tmp/pipenv-cache" }, { A, "PIP_CACHE_DIR=/kiwi/tmp/pip-cache" },
-    { B, "PIP_NO_INDEX=1" }, { 0, NULL },
+    { 0, NULL },
 };
 static const env_setting env_pip[] = {
-    { A, "PIP_CACHE_DIR=/kiwi/tmp/pip-cache" }, { AB, "PIP_DISABLE_PIP_VERSION_CHECK=1" },
-    { B, "PIP_NO_INDEX=1" },                    { 0, NULL },
+    { A, "PIP_CACHE_DIR=/kiwi/tmp/pip-cache" }, { 0, NULL },
 };
 static const env_setting env_cargo[] = {
-    { AB, "CARGO_HOME=/kiwi/home/.cargo" }, { B, "CARGO_NET_OFFLINE=true" }, { 0, NULL },
+    { 0, NULL },
 };
 static const env_setting env_bundler[] = {
-    { AB, "GEM_HOME=/kiwi/home/.gem" }, { AB, "BUNDLE_USER_HOME=/kiwi/home/.bundle" }, { A, "BUNDLE_JOBS=4" },
-    { 0, NULL },
+    { A, "BUNDLE_JOBS=4" }, { 0, NULL },
 };
 static const env_setting env_composer[] = {
-    { AB, "COMPOSER_HOME=/kiwi/home/.composer" }, { AB, "COMPOSER_NO_INTERACTION=1" },
-    { A, "COMPOSER_CACHE_DIR=/kiwi/tmp/composer-cache" }, { B, "COMPOSER_DISABLE_NETWORK=1" },
-    { 0, NULL },
+    { A, "COMPOSER_CACHE_DIR=/kiwi/tmp/composer-cache" }, { 0, NULL },
 };
 static const env_setting env_maven[] = {
-    { A, JAVA_TOOL_OPTIONS_A }, { AB, "MAVEN_OPTS=-Duser.home=/kiwi/home" }, { 0, NULL },
+    { A, JAVA_TOOL_OPTIONS_A }, { 0, NULL },
 };
 static const env_setting env_gradle[] = {
-    { A, JAVA_TOOL_OPTIONS_A }, { AB, "GRADLE_USER_HOME=/kiwi/home/.gradle" },
-    { B, "GRADLE_OPTS=-Dorg.gradle.daemon=false" }, { 0, NULL },
+    { A, JAVA_TOOL_OPTIONS_A }, { 0, NULL },
 };
 
 static const env_setting *
@@ -774,6 +826,16 @@ eco_env (kiwi_ecosystem e)
     return NULL;
 }
 
+static int
+add_settings (kiwi_install_plan *p, const env_setting *set, kiwi_error_t *err)
+{
+    for (const env_setting *e = set; e && e->kv; e++)
+        if (((e->phases & A) && env_add (&p->install_env, e->kv) < 0)
+            || ((e->phases & B) && env_add (&p->verify_env, e->kv) < 0))
+            return kiwi_error_make (err, ENOMEM, "install plan");
+    return 0;
+}
+
 static bool
 uses_venv (kiwi_ecosystem e)
 {
@@ -781,17 +843,17 @@ uses_venv (kiwi_ecosystem e)
 }
 
 static int
-plan_env (kiwi_install_plan *p, kiwi_error_t *err)
+plan_env (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
 {
     char path_dirs[1024] = "";
     bool venv = false;
+    if (runtime != NULL && add_settings (p, runtime_env (runtime), err) < 0)
+        return -1;
     for (size_t i = 0; i < p->n; i++) {
         const kiwi_install_step *st = &p->steps[i];
-        for (const env_setting *e = eco_env (st->eco); e && e->kv; e++) {
-            if (((e->phases & A) && env_add (&p->install_env, e->kv) < 0)
-                || ((e->phases & B) && env_add (&p->verify_env, e->kv) < 0))
-                return kiwi_error_make (err, ENOMEM, "install plan");
-        }
+        if (add_settings (p, runtime_env (kiwi_ecosystem_runtime (st->eco)), err) < 0
+            || add_settings (p, eco_env (st->eco), err) < 0)
+            return -1;
         char src[512];
         snprintf (src, sizeof src, "/kiwi/src%s%s", st->dir[0] ? "/" : "", st->dir);
         if (uses_venv (st->eco) && !venv) {
@@ -892,7 +954,7 @@ kiwi_install_plan_make (const char *root, const char *runtime, kiwi_install_plan
         kiwi_install_step_clear (&all[i]);
     }
     free (all);
-    if (rc < 0 || plan_env (p, err) < 0 || plan_argv (p, err) < 0) {
+    if (rc < 0 || plan_env (p, runtime, err) < 0 || plan_argv (p, err) < 0) {
         kiwi_install_plan_clear (p);
         return -1;
     }

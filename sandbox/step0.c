@@ -222,8 +222,9 @@ kiwi_step0_decide (const kiwi_classification *c, const char *phase, const char *
         free (d->swap_to.requirement_from);
         d->swap_to.requirement_from = strdup (req_from);
         d->action = KIWI_STEP0_SWAP;
-        snprintf (d->reason, sizeof d->reason, "%s: %s %s asks for %s %s: swap %s -> %s", c->rule, req_from,
-                  c->what[0] ? c->what : "", rt, req, cur_img, d->swap_to.image);
+        snprintf (d->reason, sizeof d->reason, "%s%s%s%s: %s asks for %s %s, which %s lacks: swap %s -> %s", c->rule,
+                  c->what[0] ? " (" : "", c->what, c->what[0] ? ")" : "", req_from, rt, req, cur_img, cur_img,
+                  d->swap_to.image);
         return 0;
     }
     }

@@ -504,13 +504,15 @@ test_node_lockfiles (void **state)
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
     assert_string_equal (p.display, "yarn install --immutable (corepack)");
     assert_string_equal (p.argv.v[0], "/bin/sh");
-    assert_non_null (strstr (p.argv.v[2], "corepack enable --install-directory /kiwi/home/.kiwi/bin yarn"));
+    assert_non_null (strstr (p.argv.v[2], "exec corepack yarn \"$@\""));
+    assert_non_null (strstr (p.argv.v[2], "/yarn\nyarn install --immutable"));
+    assert_non_null (strstr (p.argv.v[2], "unset YARN_CAFILE"));
     assert_non_null (strstr (kiwi_strv_env_get (&p.verify_env, "PATH"), "/kiwi/home/.kiwi/bin:"));
     assert_non_null (kiwi_strv_env_get (&p.verify_env, "COREPACK_ENABLE_NETWORK"));
     kiwi_install_plan_clear (&p);
     put (r, "package.json", "{ \"dependencies\": { \"a\": \"1\" } }");
     put (r, ".yarnrc.yml", "nodeLinker: node-modules\nyarnPath: .yarn/releases/yarn-4.5.3.cjs\n");
-    expect_plan (r, "node", "yarn install --immutable (yarnPath)", "yarn");
+    expect_plan (r, "node", "yarn install --immutable (yarnPath)", "/bin/sh");
     repo_free (r);
 }
 
@@ -559,6 +561,12 @@ test_other_ecosystems (void **state)
     r = repo_new ();
     put (r, "Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n\n[dependencies]\nlocal = { path = \"../l\" }\n");
     expect_plan (r, "rust", "-", NULL);
+    /* nothing to install, but the runtime's settings still apply: the root
+     * file system is read-only and Phase B is offline */
+    assert_int_equal (kiwi_install_plan_make (r, "rust", &p, &err), 0);
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "CARGO_HOME"), "CARGO_HOME=/kiwi/home/.cargo");
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "CARGO_NET_OFFLINE"), "CARGO_NET_OFFLINE=true");
+    kiwi_install_plan_clear (&p);
     put (r, "Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n\n[dependencies]\nitoa = \"1\"\n");
     expect_plan (r, "rust", "cargo fetch", "cargo");
     put (r, "Cargo.lock", "version = 3\n\n[[package]]\nname = \"x\"\nversion = \"0.1.0\"\n");
