@@ -1,0 +1,380 @@
+/*
+ * test_corpus.c: every repository of tests/fixtures/repos/ through the real
+ * thing: inspection (image, install command, cache key), the real Phase A
+ * (real package registries, through the CA bundle), the real Phase B (no
+ * network) and step 0 (classification, one swap, stop, honest result).
+ * Prints one row per case: repository, test command, install command,
+ * image (first -> final when swapped), swapped, classification, outcome;
+ * fails when any row differs from the repository's expect.json.
+ *
+ * Phase A snapshots are cached by the install cache key
+ * (kiwi_install_cache_key) under $KIWI_STATE_DIR/cache/corpus, so a second
+ * run skips installs whose inputs did not change; KIWI_TEST_INSTALL_CACHE=0
+ * makes every install real. KIWI_CORPUS_ONLY=a,b runs only those
+ * repositories. The driver is KIWI_SANDBOX / KIWI_SANDBOX_RUNTIME (docker by
+ * default), the catalogue KIWI_IMAGE_CATALOG (ops/images/catalog.local.tsv
+ * by default: no registry serves images here).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "need.h"
+#include "step0.h"
+
+extern char **environ;
+
+#define REPOS KIWI_SOURCE_DIR "/tests/fixtures/repos"
+
+static int64_t
+now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+static int
+sh (const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (cmd, sizeof cmd, fmt, ap);
+    va_end (ap);
+    return system (cmd);
+}
+
+/* ----- the install cache: snapshot directories named by the cache key ----- */
+
+typedef struct {
+    kiwi_sandbox_env *env;
+    const kiwi_phase_config *cfg;
+    const char *workspace;
+    const char *cache_dir;
+    bool use_cache;
+    bool cached;   /* the last install came from the cache */
+    char last_display[256];
+} install_ctx;
+
+static int
+cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot_dir, kiwi_error_t *err)
+{
+    install_ctx *c = ud;
+    *snapshot_dir = NULL;
+    c->cached = false;
+    snprintf (c->last_display, sizeof c->last_display, "%s", in->install.display);
+    memset (r, 0, sizeof *r);
+    if (in->install.argv.n == 0) {
+        r->status = KIWI_INSTALL_SKIPPED;
+        snprintf (r->reason, sizeof r->reason, "no dependencies declared: Phase A skipped");
+        return 0;
+    }
+    char dir[1024], done[1100];
+    snprintf (dir, sizeof dir, "%s/%s", c->cache_dir, in->cache_key);
+    snprintf (done, sizeof done, "%s/.complete", dir);
+    if (c->use_cache && access (done, F_OK) == 0) {
+        r->status = KIWI_INSTALL_OK;
+        snprintf (r->reason, sizeof r->reason, "cached under %s", in->cache_key);
+        c->cached = true;
+        *snapshot_dir = strdup (dir);
+        return 0;
+    }
+    char tmp[1100];
+    snprintf (tmp, sizeof tmp, "%s.partial-%d", dir, (int) getpid ());
+    sh ("rm -rf '%s' '%s'", tmp, dir);
+    kiwi_install_request ir = {
+        .image = in->image.image,
+        .workspace = c->workspace,
+        .argv = kiwi_strv_list (&in->install.argv),
+        .extra_env = kiwi_strv_list (&in->install.install_env),
+        .task_id = "itest-corpus",
+        .snapshot_dir = tmp,
+    };
+    if (kiwi_phase_install (c->env, c->cfg, &ir, r, err) < 0)
+        return -1;
+    if (r->status != KIWI_INSTALL_OK) {
+        sh ("rm -rf '%s'", tmp);
+        return 0;
+    }
+    if (rename (tmp, dir) < 0)
+        return kiwi_error_make (err, errno, "caching %s", dir);
+    FILE *f = fopen (done, "w");
+    if (f)
+        fclose (f);
+    *snapshot_dir = strdup (dir);
+    return 0;
+}
+
+/* ----- rows ----- */
+
+typedef struct {
+    char repo[64];
+    char command[96];
+    char install[96];
+    char image[64];
+    char swapped[8];
+    char cls[64];
+    char outcome[24];
+    char detail[200];
+    double secs;
+    bool ok;
+    char why[512];
+} row;
+
+static const char *
+jstr (json_t *o, const char *k, const char *def)
+{
+    json_t *v = json_object_get (o, k);
+    return json_is_string (v) ? json_string_value (v) : def;
+}
+
+static bool
+wanted_repo (const char *name)
+{
+    const char *only = getenv ("KIWI_CORPUS_ONLY");
+    if (only == NULL || *only == '\0')
+        return true;
+    char buf[1024];
+    snprintf (buf, sizeof buf, "%s", only);
+    char *save = NULL;
+    for (char *t = strtok_r (buf, ",", &save); t; t = strtok_r (NULL, ",", &save))
+        if (strcmp (t, name) == 0)
+            return true;
+    return false;
+}
+
+static int
+cmp_names (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+static void
+check (row *r, bool cond, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+
+static void
+check (row *r, bool cond, const char *fmt, ...)
+{
+    if (cond)
+        return;
+    r->ok = false;
+    size_t l = strlen (r->why);
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (r->why + l, sizeof r->why - l, fmt, ap);
+    va_end (ap);
+    l = strlen (r->why);
+    snprintf (r->why + l, sizeof r->why - l, "; ");
+}
+
+static void
+run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_catalog *cat,
+          const kiwi_classifier *cl, const char *driver, install_ctx *ictx, const char *repo, size_t idx,
+          json_t *want, row *r)
+{
+    memset (r, 0, sizeof *r);
+    r->ok = true;
+    const char *command = jstr (want, "command", "");
+    snprintf (r->repo, sizeof r->repo, "%s", repo);
+    snprintf (r->command, sizeof r->command, "%s", command);
+    char ws[512];
+    snprintf (ws, sizeof ws, "/tmp/kiwi-corpus-%d/%s-%zu", (int) getpid (), repo, idx);
+    assert_int_equal (sh ("rm -rf '%s' && mkdir -p '%s' && cp -a '%s/%s/.' '%s/' && rm -f '%s/expect.json'", ws, ws,
+                          REPOS, repo, ws, ws),
+                      0);
+    ictx->workspace = ws;
+    kiwi_step0_request rq = {
+        .env = env,
+        .cfg = pc,
+        .inspect = { .root = ws, .test_command = command, .catalog = cat, .driver = driver },
+        .classifier = cl,
+        .verify_timeout_ms = 300000,
+        .task_id = "itest-corpus",
+        .install = cached_install,
+        .install_userdata = ictx,
+    };
+    kiwi_step0_result res;
+    kiwi_error_t err = NULL;
+    int64_t t0 = now_ms ();
+    int rc = kiwi_step0_run (&rq, &res, &err);
+    r->secs = (double) (now_ms () - t0) / 1000.0;
+    if (rc < 0) {
+        r->ok = false;
+        snprintf (r->outcome, sizeof r->outcome, "error");
+        snprintf (r->why, sizeof r->why, "%s", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        kiwi_step0_result_clear (&res);
+        sh ("rm -rf '%s'", ws);
+        return;
+    }
+    snprintf (r->install, sizeof r->install, "%s%s", res.insp.install.display, ictx->cached ? " [cached]" : "");
+    if (res.swapped)
+        snprintf (r->image, sizeof r->image, "%s -> %s", res.first_image, res.insp.image.image);
+    else
+        snprintf (r->image, sizeof r->image, "%s", res.insp.image.image);
+    snprintf (r->swapped, sizeof r->swapped, "%s", res.swapped ? "yes" : "no");
+    snprintf (r->cls, sizeof r->cls, "%s%s%s%s", kiwi_failure_class_str (res.first.cls), res.first.rule[0] ? " (" : "",
+              res.first.rule, res.first.rule[0] ? ")" : "");
+    snprintf (r->outcome, sizeof r->outcome, "%s", kiwi_step0_status_str (res.status));
+    if (res.status == KIWI_STEP0_STOPPED)
+        snprintf (r->detail, sizeof r->detail, "%s%s%s", res.first.host[0] ? "host " : "", res.first.host,
+                  res.first.host[0] ? "" : res.first.version);
+    else if (res.swapped)
+        snprintf (r->detail, sizeof r->detail, "re-ran in %s", res.insp.image.image);
+
+    /* against expect.json */
+    check (r, strcmp (res.first_image, jstr (want, "first_image", "")) == 0, "first image %s, want %s",
+           res.first_image, jstr (want, "first_image", ""));
+    check (r, strcmp (res.insp.image.image, jstr (want, "image", "")) == 0, "image %s, want %s",
+           res.insp.image.image, jstr (want, "image", ""));
+    check (r, res.swapped == json_is_true (json_object_get (want, "swapped")), "swapped %d", res.swapped);
+    check (r, strcmp (res.insp.install.display, jstr (want, "install", "")) == 0, "install `%s`, want `%s`",
+           res.insp.install.display, jstr (want, "install", ""));
+    check (r, strcmp (kiwi_failure_class_str (res.first.cls), jstr (want, "classification", "")) == 0,
+           "classification %s, want %s", kiwi_failure_class_str (res.first.cls), jstr (want, "classification", ""));
+    if (json_object_get (want, "rule"))
+        check (r, strcmp (res.first.rule, jstr (want, "rule", "")) == 0, "rule %s, want %s", res.first.rule,
+               jstr (want, "rule", ""));
+    if (json_object_get (want, "host"))
+        check (r, strcmp (res.first.host, jstr (want, "host", "")) == 0, "host %s, want %s", res.first.host,
+               jstr (want, "host", ""));
+    check (r, strcmp (kiwi_step0_status_str (res.status), jstr (want, "outcome", "")) == 0, "outcome %s, want %s",
+           kiwi_step0_status_str (res.status), jstr (want, "outcome", ""));
+    if (!r->ok || getenv ("KIWI_CORPUS_VERBOSE")) {
+        fprintf (stderr, "---- %s `%s`: %s\n  image: %s\n  install: %s (%s)\n", repo, command, res.reason,
+                 res.insp.image.reason, res.install.reason, kiwi_install_status_str (res.install.status));
+        if (res.install.output && res.install.status != KIWI_INSTALL_OK && res.install.status != KIWI_INSTALL_SKIPPED)
+            fprintf (stderr, "  install output (tail):\n%s\n", res.install.output);
+        if (res.run.output)
+            fprintf (stderr, "  verify output (tail):\n%.6000s\n", res.run.output);
+    }
+    kiwi_step0_result_clear (&res);
+    sh ("rm -rf '%s'", ws);
+}
+
+static void
+test_corpus (void **state)
+{
+    const char *driver = kiwi_sandbox_driver_from_env ();
+    kiwi_error_t err = NULL;
+    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
+    assert_non_null (drv);
+    kiwi_sandbox_config scfg = {
+        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
+        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
+        .worker_id = "itest-corpus",
+    };
+    kiwi_sandbox_env *env = NULL;
+    int rc = kiwi_sandbox_env_open (drv, &scfg, &env, &err);
+    KIWI_NEED (rc == 0, "%s driver: %s", driver, kiwi_error_msg (err));
+
+    const char *catpath = getenv ("KIWI_IMAGE_CATALOG");
+    kiwi_image_catalog *cat = NULL;
+    if (kiwi_image_catalog_open (catpath && *catpath ? catpath : KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv", &cat,
+                                 &err)
+        < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_classifier *cl = NULL;
+    assert_int_equal (kiwi_classifier_builtin (&cl, &err), 0);
+    const char *ca = getenv ("KIWI_CA_BUNDLE");
+    if (ca == NULL && access ("/etc/ssl/certs/ca-certificates.crt", R_OK) == 0)
+        ca = "/etc/ssl/certs/ca-certificates.crt";
+    kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = ca };
+
+    char cache_dir[512];
+    snprintf (cache_dir, sizeof cache_dir, "%s/cache/corpus", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"));
+    assert_int_equal (sh ("mkdir -p '%s'", cache_dir), 0);
+    const char *uc = getenv ("KIWI_TEST_INSTALL_CACHE");
+    install_ctx ictx = { .env = env, .cfg = &pc, .cache_dir = cache_dir, .use_cache = !(uc && strcmp (uc, "0") == 0) };
+
+    /* the repositories, sorted */
+    DIR *d = opendir (REPOS);
+    assert_non_null (d);
+    char *names[128];
+    size_t nn = 0;
+    struct dirent *e;
+    while ((e = readdir (d)) != NULL && nn < 128) {
+        char p[1024];
+        snprintf (p, sizeof p, REPOS "/%s/expect.json", e->d_name);
+        if (e->d_name[0] != '.' && access (p, R_OK) == 0 && wanted_repo (e->d_name))
+            names[nn++] = strdup (e->d_name);
+    }
+    closedir (d);
+    qsort (names, nn, sizeof *names, cmp_names);
+    if (getenv ("KIWI_CORPUS_ONLY") == NULL)
+        assert_true (nn >= 20);
+
+    row rows[160];
+    size_t nr = 0;
+    int64_t t0 = now_ms ();
+    for (size_t i = 0; i < nn; i++) {
+        char p[1024];
+        snprintf (p, sizeof p, REPOS "/%s/expect.json", names[i]);
+        json_error_t je;
+        json_t *doc = json_load_file (p, 0, &je);
+        if (doc == NULL)
+            fail_msg ("%s: %s", p, je.text);
+        json_t *cases = json_object_get (doc, "cases");
+        assert_true (json_is_array (cases) && json_array_size (cases) > 0);
+        size_t ci;
+        json_t *c;
+        json_array_foreach (cases, ci, c)
+        {
+            if (nr >= sizeof rows / sizeof rows[0])
+                break;
+            run_case (env, &pc, cat, cl, driver, &ictx, names[i], ci, c, &rows[nr]);
+            fprintf (stderr, "corpus: %-24s %-8s %6.1fs %s\n", rows[nr].repo, rows[nr].outcome, rows[nr].secs,
+                     rows[nr].ok ? "" : rows[nr].why);
+            nr++;
+        }
+        json_decref (doc);
+        free (names[i]);
+    }
+    double total = (double) (now_ms () - t0) / 1000.0;
+
+    int bad = 0;
+    printf ("\n%-24s | %-34s | %-40s | %-34s | %-7s | %-38s | %-14s | %s\n", "repository", "test command",
+            "install command", "image", "swapped", "classification", "outcome", "");
+    for (int k = 0; k < 220; k++)
+        putchar ('-');
+    putchar ('\n');
+    for (size_t i = 0; i < nr; i++) {
+        printf ("%-24s | %-34s | %-40s | %-34s | %-7s | %-38s | %-14s | %s%s%s (%.0fs)\n", rows[i].repo,
+                rows[i].command, rows[i].install, rows[i].image, rows[i].swapped, rows[i].cls, rows[i].outcome,
+                rows[i].ok ? "" : "MISMATCH: ", rows[i].ok ? "" : rows[i].why, rows[i].detail, rows[i].secs);
+        if (!rows[i].ok)
+            bad++;
+    }
+    printf ("\n%zu cases in %zu repositories, %d mismatching, %.0f s (driver %s, catalogue %s, install cache %s)\n",
+            nr, nn, bad, total, driver, kiwi_image_catalog_origin (cat), ictx.use_cache ? "on" : "off");
+    fflush (stdout);
+    sh ("rm -rf /tmp/kiwi-corpus-%d", (int) getpid ());
+    kiwi_classifier_free (cl);
+    kiwi_image_catalog_free (cat);
+    kiwi_sandbox_env_close (env);
+    assert_int_equal (bad, 0);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_corpus),
+    };
+    return cmocka_run_group_tests_name ("corpus", tests, NULL, NULL);
+}
