@@ -22,6 +22,8 @@ fail() { log "FAIL: $*"; exit 1; }
 
 cleanup() {
   local rc=$?
+  # a test's own clean-up first (restoring host state it changed)
+  if declare -F on_cleanup >/dev/null; then on_cleanup || true; fi
   for pid in "${PIDS[@]:-}"; do
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
   done
