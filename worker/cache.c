@@ -3,11 +3,16 @@
  */
 #include "cache.h"
 
+#include <dirent.h>
 #include <hiredis/hiredis.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <utime.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "defaults.h"
@@ -106,7 +111,8 @@ kiwi_cache_get_install (kiwi_cache *c, const char *key, kiwi_install_entry *e)
             /* made on another machine, or cleaned up: a miss here */
             kiwi_install_entry_clear (e);
             hit = 0;
-        }
+        } else if (e->ok)
+            utime (e->snapshot, NULL); /* in use: the clean-up leaves it */
     }
     freeReplyObject (r);
     return hit;
@@ -188,4 +194,46 @@ kiwi_cache_install_exists (kiwi_cache *c, const char *key)
     int v = r->type == REDIS_REPLY_INTEGER && r->integer > 0;
     freeReplyObject (r);
     return v;
+}
+
+int
+kiwi_cache_gc_snapshots (kiwi_cache *c, const char *state_dir, int64_t idle_s, int *removed)
+{
+    *removed = 0;
+    if (!kiwi_cache_available (c))
+        return 0;
+    char base[4096];
+    snprintf (base, sizeof base, "%s/snapshots", state_dir);
+    DIR *d = opendir (base);
+    if (d == NULL)
+        return 0;
+    time_t now = time (NULL);
+    struct dirent *e;
+    while ((e = readdir (d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4400];
+        snprintf (path, sizeof path, "%s/%s", base, e->d_name);
+        struct stat st;
+        if (lstat (path, &st) < 0 || !S_ISDIR (st.st_mode))
+            continue;
+        bool partial = strstr (e->d_name, ".partial") != NULL;
+        if (partial ? now - st.st_mtime < 86400 : now - st.st_mtime < idle_s)
+            continue;
+        if (!partial && kiwi_cache_install_exists (c, e->d_name) != 0)
+            continue; /* still cached, or Redis went away: keep it */
+        char cmd[4500];
+        snprintf (cmd, sizeof cmd, "%s", path);
+        const char *argv[] = { "rm", "-rf", "--one-file-system", "--", cmd, NULL };
+        pid_t pid = fork ();
+        if (pid == 0) {
+            execvp ("rm", (char *const *) argv);
+            _exit (127);
+        }
+        int status = 0;
+        if (pid > 0 && waitpid (pid, &status, 0) == pid && WIFEXITED (status) && WEXITSTATUS (status) == 0)
+            (*removed)++;
+    }
+    closedir (d);
+    return 0;
 }

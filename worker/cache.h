@@ -54,4 +54,10 @@ void kiwi_verify_entry_clear (kiwi_verify_entry *e);
 /* Whether an install entry still exists (snapshot clean-up). 1, 0, < 0. */
 int kiwi_cache_install_exists (kiwi_cache *c, const char *key);
 
+/* Removes the snapshots under <state>/snapshots whose cache entries expired
+ * and that no task used for `idle_s` seconds (a hit touches its snapshot);
+ * leftovers of interrupted installs (*.partial) older than a day go too.
+ * Does nothing when Redis is unavailable. *removed counts what went. */
+int kiwi_cache_gc_snapshots (kiwi_cache *c, const char *state_dir, int64_t idle_s, int *removed);
+
 #endif

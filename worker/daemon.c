@@ -123,6 +123,7 @@ struct daemon {
     int64_t started_ms;
     /* egress checks: the last result of each, from the check process */
     ev_timer egress_timer;
+    ev_timer gc_timer2;
     ev_child egress_child;
     ev_io egress_io;
     int egress_fd;
@@ -1403,6 +1404,32 @@ egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     ev_child_start (loop, &d->egress_child);
 }
 
+/* ---------- snapshot clean-up ---------- */
+
+static void
+gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
+{
+    ev_child_stop (loop, w);
+    free (w);
+}
+
+/* Every so often a process of its own removes the snapshots whose cache
+ * entries expired (kiwi-worker --gc-snapshots). */
+static void
+gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (!d->redis_ok || d->draining)
+        return;
+    char *argv[] = { (char *) d->self_exe, (char *) "--gc-snapshots", NULL };
+    pid_t pid;
+    if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
+        return;
+    ev_child *c = calloc (1, sizeof *c);
+    ev_child_init (c, gc_child_cb, pid, 0);
+    ev_child_start (loop, c);
+}
+
 /* ---------- set-up ---------- */
 
 static rd_kafka_conf_t *
@@ -1535,6 +1562,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     timer_start (&d, &d.redis_timer, redis_timer_cb, 2.0, 2.0);
     timer_start (&d, &d.wait_timer, wait_timer_cb, 1.0, 1.0);
     timer_start (&d, &d.egress_timer, egress_timer_cb, 1.0, (double) cfg->egress_interval_s);
+    timer_start (&d, &d.gc_timer2, gc_timer_cb, 60.0, 600.0);
     kiwi_info ("worker %s: %d slot(s), tasks from %s (group %s) at %s", cfg->worker_id, d.nslots, cfg->topic_tasks,
                cfg->group, cfg->brokers);
 

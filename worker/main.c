@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "cache.h"
 #include "egress.h"
 #include "log.h"
 #include "pipeline.h"
@@ -39,6 +40,7 @@ usage (FILE *out)
              "  --help-config      every setting: flag, environment variable, default, accepted values\n"
              "  --print-config     the effective settings, then exit\n"
              "  --egress-check     run the egress checks once, one JSON line each (exit 0 when all hold)\n"
+             "  --gc-snapshots     remove install snapshots whose cache entries expired, then exit\n"
              "  --version          print the version\n"
              "\n"
              "Settings come from defaults, the config file, the environment, then flags.\n"
@@ -49,7 +51,7 @@ int
 main (int argc, char **argv)
 {
     const char *once = NULL;
-    int task_child = 0, print_config = 0, egress_check = 0;
+    int task_child = 0, print_config = 0, egress_check = 0, gc = 0;
     /* the mode flags first; the rest are settings */
     char **rest = calloc ((size_t) argc + 1, sizeof *rest);
     int nrest = 0;
@@ -71,6 +73,8 @@ main (int argc, char **argv)
             task_child = 1;
         else if (strcmp (argv[i], "--egress-check") == 0)
             egress_check = 1;
+        else if (strcmp (argv[i], "--gc-snapshots") == 0)
+            gc = 1;
         else if (strcmp (argv[i], "--print-config") == 0)
             print_config = 1;
         else if (strcmp (argv[i], "--once") == 0 && i + 1 < argc)
@@ -106,6 +110,17 @@ main (int argc, char **argv)
         status = kiwi_pipeline_child_main (&cfg);
     else if (egress_check)
         status = kiwi_egress_check_main (&cfg);
+    else if (gc) {
+        kiwi_cache *c = kiwi_cache_open (cfg.redis_host, (int) cfg.redis_port, cfg.cache_ttl_s, cfg.cache_fail_ttl_s);
+        int removed = 0;
+        kiwi_cache_gc_snapshots (c, cfg.state_dir, 600, &removed);
+        if (!kiwi_cache_available (c))
+            kiwi_warn ("snapshot clean-up skipped: %s", kiwi_cache_error (c));
+        else
+            kiwi_info ("snapshot clean-up: %d expired snapshot(s) removed", removed);
+        kiwi_cache_close (c);
+        status = 0;
+    }
     else if (once)
         status = kiwi_pipeline_once_main (&cfg, once);
     else {

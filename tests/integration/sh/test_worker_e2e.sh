@@ -65,6 +65,18 @@ mirror="${KIWI_STATE_DIR:-/var/lib/kiwi}/mirrors/$(python3 -c 'import hashlib,sy
 [ -d "$mirror" ] || fail "no mirror at $mirror"
 log "second task fixed from the same mirror ($mirror)"
 
+# snapshots whose cache entries expired are removed from disk; live ones stay
+gcstate="$TMP/gc-state"
+mkdir -p "$gcstate/snapshots/expired-$RUN_ID" "$gcstate/snapshots/live-$RUN_ID" "$gcstate/snapshots/fresh-$RUN_ID"
+touch -d '2 hours ago' "$gcstate/snapshots/expired-$RUN_ID" "$gcstate/snapshots/live-$RUN_ID"
+redis-cli -h "$KIWI_REDIS_HOST" -p "$KIWI_REDIS_PORT" HSET "kiwi:install:live-$RUN_ID" status ok >/dev/null
+KIWI_STATE_DIR="$gcstate" "$WORKER" --gc-snapshots >"$TMP/gc.log" 2>&1
+redis-cli -h "$KIWI_REDIS_HOST" -p "$KIWI_REDIS_PORT" DEL "kiwi:install:live-$RUN_ID" >/dev/null
+[ ! -e "$gcstate/snapshots/expired-$RUN_ID" ] || fail "an expired snapshot was kept: $(cat "$TMP/gc.log")"
+[ -d "$gcstate/snapshots/live-$RUN_ID" ] || fail "a live snapshot was removed"
+[ -d "$gcstate/snapshots/fresh-$RUN_ID" ] || fail "a recently used snapshot was removed"
+log "snapshot clean-up: expired removed, live and recently used kept"
+
 # the heartbeat carries the worker's state and, once run, its egress checks
 for _ in $(seq 1 30); do
   kiwi_cli tail heartbeats >"$TMP/hb.jsonl" || true
