@@ -1175,6 +1175,11 @@ rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_
                 wp = &w->next;
         }
     }
+    /* librdkafka keeps a partition's pause through an unassign and a later
+     * assign: resume what is revoked, or a partition that comes back is
+     * never fetched again (d->paused starts false on every assign) */
+    rd_kafka_resume_partitions (rk, parts);
+    d->paused = false;
     rd_kafka_assign (rk, NULL);
     if (d->assignment) {
         rd_kafka_topic_partition_list_destroy (d->assignment);
