@@ -348,15 +348,34 @@ test_corpus (void **state)
     double total = (double) (now_ms () - t0) / 1000.0;
 
     int bad = 0;
-    printf ("\n%-24s | %-34s | %-40s | %-34s | %-7s | %-38s | %-14s | %s\n", "repository", "test command",
-            "install command", "image", "swapped", "classification", "outcome", "");
-    for (int k = 0; k < 220; k++)
-        putchar ('-');
-    putchar ('\n');
+    /* the table, columns as wide as their widest cell */
+    static const char *const head[] = { "repository", "test command", "install command", "image", "swapped",
+                                        "classification", "outcome" };
+    int w[7];
+    for (int k = 0; k < 7; k++)
+        w[k] = (int) strlen (head[k]);
     for (size_t i = 0; i < nr; i++) {
-        printf ("%-24s | %-34s | %-40s | %-34s | %-7s | %-38s | %-14s | %s%s%s (%.0fs)\n", rows[i].repo,
-                rows[i].command, rows[i].install, rows[i].image, rows[i].swapped, rows[i].cls, rows[i].outcome,
-                rows[i].ok ? "" : "MISMATCH: ", rows[i].ok ? "" : rows[i].why, rows[i].detail, rows[i].secs);
+        const char *cells[7] = { rows[i].repo, rows[i].command, rows[i].install, rows[i].image, rows[i].swapped,
+                                 rows[i].cls, rows[i].outcome };
+        for (int k = 0; k < 7; k++)
+            if ((int) strlen (cells[k]) > w[k])
+                w[k] = (int) strlen (cells[k]);
+    }
+    printf ("\n");
+    for (int k = 0; k < 7; k++)
+        printf ("%-*s | ", w[k], head[k]);
+    printf ("detail\n");
+    for (int k = 0; k < 7; k++)
+        for (int j = 0; j < w[k] + 3; j++)
+            putchar ('-');
+    printf ("------\n");
+    for (size_t i = 0; i < nr; i++) {
+        const char *cells[7] = { rows[i].repo, rows[i].command, rows[i].install, rows[i].image, rows[i].swapped,
+                                 rows[i].cls, rows[i].outcome };
+        for (int k = 0; k < 7; k++)
+            printf ("%-*s | ", w[k], cells[k]);
+        printf ("%s%s%s%s(%.0f s)\n", rows[i].ok ? "" : "MISMATCH: ", rows[i].ok ? "" : rows[i].why, rows[i].detail,
+                rows[i].detail[0] ? " " : "", rows[i].secs);
         if (!rows[i].ok)
             bad++;
     }
