@@ -1744,12 +1744,41 @@ version_note (const kiwi_image_resolution *r, char *buf, size_t cap)
                   r->requirement);
 }
 
+/* True if `dir` holds a marker file of `runtime`. */
+static bool
+has_runtime_marker (const char *root, const char *dir, const char *runtime)
+{
+    for (size_t r = 0; r < sizeof runtime_markers / sizeof runtime_markers[0]; r++) {
+        if (strcmp (runtime_markers[r].runtime, runtime) != 0)
+            continue;
+        for (size_t f = 0; runtime_markers[r].files[f]; f++) {
+            cleanup_free char *rel = kiwi__path_join (dir, runtime_markers[r].files[f]);
+            if (rel && kiwi__has_file (root, rel))
+                return true;
+        }
+    }
+    return false;
+}
+
 int
 kiwi_image_for_runtime (const char *root, const char *dir, const char *runtime, const char *requirement,
                         const kiwi_image_catalog *cat, kiwi_image_resolution *out, kiwi_error_t *err)
 {
     memset (out, 0, sizeof *out);
-    int rc = choose_for_runtime (root, dir ? dir : "", runtime, requirement, "the failure", cat, out, err);
+    /* the runtime's own project: `dir`, the root, or the first directory
+     * one level down with its markers (a frontend in web/) */
+    cleanup_free char *found = NULL;
+    if (dir == NULL || !has_runtime_marker (root, dir, runtime)) {
+        if (!has_runtime_marker (root, "", runtime)) {
+            char **subs = kiwi__subdirs (root);
+            for (size_t i = 0; subs && subs[i] && found == NULL; i++)
+                if (has_runtime_marker (root, subs[i], runtime))
+                    found = strdup (subs[i]);
+            kiwi__strv_free_raw (subs);
+        }
+        dir = found ? found : "";
+    }
+    int rc = choose_for_runtime (root, dir, runtime, requirement, "the failure", cat, out, err);
     if (rc <= 0) {
         kiwi_image_resolution_clear (out);
         return rc;

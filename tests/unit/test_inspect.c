@@ -828,6 +828,14 @@ test_step0_decisions (void **state)
     /* a missing runtime: the command's runtime, with its own markers */
     c = cls (KIWI_FAILURE_MISSING_RUNTIME, "make-not-found", "command", "node", NULL, NULL);
     decide (r, "make test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/node:22", "not in kiwi/python:3.11");
+    /* the new runtime's project one level down brings its own version */
+    char *w = repo_new ();
+    put (w, "requirements.txt", "pytest==8.3.3\n");
+    put (w, "Makefile", "test:\n\tcd web && node --test\n");
+    put (w, "web/package.json", "{}");
+    put (w, "web/.nvmrc", "18\n");
+    decide (w, "make test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/node:18", "web/.nvmrc asks for 18");
+    repo_free (w);
     /* a missing dependency of the image's own runtime is honest */
     c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "pytest", NULL, NULL);
     decide (r, "make test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "missing dependency");
