@@ -1013,6 +1013,7 @@ dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
     dl.offset = m->offset;
     dl.original = m->payload;
     dl.original_len = m->len;
+    dl.has_key = m->key != NULL;
     dl.key = m->key;
     dl.key_len = m->key_len;
     dl.ts = kiwi_now_ms ();
@@ -1028,6 +1029,7 @@ dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
         kiwi_error_free (&err);
         dl.original = NULL;
         dl.original_len = 0;
+        dl.has_key = false;
         dl.reason = (char *) "undecodable task too large to copy into the dead-letter topic";
         kiwi_deadletter_encode (&dl, &buf, &len, &err);
     }
