@@ -108,9 +108,14 @@ def what(e):
     if ph == "accepted":
         return p.get("status") or "worker " + str(p.get("worker", ""))
     if ph == "install":
-        return f"{p.get('status')} (cached: {p.get('cached')})"
+        return p.get("status", "") + (" (cached)" if p.get("cached") else "") + \
+            (f": {p.get('command')}" if p.get("command") else f": {p.get('reason', '')}")
     if ph == "step0":
-        return f"exit {p.get('exit_code')}, {p.get('classification')} in {p.get('image')}"
+        c = p.get("classification") or {}
+        cls = c.get("class", "") if isinstance(c, dict) else str(c)
+        return (f"{p.get('status')}: exit {p.get('exit_code')} in {p.get('image')}"
+                + (f", classified {cls}" if cls and cls != "none" else ", an honest test failure")
+                + (" (image swapped)" if p.get("swapped") else ""))
     if ph == "round":
         v = "passed" if (p.get("verify") or {}).get("passed") else "failed"
         return (f"round {p.get('round')}: {', '.join(p.get('actions', []))} -> verify {v}; "
