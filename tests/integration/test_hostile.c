@@ -1591,7 +1591,9 @@ hx_assert_bomb (hx *h, const char *how, const kiwi_exec_result *r, int64_t pids,
     if (strstr (out, "fork: retry: Resource temporarily unavailable") == NULL
         && strstr (out, "fork: Resource temporarily unavailable") == NULL)
         fail_msg ("%s: %s: no fork failure in the output:\n%.4000s", h->c->runtime, how, out);
-    if (!r->timed_out || r->exit_code != -1 || r->duration_ms > timeout_ms + 30000)
+    /* gVisor tears a sandbox full of processes down slowly on a loaded
+     * machine: the deadline must have ended it, within a generous margin */
+    if (!r->timed_out || r->exit_code != -1 || r->duration_ms > timeout_ms + 90000)
         fail_msg ("%s: %s: not ended by the deadline: timed_out %d, exit %d, %lld ms", h->c->runtime, how,
                   r->timed_out, r->exit_code, (long long) r->duration_ms);
 }
@@ -1888,11 +1890,17 @@ test_symlinks (void **state)
                                             { "evildir", "/root" },
                                             { "escape-rel", "../../../../../../../../etc/passwd" },
                                             { "secret-rel", "../outside/secret.txt" } };
-    for (size_t i = 0; i < (relative_refused ? 2 : 4); i++) {
+    /* relative links that climb out of the repository are left out by
+     * kiwi_phase_put_tree (dockerd would refuse the whole archive): never
+     * present, the absolute ones always */
+    (void) relative_refused;
+    for (size_t i = 0; i < 4; i++) {
         char l[256];
         snprintf (l, sizeof l, "LINK %s %s\n", fixed[i][0], fixed[i][1]);
-        if (strstr (out, l) == NULL)
+        if (i < 2 && strstr (out, l) == NULL)
             fail_msg ("%s: missing `%s`", h->c->runtime, l);
+        if (i >= 2 && strstr (out, l) != NULL)
+            fail_msg ("%s: `%s` climbs out of the repository and should have been left out", h->c->runtime, l);
     }
     char l[600];
     snprintf (l, sizeof l, "LINK secret-file %s/secret.txt\n", h->outside);
