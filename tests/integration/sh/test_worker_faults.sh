@@ -323,6 +323,12 @@ part_kafka() {
     kill -0 "$(eval echo "\$WORKER_PID_$v")" 2>/dev/null || fail "worker $v died"
   done
   exactly_one_result not_fixed "${ids[@]}"
+  # what the workers went through
+  local what
+  for what in "revoked [0-9]+ partition" "assigned [0-9]+ partition" "delivery to .* failed" \
+    "publishing it again" "its result stands" "commit .*: "; do
+    log "  workers' log lines matching '$what': $(cat "$TMP/worker-a.log" "$TMP/worker-b.log" | grep -cE "$what" || true)"
+  done
   passed=$((passed + 1))
   stop_workers
 }
