@@ -73,6 +73,26 @@ kiwi_strv_env_get (const kiwi_strv *s, const char *key)
     return NULL;
 }
 
+char *
+kiwi_strv_join_lines (const kiwi_strv *s)
+{
+    size_t total = 1;
+    for (size_t i = 0; i < s->n; i++)
+        total += strlen (s->v[i]) + 1;
+    char *out = malloc (total);
+    if (out == NULL)
+        return NULL;
+    char *p = out;
+    for (size_t i = 0; i < s->n; i++) {
+        size_t l = strlen (s->v[i]);
+        memcpy (p, s->v[i], l);
+        p[l] = '\n';
+        p += l + 1;
+    }
+    *p = '\0';
+    return out;
+}
+
 void
 kiwi_strv_free (kiwi_strv *s)
 {

@@ -32,6 +32,10 @@ bool kiwi_strv_contains (const kiwi_strv *s, const char *str);
 /* For "KEY=VALUE" vectors: the entry whose key is `key`, or NULL. */
 const char *kiwi_strv_env_get (const kiwi_strv *s, const char *key);
 
+/* The strings, each followed by a newline, in one new string (empty when
+ * the vector is). Caller frees; NULL on allocation failure. */
+char *kiwi_strv_join_lines (const kiwi_strv *s);
+
 void kiwi_strv_free (kiwi_strv *s);
 
 #define cleanup_strv __attribute__ ((cleanup (kiwi_strv_free)))

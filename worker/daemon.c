@@ -87,6 +87,15 @@ typedef struct waiting {
     int64_t next_look_ms;
 } waiting;
 
+static void
+waiting_free (waiting *w)
+{
+    free (w->task_id);
+    free (w->raw);
+    free (w->from.topic);
+    free (w);
+}
+
 /* In-flight offsets of one partition, in order. */
 typedef struct tracker {
     struct tracker *next;
@@ -1169,10 +1178,7 @@ rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_
             waiting *w = *wp;
             if (w->from.partition == p && strcmp (w->from.topic, topic) == 0) {
                 *wp = w->next;
-                free (w->task_id);
-                free (w->raw);
-                origin_clear (&w->from);
-                free (w);
+                waiting_free (w);
             } else
                 wp = &w->next;
         }
@@ -1271,10 +1277,7 @@ signal_cb (struct ev_loop *loop, ev_signal *w, int revents)
     while (d->waiting) {
         waiting *wt = d->waiting;
         d->waiting = wt->next;
-        free (wt->task_id);
-        free (wt->raw);
-        origin_clear (&wt->from);
-        free (wt);
+        waiting_free (wt);
     }
     if (d->busy == 0) {
         ev_break (loop, EVBREAK_ALL);

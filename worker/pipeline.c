@@ -133,21 +133,6 @@ typedef struct install_ctx {
     int64_t deadline_ms;
 } install_ctx;
 
-static char *
-join_argv (const kiwi_strv *argv)
-{
-    size_t total = 1;
-    for (size_t i = 0; i < argv->n; i++)
-        total += strlen (argv->v[i]) + 1;
-    char *s = calloc (1, total);
-    for (size_t i = 0; s && i < argv->n; i++) {
-        if (i)
-            strcat (s, " ");
-        strcat (s, argv->v[i]);
-    }
-    return s;
-}
-
 /* Phase A for `in`, or the cached snapshot of an identical install (the
  * cache key holds the lockfiles, the image, the command and the driver).
  * Step 0 calls it for the first image and again after a swap. A failed
@@ -169,7 +154,6 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
         return 0;
     }
     const char *key = in->cache_key;
-    cleanup_free char *cmdline = join_argv (&in->install.argv);
     kiwi_install_entry e;
     int hit = kiwi_cache_get_install (c->cache, key, &e);
     if (hit == 1) {
@@ -233,7 +217,6 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
     }
     kiwi_cache_put_install (c->cache, key, true, snapdir, "ok");
     *snapshot = strdup (snapdir);
-    (void) cmdline;
     return 0;
 }
 

@@ -135,14 +135,7 @@ repo_map (const session *s)
     kiwi_error_t err = NULL;
     kiwi_ws_list (s->env->workspace, "", 4, MAP_ENTRIES, &files, &err);
     kiwi_error_free (&err);
-    size_t total = 1;
-    for (size_t i = 0; i < files.n; i++)
-        total += strlen (files.v[i]) + 1;
-    char *out = malloc (total);
-    out[0] = '\0';
-    char *p = out;
-    for (size_t i = 0; i < files.n; i++)
-        p += sprintf (p, "%s\n", files.v[i]);
+    char *out = kiwi_strv_join_lines (&files);
     kiwi_strv_free (&files);
     return out;
 }
@@ -248,14 +241,7 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
             goto fail;
         if (kiwi_ws_list (root, path ? path : "", depth, 500, &files, &err) < 0)
             goto fail;
-        size_t total = 1;
-        for (size_t i = 0; i < files.n; i++)
-            total += strlen (files.v[i]) + 1;
-        out = malloc (total);
-        out[0] = '\0';
-        char *p = out;
-        for (size_t i = 0; i < files.n; i++)
-            p += sprintf (p, "%s\n", files.v[i]);
+        out = kiwi_strv_join_lines (&files);
         kiwi_strv_free (&files);
         kiwi_strv_addf (&s->actions, "list %s", path && *path ? path : ".");
         return out;
@@ -310,16 +296,7 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
             goto fail;
         if (kiwi_ws_search (root, path ? path : "", text, 200, &hits, &err) < 0)
             goto fail;
-        size_t total = 32;
-        for (size_t i = 0; i < hits.n; i++)
-            total += strlen (hits.v[i]) + 1;
-        out = malloc (total);
-        char *p = out;
-        *p = '\0';
-        for (size_t i = 0; i < hits.n; i++)
-            p += sprintf (p, "%s\n", hits.v[i]);
-        if (hits.n == 0)
-            strcpy (out, "no matches\n");
+        out = hits.n ? kiwi_strv_join_lines (&hits) : strdup ("no matches\n");
         kiwi_strv_free (&hits);
         kiwi_strv_addf (&s->actions, "search %.60s", text ? text : "");
         return out;
