@@ -51,12 +51,37 @@ fi
 labels=(-L unit)
 [ "$unit_only" = 1 ] || labels=()
 
+# failure_digest DIR: after a failed ctest, the reason of each failed test
+# in a few lines, printed last so that it survives a log cut in the middle
+# (the whole output of every test stays in DIR/Testing/Temporary/LastTest.log)
+failure_digest() {
+  local dir=$1 log=$1/Testing/Temporary/LastTest.log failed=$1/Testing/Temporary/LastTestsFailed.log
+  [ -f "$failed" ] && [ -f "$log" ] || return 0
+  echo "==> why each test failed ($dir; the whole output: $log)"
+  local name
+  while IFS=: read -r _ name; do
+    echo "--- $name"
+    awk -v t="$name" '
+      $0 ~ "^[0-9]+/[0-9]+ Testing: " { inside = ($3 == t); n = 0; err = 0; next }
+      !inside || n >= 60 || /^Command: / { next }
+      /^\[  ERROR   \]/ { err = 1 }
+      err || /^\[  FAILED  \]/ || /Sanitizer|runtime error|^SUMMARY:|FAIL: |Failure!|Timeout|Segmentation|Test Failed|Exception/ {
+        print "  " substr($0, 1, 400); n++
+      }
+      /^\[   LINE   \]/ { err = 0 }
+    ' "$log"
+  done <"$failed"
+}
+
 build_and_test() { # DIR [cmake args...]
   # explicit checks: errexit does not apply inside a function called from `if`
   local dir=$1; shift
   cmake -S "$root" -B "$root/$dir" -G Ninja "$@" >/dev/null || return 1
   ninja -C "$root/$dir" || return 1
-  (cd "$root/$dir" && ctest --output-on-failure --timeout 900 --no-tests=error "${labels[@]}" "${ctest_extra[@]}") || return 1
+  if ! (cd "$root/$dir" && ctest --output-on-failure --timeout 900 --no-tests=error "${labels[@]}" "${ctest_extra[@]}"); then
+    failure_digest "$root/$dir"
+    return 1
+  fi
 }
 
 stage "build+test (release)" build_and_test build
