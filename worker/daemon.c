@@ -1381,6 +1381,21 @@ egress_child_cb (struct ev_loop *loop, ev_child *w, int revents)
     egress_evaluate (d);
 }
 
+/* On the way out: the check in flight is cancelled and given 20 s to
+ * destroy its sandbox, so that a stopped worker leaves no container. */
+static void
+stop_egress_check (pid_t pid)
+{
+    kill (pid, SIGTERM);
+    for (int i = 0; i < 200; i++) {
+        pid_t r = waitpid (pid, NULL, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        usleep (100000);
+    }
+    kiwi_warn ("egress checks: process %d still running 20 s after SIGTERM; left to finish on its own", (int) pid);
+}
+
 static void
 egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -1615,7 +1630,7 @@ out:
         rd_kafka_topic_partition_list_destroy (d.assignment);
     tracker_free_all (&d);
     if (d.egress_pid > 0)
-        kill (d.egress_pid, SIGTERM);
+        stop_egress_check (d.egress_pid);
     json_decref (d.egress);
     for (int i = 0; i < d.nslots; i++) {
         kiwi_frame_reader_clear (&d.slots[i].reader);

@@ -4,7 +4,9 @@
 #include "egress.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -156,9 +158,36 @@ out:
     return ok;
 }
 
+static volatile int stop_flag;
+
+static void
+on_term (int sig)
+{
+    (void) sig;
+    stop_flag = 1;
+}
+
+/* SIGTERM (the worker stopping, or gone: PR_SET_PDEATHSIG) cancels the
+ * check in flight; its sandbox is still destroyed on the way out, and no
+ * further check starts. A report to a worker that is gone fails quietly
+ * (SIGPIPE ignored) rather than killing the process before the clean-up. */
+static void
+install_signals (void)
+{
+    struct sigaction sa = { 0 };
+    sa.sa_handler = on_term;
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGINT, &sa, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    prctl (PR_SET_PDEATHSIG, SIGTERM);
+    kiwi_sandbox_set_cancel (&stop_flag);
+}
+
 int
 kiwi_egress_check_main (const kiwi_worker_config *cfg)
 {
+    install_signals ();
     kiwi_error_t err = NULL;
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
     kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
@@ -174,12 +203,21 @@ kiwi_egress_check_main (const kiwi_worker_config *cfg)
         kiwi_error_free (&err);
         return 1;
     }
-    bool b = phase_b (env, cfg, detail, sizeof detail);
-    report ("phase_b_isolated", b, detail);
-    bool m = metadata (detail, sizeof detail);
-    report ("metadata_blocked", m, detail);
-    bool a = phase_a (env, cfg, detail, sizeof detail);
-    report ("phase_a_https", a, detail);
+    bool b = false, m = false, a = false;
+    if (!stop_flag) {
+        b = phase_b (env, cfg, detail, sizeof detail);
+        report ("phase_b_isolated", b, detail);
+    }
+    if (!stop_flag) {
+        m = metadata (detail, sizeof detail);
+        report ("metadata_blocked", m, detail);
+    }
+    if (!stop_flag) {
+        a = phase_a (env, cfg, detail, sizeof detail);
+        report ("phase_a_https", a, detail);
+    }
     kiwi_sandbox_env_close (env);
+    if (stop_flag)
+        return 75; /* cancelled: the sandbox in flight was destroyed */
     return b && m && a ? 0 : 1;
 }

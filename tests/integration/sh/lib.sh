@@ -46,6 +46,14 @@ need_services() {
   fi
 }
 
+DOCKER=(docker -H "unix://${KIWI_DOCKER_SOCKET:-/var/run/docker.sock}")
+# container_ids LABEL=VALUE...: sandbox containers with every label, running or not
+container_ids() {
+  local f=() l
+  for l in "$@"; do f+=(--filter "label=$l"); done
+  "${DOCKER[@]}" ps -aq "${f[@]}" 2>/dev/null || true
+}
+
 # free_port: an unused loopback port.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -2,7 +2,8 @@
 # test_worker_egress.sh: the worker's egress checks in its heartbeat, and
 # what a failed isolation check does: without the host's metadata rules the
 # worker reports itself degraded, says why, and takes no new task; once the
-# rules are applied the checks pass and the waiting task is taken and done.
+# rules are applied the checks pass and the waiting task is taken and done;
+# a worker stopped in the middle of a check leaves no sandbox behind.
 . "$(dirname "$0")/lib.sh"
 need_services
 EGRESS="$ROOT/ops/egress/egress.sh"
@@ -60,4 +61,22 @@ kiwi_cli wait "$id" --timeout 120 >"$TMP/result.json" || fail "the task was not 
 [ "$(hb_field 'checks["metadata_blocked"]["ok"]')" = True ] || fail "metadata_blocked still fails with the rules"
 [ "$(hb_field 'h["degraded"]')" = False ] || fail "still degraded: $(hb_field 'h.get("degraded_reason")')"
 log "rules applied: checks pass, the task was taken and fixed"
-echo "1 passed, 0 failed"
+
+# 3. a worker stopped while an egress check has its sandbox up leaves no
+#    container behind: the check is cancelled, its sandbox destroyed, and
+#    the worker waits for that before it exits
+worker_start b KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+caught=""
+for _ in $(seq 1 600); do
+  caught=$(container_ids "org.kiwi.worker=$RUN_ID-b" "org.kiwi.task=egress-check")
+  [ -n "$caught" ] && break
+  sleep 0.1
+done
+[ -n "$caught" ] || fail "no egress-check sandbox of $RUN_ID-b seen in 60 s"
+kill "$WORKER_PID_b"
+for _ in $(seq 1 160); do kill -0 "$WORKER_PID_b" 2>/dev/null || break; sleep 0.25; done
+kill -0 "$WORKER_PID_b" 2>/dev/null && fail "worker b still runs 40 s after SIGTERM"
+left=$(container_ids "org.kiwi.worker=$RUN_ID-b")
+[ -z "$left" ] || fail "worker b stopped during an egress check and left container(s): $(echo $left)"
+log "stopped during an egress check (sandbox $(echo $caught | cut -c1-12)): no container left"
+echo "2 passed, 0 failed"

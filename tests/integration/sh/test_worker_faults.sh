@@ -35,7 +35,6 @@ need_services
 PARTS=${*:-kill kafka redis dlq}
 BASE_RUN=$RUN_ID
 STACK="$ROOT/ops/stack.sh"
-DOCKER=(docker -H "unix://${KIWI_DOCKER_SOCKET:-/var/run/docker.sock}")
 STOPPED=" "   # services this test stopped; started again on exit
 
 restore_services() {
@@ -193,10 +192,6 @@ if bad:
     sys.exit(1)
 print(f"  {len(want)} task(s), {len(res)} result(s): exactly one each")
 PY
-}
-
-container_ids() { # container_ids LABEL=VALUE: sandbox containers, running or not
-  "${DOCKER[@]}" ps -aq --filter "label=$1" 2>/dev/null || true
 }
 
 WORKER_ENV=(KIWI_LEASE_TTL=5 KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_DRAIN_TIMEOUT=10)
