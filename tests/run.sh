@@ -65,7 +65,7 @@ failure_digest() {
       $0 ~ "^[0-9]+/[0-9]+ Testing: " { inside = ($3 == t); n = 0; err = 0; next }
       !inside || n >= 60 || /^Command: / { next }
       /^\[  ERROR   \]/ { err = 1 }
-      err || /^\[  FAILED  \]/ || /Sanitizer|runtime error|^SUMMARY:|FAIL: |Failure!|Timeout|Segmentation|Test Failed|Exception/ {
+      err || /^\[  FAILED  \]/ || /^not ok / || /Sanitizer|runtime error|^SUMMARY:|FAIL: |Failure!|Timeout|Segmentation|Test Failed|Exception/ {
         print "  " substr($0, 1, 400); n++
       }
       /^\[   LINE   \]/ { err = 0 }
