@@ -123,6 +123,7 @@ struct daemon {
     int deciding; /* tasks consumed whose Redis look-up has not answered yet */
     bool paused;
     bool draining;
+    bool drain_expired; /* the drain deadline passed: unanswered look-ups no longer hold the exit */
     bool fatal;
     char fatal_msg[512];
     rd_kafka_topic_partition_list_t *assignment;
@@ -705,6 +706,15 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
         finish_slot (d, s);
 }
 
+/* Draining ends when no task runs and no look-up is awaiting its reply
+ * (after the drain deadline, when no task runs). */
+static void
+drain_done_check (daemon_t *d)
+{
+    if (d->draining && d->busy == 0 && (d->deciding == 0 || d->drain_expired))
+        ev_break (d->loop, EVBREAK_ALL);
+}
+
 static void
 finish_slot (daemon_t *d, slot *s)
 {
@@ -722,8 +732,7 @@ finish_slot (daemon_t *d, slot *s)
     s->fd = -1;
     d->busy--;
     update_pause (d);
-    if (d->draining && d->busy == 0)
-        ev_break (d->loop, EVBREAK_ALL);
+    drain_done_check (d);
 }
 
 static void
@@ -813,6 +822,17 @@ spawn_task (daemon_t *d, slot *s)
 static void
 start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased)
 {
+    if (d->draining) {
+        /* its look-up answered after the drain began: not started, not
+         * committed, its lease given back; the next owner takes it */
+        kiwi_info ("task %s: not started: the worker is draining; it will be redelivered", task_id);
+        if (leased)
+            lease_release (d, task_id);
+        free (task_id);
+        free (raw);
+        origin_clear (from);
+        return;
+    }
     slot *s = free_slot (d);
     if (s == NULL) { /* should not happen: consumption pauses before */
         kiwi_warn ("task %s: no free slot; waiting for one", task_id);
@@ -872,6 +892,7 @@ decided (daemon_t *d)
 {
     if (d->deciding > 0)
         d->deciding--;
+    drain_done_check (d);
 }
 
 static void
@@ -886,6 +907,11 @@ decide_free (decide_ctx *c)
 static void
 park (daemon_t *d, decide_ctx *c)
 {
+    if (d->draining) { /* parked tasks are dropped by the drain: uncommitted */
+        decide_free (c);
+        decided (d);
+        return;
+    }
     waiting *w = calloc (1, sizeof *w);
     w->task_id = c->task_id;
     w->raw = c->raw;
@@ -972,6 +998,8 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
 static void
 decide (daemon_t *d, decide_ctx *c)
 {
+    kiwi_info ("task %s: received from %s[%d]@%lld", c->task_id, c->from.topic, (int) c->from.partition,
+               (long long) c->from.offset);
     d->deciding++;
     if (!d->redis_ok) {
         kiwi_warn ("task %s: redis unreachable: running it without a lease or cache", c->task_id);
@@ -1248,6 +1276,8 @@ drain_deadline_cb (struct ev_loop *loop, ev_timer *w, int revents)
         if (d->slots[i].state == SLOT_RUNNING && d->slots[i].pid > 0)
             kill (d->slots[i].pid, SIGTERM); /* the task process removes its sandboxes */
     ev_timer_stop (loop, w);
+    d->drain_expired = true;
+    drain_done_check (d); /* when only look-ups Redis did not answer were left */
 }
 
 static void
@@ -1279,7 +1309,7 @@ signal_cb (struct ev_loop *loop, ev_signal *w, int revents)
         d->waiting = wt->next;
         waiting_free (wt);
     }
-    if (d->busy == 0) {
+    if (d->busy == 0 && d->deciding == 0) {
         ev_break (loop, EVBREAK_ALL);
         return;
     }
@@ -1616,6 +1646,8 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     kiwi_info ("closing the consumer");
     rd_kafka_consumer_close (d.consumer);
 out:
+    if (d.redis && d.redis_ok)
+        redisAsyncHandleWrite (d.redis); /* lease releases still buffered go out */
     if (d.redis)
         redisAsyncFree (d.redis);
     if (d.cq)

@@ -22,8 +22,12 @@
 #           fields, empty and NULL values) mixed with valid tasks: every
 #           valid task done, exactly 1,000 dead letters, each with a reason,
 #           its source and its original bytes and key (all compared).
+#   drain   SIGTERM while a task's Redis look-up is unanswered (Redis paused
+#           with CLIENT PAUSE) and another task runs: the running one ends,
+#           the looked-up one is not started by the draining worker, and the
+#           next worker does it: exactly one result each.
 #
-# Usage: test_worker_faults.sh [kill] [kafka] [redis] [dlq]   (default: all)
+# Usage: test_worker_faults.sh [kill] [kafka] [redis] [dlq] [drain]   (default: all)
 # Tasks run on tests/fixtures/examples/js-pass, whose tests already pass, so
 # each task ends at step 0 (not_fixed, no model call); a `sleep N` before
 # `npm test` makes one last long enough to be hit by the fault. The test
@@ -32,7 +36,7 @@
 . "$(dirname "$0")/lib.sh"
 need_services
 
-PARTS=${*:-kill kafka redis dlq}
+PARTS=${*:-kill kafka redis dlq drain}
 BASE_RUN=$RUN_ID
 STACK="$ROOT/ops/stack.sh"
 STOPPED=" "   # services this test stopped; started again on exit
@@ -467,10 +471,45 @@ PY
   stop_workers
 }
 
+# ------------------------------------------------------------------ drain
+# A task whose Redis look-up is still unanswered when the worker is told to
+# stop is not started by the draining worker: it stays uncommitted, its
+# lease is given back, and the next worker does it.
+part_drain() {
+  part drain
+  worker_start a KIWI_SLOTS=2 "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  local long quick
+  long=$(submit_task js-pass-1 "KIWI_FAULT=$RUN_ID-long sleep 4 && npm test")
+  for _ in $(seq 1 240); do grep -q "task $long: started" "$TMP/worker-a.log" && break; sleep 0.25; done
+  grep -q "task $long: started" "$TMP/worker-a.log" || fail "$long was not started"
+  # Redis holds every reply for 5 s: the next task's look-up stays in flight
+  redis-cli -h "${KIWI_REDIS_HOST:-127.0.0.1}" -p "${KIWI_REDIS_PORT:-6379}" CLIENT PAUSE 5000 ALL >/dev/null
+  quick=$(submit_task js-pass-2 "KIWI_FAULT=$RUN_ID-quick npm test")
+  for _ in $(seq 1 40); do grep -q "task $quick: received" "$TMP/worker-a.log" && break; sleep 0.1; done
+  grep -q "task $quick: received" "$TMP/worker-a.log" || fail "$quick was not received within 4 s of Redis pausing"
+  kill "$WORKER_PID_a"
+  log "SIGTERM to worker a while the look-up of $quick waits for Redis; $long runs"
+  for _ in $(seq 1 240); do kill -0 "$WORKER_PID_a" 2>/dev/null || break; sleep 0.25; done
+  kill -0 "$WORKER_PID_a" 2>/dev/null && fail "worker a still runs 60 s after SIGTERM"
+  unset WORKER_PID_a
+  ! grep -q "task $quick: started" "$TMP/worker-a.log" || fail "the draining worker started $quick"
+  grep -q "task $quick: not started: the worker is draining" "$TMP/worker-a.log" \
+    || fail "no word of $quick in the draining worker's log"
+  log "$(grep -o "task $quick: not started.*" "$TMP/worker-a.log")"
+  worker_start b KIWI_SLOTS=2 "${WORKER_ENV[@]}"
+  wait_results 150 "$long" "$quick"
+  sleep 2 # a late duplicate would show here
+  exactly_one_result not_fixed "$long" "$quick"
+  grep -q "task $quick: started" "$TMP/worker-b.log" || fail "worker b never started $quick"
+  passed=$((passed + 1))
+  stop_workers
+}
+
 for p in $PARTS; do
   case "$p" in
-    kill | kafka | redis | dlq) "part_$p" ;;
-    *) fail "unknown part $p (kill kafka redis dlq)" ;;
+    kill | kafka | redis | dlq | drain) "part_$p" ;;
+    *) fail "unknown part $p (kill kafka redis dlq drain)" ;;
   esac
 done
 echo "$passed passed, 0 failed"
