@@ -46,6 +46,7 @@ extern char **environ;
 typedef enum { SLOT_FREE = 0, SLOT_STARTING, SLOT_RUNNING, SLOT_PUBLISHING } slot_state;
 
 typedef struct daemon daemon_t;
+static void pump_ready (daemon_t *d);
 
 /* Where a message came from, so its offset can be committed later. */
 typedef struct origin {
@@ -121,6 +122,11 @@ struct daemon {
     slot *slots;
     int nslots, busy;
     int deciding; /* tasks consumed whose Redis look-up has not answered yet */
+    /* consumed while every slot was taken: started (looked up) in order as
+     * slots free, so a freed slot does not wait for Kafka (up to
+     * KIWI_LOOKAHEAD of them; uncommitted, dropped on a drain or revoke) */
+    struct decide_ctx *ready_head, *ready_tail;
+    int nready;
     bool paused;
     bool draining;
     bool drain_expired; /* the drain deadline passed: unanswered look-ups no longer hold the exit */
@@ -473,12 +479,18 @@ set_paused (daemon_t *d, bool pause)
     kiwi_debug ("%s consumption (%d of %d slots busy)", pause ? "paused" : "resumed", d->busy, d->nslots);
 }
 
+/* Tasks taken from Kafka beyond the free slots. The partitions are this
+ * worker's alone until a rebalance, so holding the next task costs no other
+ * worker anything; it saves the fetch after a resume (librdkafka 2.0.2
+ * takes up to 0.5 s to fetch again, most of a short task's time). */
+#define KIWI_LOOKAHEAD 1
+
 static bool
 want_tasks (daemon_t *d)
 {
     if (d->isolation_failed && d->cfg->egress_stop_when_degraded)
         return false;
-    return !d->draining && d->busy + d->deciding + (d->waiting ? 1 : 0) < d->nslots;
+    return !d->draining && d->busy + d->deciding + (d->waiting ? 1 : 0) + d->nready < d->nslots + KIWI_LOOKAHEAD;
 }
 
 static void
@@ -731,6 +743,7 @@ finish_slot (daemon_t *d, slot *s)
     s->generation = gen;
     s->fd = -1;
     d->busy--;
+    pump_ready (d);
     update_pause (d);
     drain_done_check (d);
 }
@@ -883,6 +896,7 @@ typedef struct decide_ctx {
     char *raw;
     size_t raw_len;
     origin from;
+    struct decide_ctx *next; /* in d->ready_head */
 } decide_ctx;
 
 /* A decision ended (a slot, parked, or nothing to do): its place counts
@@ -924,6 +938,7 @@ park (daemon_t *d, decide_ctx *c)
     c->from.topic = NULL;
     decide_free (c);
     decided (d);
+    pump_ready (d);
     update_pause (d);
 }
 
@@ -981,6 +996,7 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
         }
         decide_free (c);
         decided (d);
+        pump_ready (d);
         update_pause (d);
         return;
     }
@@ -1012,6 +1028,59 @@ decide (daemon_t *d, decide_ctx *c)
     redisAsyncCommand (d->redis, done_cb, c, "HMGET %s%s result published", KIWI_REDIS_DONE_PREFIX, c->task_id);
 }
 
+/* A consumed task: looked up now if a slot is free, else queued. */
+static void
+admit (daemon_t *d, decide_ctx *c)
+{
+    if (d->ready_head == NULL && d->busy + d->deciding < d->nslots) {
+        decide (d, c);
+        return;
+    }
+    kiwi_debug ("task %s: every slot taken; next in line", c->task_id);
+    c->next = NULL;
+    if (d->ready_tail)
+        d->ready_tail->next = c;
+    else
+        d->ready_head = c;
+    d->ready_tail = c;
+    d->nready++;
+}
+
+/* Queued tasks into the slots that are free. */
+static void
+pump_ready (daemon_t *d)
+{
+    while (d->ready_head && !d->draining && d->busy + d->deciding < d->nslots) {
+        decide_ctx *c = d->ready_head;
+        d->ready_head = c->next;
+        if (d->ready_head == NULL)
+            d->ready_tail = NULL;
+        d->nready--;
+        c->next = NULL;
+        decide (d, c);
+    }
+}
+
+/* Queued tasks dropped (uncommitted): all of them, or those of one
+ * partition (topic NULL: all). */
+static void
+drop_ready (daemon_t *d, const char *topic, int32_t partition)
+{
+    decide_ctx **pp = &d->ready_head;
+    d->ready_tail = NULL;
+    while (*pp) {
+        decide_ctx *c = *pp;
+        if (topic == NULL || (c->from.partition == partition && strcmp (c->from.topic, topic) == 0)) {
+            *pp = c->next;
+            d->nready--;
+            decide_free (c);
+        } else {
+            d->ready_tail = c;
+            pp = &c->next;
+        }
+    }
+}
+
 static void
 wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -1034,6 +1103,7 @@ wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
         free (wt);
         decide (d, c);
     }
+    pump_ready (d);
     update_pause (d);
 }
 
@@ -1114,7 +1184,7 @@ on_message (daemon_t *d, rd_kafka_message_t *m)
     c->raw_len = m->len;
     c->from = o;
     kiwi_task_clear (&t);
-    decide (d, c);
+    admit (d, c);
 }
 
 static void
@@ -1201,6 +1271,7 @@ rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_
             } else
                 tp = &t->next;
         }
+        drop_ready (d, topic, p);
         waiting **wp = &d->waiting;
         while (*wp) {
             waiting *w = *wp;
@@ -1303,7 +1374,10 @@ signal_cb (struct ev_loop *loop, ev_signal *w, int revents)
     kiwi_info ("draining: no new tasks; %d in flight get %lld s to finish", d->busy,
                (long long) d->cfg->drain_timeout_s);
     set_paused (d, true);
-    /* parked tasks are not ours to finish: they stay uncommitted */
+    /* parked and queued tasks are not ours to finish: they stay uncommitted */
+    if (d->nready > 0)
+        kiwi_info ("draining: %d task(s) next in line left uncommitted, for redelivery", d->nready);
+    drop_ready (d, NULL, 0);
     while (d->waiting) {
         waiting *wt = d->waiting;
         d->waiting = wt->next;
@@ -1661,6 +1735,7 @@ out:
     if (d.assignment)
         rd_kafka_topic_partition_list_destroy (d.assignment);
     tracker_free_all (&d);
+    drop_ready (&d, NULL, 0);
     if (d.egress_pid > 0)
         stop_egress_check (d.egress_pid);
     json_decref (d.egress);
