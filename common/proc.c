@@ -3,6 +3,8 @@
  */
 #include "proc.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -16,14 +18,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-static long
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 int
 kiwi_proc_run (const char *const *argv, const char *const *envp, const char *cwd, long timeout_ms, size_t cap,
@@ -64,11 +58,11 @@ kiwi_proc_run (const char *const *argv, const char *const *envp, const char *cwd
     }
     char *buf = malloc (cap + 1);
     size_t len = 0;
-    long deadline = timeout_ms > 0 ? now_ms () + timeout_ms : 0;
+    long deadline = timeout_ms > 0 ? kiwi_mono_ms () + timeout_ms : 0;
     for (;;) {
         int wait_ms = -1;
         if (deadline) {
-            long left = deadline - now_ms ();
+            long left = deadline - kiwi_mono_ms ();
             if (left <= 0) {
                 kill (-pid, SIGKILL);
                 res->timed_out = 1;

@@ -17,6 +17,7 @@
 #include "ci.h"
 #include "cleanup.h"
 #include "cli.h"
+#include "clock.h"
 #include "http.h"
 #include "kafka.h"
 #include "log.h"
@@ -271,14 +272,6 @@ drain (int fd)
         ;
 }
 
-static int64_t
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int
 listen_loop (ci_cmd *cc, const char *addr)
 {
@@ -323,8 +316,8 @@ listen_loop (ci_cmd *cc, const char *addr)
     kiwi_info ("stopping on signal %d: no new connections; answering %zu tasks in flight", (int) kiwi_cli_stop,
                cc->pending);
     kiwi_http_server_stop_accepting (cc->srv);
-    int64_t until = now_ms () + (int64_t) cc->s->delivery_timeout * 1000 + 5000;
-    while ((cc->pending > 0 || kiwi_http_server_open_connections (cc->srv) > 0) && now_ms () < until) {
+    int64_t until = kiwi_mono_ms () + (int64_t) cc->s->delivery_timeout * 1000 + 5000;
+    while ((cc->pending > 0 || kiwi_http_server_open_connections (cc->srv) > 0) && kiwi_mono_ms () < until) {
         if (kiwi_http_server_poll (cc->srv, -1, wake[0], 200, &err) < 0)
             goto fail;
         drain (wake[0]);

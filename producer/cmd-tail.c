@@ -13,6 +13,7 @@
 
 #include "cleanup.h"
 #include "cli.h"
+#include "clock.h"
 #include "kafka.h"
 #include "log.h"
 #include "render.h"
@@ -58,14 +59,6 @@ typedef struct part_end {
     int64_t high; /* high watermark at start: offsets below it are "the topic" */
     bool done;
 } part_end;
-
-static int64_t
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 kiwi_cmd_tail (int argc, char **argv)
@@ -184,17 +177,17 @@ kiwi_cmd_tail (int argc, char **argv)
     }
 
     unsigned long long printed = 0;
-    int64_t next_check = now_ms () + 1000;
+    int64_t next_check = kiwi_mono_ms () + 1000;
     code = KIWI_EXIT_OK;
     while (!kiwi_cli_stop && (follow || left > 0) && (limit == 0 || printed < limit)) {
-        if (follow && n_parts == 0 && now_ms () >= next_check) {
+        if (follow && n_parts == 0 && kiwi_mono_ms () >= next_check) {
             n_parts = kiwi_cli_assign_topic (rk, topic, RD_KAFKA_OFFSET_BEGINNING, timeout_ms, &err);
             if (n_parts < 0) {
                 kiwi_warn ("tail: %s", kiwi_error_msg (err));
                 kiwi_error_free (&err);
                 n_parts = 0;
             }
-            next_check = now_ms () + 1000;
+            next_check = kiwi_mono_ms () + 1000;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll (rk, 200);
         if (m == NULL)

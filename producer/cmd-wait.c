@@ -10,6 +10,7 @@
 
 #include "cleanup.h"
 #include "cli.h"
+#include "clock.h"
 #include "kafka.h"
 #include "log.h"
 #include "render.h"
@@ -49,14 +50,6 @@ const kiwi_cmd kiwi_cmd_wait_def = {
     .opts = wait_opts,
     .exits = wait_exits,
 };
-
-static int64_t
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool
 key_is (const rd_kafka_message_t *m, const char *id)
@@ -156,7 +149,7 @@ kiwi_cmd_wait (int argc, char **argv)
         goto out;
     }
 
-    int64_t deadline = timeout_s ? now_ms () + (int64_t) timeout_s * 1000 : INT64_MAX;
+    int64_t deadline = timeout_s ? kiwi_mono_ms () + (int64_t) timeout_s * 1000 : INT64_MAX;
     bool have_results = false, have_progress = !progress, told = false;
     int64_t next_check = 0;
     code = -1;
@@ -166,7 +159,7 @@ kiwi_cmd_wait (int argc, char **argv)
             code = KIWI_EXIT_FAILURE;
             break;
         }
-        int64_t now = now_ms ();
+        int64_t now = kiwi_mono_ms ();
         if (now >= deadline) {
             kiwi_errorf ("wait: no result for task %s within %llu s", id, timeout_s);
             code = KIWI_EXIT_WAIT_TIMEOUT;
@@ -192,7 +185,7 @@ kiwi_cmd_wait (int argc, char **argv)
                 kiwi_info ("wait: topic %s does not exist yet; waiting for it", s.topic_results);
                 told = true;
             }
-            next_check = now_ms () + 1000;
+            next_check = kiwi_mono_ms () + 1000;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll (rk, 200);
         if (m == NULL)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "log.h"
 #include "opts.h"
 
@@ -57,14 +58,6 @@ struct kiwi_http_server {
     size_t n_conns;
     uint64_t next_id;
 };
-
-static int64_t
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---------------------------------------------------------------- parsing */
 
@@ -384,7 +377,7 @@ flush_out (conn *c)
     }
     shutdown (c->fd, SHUT_WR);
     c->state = C_LINGER;
-    c->deadline = now_ms () + LINGER_MS;
+    c->deadline = kiwi_mono_ms () + LINGER_MS;
     return 0;
 }
 
@@ -409,7 +402,7 @@ respond (conn *c, int status, const char *content_type, const char *body, size_t
     c->out_len = (size_t) n + len;
     c->out_off = 0;
     c->state = C_WRITE;
-    c->deadline = now_ms () + KIWI_HTTP_REQUEST_TIMEOUT_MS;
+    c->deadline = kiwi_mono_ms () + KIWI_HTTP_REQUEST_TIMEOUT_MS;
     return flush_out (c);
 }
 
@@ -471,7 +464,7 @@ accept_all (kiwi_http_server *srv)
         c->fd = fd;
         c->id = srv->next_id++;
         c->state = C_HEAD;
-        c->deadline = now_ms () + KIWI_HTTP_REQUEST_TIMEOUT_MS;
+        c->deadline = kiwi_mono_ms () + KIWI_HTTP_REQUEST_TIMEOUT_MS;
         format_addr ((struct sockaddr *) &ss, c->peer, sizeof c->peer);
         srv->conns[srv->n_conns++] = c;
     }
@@ -560,7 +553,7 @@ kiwi_http_server_poll (kiwi_http_server *srv, int extra_fd, int extra_fd2, int t
 {
     struct pollfd pf[KIWI_HTTP_CONNS_MAX + 3];
     size_t n = 0;
-    int64_t now = now_ms ();
+    int64_t now = kiwi_mono_ms ();
     int64_t next = now + timeout_ms;
     size_t lidx = SIZE_MAX, e1 = SIZE_MAX, e2 = SIZE_MAX;
     if (srv->lfd >= 0 && srv->n_conns < KIWI_HTTP_CONNS_MAX) {
@@ -600,7 +593,7 @@ kiwi_http_server_poll (kiwi_http_server *srv, int extra_fd, int extra_fd2, int t
         polled[i] = srv->conns[i];
         revents[i] = pf[first_conn + i].revents;
     }
-    now = now_ms ();
+    now = kiwi_mono_ms ();
     for (size_t i = 0; i < nc; i++) {
         conn *c = polled[i];
         size_t idx = 0;

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 volatile sig_atomic_t kiwi_cli_stop;
@@ -156,19 +157,11 @@ kiwi_cli_produce (rd_kafka_t *rk, const char *topic, const char *key, size_t key
     }
 }
 
-static int64_t
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int
 kiwi_cli_produce_wait (rd_kafka_t *rk, kiwi_delivery *d, int timeout_ms, kiwi_error_t *err)
 {
-    int64_t until = now_ms () + timeout_ms;
-    while (!d->done && now_ms () < until)
+    int64_t until = kiwi_mono_ms () + timeout_ms;
+    while (!d->done && kiwi_mono_ms () < until)
         rd_kafka_poll (rk, 100);
     if (!d->done)
         return kiwi_error_make (err, 0, "not delivered: no delivery report within %d ms", timeout_ms);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "disk.h"
 #include "docker-api.h"
 #include "docker-stream.h"
@@ -85,14 +86,6 @@ typedef struct {
     char *name; /* container and disk name */
     kiwi_disk *disk;
 } docker_sb;
-
-static int64_t
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static json_t *
 string_array (const char *const *list)
@@ -321,7 +314,7 @@ create_container (docker_priv *p, const kiwi_sandbox_spec *spec, const kiwi_exec
     unsigned rnd = 0;
     FILE *ur = fopen ("/dev/urandom", "re");
     if (ur == NULL || fread (&rnd, sizeof rnd, 1, ur) != 1)
-        rnd = (unsigned) now_ms () ^ (unsigned) getpid ();
+        rnd = (unsigned) kiwi_mono_ms () ^ (unsigned) getpid ();
     if (ur)
         fclose (ur);
     if (asprintf (&s->name, "kiwi-%s-%08x", p->worker_id, rnd) < 0) {
@@ -592,7 +585,7 @@ docker_exec (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_e
     res->exit_code = -1;
     if (spec->argv == NULL || spec->argv[0] == NULL)
         return kiwi_error_make_code (err, KIWI_SBE_INVALID, "exec in sandbox %s: empty command", s->name);
-    int64_t t0 = now_ms ();
+    int64_t t0 = kiwi_mono_ms ();
     json_t *body = json_pack ("{s:b,s:b,s:b,s:o,s:o,s:s}", "AttachStdin", 0, "AttachStdout", 1, "AttachStderr", 1,
                               "Cmd", string_array (spec->argv), "Env", string_array (spec->env), "WorkingDir",
                               spec->workdir ? spec->workdir : KIWI_SANDBOX_SRC);
@@ -686,7 +679,7 @@ docker_exec (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_e
         if (res->exit_code == 137)
             res->oom_killed = memory_limit_hit (s);
     }
-    res->duration_ms = now_ms () - t0;
+    res->duration_ms = kiwi_mono_ms () - t0;
     return 0;
 }
 
@@ -831,7 +824,7 @@ docker_run_once (void *priv, const kiwi_sandbox_spec *spec, const kiwi_sandbox_p
     res->exit_code = -1;
     if (x->argv == NULL || x->argv[0] == NULL)
         return kiwi_error_make_code (err, KIWI_SBE_INVALID, "one-shot sandbox run: empty command");
-    int64_t t0 = now_ms ();
+    int64_t t0 = kiwi_mono_ms ();
     docker_sb *s = NULL;
     if (create_container (p, spec, x, &s, err) < 0)
         return -1;
@@ -892,7 +885,7 @@ docker_run_once (void *priv, const kiwi_sandbox_spec *spec, const kiwi_sandbox_p
     }
     rc = 0;
 out:
-    res->duration_ms = now_ms () - t0;
+    res->duration_ms = kiwi_mono_ms () - t0;
     {
         kiwi_error_t derr = NULL;
         if (remove_all (s, &derr) < 0) {

@@ -17,6 +17,7 @@
 
 #include "archive.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "log.h"
 
 static const char *const model_keys[] = {
@@ -203,14 +204,6 @@ kiwi_install_result_clear (kiwi_install_result *r)
 {
     free (r->output);
     r->output = NULL;
-}
-
-static int64_t
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 typedef struct {
@@ -481,7 +474,7 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
         .task_id = req->task_id,
         .phase = "install",
     };
-    int64_t t0 = now_ms ();
+    int64_t t0 = kiwi_mono_ms ();
     kiwi_sandbox *sb = NULL;
     if (kiwi_sandbox_create (env, &spec, &sb, err) < 0)
         return kiwi_error_wrap (err, "Phase A");
@@ -530,7 +523,7 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
     kiwi_exec_result_clear (&xr);
     rc = 0;
 out:
-    r->duration_ms = now_ms () - t0;
+    r->duration_ms = kiwi_mono_ms () - t0;
     {
         kiwi_error_t derr = NULL;
         if (kiwi_sandbox_destroy (sb, &derr) < 0)

@@ -17,6 +17,7 @@
 
 #include "cache.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "log.h"
 #include "phases.h"
 #include "plan.h"
@@ -51,14 +52,6 @@ rm_rf (const char *path)
     if (kiwi_proc_check (argv, NULL, NULL, 300000, &err) < 0)
         kiwi_warn ("removing %s: %s", path, kiwi_error_msg (err));
     kiwi_error_free (&err);
-}
-
-static int64_t
-mono_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The repository root inside the workspace: the task's subdirectory, which
@@ -224,7 +217,7 @@ int
 kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *out)
 {
     const kiwi_worker_config *cfg = p->cfg;
-    int64_t t0 = mono_ms ();
+    int64_t t0 = kiwi_mono_ms ();
     int64_t deadline_ms = kiwi_now_ms () + (int64_t) task->limits.timeout_seconds * 1000;
     out->task_id = strdup (task->id);
     out->worker_id = strdup (cfg->worker_id);
@@ -250,7 +243,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     const char *token = cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
     kiwi_repo_opts ro = { .state_dir = cfg->state_dir, .token = token, .timeout_ms = cfg->clone_timeout_s * 1000,
                           .max_mb = cfg->clone_max_mb };
-    int64_t c0 = mono_ms ();
+    int64_t c0 = kiwi_mono_ms ();
     if (kiwi_repo_checkout (&ro, task->repo.url, task->repo.ref, ws, &commit, &err) < 0) {
         const char *what = kiwi_error_code (err) == KIWI_REPO_E_NO_REF ? "ref not found" : "repository unavailable";
         kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "checkout", 0,
@@ -260,7 +253,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     }
     kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "checkout", 0,
                       json_pack ("{s:s,s:s,s:I}", "status", "ok", "commit", commit, "duration_ms",
-                                 (json_int_t) (mono_ms () - c0)));
+                                 (json_int_t) (kiwi_mono_ms () - c0)));
     root = repo_root (ws, task->repo.subdir, &err);
     if (root == NULL) {
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
@@ -384,7 +377,7 @@ done:
         free (out->diff);
         out->diff = NULL;
     }
-    out->duration_ms = (uint64_t) (mono_ms () - t0);
+    out->duration_ms = (uint64_t) (kiwi_mono_ms () - t0);
     out->finished_at = kiwi_now_ms ();
     kiwi_events_emit (p->events, KIWI_PHASE_FINISHED, "finished", out->rounds,
                       json_pack ("{s:s,s:s,s:I,s:I}", "status", kiwi_result_status_name (out->status), "reason",
