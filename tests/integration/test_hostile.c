@@ -1746,25 +1746,36 @@ test_sleep_forever (void **state)
 {
     hx *h = *state;
     hx_repo (h, "sleep-forever");
-    /* Phase B: the task's wall clock */
-    kiwi_exec_result r = hx_verify (h, "npm test", NULL, (kiwi_sandbox_limits) { 0 }, 3000, false, NULL);
+    /* Phase B: the task's wall clock (long enough for npm to start the
+     * sleeping test script under gVisor on a loaded machine) */
+    const int64_t verify_timeout_ms = 8000;
+    kiwi_exec_result r = hx_verify (h, "npm test", NULL, (kiwi_sandbox_limits) { 0 }, verify_timeout_ms, false, NULL);
     const char *out = hx_output (h);
     fprintf (stderr, "# %s: sleep in Phase B: timed_out %d, exit %d, %.1f s\n", h->c->runtime, r.timed_out,
              r.exit_code, r.duration_ms / 1000.0);
-    assert_non_null (strstr (out, "SLEEP verify"));
+    if (strstr (out, "SLEEP verify") == NULL)
+        fail_msg ("%s: the test script was not running when the deadline (%lld ms) ended it; output:\n%s",
+                  h->c->runtime, (long long) verify_timeout_ms, out);
     assert_true (r.timed_out);
     assert_int_equal (r.exit_code, -1);
-    assert_true (r.duration_ms >= 3000 && r.duration_ms < 3000 + 20000);
+    assert_true (r.duration_ms >= verify_timeout_ms && r.duration_ms < verify_timeout_ms + 20000);
     kiwi_exec_result_clear (&r);
 
-    /* Phase A: KIWI_INSTALL_TIMEOUT, then the task's deadline */
+    /* Phase A: KIWI_INSTALL_TIMEOUT, then the task's deadline. The timeout
+     * leaves npm time to start and reach the sleeping install script: under
+     * gVisor on a loaded machine (the sanitizer build) 4 s were not enough
+     * for npm to print anything. */
     const char *argv[] = { "npm", "ci", "--no-audit", "--no-fund", "--foreground-scripts", NULL };
-    kiwi_install_result ir = hx_install (h, argv, 4000, 0);
+    const int64_t install_timeout_ms = 15000;
+    kiwi_install_result ir = hx_install (h, argv, install_timeout_ms, 0);
     fprintf (stderr, "# %s: sleep in Phase A: %s (%.1f s)\n", h->c->runtime, ir.reason, ir.duration_ms / 1000.0);
     assert_int_equal (ir.status, KIWI_INSTALL_TIMED_OUT);
     assert_non_null (strstr (ir.reason, "KIWI_INSTALL_TIMEOUT"));
-    assert_non_null (strstr (hx_output (h), "SLEEP install"));
-    assert_true (ir.duration_ms < 4000 + 60000);
+    if (strstr (hx_output (h), "SLEEP install") == NULL)
+        fail_msg ("%s: the install script was not running when KIWI_INSTALL_TIMEOUT (%lld ms) ended the install; "
+                  "output:\n%s",
+                  h->c->runtime, (long long) install_timeout_ms, hx_output (h));
+    assert_true (ir.duration_ms >= install_timeout_ms && ir.duration_ms < install_timeout_ms + 60000);
     kiwi_install_result_clear (&ir);
     ir = hx_install (h, argv, 0, 3000);
     assert_int_equal (ir.status, KIWI_INSTALL_TIMED_OUT);
