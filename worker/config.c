@@ -112,6 +112,10 @@ static const setting settings[] = {
       "apply the egress rules (ops/egress/egress.sh apply) when the worker starts: they do not survive a reboot" },
     { "worker.drain_timeout", "KIWI_DRAIN_TIMEOUT", "drain-timeout", T_INT, OFF (drain_timeout_s), "120", 0, 86400,
       NULL, "seconds in-flight tasks may take to finish after SIGTERM" },
+    { "kafka.delivery_timeout", "KIWI_DELIVERY_TIMEOUT", "delivery-timeout", T_INT, OFF (delivery_timeout_s), "300", 5,
+      86400, NULL,
+      "seconds Kafka may take to acknowledge a message (then it failed; a result is produced again, its task's "
+      "offset uncommitted until then)" },
     { "log.level", "KIWI_LOG_LEVEL", "log-level", T_ENUM, OFF (log_level), "info", 0, 0, "debug|info|warn|error",
       "log threshold" },
 };

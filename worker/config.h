@@ -67,6 +67,7 @@ typedef struct kiwi_worker_config {
     bool egress_stop_when_degraded;
     bool egress_apply;       /* apply ops/egress rules at start */
     int64_t drain_timeout_s;
+    int64_t delivery_timeout_s; /* Kafka delivery attempts of one produce; a failed result is produced again */
     char *log_level;
 } kiwi_worker_config;
 

@@ -76,6 +76,8 @@ typedef struct slot {
     bool leased;
     int64_t started_ms;
     unsigned generation; /* tells delivery reports of an old occupant apart */
+    ev_timer retry;      /* the result produced again after a failed delivery */
+    int deliveries_failed;
 } slot;
 
 /* A task waiting for another worker's lease on it to end. */
@@ -255,6 +257,7 @@ typedef struct ack {
 } ack;
 
 static void finish_slot (daemon_t *d, slot *s);
+static void result_not_delivered (daemon_t *d, slot *s, const char *why);
 static void on_result_acked (daemon_t *d, slot *s);
 static void mark_done_published (daemon_t *d, const char *task_id);
 
@@ -289,7 +292,7 @@ dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         if (a != NULL && a->kind == ACK_RESULT) {
             slot *s = &d->slots[a->slot];
             if (s->generation == a->generation)
-                finish_slot (d, s);
+                result_not_delivered (d, s, rd_kafka_err2str (m->err));
         }
     } else if (a != NULL) {
         if (a->kind == ACK_RESULT) {
@@ -652,7 +655,58 @@ publish_result (daemon_t *d, slot *s)
     a->generation = s->generation;
     if (produce (d, d->cfg->topic_results, s->task_id, s->result, s->result_len, a) < 0) {
         free (a);
-        finish_slot (d, s); /* not committed: redelivered */
+        result_not_delivered (d, s, "the producer refused it");
+    }
+}
+
+static void
+retry_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    slot *s = w->data;
+    ev_timer_stop (loop, w);
+    if (s->state != SLOT_PUBLISHING)
+        return;
+    if (s->revoked) /* the next owner publishes it from the finished record */
+        result_not_delivered (s->d, s, "its partition went to another worker meanwhile");
+    else
+        publish_result (s->d, s);
+}
+
+/* A result Kafka did not take. The task's offset stays uncommitted and its
+ * finished record holds the result; this worker produces it again (after
+ * 5, 10, 20, 40, then every 60 s) while the partition is its own. Draining,
+ * or revoked, it leaves it to the partition's next owner, who finds the
+ * record and publishes it. */
+static void
+result_not_delivered (daemon_t *d, slot *s, const char *why)
+{
+    if (s->revoked || d->draining) {
+        kiwi_warn ("task %s: result not delivered (%s); left uncommitted for the partition's next owner", s->task_id,
+                   why);
+        finish_slot (d, s);
+        return;
+    }
+    int n = s->deliveries_failed++;
+    double delay = n >= 4 ? 60.0 : 5.0 * (double) (1 << n);
+    kiwi_warn ("task %s: result not delivered (%s); producing it again in %.0f s", s->task_id, why, delay);
+    ev_timer_init (&s->retry, retry_cb, delay, 0.);
+    s->retry.data = s;
+    ev_timer_start (d->loop, &s->retry);
+}
+
+/* Results waiting to be produced again are left to the next owner (a drain
+ * or a fatal error: the worker stops). */
+static void
+abandon_retries (daemon_t *d)
+{
+    for (int i = 0; i < d->nslots; i++) {
+        slot *s = &d->slots[i];
+        if (s->state == SLOT_PUBLISHING && ev_is_active (&s->retry)) {
+            kiwi_warn ("task %s: stopping: its result, not delivered yet, is left uncommitted for the partition's "
+                       "next owner",
+                       s->task_id);
+            finish_slot (d, s);
+        }
     }
 }
 
@@ -735,6 +789,7 @@ finish_slot (daemon_t *d, slot *s)
     free (s->raw);
     free (s->result);
     origin_clear (&s->from);
+    ev_timer_stop (d->loop, &s->retry);
     int idx = s->index;
     unsigned gen = s->generation + 1;
     memset (s, 0, sizeof *s);
@@ -1347,6 +1402,7 @@ drain_deadline_cb (struct ev_loop *loop, ev_timer *w, int revents)
         if (d->slots[i].state == SLOT_RUNNING && d->slots[i].pid > 0)
             kill (d->slots[i].pid, SIGTERM); /* the task process removes its sandboxes */
     ev_timer_stop (loop, w);
+    abandon_retries (d);
     d->drain_expired = true;
     drain_done_check (d); /* when only look-ups Redis did not answer were left */
 }
@@ -1374,6 +1430,7 @@ signal_cb (struct ev_loop *loop, ev_signal *w, int revents)
     kiwi_info ("draining: no new tasks; %d in flight get %lld s to finish", d->busy,
                (long long) d->cfg->drain_timeout_s);
     set_paused (d, true);
+    abandon_retries (d);
     /* parked and queued tasks are not ours to finish: they stay uncommitted */
     if (d->nready > 0)
         kiwi_info ("draining: %d task(s) next in line left uncommitted, for redelivery", d->nready);
@@ -1580,7 +1637,9 @@ setup_kafka (daemon_t *d, kiwi_error_t *err)
     rd_kafka_conf_set (pc, "enable.idempotence", "true", errstr, sizeof errstr);
     rd_kafka_conf_set (pc, "acks", "all", errstr, sizeof errstr);
     rd_kafka_conf_set (pc, "linger.ms", "2", errstr, sizeof errstr);
-    rd_kafka_conf_set (pc, "message.timeout.ms", "300000", errstr, sizeof errstr);
+    char timeout_ms[32];
+    snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) d->cfg->delivery_timeout_s * 1000);
+    rd_kafka_conf_set (pc, "message.timeout.ms", timeout_ms, errstr, sizeof errstr);
     rd_kafka_conf_set_dr_msg_cb (pc, dr_msg_cb);
     rd_kafka_conf_set_opaque (pc, d);
     d->producer = rd_kafka_new (RD_KAFKA_PRODUCER, pc, errstr, sizeof errstr);
@@ -1701,6 +1760,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         kiwi_error_make (err, 0, "%s", d.fatal_msg);
         /* stop the task processes; they remove their sandboxes */
         d.draining = true;
+        abandon_retries (&d);
         for (int i = 0; i < d.nslots; i++)
             if (d.slots[i].state == SLOT_RUNNING && d.slots[i].pid > 0)
                 kill (d.slots[i].pid, SIGTERM);

@@ -26,8 +26,12 @@
 #           with CLIENT PAUSE) and another task runs: the running one ends,
 #           the looked-up one is not started by the draining worker, and the
 #           next worker does it: exactly one result each.
+#   undelivered  the results topic refuses a result (max.message.bytes
+#           lowered), one worker, no rebalance: the result is produced again
+#           until the topic takes it, exactly once, and the offset is
+#           committed (a worker joining afterwards does not run the task).
 #
-# Usage: test_worker_faults.sh [kill] [kafka] [redis] [dlq] [drain]   (default: all)
+# Usage: test_worker_faults.sh [kill] [kafka] [redis] [dlq] [drain] [undelivered]   (default: all)
 # Tasks run on tests/fixtures/examples/js-pass, whose tests already pass, so
 # each task ends at step 0 (not_fixed, no model call); a `sleep N` before
 # `npm test` makes one last long enough to be hit by the fault. The test
@@ -36,7 +40,7 @@
 . "$(dirname "$0")/lib.sh"
 need_services
 
-PARTS=${*:-kill kafka redis dlq drain}
+PARTS=${*:-kill kafka redis dlq drain undelivered}
 BASE_RUN=$RUN_ID
 STACK="$ROOT/ops/stack.sh"
 STOPPED=" "   # services this test stopped; started again on exit
@@ -471,6 +475,50 @@ PY
   stop_workers
 }
 
+# ------------------------------------------------------------ undelivered
+# The results topic refuses the result (its max.message.bytes lowered
+# below the result's size), one worker, no rebalance: the worker produces
+# the result again until the topic takes it (the limit lifted), exactly
+# once, and commits the task's offset (a worker joining afterwards does not
+# run the task).
+topic_config() { # topic_config TOPIC ConfigCommand-args...: alter a topic's config
+  local t=$1; shift
+  java -cp "${KIWI_STATE_DIR:-/var/lib/kiwi}/kafka/lib/*" kafka.admin.ConfigCommand \
+    --bootstrap-server "$KIWI_KAFKA_BROKERS" --entity-type topics --entity-name "$t" --alter "$@" \
+    >>"$TMP/topic-config.log" 2>&1 || fail "altering $t: $(tail -3 "$TMP/topic-config.log")"
+}
+
+part_undelivered() {
+  part undelivered
+  local results="kiwi.itest.$RUN_ID.results" id
+  kcat -b "$KIWI_KAFKA_BROKERS" -L -t "$results" >/dev/null 2>&1 || true # creates it
+  worker_start a KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  topic_config "$results" --add-config max.message.bytes=64
+  id=$(submit_task js-pass-1 "KIWI_FAULT=$RUN_ID-1 sleep 2 && npm test")
+  for _ in $(seq 1 240); do grep -q "task $id: result not delivered" "$TMP/worker-a.log" && break; sleep 0.25; done
+  grep -q "task $id: result not delivered" "$TMP/worker-a.log" || fail "no refused delivery of $id's result in 60 s"
+  log "$(grep -o "task $id: result not delivered.*" "$TMP/worker-a.log" | head -1)"
+  sleep 6 # at least one more refused attempt
+  topic_config "$results" --delete-config max.message.bytes
+  log "the results topic takes messages again"
+  wait_results 120 "$id"
+  sleep 2
+  exactly_one_result not_fixed "$id"
+  log "$(grep -c "task $id: result not delivered" "$TMP/worker-a.log") refused deliveries, then published"
+  ! grep -qE "revoked [0-9]+ partition" "$TMP/worker-a.log" || fail "a rebalance happened: this part is about its absence"
+  kill -0 "$WORKER_PID_a" 2>/dev/null || fail "worker a died"
+  # its offset was committed: a worker joining the group does not run it
+  stop_workers
+  worker_start b KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+  wait_assigned 4 b
+  sleep 4
+  ! grep -q "task $id: received" "$TMP/worker-b.log" || fail "worker b got $id again: its offset was not committed"
+  log "worker b, joining afterwards, did not get $id: the offset was committed"
+  passed=$((passed + 1))
+  stop_workers
+}
+
 # ------------------------------------------------------------------ drain
 # A task whose Redis look-up is still unanswered when the worker is told to
 # stop is not started by the draining worker: it stays uncommitted, its
@@ -508,8 +556,8 @@ part_drain() {
 
 for p in $PARTS; do
   case "$p" in
-    kill | kafka | redis | dlq | drain) "part_$p" ;;
-    *) fail "unknown part $p (kill kafka redis dlq drain)" ;;
+    kill | kafka | redis | dlq | drain | undelivered) "part_$p" ;;
+    *) fail "unknown part $p (kill kafka redis dlq drain undelivered)" ;;
   esac
 done
 echo "$passed passed, 0 failed"
