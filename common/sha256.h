@@ -1,10 +1,27 @@
 /*
- * sha256.h: SHA-256 (FIPS 180-4) of a NUL-terminated string, as 64 hex
- * digits and a NUL in `out`. For names and cache keys, not for secrets.
+ * sha256.h: SHA-256 (FIPS 180-4), streaming, and of a NUL-terminated string
+ * as 64 hex digits. For names and cache keys, not for secrets.
  */
 #ifndef KIWI_COMMON_SHA256_H
 #define KIWI_COMMON_SHA256_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kiwi_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t nbuf;
+} kiwi_sha256;
+
+void kiwi_sha256_init (kiwi_sha256 *s);
+void kiwi_sha256_update (kiwi_sha256 *s, const void *data, size_t n);
+void kiwi_sha256_final (kiwi_sha256 *s, unsigned char out[32]);
+/* The 32-byte digest as 64 hex digits and a NUL. */
+void kiwi_sha256_digest_hex (const unsigned char d[32], char out[65]);
+
+/* The SHA-256 of the string `s` as 64 hex digits and a NUL. */
 void kiwi_sha256_hex (const char *s, char out[65]);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "sha256.h"
 
 /* Largest manifest or lockfile read whole (lockfiles of big monorepos reach
  * tens of MB; they are hashed in a stream, see kiwi__sha256_file). */
@@ -66,22 +67,10 @@ void kiwi__strv_free_raw (char **v);
 /* True if the TOML array text ("[ ... ]") has at least one element. */
 bool kiwi__toml_array_nonempty (const char *array_text);
 
-/* ----- SHA-256 (FIPS 180-4), streaming, for the install cache key ----- */
-
-typedef struct kiwi__sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t nbuf;
-} kiwi__sha256;
-
-void kiwi__sha256_init (kiwi__sha256 *s);
-void kiwi__sha256_update (kiwi__sha256 *s, const void *data, size_t n);
-void kiwi__sha256_final (kiwi__sha256 *s, unsigned char out[32]);
-void kiwi__sha256_hex (const unsigned char d[32], char out[65]);
+/* ----- SHA-256 (common/sha256.h) for the install cache key ----- */
 
 /* Feeds a regular file (not a symlink) into `s` in chunks. Returns < 0
  * with *err when it cannot be read. */
-int kiwi__sha256_file (kiwi__sha256 *s, const char *path, uint64_t *size, kiwi_error_t *err);
+int kiwi__sha256_file (kiwi_sha256 *s, const char *path, uint64_t *size, kiwi_error_t *err);
 
 #endif

@@ -1120,48 +1120,48 @@ int
 kiwi_install_cache_key (const char *root, const kiwi_install_plan *plan, const char *image, const char *driver,
                         char out[65], kiwi_error_t *err)
 {
-    kiwi__sha256 h;
-    kiwi__sha256_init (&h);
+    kiwi_sha256 h;
+    kiwi_sha256_init (&h);
     static const char head[] = "kiwi-install-v1\n";
-    kiwi__sha256_update (&h, head, sizeof head - 1);
+    kiwi_sha256_update (&h, head, sizeof head - 1);
     const char *fields[][2] = { { "driver=", driver ? driver : "" }, { "image=", image ? image : "" } };
     for (size_t i = 0; i < 2; i++) {
-        kiwi__sha256_update (&h, fields[i][0], strlen (fields[i][0]));
-        kiwi__sha256_update (&h, fields[i][1], strlen (fields[i][1]));
-        kiwi__sha256_update (&h, "\n", 1);
+        kiwi_sha256_update (&h, fields[i][0], strlen (fields[i][0]));
+        kiwi_sha256_update (&h, fields[i][1], strlen (fields[i][1]));
+        kiwi_sha256_update (&h, "\n", 1);
     }
-    kiwi__sha256_update (&h, "argv=", 5);
+    kiwi_sha256_update (&h, "argv=", 5);
     for (size_t i = 0; i < plan->argv.n; i++)
-        kiwi__sha256_update (&h, plan->argv.v[i], strlen (plan->argv.v[i]) + 1);
-    kiwi__sha256_update (&h, "\nenv=", 5);
+        kiwi_sha256_update (&h, plan->argv.v[i], strlen (plan->argv.v[i]) + 1);
+    kiwi_sha256_update (&h, "\nenv=", 5);
     for (size_t i = 0; i < plan->install_env.n; i++)
-        kiwi__sha256_update (&h, plan->install_env.v[i], strlen (plan->install_env.v[i]) + 1);
-    kiwi__sha256_update (&h, "\n", 1);
+        kiwi_sha256_update (&h, plan->install_env.v[i], strlen (plan->install_env.v[i]) + 1);
+    kiwi_sha256_update (&h, "\n", 1);
     cleanup_strv kiwi_strv files = KIWI_STRV_INIT;
     if (kiwi_install_hashed_files (root, plan, &files, err) < 0)
         return -1;
     for (size_t i = 0; i < files.n; i++) {
-        kiwi__sha256_update (&h, "file=", 5);
-        kiwi__sha256_update (&h, files.v[i], strlen (files.v[i]));
-        kiwi__sha256_update (&h, "\n", 1);
+        kiwi_sha256_update (&h, "file=", 5);
+        kiwi_sha256_update (&h, files.v[i], strlen (files.v[i]));
+        kiwi_sha256_update (&h, "\n", 1);
         cleanup_free char *abs = kiwi__path_join (root, files.v[i]);
         uint64_t size = 0;
         if (abs == NULL)
             return kiwi_error_make (err, ENOMEM, "install cache key");
-        kiwi__sha256 fh;
-        kiwi__sha256_init (&fh);
+        kiwi_sha256 fh;
+        kiwi_sha256_init (&fh);
         if (kiwi__sha256_file (&fh, abs, &size, err) < 0)
             return kiwi_error_wrap (err, "install cache key");
         unsigned char fd[32];
-        kiwi__sha256_final (&fh, fd);
+        kiwi_sha256_final (&fh, fd);
         char line[96];
         int ll = snprintf (line, sizeof line, "%llu\n", (unsigned long long) size);
-        kiwi__sha256_update (&h, line, (size_t) ll);
-        kiwi__sha256_update (&h, fd, sizeof fd);
-        kiwi__sha256_update (&h, "\n", 1);
+        kiwi_sha256_update (&h, line, (size_t) ll);
+        kiwi_sha256_update (&h, fd, sizeof fd);
+        kiwi_sha256_update (&h, "\n", 1);
     }
     unsigned char d[32];
-    kiwi__sha256_final (&h, d);
-    kiwi__sha256_hex (d, out);
+    kiwi_sha256_final (&h, d);
+    kiwi_sha256_digest_hex (d, out);
     return 0;
 }

@@ -665,20 +665,20 @@ static void
 test_cache_key (void **state)
 {
     /* the SHA-256 underneath, against FIPS 180-4's examples */
-    kiwi__sha256 h;
+    kiwi_sha256 h;
     unsigned char d[32];
     char hex[65];
-    kiwi__sha256_init (&h);
-    kiwi__sha256_update (&h, "abc", 3);
-    kiwi__sha256_final (&h, d);
-    kiwi__sha256_hex (d, hex);
+    kiwi_sha256_init (&h);
+    kiwi_sha256_update (&h, "abc", 3);
+    kiwi_sha256_final (&h, d);
+    kiwi_sha256_digest_hex (d, hex);
     assert_string_equal (hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    kiwi__sha256_init (&h);
+    kiwi_sha256_init (&h);
     const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
     for (size_t i = 0; i < strlen (two); i++) /* byte by byte: the streaming path */
-        kiwi__sha256_update (&h, two + i, 1);
-    kiwi__sha256_final (&h, d);
-    kiwi__sha256_hex (d, hex);
+        kiwi_sha256_update (&h, two + i, 1);
+    kiwi_sha256_final (&h, d);
+    kiwi_sha256_digest_hex (d, hex);
     assert_string_equal (hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 
     char *r = repo_new ();
