@@ -118,6 +118,33 @@ kiwi__first_line (const char *s, char *dst, size_t cap)
 /* The header of a table line "[a.b]" (blanks and quotes removed), written
  * into dst; "[[a]]" (an array of tables) becomes "[[a]]". Returns false for
  * a line that is not a header. */
+/* `depth` after the line's n bytes: its '[' and '{' opened, ']' and '}'
+ * closed, outside strings and comments (multi-line arrays and tables). */
+static int
+toml_bracket_depth (const char *line, size_t n, int depth)
+{
+    char q = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = line[i];
+        if (q) {
+            if (c == '\\' && q == '"')
+                i++;
+            else if (c == q)
+                q = 0;
+            continue;
+        }
+        if (c == '#')
+            break;
+        if (c == '"' || c == '\'')
+            q = c;
+        else if (c == '[' || c == '{')
+            depth++;
+        else if ((c == ']' || c == '}') && depth > 0)
+            depth--;
+    }
+    return depth;
+}
+
 static bool
 toml_header (const char *line, size_t n, char *dst, size_t cap)
 {
@@ -255,28 +282,8 @@ toml_walk (const char *text, const char *section, toml_visit visit, void *ud)
             in = strcmp (cur, section) == 0;
         else if (in && !visit (p, n, ud))
             return;
-        else {
-            /* track open brackets of multi-line arrays outside strings */
-            char q = 0;
-            for (size_t i = 0; i < n; i++) {
-                char c = p[i];
-                if (q) {
-                    if (c == '\\' && q == '"')
-                        i++;
-                    else if (c == q)
-                        q = 0;
-                    continue;
-                }
-                if (c == '#')
-                    break;
-                if (c == '"' || c == '\'')
-                    q = c;
-                else if (c == '[' || c == '{')
-                    depth++;
-                else if ((c == ']' || c == '}') && depth > 0)
-                    depth--;
-            }
-        }
+        else
+            depth = toml_bracket_depth (p, n, depth); /* multi-line arrays */
         p += n;
         if (*p == '\n')
             p++;
@@ -353,25 +360,7 @@ keys_visit (const char *line, size_t n, void *ud)
         }
     }
     /* brackets opened on this line and not closed continue the value */
-    char q = 0;
-    for (size_t j = 0; j < n; j++) {
-        char c = line[j];
-        if (q) {
-            if (c == '\\' && q == '"')
-                j++;
-            else if (c == q)
-                q = 0;
-            continue;
-        }
-        if (c == '#')
-            break;
-        if (c == '"' || c == '\'')
-            q = c;
-        else if (c == '[' || c == '{')
-            k->depth++;
-        else if ((c == ']' || c == '}') && k->depth > 0)
-            k->depth--;
-    }
+    k->depth = toml_bracket_depth (line, n, k->depth);
     return true;
 }
 
