@@ -15,6 +15,7 @@
 #include "phases.h"
 #include "proc.h"
 #include "sandbox.h"
+#include "term.h"
 
 extern char **environ;
 
@@ -158,14 +159,7 @@ out:
     return ok;
 }
 
-static volatile int stop_flag;
-
-static void
-on_term (int sig)
-{
-    (void) sig;
-    stop_flag = 1;
-}
+static volatile int *stop_flag;
 
 /* SIGTERM (the worker stopping, or gone: PR_SET_PDEATHSIG) cancels the
  * check in flight; its sandbox is still destroyed on the way out, and no
@@ -174,14 +168,9 @@ on_term (int sig)
 static void
 install_signals (void)
 {
-    struct sigaction sa = { 0 };
-    sa.sa_handler = on_term;
-    sigemptyset (&sa.sa_mask);
-    sigaction (SIGTERM, &sa, NULL);
-    sigaction (SIGINT, &sa, NULL);
+    stop_flag = kiwi_term_catch ();
     signal (SIGPIPE, SIG_IGN);
     prctl (PR_SET_PDEATHSIG, SIGTERM);
-    kiwi_sandbox_set_cancel (&stop_flag);
 }
 
 int
@@ -204,20 +193,20 @@ kiwi_egress_check_main (const kiwi_worker_config *cfg)
         return 1;
     }
     bool b = false, m = false, a = false;
-    if (!stop_flag) {
+    if (!*stop_flag) {
         b = phase_b (env, cfg, detail, sizeof detail);
         report ("phase_b_isolated", b, detail);
     }
-    if (!stop_flag) {
+    if (!*stop_flag) {
         m = metadata (detail, sizeof detail);
         report ("metadata_blocked", m, detail);
     }
-    if (!stop_flag) {
+    if (!*stop_flag) {
         a = phase_a (env, cfg, detail, sizeof detail);
         report ("phase_a_https", a, detail);
     }
     kiwi_sandbox_env_close (env);
-    if (stop_flag)
+    if (*stop_flag)
         return 75; /* cancelled: the sandbox in flight was destroyed */
     return b && m && a ? 0 : 1;
 }

@@ -25,6 +25,7 @@
 #include "repo.h"
 #include "session.h"
 #include "task-input.h"
+#include "term.h"
 
 extern char **environ;
 
@@ -388,34 +389,15 @@ done:
 
 /* ---------- process entry points ---------- */
 
-static volatile int stop_flag;
-
-static void
-on_term (int sig)
-{
-    stop_flag = 1;
-}
-
-static void
-install_term_handler (void)
-{
-    struct sigaction sa = { 0 };
-    sa.sa_handler = on_term;
-    sigemptyset (&sa.sa_mask);
-    sigaction (SIGTERM, &sa, NULL);
-    sigaction (SIGINT, &sa, NULL);
-}
-
 int
 kiwi_pipeline_child_main (const kiwi_worker_config *cfg)
 {
-    install_term_handler ();
+    volatile int *stop_flag = kiwi_term_catch ();
     /* the task process dies with the daemon: a worker killed with -9 must
      * not leave its tasks worked on while another worker takes them over */
     prctl (PR_SET_PDEATHSIG, SIGTERM);
     if (getppid () == 1)
         return 75;
-    kiwi_sandbox_set_cancel (&stop_flag);
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -442,7 +424,7 @@ kiwi_pipeline_child_main (const kiwi_worker_config *cfg)
     free (buf);
     kiwi_events ev;
     kiwi_events_pipe_init (&ev, 3, task.id, cfg->worker_id);
-    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = &stop_flag };
+    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = stop_flag };
     kiwi_result r;
     kiwi_result_init (&r);
     int rc = kiwi_pipeline_run (&p, &task, &r);
@@ -459,8 +441,7 @@ kiwi_pipeline_child_main (const kiwi_worker_config *cfg)
 int
 kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
 {
-    install_term_handler ();
-    kiwi_sandbox_set_cancel (&stop_flag);
+    volatile int *stop_flag = kiwi_term_catch ();
     kiwi_task task;
     kiwi_task_init (&task);
     kiwi_error_t err = NULL;
@@ -477,7 +458,7 @@ kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
     free (text);
     kiwi_events ev;
     kiwi_events_jsonl_init (&ev, stdout, task.id, cfg->worker_id);
-    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = &stop_flag };
+    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = stop_flag };
     kiwi_result r;
     kiwi_result_init (&r);
     int rc = kiwi_pipeline_run (&p, &task, &r);
