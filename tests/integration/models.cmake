@@ -14,4 +14,5 @@ add_test(NAME test_models_fixtures_sdk
          COMMAND /bin/sh -c "py=\"\${KIWI_STATE_DIR:-/var/lib/kiwi}/venv/bin/python3\"; if [ ! -x \"$py\" ]; then echo \"no venv at $py: run ops/venv.sh\"; [ \"\${KIWI_REQUIRE_SERVICES:-0}\" = 1 ] && exit 1; exit 77; fi; exec \"$py\" \"$0\" \"$1\""
                  ${PROJECT_SOURCE_DIR}/tests/scripted_provider/check_fixtures.py
                  ${PROJECT_SOURCE_DIR}/tests/scripted_provider/scripts)
-set_tests_properties(test_models_fixtures_sdk PROPERTIES LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
+set_tests_properties(test_models_fixtures_sdk PROPERTIES LABELS integration TIMEOUT 120
+                     SKIP_RETURN_CODE ${KIWI_TEST_SKIP_CODE})
