@@ -38,6 +38,19 @@
 # commands carry the run id, so no verify result cached by an earlier run is
 # reused.
 . "$(dirname "$0")/lib.sh"
+# A run killed before its clean-up could run (SIGKILL) may have left Kafka
+# or Redis stopped: with the stack set up, start what is down first
+# (ops/stack.sh up is idempotent).
+if [ -f "$env_file" ]; then
+  for s in kafka redis; do
+    case $s in
+      kafka) kcat -b "$KIWI_KAFKA_BROKERS" -L -m 5 >/dev/null 2>&1 && continue ;;
+      redis) redis-cli -h "${KIWI_REDIS_HOST:-127.0.0.1}" -p "${KIWI_REDIS_PORT:-6379}" ping 2>/dev/null | grep -q PONG && continue ;;
+    esac
+    log "$s is down at the start (an earlier run killed mid-part?): ops/stack.sh up $s"
+    bash "$ROOT/ops/stack.sh" up "$s" >&2 || log "WARNING: ops/stack.sh up $s failed"
+  done
+fi
 need_services
 
 PARTS=${*:-kill kafka redis dlq drain undelivered}
