@@ -7,7 +7,8 @@
 #           the task process dies with it, its sandbox is removed (or reaped
 #           by a worker restarted under the same id), the lease expires, the
 #           partition moves on the rebalance and the other worker finishes
-#           the task: exactly one result per task.
+#           the task: exactly one result per task. The progress topic tells
+#           the two runs apart (attempt), each with seq from 1.
 #   kafka   the broker stopped and started again (ops/stack.sh down/up kafka)
 #           while tasks run: the workers reconnect; every task, including
 #           those submitted after the restart, gets exactly one result.
@@ -288,8 +289,47 @@ print(f"  {sys.argv[2]} (killed on {sys.argv[3]}) finished by {r['worker_id']}")
 PY
   grep -q "task $vtask: started" "$TMP/worker-${survivor##*-}.log" || fail "$survivor never started $vtask"
   [ -z "$(container_ids "org.kiwi.worker=$victim")" ] || fail "containers of $victim left at the end"
+  redelivery_visible "$vtask" "$victim" "$survivor"
   passed=$((passed + 1))
   stop_workers
+}
+
+# redelivery_visible ID VICTIM SURVIVOR: the progress topic shows the two
+# runs of ID apart: attempt N on the killed worker, a later attempt on the
+# survivor, each with seq from 1 and no gap, and a consumer that
+# de-duplicates by (task_id, attempt, seq) keeps every event of both. The
+# events are counted twice from outside: kcat counts the messages keyed ID
+# on the topic, and `kiwi tail` must have decoded that many.
+redelivery_visible() {
+  local id=$1 topic="kiwi.itest.$RUN_ID.progress" raw
+  kiwi_cli tail progress --task "$id" >"$TMP/ev-$id.jsonl" 2>>"$TMP/cli.log" || fail "kiwi tail progress --task $id"
+  raw=$(kcat -C -b "$KIWI_KAFKA_BROKERS" -t "$topic" -e -q -f '%k\n' 2>>"$TMP/kcat.log" | grep -cxF "$id" || true)
+  python3 - "$TMP/ev-$id.jsonl" "$raw" "$2" "$3" <<'PY' || fail "the two runs of $id are not told apart in its progress events"
+import collections, json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+raw, victim, survivor = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+assert len(evs) == raw, f"kiwi tail decoded {len(evs)} events, kcat counts {raw} messages keyed {evs[0]['task_id']}"
+runs = collections.defaultdict(list)
+for e in evs:
+    assert "attempt" in e, f"an event without attempt: {e}"
+    runs[e["attempt"]].append(e)
+assert 0 not in runs, f"attempt 0 (unknown) with redis up: {[e['kind'] for e in runs[0]]}"
+assert len(runs) >= 2, f"one attempt only ({sorted(runs)}) for a task run twice"
+for a, es in sorted(runs.items()):
+    seqs = sorted(e["seq"] for e in es)
+    assert seqs == list(range(1, len(seqs) + 1)), f"attempt {a}: seq {seqs}"
+    assert len({e["worker_id"] for e in es}) == 1, f"attempt {a} from several workers"
+    print(f"  attempt {a}: {es[0]['worker_id']}, seq 1..{len(seqs)}, {es[0]['kind']} .. {es[-1]['kind']}")
+first, last = min(runs), max(runs)
+assert runs[first][0]["worker_id"] == victim, f"attempt {first} not on {victim}"
+assert runs[last][0]["worker_id"] == survivor, f"attempt {last} not on {survivor}"
+assert runs[last][-1]["kind"] == "finished" or any(e["phase"] == "finished" for e in runs[last]), "the last run did not finish"
+kept = {(e["task_id"], e["attempt"], e["seq"]) for e in evs}
+assert len(kept) == len(evs), f"(task_id, attempt, seq) repeats: {len(evs) - len(kept)} duplicates"
+old = {(e["task_id"], e["seq"]) for e in evs}
+print(f"  {raw} messages (kcat), {len(evs)} events: de-duplicated by (task_id, attempt, seq) {len(kept)} kept;"
+      f" by (task_id, seq) {len(old)} would be")
+PY
 }
 
 # stop_workers: SIGTERM every worker of the part, wait for them.
