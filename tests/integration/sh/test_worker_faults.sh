@@ -27,12 +27,15 @@
 #           with CLIENT PAUSE) and another task runs: the running one ends,
 #           the looked-up one is not started by the draining worker, and the
 #           next worker does it: exactly one result each.
+#   noredis a worker whose Redis is not there at all (a closed port, the
+#           shared Redis untouched): its task runs unleased and every event
+#           says attempt 0 (unknown), seq from 1.
 #   undelivered  the results topic refuses a result (max.message.bytes
 #           lowered), one worker, no rebalance: the result is produced again
 #           until the topic takes it, exactly once, and the offset is
 #           committed (a worker joining afterwards does not run the task).
 #
-# Usage: test_worker_faults.sh [kill] [kafka] [redis] [dlq] [drain] [undelivered]   (default: all)
+# Usage: test_worker_faults.sh [kill] [kafka] [redis] [noredis] [dlq] [drain] [undelivered]   (default: all)
 # Tasks run on tests/fixtures/examples/js-pass, whose tests already pass, so
 # each task ends at step 0 (not_fixed, no model call); a `sleep N` before
 # `npm test` makes one last long enough to be hit by the fault. The test
@@ -54,7 +57,7 @@ if [ -f "$env_file" ]; then
 fi
 need_services
 
-PARTS=${*:-kill kafka redis dlq drain undelivered}
+PARTS=${*:-kill kafka redis noredis dlq drain undelivered}
 BASE_RUN=$RUN_ID
 STACK="$ROOT/ops/stack.sh"
 STOPPED=" "   # services this test stopped; started again on exit
@@ -457,6 +460,30 @@ PY
   stop_workers
 }
 
+# ------------------------------------------------------- no redis at all
+part_noredis() {
+  part noredis
+  worker_start a KIWI_SLOTS=1 KIWI_REDIS_PORT="$(free_port)" "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  local id
+  id=$(submit_task js-pass-1 "KIWI_FAULT=$RUN_ID-1 npm test")
+  wait_results 120 "$id"
+  exactly_one_result not_fixed "$id"
+  kiwi_cli tail progress --task "$id" >"$TMP/ev-$id.jsonl" 2>>"$TMP/cli.log"
+  python3 - "$TMP/ev-$id.jsonl" <<'PY' || fail "the events of $id, run without redis, do not say attempt 0"
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert evs, "no events"
+assert [e["attempt"] for e in evs] == [0] * len(evs), [e.get("attempt") for e in evs]
+assert [e["seq"] for e in evs] == list(range(1, len(evs) + 1)), [e["seq"] for e in evs]
+acc = [e for e in evs if e["kind"] == "accepted"][0]
+assert acc["payload"]["leased"] is False, acc
+print(f"  {len(evs)} events, unleased, attempt 0 (unknown), seq 1..{len(evs)}")
+PY
+  passed=$((passed + 1))
+  stop_workers
+}
+
 # ------------------------------------------------------ malformed messages
 part_dlq() {
   part dlq
@@ -609,8 +636,8 @@ part_drain() {
 
 for p in $PARTS; do
   case "$p" in
-    kill | kafka | redis | dlq | drain | undelivered) "part_$p" ;;
-    *) fail "unknown part $p (kill kafka redis dlq drain undelivered)" ;;
+    kill | kafka | redis | noredis | dlq | drain | undelivered) "part_$p" ;;
+    *) fail "unknown part $p (kill kafka redis noredis dlq drain undelivered)" ;;
   esac
 done
 echo "$passed passed, 0 failed"
