@@ -38,7 +38,6 @@ test_firecracker_api KVM is not available
 '
 
 timings=()
-report_dir=$(mktemp -d /tmp/kiwi-run-XXXXXX)
 skip_bad=0
 stage() { # stage NAME CMD...
   local name=$1; shift
@@ -68,15 +67,15 @@ final_report() {
     sort -t $'\t' -k1,1 -rn "$report_dir/times" | awk -F '\t' '{ printf "  %9.2f s  %-8s %-34s %s\n", $1, $2, $3, $4 }'
     [ -s "$report_dir/totals" ] && sed 's/^/  /' "$report_dir/totals"
   fi
+  if [ "${#timings[@]}" -gt 0 ]; then
+    echo "==> timings"
+    printf '  %s\n' "${timings[@]}"
+  fi
   if [ -s "$report_dir/skips" ]; then
     echo "==> skipped: $(cut -f1,2 "$report_dir/skips" | sort -u | wc -l) test(s) ($(grep -c $'\tallowed$' "$report_dir/skips" || true) reason(s) allowed, $skip_bad not)"
     awk -F '\t' '{ printf "  %-8s %-28s %s%s\n", $1, $2, ($4 == "allowed" ? "" : "[" $4 "] "), $3 }' "$report_dir/skips"
   else
     echo "==> skipped: 0 tests"
-  fi
-  if [ "${#timings[@]}" -gt 0 ]; then
-    echo "==> timings"
-    printf '  %s\n' "${timings[@]}"
   fi
   rm -rf "$report_dir"
   if [ "$rc" = 0 ] && [ "$skip_bad" != 0 ]; then
@@ -85,6 +84,7 @@ final_report() {
   fi
   exit "$rc"
 }
+report_dir=$(mktemp -d /tmp/kiwi-run-XXXXXX)
 trap final_report EXIT
 
 # test_outputs DIR: "TEST<TAB>LINE" for every line of every test's output in
