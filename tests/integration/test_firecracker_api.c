@@ -17,11 +17,13 @@
  *    error; with a working /dev/kvm, a kernel that cannot load must not be
  *    blamed on KVM. Skips visibly when no binary is installed (no package
  *    registry reachable from here carries one; KIWI_REQUIRE_FIRECRACKER=1
- *    fails instead).
+ *    fails instead): the program then exits 77 and ctest says Skipped.
  *
  * Every path must leave nothing behind: no process, no socket, no drive
  * file, no tap. Needs root (the workspace drive is made with mkfs.ext4 -d
- * and chown; the namespace and the tap need CAP_SYS_ADMIN/CAP_NET_ADMIN).
+ * and chown; the namespace and the tap need CAP_SYS_ADMIN/CAP_NET_ADMIN):
+ * without it the whole program is skipped (exit 77), or fails under
+ * KIWI_REQUIRE_SERVICES=1.
  */
 #include <setjmp.h>
 #include <stdarg.h>
