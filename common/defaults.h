@@ -20,6 +20,7 @@
 /* Redis keys. <id> is a task id, <hash> a cache key (docs/inspection.md). */
 #define KIWI_REDIS_LEASE_PREFIX "kiwi:lease:"     /* kiwi:lease:<id> = worker id, PX ttl */
 #define KIWI_REDIS_DONE_PREFIX "kiwi:done:"       /* kiwi:done:<id> = the encoded Result */
+#define KIWI_REDIS_ATTEMPT_PREFIX "kiwi:attempt:" /* kiwi:attempt:<id> = runs leased so far, done TTL */
 #define KIWI_REDIS_INSTALL_PREFIX "kiwi:install:" /* kiwi:install:<hash> = snapshot record */
 #define KIWI_REDIS_VERIFY_PREFIX "kiwi:verify:"   /* kiwi:verify:<hash> = verify record */
 

@@ -111,6 +111,7 @@ kiwi_progress_encode (const kiwi_progress *p, char **out, size_t *out_len, kiwi_
     kiwi__enc_ku64 (&e, "v", KIWI_WIRE_VERSION);
     kiwi__enc_kstr (&e, "task_id", p->task_id);
     kiwi__enc_ku64 (&e, "seq", p->seq);
+    kiwi__enc_ku64 (&e, "attempt", p->attempt);
     kiwi__enc_ku64 (&e, "round", p->round);
     kiwi__enc_kstr (&e, "phase", kiwi_phase_name (p->phase));
     kiwi__enc_kstr (&e, "kind", p->kind);
@@ -147,8 +148,10 @@ static int
 decode_fields (const kiwi__map *root, kiwi_progress *p, kiwi_error_t *err)
 {
     char *phase = NULL;
+    bool attempt_present = false; /* absent (an older producer): 0, unknown */
     if (kiwi__read_str (root, "task_id", &p->task_id, err) < 0
         || kiwi__read_u64 (root, "seq", &p->seq, NULL, err) < 0
+        || kiwi__read_u32 (root, "attempt", &p->attempt, &attempt_present, err) < 0
         || kiwi__read_u32 (root, "round", &p->round, NULL, err) < 0
         || kiwi__read_str (root, "phase", &phase, err) < 0)
         return -1;
@@ -200,6 +203,7 @@ kiwi_progress_to_json (const kiwi_progress *p, char **out, kiwi_error_t *err)
     kiwi__json_ku64 (&j, "v", KIWI_WIRE_VERSION);
     kiwi__json_kstr (&j, "task_id", p->task_id);
     kiwi__json_ku64 (&j, "seq", p->seq);
+    kiwi__json_ku64 (&j, "attempt", p->attempt);
     kiwi__json_ku64 (&j, "round", p->round);
     kiwi__json_key (&j, "phase");
     kiwi__json_str (&j, kiwi_phase_name (p->phase));

@@ -44,7 +44,8 @@ int kiwi_phase_parse (const char *s, kiwi_phase *out);
 
 typedef struct kiwi_progress {
     char *task_id;      /* required, same rules as task.id */
-    uint64_t seq;       /* per-task sequence, from 1 */
+    uint64_t seq;       /* per-task-run sequence, from 1 */
+    uint32_t attempt;   /* which run of the task, from 1; 0: unknown (absent on the wire) */
     uint32_t round;     /* 0 before the first round, then 1..100 */
     kiwi_phase phase;   /* required */
     char *kind;         /* required, 1..64 of [A-Za-z0-9._:-], e.g. "tool_call" */

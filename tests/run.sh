@@ -8,12 +8,16 @@
 #
 # Options: --unit (unit suites only, no stack), --no-asan, --keep-going,
 #          -R REGEX (passed to ctest), --help.
-# Timings for each stage are printed at the end.
+# Printed at the end, whatever happened: every skipped test with its
+# reasons and the count, each test's time (slowest first), each suite's
+# total, each stage's time. The full suite fails on a skip that is not in
+# ALLOWED_SKIPS below, and any run fails on a test that skipped a case but
+# exited as passed (a skip nobody would see).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 unit_only=0 asan=1 ctest_extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,7 +30,15 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# Skips the full suite allows: what this machine cannot have. One per line:
+# TEST_NAME, a space, an extended regex that its SKIP reason matches.
+ALLOWED_SKIPS='
+test_firecracker_api no firecracker binary
+test_firecracker_api KVM is not available
+'
+
 timings=()
+skip_bad=0
 stage() { # stage NAME CMD...
   local name=$1; shift
   local t0=$SECONDS
@@ -47,6 +59,90 @@ else
   set -a; . "$env_file"; set +a
   export KIWI_REQUIRE_SERVICES=1
 fi
+
+final_report() {
+  local rc=$?
+  if [ -s "$report_dir/times" ]; then
+    echo "==> test times, slowest first (build, test, status)"
+    sort -t $'\t' -k1,1 -rn "$report_dir/times" | awk -F '\t' '{ printf "  %9.2f s  %-8s %-34s %s\n", $1, $2, $3, $4 }'
+    [ -s "$report_dir/totals" ] && sed 's/^/  /' "$report_dir/totals"
+  fi
+  if [ "${#timings[@]}" -gt 0 ]; then
+    echo "==> timings"
+    printf '  %s\n' "${timings[@]}"
+  fi
+  if [ -s "$report_dir/skips" ]; then
+    echo "==> skipped: $(cut -f1,2 "$report_dir/skips" | sort -u | wc -l) test(s) ($(grep -c $'\tallowed$' "$report_dir/skips" || true) reason(s) allowed, $skip_bad not)"
+    awk -F '\t' '{ printf "  %-8s %-28s %s%s\n", $1, $2, ($4 == "allowed" ? "" : "[" $4 "] "), $3 }' "$report_dir/skips"
+  else
+    echo "==> skipped: 0 tests"
+  fi
+  rm -rf "$report_dir"
+  if [ "$rc" = 0 ] && [ "$skip_bad" != 0 ]; then
+    echo "tests/run.sh: $skip_bad unexpected or invisible skip(s), see above" >&2
+    rc=1
+  fi
+  exit "$rc"
+}
+report_dir=$(mktemp -d /tmp/kiwi-run-XXXXXX)
+trap final_report EXIT
+
+# test_outputs DIR: "TEST<TAB>LINE" for every line of every test's output in
+# DIR's LastTest.log.
+test_outputs() {
+  awk '
+    /^[0-9]+\/[0-9]+ Testing: / { t = $3; inside = 0; next }
+    t != "" && /^Output:$/ { inside = 1; next }
+    /^<end of output>$/ { inside = 0; t = ""; next }
+    inside && t != "" { print t "\t" $0 }
+  ' "$1/Testing/Temporary/LastTest.log"
+}
+
+# test_report DIR LABEL: after ctest in DIR, from its console output
+# (DIR/Testing/Temporary/ctest-console.log) and LastTest.log: each test's
+# time and status, the suite's total, and every skip with its reasons.
+test_report() {
+  local dir=$1 label=$2 console=$1/Testing/Temporary/ctest-console.log name status reasons why
+  [ -f "$console" ] && [ -f "$dir/Testing/Temporary/LastTest.log" ] || return 0
+  # "  3/61 Test  #3: test_phases_env ......   Passed    0.02 sec"
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*( |\*\*\*)(.*[^ ]) +([0-9.]+) sec$/\4\t'"$label"'\t\1\t\3/p' "$console" \
+    | sed -E 's/\t +/\t/' >"$report_dir/times.$label"
+  cat "$report_dir/times.$label" >>"$report_dir/times"
+  sed -nE 's/^Total Test time \(real\) = *([0-9.]+) sec$/'"$label"': suite total \1 s/p' "$console" >>"$report_dir/totals"
+  test_outputs "$dir" >"$report_dir/out-$label"
+  # skips: the test's SKIP: lines and TAP SKIP directives are its reasons
+  while IFS=$'\t' read -r _ _ name status; do
+    reasons=$(awk -F '\t' -v t="$name" '$1 == t { sub(/^[^\t]*\t/, ""); print }' "$report_dir/out-$label" \
+      | sed -nE 's/^SKIP: (.*)/\1/p; s/^(1\.\.0|(not )?ok [0-9]+)[^#]*# SKIP:? *(.*)/\3/p' | sort | uniq -c | sed -E 's/^ *1 //; s/^ *([0-9]+) (.*)/\2 (x\1)/')
+    if [ "$status" = Skipped ]; then
+      [ -n "$reasons" ] || reasons="(no SKIP line in its output)"
+      while IFS= read -r why; do
+        if skip_allowed "$name" "$why"; then
+          printf '%s\t%s\t%s\tallowed\n' "$label" "$name" "$why" >>"$report_dir/skips"
+        elif [ "$unit_only" = 1 ]; then
+          printf '%s\t%s\t%s\tnot allowed in the full suite\n' "$label" "$name" "$why" >>"$report_dir/skips"
+        else
+          printf '%s\t%s\t%s\tUNEXPECTED\n' "$label" "$name" "$why" >>"$report_dir/skips"
+          skip_bad=$((skip_bad + 1))
+        fi
+      done <<<"$reasons"
+    elif [ "$status" = Passed ] && { [ -n "$reasons" ] \
+      || awk -F '\t' -v t="$name" '$1 == t && $2 ~ /^\[  SKIPPED \] /' "$report_dir/out-$label" | grep -q .; }; then
+      printf '%s\t%s\t%s\tINVISIBLE: passed with a skip\n' "$label" "$name" "${reasons:-a cmocka case skipped}" \
+        >>"$report_dir/skips"
+      skip_bad=$((skip_bad + 1))
+    fi
+  done <"$report_dir/times.$label"
+}
+
+# skip_allowed TEST REASON: whether ALLOWED_SKIPS has it.
+skip_allowed() {
+  local t re
+  while read -r t re; do
+    [ -n "$t" ] && [ "$t" = "$1" ] && grep -qE -- "$re" <<<"$2" && return 0
+  done <<<"$ALLOWED_SKIPS"
+  return 1
+}
 
 labels=(-L unit)
 [ "$unit_only" = 1 ] || labels=()
@@ -73,23 +169,26 @@ failure_digest() {
   done <"$failed"
 }
 
-build_and_test() { # DIR [cmake args...]
+build_and_test() { # DIR LABEL [cmake args...]
   # explicit checks: errexit does not apply inside a function called from `if`
-  local dir=$1; shift
+  local dir=$1 label=$2 rc=0; shift 2
   cmake -S "$root" -B "$root/$dir" -G Ninja "$@" >/dev/null || return 1
   ninja -C "$root/$dir" || return 1
-  if ! (cd "$root/$dir" && ctest --output-on-failure --timeout 900 --no-tests=error "${labels[@]}" "${ctest_extra[@]}"); then
+  mkdir -p "$root/$dir/Testing/Temporary"
+  # every test has its own TIMEOUT (kiwi_add_test; checked at configure time)
+  (cd "$root/$dir" && ctest --output-on-failure --no-tests=error "${labels[@]}" "${ctest_extra[@]}") 2>&1 \
+    | tee "$root/$dir/Testing/Temporary/ctest-console.log" || rc=$?
+  test_report "$root/$dir" "$label"
+  if [ "$rc" != 0 ]; then
     failure_digest "$root/$dir"
     return 1
   fi
 }
 
-stage "build+test (release)" build_and_test build
+stage "build+test (release)" build_and_test build release
 if [ "$asan" = 1 ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-  stage "build+test (asan+ubsan)" build_and_test build-asan -DKIWI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  stage "build+test (asan+ubsan)" build_and_test build-asan asan -DKIWI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 fi
 
-echo "==> timings"
-printf '  %s\n' "${timings[@]}"

@@ -68,7 +68,8 @@ typedef struct slot {
     char *raw; /* the task message, as consumed */
     size_t raw_len;
     origin from;
-    uint64_t seq;
+    uint64_t seq;     /* of this run's events, from 1 */
+    uint32_t attempt; /* this run of the task, from 1 (Redis); 0: unknown */
     bool have_result;
     char *result; /* encoded Result from the task process */
     size_t result_len;
@@ -531,6 +532,7 @@ static void
 publish_event (daemon_t *d, slot *s, kiwi_progress *p)
 {
     p->seq = ++s->seq;
+    p->attempt = s->attempt;
     char *buf = NULL;
     size_t len = 0;
     kiwi_error_t err = NULL;
@@ -885,10 +887,10 @@ spawn_task (daemon_t *d, slot *s)
     return 0;
 }
 
-/* Takes a slot for a task and starts its process. Ownership of raw and
- * from moves to the slot. */
+/* Takes a slot for a task and starts its process, its events stamped with
+ * `attempt` (0: unknown). Ownership of raw and from moves to the slot. */
 static void
-start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased)
+start_run (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased, uint32_t attempt)
 {
     if (d->draining) {
         /* its look-up answered after the drain began: not started, not
@@ -925,6 +927,7 @@ start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from,
     s->from = *from;
     from->topic = NULL;
     s->leased = leased;
+    s->attempt = attempt;
     s->started_ms = kiwi_now_ms ();
     s->fd = -1;
     d->busy++;
@@ -940,7 +943,15 @@ start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from,
         publish_result (d, s);
         return;
     }
-    kiwi_info ("task %s: started in slot %d (pid %d)", s->task_id, s->index, (int) s->pid);
+    kiwi_info ("task %s: started in slot %d (pid %d), attempt %u", s->task_id, s->index, (int) s->pid,
+               (unsigned) s->attempt);
+}
+
+/* A run whose attempt number is unknown: no lease, so Redis was not asked. */
+static void
+start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased)
+{
+    start_run (d, task_id, raw, raw_len, from, leased, 0);
 }
 
 /* ---------- deciding what to do with a task ---------- */
@@ -997,6 +1008,43 @@ park (daemon_t *d, decide_ctx *c)
     update_pause (d);
 }
 
+/* The attempt number has come back (or not: 0, unknown); the leased task
+ * starts with it. */
+static void
+attempt_cb (redisAsyncContext *ac, void *r, void *privdata)
+{
+    decide_ctx *c = privdata;
+    daemon_t *d = c->d;
+    redisReply *reply = r;
+    uint32_t attempt = 0;
+    if (reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0 && reply->integer <= UINT32_MAX)
+        attempt = (uint32_t) reply->integer;
+    else
+        kiwi_warn ("task %s: no attempt number from redis; its events say attempt 0 (unknown)", c->task_id);
+    decided (d);
+    start_run (d, c->task_id, c->raw, c->raw_len, &c->from, true, attempt);
+    c->task_id = c->raw = NULL;
+    decide_free (c);
+}
+
+/* A task whose lease this worker won: which run of it this is, counted in
+ * Redis across every worker (kiwi:attempt:<id>, kept as long as its done
+ * record), so that a run after a redelivery is told apart from the one
+ * before it in the progress events. Then starts it (attempt_cb). */
+static const char lua_attempt[]
+    = "local n = redis.call('incr', KEYS[1]) redis.call('expire', KEYS[1], ARGV[1]) return n";
+
+static void
+fetch_attempt (daemon_t *d, decide_ctx *c)
+{
+    if (d->redis_ok
+        && redisAsyncCommand (d->redis, attempt_cb, c, "EVAL %s 1 %s%s %lld", lua_attempt, KIWI_REDIS_ATTEMPT_PREFIX,
+                              c->task_id, (long long) d->cfg->done_ttl_s)
+               == REDIS_OK)
+        return;
+    attempt_cb (NULL, NULL, c);
+}
+
 static void
 lease_cb (redisAsyncContext *ac, void *r, void *privdata)
 {
@@ -1012,10 +1060,7 @@ lease_cb (redisAsyncContext *ac, void *r, void *privdata)
         return;
     }
     if (reply->type == REDIS_REPLY_STATUS) { /* OK: ours */
-        decided (d);
-        start_task (d, c->task_id, c->raw, c->raw_len, &c->from, true);
-        c->task_id = c->raw = NULL;
-        decide_free (c);
+        fetch_attempt (d, c);
         return;
     }
     kiwi_info ("task %s: another worker holds its lease; waiting for it to finish or expire", c->task_id);

@@ -79,11 +79,11 @@ SAMPLES = {
         "submitted_at": 0,
     }),
     "progress-full": ("progress", {
-        "v": 1, "task_id": "task-0001:retry.2_x", "seq": 42, "round": 3, "phase": "round",
+        "v": 1, "task_id": "task-0001:retry.2_x", "seq": 42, "attempt": 2, "round": 3, "phase": "round",
         "kind": "tool_call", "ts": 1764454470000, "worker_id": "worker-a:7", "payload": PAYLOAD,
     }),
     "progress-min": ("progress", {
-        "v": 1, "task_id": "t1", "seq": 1, "round": 0, "phase": "accepted", "kind": "accepted",
+        "v": 1, "task_id": "t1", "seq": 1, "attempt": 0, "round": 0, "phase": "accepted", "kind": "accepted",
         "ts": 1, "worker_id": "w1",
     }),
     "result-fixed": ("result", {
@@ -217,7 +217,7 @@ def jsonish(v):
 KNOWN = {
     "task": {"v", "id", "repo", "test_command", "goal", "ci_context", "limits", "model",
              "test_credentials", "submitted_at", "source"},
-    "progress": {"v", "task_id", "seq", "round", "phase", "kind", "ts", "worker_id", "payload"},
+    "progress": {"v", "task_id", "seq", "attempt", "round", "phase", "kind", "ts", "worker_id", "payload"},
     "result": {"v", "task_id", "status", "reason", "diff", "rounds", "tokens_in", "tokens_out",
                "cost_usd_micros", "duration_ms", "worker_id", "finished_at"},
     "heartbeat": {"v", "worker_id", "version", "ts", "slots_total", "slots_busy", "tasks_done",
@@ -400,6 +400,18 @@ def check_refusals():
     p = dict(SAMPLES["progress-full"][1])
     p["payload"] = [1, 2]
     expect_c_refuses("progress", pack(p), "progress.payload: expected map, got array", "payload-array")
+    p = dict(SAMPLES["progress-full"][1])
+    p["attempt"] = -1
+    expect_c_refuses("progress", pack(p), "progress.attempt: must not be negative, got -1", "attempt-negative")
+    p["attempt"] = 1 << 32
+    expect_c_refuses("progress", pack(p), "progress.attempt: out of range: 4294967296 is greater than 4294967295",
+                     "attempt-too-big")
+    # from a producer older than the field: decoded as attempt 0 (unknown)
+    p = dict(SAMPLES["progress-full"][1])
+    del p["attempt"]
+    want = expected_json("progress", p)
+    want["attempt"] = 0
+    expect_c_decodes("progress", pack(p), want, "progress-no-attempt")
 
 
 def check_generic():

@@ -266,5 +266,5 @@ main (void)
         cmocka_unit_test (test_batch_all_good_and_bad_header),
         cmocka_unit_test (test_batch_undelivered),
     };
-    return cmocka_run_group_tests_name ("cli_stack_batch", tests, NULL, NULL);
+    return kiwi_run_group ("cli_stack_batch", tests, NULL, NULL);
 }

@@ -372,5 +372,5 @@ main (void)
         cmocka_unit_test (test_listener_without_secret),
         cmocka_unit_test (test_one_event_from_file),
     };
-    return cmocka_run_group_tests_name ("cli_stack_ci", tests, NULL, NULL);
+    return kiwi_run_group ("cli_stack_ci", tests, NULL, NULL);
 }

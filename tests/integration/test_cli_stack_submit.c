@@ -215,5 +215,5 @@ main (void)
         cmocka_unit_test (test_dry_run),
         cmocka_unit_test (test_unreachable_broker),
     };
-    return cmocka_run_group_tests_name ("cli_stack_submit", tests, NULL, NULL);
+    return kiwi_run_group ("cli_stack_submit", tests, NULL, NULL);
 }

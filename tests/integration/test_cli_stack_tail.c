@@ -269,5 +269,5 @@ main (void)
         cmocka_unit_test (test_follow),
         cmocka_unit_test (test_missing_topic),
     };
-    return cmocka_run_group_tests_name ("cli_stack_tail", tests, NULL, NULL);
+    return kiwi_run_group ("cli_stack_tail", tests, NULL, NULL);
 }

@@ -186,5 +186,5 @@ main (void)
         cmocka_unit_test (test_wait_times_out),
         cmocka_unit_test (test_undecodable_result),
     };
-    return cmocka_run_group_tests_name ("cli_stack_wait", tests, NULL, NULL);
+    return kiwi_run_group ("cli_stack_wait", tests, NULL, NULL);
 }

@@ -395,5 +395,5 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_corpus),
     };
-    return cmocka_run_group_tests_name ("corpus", tests, NULL, NULL);
+    return kiwi_run_group ("corpus", tests, NULL, NULL);
 }

@@ -276,5 +276,5 @@ main (void)
         cmocka_unit_test_teardown (test_run_and_fakes_inside_the_namespace, destroy_namespaces),
         cmocka_unit_test_teardown (test_metadata_blocked_by_rules_dns_answered, destroy_namespaces),
     };
-    return cmocka_run_group_tests (tests, group_setup, group_teardown);
+    return kiwi_run_group ("egress_netns", tests, group_setup, group_teardown);
 }

@@ -2164,5 +2164,5 @@ main (void)
     /* KIWI_TEST_FILTER (a cmocka pattern, e.g. "exfil*") runs a subset */
     if (getenv ("KIWI_TEST_FILTER") != NULL)
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
-    return cmocka_run_group_tests_name ("hostile", tests, NULL, NULL);
+    return kiwi_run_group ("hostile", tests, NULL, NULL);
 }

@@ -225,5 +225,5 @@ main (void)
         cmocka_unit_test (test_install_then_verify_offline),
         cmocka_unit_test (test_install_failure_and_timeout_are_named),
     };
-    return cmocka_run_group_tests_name ("phases", tests, NULL, NULL);
+    return kiwi_run_group ("phases", tests, NULL, NULL);
 }

@@ -300,5 +300,5 @@ main (void)
         cmocka_unit_test (test_destroy_removes_everything_and_reap),
         cmocka_unit_test (test_run_once_output_timeout_and_files),
     };
-    return cmocka_run_group_tests_name ("sandbox_driver", tests, NULL, NULL);
+    return kiwi_run_group ("sandbox_driver", tests, NULL, NULL);
 }

@@ -301,5 +301,5 @@ main (void)
         cmocka_unit_test (test_max_rounds),             cmocka_unit_test (test_budget_exhausted),
         cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
     };
-    return cmocka_run_group_tests_name ("session", tests, setup, teardown);
+    return kiwi_run_group ("session", tests, setup, teardown);
 }

@@ -146,5 +146,5 @@ main (void)
         cmocka_unit_test (test_unknown_path_is_named_error),
         cmocka_unit_test (test_runsc_no_network),
     };
-    return cmocka_run_group_tests_name ("stack_docker", tests, NULL, NULL);
+    return kiwi_run_group ("stack_docker", tests, NULL, NULL);
 }

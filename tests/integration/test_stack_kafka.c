@@ -175,5 +175,5 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_task_roundtrip_through_broker),
     };
-    return cmocka_run_group_tests_name ("stack_kafka", tests, NULL, NULL);
+    return kiwi_run_group ("stack_kafka", tests, NULL, NULL);
 }

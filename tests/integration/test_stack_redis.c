@@ -82,5 +82,5 @@ main (void)
         cmocka_unit_test (test_set_get_binary),
         cmocka_unit_test (test_set_nx_is_exclusive),
     };
-    return cmocka_run_group_tests_name ("stack_redis", tests, NULL, NULL);
+    return kiwi_run_group ("stack_redis", tests, NULL, NULL);
 }

@@ -34,7 +34,7 @@ try:
     from google.genai import errors as genai_errors
     from google.genai import types as genai_types
 except ImportError as e:  # pragma: no cover
-    print("check_fixtures: the provider SDKs are not importable (%s); run ops/venv.sh and use its python" % e)
+    print("SKIP: check_fixtures: the provider SDKs are not importable (%s); run ops/venv.sh and use its python" % e)
     sys.exit(77)
 
 

@@ -32,6 +32,7 @@
 
 #include "archive-internal.h"
 #include "archive.h"
+#include "skip.h"
 
 #define OUTSIDE_CONTENT "outside: must never change\n"
 #define SECRET "TOPSECRET-8c1f4e0b-never-in-an-archive"
@@ -294,10 +295,8 @@ have_gnu_tar (void)
 
 #define NEED_GNU_TAR()                                                                                       \
     do {                                                                                                     \
-        if (!have_gnu_tar ()) {                                                                              \
-            fprintf (stderr, "SKIP: GNU tar is not installed\n");                                            \
-            skip ();                                                                                         \
-        }                                                                                                    \
+        if (!have_gnu_tar ())                                                                                \
+            KIWI_SKIP ("GNU tar is not installed");                                                          \
     } while (0)
 
 static void
@@ -1515,5 +1514,5 @@ main (void)
         T (test_symlink_swap_race),
     };
 #undef T
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return kiwi_run_group ("archive", tests, NULL, NULL);
 }

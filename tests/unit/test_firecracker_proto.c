@@ -32,6 +32,7 @@
 #include "archive.h"
 #include "driver-firecracker-internal.h"
 #include "proto.h"
+#include "skip.h"
 
 static const kiwi_agent_config agent_cfg = { .default_user = NULL, .default_workdir = "/" };
 
@@ -452,10 +453,8 @@ test_put_and_get_errors (void **state)
 static void
 test_user_switch (void **state)
 {
-    if (geteuid () != 0) {
-        fprintf (stderr, "SKIP: switching users needs root\n");
-        skip ();
-    }
+    if (geteuid () != 0)
+        KIWI_SKIP ("switching users needs root");
     const char *argv[] = { "/bin/sh", "-c", "echo $(id -u):$(id -g)", NULL };
     int host;
     pid_t pid = agent_on_pair (&host);
@@ -742,5 +741,5 @@ main (void)
         cmocka_unit_test (test_resolve_user),
         cmocka_unit_test (test_agent_binary_serves),
     };
-    return cmocka_run_group_tests_name ("firecracker_proto", tests, NULL, NULL);
+    return kiwi_run_group ("firecracker_proto", tests, NULL, NULL);
 }

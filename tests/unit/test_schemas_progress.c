@@ -59,11 +59,53 @@ test_roundtrip (void **state)
     assert_memory_equal (out.payload, p.payload, p.payload_len);
     assert_int_equal (out.phase, KIWI_PHASE_ROUND);
     assert_int_equal (out.seq, 42);
+    assert_int_equal (out.attempt, 2);
     kiwi_progress_clear (&out);
     kiwi_progress_clear (&p);
 
     sample_progress_min (&p);
     roundtrip_progress (&p);
+    kiwi_progress_clear (&p);
+}
+
+/* attempt: which run of the task; absent (an older producer) decodes as 0,
+ * unknown, and is written back as 0. */
+static void
+test_attempt (void **state)
+{
+    kiwi_progress out;
+    kiwi_error_t err = NULL;
+    size_t len = 0;
+    char *old = wire_edit (base, base_len, "attempt", EDIT_DEL, NULL, &len);
+    assert_non_null (old);
+    assert_true (len < base_len);
+    expect_ok (kiwi_progress_decode (old, len, &out, &err), &err);
+    assert_int_equal (out.attempt, 0);
+    assert_int_equal (out.seq, 42);
+    char *json = NULL;
+    expect_ok (kiwi_progress_to_json (&out, &json, &err), &err);
+    assert_non_null (strstr (json, "\"seq\":42,\"attempt\":0,"));
+    free (json);
+    kiwi_progress_clear (&out);
+    free (old);
+
+    /* two runs of one task, same seq: equal but for attempt */
+    kiwi_progress p;
+    kiwi_progress_init (&p);
+    sample_progress_min (&p);
+    char *a1, *a2;
+    size_t l1, l2;
+    p.attempt = 1;
+    expect_ok (kiwi_progress_encode (&p, &a1, &l1, &err), &err);
+    p.attempt = 2;
+    expect_ok (kiwi_progress_encode (&p, &a2, &l2, &err), &err);
+    assert_true (l1 != l2 || memcmp (a1, a2, l1) != 0);
+    expect_ok (kiwi_progress_decode (a2, l2, &out, &err), &err);
+    assert_int_equal (out.attempt, 2);
+    assert_int_equal (out.seq, 1);
+    kiwi_progress_clear (&out);
+    free (a1);
+    free (a2);
     kiwi_progress_clear (&p);
 }
 
@@ -129,6 +171,7 @@ test_decode_rules (void **state)
     msgpack_object x = obj_nil ();
     edit ("task_id", EDIT_DEL, x, "progress.task_id: required field missing");
     edit ("seq", EDIT_DEL, x, "progress.seq: required field missing");
+    edit ("attempt", EDIT_DEL, x, NULL); /* an older producer's event */
     edit ("round", EDIT_DEL, x, "progress.round: required field missing");
     edit ("phase", EDIT_DEL, x, "progress.phase: required field missing");
     edit ("kind", EDIT_DEL, x, "progress.kind: required field missing");
@@ -141,6 +184,13 @@ test_decode_rules (void **state)
     edit ("seq", EDIT_SET, obj_str ("1"), "progress.seq: expected integer, got string");
     edit ("seq", EDIT_SET, obj_uint (0), "progress.seq: must be at least 1, got 0");
     edit ("seq", EDIT_SET, obj_int (-3), "progress.seq: must not be negative, got -3");
+    edit ("attempt", EDIT_SET, obj_uint (0), NULL);
+    edit ("attempt", EDIT_SET, obj_uint (UINT32_MAX), NULL);
+    edit ("attempt", EDIT_SET, obj_str ("2"), "progress.attempt: expected integer, got string");
+    edit ("attempt", EDIT_SET, obj_int (-1), "progress.attempt: must not be negative, got -1");
+    edit ("attempt", EDIT_SET, obj_uint (1ull << 32),
+          "progress.attempt: out of range: 4294967296 is greater than 4294967295");
+    edit ("attempt", EDIT_ADD, obj_uint (3), "progress.attempt: duplicate key");
     edit ("round", EDIT_SET, obj_uint (0), NULL);
     edit ("round", EDIT_SET, obj_uint (101), "progress.round: must be between 0 and 100, got 101");
     edit ("round", EDIT_SET, obj_uint (1ull << 32), "progress.round: out of range: 4294967296 is greater than 4294967295");
@@ -253,7 +303,8 @@ test_to_json (void **state)
     sample_progress_full (&p);
     expect_ok (kiwi_progress_to_json (&p, &json, &err), &err);
     assert_string_equal (json,
-                         "{\"v\":1,\"task_id\":\"task-0001:retry.2_x\",\"seq\":42,\"round\":3,\"phase\":\"round\","
+                         "{\"v\":1,\"task_id\":\"task-0001:retry.2_x\",\"seq\":42,\"attempt\":2,\"round\":3,"
+                         "\"phase\":\"round\","
                          "\"kind\":\"tool_call\",\"ts\":1764454470000,\"worker_id\":\"worker-a:7\","
                          "\"payload\":{\"tool\":\"run\",\"argv\":[\"npm\",\"test\"],\"exit\":-1,\"ok\":false,"
                          "\"ratio\":0.5,\"blob\":\"AAH/\",\"nested\":{\"a\":{\"b\":[1,2,null]}},"
@@ -263,7 +314,7 @@ test_to_json (void **state)
 
     sample_progress_min (&p);
     expect_ok (kiwi_progress_to_json (&p, &json, &err), &err);
-    assert_string_equal (json, "{\"v\":1,\"task_id\":\"t1\",\"seq\":1,\"round\":0,\"phase\":\"accepted\","
+    assert_string_equal (json, "{\"v\":1,\"task_id\":\"t1\",\"seq\":1,\"attempt\":0,\"round\":0,\"phase\":\"accepted\","
                                "\"kind\":\"accepted\",\"ts\":1,\"worker_id\":\"w1\"}");
     free (json);
     kiwi_progress_clear (&p);
@@ -274,6 +325,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_roundtrip),
+        cmocka_unit_test (test_attempt),
         cmocka_unit_test (test_every_phase),
         cmocka_unit_test (test_at_limits),
         cmocka_unit_test (test_decode_rules),

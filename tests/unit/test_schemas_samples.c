@@ -135,6 +135,7 @@ sample_progress_full (kiwi_progress *p)
 {
     p->task_id = xstrdup ("task-0001:retry.2_x");
     p->seq = 42;
+    p->attempt = 2;
     p->round = 3;
     p->phase = KIWI_PHASE_ROUND;
     p->kind = xstrdup ("tool_call");

@@ -38,6 +38,11 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+# SIGTERM (timeout(1) at the end of the test's budget, see
+# tests/integration/CMakeLists.txt) and SIGINT end the test through the
+# EXIT trap with a failing status, so its clean-up runs.
+trap 'log "FAIL: terminated by SIGTERM (over its time budget?)"; exit 143' TERM
+trap 'exit 130' INT
 
 need_services() {
   if ! kcat -b "$KIWI_KAFKA_BROKERS" -L -m 5 >/dev/null 2>&1; then

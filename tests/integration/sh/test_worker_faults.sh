@@ -7,7 +7,8 @@
 #           the task process dies with it, its sandbox is removed (or reaped
 #           by a worker restarted under the same id), the lease expires, the
 #           partition moves on the rebalance and the other worker finishes
-#           the task: exactly one result per task.
+#           the task: exactly one result per task. The progress topic tells
+#           the two runs apart (attempt), each with seq from 1.
 #   kafka   the broker stopped and started again (ops/stack.sh down/up kafka)
 #           while tasks run: the workers reconnect; every task, including
 #           those submitted after the restart, gets exactly one result.
@@ -26,21 +27,37 @@
 #           with CLIENT PAUSE) and another task runs: the running one ends,
 #           the looked-up one is not started by the draining worker, and the
 #           next worker does it: exactly one result each.
+#   noredis a worker whose Redis is not there at all (a closed port, the
+#           shared Redis untouched): its task runs unleased and every event
+#           says attempt 0 (unknown), seq from 1.
 #   undelivered  the results topic refuses a result (max.message.bytes
 #           lowered), one worker, no rebalance: the result is produced again
 #           until the topic takes it, exactly once, and the offset is
 #           committed (a worker joining afterwards does not run the task).
 #
-# Usage: test_worker_faults.sh [kill] [kafka] [redis] [dlq] [drain] [undelivered]   (default: all)
+# Usage: test_worker_faults.sh [kill] [kafka] [redis] [noredis] [dlq] [drain] [undelivered]   (default: all)
 # Tasks run on tests/fixtures/examples/js-pass, whose tests already pass, so
 # each task ends at step 0 (not_fixed, no model call); a `sleep N` before
 # `npm test` makes one last long enough to be hit by the fault. The test
 # commands carry the run id, so no verify result cached by an earlier run is
 # reused.
 . "$(dirname "$0")/lib.sh"
+# A run killed before its clean-up could run (SIGKILL) may have left Kafka
+# or Redis stopped: with the stack set up, start what is down first
+# (ops/stack.sh up is idempotent).
+if [ -f "$env_file" ]; then
+  for s in kafka redis; do
+    case $s in
+      kafka) kcat -b "$KIWI_KAFKA_BROKERS" -L -m 5 >/dev/null 2>&1 && continue ;;
+      redis) redis-cli -h "${KIWI_REDIS_HOST:-127.0.0.1}" -p "${KIWI_REDIS_PORT:-6379}" ping 2>/dev/null | grep -q PONG && continue ;;
+    esac
+    log "$s is down at the start (an earlier run killed mid-part?): ops/stack.sh up $s"
+    bash "$ROOT/ops/stack.sh" up "$s" >&2 || log "WARNING: ops/stack.sh up $s failed"
+  done
+fi
 need_services
 
-PARTS=${*:-kill kafka redis dlq drain undelivered}
+PARTS=${*:-kill kafka redis noredis dlq drain undelivered}
 BASE_RUN=$RUN_ID
 STACK="$ROOT/ops/stack.sh"
 STOPPED=" "   # services this test stopped; started again on exit
@@ -275,8 +292,47 @@ print(f"  {sys.argv[2]} (killed on {sys.argv[3]}) finished by {r['worker_id']}")
 PY
   grep -q "task $vtask: started" "$TMP/worker-${survivor##*-}.log" || fail "$survivor never started $vtask"
   [ -z "$(container_ids "org.kiwi.worker=$victim")" ] || fail "containers of $victim left at the end"
+  redelivery_visible "$vtask" "$victim" "$survivor"
   passed=$((passed + 1))
   stop_workers
+}
+
+# redelivery_visible ID VICTIM SURVIVOR: the progress topic shows the two
+# runs of ID apart: attempt N on the killed worker, a later attempt on the
+# survivor, each with seq from 1 and no gap, and a consumer that
+# de-duplicates by (task_id, attempt, seq) keeps every event of both. The
+# events are counted twice from outside: kcat counts the messages keyed ID
+# on the topic, and `kiwi tail` must have decoded that many.
+redelivery_visible() {
+  local id=$1 topic="kiwi.itest.$RUN_ID.progress" raw
+  kiwi_cli tail progress --task "$id" >"$TMP/ev-$id.jsonl" 2>>"$TMP/cli.log" || fail "kiwi tail progress --task $id"
+  raw=$(kcat -C -b "$KIWI_KAFKA_BROKERS" -t "$topic" -e -q -f '%k\n' 2>>"$TMP/kcat.log" | grep -cxF "$id" || true)
+  python3 - "$TMP/ev-$id.jsonl" "$raw" "$2" "$3" <<'PY' || fail "the two runs of $id are not told apart in its progress events"
+import collections, json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+raw, victim, survivor = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+assert len(evs) == raw, f"kiwi tail decoded {len(evs)} events, kcat counts {raw} messages keyed {evs[0]['task_id']}"
+runs = collections.defaultdict(list)
+for e in evs:
+    assert "attempt" in e, f"an event without attempt: {e}"
+    runs[e["attempt"]].append(e)
+assert 0 not in runs, f"attempt 0 (unknown) with redis up: {[e['kind'] for e in runs[0]]}"
+assert len(runs) >= 2, f"one attempt only ({sorted(runs)}) for a task run twice"
+for a, es in sorted(runs.items()):
+    seqs = sorted(e["seq"] for e in es)
+    assert seqs == list(range(1, len(seqs) + 1)), f"attempt {a}: seq {seqs}"
+    assert len({e["worker_id"] for e in es}) == 1, f"attempt {a} from several workers"
+    print(f"  attempt {a}: {es[0]['worker_id']}, seq 1..{len(seqs)}, {es[0]['kind']} .. {es[-1]['kind']}")
+first, last = min(runs), max(runs)
+assert runs[first][0]["worker_id"] == victim, f"attempt {first} not on {victim}"
+assert runs[last][0]["worker_id"] == survivor, f"attempt {last} not on {survivor}"
+assert runs[last][-1]["kind"] == "finished" or any(e["phase"] == "finished" for e in runs[last]), "the last run did not finish"
+kept = {(e["task_id"], e["attempt"], e["seq"]) for e in evs}
+assert len(kept) == len(evs), f"(task_id, attempt, seq) repeats: {len(evs) - len(kept)} duplicates"
+old = {(e["task_id"], e["seq"]) for e in evs}
+print(f"  {raw} messages (kcat), {len(evs)} events: de-duplicated by (task_id, attempt, seq) {len(kept)} kept;"
+      f" by (task_id, seq) {len(old)} would be")
+PY
 }
 
 # stop_workers: SIGTERM every worker of the part, wait for them.
@@ -400,6 +456,30 @@ PY
   kiwi_cli tail progress --task "$t4" 2>>"$TMP/cli.log" | grep -q '"leased": *true' \
     || fail "$t4, after redis came back, was not leased"
   log "  $t4 (after redis came back) was leased"
+  passed=$((passed + 1))
+  stop_workers
+}
+
+# ------------------------------------------------------- no redis at all
+part_noredis() {
+  part noredis
+  worker_start a KIWI_SLOTS=1 KIWI_REDIS_PORT="$(free_port)" "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  local id
+  id=$(submit_task js-pass-1 "KIWI_FAULT=$RUN_ID-1 npm test")
+  wait_results 120 "$id"
+  exactly_one_result not_fixed "$id"
+  kiwi_cli tail progress --task "$id" >"$TMP/ev-$id.jsonl" 2>>"$TMP/cli.log"
+  python3 - "$TMP/ev-$id.jsonl" <<'PY' || fail "the events of $id, run without redis, do not say attempt 0"
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert evs, "no events"
+assert [e["attempt"] for e in evs] == [0] * len(evs), [e.get("attempt") for e in evs]
+assert [e["seq"] for e in evs] == list(range(1, len(evs) + 1)), [e["seq"] for e in evs]
+acc = [e for e in evs if e["kind"] == "accepted"][0]
+assert acc["payload"]["leased"] is False, acc
+print(f"  {len(evs)} events, unleased, attempt 0 (unknown), seq 1..{len(evs)}")
+PY
   passed=$((passed + 1))
   stop_workers
 }
@@ -556,8 +636,8 @@ part_drain() {
 
 for p in $PARTS; do
   case "$p" in
-    kill | kafka | redis | dlq | drain | undelivered) "part_$p" ;;
-    *) fail "unknown part $p (kill kafka redis dlq drain undelivered)" ;;
+    kill | kafka | redis | noredis | dlq | drain | undelivered) "part_$p" ;;
+    *) fail "unknown part $p (kill kafka redis noredis dlq drain undelivered)" ;;
   esac
 done
 echo "$passed passed, 0 failed"
