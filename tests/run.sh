@@ -175,14 +175,39 @@ build_and_test() { # DIR LABEL [cmake args...]
   cmake -S "$root" -B "$root/$dir" -G Ninja "$@" >/dev/null || return 1
   ninja -C "$root/$dir" || return 1
   mkdir -p "$root/$dir/Testing/Temporary"
+  [ "$unit_only" = 1 ] || watch_start "$root/$dir/Testing/Temporary/containers.jsonl"
   # every test has its own TIMEOUT (kiwi_add_test; checked at configure time)
   (cd "$root/$dir" && ctest --output-on-failure --no-tests=error "${labels[@]}" "${ctest_extra[@]}") 2>&1 \
     | tee "$root/$dir/Testing/Temporary/ctest-console.log" || rc=$?
   test_report "$root/$dir" "$label"
+  if [ "$unit_only" != 1 ] && ! watch_check "$root/$dir/Testing/Temporary/containers.jsonl"; then
+    echo "tests/run.sh: a sandbox broke an isolation rule, seen by the container watcher (above)" >&2
+    rc=1
+  fi
   if [ "$rc" != 0 ]; then
     failure_digest "$root/$dir"
     return 1
   fi
+}
+
+# The independent container watcher (tests/support/container_watch.py):
+# Docker's own inspect of every container the suite's workers create,
+# checked against the isolation rules from outside Kiwi's code.
+watch_pid=
+watch_start() { # RECORDS
+  rm -f "$1" "$1.ready"
+  python3 "$root/tests/support/container_watch.py" watch --out "$1" --ready "$1.ready" &
+  watch_pid=$!
+  for _ in $(seq 1 50); do [ -s "$1.ready" ] && return 0; sleep 0.1; done
+  echo "tests/run.sh: the container watcher did not start" >&2
+  return 1
+}
+watch_check() { # RECORDS
+  local min=1
+  [ "${#ctest_extra[@]}" -eq 0 ] || min=0 # a subset may start no sandbox
+  [ -n "$watch_pid" ] && { kill "$watch_pid" 2>/dev/null || true; wait "$watch_pid" 2>/dev/null || true; }
+  watch_pid=
+  python3 "$root/tests/support/container_watch.py" check "$1" --min "$min"
 }
 
 stage "build+test (release)" build_and_test build release
