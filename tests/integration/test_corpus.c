@@ -8,9 +8,13 @@
  * fails when any row differs from the repository's expect.json.
  *
  * Phase A snapshots are cached by the install cache key
- * (kiwi_install_cache_key) under $KIWI_STATE_DIR/cache/corpus, so a second
- * run skips installs whose inputs did not change; KIWI_TEST_INSTALL_CACHE=0
- * makes every install real. KIWI_CORPUS_ONLY=a,b runs only those
+ * (kiwi_install_cache_key) for the length of one run (cases that share a key
+ * install once), in a directory of the run's own under
+ * $KIWI_STATE_DIR/cache/, removed at the end: every run, CI's two stages
+ * included, installs for real. KIWI_TEST_INSTALL_CACHE=keep reuses
+ * $KIWI_STATE_DIR/cache/corpus across runs instead (a developer's quick
+ * re-run), KIWI_TEST_INSTALL_CACHE=0 installs every case, even a shared key,
+ * anew. KIWI_CORPUS_ONLY=a,b runs only those
  * repositories. The driver is KIWI_SANDBOX / KIWI_SANDBOX_RUNTIME (docker by
  * default), the catalogue KIWI_IMAGE_CATALOG (ops/images/catalog.local.tsv
  * by default: no registry serves images here).
@@ -297,9 +301,16 @@ test_corpus (void **state)
     kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = ca };
 
     char cache_dir[512];
-    snprintf (cache_dir, sizeof cache_dir, "%s/cache/corpus", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"));
-    assert_int_equal (sh ("mkdir -p '%s'", cache_dir), 0);
     const char *uc = getenv ("KIWI_TEST_INSTALL_CACHE");
+    bool keep = uc && strcmp (uc, "keep") == 0;
+    if (keep)
+        snprintf (cache_dir, sizeof cache_dir, "%s/cache/corpus", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"));
+    else
+        snprintf (cache_dir, sizeof cache_dir, "%s/cache/corpus-run-%d", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
+                  (int) getpid ());
+    assert_int_equal (sh ("mkdir -p '%s'", cache_dir), 0);
+    if (!keep)
+        assert_int_equal (sh ("rm -rf '%s'/*", cache_dir), 0);
     install_ctx ictx = { .env = env, .cfg = &pc, .cache_dir = cache_dir, .use_cache = !(uc && strcmp (uc, "0") == 0) };
 
     /* the repositories, sorted */
@@ -380,9 +391,12 @@ test_corpus (void **state)
             bad++;
     }
     printf ("\n%zu cases in %zu repositories, %d mismatching, %.0f s (driver %s, catalogue %s, install cache %s)\n",
-            nr, nn, bad, total, driver, kiwi_image_catalog_origin (cat), ictx.use_cache ? "on" : "off");
+            nr, nn, bad, total, driver, kiwi_image_catalog_origin (cat),
+            !ictx.use_cache ? "off" : keep ? "kept across runs" : "this run only: every install real");
     fflush (stdout);
     sh ("rm -rf /tmp/kiwi-corpus-%d", (int) getpid ());
+    if (!keep)
+        sh ("rm -rf '%s'", cache_dir);
     kiwi_classifier_free (cl);
     kiwi_image_catalog_free (cat);
     kiwi_sandbox_env_close (env);
