@@ -27,7 +27,12 @@
  *                     the Docker bridge gateway, the test's namespace.
  *   fork_bomb, disk_filler, memory_hog, sleep_forever
  *                     each stopped by its bound, the reason named, the
- *                     worker unharmed.
+ *                     worker unharmed. The bomb and the hog are also
+ *                     measured from the host while they run: their
+ *                     containers' pids and memory cgroups, sampled as output
+ *                     arrives, hold the limits asked for and never pass
+ *                     them, and after the attack no process of the noted
+ *                     containers is left on the host.
  *   symlinks          symlinks out of the repository arrive as symlinks;
  *                     what they point at on the worker never enters.
  *   readback          files read back out of a sandbox: `..`, absolute
@@ -72,6 +77,7 @@
 
 #include "archive.h"
 #include "docker-api.h"
+#include "driver-docker-internal.h"
 #include "need.h"
 #include "phases.h"
 #include "sandbox.h"
@@ -612,6 +618,11 @@ typedef struct {
     bool tracked;
     char container_ids[8][72];
     size_t ncontainers;
+    /* hx_collect samples the cgroups of the noted containers as output
+     * arrives: the attack measured from the host, not by its own report */
+    bool sample_cgroups;
+    long cg_samples;
+    int64_t cg_pids_peak, cg_pids_max, cg_mem_peak, cg_mem_limit;
 } hx;
 
 static unsigned hx_seq;
@@ -676,6 +687,59 @@ hx_note_containers (hx *h)
     kiwi_docker_close (api);
 }
 
+/* One number from a cgroup (v1, cgroupfs driver) file of container `id`,
+ * or -1 (gone, or "max"). */
+static int64_t
+hx_cgroup_value (const char *ctrl, const char *id, const char *file)
+{
+    char p[400];
+    snprintf (p, sizeof p, "/sys/fs/cgroup/%s/docker/%s/%s", ctrl, id, file);
+    FILE *f = fopen (p, "re");
+    if (f == NULL)
+        return -1;
+    long long v = -1;
+    if (fscanf (f, "%lld", &v) != 1)
+        v = -1;
+    fclose (f);
+    return v;
+}
+
+/* Samples the noted containers' cgroups: peak processes and memory, and the
+ * limits the host enforces. */
+static void
+hx_cgroup_sample (hx *h)
+{
+    for (size_t k = 0; k < h->ncontainers; k++) {
+        const char *id = h->container_ids[k];
+        int64_t pids = hx_cgroup_value ("pids", id, "pids.current");
+        if (pids < 0)
+            continue;
+        h->cg_samples++;
+        if (pids > h->cg_pids_peak)
+            h->cg_pids_peak = pids;
+        int64_t v = hx_cgroup_value ("pids", id, "pids.max");
+        if (v > h->cg_pids_max)
+            h->cg_pids_max = v;
+        v = hx_cgroup_value ("memory", id, "memory.max_usage_in_bytes");
+        if (v > h->cg_mem_peak)
+            h->cg_mem_peak = v;
+        v = hx_cgroup_value ("memory", id, "memory.limit_in_bytes");
+        if (v > h->cg_mem_limit)
+            h->cg_mem_limit = v;
+    }
+}
+
+static void
+hx_cgroup_reset (hx *h)
+{
+    h->sample_cgroups = true;
+    h->track_containers = true;
+    h->tracked = false;
+    h->ncontainers = 0;
+    h->cg_samples = 0;
+    h->cg_pids_peak = h->cg_pids_max = h->cg_mem_peak = h->cg_mem_limit = -1;
+}
+
 static void
 hx_collect (int stream, const char *data, size_t len, void *ud)
 {
@@ -685,6 +749,8 @@ hx_collect (int stream, const char *data, size_t len, void *ud)
         h->tracked = true;
         hx_note_containers (h);
     }
+    if (h->sample_cgroups)
+        hx_cgroup_sample (h);
     if (h->sample_disks) {
         uint64_t a = hx_disk_allocated (h);
         if (a > h->disk_allocated)
@@ -1544,10 +1610,24 @@ test_phase_b_localhost (void **state)
 /* ------------------------------------------------------------------------
  * Resource bounds.
  */
-/* The worker can still fork, run and allocate. */
+/* The worker can still fork, run and allocate, and nothing of the noted
+ * containers runs on the host any more: each one's cgroup is gone or
+ * empty (within 60 s: gVisor tears a full sandbox down slowly). */
 static void
-hx_assert_worker_unharmed (void)
+hx_assert_worker_unharmed (hx *h)
 {
+    for (size_t k = 0; k < h->ncontainers; k++) {
+        int64_t left = -1;
+        for (int tries = 0; tries < 120; tries++) {
+            left = hx_cgroup_value ("pids", h->container_ids[k], "pids.current");
+            if (left <= 0)
+                break;
+            usleep (500000);
+        }
+        if (left > 0)
+            fail_msg ("%s: container %.12s still has %lld process(es) on the host after the attack", h->c->runtime,
+                      h->container_ids[k], (long long) left);
+    }
     pid_t p = fork ();
     assert_true (p >= 0);
     if (p == 0)
@@ -1572,6 +1652,31 @@ hx_max_value (const char *out, const char *key)
             max = v;
     }
     return max;
+}
+
+/* The bomb seen from the host: its container's pids cgroup was sampled
+ * while it ran, the host enforced a ceiling (under runc exactly the
+ * sandbox's; under runsc, where processes live inside gVisor, the host-side
+ * safety net on gVisor's own threads), and the cgroup never went past it.
+ * Under runc the host saw the bomb reach at least half its ceiling. */
+static void
+hx_assert_bomb_cgroup (hx *h, const char *how, int64_t pids)
+{
+    bool runsc = strcmp (h->c->runtime, "runsc") == 0;
+    int64_t want = runsc ? (pids > KIWI_SANDBOX_GVISOR_PIDS_NET ? pids * 2 : KIWI_SANDBOX_GVISOR_PIDS_NET) : pids;
+    fprintf (stderr, "# %s: fork bomb in %s, from the host: %ld cgroup sample(s), peak %lld process(es), pids.max %lld\n",
+             h->c->runtime, how, h->cg_samples, (long long) h->cg_pids_peak, (long long) h->cg_pids_max);
+    if (h->cg_samples == 0)
+        fail_msg ("%s: %s: the container's cgroup was never seen while the bomb ran", h->c->runtime, how);
+    if (h->cg_pids_max != want)
+        fail_msg ("%s: %s: the host enforced pids.max %lld, not %lld", h->c->runtime, how,
+                  (long long) h->cg_pids_max, (long long) want);
+    if (h->cg_pids_peak > h->cg_pids_max)
+        fail_msg ("%s: %s: %lld processes past the ceiling %lld", h->c->runtime, how, (long long) h->cg_pids_peak,
+                  (long long) h->cg_pids_max);
+    if (!runsc && h->cg_pids_peak < pids / 2)
+        fail_msg ("%s: %s: the host saw at most %lld processes: the bomb was not measured", h->c->runtime, how,
+                  (long long) h->cg_pids_peak);
 }
 
 /* The bomb ran into its ceiling (and no further), the fork failure is in
@@ -1610,9 +1715,10 @@ test_fork_bomb (void **state)
     h->track_containers = true;
 
     /* Phase B: the bomb is the test command */
-    h->tracked = false;
+    hx_cgroup_reset (h);
     kiwi_exec_result r = hx_verify (h, "bash bomb.sh", NULL, limits, timeout_ms, false, NULL);
     hx_assert_bomb (h, "Phase B", &r, pids, timeout_ms);
+    hx_assert_bomb_cgroup (h, "Phase B", pids);
     kiwi_exec_result_clear (&r);
 
     /* the Implementer's persistent sandbox: the bomb through exec; the
@@ -1624,17 +1730,23 @@ test_fork_bomb (void **state)
     const char *argv[] = { "bash", "bomb.sh", NULL };
     kiwi_exec_spec x = { .argv = argv, .timeout_ms = timeout_ms, .on_output = hx_collect, .userdata = h };
     hx_output_reset (h);
-    h->tracked = false;
+    char phase_b_id[72];
+    snprintf (phase_b_id, sizeof phase_b_id, "%s", h->ncontainers ? h->container_ids[0] : "");
+    hx_cgroup_reset (h);
     if (kiwi_sandbox_exec (h->sb, &x, &r, &err) < 0)
         fail_msg ("%s: exec: %s", h->c->runtime, kiwi_error_msg (err));
     hx_assert_bomb (h, "the session sandbox", &r, pids, timeout_ms);
+    hx_assert_bomb_cgroup (h, "the session sandbox", pids);
+    /* the Phase B container is checked by hx_assert_worker_unharmed too */
+    if (phase_b_id[0] && h->ncontainers < 8)
+        snprintf (h->container_ids[h->ncontainers++], sizeof h->container_ids[0], "%s", phase_b_id);
     kiwi_exec_result_clear (&r);
     kiwi_sandbox *sb = h->sb;
     h->sb = NULL;
     if (kiwi_sandbox_destroy (sb, &err) < 0)
         fail_msg ("%s: destroying the bombed sandbox: %s", h->c->runtime, kiwi_error_msg (err));
 
-    hx_assert_worker_unharmed ();
+    hx_assert_worker_unharmed (h);
     /* nothing of the two sandboxes is left on the host: no bomb process
      * (runc), no runsc-sandbox, gofer or shim of their containers (runsc) */
     assert_true (h->ncontainers >= 2);
@@ -1711,7 +1823,7 @@ test_disk_filler (void **state)
     const char *usr = strstr (out, "FILL usr exit=");
     assert_true (usr != NULL && atoi (usr + 14) != 0);
     kiwi_exec_result_clear (&r);
-    hx_assert_worker_unharmed ();
+    hx_assert_worker_unharmed (h);
 }
 
 static void
@@ -1720,8 +1832,23 @@ test_memory_hog (void **state)
     hx *h = *state;
     hx_repo (h, "memory-hog");
     const int64_t mem_mb = 256;
+    hx_cgroup_reset (h);
     kiwi_exec_result r = hx_verify (h, "node hog.js", NULL, (kiwi_sandbox_limits) { .memory_mb = mem_mb }, 180000,
                                     false, NULL);
+    /* from the host: the container's memory cgroup, sampled while it ran */
+    fprintf (stderr, "# %s: memory hog, from the host: %ld cgroup sample(s), peak %lld MB, limit %lld MB\n",
+             h->c->runtime, h->cg_samples, (long long) (h->cg_mem_peak >> 20), (long long) (h->cg_mem_limit >> 20));
+    if (h->cg_samples == 0)
+        fail_msg ("%s: the hog's cgroup was never seen while it ran", h->c->runtime);
+    if (h->cg_mem_limit != mem_mb << 20)
+        fail_msg ("%s: the host enforced a memory limit of %lld bytes, not %lld MB", h->c->runtime,
+                  (long long) h->cg_mem_limit, (long long) mem_mb);
+    if (h->cg_mem_peak > h->cg_mem_limit)
+        fail_msg ("%s: the hog's cgroup peaked at %lld bytes, past its limit", h->c->runtime,
+                  (long long) h->cg_mem_peak);
+    if (h->cg_mem_peak < (64 << 20))
+        fail_msg ("%s: the host saw a peak of only %lld bytes: the hog was not measured", h->c->runtime,
+                  (long long) h->cg_mem_peak);
     const char *out = hx_output (h);
     long mb = hx_max_value (out, "HOG allocated=");
     fprintf (stderr, "# %s: memory hog: exit %d, oom %d, lost %d (%s), allocated %ld MB, %.1f s\n", h->c->runtime,
@@ -1738,7 +1865,7 @@ test_memory_hog (void **state)
     if (mb < 64 || mb > mem_mb)
         fail_msg ("%s: %ld MB allocated under a ceiling of %lld MB", h->c->runtime, mb, (long long) mem_mb);
     kiwi_exec_result_clear (&r);
-    hx_assert_worker_unharmed ();
+    hx_assert_worker_unharmed (h);
 }
 
 static void
@@ -1781,7 +1908,7 @@ test_sleep_forever (void **state)
     assert_int_equal (ir.status, KIWI_INSTALL_TIMED_OUT);
     assert_non_null (strstr (ir.reason, "the task's deadline"));
     kiwi_install_result_clear (&ir);
-    hx_assert_worker_unharmed ();
+    hx_assert_worker_unharmed (h);
 }
 
 /* ------------------------------------------------------------------------
