@@ -34,7 +34,7 @@ cleanup() {
   if [ "$rc" -ne 0 ] && [ -d "$TMP" ]; then
     for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "---- $f (tail)"; tail -n 40 "$f"; }; done >&2
   fi
-  rm -rf "$TMP"
+  [ -n "${KIWI_KEEP_TMP:-}" ] || rm -rf "$TMP"
   exit "$rc"
 }
 trap cleanup EXIT
