@@ -298,37 +298,196 @@ kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, ch
 
 /* ----- snapshots: two tar files, src.tar and home.tar, in a directory ----- */
 
-typedef struct {
-    int fd;
-    int failed_errno;
-} file_sink;
+/* A tar stream's size as it arrives: the bytes themselves, and the sizes the
+ * entry headers announce (ustar octal, base-256, or a pax `size=` record),
+ * so an entry too large for the ceiling is refused at its header, before
+ * its bytes come. A sparse file inside the sandbox arrives by its apparent
+ * size, all of it; bounding what arrives is what keeps it off the host. */
+typedef struct tar_meter {
+    uint64_t pos;         /* bytes of the stream seen */
+    uint64_t next_header; /* offset of the next header block */
+    uint64_t body_end;    /* end of the current entry's data */
+    unsigned char hdr[512];
+    size_t hdr_fill;
+    bool in_pax;          /* the current entry is a pax extended header */
+    char pax[4096];       /* its first bytes (a size record comes early) */
+    size_t pax_fill;
+    bool pax_size_set;    /* a pax record gave the next entry's size */
+    uint64_t pax_size;
+    uint64_t announced;   /* sum of the sizes the headers announced */
+} tar_meter;
+
+#define TAR_SIZE_MAX (UINT64_C (1) << 50)
+
+static uint64_t
+tar_size_field (const unsigned char *f, size_t n)
+{
+    uint64_t v = 0;
+    if (f[0] & 0x80) { /* base-256 */
+        for (size_t i = 1; i < n; i++) {
+            if (v >> 50)
+                return TAR_SIZE_MAX;
+            v = (v << 8) | f[i];
+        }
+        return v;
+    }
+    size_t i = 0;
+    while (i < n && f[i] == ' ')
+        i++;
+    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++)
+        v = v * 8 + (uint64_t) (f[i] - '0');
+    return v;
+}
+
+/* The `size=` record of a pax header's first bytes, if there is one. */
+static bool
+pax_find_size (const char *p, size_t n, uint64_t *out)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        uint64_t len = 0;
+        while (j < n && p[j] >= '0' && p[j] <= '9')
+            len = len * 10 + (uint64_t) (p[j++] - '0');
+        if (j >= n || p[j] != ' ' || len == 0 || len > n - i)
+            return false;
+        const char *kv = p + j + 1, *end = p + i + len;
+        if ((size_t) (end - kv) > 5 && memcmp (kv, "size=", 5) == 0) {
+            uint64_t v = 0;
+            for (const char *q = kv + 5; q < end && *q >= '0' && *q <= '9'; q++)
+                v = v > TAR_SIZE_MAX ? TAR_SIZE_MAX : v * 10 + (uint64_t) (*q - '0');
+            *out = v;
+            return true;
+        }
+        i += len;
+    }
+    return false;
+}
 
 static void
-write_to_file (int stream, const char *data, size_t len, void *ud)
+meter_header (tar_meter *m)
 {
-    file_sink *f = ud;
+    bool zero = true;
+    for (size_t i = 0; i < 512 && zero; i++)
+        zero = m->hdr[i] == 0;
+    if (zero) { /* an end-of-archive block */
+        m->next_header += 512;
+        m->body_end = m->next_header;
+        return;
+    }
+    char type = (char) m->hdr[156];
+    uint64_t size = tar_size_field (m->hdr + 124, 12);
+    bool meta = type == 'x' || type == 'g' || type == 'L' || type == 'K';
+    if (!meta && m->pax_size_set && m->pax_size > size)
+        size = m->pax_size;
+    if (!meta)
+        m->pax_size_set = false;
+    m->in_pax = type == 'x';
+    m->pax_fill = 0;
+    if (size > TAR_SIZE_MAX) /* more than any ceiling: the count says so, the stream stops */
+        size = TAR_SIZE_MAX;
+    m->announced += size;
+    m->body_end = m->next_header + 512 + size;
+    m->next_header = m->next_header + 512 + (size + 511) / 512 * 512;
+}
+
+static void
+meter_feed (tar_meter *m, const char *data, size_t len)
+{
+    while (len > 0) {
+        if (m->pos >= m->next_header && m->pos < m->next_header + 512) {
+            size_t want = 512 - m->hdr_fill, take = len < want ? len : want;
+            memcpy (m->hdr + m->hdr_fill, data, take);
+            m->hdr_fill += take;
+            m->pos += take;
+            data += take;
+            len -= take;
+            if (m->hdr_fill == 512) {
+                m->hdr_fill = 0;
+                meter_header (m);
+            }
+            continue;
+        }
+        uint64_t until = m->next_header - m->pos;
+        size_t take = until < len ? (size_t) until : len;
+        if (m->in_pax && m->pos < m->body_end) {
+            uint64_t body_left = m->body_end - m->pos;
+            size_t room = sizeof m->pax - m->pax_fill;
+            size_t copy = take < body_left ? take : (size_t) body_left;
+            copy = copy < room ? copy : room;
+            memcpy (m->pax + m->pax_fill, data, copy);
+            m->pax_fill += copy;
+            if (m->pos + take >= m->body_end || m->pax_fill == sizeof m->pax) {
+                uint64_t v;
+                if (pax_find_size (m->pax, m->pax_fill, &v)) {
+                    m->pax_size_set = true;
+                    m->pax_size = v;
+                }
+                m->in_pax = false;
+            }
+        }
+        m->pos += take;
+        data += take;
+        len -= take;
+    }
+}
+
+/* Writes a snapshot part to its file, within the ceiling shared by the
+ * parts (`used` holds what the earlier parts took). */
+typedef struct snapshot_sink {
+    int fd;
+    int failed_errno;
+    uint64_t ceiling;  /* bytes; 0 = none */
+    uint64_t used;
+    tar_meter meter;
+    bool over;
+} snapshot_sink;
+
+static int
+write_to_file (const char *data, size_t len, void *ud)
+{
+    snapshot_sink *f = ud;
+    meter_feed (&f->meter, data, len);
+    if (f->ceiling > 0) {
+        uint64_t seen = f->meter.pos > f->meter.announced ? f->meter.pos : f->meter.announced;
+        if (seen > f->ceiling - (f->used < f->ceiling ? f->used : f->ceiling)) {
+            f->over = true;
+            return -1;
+        }
+    }
     while (len > 0 && f->failed_errno == 0) {
         ssize_t w = write (f->fd, data, len);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             f->failed_errno = errno;
-            return;
+            return -1;
         }
         data += w;
         len -= (size_t) w;
     }
+    return 0;
 }
 
+/* Saves `inner` as a tar at `path` (written to path.partial, renamed when
+ * complete). *used grows by its size; past `ceiling` bytes in all the copy
+ * stops, the partial file goes, and the error has code KIWI_SBE_DISK. */
 static int
-save_archive (kiwi_sandbox *sb, const char *inner, const char *path, kiwi_error_t *err)
+save_archive (kiwi_sandbox *sb, const char *inner, const char *path, uint64_t ceiling, uint64_t *used,
+              kiwi_error_t *err)
 {
     char tmp[PATH_MAX];
     snprintf (tmp, sizeof tmp, "%s.partial", path);
-    file_sink f = { .fd = open (tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600) };
+    snapshot_sink f = { .fd = open (tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600), .ceiling = ceiling,
+                        .used = *used };
     if (f.fd < 0)
         return kiwi_error_make (err, errno, "creating %s", tmp);
     int rc = kiwi_sandbox_get_archive (sb, inner, write_to_file, &f, err);
+    if (f.over) {
+        kiwi_error_free (err);
+        rc = kiwi_error_make_code (err, KIWI_SBE_DISK, "%s holds more than the %llu bytes left of the ceiling",
+                                   inner, (unsigned long long) (ceiling - (*used < ceiling ? *used : ceiling)));
+    }
     if (rc == 0 && f.failed_errno)
         rc = kiwi_error_make (err, f.failed_errno, "writing %s", tmp);
     if (rc == 0 && fsync (f.fd) < 0)
@@ -338,6 +497,8 @@ save_archive (kiwi_sandbox *sb, const char *inner, const char *path, kiwi_error_
         rc = kiwi_error_make (err, errno, "renaming %s", tmp);
     if (rc < 0)
         unlink (tmp);
+    else
+        *used += f.meter.pos;
     return rc;
 }
 
@@ -394,7 +555,7 @@ run_internal (kiwi_sandbox *sb, const char *script, kiwi_error_t *err)
  * then src and home are saved. */
 static int
 write_snapshot (kiwi_sandbox *sb, const char *manifest, size_t manifest_len, const char *snapshot_dir,
-                kiwi_error_t *err)
+                uint64_t ceiling, kiwi_error_t *err)
 {
     if (mkdir (snapshot_dir, 0700) < 0 && errno != EEXIST)
         return kiwi_error_make (err, errno, "creating %s", snapshot_dir);
@@ -413,12 +574,16 @@ write_snapshot (kiwi_sandbox *sb, const char *manifest, size_t manifest_len, con
         < 0)
         return kiwi_error_wrap (err, "separating the dependencies from the repository");
     char p[PATH_MAX];
+    uint64_t used = 0;
     snprintf (p, sizeof p, "%s/src.tar", snapshot_dir);
-    if (save_archive (sb, KIWI_SANDBOX_SRC, p, err) < 0)
+    if (save_archive (sb, KIWI_SANDBOX_SRC, p, ceiling, &used, err) < 0)
         return -1;
     snprintf (p, sizeof p, "%s/home.tar", snapshot_dir);
-    if (save_archive (sb, KIWI_SANDBOX_HOME, p, err) < 0)
+    if (save_archive (sb, KIWI_SANDBOX_HOME, p, ceiling, &used, err) < 0) {
+        snprintf (p, sizeof p, "%s/src.tar", snapshot_dir);
+        unlink (p);
         return -1;
+    }
     return 0;
 }
 
@@ -514,11 +679,21 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
         first_line (r->reason, sizeof r->reason, "install", req->argv[0], xr.exit_code);
     } else {
         r->status = KIWI_INSTALL_OK;
-        if (write_snapshot (sb, manifest, manifest_len, req->snapshot_dir, err) < 0) {
-            kiwi_exec_result_clear (&xr);
-            goto out;
-        }
-        snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", req->argv[0]);
+        int64_t disk_mb = req->limits.disk_mb > 0 ? req->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
+        uint64_t ceiling = (uint64_t) disk_mb * 1024 * 1024;
+        if (write_snapshot (sb, manifest, manifest_len, req->snapshot_dir, ceiling, err) < 0) {
+            if (kiwi_error_code (*err) != KIWI_SBE_DISK) {
+                kiwi_exec_result_clear (&xr);
+                goto out;
+            }
+            kiwi_warn ("Phase A: %s", kiwi_error_msg (*err));
+            kiwi_error_free (err);
+            r->status = KIWI_INSTALL_KILLED;
+            snprintf (r->reason, sizeof r->reason,
+                      "install `%s`: snapshot larger than the sandbox's disk ceiling (%lld MB, MaxSandboxDiskMB)",
+                      req->argv[0], (long long) disk_mb);
+        } else
+            snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", req->argv[0]);
     }
     kiwi_exec_result_clear (&xr);
     rc = 0;
