@@ -1590,7 +1590,7 @@ egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     ev_child_start (loop, &d->egress_child);
 }
 
-/* ---------- snapshot clean-up ---------- */
+/* ---------- clean-up of the state dir ---------- */
 
 static void
 gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
@@ -1599,15 +1599,17 @@ gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
     free (w);
 }
 
-/* Every so often a process of its own removes the snapshots whose cache
- * entries expired (kiwi-worker --gc-snapshots). */
+/* At start and every 10 minutes a process of its own collects workspaces
+ * of dead task processes, idle mirrors and snapshots, and the least
+ * recently used above the disk watermark (kiwi-worker --gc; gc.h). Without
+ * Redis it still runs: snapshots then go by idle age only. */
 static void
 gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
     daemon_t *d = w->data;
-    if (!d->redis_ok || d->draining)
+    if (d->draining)
         return;
-    char *argv[] = { (char *) d->self_exe, (char *) "--gc-snapshots", NULL };
+    char *argv[] = { (char *) d->self_exe, (char *) "--gc", NULL };
     pid_t pid;
     if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
         return;
@@ -1750,7 +1752,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     timer_start (&d, &d.redis_timer, redis_timer_cb, 2.0, 2.0);
     timer_start (&d, &d.wait_timer, wait_timer_cb, 1.0, 1.0);
     timer_start (&d, &d.egress_timer, egress_timer_cb, 1.0, (double) cfg->egress_interval_s);
-    timer_start (&d, &d.gc_timer2, gc_timer_cb, 60.0, 600.0);
+    timer_start (&d, &d.gc_timer2, gc_timer_cb, 1.0, 600.0);
     kiwi_info ("worker %s: %d slot(s), tasks from %s (group %s) at %s", cfg->worker_id, d.nslots, cfg->topic_tasks,
                cfg->group, cfg->brokers);
 
