@@ -22,5 +22,6 @@
 #define KIWI_REDIS_DONE_PREFIX "kiwi:done:"       /* kiwi:done:<id> = the encoded Result */
 #define KIWI_REDIS_INSTALL_PREFIX "kiwi:install:" /* kiwi:install:<hash> = snapshot record */
 #define KIWI_REDIS_VERIFY_PREFIX "kiwi:verify:"   /* kiwi:verify:<hash> = verify record */
+#define KIWI_REDIS_DIFF_PREFIX "kiwi:diff:"       /* kiwi:diff:<id> = a whole diff too large for the results topic */
 
 #endif
