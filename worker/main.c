@@ -4,6 +4,7 @@
  *   kiwi-worker [options]            the daemon: tasks from Kafka, in slots
  *   kiwi-worker --once TASK.json     one task on this machine, no broker;
  *                                    events and the result as JSON lines
+ *   kiwi-worker --gc                 one clean-up pass of the state dir (gc.h)
  *   kiwi-worker --help | --help-config | --print-config | --version
  *
  * Settings: see --help-config (flags, environment, a config file).
