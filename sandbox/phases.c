@@ -298,140 +298,6 @@ kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, ch
 
 /* ----- snapshots: two tar files, src.tar and home.tar, in a directory ----- */
 
-/* A tar stream's size as it arrives: the bytes themselves, and the sizes the
- * entry headers announce (ustar octal, base-256, or a pax `size=` record),
- * so an entry too large for the ceiling is refused at its header, before
- * its bytes come. A sparse file inside the sandbox arrives by its apparent
- * size, all of it; bounding what arrives is what keeps it off the host. */
-typedef struct tar_meter {
-    uint64_t pos;         /* bytes of the stream seen */
-    uint64_t next_header; /* offset of the next header block */
-    uint64_t body_end;    /* end of the current entry's data */
-    unsigned char hdr[512];
-    size_t hdr_fill;
-    bool in_pax;          /* the current entry is a pax extended header */
-    char pax[4096];       /* its first bytes (a size record comes early) */
-    size_t pax_fill;
-    bool pax_size_set;    /* a pax record gave the next entry's size */
-    uint64_t pax_size;
-    uint64_t announced;   /* sum of the sizes the headers announced */
-} tar_meter;
-
-#define TAR_SIZE_MAX (UINT64_C (1) << 50)
-
-static uint64_t
-tar_size_field (const unsigned char *f, size_t n)
-{
-    uint64_t v = 0;
-    if (f[0] & 0x80) { /* base-256 */
-        for (size_t i = 1; i < n; i++) {
-            if (v >> 50)
-                return TAR_SIZE_MAX;
-            v = (v << 8) | f[i];
-        }
-        return v;
-    }
-    size_t i = 0;
-    while (i < n && f[i] == ' ')
-        i++;
-    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++)
-        v = v * 8 + (uint64_t) (f[i] - '0');
-    return v;
-}
-
-/* The `size=` record of a pax header's first bytes, if there is one. */
-static bool
-pax_find_size (const char *p, size_t n, uint64_t *out)
-{
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i;
-        uint64_t len = 0;
-        while (j < n && p[j] >= '0' && p[j] <= '9')
-            len = len * 10 + (uint64_t) (p[j++] - '0');
-        if (j >= n || p[j] != ' ' || len == 0 || len > n - i)
-            return false;
-        const char *kv = p + j + 1, *end = p + i + len;
-        if ((size_t) (end - kv) > 5 && memcmp (kv, "size=", 5) == 0) {
-            uint64_t v = 0;
-            for (const char *q = kv + 5; q < end && *q >= '0' && *q <= '9'; q++)
-                v = v > TAR_SIZE_MAX ? TAR_SIZE_MAX : v * 10 + (uint64_t) (*q - '0');
-            *out = v;
-            return true;
-        }
-        i += len;
-    }
-    return false;
-}
-
-static void
-meter_header (tar_meter *m)
-{
-    bool zero = true;
-    for (size_t i = 0; i < 512 && zero; i++)
-        zero = m->hdr[i] == 0;
-    if (zero) { /* an end-of-archive block */
-        m->next_header += 512;
-        m->body_end = m->next_header;
-        return;
-    }
-    char type = (char) m->hdr[156];
-    uint64_t size = tar_size_field (m->hdr + 124, 12);
-    bool meta = type == 'x' || type == 'g' || type == 'L' || type == 'K';
-    if (!meta && m->pax_size_set && m->pax_size > size)
-        size = m->pax_size;
-    if (!meta)
-        m->pax_size_set = false;
-    m->in_pax = type == 'x';
-    m->pax_fill = 0;
-    if (size > TAR_SIZE_MAX) /* more than any ceiling: the count says so, the stream stops */
-        size = TAR_SIZE_MAX;
-    m->announced += size;
-    m->body_end = m->next_header + 512 + size;
-    m->next_header = m->next_header + 512 + (size + 511) / 512 * 512;
-}
-
-static void
-meter_feed (tar_meter *m, const char *data, size_t len)
-{
-    while (len > 0) {
-        if (m->pos >= m->next_header && m->pos < m->next_header + 512) {
-            size_t want = 512 - m->hdr_fill, take = len < want ? len : want;
-            memcpy (m->hdr + m->hdr_fill, data, take);
-            m->hdr_fill += take;
-            m->pos += take;
-            data += take;
-            len -= take;
-            if (m->hdr_fill == 512) {
-                m->hdr_fill = 0;
-                meter_header (m);
-            }
-            continue;
-        }
-        uint64_t until = m->next_header - m->pos;
-        size_t take = until < len ? (size_t) until : len;
-        if (m->in_pax && m->pos < m->body_end) {
-            uint64_t body_left = m->body_end - m->pos;
-            size_t room = sizeof m->pax - m->pax_fill;
-            size_t copy = take < body_left ? take : (size_t) body_left;
-            copy = copy < room ? copy : room;
-            memcpy (m->pax + m->pax_fill, data, copy);
-            m->pax_fill += copy;
-            if (m->pos + take >= m->body_end || m->pax_fill == sizeof m->pax) {
-                uint64_t v;
-                if (pax_find_size (m->pax, m->pax_fill, &v)) {
-                    m->pax_size_set = true;
-                    m->pax_size = v;
-                }
-                m->in_pax = false;
-            }
-        }
-        m->pos += take;
-        data += take;
-        len -= take;
-    }
-}
-
 /* Writes a snapshot part to its file, within the ceiling shared by the
  * parts (`used` holds what the earlier parts took). */
 typedef struct snapshot_sink {
@@ -439,7 +305,7 @@ typedef struct snapshot_sink {
     int failed_errno;
     uint64_t ceiling;  /* bytes; 0 = none */
     uint64_t used;
-    tar_meter meter;
+    kiwi_tar_meter meter;
     bool over;
 } snapshot_sink;
 
@@ -447,9 +313,9 @@ static int
 write_to_file (const char *data, size_t len, void *ud)
 {
     snapshot_sink *f = ud;
-    meter_feed (&f->meter, data, len);
+    kiwi_tar_meter_feed (&f->meter, data, len);
     if (f->ceiling > 0) {
-        uint64_t seen = f->meter.pos > f->meter.announced ? f->meter.pos : f->meter.announced;
+        uint64_t seen = kiwi_tar_meter_size (&f->meter);
         if (seen > f->ceiling - (f->used < f->ceiling ? f->used : f->ceiling)) {
             f->over = true;
             return -1;
@@ -480,6 +346,7 @@ save_archive (kiwi_sandbox *sb, const char *inner, const char *path, uint64_t ce
     snprintf (tmp, sizeof tmp, "%s.partial", path);
     snapshot_sink f = { .fd = open (tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600), .ceiling = ceiling,
                         .used = *used };
+    kiwi_tar_meter_init (&f.meter);
     if (f.fd < 0)
         return kiwi_error_make (err, errno, "creating %s", tmp);
     int rc = kiwi_sandbox_get_archive (sb, inner, write_to_file, &f, err);
