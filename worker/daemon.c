@@ -1717,7 +1717,21 @@ gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     daemon_t *d = w->data;
     if (d->draining)
         return;
-    char *argv[] = { (char *) d->self_exe, (char *) "--gc", NULL };
+    /* the settings it needs as flags: the daemon's own may have come from
+     * its command line, which the environment does not carry */
+    const kiwi_worker_config *cf = d->cfg;
+    char port[24], done_ttl[24], mirror_idle[24], snapshot_idle[24], high[24], low[24];
+    snprintf (port, sizeof port, "%lld", (long long) cf->redis_port);
+    snprintf (done_ttl, sizeof done_ttl, "%lld", (long long) cf->done_ttl_s);
+    snprintf (mirror_idle, sizeof mirror_idle, "%lld", (long long) cf->gc_mirror_idle_s);
+    snprintf (snapshot_idle, sizeof snapshot_idle, "%lld", (long long) cf->gc_snapshot_idle_s);
+    snprintf (high, sizeof high, "%lld", (long long) cf->gc_disk_high);
+    snprintf (low, sizeof low, "%lld", (long long) cf->gc_disk_low);
+    char *argv[] = { (char *) d->self_exe, (char *) "--gc", (char *) "--state-dir", cf->state_dir,
+                     (char *) "--redis-host", cf->redis_host, (char *) "--redis-port", port,
+                     (char *) "--done-ttl", done_ttl, (char *) "--gc-mirror-idle", mirror_idle,
+                     (char *) "--gc-snapshot-idle", snapshot_idle, (char *) "--gc-disk-high", high,
+                     (char *) "--gc-disk-low", low, NULL };
     pid_t pid;
     if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
         return;
