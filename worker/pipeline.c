@@ -24,6 +24,7 @@
 #include "plan.h"
 #include "proc.h"
 #include "repo.h"
+#include "result-fit.h"
 #include "session.h"
 #include "task-input.h"
 #include "term.h"
@@ -403,6 +404,9 @@ done:
         free (out->diff);
         out->diff = NULL;
     }
+    if (kiwi_result_keep_oversized (out, cfg->state_dir, KIWI_RESULT_DIFF_MAX, &err) < 0)
+        kiwi_warn ("task %s: %s", task->id, out->reason);
+    kiwi_error_free (&err);
     out->duration_ms = (uint64_t) (kiwi_mono_ms () - t0);
     out->finished_at = kiwi_now_ms ();
     kiwi_events_emit (p->events, KIWI_PHASE_FINISHED, "finished", out->rounds,

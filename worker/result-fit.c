@@ -210,3 +210,63 @@ kiwi_diff_keep_file (const char *state_dir, const char *task_id, const char *dif
     }
     return 0;
 }
+
+typedef struct file_keep {
+    const char *state_dir;
+    kiwi_error_t *err;
+    int rc;
+} file_keep;
+
+static void
+keep_to_file (const char *task_id, const char *diff, size_t len, char *loc, size_t cap, void *ud)
+{
+    file_keep *k = ud;
+    char path[PATH_MAX + 300], host[256] = "localhost";
+    k->rc = kiwi_diff_keep_file (k->state_dir, task_id, diff, len, path, sizeof path, k->err);
+    if (k->rc < 0)
+        return;
+    gethostname (host, sizeof host - 1);
+    snprintf (loc, cap, "file://%s%s", host, path);
+}
+
+int
+kiwi_result_keep_oversized (kiwi_result *r, const char *state_dir, size_t max_diff, kiwi_error_t *err)
+{
+    size_t len = r->diff ? strlen (r->diff) : 0;
+    if (len <= max_diff)
+        return 0;
+    file_keep k = { state_dir, err, 0 };
+    describe_whole_diff (r, r->diff, len, keep_to_file, &k);
+    if (k.rc < 0) {
+        char *why = NULL;
+        if (asprintf (&why, "the diff (%zu bytes) is larger than a result may carry (%zu) and could not be kept: %s",
+                      len, max_diff, kiwi_error_msg (*err))
+            < 0)
+            why = NULL;
+        free (r->diff);
+        r->diff = NULL;
+        r->diff_truncated = false;
+        r->diff_bytes = 0;
+        free (r->diff_sha256);
+        r->diff_sha256 = NULL;
+        free (r->diff_location);
+        r->diff_location = NULL;
+        free (r->reason);
+        r->reason = why;
+        r->status = KIWI_RESULT_ERROR;
+        return -1;
+    }
+    size_t k_len = max_diff;
+    while (k_len > 0 && r->diff[k_len - 1] != '\n')
+        k_len--;
+    r->diff[k_len] = '\0';
+    char *reason = NULL;
+    if (asprintf (&reason, "%.*s%sdiff cut to its first %zu of %zu bytes (the most a result carries): whole diff at %s",
+                  FIT_REASON_MAX, r->reason ? r->reason : "", r->reason && *r->reason ? "; " : "", k_len, len,
+                  r->diff_location)
+        >= 0) {
+        free (r->reason);
+        r->reason = reason;
+    }
+    return 1;
+}

@@ -39,6 +39,14 @@ int kiwi_result_fit (const char *in, size_t in_len, size_t max, kiwi_diff_keep_f
 int kiwi_result_minimal (const char *in, size_t in_len, size_t refused_len, kiwi_diff_keep_fn keep, void *userdata,
                          char **out, size_t *out_len, kiwi_error_t *err);
 
+/* A diff longer than `max_diff` (KIWI_RESULT_DIFF_MAX: the most a Result
+ * may carry) is written to <state_dir>/results/<task>.diff and r keeps its
+ * first whole lines within max_diff, with diff_truncated, diff_bytes,
+ * diff_sha256 and diff_location (file://<host><path>). Returns 1 when it
+ * cut, 0 when the diff fits, < 0 when the file cannot be written (r then
+ * holds no diff: its status becomes error, naming why). */
+int kiwi_result_keep_oversized (kiwi_result *r, const char *state_dir, size_t max_diff, kiwi_error_t *err);
+
 /* Writes the whole diff to <state_dir>/results/<task_id>.diff (through a
  * .partial file, renamed when complete) and its path into path. */
 int kiwi_diff_keep_file (const char *state_dir, const char *task_id, const char *diff, size_t len, char *path,

@@ -231,6 +231,66 @@ test_keep_file (void **state)
     free (whole);
 }
 
+/* A diff beyond what a Result may carry: kept on the worker, cut. */
+static void
+test_keep_oversized (void **state)
+{
+    char dir[] = "/tmp/kiwi-fit-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    char *whole = big_diff (5000);
+    kiwi_result r;
+    kiwi_result_init (&r);
+    r.task_id = strdup ("t-fit-3");
+    r.worker_id = strdup ("worker-a");
+    r.status = KIWI_RESULT_FIXED;
+    r.reason = strdup ("tests pass");
+    r.diff = strdup (whole);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_result_keep_oversized (&r, dir, 100000, &err), 0);
+    assert_string_equal (r.diff, whole);
+    assert_int_equal (kiwi_result_keep_oversized (&r, dir, 1000, &err), 1);
+    size_t cut = strlen (r.diff);
+    assert_true (cut > 0 && cut <= 1000 && r.diff[cut - 1] == '\n');
+    assert_memory_equal (r.diff, whole, cut);
+    assert_true (r.diff_truncated);
+    assert_int_equal (r.diff_bytes, strlen (whole));
+    char path[512];
+    snprintf (path, sizeof path, "%s/results/t-fit-3.diff", dir);
+    assert_non_null (strstr (r.diff_location, path));
+    assert_true (strncmp (r.diff_location, "file://", 7) == 0);
+    assert_non_null (strstr (r.reason, "tests pass; diff cut to its first"));
+    char *out = NULL;
+    size_t len;
+    assert_int_equal (kiwi_result_encode (&r, &out, &len, &err), 0);
+    free (out);
+    FILE *f = fopen (path, "rb");
+    assert_non_null (f);
+    char *back = calloc (1, strlen (whole) + 1);
+    assert_int_equal (fread (back, 1, strlen (whole) + 1, f), strlen (whole));
+    fclose (f);
+    assert_string_equal (back, whole);
+    kiwi_result_clear (&r);
+    /* nowhere to keep it: an error result naming why, no diff */
+    kiwi_result_init (&r);
+    r.task_id = strdup ("t-fit-4");
+    r.worker_id = strdup ("worker-a");
+    r.status = KIWI_RESULT_FIXED;
+    r.diff = strdup (whole);
+    assert_int_equal (kiwi_result_keep_oversized (&r, "/nonexistent/state", 1000, &err), -1);
+    kiwi_error_free (&err);
+    assert_int_equal (r.status, KIWI_RESULT_ERROR);
+    assert_null (r.diff);
+    assert_non_null (strstr (r.reason, "larger than a result may carry"));
+    assert_int_equal (kiwi_result_encode (&r, &out, &len, &err), 0);
+    free (out);
+    kiwi_result_clear (&r);
+    char cmd[600];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal (system (cmd), 0);
+    free (back);
+    free (whole);
+}
+
 int
 main (void)
 {
@@ -238,6 +298,7 @@ main (void)
         cmocka_unit_test (test_fit_cuts_whole_lines),
         cmocka_unit_test (test_minimal_is_small),
         cmocka_unit_test (test_keep_file),
+        cmocka_unit_test (test_keep_oversized),
     };
     return cmocka_run_group_tests_name ("result_fit", tests, NULL, NULL);
 }
