@@ -154,6 +154,7 @@ struct daemon {
     bool isolation_failed;    /* a failed isolation check: degraded */
     char degraded_reason[1024];
     rd_kafka_resp_err_t produce_err; /* why the last produce() was refused */
+    pid_t gc_pid;                    /* the clean-up process (kiwi-worker --gc) running, or 0 */
 };
 
 /* ---------- offsets ---------- */
@@ -1703,7 +1704,9 @@ egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 static void
 gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
 {
+    daemon_t *d = w->data;
     ev_child_stop (loop, w);
+    d->gc_pid = 0;
     free (w);
 }
 
@@ -1715,7 +1718,7 @@ static void
 gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
     daemon_t *d = w->data;
-    if (d->draining)
+    if (d->draining || d->gc_pid > 0) /* one pass at a time */
         return;
     /* the settings it needs as flags: the daemon's own may have come from
      * its command line, which the environment does not carry */
@@ -1735,8 +1738,10 @@ gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     pid_t pid;
     if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
         return;
+    d->gc_pid = pid;
     ev_child *c = calloc (1, sizeof *c);
     ev_child_init (c, gc_child_cb, pid, 0);
+    c->data = d;
     ev_child_start (loop, c);
 }
 

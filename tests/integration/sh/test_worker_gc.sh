@@ -49,4 +49,6 @@ done
 [ -f "$STATE/snapshots/recent-key/src.tar" ] || fail "a recent snapshot was removed"
 kill -0 "$pid_b" 2>/dev/null || fail "the worker died"
 log "$(grep -o 'clean-up: removed.*' "$TMP/worker-b.log" | head -1)"
+kill "$pid_b"
+for _ in $(seq 1 60); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.25; done
 echo "1 passed, 0 failed"
