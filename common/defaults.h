@@ -23,5 +23,6 @@
 #define KIWI_REDIS_ATTEMPT_PREFIX "kiwi:attempt:" /* kiwi:attempt:<id> = runs leased so far, done TTL */
 #define KIWI_REDIS_INSTALL_PREFIX "kiwi:install:" /* kiwi:install:<hash> = snapshot record */
 #define KIWI_REDIS_VERIFY_PREFIX "kiwi:verify:"   /* kiwi:verify:<hash> = verify record */
+#define KIWI_REDIS_DIFF_PREFIX "kiwi:diff:"       /* kiwi:diff:<id> = a whole diff too large for the results topic */
 
 #endif

@@ -256,4 +256,32 @@ typedef struct kiwi_extract_opts {
 int kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const kiwi_extract_opts *opts,
                           kiwi_extract_stats *stats, kiwi_error_t *err);
 
+/*
+ * Metering a tar stream as it arrives (a snapshot copied out of a sandbox):
+ * the bytes themselves, and the sizes the entry headers announce (ustar
+ * octal, base-256, or a pax `size=` record), so an entry too large for a
+ * ceiling is seen at its header, before its bytes come. Only headers are
+ * parsed, at the offsets the stream's own sizes give; file contents that
+ * look like headers are never read as such. Nothing is validated: a
+ * malformed stream still counts by its bytes.
+ */
+typedef struct kiwi_tar_meter {
+    uint64_t pos;         /* bytes of the stream seen */
+    uint64_t next_header; /* offset of the next header block */
+    uint64_t body_end;    /* end of the current entry's data */
+    unsigned char hdr[512];
+    size_t hdr_fill;
+    bool in_pax;          /* the current entry is a pax extended header */
+    char pax[4096];       /* its first bytes (a size record comes early) */
+    size_t pax_fill;
+    bool pax_size_set;    /* a pax record gave the next entry's size */
+    uint64_t pax_size;
+    uint64_t announced;   /* sum of the sizes the headers announced */
+} kiwi_tar_meter;
+
+void kiwi_tar_meter_init (kiwi_tar_meter *m);
+void kiwi_tar_meter_feed (kiwi_tar_meter *m, const void *data, size_t len);
+/* The larger of the bytes seen and the sizes announced so far. */
+uint64_t kiwi_tar_meter_size (const kiwi_tar_meter *m);
+
 #endif

@@ -424,31 +424,19 @@ docker_put_archive (void *sb, const char *dir, const void *tar, size_t len, kiwi
     return ok ? 0 : -1;
 }
 
-typedef struct {
-    kiwi_output_cb cb;
-    void *ud;
-} raw_sink;
-
 static int
-raw_sink_cb (const char *data, size_t len, void *ud)
-{
-    raw_sink *r = ud;
-    r->cb (1, data, len, r->ud);
-    return 0;
-}
-
-static int
-docker_get_archive (void *sb, const char *inner, kiwi_output_cb sink, void *userdata, kiwi_error_t *err)
+docker_get_archive (void *sb, const char *inner, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err)
 {
     docker_sb *s = sb;
     char path[8192];
     if (archive_path (s, "archive", inner, path, sizeof path, err) < 0)
         return -1;
-    raw_sink r = { sink, userdata };
     long status = 0;
-    if (kiwi_docker_request_stream (s->p->api, "GET", path, NULL, NULL, 0, 300000, raw_sink_cb, &r, &status, err)
+    if (kiwi_docker_request_stream (s->p->api, "GET", path, NULL, NULL, 0, 300000, sink, userdata, &status, err)
         < 0) {
-        if (status == 404)
+        if (kiwi_error_code (*err) == KIWI_DOCKER_ABORTED)
+            (*err)->code = KIWI_SBE_STOPPED;
+        else if (status == 404)
             (*err)->code = KIWI_SBE_GONE;
         return kiwi_error_wrap (err, "copying %s out of sandbox %s", inner, s->name);
     }

@@ -261,7 +261,7 @@ kiwi__fc_put (int fd, const char *dir, const char *user, const void *tar, size_t
 }
 
 int
-kiwi__fc_get (int fd, const char *path, kiwi_output_cb sink, void *userdata, int64_t deadline_ms, kiwi_error_t *err)
+kiwi__fc_get (int fd, const char *path, kiwi_archive_sink sink, void *userdata, int64_t deadline_ms, kiwi_error_t *err)
 {
     cleanup_buf kiwi_buf b = KIWI_BUF_INIT;
     if (kiwi_fcp_put_str (&b, KIWI_FCF_PATH, path, err) < 0)
@@ -283,7 +283,10 @@ kiwi__fc_get (int fd, const char *path, kiwi_output_cb sink, void *userdata, int
             break;
         }
         if (f.type == KIWI_FCP_DATA) {
-            sink (1, f.payload, f.len, userdata);
+            if (sink (f.payload, f.len, userdata) < 0) {
+                rc = kiwi_error_make_code (err, KIWI_SBE_STOPPED, "copying %s out: stopped by the receiver", path);
+                break;
+            }
             continue;
         }
         rc = f.type == KIWI_FCP_ERROR ? agent_error (&f, path, err)

@@ -154,7 +154,7 @@ int kiwi__fc_put (int fd, const char *dir, const char *user, const void *tar, si
                   kiwi_error_t *err);
 
 /* Streams `path` out as tar to sink(1, ...). */
-int kiwi__fc_get (int fd, const char *path, kiwi_output_cb sink, void *userdata, int64_t deadline_ms,
+int kiwi__fc_get (int fd, const char *path, kiwi_archive_sink sink, void *userdata, int64_t deadline_ms,
                   kiwi_error_t *err);
 
 #endif

@@ -1004,7 +1004,7 @@ fc_put_archive (void *sb, const char *dir, const void *tar, size_t len, kiwi_err
 }
 
 static int
-fc_get_archive (void *sb, const char *path, kiwi_output_cb sink, void *userdata, kiwi_error_t *err)
+fc_get_archive (void *sb, const char *path, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err)
 {
     fc_sb *s = sb;
     cleanup_close int fd = -1;

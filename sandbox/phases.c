@@ -298,37 +298,63 @@ kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir, ch
 
 /* ----- snapshots: two tar files, src.tar and home.tar, in a directory ----- */
 
-typedef struct {
+/* Writes a snapshot part to its file, within the ceiling shared by the
+ * parts (`used` holds what the earlier parts took). */
+typedef struct snapshot_sink {
     int fd;
     int failed_errno;
-} file_sink;
+    uint64_t ceiling;  /* bytes; 0 = none */
+    uint64_t used;
+    kiwi_tar_meter meter;
+    bool over;
+} snapshot_sink;
 
-static void
-write_to_file (int stream, const char *data, size_t len, void *ud)
+static int
+write_to_file (const char *data, size_t len, void *ud)
 {
-    file_sink *f = ud;
+    snapshot_sink *f = ud;
+    kiwi_tar_meter_feed (&f->meter, data, len);
+    if (f->ceiling > 0) {
+        uint64_t seen = kiwi_tar_meter_size (&f->meter);
+        if (seen > f->ceiling - (f->used < f->ceiling ? f->used : f->ceiling)) {
+            f->over = true;
+            return -1;
+        }
+    }
     while (len > 0 && f->failed_errno == 0) {
         ssize_t w = write (f->fd, data, len);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             f->failed_errno = errno;
-            return;
+            return -1;
         }
         data += w;
         len -= (size_t) w;
     }
+    return 0;
 }
 
+/* Saves `inner` as a tar at `path` (written to path.partial, renamed when
+ * complete). *used grows by its size; past `ceiling` bytes in all the copy
+ * stops, the partial file goes, and the error has code KIWI_SBE_DISK. */
 static int
-save_archive (kiwi_sandbox *sb, const char *inner, const char *path, kiwi_error_t *err)
+save_archive (kiwi_sandbox *sb, const char *inner, const char *path, uint64_t ceiling, uint64_t *used,
+              kiwi_error_t *err)
 {
     char tmp[PATH_MAX];
     snprintf (tmp, sizeof tmp, "%s.partial", path);
-    file_sink f = { .fd = open (tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600) };
+    snapshot_sink f = { .fd = open (tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600), .ceiling = ceiling,
+                        .used = *used };
+    kiwi_tar_meter_init (&f.meter);
     if (f.fd < 0)
         return kiwi_error_make (err, errno, "creating %s", tmp);
     int rc = kiwi_sandbox_get_archive (sb, inner, write_to_file, &f, err);
+    if (f.over) {
+        kiwi_error_free (err);
+        rc = kiwi_error_make_code (err, KIWI_SBE_DISK, "%s holds more than the %llu bytes left of the ceiling",
+                                   inner, (unsigned long long) (ceiling - (*used < ceiling ? *used : ceiling)));
+    }
     if (rc == 0 && f.failed_errno)
         rc = kiwi_error_make (err, f.failed_errno, "writing %s", tmp);
     if (rc == 0 && fsync (f.fd) < 0)
@@ -338,6 +364,8 @@ save_archive (kiwi_sandbox *sb, const char *inner, const char *path, kiwi_error_
         rc = kiwi_error_make (err, errno, "renaming %s", tmp);
     if (rc < 0)
         unlink (tmp);
+    else
+        *used += f.meter.pos;
     return rc;
 }
 
@@ -394,7 +422,7 @@ run_internal (kiwi_sandbox *sb, const char *script, kiwi_error_t *err)
  * then src and home are saved. */
 static int
 write_snapshot (kiwi_sandbox *sb, const char *manifest, size_t manifest_len, const char *snapshot_dir,
-                kiwi_error_t *err)
+                uint64_t ceiling, kiwi_error_t *err)
 {
     if (mkdir (snapshot_dir, 0700) < 0 && errno != EEXIST)
         return kiwi_error_make (err, errno, "creating %s", snapshot_dir);
@@ -413,12 +441,16 @@ write_snapshot (kiwi_sandbox *sb, const char *manifest, size_t manifest_len, con
         < 0)
         return kiwi_error_wrap (err, "separating the dependencies from the repository");
     char p[PATH_MAX];
+    uint64_t used = 0;
     snprintf (p, sizeof p, "%s/src.tar", snapshot_dir);
-    if (save_archive (sb, KIWI_SANDBOX_SRC, p, err) < 0)
+    if (save_archive (sb, KIWI_SANDBOX_SRC, p, ceiling, &used, err) < 0)
         return -1;
     snprintf (p, sizeof p, "%s/home.tar", snapshot_dir);
-    if (save_archive (sb, KIWI_SANDBOX_HOME, p, err) < 0)
+    if (save_archive (sb, KIWI_SANDBOX_HOME, p, ceiling, &used, err) < 0) {
+        snprintf (p, sizeof p, "%s/src.tar", snapshot_dir);
+        unlink (p);
         return -1;
+    }
     return 0;
 }
 
@@ -514,11 +546,21 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
         first_line (r->reason, sizeof r->reason, "install", req->argv[0], xr.exit_code);
     } else {
         r->status = KIWI_INSTALL_OK;
-        if (write_snapshot (sb, manifest, manifest_len, req->snapshot_dir, err) < 0) {
-            kiwi_exec_result_clear (&xr);
-            goto out;
-        }
-        snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", req->argv[0]);
+        int64_t disk_mb = req->limits.disk_mb > 0 ? req->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
+        uint64_t ceiling = (uint64_t) disk_mb * 1024 * 1024;
+        if (write_snapshot (sb, manifest, manifest_len, req->snapshot_dir, ceiling, err) < 0) {
+            if (kiwi_error_code (*err) != KIWI_SBE_DISK) {
+                kiwi_exec_result_clear (&xr);
+                goto out;
+            }
+            kiwi_warn ("Phase A: %s", kiwi_error_msg (*err));
+            kiwi_error_free (err);
+            r->status = KIWI_INSTALL_KILLED;
+            snprintf (r->reason, sizeof r->reason,
+                      "install `%s`: snapshot larger than the sandbox's disk ceiling (%lld MB, MaxSandboxDiskMB)",
+                      req->argv[0], (long long) disk_mb);
+        } else
+            snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", req->argv[0]);
     }
     kiwi_exec_result_clear (&xr);
     rc = 0;

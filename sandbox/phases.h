@@ -31,6 +31,9 @@
 #include "strv.h"
 
 #define KIWI_INSTALL_TIMEOUT_DEFAULT_S 300
+/* The disk ceiling a sandbox gets when its limits name none (the drivers'
+ * default), which also bounds the snapshot Phase A saves. */
+#define KIWI_PHASE_DEFAULT_DISK_MB 2048
 
 /* Model keys withheld from every sandbox, always. */
 #define KIWI_MODEL_KEYS(X)                                                                                   \
@@ -91,7 +94,7 @@ typedef struct kiwi_install_request {
     const char *workspace;         /* host directory with the repository's tree */
     const char *const *argv;       /* install command; NULL = no dependencies (skipped) */
     const char *const *extra_env;  /* non-secret "K=V" for this phase, or NULL */
-    kiwi_sandbox_limits limits;
+    kiwi_sandbox_limits limits;    /* disk_mb also bounds the snapshot: by apparent size, both parts */
     int64_t deadline_ms;           /* the task's remaining time; 0 = none */
     const char *task_id;
     const char *snapshot_dir;      /* where the dependency snapshot is written (created) */
@@ -112,7 +115,13 @@ void kiwi_install_result_clear (kiwi_install_result *r);
 
 /* Runs Phase A. Returns 0 when the phase ran to a verdict (r->status says
  * which: a failed install is not an error of this function) and < 0 when it
- * could not run (no driver, no image, a proxy URL with credentials, ...). */
+ * could not run (no driver, no image, a proxy URL with credentials, ...).
+ * The snapshot is counted as it streams out of the sandbox, by the bytes
+ * and by the sizes its tar headers announce (so a sparse file counts by its
+ * apparent size and is never expanded on the host); past the disk ceiling
+ * the copy stops, what was written goes, and the verdict is
+ * KIWI_INSTALL_KILLED, "snapshot larger than the sandbox's disk ceiling
+ * (N MB, MaxSandboxDiskMB)". */
 int kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_install_request *req,
                         kiwi_install_result *r, kiwi_error_t *err);
 

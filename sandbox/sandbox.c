@@ -136,7 +136,7 @@ kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar, si
 }
 
 int
-kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_output_cb sink, void *userdata,
+kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_archive_sink sink, void *userdata,
                           kiwi_error_t *err)
 {
     return sb->env->drv->get_archive (sb->priv, path, sink, userdata, err);

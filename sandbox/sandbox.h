@@ -44,7 +44,8 @@
     X (KIWI_SBE_INVALID, 5, "invalid request")                                                             \
     X (KIWI_SBE_DISK, 6, "disk ceiling")                                                                   \
     X (KIWI_SBE_NOT_SUPPORTED, 7, "not supported by this driver")                                          \
-    X (KIWI_SBE_CANCELLED, 8, "cancelled")
+    X (KIWI_SBE_CANCELLED, 8, "cancelled")                                                                 \
+    X (KIWI_SBE_STOPPED, 9, "stopped by the receiver")
 
 typedef enum {
 #define KIWI__SBE_ENUM(name, val, str) name = 100 + val,
@@ -89,6 +90,11 @@ typedef struct kiwi_sandbox_spec {
 
 /* Receives command output as it arrives. stream: 1 stdout, 2 stderr. */
 typedef void (*kiwi_output_cb) (int stream, const char *data, size_t len, void *userdata);
+
+/* Receives a tar stream copied out of a sandbox as it arrives. Returns 0 to
+ * go on, < 0 to stop the copy (get_archive then fails with
+ * KIWI_SBE_STOPPED and the receiver says why). */
+typedef int (*kiwi_archive_sink) (const char *data, size_t len, void *userdata);
 
 typedef struct kiwi_exec_spec {
     const char *const *argv;  /* NULL-terminated */
@@ -146,7 +152,7 @@ typedef struct kiwi_sandbox_driver {
     int (*create) (void *priv, const kiwi_sandbox_spec *spec, void **sb, kiwi_error_t *err);
     const char *(*id) (void *sb);
     int (*put_archive) (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
-    int (*get_archive) (void *sb, const char *path, kiwi_output_cb sink, void *userdata, kiwi_error_t *err);
+    int (*get_archive) (void *sb, const char *path, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err);
     int (*exec) (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
     int (*commit) (void *sb, const char *ref, char **image_id, kiwi_error_t *err); /* may be NULL */
     int (*inspect) (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
@@ -185,7 +191,7 @@ int kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, k
                          kiwi_error_t *err);
 const char *kiwi_sandbox_id (const kiwi_sandbox *sb);
 int kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
-int kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_output_cb sink, void *userdata,
+int kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_archive_sink sink, void *userdata,
                               kiwi_error_t *err);
 int kiwi_sandbox_exec (kiwi_sandbox *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
 int kiwi_sandbox_commit (kiwi_sandbox *sb, const char *ref, char **image_id, kiwi_error_t *err);

@@ -40,6 +40,8 @@ static const kiwi__str_rule R_TASK_ID = { true, 1, KIWI_TASK_ID_MAX, KIWI__TEXT,
 static const kiwi__str_rule R_REASON = { false, 0, KIWI_RESULT_REASON_MAX, KIWI__RAW, NULL };
 static const kiwi__str_rule R_DIFF = { false, 0, KIWI_RESULT_DIFF_MAX, KIWI__RAW, NULL };
 static const kiwi__str_rule R_WORKER_ID = { true, 1, 128, KIWI__TEXT, kiwi__chars_id };
+static const kiwi__str_rule R_SHA256 = { false, 64, 64, KIWI__TEXT, NULL };
+static const kiwi__str_rule R_LOCATION = { false, 1, KIWI_RESULT_LOCATION_MAX, KIWI__TEXT, NULL };
 
 void
 kiwi_result_init (kiwi_result *r)
@@ -54,6 +56,8 @@ kiwi_result_clear (kiwi_result *r)
     free (r->reason);
     free (r->diff);
     free (r->worker_id);
+    free (r->diff_sha256);
+    free (r->diff_location);
     kiwi_result_init (r);
 }
 
@@ -78,6 +82,17 @@ kiwi_result_validate (const kiwi_result *r, kiwi_error_t *err)
         || kiwi__check_str ("result", "worker_id", r->worker_id, &R_WORKER_ID, err) < 0
         || kiwi__check_i64 ("result", "finished_at", r->finished_at, KIWI__TS_MIN, KIWI__TS_MAX, err) < 0)
         return -1;
+    if (kiwi__check_str ("result", "diff_sha256", r->diff_sha256, &R_SHA256, err) < 0
+        || kiwi__check_str ("result", "diff_location", r->diff_location, &R_LOCATION, err) < 0)
+        return -1;
+    for (const char *p = r->diff_sha256; p && *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return kiwi__fail (err, "result", "diff_sha256", "not lowercase hex");
+    if (r->diff_truncated && r->diff == NULL)
+        return kiwi__fail (err, "result", "diff_truncated", "only allowed with a diff (status fixed)");
+    if (r->diff_truncated && r->diff_bytes < strlen (r->diff))
+        return kiwi__fail (err, "result", "diff_bytes", "%llu is less than the diff carried (%zu bytes)",
+                           (unsigned long long) r->diff_bytes, strlen (r->diff));
     return 0;
 }
 
@@ -102,6 +117,12 @@ kiwi_result_encode (const kiwi_result *r, char **out, size_t *out_len, kiwi_erro
     kiwi__enc_ku64 (&e, "duration_ms", r->duration_ms);
     kiwi__enc_kstr (&e, "worker_id", r->worker_id);
     kiwi__enc_ki64 (&e, "finished_at", r->finished_at);
+    if (r->diff_truncated) {
+        kiwi__enc_kbool (&e, "diff_truncated", true);
+        kiwi__enc_ku64 (&e, "diff_bytes", r->diff_bytes);
+    }
+    kiwi__enc_kstr (&e, "diff_sha256", r->diff_sha256);
+    kiwi__enc_kstr (&e, "diff_location", r->diff_location);
     kiwi__enc_map_end (&e);
     return kiwi__enc_finish (&e, "result", out, out_len, err);
 }
@@ -110,6 +131,7 @@ static int
 decode_fields (const kiwi__map *root, kiwi_result *r, kiwi_error_t *err)
 {
     char *status = NULL;
+    bool present; /* the optional fields */
     if (kiwi__read_str (root, "task_id", &r->task_id, err) < 0
         || kiwi__read_str (root, "status", &status, err) < 0)
         return -1;
@@ -130,7 +152,11 @@ decode_fields (const kiwi__map *root, kiwi_result *r, kiwi_error_t *err)
         || kiwi__read_u64 (root, "cost_usd_micros", &r->cost_usd_micros, NULL, err) < 0
         || kiwi__read_u64 (root, "duration_ms", &r->duration_ms, NULL, err) < 0
         || kiwi__read_str (root, "worker_id", &r->worker_id, err) < 0
-        || kiwi__read_i64 (root, "finished_at", &r->finished_at, NULL, err) < 0)
+        || kiwi__read_i64 (root, "finished_at", &r->finished_at, NULL, err) < 0
+        || kiwi__read_bool (root, "diff_truncated", &r->diff_truncated, &present, err) < 0
+        || kiwi__read_u64 (root, "diff_bytes", &r->diff_bytes, &present, err) < 0
+        || kiwi__read_str (root, "diff_sha256", &r->diff_sha256, err) < 0
+        || kiwi__read_str (root, "diff_location", &r->diff_location, err) < 0)
         return -1;
     return 0;
 }
@@ -170,6 +196,12 @@ kiwi_result_to_json (const kiwi_result *r, char **out, kiwi_error_t *err)
     kiwi__json_ku64 (&j, "duration_ms", r->duration_ms);
     kiwi__json_kstr (&j, "worker_id", r->worker_id);
     kiwi__json_ki64 (&j, "finished_at", r->finished_at);
+    if (r->diff_truncated) {
+        kiwi__json_kbool (&j, "diff_truncated", true);
+        kiwi__json_ku64 (&j, "diff_bytes", r->diff_bytes);
+    }
+    kiwi__json_kstr (&j, "diff_sha256", r->diff_sha256);
+    kiwi__json_kstr (&j, "diff_location", r->diff_location);
     kiwi__json_object_end (&j);
     return kiwi__json_finish (&j, "result", out, err);
 }

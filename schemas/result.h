@@ -12,6 +12,7 @@
 #ifndef KIWI_SCHEMAS_RESULT_H
 #define KIWI_SCHEMAS_RESULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,7 @@ int kiwi_result_status_parse (const char *s, kiwi_result_status *out);
 
 #define KIWI_RESULT_DIFF_MAX (16 * 1024 * 1024)
 #define KIWI_RESULT_REASON_MAX 65536
+#define KIWI_RESULT_LOCATION_MAX 4096
 
 typedef struct kiwi_result {
     char *task_id;             /* required, same rules as task.id */
@@ -58,6 +60,11 @@ typedef struct kiwi_result {
     uint64_t duration_ms;
     char *worker_id;           /* required, 1..128 of [A-Za-z0-9._:-] */
     int64_t finished_at;       /* ms since the epoch, >= 0 */
+    /* optional: the diff did not fit the results topic (result.md) */
+    bool diff_truncated;       /* `diff` is the first part of the whole diff, or empty */
+    uint64_t diff_bytes;       /* the whole diff's size; set with diff_truncated */
+    char *diff_sha256;         /* the whole diff's SHA-256, 64 lowercase hex, or NULL */
+    char *diff_location;       /* where the whole diff is, <= 4096 bytes, or NULL */
 } kiwi_result;
 
 void kiwi_result_init (kiwi_result *r);

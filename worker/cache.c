@@ -3,7 +3,6 @@
  */
 #include "cache.h"
 
-#include <dirent.h>
 #include <hiredis/hiredis.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -12,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "defaults.h"
+#include "gc.h"
+#include "log.h"
 
 struct kiwi_cache {
     redisContext *rc;
@@ -196,44 +197,41 @@ kiwi_cache_install_exists (kiwi_cache *c, const char *key)
     return v;
 }
 
-int
-kiwi_cache_gc_snapshots (kiwi_cache *c, const char *state_dir, int64_t idle_s, int *removed)
+static int
+entry_exists (const char *key, void *ud)
 {
-    *removed = 0;
+    return kiwi_cache_install_exists (ud, key);
+}
+
+int
+kiwi_cache_gc_main (const kiwi_worker_config *cfg)
+{
+    kiwi_cache *c = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
     if (!kiwi_cache_available (c))
-        return 0;
-    char base[4096];
-    snprintf (base, sizeof base, "%s/snapshots", state_dir);
-    DIR *d = opendir (base);
-    if (d == NULL)
-        return 0;
-    time_t now = time (NULL);
-    struct dirent *e;
-    while ((e = readdir (d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[4400];
-        snprintf (path, sizeof path, "%s/%s", base, e->d_name);
-        struct stat st;
-        if (lstat (path, &st) < 0 || !S_ISDIR (st.st_mode))
-            continue;
-        bool partial = strstr (e->d_name, ".partial") != NULL;
-        if (partial ? now - st.st_mtime < 86400 : now - st.st_mtime < idle_s)
-            continue;
-        if (!partial && kiwi_cache_install_exists (c, e->d_name) != 0)
-            continue; /* still cached, or Redis went away: keep it */
-        char cmd[4500];
-        snprintf (cmd, sizeof cmd, "%s", path);
-        const char *argv[] = { "rm", "-rf", "--one-file-system", "--", cmd, NULL };
-        pid_t pid = fork ();
-        if (pid == 0) {
-            execvp ("rm", (char *const *) argv);
-            _exit (127);
-        }
-        int status = 0;
-        if (pid > 0 && waitpid (pid, &status, 0) == pid && WIFEXITED (status) && WEXITSTATUS (status) == 0)
-            (*removed)++;
+        kiwi_warn ("clean-up: snapshots by idle age only: %s", kiwi_cache_error (c));
+    kiwi_gc_opts o;
+    kiwi_gc_opts_init (&o, cfg->state_dir);
+    o.mirror_idle_s = cfg->gc_mirror_idle_s;
+    o.snapshot_idle_s = cfg->gc_snapshot_idle_s;
+    o.results_max_age_s = cfg->done_ttl_s;
+    o.disk_high = (int) cfg->gc_disk_high;
+    o.disk_low = (int) cfg->gc_disk_low;
+    if (kiwi_cache_available (c)) {
+        o.entry_exists = entry_exists;
+        o.entry_userdata = c;
     }
-    closedir (d);
-    return 0;
+    kiwi_gc_stats st;
+    kiwi_error_t err = NULL;
+    int rc = kiwi_gc_run (&o, &st, &err);
+    if (rc < 0)
+        kiwi_warn ("%s", kiwi_error_msg (err));
+    else
+        kiwi_info ("clean-up: removed %d workspace(s), %d interrupted install(s), %d mirror(s), %d snapshot(s), "
+                   "%d whole diff(s) by age; %d mirror(s), %d snapshot(s) by the disk watermark; %d kept in use; "
+                   "disk %.1f%% -> %.1f%%",
+                   st.workspaces, st.partials, st.mirrors, st.snapshots, st.results, st.watermark_mirrors,
+                   st.watermark_snapshots, st.in_use, st.used_before, st.used_after);
+    kiwi_error_free (&err);
+    kiwi_cache_close (c);
+    return rc;
 }

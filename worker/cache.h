@@ -54,10 +54,11 @@ void kiwi_verify_entry_clear (kiwi_verify_entry *e);
 /* Whether an install entry still exists (snapshot clean-up). 1, 0, < 0. */
 int kiwi_cache_install_exists (kiwi_cache *c, const char *key);
 
-/* Removes the snapshots under <state>/snapshots whose cache entries expired
- * and that no task used for `idle_s` seconds (a hit touches its snapshot);
- * leftovers of interrupted installs (*.partial) older than a day go too.
- * Does nothing when Redis is unavailable. *removed counts what went. */
-int kiwi_cache_gc_snapshots (kiwi_cache *c, const char *state_dir, int64_t idle_s, int *removed);
+/* One clean-up pass of cfg's state dir (gc.h) with this cache telling
+ * which install entries expired (when Redis is reachable; without it,
+ * snapshots go by idle age only). Logs what went. < 0 when the state dir
+ * cannot be read. */
+struct kiwi_worker_config;
+int kiwi_cache_gc_main (const struct kiwi_worker_config *cfg);
 
 #endif

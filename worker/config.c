@@ -118,6 +118,21 @@ static const setting settings[] = {
       "offset uncommitted until then)" },
     { "log.level", "KIWI_LOG_LEVEL", "log-level", T_ENUM, OFF (log_level), "info", 0, 0, "debug|info|warn|error",
       "log threshold" },
+    { "gc.mirror_idle", "KIWI_GC_MIRROR_IDLE", "gc-mirror-idle", T_INT, OFF (gc_mirror_idle_s), "604800", 600,
+      31536000, NULL, "seconds a repository mirror may go unused before the clean-up removes it" },
+    { "gc.snapshot_idle", "KIWI_GC_SNAPSHOT_IDLE", "gc-snapshot-idle", T_INT, OFF (gc_snapshot_idle_s), "604800", 600,
+      31536000, NULL,
+      "seconds an install snapshot may go unused before the clean-up removes it (one whose cache entry expired "
+      "goes after 10 min)" },
+    { "gc.disk_high", "KIWI_GC_DISK_HIGH", "gc-disk-high", T_INT, OFF (gc_disk_high), "85", 1, 100, NULL,
+      "percent used of the state dir's filesystem above which the least recently used mirrors and snapshots are "
+      "removed (down to KIWI_GC_DISK_LOW)" },
+    { "gc.disk_low", "KIWI_GC_DISK_LOW", "gc-disk-low", T_INT, OFF (gc_disk_low), "75", 0, 99, NULL,
+      "percent used the watermark clean-up brings the state dir's filesystem down to (below KIWI_GC_DISK_HIGH)" },
+    { "result.max_bytes", "KIWI_RESULT_MAX_BYTES", "result-max-bytes", T_INT, OFF (result_max_bytes), "900000", 4096,
+      104857600, NULL,
+      "ceiling on an encoded result (keep it below the results topic's max.message.bytes): a larger diff is cut "
+      "to what fits and kept whole in Redis kiwi:diff:<task> and <state>/results/<task>.diff" },
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -425,6 +440,9 @@ kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char *co
     }
     if (rest_index)
         *rest_index = i;
+    if (c->gc_disk_low >= c->gc_disk_high)
+        return kiwi_error_make (err, 0, "KIWI_GC_DISK_LOW (%lld) must be below KIWI_GC_DISK_HIGH (%lld)",
+                                (long long) c->gc_disk_low, (long long) c->gc_disk_high);
     return 0;
 }
 

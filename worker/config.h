@@ -69,6 +69,12 @@ typedef struct kiwi_worker_config {
     int64_t drain_timeout_s;
     int64_t delivery_timeout_s; /* Kafka delivery attempts of one produce; a failed result is produced again */
     char *log_level;
+    /* host resources: the clean-up (kiwi-worker --gc) and the result ceiling */
+    int64_t gc_mirror_idle_s;   /* KIWI_GC_MIRROR_IDLE */
+    int64_t gc_snapshot_idle_s; /* KIWI_GC_SNAPSHOT_IDLE */
+    int64_t gc_disk_high;       /* KIWI_GC_DISK_HIGH, percent */
+    int64_t gc_disk_low;        /* KIWI_GC_DISK_LOW, percent, < gc_disk_high */
+    int64_t result_max_bytes;   /* KIWI_RESULT_MAX_BYTES: encoded result ceiling */
 } kiwi_worker_config;
 
 void kiwi_worker_config_init (kiwi_worker_config *c);

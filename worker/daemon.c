@@ -37,6 +37,7 @@
 #include "heartbeat.h"
 #include "log.h"
 #include "proc.h"
+#include "result-fit.h"
 #include "sandbox.h"
 #include "strv.h"
 #include "task.h"
@@ -79,6 +80,7 @@ typedef struct slot {
     unsigned generation; /* tells delivery reports of an old occupant apart */
     ev_timer retry;      /* the result produced again after a failed delivery */
     int deliveries_failed;
+    bool minimal;        /* `result` is the minimal one: the broker refused the whole as too large */
 } slot;
 
 /* A task waiting for another worker's lease on it to end. */
@@ -152,6 +154,8 @@ struct daemon {
     json_t *egress;           /* object: name -> {ok, detail, checked_at} */
     bool isolation_failed;    /* a failed isolation check: degraded */
     char degraded_reason[1024];
+    rd_kafka_resp_err_t produce_err; /* why the last produce() was refused */
+    pid_t gc_pid;                    /* the clean-up process (kiwi-worker --gc) running, or 0 */
 };
 
 /* ---------- offsets ---------- */
@@ -259,6 +263,7 @@ typedef struct ack {
 
 static void finish_slot (daemon_t *d, slot *s);
 static void result_not_delivered (daemon_t *d, slot *s, const char *why);
+static void result_too_large (daemon_t *d, slot *s, size_t len, const char *why);
 static void on_result_acked (daemon_t *d, slot *s);
 static void mark_done_published (daemon_t *d, const char *task_id);
 
@@ -277,6 +282,7 @@ produce (daemon_t *d, const char *topic, const char *key, const void *buf, size_
             continue;
         }
         kiwi_errorf ("produce to %s: %s", topic, rd_kafka_err2str (e));
+        d->produce_err = e;
         return -1;
     }
 }
@@ -292,8 +298,12 @@ dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         kiwi_errorf ("delivery to %s failed: %s", rd_kafka_topic_name (m->rkt), rd_kafka_err2str (m->err));
         if (a != NULL && a->kind == ACK_RESULT) {
             slot *s = &d->slots[a->slot];
-            if (s->generation == a->generation)
-                result_not_delivered (d, s, rd_kafka_err2str (m->err));
+            if (s->generation == a->generation) {
+                if (m->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+                    result_too_large (d, s, m->len, rd_kafka_err2str (m->err));
+                else
+                    result_not_delivered (d, s, rd_kafka_err2str (m->err));
+            }
         }
     } else if (a != NULL) {
         if (a->kind == ACK_RESULT) {
@@ -639,10 +649,63 @@ synthesize_result (daemon_t *d, slot *s, const char *reason)
     kiwi_error_free (&err);
 }
 
+/* Keeps a whole diff that does not fit the results topic: in Redis
+ * (kiwi:diff:<task>, living as the finished record) and in
+ * <state>/results/<task>.diff. */
+static void
+keep_diff (const char *task_id, const char *diff, size_t len, char *loc, size_t cap, void *ud)
+{
+    daemon_t *d = ud;
+    size_t used = 0;
+    loc[0] = '\0';
+    if (d->redis_ok) {
+        redisAsyncCommand (d->redis, NULL, NULL, "SET %s%s %b EX %lld", KIWI_REDIS_DIFF_PREFIX, task_id, diff, len,
+                           (long long) d->cfg->done_ttl_s);
+        used += (size_t) snprintf (loc, cap, "redis:%s%s", KIWI_REDIS_DIFF_PREFIX, task_id);
+    }
+    char path[4096], host[256] = "localhost";
+    kiwi_error_t err = NULL;
+    if (kiwi_diff_keep_file (d->cfg->state_dir, task_id, diff, len, path, sizeof path, &err) == 0) {
+        gethostname (host, sizeof host - 1);
+        if (used < cap)
+            snprintf (loc + used, cap - used, "%sfile://%s%s", used ? " " : "", host, path);
+    } else
+        kiwi_warn ("task %s: keeping its whole diff: %s", task_id, kiwi_error_msg (err));
+    kiwi_error_free (&err);
+}
+
+/* A result over KIWI_RESULT_MAX_BYTES is cut to fit (result-fit.h). */
+static void
+fit_result (daemon_t *d, slot *s)
+{
+    char *out = NULL;
+    size_t out_len = 0;
+    kiwi_error_t err = NULL;
+    int rc = kiwi_result_fit (s->result, s->result_len, (size_t) d->cfg->result_max_bytes, keep_diff, d, &out,
+                              &out_len, &err);
+    if (rc < 0) {
+        char reason[512];
+        snprintf (reason, sizeof reason, "the task's result (%zu bytes) could not be read: %s", s->result_len,
+                  kiwi_error_msg (err));
+        kiwi_errorf ("task %s: %s", s->task_id, reason);
+        synthesize_result (d, s, reason);
+    } else if (rc == 1) {
+        kiwi_warn ("task %s: result of %zu bytes is over KIWI_RESULT_MAX_BYTES (%lld): its diff is cut to fit (%zu "
+                   "bytes)",
+                   s->task_id, s->result_len, (long long) d->cfg->result_max_bytes, out_len);
+        free (s->result);
+        s->result = out; /* now owned by the slot */
+        s->result_len = out_len;
+    }
+    kiwi_error_free (&err);
+}
+
 static void
 publish_result (daemon_t *d, slot *s)
 {
     s->state = SLOT_PUBLISHING;
+    if (s->result_len > (size_t) d->cfg->result_max_bytes)
+        fit_result (d, s);
     /* the record first: a redelivery after a crash finds it and republishes
      * the same result instead of working the task again */
     if (d->redis_ok) {
@@ -657,8 +720,54 @@ publish_result (daemon_t *d, slot *s)
     a->generation = s->generation;
     if (produce (d, d->cfg->topic_results, s->task_id, s->result, s->result_len, a) < 0) {
         free (a);
-        result_not_delivered (d, s, "the producer refused it");
+        if (d->produce_err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+            result_too_large (d, s, s->result_len, "the producer refused it as too large");
+        else
+            result_not_delivered (d, s, "the producer refused it");
     }
+}
+
+/* The broker (or the producer) refused a result as too large: the same
+ * bytes would be refused forever, so the minimal result (result-fit.h) goes
+ * at once, the finished record holding it too. The minimal result does not
+ * depend on what the task printed or changed; a topic refusing even that
+ * takes nothing of this worker's, and it is produced again as for a broker
+ * that is down. */
+static void
+result_too_large (daemon_t *d, slot *s, size_t len, const char *why)
+{
+    if (s->minimal) {
+        kiwi_errorf ("task %s: even the minimal result (%zu bytes) is too large for %s: its max.message.bytes is "
+                     "below what any result needs",
+                     s->task_id, len, d->cfg->topic_results);
+        result_not_delivered (d, s, why);
+        return;
+    }
+    char *out = NULL;
+    size_t out_len = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_result_minimal (s->result, s->result_len, len, keep_diff, d, &out, &out_len, &err) < 0) {
+        kiwi_errorf ("task %s: %s", s->task_id, kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        result_not_delivered (d, s, why);
+        return;
+    }
+    s->minimal = true;
+    if (out_len >= s->result_len) {
+        /* the result is as small as a minimal one already: nothing smaller to send */
+        free (out);
+        kiwi_errorf ("task %s: its result (%zu bytes) is too large for %s and no smaller one says as much: its "
+                     "max.message.bytes is below what any result needs",
+                     s->task_id, len, d->cfg->topic_results);
+        result_not_delivered (d, s, why);
+        return;
+    }
+    kiwi_warn ("task %s: result not delivered (%s: %zu bytes); publishing a minimal result (%zu bytes) at once",
+               s->task_id, why, len, out_len);
+    free (s->result);
+    s->result = out; /* now owned by the slot */
+    s->result_len = out_len;
+    publish_result (d, s);
 }
 
 static void
@@ -1635,29 +1744,49 @@ egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     ev_child_start (loop, &d->egress_child);
 }
 
-/* ---------- snapshot clean-up ---------- */
+/* ---------- clean-up of the state dir ---------- */
 
 static void
 gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
 {
+    daemon_t *d = w->data;
     ev_child_stop (loop, w);
+    d->gc_pid = 0;
     free (w);
 }
 
-/* Every so often a process of its own removes the snapshots whose cache
- * entries expired (kiwi-worker --gc-snapshots). */
+/* At start and every 10 minutes a process of its own collects workspaces
+ * of dead task processes, idle mirrors and snapshots, and the least
+ * recently used above the disk watermark (kiwi-worker --gc; gc.h). Without
+ * Redis it still runs: snapshots then go by idle age only. */
 static void
 gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
     daemon_t *d = w->data;
-    if (!d->redis_ok || d->draining)
+    if (d->draining || d->gc_pid > 0) /* one pass at a time */
         return;
-    char *argv[] = { (char *) d->self_exe, (char *) "--gc-snapshots", NULL };
+    /* the settings it needs as flags: the daemon's own may have come from
+     * its command line, which the environment does not carry */
+    const kiwi_worker_config *cf = d->cfg;
+    char port[24], done_ttl[24], mirror_idle[24], snapshot_idle[24], high[24], low[24];
+    snprintf (port, sizeof port, "%lld", (long long) cf->redis_port);
+    snprintf (done_ttl, sizeof done_ttl, "%lld", (long long) cf->done_ttl_s);
+    snprintf (mirror_idle, sizeof mirror_idle, "%lld", (long long) cf->gc_mirror_idle_s);
+    snprintf (snapshot_idle, sizeof snapshot_idle, "%lld", (long long) cf->gc_snapshot_idle_s);
+    snprintf (high, sizeof high, "%lld", (long long) cf->gc_disk_high);
+    snprintf (low, sizeof low, "%lld", (long long) cf->gc_disk_low);
+    char *argv[] = { (char *) d->self_exe, (char *) "--gc", (char *) "--state-dir", cf->state_dir,
+                     (char *) "--redis-host", cf->redis_host, (char *) "--redis-port", port,
+                     (char *) "--done-ttl", done_ttl, (char *) "--gc-mirror-idle", mirror_idle,
+                     (char *) "--gc-snapshot-idle", snapshot_idle, (char *) "--gc-disk-high", high,
+                     (char *) "--gc-disk-low", low, NULL };
     pid_t pid;
     if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
         return;
+    d->gc_pid = pid;
     ev_child *c = calloc (1, sizeof *c);
     ev_child_init (c, gc_child_cb, pid, 0);
+    c->data = d;
     ev_child_start (loop, c);
 }
 
@@ -1795,7 +1924,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     timer_start (&d, &d.redis_timer, redis_timer_cb, 2.0, 2.0);
     timer_start (&d, &d.wait_timer, wait_timer_cb, 1.0, 1.0);
     timer_start (&d, &d.egress_timer, egress_timer_cb, 1.0, (double) cfg->egress_interval_s);
-    timer_start (&d, &d.gc_timer2, gc_timer_cb, 60.0, 600.0);
+    timer_start (&d, &d.gc_timer2, gc_timer_cb, 1.0, 600.0);
     kiwi_info ("worker %s: %d slot(s), tasks from %s (group %s) at %s", cfg->worker_id, d.nslots, cfg->topic_tasks,
                cfg->group, cfg->brokers);
 

@@ -3,7 +3,7 @@
  *
  * One libev loop drives everything: librdkafka's consumer and producer
  * queues (through their io-event fds), hiredis's libev adapter, timers
- * (heartbeats, lease renewal, reconnects, snapshot clean-up) and signals.
+ * (heartbeats, lease renewal, reconnects, the state dir's clean-up) and signals.
  * Each task runs in a task process of its own (kiwi-worker --task-child),
  * which reports progress and its result over a pipe; the daemon numbers the
  * events, publishes them, and commits the task's offset only after its

@@ -4,6 +4,7 @@
  *   kiwi-worker [options]            the daemon: tasks from Kafka, in slots
  *   kiwi-worker --once TASK.json     one task on this machine, no broker;
  *                                    events and the result as JSON lines
+ *   kiwi-worker --gc                 one clean-up pass of the state dir (gc.h)
  *   kiwi-worker --help | --help-config | --print-config | --version
  *
  * Settings: see --help-config (flags, environment, a config file).
@@ -40,7 +41,9 @@ usage (FILE *out)
              "  --help-config      every setting: flag, environment variable, default, accepted values\n"
              "  --print-config     the effective settings, then exit\n"
              "  --egress-check     run the egress checks once, one JSON line each (exit 0 when all hold)\n"
-             "  --gc-snapshots     remove install snapshots whose cache entries expired, then exit\n"
+             "  --gc               one clean-up pass of the state dir, then exit: workspaces of dead task\n"
+             "                     processes, idle mirrors and snapshots, old whole diffs, and the least\n"
+             "                     recently used above KIWI_GC_DISK_HIGH (--gc-snapshots: the same)\n"
              "  --version          print the version\n"
              "\n"
              "Settings come from defaults, the config file, the environment, then flags.\n"
@@ -73,7 +76,7 @@ main (int argc, char **argv)
             task_child = 1;
         else if (strcmp (argv[i], "--egress-check") == 0)
             egress_check = 1;
-        else if (strcmp (argv[i], "--gc-snapshots") == 0)
+        else if (strcmp (argv[i], "--gc") == 0 || strcmp (argv[i], "--gc-snapshots") == 0)
             gc = 1;
         else if (strcmp (argv[i], "--print-config") == 0)
             print_config = 1;
@@ -110,17 +113,8 @@ main (int argc, char **argv)
         status = kiwi_pipeline_child_main (&cfg);
     else if (egress_check)
         status = kiwi_egress_check_main (&cfg);
-    else if (gc) {
-        kiwi_cache *c = kiwi_cache_open (cfg.redis_host, (int) cfg.redis_port, cfg.cache_ttl_s, cfg.cache_fail_ttl_s);
-        int removed = 0;
-        kiwi_cache_gc_snapshots (c, cfg.state_dir, 600, &removed);
-        if (!kiwi_cache_available (c))
-            kiwi_warn ("snapshot clean-up skipped: %s", kiwi_cache_error (c));
-        else
-            kiwi_info ("snapshot clean-up: %d expired snapshot(s) removed", removed);
-        kiwi_cache_close (c);
-        status = 0;
-    }
+    else if (gc)
+        status = kiwi_cache_gc_main (&cfg) < 0 ? 1 : 0;
     else if (once)
         status = kiwi_pipeline_once_main (&cfg, once);
     else {

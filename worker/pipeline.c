@@ -18,11 +18,13 @@
 #include "cache.h"
 #include "cleanup.h"
 #include "clock.h"
+#include "gc.h"
 #include "log.h"
 #include "phases.h"
 #include "plan.h"
 #include "proc.h"
 #include "repo.h"
+#include "result-fit.h"
 #include "session.h"
 #include "task-input.h"
 #include "term.h"
@@ -125,7 +127,22 @@ typedef struct install_ctx {
     const char *root;
     kiwi_cache *cache;
     int64_t deadline_ms;
+    int *hold; /* the lock holding the snapshot in force against the clean-up (gc.h), or -1 */
 } install_ctx;
+
+/* Holds `snapshot` for the rest of the task instead of the one held so far.
+ * Returns false when it is gone. */
+static bool
+hold_snapshot (install_ctx *c, const char *snapshot)
+{
+    int fd = kiwi_gc_snapshot_hold (snapshot);
+    if (fd < 0)
+        return false;
+    if (*c->hold >= 0)
+        close (*c->hold);
+    *c->hold = fd;
+    return true;
+}
 
 /* Phase A for `in`, or the cached snapshot of an identical install (the
  * cache key holds the lockfiles, the image, the command and the driver).
@@ -150,6 +167,10 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
     const char *key = in->cache_key;
     kiwi_install_entry e;
     int hit = kiwi_cache_get_install (c->cache, key, &e);
+    if (hit == 1 && e.ok && !hold_snapshot (c, e.snapshot)) {
+        kiwi_install_entry_clear (&e); /* removed by the clean-up meanwhile: a miss */
+        hit = 0;
+    }
     if (hit == 1) {
         if (e.ok) {
             *snapshot = steal_pointer (&e.snapshot);
@@ -209,6 +230,8 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
         if (access (snapdir, R_OK) != 0)
             return kiwi_error_make (err, errno, "keeping the install snapshot %s", snapdir);
     }
+    if (!hold_snapshot (c, snapdir))
+        return kiwi_error_make (err, errno, "holding the install snapshot %s", snapdir);
     kiwi_cache_put_install (c->cache, key, true, snapdir, "ok");
     *snapshot = strdup (snapdir);
     return 0;
@@ -239,6 +262,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     kiwi_cache *cache = NULL;
     kiwi_model_client *model = NULL;
     cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
+    int snapshot_hold = -1;
 
     /* 1. the repository */
     const char *token = cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
@@ -298,7 +322,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     /* 4. Phase A (or its cached snapshot) and step 0, which may swap the
      *    image and install again */
     install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
-                       .deadline_ms = deadline_ms };
+                       .deadline_ms = deadline_ms, .hold = &snapshot_hold };
     kiwi_step0_outcome s0;
     if (kiwi_plan_step0 (sb, &pc, &plan, root, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic, p->events,
                          &s0, &err)
@@ -369,6 +393,8 @@ done:
     kiwi_cache_close (cache);
     kiwi_sandbox_env_close (sb);
     kiwi_plan_clear (&plan);
+    if (snapshot_hold >= 0)
+        close (snapshot_hold);
     rm_rf (ws);
     if (rc < 0)
         return rc; /* stopped: no result, no event; the task is redelivered */
@@ -378,6 +404,9 @@ done:
         free (out->diff);
         out->diff = NULL;
     }
+    if (kiwi_result_keep_oversized (out, cfg->state_dir, KIWI_RESULT_DIFF_MAX, &err) < 0)
+        kiwi_warn ("task %s: %s", task->id, out->reason);
+    kiwi_error_free (&err);
     out->duration_ms = (uint64_t) (kiwi_mono_ms () - t0);
     out->finished_at = kiwi_now_ms ();
     kiwi_events_emit (p->events, KIWI_PHASE_FINISHED, "finished", out->rounds,

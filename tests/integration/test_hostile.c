@@ -1949,11 +1949,10 @@ hx_exec (hx *h, const char *script)
     return hx_output (h);
 }
 
-static void
-hx_buf_sink (int stream, const char *data, size_t len, void *ud)
+static int
+hx_buf_sink (const char *data, size_t len, void *ud)
 {
-    (void) stream;
-    kiwi_buf_append (ud, data, len, NULL);
+    return kiwi_buf_append (ud, data, len, NULL);
 }
 
 /* get_archive of `path` into a buffer (owned by the caller). */

@@ -3,7 +3,9 @@
  * and runsc. A real dependency is installed from the npm registry in Phase A
  * (through the CA bundle), snapshotted without the repository's own files,
  * and used offline by Phase B; a file deleted from the tree since the
- * install does not come back; failures and timeouts of Phase A are named.
+ * install does not come back; failures and timeouts of Phase A are named; a
+ * sparse file of 8 GB apparent size left by an install in a 128 MB sandbox
+ * never reaches the worker's disk (the snapshot is bounded as it streams).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -218,12 +220,90 @@ test_install_failure_and_timeout_are_named (void **state)
     }
 }
 
+/* Disk use of a host directory in KiB (du -sk, or --apparent-size). */
+static long
+du_kib (const char *dir, bool apparent)
+{
+    char cmd[1024];
+    snprintf (cmd, sizeof cmd, "du -sk %s %s 2>/dev/null", apparent ? "--apparent-size" : "", dir);
+    FILE *p = popen (cmd, "r");
+    assert_non_null (p);
+    long kib = -1;
+    if (fscanf (p, "%ld", &kib) != 1)
+        kib = -1;
+    pclose (p);
+    return kib;
+}
+
+static void
+test_sparse_snapshot_is_bounded (void **state)
+{
+    /* KIWI_TEST_SPARSE_SIZE: a smaller apparent size, to run this against
+     * an old build without filling the disk */
+    const char *size = kiwi_test_env_or ("KIWI_TEST_SPARSE_SIZE", "8G");
+    const char *state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi");
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_env *env = open_env (drivers[i]);
+        char *ws = NULL, *parent = NULL, *snap = NULL, *extra = NULL;
+        assert_true (asprintf (&ws, "/tmp/kiwi-phases-%d-sparse", (int) getpid ()) > 0);
+        char cmd[2048];
+        snprintf (cmd, sizeof cmd, "rm -rf %s && cp -a %s/tests/fixtures/hostile/sparse-snapshot %s", ws,
+                  KIWI_SOURCE_DIR, ws);
+        assert_int_equal (system (cmd), 0);
+        /* the snapshot goes where the worker keeps them: the state dir */
+        assert_true (asprintf (&parent, "%s/snapshots/itest-sparse-%d-%s", state_dir, (int) getpid (), drivers[i])
+                     > 0);
+        snprintf (cmd, sizeof cmd, "mkdir -p %s", parent);
+        assert_int_equal (system (cmd), 0);
+        assert_true (asprintf (&snap, "%s/key.%d.partial", parent, (int) getpid ()) > 0);
+        assert_true (asprintf (&extra, "SPARSE_SIZE=%s", size) > 0);
+        long before = du_kib (parent, false), before_apparent = du_kib (parent, true);
+        kiwi_phase_config cfg = { .host_env = (const char *const *) environ };
+        const char *argv[] = { "/bin/sh", "sparse.sh", NULL };
+        const char *env_extra[] = { extra, NULL };
+        kiwi_install_request ireq = {
+            .image = node_image (), .workspace = ws, .argv = argv, .extra_env = env_extra,
+            .limits = { .disk_mb = 128 }, .task_id = "itest-phases-sparse", .snapshot_dir = snap,
+        };
+        kiwi_install_result ir;
+        kiwi_error_t err = NULL;
+        if (kiwi_phase_install (env, &cfg, &ireq, &ir, &err) < 0)
+            fail_msg ("%s: %s", drivers[i], kiwi_error_msg (err));
+        /* the file was made, at its full apparent size, inside the sandbox */
+        if (ir.output == NULL || strstr (ir.output, "SPARSE exit=0") == NULL)
+            fail_msg ("%s: the install did not make the sparse file:\n%s", drivers[i], ir.output);
+        long after = du_kib (parent, false), after_apparent = du_kib (parent, true);
+        print_message ("%s: install %s: %s; %s du -sk %ld -> %ld KiB (apparent %ld -> %ld)\n", drivers[i],
+                       kiwi_install_status_str (ir.status), ir.reason, parent, before, after, before_apparent,
+                       after_apparent);
+        if (ir.status != KIWI_INSTALL_KILLED)
+            fail_msg ("%s: an install leaving a %s sparse file in a 128 MB sandbox ended %s (%s)", drivers[i], size,
+                      kiwi_install_status_str (ir.status), ir.reason);
+        assert_non_null (strstr (ir.reason, "snapshot larger than the sandbox's disk ceiling (128 MB, MaxSandboxDiskMB)"));
+        /* nothing of it stayed on the worker's disk: no growth beyond a few MB */
+        assert_true (after >= 0 && after - before < 4096);
+        assert_true (after_apparent >= 0 && after_apparent - before_apparent < 4096);
+        snprintf (cmd, sizeof cmd, "test -z \"$(find %s -type f)\"", parent);
+        if (system (cmd) != 0)
+            fail_msg ("%s: files left under %s", drivers[i], parent);
+        kiwi_install_result_clear (&ir);
+        snprintf (cmd, sizeof cmd, "rm -rf %s %s", parent, ws);
+        assert_int_equal (system (cmd), 0);
+        free (ws);
+        free (parent);
+        free (snap);
+        free (extra);
+        kiwi_sandbox_env_close (env);
+    }
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_install_then_verify_offline),
         cmocka_unit_test (test_install_failure_and_timeout_are_named),
+        cmocka_unit_test (test_sparse_snapshot_is_bounded),
     };
     return kiwi_run_group ("phases", tests, NULL, NULL);
 }

@@ -9,7 +9,10 @@
  * KIWI_TEST_SEED replays it), and a racing symlink swap. Each hostile case
  * checks that nothing appeared outside the destination: a sentinel
  * directory next to it stays empty, a file next to it keeps its content, and
- * no new name appears next to it.
+ * no new name appears next to it. The meter: a stream sized by its bytes
+ * and by the sizes its headers announce, GNU tar's pax and gnu (base-256)
+ * headers of an 8 GiB sparse file counted at the header, file contents that
+ * look like headers never read as such.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1477,6 +1480,85 @@ test_symlink_swap_race (void **state)
     kiwi_buf_free (&b);
 }
 
+
+/* The meter, fed in one piece and a byte at a time: the same count. */
+static uint64_t
+meter_both (const void *data, size_t len, uint64_t *announced)
+{
+    kiwi_tar_meter a, b;
+    kiwi_tar_meter_init (&a);
+    kiwi_tar_meter_init (&b);
+    kiwi_tar_meter_feed (&a, data, len);
+    for (size_t i = 0; i < len; i++)
+        kiwi_tar_meter_feed (&b, (const char *) data + i, 1);
+    assert_int_equal (kiwi_tar_meter_size (&a), kiwi_tar_meter_size (&b));
+    assert_int_equal (a.announced, b.announced);
+    assert_int_equal (a.pos, len);
+    if (announced)
+        *announced = a.announced;
+    return kiwi_tar_meter_size (&a);
+}
+
+static void
+test_meter_counts_bytes_and_sizes (void **state)
+{
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    kiwi_buf b = KIWI_BUF_INIT;
+    kiwi_error_t err = NULL;
+    char *data = calloc (1, 5000);
+    assert_int_equal (kiwi_archive_add_file (&b, "a", data, 1000, 0644, &o, &err), 0);
+    assert_int_equal (kiwi_archive_add_file (&b, "b", data, 3000, 0644, &o, &err), 0);
+    /* a file whose content is a header announcing 8 GiB: content, not a header */
+    char fake[512];
+    memset (fake, 0, sizeof fake);
+    memcpy (fake, "fake", 4);
+    memcpy (fake + 124, "77777777777", 11);
+    fake[156] = '0';
+    memcpy (fake + 257, "ustar", 6);
+    assert_int_equal (kiwi_archive_add_file (&b, "c", fake, sizeof fake, 0644, &o, &err), 0);
+    assert_int_equal (kiwi_archive_finish (&b, &err), 0);
+    uint64_t announced = 0;
+    assert_int_equal (meter_both (b.data, b.len, &announced), b.len);
+    assert_int_equal (announced, 1000 + 3000 + 512);
+    /* only the header of a large entry: its size counts already */
+    kiwi_buf h = KIWI_BUF_INIT;
+    char *big = calloc (1, 1 << 20);
+    assert_int_equal (kiwi_archive_add_file (&h, "big", big, 1 << 20, 0644, &o, &err), 0);
+    assert_true (meter_both (h.data, 512, NULL) >= (1u << 20));
+    free (big);
+    free (data);
+    kiwi_buf_free (&h);
+    kiwi_buf_free (&b);
+}
+
+/* GNU tar's headers for an 8 GiB sparse file (pax size record; gnu
+ * base-256 size): the first blocks of the stream are enough to see it. */
+static void
+test_meter_pax_and_base256 (void **state)
+{
+    NEED_GNU_TAR ();
+    fixture *f = *state;
+    char big[400], out[400];
+    path_join (big, sizeof big, f->src, "sparse.bin");
+    run ("truncate -s 8G '%s'", big);
+    static const char *const formats[] = { "pax", "gnu" };
+    for (size_t i = 0; i < 2; i++) {
+        path_join (out, sizeof out, f->top, "head.tar");
+        /* tar stops at the closed pipe: only the headers and a little data */
+        run ("(tar --format=%s -C '%s' -cf - sparse.bin || true) | head -c 8192 >'%s'", formats[i], f->src, out);
+        size_t len;
+        char *data = read_all (out, &len);
+        assert_non_null (data);
+        assert_true (len > 1024 && len <= 8192);
+        uint64_t announced = 0;
+        uint64_t n = meter_both (data, len, &announced);
+        if (n < UINT64_C (8) * 1024 * 1024 * 1024)
+            fail_msg ("%s format: the meter saw %llu bytes for an 8 GiB file", formats[i], (unsigned long long) n);
+        free (data);
+    }
+}
+
 int
 main (void)
 {
@@ -1512,6 +1594,8 @@ main (void)
         T (test_truncated_at_every_offset),
         T (test_garbage_and_bit_flips),
         T (test_symlink_swap_race),
+        T (test_meter_counts_bytes_and_sizes),
+        T (test_meter_pax_and_base256),
     };
 #undef T
     return kiwi_run_group ("archive", tests, NULL, NULL);

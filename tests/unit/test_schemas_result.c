@@ -1,7 +1,8 @@
 /*
  * test_schemas_result.c: the Result message: round trips, the status
  * X-macro, the diff-iff-fixed rule, every decode rule with the exact error
- * naming the field, the encoder's validation and the JSON rendering.
+ * naming the field, the encoder's validation and the JSON rendering; the
+ * optional fields of a diff too large for the results topic.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,10 +209,62 @@ test_to_json (void **state)
     kiwi_result_clear (&r);
 }
 
+/* diff_truncated, diff_bytes, diff_sha256, diff_location: optional, only
+ * written when set, round-tripped, checked. */
+static void
+test_truncated_diff_fields (void **state)
+{
+    kiwi_result r;
+    kiwi_error_t err = NULL;
+    char *out = NULL, *json = NULL;
+    size_t len;
+    kiwi_result_init (&r);
+    sample_result_fixed (&r);
+    /* absent by default: the encoding is what it was */
+    expect_ok (kiwi_result_encode (&r, &out, &len, &err), &err);
+    assert_int_equal (len, base_len);
+    assert_memory_equal (out, base, len);
+    free (out);
+    r.diff_truncated = true;
+    r.diff_bytes = 123456;
+    r.diff_sha256 = xstrdup ("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+    r.diff_location = xstrdup ("redis:kiwi:diff:task-0001 file://worker-a/var/lib/kiwi/results/task-0001.diff");
+    roundtrip_result (&r);
+    expect_ok (kiwi_result_to_json (&r, &json, &err), &err);
+    assert_non_null (strstr (json, "\"diff_truncated\":true,\"diff_bytes\":123456,\"diff_sha256\":\"0123"));
+    assert_non_null (strstr (json, "\"diff_location\":\"redis:kiwi:diff:task-0001 file://"));
+    free (json);
+    /* the diff left out entirely */
+    free (r.diff);
+    r.diff = xstrdup ("");
+    roundtrip_result (&r);
+    /* rules */
+    r.diff_bytes = 0;
+    free (r.diff);
+    r.diff = xstrdup ("abc");
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err,
+                    "result.diff_bytes: 0 is less than the diff carried (3 bytes)");
+    r.diff_bytes = 3;
+    r.diff_sha256[0] = 'A';
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.diff_sha256: not lowercase hex");
+    free (r.diff_sha256);
+    r.diff_sha256 = xstrdup ("abc");
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.diff_sha256: shorter than 64 bytes");
+    free (r.diff_sha256);
+    r.diff_sha256 = NULL;
+    r.status = KIWI_RESULT_NOT_FIXED;
+    free (r.diff);
+    r.diff = NULL;
+    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err,
+                    "result.diff_truncated: only allowed with a diff (status fixed)");
+    kiwi_result_clear (&r);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_truncated_diff_fields),
         cmocka_unit_test (test_roundtrip),
         cmocka_unit_test (test_every_status),
         cmocka_unit_test (test_diff_iff_fixed),
