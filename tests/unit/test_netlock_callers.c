@@ -104,12 +104,11 @@ rd_put (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *er
 
 /* an empty tar stream (two zero blocks) for every archive asked for */
 static int
-rd_get (void *sb, const char *path, kiwi_output_cb sink, void *userdata, kiwi_error_t *err)
+rd_get (void *sb, const char *path, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err)
 {
     (void) sb, (void) path, (void) err;
     static const char zeros[1024];
-    sink (1, zeros, sizeof zeros, userdata);
-    return 0;
+    return sink (zeros, sizeof zeros, userdata) < 0 ? -1 : 0;
 }
 
 static void
