@@ -20,6 +20,7 @@
 struct kiwi_cache {
     redisContext *rc;
     int64_t ttl_s, fail_ttl_s;
+    const kiwi_mask *mask; /* borrowed */
     char error[256];
 };
 
@@ -65,6 +66,13 @@ kiwi_cache_close (kiwi_cache *c)
     if (c->rc)
         redisFree (c->rc);
     free (c);
+}
+
+void
+kiwi_cache_set_mask (kiwi_cache *c, const kiwi_mask *m)
+{
+    if (c != NULL)
+        c->mask = m;
 }
 
 /* A command; on a connection error the cache becomes unavailable. */
@@ -126,8 +134,12 @@ kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *sna
         return 0;
     char host[256] = "";
     gethostname (host, sizeof host - 1);
+    char *masked = kiwi_mask_apply (c->mask, reason ? reason : "");
+    if (masked == NULL)
+        return -1;
     redisReply *r = cmd (c, "HSET %s%s status %s snapshot %s reason %s host %s", KIWI_REDIS_INSTALL_PREFIX, key,
-                         ok ? "ok" : "failed", snapshot ? snapshot : "", reason ? reason : "", host);
+                         ok ? "ok" : "failed", snapshot ? snapshot : "", masked, host);
+    free (masked);
     if (r == NULL)
         return -1;
     freeReplyObject (r);
@@ -166,8 +178,11 @@ kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e)
 int
 kiwi_cache_put_verify (kiwi_cache *c, const char *key, int exit_code, const char *output)
 {
-    redisReply *r = cmd (c, "HSET %s%s exit %d output %s", KIWI_REDIS_VERIFY_PREFIX, key, exit_code,
-                         output ? output : "");
+    char *masked = kiwi_mask_apply (c->mask, output ? output : "");
+    if (masked == NULL)
+        return -1; /* not cached rather than cached unmasked */
+    redisReply *r = cmd (c, "HSET %s%s exit %d output %s", KIWI_REDIS_VERIFY_PREFIX, key, exit_code, masked);
+    free (masked);
     if (r == NULL)
         return -1;
     freeReplyObject (r);
