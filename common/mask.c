@@ -301,32 +301,41 @@ kiwi_mask_hits (const kiwi_mask *m, const char *buf, size_t len)
     return false;
 }
 
+/* Overwrites each occurrence with '*' (length kept), longest form first:
+ * the fallback when there is no memory for the work array. */
+static size_t
+overwrite (const kiwi_mask *m, char *buf, size_t len)
+{
+    for (size_t f = 0; f < m->nforms; f++) {
+        char *p = buf, *end = buf + len, *hit;
+        while ((hit = memmem (p, (size_t) (end - p), m->forms[f].s, m->forms[f].n)) != NULL) {
+            memset (hit, '*', m->forms[f].n);
+            p = hit + m->forms[f].n;
+        }
+    }
+    return len;
+}
+
 size_t
 kiwi_mask_apply_buf (const kiwi_mask *m, char *buf, size_t len)
 {
-    if (m == NULL || m->nforms == 0 || buf == NULL || len < KIWI_MASK_MIN_LEN || !kiwi_mask_hits (m, buf, len))
+    if (m == NULL || m->nforms == 0 || buf == NULL || len < KIWI_MASK_MIN_LEN)
         return len;
-    unsigned char *cov = calloc (len, 1);
-    if (cov == NULL) {
-        /* no work array: overwrite in place, longest form first */
-        for (size_t f = 0; f < m->nforms; f++) {
-            char *p = buf, *end = buf + len, *hit;
-            while ((hit = memmem (p, (size_t) (end - p), m->forms[f].s, m->forms[f].n)) != NULL) {
-                memset (hit, '*', m->forms[f].n);
-                p = hit + m->forms[f].n;
-            }
-        }
-        return len;
-    }
+    /* one pass over the forms; the work array only once something matched */
+    unsigned char *cov = NULL;
     for (size_t f = 0; f < m->nforms; f++) {
         const char *s = m->forms[f].s;
         size_t n = m->forms[f].n;
         char *p = buf, *end = buf + len, *hit;
         while ((size_t) (end - p) >= n && (hit = memmem (p, (size_t) (end - p), s, n)) != NULL) {
+            if (cov == NULL && (cov = calloc (len, 1)) == NULL)
+                return overwrite (m, buf, len);
             memset (cov + (hit - buf), 1, n);
             p = hit + 1; /* overlapping occurrences of the same form too */
         }
     }
+    if (cov == NULL)
+        return len;
     /* every run is at least KIWI_MASK_MIN_LEN (> 3) bytes long, so the
      * write position never passes the read position */
     size_t w = 0, r = 0;
