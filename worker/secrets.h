@@ -7,9 +7,11 @@
  *     the names listed in KIWI_MODEL_KEY_VARS;
  *   - the git token: the value of the variable KIWI_GIT_TOKEN_VAR names
  *     (KIWI_GIT_TOKEN by default);
- *   - for a task, the values of its test credentials, every name it lists
- *     that is set in the worker's environment (whichever of them the policy
- *     lets into a sandbox: masking one more value costs nothing).
+ *   - for a task, the values of its test credentials: every name it lists
+ *     that is set in the worker's environment and that the sandbox policy
+ *     does not refuse outright (kiwi_phase_is_secret_name: model keys and
+ *     Kiwi's own KIWI_* settings never enter a sandbox, so a task cannot
+ *     have, say, the worker id masked out of the worker's own log).
  *
  * The task process masks its events, result, logs, verify cache entries and
  * model prompts with the task's mask; the daemon masks its logs and dead

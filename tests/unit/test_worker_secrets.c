@@ -5,7 +5,8 @@
  *   - the worker's mask holds every model key (the four known names and
  *     those KIWI_MODEL_KEY_VARS adds) and the git token (KIWI_GIT_TOKEN, or
  *     the variable KIWI_GIT_TOKEN_VAR names), and nothing else of the
- *     environment; a task's mask adds its test credentials' values;
+ *     environment; a task's mask adds its test credentials' values, but
+ *     not those of names no sandbox is given (KIWI_* settings);
  *   - both sinks (JSON lines for --once, frames on the task process's pipe)
  *     send payload strings and the result's reason and diff masked;
  *   - a log line is masked, also when the secret straddles the line's
@@ -38,11 +39,12 @@
 #define PAT "ghp_other_pat_canary_7777"
 #define CRED "app-test-token-8888"
 #define UNRELATED "not-a-secret-9999"
+#define SETTING "kiwi-setting-value-0000"
 
 static const char *const env[] = {
     "ANTHROPIC_API_KEY=" ANTHROPIC, "OPENAI_API_KEY=" OPENAI, "GEMINI_API_KEY=" GEMINI, "GOOGLE_API_KEY=" GOOGLE,
     "EXTRA_MODEL_KEY=" EXTRA,       "KIWI_GIT_TOKEN=" GIT_TOKEN, "MY_PAT=" PAT,          "APP_TEST_TOKEN=" CRED,
-    "UNRELATED=" UNRELATED,         "PATH=/usr/bin:/bin",        NULL,
+    "UNRELATED=" UNRELATED,         "PATH=/usr/bin:/bin",        "KIWI_SOME_SETTING=" SETTING, NULL,
 };
 
 static void
@@ -107,9 +109,9 @@ test_task_mask_adds_credentials (void **state)
     load (&c, NULL);
     kiwi_task t;
     kiwi_task_init (&t);
-    char *creds[] = { "APP_TEST_TOKEN", "ABSENT_CRED", "KIWI_GIT_TOKEN" };
+    char *creds[] = { "APP_TEST_TOKEN", "ABSENT_CRED", "KIWI_GIT_TOKEN", "KIWI_SOME_SETTING" };
     t.test_credentials = creds;
-    t.n_test_credentials = 3;
+    t.n_test_credentials = 4;
     kiwi_error_t err = NULL;
     kiwi_mask *m = kiwi_worker_mask (&c, env, &t, &err);
     assert_non_null (m);
@@ -117,6 +119,8 @@ test_task_mask_adds_credentials (void **state)
     assert_true (masks (m, ANTHROPIC));
     assert_true (masks (m, GIT_TOKEN));
     assert_false (masks (m, UNRELATED));
+    /* a name the policy never lets into a sandbox is not the task's to mask */
+    assert_false (masks (m, SETTING));
     assert_int_equal (kiwi_mask_count (m), 6); /* 4 model keys, the token, the credential */
     kiwi_mask_free (m);
     kiwi_worker_config_clear (&c);

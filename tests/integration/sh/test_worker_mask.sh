@@ -169,6 +169,8 @@ clean("--once stdout", once, everything)
 lines = [json.loads(l) for l in once.splitlines() if l.strip()]
 result = [l["result"] for l in lines if l["type"] == "result"]
 step0 = [l["event"] for l in lines if l["type"] == "progress" and l["event"]["kind"] == "step0"]
+if once_rc != 0:
+    failures.append("--once exited %d, not 0 (fixed)" % once_rc)
 if not result:
     failures.append("--once printed no result (exit %d)" % once_rc)
 else:
