@@ -162,11 +162,13 @@ int
 kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e)
 {
     memset (e, 0, sizeof *e);
-    redisReply *r = cmd (c, "HMGET %s%s exit output", KIWI_REDIS_VERIFY_PREFIX, key);
+    redisReply *r = cmd (c, "HMGET %s%s exit output masked", KIWI_REDIS_VERIFY_PREFIX, key);
     if (r == NULL)
         return -1;
     int hit = 0;
-    if (field (r, 0) != NULL) {
+    /* an entry without the marker was stored unmasked (by a worker before
+     * masking): it may hold another task's secret, so it is a miss */
+    if (field (r, 0) != NULL && field (r, 2) != NULL && strcmp (field (r, 2), "1") == 0) {
         e->exit_code = atoi (field (r, 0));
         e->output = strdup (field (r, 1) ? field (r, 1) : "");
         hit = 1;
@@ -181,7 +183,7 @@ kiwi_cache_put_verify (kiwi_cache *c, const char *key, int exit_code, const char
     char *masked = kiwi_mask_apply (c->mask, output ? output : "");
     if (masked == NULL)
         return -1; /* not cached rather than cached unmasked */
-    redisReply *r = cmd (c, "HSET %s%s exit %d output %s", KIWI_REDIS_VERIFY_PREFIX, key, exit_code, masked);
+    redisReply *r = cmd (c, "HSET %s%s exit %d output %s masked 1", KIWI_REDIS_VERIFY_PREFIX, key, exit_code, masked);
     free (masked);
     if (r == NULL)
         return -1;

@@ -7,9 +7,9 @@
  *   The key is the lockfile hash with the image, install command and driver
  *   in it (docs/inspection.md). A hit whose snapshot is not on this machine
  *   is a miss.
- * kiwi:verify:<key> (a hash): exit code and output tail of a verify, keyed
- *   by tree id + test command + snapshot key, so a baseline run on the same
- *   commit is not repeated.
+ * kiwi:verify:<key> (a hash): exit code, output tail (masked) and the
+ *   marker `masked` of a verify, keyed by tree id + test command + snapshot
+ *   key, so a baseline run on the same commit is not repeated.
  *
  * Redis unreachable: every call reports "unavailable" (never blocks longer
  * than its timeout) and the task runs uncached.
@@ -17,7 +17,8 @@
  * A verify entry is served to every task with the same key, whoever asked
  * for it, so what is stored is masked first with the cache's mask (the
  * task's secrets, kiwi_cache_set_mask): a credential one task's test
- * printed never reaches another task.
+ * printed never reaches another task. Entries carry `masked 1`; one without
+ * it (stored unmasked, by an older worker) is a miss.
  */
 #ifndef KIWI_WORKER_CACHE_H
 #define KIWI_WORKER_CACHE_H
