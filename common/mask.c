@@ -18,6 +18,7 @@
 typedef struct form {
     char *s;
     size_t n;
+    bool value; /* a value added, not only an encoding of one */
 } form;
 
 struct kiwi_mask {
@@ -81,7 +82,7 @@ add_form (kiwi_mask *m, const char *s, size_t n)
     while (at > 0 && m->forms[at - 1].n < n)
         at--;
     memmove (m->forms + at + 1, m->forms + at, (m->nforms - at) * sizeof *m->forms);
-    m->forms[at] = (form) { c, n };
+    m->forms[at] = (form) { c, n, false };
     m->nforms++;
     return 1;
 }
@@ -264,11 +265,15 @@ kiwi_mask_add (kiwi_mask *m, const char *value, kiwi_error_t *err)
     size_t vn = strlen (value);
     if (vn < KIWI_MASK_MIN_LEN)
         return 0;
-    int added = add_form (m, value, vn);
-    if (added < 0)
+    for (size_t i = 0; i < m->nforms; i++)
+        if (m->forms[i].value && m->forms[i].n == vn && memcmp (m->forms[i].s, value, vn) == 0)
+            return 0; /* already there, and so are its encodings */
+    if (add_form (m, value, vn) < 0)
         return kiwi_error_make (err, ENOMEM, "adding a secret to the mask");
-    if (added == 0)
-        return 0; /* already there, and so are its encodings */
+    /* marked as a value even when it was there as another one's encoding */
+    for (size_t i = 0; i < m->nforms; i++)
+        if (m->forms[i].n == vn && memcmp (m->forms[i].s, value, vn) == 0)
+            m->forms[i].value = true;
     m->nvalues++;
     if (add_b64_whole (m, "", value, vn, "") < 0 || add_b64_whole (m, "", value, vn, "\n") < 0
         || add_b64_whole (m, "x-access-token:", value, vn, "") < 0 || add_b64_core (m, value, vn, 0) < 0

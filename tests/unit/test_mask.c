@@ -117,6 +117,19 @@ test_short_values_ignored (void **state)
 }
 
 static void
+test_value_that_is_another_ones_encoding (void **state)
+{
+    /* the second value is the base64 of the first: it is a value of its
+     * own all the same, with its own encodings */
+    const char *v[] = { "s3cr3t-T0ken-42", "czNjcjN0LVQwa2VuLTQy", NULL };
+    kiwi_mask *m = mask_of (v);
+    assert_int_equal (kiwi_mask_count (m), 2);
+    /* base64 of "czNjcjN0LVQwa2VuLTQy" */
+    expect_masked (m, "b64 Y3pOamNqTjBMVlF3YTJWdUxUUXk= end", "b64 *** end");
+    kiwi_mask_free (m);
+}
+
+static void
 test_empty_set (void **state)
 {
     kiwi_error_t err = NULL;
@@ -259,6 +272,7 @@ main (void)
         cmocka_unit_test (test_empty_set),          cmocka_unit_test (test_base64_forms),
         cmocka_unit_test (test_url_and_json_forms), cmocka_unit_test (test_json_tree),
         cmocka_unit_test (test_env),                cmocka_unit_test (test_large_input),
+        cmocka_unit_test (test_value_that_is_another_ones_encoding),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
