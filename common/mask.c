@@ -295,13 +295,37 @@ kiwi_mask_add_env (kiwi_mask *m, const char *const *envp, const char *name, kiwi
     return 0;
 }
 
+/* How many bytes at the start of buf are the end of form f (a tail cut
+ * inside it), at least KIWI_MASK_MIN_PARTIAL; 0 when none. */
+static size_t
+edge_head (const form *f, const char *buf, size_t len)
+{
+    size_t k = f->n - 1 < len ? f->n - 1 : len;
+    for (; k >= KIWI_MASK_MIN_PARTIAL; k--)
+        if (memcmp (buf, f->s + f->n - k, k) == 0)
+            return k;
+    return 0;
+}
+
+/* The same for the end of buf and the start of f (a head cut inside it). */
+static size_t
+edge_tail (const form *f, const char *buf, size_t len)
+{
+    size_t k = f->n - 1 < len ? f->n - 1 : len;
+    for (; k >= KIWI_MASK_MIN_PARTIAL; k--)
+        if (memcmp (buf + len - k, f->s, k) == 0)
+            return k;
+    return 0;
+}
+
 bool
 kiwi_mask_hits (const kiwi_mask *m, const char *buf, size_t len)
 {
     if (m == NULL || buf == NULL)
         return false;
     for (size_t i = 0; i < m->nforms; i++)
-        if (memmem (buf, len, m->forms[i].s, m->forms[i].n) != NULL)
+        if (memmem (buf, len, m->forms[i].s, m->forms[i].n) != NULL || edge_head (&m->forms[i], buf, len) > 0
+            || edge_tail (&m->forms[i], buf, len) > 0)
             return true;
     return false;
 }
@@ -312,6 +336,9 @@ static size_t
 overwrite (const kiwi_mask *m, char *buf, size_t len)
 {
     for (size_t f = 0; f < m->nforms; f++) {
+        size_t h = edge_head (&m->forms[f], buf, len), t = edge_tail (&m->forms[f], buf, len);
+        memset (buf, '*', h);
+        memset (buf + len - t, '*', t);
         char *p = buf, *end = buf + len, *hit;
         while ((hit = memmem (p, (size_t) (end - p), m->forms[f].s, m->forms[f].n)) != NULL) {
             memset (hit, '*', m->forms[f].n);
@@ -324,23 +351,23 @@ overwrite (const kiwi_mask *m, char *buf, size_t len)
 size_t
 kiwi_mask_apply_buf (const kiwi_mask *m, char *buf, size_t len)
 {
-    if (m == NULL || m->nforms == 0 || buf == NULL || len < KIWI_MASK_MIN_LEN)
+    if (m == NULL || m->nforms == 0 || buf == NULL || len < KIWI_MASK_MIN_LEN || !kiwi_mask_hits (m, buf, len))
         return len;
-    /* one pass over the forms; the work array only once something matched */
-    unsigned char *cov = NULL;
+    unsigned char *cov = calloc (len, 1);
+    if (cov == NULL)
+        return overwrite (m, buf, len);
     for (size_t f = 0; f < m->nforms; f++) {
         const char *s = m->forms[f].s;
         size_t n = m->forms[f].n;
+        memset (cov, 1, edge_head (&m->forms[f], buf, len));
+        size_t t = edge_tail (&m->forms[f], buf, len);
+        memset (cov + len - t, 1, t);
         char *p = buf, *end = buf + len, *hit;
         while ((size_t) (end - p) >= n && (hit = memmem (p, (size_t) (end - p), s, n)) != NULL) {
-            if (cov == NULL && (cov = calloc (len, 1)) == NULL)
-                return overwrite (m, buf, len);
             memset (cov + (hit - buf), 1, n);
             p = hit + 1; /* overlapping occurrences of the same form too */
         }
     }
-    if (cov == NULL)
-        return len;
     /* every run is at least KIWI_MASK_MIN_LEN (> 3) bytes long, so the
      * write position never passes the read position */
     size_t w = 0, r = 0;

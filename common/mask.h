@@ -25,6 +25,12 @@
  * covered by any occurrence of any form is removed, and each run of removed
  * bytes becomes one "***". The result is never longer than the input.
  *
+ * Cut edges: output tails are cut at a byte count, which may fall inside a
+ * secret. A text that starts with the end of a form, or ends with its
+ * start, has that part masked too when it is at least KIWI_MASK_MIN_PARTIAL
+ * bytes long (so at most KIWI_MASK_MIN_PARTIAL - 1 bytes of a secret show at
+ * a cut; shorter matches would mask ordinary text).
+ *
  * Cost: one memmem() scan of the text per form (a few dozen secrets give a
  * few hundred forms): plenty for the 64 KiB output tails Kiwi handles, and
  * kept that simple on purpose.
@@ -43,6 +49,7 @@
 #include "error.h"
 
 #define KIWI_MASK_MIN_LEN 6
+#define KIWI_MASK_MIN_PARTIAL 8
 #define KIWI_MASK_REPLACEMENT "***"
 
 typedef struct kiwi_mask kiwi_mask;

@@ -2,7 +2,7 @@
  * test_mask.c: the secret mask (common/mask.h): every occurrence of a
  * secret becomes "***" (overlapping, adjacent, repeated, at either edge of
  * the buffer, inside binary bytes), so do its base64, URL-encoded and
- * JSON-escaped forms; values too short to mask are ignored; an empty set
+ * JSON-escaped forms, and what is left of one at a cut edge of the text; values too short to mask are ignored; an empty set
  * changes nothing; JSON trees are masked in every string and key; a large
  * output with dozens of secrets keeps none of them. The base64 forms
  * expected here were computed independently (Python's base64 module).
@@ -79,6 +79,25 @@ test_edges (void **state)
     memcpy (buf, "EDGE", 4);
     assert_int_equal (kiwi_mask_apply_buf (m, buf, 4), 4);
     assert_int_equal (kiwi_mask_apply_buf (m, buf, 0), 0);
+    kiwi_mask_free (m);
+}
+
+static void
+test_cut_edges (void **state)
+{
+    /* an output tail cut inside a secret, at either end */
+    const char *v[] = { "s3cr3t-T0ken-42", NULL };
+    kiwi_mask *m = mask_of (v);
+    expect_masked (m, "T0ken-42 rest of the output", "*** rest of the output");
+    expect_masked (m, "start of the output s3cr3t-T", "start of the output ***");
+    expect_masked (m, "3cr3t-T0ken-42\nmiddle\ns3cr3t-T0k", "***\nmiddle\n***");
+    /* a base64 form cut too */
+    expect_masked (m, "LVQwa2VuLTQy\n", "***\n");
+    /* shorter than KIWI_MASK_MIN_PARTIAL: ordinary text, kept */
+    expect_masked (m, "0ken-42 rest", "0ken-42 rest");
+    expect_masked (m, "rest s3cr3t-", "rest s3cr3t-");
+    /* a cut form in the middle of the text is not an edge */
+    expect_masked (m, "a T0ken-42 b", "a T0ken-42 b");
     kiwi_mask_free (m);
 }
 
@@ -268,6 +287,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_plain_and_repeated), cmocka_unit_test (test_edges),
+        cmocka_unit_test (test_cut_edges),
         cmocka_unit_test (test_overlapping),        cmocka_unit_test (test_short_values_ignored),
         cmocka_unit_test (test_empty_set),          cmocka_unit_test (test_base64_forms),
         cmocka_unit_test (test_url_and_json_forms), cmocka_unit_test (test_json_tree),
