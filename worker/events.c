@@ -184,6 +184,7 @@ kiwi_frame_reader_clear (kiwi_frame_reader *r)
     memset (r, 0, sizeof *r);
 }
 
+/* *f (owned, may be NULL) masked in place or replaced by a masked copy. */
 static int
 mask_field (const kiwi_mask *m, char **f)
 {
