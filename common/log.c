@@ -1,9 +1,10 @@
 /*
- * log.c: timestamped log lines on stderr (see log.h).
+ * log.c: timestamped, masked log lines on stderr (see log.h).
  */
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,9 @@
 
 static kiwi_log_level threshold = KIWI_LOG_INFO;
 static char program_name[64] = "kiwi";
+static _Atomic (const kiwi_mask *) line_mask;
+
+#define LINE_MAX_BYTES 4096
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
@@ -48,6 +52,12 @@ kiwi_log_set_level (kiwi_log_level level)
     threshold = level;
 }
 
+const kiwi_mask *
+kiwi_log_set_mask (const kiwi_mask *m)
+{
+    return atomic_exchange (&line_mask, m);
+}
+
 void
 kiwi_log (kiwi_log_level level, const char *fmt, ...)
 {
@@ -59,13 +69,22 @@ kiwi_log (kiwi_log_level level, const char *fmt, ...)
     gmtime_r (&ts.tv_sec, &tm);
     char when[32];
     strftime (when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    char line[4096];
-    int n = snprintf (line, sizeof line, "%s.%03ldZ %s[%d] %s: ", when, ts.tv_nsec / 1000000L, program_name,
-                      (int) getpid (), level_names[level]);
+    /* the whole message is masked before it is cut to length, so a secret
+     * cut in half at the end of a long line is still masked */
+    char *msg = NULL;
     va_list ap;
     va_start (ap, fmt);
-    if (n > 0 && (size_t) n < sizeof line)
-        vsnprintf (line + n, sizeof line - (size_t) n, fmt, ap);
+    int ml = vasprintf (&msg, fmt, ap);
     va_end (ap);
-    fprintf (stderr, "%s\n", line);
+    if (ml < 0) {
+        fprintf (stderr, "%s.%03ldZ %s[%d] %s: (a log line was dropped: out of memory)\n", when,
+                 ts.tv_nsec / 1000000L, program_name, (int) getpid (), level_names[level]);
+        return;
+    }
+    size_t len = kiwi_mask_apply_buf (atomic_load (&line_mask), msg, (size_t) ml);
+    if (len > LINE_MAX_BYTES)
+        len = LINE_MAX_BYTES;
+    fprintf (stderr, "%s.%03ldZ %s[%d] %s: %.*s\n", when, ts.tv_nsec / 1000000L, program_name, (int) getpid (),
+             level_names[level], (int) len, msg);
+    free (msg);
 }

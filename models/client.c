@@ -2,7 +2,10 @@
  * client.c: the provider selector and the HTTP client every provider shares:
  * one libcurl handle per client, bounded response bodies, retries with
  * exponential backoff and jitter honouring retry-after, named failures, and
- * the key kept out of every message.
+ * the key kept out of every message. With a redaction mask in the config,
+ * every request body is masked before it is sent (the system prompt, the
+ * conversation, tool calls and tool results: whatever a test printed), and
+ * every error message before it is returned or logged.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -638,6 +641,15 @@ attempt_once (kiwi_model_client *c, const char *url, struct curl_slist *headers,
     exchange_clear (&x);
 }
 
+/* *msg masked with the client's redaction mask, if any. */
+static void
+redact (kiwi_model_client *c, char **msg)
+{
+    if (c->cfg.redact == NULL || msg == NULL || *msg == NULL)
+        return;
+    (*msg)[kiwi_mask_apply_buf (c->cfg.redact, *msg, strlen (*msg))] = '\0';
+}
+
 int
 kiwi_model_client_call (kiwi_model_client *c, const kiwi_model_request *req, kiwi_model_response *resp,
                         kiwi_error_t *err)
@@ -652,6 +664,10 @@ kiwi_model_client_call (kiwi_model_client *c, const kiwi_model_request *req, kiw
     json_t *payload_json = c->p->encode (req, &opts, err);
     if (payload_json == NULL)
         return kiwi_error_wrap (err, "%s: request", pname);
+    if (kiwi_mask_json (c->cfg.redact, payload_json) < 0) {
+        json_decref (payload_json);
+        return kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "%s: out of memory masking the request", pname);
+    }
     cleanup_free char *payload = json_dumps (payload_json, JSON_COMPACT);
     json_decref (payload_json);
     cleanup_free char *url = c->p->url (c->base_url, req, err);
@@ -688,6 +704,7 @@ kiwi_model_client_call (kiwi_model_client *c, const kiwi_model_request *req, kiw
             break;
         }
         kiwi__model_scrub (&a.detail, c->api_key);
+        redact (c, &a.detail);
         if (!a.retryable || n >= c->cfg.max_attempts)
             break;
         long wait = kiwi__model_backoff_ms (c->cfg.backoff_base_ms, c->cfg.backoff_max_ms, n, next_random (c));
@@ -723,8 +740,10 @@ kiwi_model_client_call (kiwi_model_client *c, const kiwi_model_request *req, kiw
             (*err)->msg = full;
         }
     }
-    if (err != NULL && *err != NULL)
+    if (err != NULL && *err != NULL) {
         kiwi__model_scrub (&(*err)->msg, c->api_key);
+        redact (c, &(*err)->msg);
+    }
     attempt_clear (&a);
     return -1;
 }

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "mask.h"
 
 /* ------------------------------------------------------------ failures --- */
 
@@ -253,6 +254,9 @@ typedef struct kiwi_model_config {
     double price_output_per_mtok;   /* same for output tokens */
     kiwi_model_sleep_fn sleep;      /* NULL: nanosleep */
     void *sleep_ctx;
+    const kiwi_mask *redact;        /* secrets masked ("***") out of every request body and every error
+                                       message, or NULL; borrowed: it must outlive the client. The
+                                       key travels in a header and is not affected. */
 } kiwi_model_config;
 
 typedef struct kiwi_model_client kiwi_model_client;

@@ -21,6 +21,7 @@
 struct kiwi_cache {
     redisContext *rc;
     int64_t ttl_s, fail_ttl_s;
+    const kiwi_mask *mask; /* borrowed */
     char error[256];
 };
 
@@ -66,6 +67,13 @@ kiwi_cache_close (kiwi_cache *c)
     if (c->rc)
         redisFree (c->rc);
     free (c);
+}
+
+void
+kiwi_cache_set_mask (kiwi_cache *c, const kiwi_mask *m)
+{
+    if (c != NULL)
+        c->mask = m;
 }
 
 /* A command; on a connection error the cache becomes unavailable. */
@@ -127,8 +135,12 @@ kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *sna
         return 0;
     char host[256] = "";
     gethostname (host, sizeof host - 1);
+    char *masked = kiwi_mask_apply (c->mask, reason ? reason : "");
+    if (masked == NULL)
+        return -1;
     redisReply *r = cmd (c, "HSET %s%s status %s snapshot %s reason %s host %s", KIWI_REDIS_INSTALL_PREFIX, key,
-                         ok ? "ok" : "failed", snapshot ? snapshot : "", reason ? reason : "", host);
+                         ok ? "ok" : "failed", snapshot ? snapshot : "", masked, host);
+    free (masked);
     if (r == NULL)
         return -1;
     freeReplyObject (r);
@@ -151,11 +163,13 @@ int
 kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e)
 {
     memset (e, 0, sizeof *e);
-    redisReply *r = cmd (c, "HMGET %s%s exit output", KIWI_REDIS_VERIFY_PREFIX, key);
+    redisReply *r = cmd (c, "HMGET %s%s exit output masked", KIWI_REDIS_VERIFY_PREFIX, key);
     if (r == NULL)
         return -1;
     int hit = 0;
-    if (field (r, 0) != NULL) {
+    /* an entry without the marker was stored unmasked (by a worker before
+     * masking): it may hold another task's secret, so it is a miss */
+    if (field (r, 0) != NULL && field (r, 2) != NULL && strcmp (field (r, 2), "1") == 0) {
         e->exit_code = atoi (field (r, 0));
         e->output = strdup (field (r, 1) ? field (r, 1) : "");
         hit = 1;
@@ -167,8 +181,11 @@ kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e)
 int
 kiwi_cache_put_verify (kiwi_cache *c, const char *key, int exit_code, const char *output)
 {
-    redisReply *r = cmd (c, "HSET %s%s exit %d output %s", KIWI_REDIS_VERIFY_PREFIX, key, exit_code,
-                         output ? output : "");
+    char *masked = kiwi_mask_apply (c->mask, output ? output : "");
+    if (masked == NULL)
+        return -1; /* not cached rather than cached unmasked */
+    redisReply *r = cmd (c, "HSET %s%s exit %d output %s masked 1", KIWI_REDIS_VERIFY_PREFIX, key, exit_code, masked);
+    free (masked);
     if (r == NULL)
         return -1;
     freeReplyObject (r);

@@ -7,12 +7,18 @@
  *   The key is the lockfile hash with the image, install command and driver
  *   in it (docs/inspection.md). A hit whose snapshot is not on this machine
  *   is a miss.
- * kiwi:verify:<key> (a hash): exit code and output tail of a verify, keyed
- *   by tree id + test command + snapshot key, so a baseline run on the same
- *   commit is not repeated.
+ * kiwi:verify:<key> (a hash): exit code, output tail (masked) and the
+ *   marker `masked` of a verify, keyed by tree id + test command + snapshot
+ *   key, so a baseline run on the same commit is not repeated.
  *
  * Redis unreachable: every call reports "unavailable" (never blocks longer
  * than its timeout) and the task runs uncached.
+ *
+ * A verify entry is served to every task with the same key, whoever asked
+ * for it, so what is stored is masked first with the cache's mask (the
+ * task's secrets, kiwi_cache_set_mask): a credential one task's test
+ * printed never reaches another task. Entries carry `masked 1`; one without
+ * it (stored unmasked, by an older worker) is a miss.
  */
 #ifndef KIWI_WORKER_CACHE_H
 #define KIWI_WORKER_CACHE_H
@@ -21,6 +27,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "mask.h"
 
 typedef struct kiwi_cache kiwi_cache;
 
@@ -41,6 +48,10 @@ bool kiwi_cache_available (const kiwi_cache *c);
 /* Why it is unavailable (for the warning event). Borrowed. */
 const char *kiwi_cache_error (const kiwi_cache *c);
 void kiwi_cache_close (kiwi_cache *c);
+
+/* Secrets masked out of every output and reason stored from now on (NULL:
+ * none). Borrowed: it must outlive the cache or be set back to NULL. */
+void kiwi_cache_set_mask (kiwi_cache *c, const kiwi_mask *m);
 
 /* 1 hit, 0 miss, < 0 unavailable. */
 int kiwi_cache_get_install (kiwi_cache *c, const char *key, kiwi_install_entry *e);

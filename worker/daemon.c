@@ -39,6 +39,7 @@
 #include "proc.h"
 #include "result-fit.h"
 #include "sandbox.h"
+#include "secrets.h"
 #include "strv.h"
 #include "task.h"
 
@@ -1318,20 +1319,55 @@ wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---------- consuming ---------- */
 
+/* A copy of the first len bytes of buf with the worker's secrets masked,
+ * or NULL when there is nothing to mask (or no memory: then *failed). */
+static char *
+masked_copy (const kiwi_mask *mask, const void *buf, size_t len, size_t *out_len, bool *failed)
+{
+    if (buf == NULL || !kiwi_mask_hits (mask, buf, len))
+        return NULL;
+    char *c = malloc (len ? len : 1);
+    if (c == NULL) {
+        *failed = true;
+        return NULL;
+    }
+    memcpy (c, buf, len);
+    *out_len = kiwi_mask_apply_buf (mask, c, len);
+    return c;
+}
+
+/* The undecodable message goes to the dead-letter topic with the reason:
+ * its bytes as they came (they are the producer's own), except that any of
+ * the worker's own secrets in them, or in the reason, is masked. */
 static void
 dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
 {
+    kiwi_error_t merr = NULL;
+    cleanup_mask kiwi_mask *mask = kiwi_worker_mask (d->cfg, (const char *const *) environ, NULL, &merr);
+    bool mask_failed = mask == NULL;
+    kiwi_error_free (&merr);
+    cleanup_free char *masked_reason = kiwi_mask_apply (mask, reason);
+    size_t orig_len = m->len, key_len = m->key_len;
+    cleanup_free char *orig = masked_copy (mask, m->payload, m->len, &orig_len, &mask_failed);
+    cleanup_free char *key = masked_copy (mask, m->key, m->key_len, &key_len, &mask_failed);
     kiwi_deadletter dl;
     kiwi_deadletter_init (&dl);
-    dl.reason = (char *) reason;
+    dl.reason = masked_reason != NULL ? masked_reason : (char *) "undecodable task (its reason could not be masked)";
     dl.topic = (char *) rd_kafka_topic_name (m->rkt);
     dl.partition = m->partition;
     dl.offset = m->offset;
-    dl.original = m->payload;
-    dl.original_len = m->len;
+    dl.original = orig != NULL ? orig : m->payload;
+    dl.original_len = orig_len;
     dl.has_key = m->key != NULL;
-    dl.key = m->key;
-    dl.key_len = m->key_len;
+    dl.key = key != NULL ? key : m->key;
+    dl.key_len = key_len;
+    if (mask_failed) {
+        /* could not look for secrets in them: the bytes stay out */
+        dl.original = NULL;
+        dl.original_len = 0;
+        dl.has_key = false;
+        dl.reason = (char *) "undecodable task (not copied: out of memory masking it)";
+    }
     dl.ts = kiwi_now_ms ();
     dl.worker_id = d->cfg->worker_id;
     char *buf = NULL;
@@ -1349,7 +1385,7 @@ dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
         dl.reason = (char *) "undecodable task too large to copy into the dead-letter topic";
         kiwi_deadletter_encode (&dl, &buf, &len, &err);
     }
-    kiwi_warn ("dead letter %s[%d]@%lld: %s", dl.topic, dl.partition, (long long) dl.offset, reason);
+    kiwi_warn ("dead letter %s[%d]@%lld: %s", dl.topic, dl.partition, (long long) dl.offset, dl.reason);
     if (buf == NULL || produce (d, d->cfg->topic_dlq, NULL, buf, len, a) < 0) {
         origin_clear (&a->from);
         free (a);

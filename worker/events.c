@@ -97,7 +97,9 @@ kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t 
     int rc = 0;
     if (payload != NULL) {
         kiwi_error_t err = NULL;
-        if (kiwi_json_to_msgpack (payload, &p.payload, &p.payload_len, &err) < 0) {
+        if (kiwi_mask_json (ev->mask, payload) < 0)
+            rc = -1; /* not sent at all rather than sent partly masked */
+        else if (kiwi_json_to_msgpack (payload, &p.payload, &p.payload_len, &err) < 0) {
             kiwi_error_free (&err);
             rc = -1;
         }
@@ -182,6 +184,55 @@ kiwi_frame_reader_clear (kiwi_frame_reader *r)
     memset (r, 0, sizeof *r);
 }
 
+/* *f (owned, may be NULL) masked in place or replaced by a masked copy. */
+static int
+mask_field (const kiwi_mask *m, char **f)
+{
+    if (m == NULL || *f == NULL || !kiwi_mask_hits (m, *f, strlen (*f)))
+        return 0;
+    char *masked = kiwi_mask_apply (m, *f);
+    if (masked == NULL) {
+        /* no memory for a copy: the field goes whole (never longer) */
+        strcpy (*f, KIWI_MASK_REPLACEMENT);
+        return -1;
+    }
+    free (*f);
+    *f = masked;
+    return 0;
+}
+
+int
+kiwi_events_mask_result (const kiwi_mask *m, kiwi_result *r)
+{
+    int a = mask_field (m, &r->reason);
+    int b = mask_field (m, &r->diff);
+    return a < 0 || b < 0 ? -1 : 0;
+}
+
+/* A shallow copy of *r whose free-text fields are masked copies; the
+ * copies are freed with masked_result_clear. */
+static int
+masked_result (const kiwi_mask *m, const kiwi_result *r, kiwi_result *copy)
+{
+    *copy = *r;
+    copy->reason = NULL;
+    copy->diff = NULL;
+    if ((r->reason != NULL && (copy->reason = kiwi_mask_apply (m, r->reason)) == NULL)
+        || (r->diff != NULL && (copy->diff = kiwi_mask_apply (m, r->diff)) == NULL)) {
+        free (copy->reason);
+        free (copy->diff);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+masked_result_clear (kiwi_result *copy)
+{
+    free (copy->reason);
+    free (copy->diff);
+}
+
 static int
 pipe_progress (kiwi_events *ev, const kiwi_progress *p)
 {
@@ -204,7 +255,13 @@ pipe_result (kiwi_events *ev, const kiwi_result *r)
     char *buf = NULL;
     size_t len = 0;
     kiwi_error_t err = NULL;
-    int rc = kiwi_result_encode (r, &buf, &len, &err);
+    kiwi_result m;
+    if (masked_result (ev->mask, r, &m) < 0) {
+        fprintf (stderr, "kiwi task: result not delivered: out of memory masking it\n");
+        return -1;
+    }
+    int rc = kiwi_result_encode (&m, &buf, &len, &err);
+    masked_result_clear (&m);
     if (rc == 0)
         rc = kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_RESULT, buf, len, &err);
     if (rc < 0)
@@ -246,7 +303,14 @@ jsonl_result (kiwi_events *ev, const kiwi_result *r)
     FILE *f = ev->userdata;
     char *json = NULL;
     kiwi_error_t err = NULL;
-    if (kiwi_result_to_json (r, &json, &err) < 0) {
+    kiwi_result m;
+    if (masked_result (ev->mask, r, &m) < 0) {
+        fprintf (stderr, "kiwi-worker: result: out of memory masking it\n");
+        return -1;
+    }
+    int rc = kiwi_result_to_json (&m, &json, &err);
+    masked_result_clear (&m);
+    if (rc < 0) {
         fprintf (stderr, "kiwi-worker: result: %s\n", kiwi_error_msg (err));
         kiwi_error_free (&err);
         return -1;

@@ -9,6 +9,12 @@
  * Payloads are built as JSON objects (jansson) and carried as msgpack maps
  * on the wire (kiwi_json_to_msgpack).
  *
+ * Secrets: with a mask set on the sink (ev->mask), every string of every
+ * payload (object keys included) is masked before it is encoded, and so are
+ * the result's free-text fields, reason and diff, before the result is sent
+ * (kiwi_events_mask_result). A diff is masked too: the model may have
+ * written into the code a secret it read in a test's output.
+ *
  * Frames on the child's pipe: 1 byte type ('P' progress, 'R' result),
  * 4 bytes big-endian length, then the encoded message. The child's progress
  * events carry seq 0; the parent numbers them per task.
@@ -21,6 +27,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "mask.h"
 #include "progress.h"
 #include "result.h"
 
@@ -34,8 +41,14 @@ struct kiwi_events {
     int (*result) (kiwi_events *ev, const kiwi_result *r);
     const char *task_id;
     const char *worker_id;
+    const kiwi_mask *mask; /* secrets masked in everything sent, or NULL; borrowed */
     void *userdata;
 };
+
+/* Masks r->reason and r->diff in place with `m` (NULL: nothing). Returns
+ * < 0 on allocation failure; the field that could not be masked is then
+ * replaced by "***" whole, so nothing unmasked remains. */
+int kiwi_events_mask_result (const kiwi_mask *m, kiwi_result *r);
 
 /* Emits one event; `payload` (may be NULL) is stolen. */
 int kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t round, json_t *payload);

@@ -21,6 +21,7 @@
 #include "egress.h"
 #include "log.h"
 #include "pipeline.h"
+#include "secrets.h"
 
 extern char **environ;
 
@@ -104,6 +105,14 @@ main (int argc, char **argv)
     kiwi_log_level_parse (cfg.log_level, &lv);
     kiwi_log_init (task_child ? "kiwi-task" : "kiwi-worker", NULL);
     kiwi_log_set_level (lv);
+    /* the worker's own keys and token never appear in a log line (a task
+     * process masks its task's secrets on top, pipeline.c) */
+    kiwi_mask *mask = kiwi_worker_mask (&cfg, (const char *const *) environ, NULL, &err);
+    if (mask == NULL) {
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        return 1;
+    }
+    kiwi_log_set_mask (mask);
     if (print_config) {
         kiwi_worker_config_dump (&cfg, stdout);
         return 0;
@@ -130,6 +139,8 @@ main (int argc, char **argv)
             kiwi_errorf ("%s", kiwi_error_msg (err));
     }
     kiwi_error_free (&err);
+    kiwi_log_set_mask (NULL);
+    kiwi_mask_free (mask);
     kiwi_worker_config_clear (&cfg);
     return status;
 }

@@ -25,6 +25,7 @@
 #include "proc.h"
 #include "repo.h"
 #include "result-fit.h"
+#include "secrets.h"
 #include "session.h"
 #include "task-input.h"
 #include "term.h"
@@ -107,6 +108,7 @@ open_model (const kiwi_pipeline *p, const kiwi_task *task, char **model_name, ki
     kiwi_error_free (&kerr);
     kiwi_model_config mc = { .base_url = base_url, .api_key = key, .price_input_per_mtok = cfg->price_input_mtok,
                              .price_output_per_mtok = cfg->price_output_mtok };
+    mc.redact = p->events->mask; /* no secret leaves in a prompt */
     if (task->limits.has_session_budget_usd_micros && cfg->price_input_mtok <= 0 && cfg->price_output_mtok <= 0)
         kiwi_warn ("task %s has a money budget but no model prices are configured (KIWI_MODEL_PRICE_INPUT, "
                    "KIWI_MODEL_PRICE_OUTPUT): only its token budget, if any, can end it",
@@ -237,6 +239,24 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
     return 0;
 }
 
+/* The task's mask, installed in its event sink and its logger for the
+ * length of kiwi_pipeline_run, and what it replaced there. */
+typedef struct installed_mask {
+    kiwi_mask *mask;
+    kiwi_events *events;
+    const kiwi_mask *prev_events, *prev_log;
+} installed_mask;
+
+static void
+installed_mask_clear (installed_mask *im)
+{
+    if (im->events != NULL) {
+        im->events->mask = im->prev_events;
+        kiwi_log_set_mask (im->prev_log);
+    }
+    kiwi_mask_free (im->mask);
+}
+
 int
 kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *out)
 {
@@ -263,6 +283,20 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     kiwi_model_client *model = NULL;
     cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
     int snapshot_hold = -1;
+
+    /* 0. the secrets (secrets.h): masked in every event, the result, the
+     *    logs, the verify cache and the model's prompts, from the first
+     *    event on (a failed checkout may quote the git token) */
+    __attribute__ ((cleanup (installed_mask_clear))) installed_mask im = { 0 };
+    im.mask = kiwi_worker_mask (cfg, p->host_env, task, &err);
+    if (im.mask == NULL) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        goto done;
+    }
+    im.events = p->events;
+    im.prev_events = p->events->mask;
+    p->events->mask = im.mask;
+    im.prev_log = kiwi_log_set_mask (im.mask);
 
     /* 1. the repository */
     const char *token = cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
@@ -315,6 +349,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
         .session_allow_test_creds = cfg->session_allow_test_creds,
     };
     cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
+    kiwi_cache_set_mask (cache, im.mask);
     if (!kiwi_cache_available (cache))
         kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
                           json_pack ("{s:s,s:s}", "warning", "cache unavailable: running uncached", "reason",
@@ -413,6 +448,7 @@ done:
                       json_pack ("{s:s,s:s,s:I,s:I}", "status", kiwi_result_status_name (out->status), "reason",
                                  out->reason ? out->reason : "", "rounds", (json_int_t) out->rounds, "duration_ms",
                                  (json_int_t) out->duration_ms));
+    kiwi_events_mask_result (im.mask, out);
     return rc;
 }
 

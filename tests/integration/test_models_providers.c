@@ -4,7 +4,8 @@
  * real HTTP: a two-turn tool-use conversation, parallel tool calls, 429 with
  * retry-after (really waited), 5xx then success, persistent 5xx, timeout,
  * malformed JSON, auth, a request the server's validation refuses, a key
- * that never shows in an error, a refused connection. The server is started
+ * that never shows in an error, secrets masked out of what is sent and of
+ * the errors, a refused connection. The server is started
  * and stopped here; nothing is left running.
  */
 #include <setjmp.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "mask.h"
 #include "models.h"
 #include "scripted-provider.h"
 
@@ -491,6 +493,63 @@ test_key_not_in_logs (void **state)
 }
 
 static void
+test_redacted_requests (void **state)
+{
+    /* what a test printed reaches the model masked, in the system prompt,
+     * the user's text and a tool result, raw or in base64, while the key
+     * (a header) still authenticates; the provider's error message is masked
+     * too (its text stands in for a secret quoted back) */
+    static const char *const secret = "kiwi-prompt-canary-5e1d0a9b";
+    static const char *const secret_b64 = "a2l3aS1wcm9tcHQtY2FuYXJ5LTVlMWQwYTli";
+    kiwi_error_t err = NULL;
+    kiwi_mask *m = kiwi_mask_new (&err);
+    assert_non_null (m);
+    assert_int_equal (kiwi_mask_add (m, secret, &err), 0);
+    assert_int_equal (kiwi_mask_add (m, "Internal server error", &err), 0);
+    for (size_t i = 0; i < 3; i++) {
+        const prov *p = &PROVIDERS[i];
+        kiwi_model_config t = { .redact = m };
+        sleeper s = { 0 };
+        cleanup_free char *script = NULL;
+        kiwi_model_client *c = open_client (p, "text", &s, &t, &script);
+        fixture f;
+        fixture_init (&f, p);
+        kiwi_model_conversation conv = KIWI_MODEL_CONVERSATION_INIT;
+        cleanup_free char *text = NULL, *sys = NULL;
+        assert_true (asprintf (&text, "The test printed:\nTOKEN=%s\nbase64 %s\n", secret, secret_b64) > 0);
+        assert_true (asprintf (&sys, "You are the Implementer. Never print %s.", secret) > 0);
+        assert_int_equal (kiwi_model_conv_add_user_text (&conv, text, &err), 0);
+        f.req.conversation = &conv;
+        f.req.system = sys;
+        size_t before = kiwi_scripted_provider_violations (&server, script, NULL);
+        kiwi_model_response r = { 0 };
+        if (kiwi_model_client_call (c, &f.req, &r, &err) < 0)
+            fail_msg ("%s: %s", script, kiwi_error_msg (err));
+        kiwi_model_response_clear (&r);
+        assert_int_equal (kiwi_scripted_provider_violations (&server, script, NULL), before); /* the key still works */
+        json_t *log = kiwi_scripted_provider_log (&server, script, &err);
+        assert_non_null (log);
+        cleanup_free char *sent = json_dumps (json_array_get (log, json_array_size (log) - 1), JSON_COMPACT);
+        json_decref (log);
+        if (strstr (sent, secret) != NULL || strstr (sent, secret_b64) != NULL)
+            fail_msg ("%s: the secret was sent: %s", script, sent);
+        assert_contains (sent, "TOKEN=***");
+        assert_contains (sent, "base64 ***");
+        assert_contains (sent, "Never print ***.");
+        kiwi_model_conv_clear (&conv);
+        fixture_clear (&f);
+        kiwi_model_client_close (c);
+
+        kiwi_model_config once = { .redact = m, .max_attempts = 1 };
+        cleanup_free char *msg = fails_with (p, "500-always", &once, KIWI_MODEL_E_SERVER_ERROR, 1, NULL);
+        if (strstr (msg, "Internal server error") != NULL)
+            fail_msg ("%s: the error is not masked: %s", p->name, msg);
+        assert_contains (msg, "***");
+    }
+    kiwi_mask_free (m);
+}
+
+static void
 test_server_refuses_broken_request (void **state)
 {
     for (size_t i = 0; i < 3; i++) {
@@ -616,6 +675,7 @@ main (void)
         cmocka_unit_test (test_auth),
         cmocka_unit_test (test_wrong_key_never_shown),
         cmocka_unit_test (test_key_not_in_logs),
+        cmocka_unit_test (test_redacted_requests),
         cmocka_unit_test (test_server_refuses_broken_request),
         cmocka_unit_test (test_retry_after_forms),
         cmocka_unit_test (test_connection_refused),

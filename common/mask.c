@@ -1,0 +1,398 @@
+/*
+ * mask.c: the secret set and its application (see mask.h).
+ *
+ * Every value is expanded into its printed forms when it is added; applying
+ * the mask marks the bytes each form covers in a work array, then copies the
+ * text over itself with each marked run replaced by "***".
+ */
+#include "mask.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+
+typedef struct form {
+    char *s;
+    size_t n;
+    bool value; /* a value added, not only an encoding of one */
+} form;
+
+struct kiwi_mask {
+    form *forms; /* longest first */
+    size_t nforms, cap;
+    size_t nvalues;
+};
+
+kiwi_mask *
+kiwi_mask_new (kiwi_error_t *err)
+{
+    kiwi_mask *m = calloc (1, sizeof *m);
+    if (m == NULL)
+        kiwi_error_make (err, ENOMEM, "allocating the secret mask");
+    return m;
+}
+
+void
+kiwi_mask_free (kiwi_mask *m)
+{
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->nforms; i++) {
+        explicit_bzero (m->forms[i].s, m->forms[i].n);
+        free (m->forms[i].s);
+    }
+    free (m->forms);
+    free (m);
+}
+
+size_t
+kiwi_mask_count (const kiwi_mask *m)
+{
+    return m ? m->nvalues : 0;
+}
+
+/* Adds one form (copied) unless it is too short or already there.
+ * 1 added, 0 not needed, -1 out of memory. */
+static int
+add_form (kiwi_mask *m, const char *s, size_t n)
+{
+    if (n < KIWI_MASK_MIN_LEN)
+        return 0;
+    for (size_t i = 0; i < m->nforms; i++)
+        if (m->forms[i].n == n && memcmp (m->forms[i].s, s, n) == 0)
+            return 0;
+    if (m->nforms == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        form *f = realloc (m->forms, cap * sizeof *f);
+        if (f == NULL)
+            return -1;
+        m->forms = f;
+        m->cap = cap;
+    }
+    char *c = malloc (n);
+    if (c == NULL)
+        return -1;
+    memcpy (c, s, n);
+    /* keep longest first: the '*' fallback then covers overlaps fully */
+    size_t at = m->nforms;
+    while (at > 0 && m->forms[at - 1].n < n)
+        at--;
+    memmove (m->forms + at + 1, m->forms + at, (m->nforms - at) * sizeof *m->forms);
+    m->forms[at] = (form) { c, n, false };
+    m->nforms++;
+    return 1;
+}
+
+static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Standard base64 with padding of n bytes. New string, or NULL. */
+static char *
+base64 (const unsigned char *in, size_t n, size_t *out_len)
+{
+    size_t ol = (n + 2) / 3 * 4;
+    char *o = malloc (ol + 1);
+    if (o == NULL)
+        return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t) in[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t) in[i + 1] << 8;
+        if (i + 2 < n)
+            v |= in[i + 2];
+        o[j++] = b64_alphabet[(v >> 18) & 63];
+        o[j++] = b64_alphabet[(v >> 12) & 63];
+        o[j++] = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
+        o[j++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
+    }
+    o[j] = '\0';
+    *out_len = j;
+    return o;
+}
+
+/* A base64 form and, when it differs, its URL-safe spelling (-_ for +/,
+ * no padding). */
+static int
+add_b64_form (kiwi_mask *m, char *s, size_t n)
+{
+    if (add_form (m, s, n) < 0)
+        return -1;
+    bool differs = false;
+    size_t k = n;
+    while (k > 0 && s[k - 1] == '=') {
+        k--;
+        differs = true;
+    }
+    for (size_t i = 0; i < k; i++)
+        if (s[i] == '+' || s[i] == '/') {
+            s[i] = s[i] == '+' ? '-' : '_';
+            differs = true;
+        }
+    return differs ? add_form (m, s, k) : 0;
+}
+
+/* base64 of prefix + value (+ suffix), whole. */
+static int
+add_b64_whole (kiwi_mask *m, const char *prefix, const char *v, size_t vn, const char *suffix)
+{
+    size_t pl = strlen (prefix), sl = strlen (suffix);
+    cleanup_free unsigned char *in = malloc (pl + vn + sl);
+    if (in == NULL)
+        return -1;
+    memcpy (in, prefix, pl);
+    memcpy (in + pl, v, vn);
+    memcpy (in + pl + vn, suffix, sl);
+    size_t on = 0;
+    cleanup_free char *o = base64 (in, pl + vn + sl, &on);
+    if (o == NULL)
+        return -1;
+    return add_b64_form (m, o, on);
+}
+
+/* The base64 characters of the value that do not depend on its neighbours
+ * when it starts `shift` bytes (0..2) into a 3-byte group: the characters
+ * carrying bits of the shift bytes before it (2 for shift 1, 3 for shift 2)
+ * and those of a trailing partial group are left out. */
+static int
+add_b64_core (kiwi_mask *m, const char *v, size_t vn, int shift)
+{
+    size_t total = (size_t) shift + vn;
+    cleanup_free unsigned char *in = calloc (total ? total : 1, 1);
+    if (in == NULL)
+        return -1;
+    memcpy (in + shift, v, vn);
+    size_t on = 0;
+    cleanup_free char *o = base64 (in, total, &on);
+    if (o == NULL)
+        return -1;
+    size_t from = shift == 0 ? 0 : (size_t) shift + 1;
+    size_t to = total / 3 * 4;
+    if (to <= from)
+        return 0;
+    o[to] = '\0';
+    return add_b64_form (m, o + from, to - from);
+}
+
+static bool
+unreserved (unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'
+           || c == '_' || c == '~';
+}
+
+static int
+add_url_forms (kiwi_mask *m, const char *v, size_t vn)
+{
+    bool any = false;
+    for (size_t i = 0; i < vn; i++)
+        any |= !unreserved ((unsigned char) v[i]);
+    if (!any)
+        return 0;
+    cleanup_free char *up = malloc (vn * 3 + 1), *lo = malloc (vn * 3 + 1);
+    if (up == NULL || lo == NULL)
+        return -1;
+    size_t j = 0;
+    for (size_t i = 0; i < vn; i++) {
+        unsigned char c = (unsigned char) v[i];
+        if (unreserved (c)) {
+            up[j] = lo[j] = (char) c;
+            j++;
+        } else {
+            snprintf (up + j, 4, "%%%02X", c);
+            snprintf (lo + j, 4, "%%%02x", c);
+            j += 3;
+        }
+    }
+    if (add_form (m, up, j) < 0 || add_form (m, lo, j) < 0)
+        return -1;
+    return 0;
+}
+
+/* The value as it appears inside a JSON string (jansson's escapes; \u
+ * escapes in both cases of hex). */
+static int
+add_json_forms (kiwi_mask *m, const char *v, size_t vn)
+{
+    bool any = false;
+    for (size_t i = 0; i < vn; i++)
+        any |= (unsigned char) v[i] < 0x20 || v[i] == '"' || v[i] == '\\';
+    if (!any)
+        return 0;
+    cleanup_free char *up = malloc (vn * 6 + 1), *lo = malloc (vn * 6 + 1);
+    if (up == NULL || lo == NULL)
+        return -1;
+    size_t j = 0;
+    for (size_t i = 0; i < vn; i++) {
+        unsigned char c = (unsigned char) v[i];
+        const char *e = NULL;
+        switch (c) {
+        case '"': e = "\\\""; break;
+        case '\\': e = "\\\\"; break;
+        case '\b': e = "\\b"; break;
+        case '\f': e = "\\f"; break;
+        case '\n': e = "\\n"; break;
+        case '\r': e = "\\r"; break;
+        case '\t': e = "\\t"; break;
+        default: break;
+        }
+        if (e != NULL) {
+            memcpy (up + j, e, 2);
+            memcpy (lo + j, e, 2);
+            j += 2;
+        } else if (c < 0x20) {
+            snprintf (up + j, 7, "\\u%04X", c);
+            snprintf (lo + j, 7, "\\u%04x", c);
+            j += 6;
+        } else {
+            up[j] = lo[j] = (char) c;
+            j++;
+        }
+    }
+    if (add_form (m, up, j) < 0 || add_form (m, lo, j) < 0)
+        return -1;
+    return 0;
+}
+
+int
+kiwi_mask_add (kiwi_mask *m, const char *value, kiwi_error_t *err)
+{
+    if (value == NULL)
+        return 0;
+    size_t vn = strlen (value);
+    if (vn < KIWI_MASK_MIN_LEN)
+        return 0;
+    for (size_t i = 0; i < m->nforms; i++)
+        if (m->forms[i].value && m->forms[i].n == vn && memcmp (m->forms[i].s, value, vn) == 0)
+            return 0; /* already there, and so are its encodings */
+    if (add_form (m, value, vn) < 0)
+        return kiwi_error_make (err, ENOMEM, "adding a secret to the mask");
+    /* marked as a value even when it was there as another one's encoding */
+    for (size_t i = 0; i < m->nforms; i++)
+        if (m->forms[i].n == vn && memcmp (m->forms[i].s, value, vn) == 0)
+            m->forms[i].value = true;
+    m->nvalues++;
+    if (add_b64_whole (m, "", value, vn, "") < 0 || add_b64_whole (m, "", value, vn, "\n") < 0
+        || add_b64_whole (m, "x-access-token:", value, vn, "") < 0 || add_b64_core (m, value, vn, 0) < 0
+        || add_b64_core (m, value, vn, 1) < 0 || add_b64_core (m, value, vn, 2) < 0
+        || add_url_forms (m, value, vn) < 0 || add_json_forms (m, value, vn) < 0)
+        return kiwi_error_make (err, ENOMEM, "adding a secret's encodings to the mask");
+    return 0;
+}
+
+int
+kiwi_mask_add_env (kiwi_mask *m, const char *const *envp, const char *name, kiwi_error_t *err)
+{
+    if (envp == NULL || name == NULL)
+        return 0;
+    size_t nl = strlen (name);
+    for (size_t i = 0; envp[i] != NULL; i++)
+        if (strncmp (envp[i], name, nl) == 0 && envp[i][nl] == '=')
+            return kiwi_mask_add (m, envp[i] + nl + 1, err);
+    return 0;
+}
+
+/* How many bytes at the start of buf are the end of form f (a tail cut
+ * inside it), at least KIWI_MASK_MIN_PARTIAL; 0 when none. */
+static size_t
+edge_head (const form *f, const char *buf, size_t len)
+{
+    size_t k = f->n - 1 < len ? f->n - 1 : len;
+    for (; k >= KIWI_MASK_MIN_PARTIAL; k--)
+        if (memcmp (buf, f->s + f->n - k, k) == 0)
+            return k;
+    return 0;
+}
+
+/* The same for the end of buf and the start of f (a head cut inside it). */
+static size_t
+edge_tail (const form *f, const char *buf, size_t len)
+{
+    size_t k = f->n - 1 < len ? f->n - 1 : len;
+    for (; k >= KIWI_MASK_MIN_PARTIAL; k--)
+        if (memcmp (buf + len - k, f->s, k) == 0)
+            return k;
+    return 0;
+}
+
+bool
+kiwi_mask_hits (const kiwi_mask *m, const char *buf, size_t len)
+{
+    if (m == NULL || buf == NULL)
+        return false;
+    for (size_t i = 0; i < m->nforms; i++)
+        if (memmem (buf, len, m->forms[i].s, m->forms[i].n) != NULL || edge_head (&m->forms[i], buf, len) > 0
+            || edge_tail (&m->forms[i], buf, len) > 0)
+            return true;
+    return false;
+}
+
+/* Overwrites each occurrence with '*' (length kept), longest form first:
+ * the fallback when there is no memory for the work array. */
+static size_t
+overwrite (const kiwi_mask *m, char *buf, size_t len)
+{
+    for (size_t f = 0; f < m->nforms; f++) {
+        size_t h = edge_head (&m->forms[f], buf, len), t = edge_tail (&m->forms[f], buf, len);
+        memset (buf, '*', h);
+        memset (buf + len - t, '*', t);
+        char *p = buf, *end = buf + len, *hit;
+        while ((hit = memmem (p, (size_t) (end - p), m->forms[f].s, m->forms[f].n)) != NULL) {
+            memset (hit, '*', m->forms[f].n);
+            p = hit + m->forms[f].n;
+        }
+    }
+    return len;
+}
+
+size_t
+kiwi_mask_apply_buf (const kiwi_mask *m, char *buf, size_t len)
+{
+    if (m == NULL || m->nforms == 0 || buf == NULL || len < KIWI_MASK_MIN_LEN || !kiwi_mask_hits (m, buf, len))
+        return len;
+    unsigned char *cov = calloc (len, 1);
+    if (cov == NULL)
+        return overwrite (m, buf, len);
+    for (size_t f = 0; f < m->nforms; f++) {
+        const char *s = m->forms[f].s;
+        size_t n = m->forms[f].n;
+        memset (cov, 1, edge_head (&m->forms[f], buf, len));
+        size_t t = edge_tail (&m->forms[f], buf, len);
+        memset (cov + len - t, 1, t);
+        char *p = buf, *end = buf + len, *hit;
+        while ((size_t) (end - p) >= n && (hit = memmem (p, (size_t) (end - p), s, n)) != NULL) {
+            memset (cov + (hit - buf), 1, n);
+            p = hit + 1; /* overlapping occurrences of the same form too */
+        }
+    }
+    /* every run is at least KIWI_MASK_MIN_LEN (> 3) bytes long, so the
+     * write position never passes the read position */
+    size_t w = 0, r = 0;
+    while (r < len) {
+        if (!cov[r]) {
+            buf[w++] = buf[r++];
+            continue;
+        }
+        while (r < len && cov[r])
+            r++;
+        memcpy (buf + w, KIWI_MASK_REPLACEMENT, sizeof KIWI_MASK_REPLACEMENT - 1);
+        w += sizeof KIWI_MASK_REPLACEMENT - 1;
+    }
+    free (cov);
+    return w;
+}
+
+char *
+kiwi_mask_apply (const kiwi_mask *m, const char *text)
+{
+    if (text == NULL)
+        return NULL;
+    char *c = strdup (text);
+    if (c == NULL)
+        return NULL;
+    c[kiwi_mask_apply_buf (m, c, strlen (c))] = '\0';
+    return c;
+}
