@@ -116,7 +116,7 @@ classification_json (const kiwi_step0_result *r)
 
 int
 kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
-                 const kiwi_task *task, const char *driver, kiwi_cache *cache, int64_t deadline_ms,
+                 const char *checkout, const kiwi_task *task, const char *driver, kiwi_cache *cache, int64_t deadline_ms,
                  kiwi_plan_install_fn install, void *install_ud, kiwi_events *events, kiwi_step0_outcome *o,
                  kiwi_error_t *err)
 {
@@ -129,7 +129,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
      * (only honest results are kept, never a swap) */
     cleanup_free char *tree = NULL;
     char key[65] = "";
-    if (kiwi_repo_tree_id (root, &tree, NULL) == 0) {
+    if (kiwi_repo_tree_id (checkout, &tree, NULL) == 0) {
         char *in = NULL;
         if (asprintf (&in, "%s\n%s\n%s\n%s\n%s", tree, task->test_command, plan->cache_key, plan->image, driver) >= 0) {
             kiwi_sha256_hex (in, key);

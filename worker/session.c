@@ -231,14 +231,17 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
     *is_error = false;
     const char *root = s->env->workspace;
     const char *path = arg_str (args, "path");
+    if (path != NULL && strlen (path) != json_string_length (json_object_get (args, "path"))) {
+        kiwi_error_make (&err, 0, "a path with a NUL byte is not allowed");
+        path = NULL;
+        goto fail;
+    }
     if (strcmp (name, "list_files") == 0) {
         kiwi_strv files = KIWI_STRV_INIT;
         json_t *d = json_object_get (args, "depth");
         int depth = json_is_integer (d) ? (int) json_integer_value (d) : 2;
         if (depth < 1 || depth > 8)
             depth = 2;
-        if (path && *path && kiwi_ws_check (path, &err) < 0)
-            goto fail;
         if (kiwi_ws_list (root, path ? path : "", depth, 500, &files, &err) < 0)
             goto fail;
         out = kiwi_strv_join_lines (&files);
@@ -292,8 +295,6 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
     if (strcmp (name, "search") == 0) {
         const char *text = arg_str (args, "text");
         kiwi_strv hits = KIWI_STRV_INIT;
-        if (path && *path && kiwi_ws_check (path, &err) < 0)
-            goto fail;
         if (kiwi_ws_search (root, path ? path : "", text, 200, &hits, &err) < 0)
             goto fail;
         out = hits.n ? kiwi_strv_join_lines (&hits) : strdup ("no matches\n");
@@ -566,7 +567,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         free (plan);
         if (passed) {
             char *diff = NULL;
-            if (kiwi_repo_diff (env->workspace, env->commit, &diff, &e) < 0) {
+            if (kiwi_repo_diff (env->checkout, env->commit, &diff, &e) < 0) {
                 char reason[1024];
                 snprintf (reason, sizeof reason, "tests pass but the diff failed: %s", kiwi_error_msg (e));
                 kiwi_error_free (&e);

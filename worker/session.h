@@ -31,7 +31,8 @@ typedef struct kiwi_session_env {
     const char *snapshot_dir;         /* Phase A's snapshot, or NULL */
     const char *const *verify_env;    /* extra env for Phase B and the session ("K=V") */
     kiwi_sandbox_limits limits;
-    const char *workspace;            /* the repository's root on the worker */
+    const char *workspace;            /* the repository's root on the worker (the task's subdirectory) */
+    const char *checkout;             /* the checkout's top (repo.h): workspace is it or inside it */
     const char *commit;               /* the task's ref, resolved: diffs are against it */
     const char *step0_output;         /* the first failing verify's output tail */
     int step0_exit;

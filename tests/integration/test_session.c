@@ -18,6 +18,7 @@
 
 #include "need.h"
 #include "scripted-provider.h"
+#include "repo.h"
 #include "session.h"
 
 extern char **environ;
@@ -62,22 +63,30 @@ teardown (void **state)
     return system (cmd) == 0 ? 0 : -1;
 }
 
-/* A git repository made from the js-sum example; returns its commit. */
+/* A git repository made from the js-sum example (`src`), checked out the
+ * worker's way (repo.h) into `ws` under the state directory `state`;
+ * returns the commit. */
 static char *
-make_repo (char *dir, size_t cap)
+make_repo (char *src, char *state, char *ws, size_t cap)
 {
-    snprintf (dir, cap, "/tmp/kiwi-session-repo-XXXXXX");
-    assert_non_null (mkdtemp (dir));
+    snprintf (src, cap, "/tmp/kiwi-session-src-XXXXXX");
+    snprintf (state, cap, "/tmp/kiwi-session-state-XXXXXX");
+    assert_non_null (mkdtemp (src));
+    assert_non_null (mkdtemp (state));
     char cmd[1024];
     snprintf (cmd, sizeof cmd,
               "cp -a %s/tests/fixtures/examples/js-sum/. %s/ && ln -s %s %s/evil && cd %s && git init -q && "
               "git -c user.email=t@kiwi -c user.name=t add -A && "
-              "git -c user.email=t@kiwi -c user.name=t commit -q -m init && git rev-parse HEAD",
-              KIWI_SOURCE_DIR, dir, outside, dir, dir);
-    char out[128];
-    assert_int_equal (kiwi_test_sh (cmd, out, sizeof out), 0);
-    out[strcspn (out, "\n")] = '\0';
-    return strdup (out);
+              "git -c user.email=t@kiwi -c user.name=t commit -q -m init && mkdir %s/work",
+              KIWI_SOURCE_DIR, src, outside, src, src, state);
+    assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
+    snprintf (ws, cap, "%s/work/ws", state);
+    kiwi_repo_opts ro = { .state_dir = state, .timeout_ms = 60000 };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    if (kiwi_repo_checkout (&ro, src, "HEAD", ws, &commit, &err) < 0)
+        fail_msg ("checkout: %s", kiwi_error_msg (err));
+    return commit;
 }
 
 typedef struct {
@@ -110,7 +119,7 @@ collect_result (kiwi_events *ev, const kiwi_result *r)
 typedef struct {
     kiwi_result result;
     json_t *events;
-    char repo[64];
+    char src[128], state[128], repo[160];
     char *commit;
 } outcome;
 
@@ -118,7 +127,7 @@ static void
 run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
 {
     KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
-    o->commit = make_repo (o->repo, sizeof o->repo);
+    o->commit = make_repo (o->src, o->state, o->repo, sizeof o->src);
     kiwi_error_t err = NULL;
     const kiwi_model_provider *prov = kiwi_model_provider_find ("anthropic", &err);
     char *base = kiwi_scripted_provider_base_url (&sp, "anthropic", script);
@@ -148,6 +157,7 @@ run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, ou
         .phase_cfg = &pc,
         .image = kiwi_test_env_or ("KIWI_TEST_NODE_IMAGE", "kiwi/node:20"),
         .workspace = o->repo,
+        .checkout = o->repo,
         .commit = o->commit,
         .step0_output = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3",
         .step0_exit = 1,
@@ -168,8 +178,8 @@ run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, ou
 static void
 outcome_clear (outcome *o)
 {
-    char cmd[128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", o->repo);
+    char cmd[512];
+    snprintf (cmd, sizeof cmd, "rm -rf %s %s", o->src, o->state);
     assert_int_equal (system (cmd), 0);
     kiwi_result_clear (&o->result);
     json_decref (o->events);
