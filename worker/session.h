@@ -5,8 +5,11 @@
  * a map of the repository) and writes a plan. The Implementer follows it
  * with tools — list, read (bounded), write, edit, search, run (in the
  * round's persistent sandbox, no network), run_tests (a Phase B verify) —
- * and every round ends with a verify. Tests passing end the session as
- * fixed; max-rounds and the session budget (tokens or money) end it with
+ * and every round ends with a verify. Tests passing there are not yet a
+ * fix: the result's diff is made, applied to a fresh checkout of the commit,
+ * and the same verify runs on that tree; only when it passes too does the
+ * session end as fixed (otherwise the model is told what the diff did not
+ * carry and the session goes on). Max-rounds and the session budget (tokens or money) end it with
  * that status; a provider that keeps failing ends it as an error naming the
  * failure. Every round emits its progress event.
  *

@@ -67,7 +67,7 @@ teardown (void **state)
  * worker's way (repo.h) into `ws` under the state directory `state`;
  * returns the commit. */
 static char *
-make_repo (char *src, char *state, char *ws, size_t cap)
+make_repo (char *src, char *state, char *ws, size_t cap, const char *extra)
 {
     snprintf (src, cap, "/tmp/kiwi-session-src-XXXXXX");
     snprintf (state, cap, "/tmp/kiwi-session-state-XXXXXX");
@@ -75,10 +75,10 @@ make_repo (char *src, char *state, char *ws, size_t cap)
     assert_non_null (mkdtemp (state));
     char cmd[1024];
     snprintf (cmd, sizeof cmd,
-              "cp -a %s/tests/fixtures/examples/js-sum/. %s/ && ln -s %s %s/evil && cd %s && git init -q && "
+              "cp -a %s/tests/fixtures/examples/js-sum/. %s/ && ln -s %s %s/evil && cd %s && { %s; } && git init -q && "
               "git -c user.email=t@kiwi -c user.name=t add -A && "
               "git -c user.email=t@kiwi -c user.name=t commit -q -m init && mkdir %s/work",
-              KIWI_SOURCE_DIR, src, outside, src, src, state);
+              KIWI_SOURCE_DIR, src, outside, src, src, extra ? extra : ":", state);
     assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
     snprintf (ws, cap, "%s/work/ws", state);
     kiwi_repo_opts ro = { .state_dir = state, .timeout_ms = 60000 };
@@ -123,11 +123,13 @@ typedef struct {
     char *commit;
 } outcome;
 
+/* The session for `script` on the js-sum repository (plus `extra`, a shell
+ * fragment run in it before its commit). */
 static void
-run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
+run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
 {
     KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
-    o->commit = make_repo (o->src, o->state, o->repo, sizeof o->src);
+    o->commit = make_repo (o->src, o->state, o->repo, sizeof o->src, extra);
     kiwi_error_t err = NULL;
     const kiwi_model_provider *prov = kiwi_model_provider_find ("anthropic", &err);
     char *base = kiwi_scripted_provider_base_url (&sp, "anthropic", script);
@@ -173,6 +175,12 @@ run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, ou
     kiwi_task_clear (&task);
     kiwi_model_client_close (model);
     free (base);
+}
+
+static void
+run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
+{
+    run_session_on (script, NULL, max_rounds, budget_tokens, o);
 }
 
 static void
@@ -227,6 +235,18 @@ test_fixed_in_one_round (void **state)
     assert_true (json_integer_value (json_object_get (r1, "tokens_in")) == 1200);
     assert_true (o.result.cost_usd_micros > 0);
     assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-one-round"), 3);
+    /* the deciding verify ran on the ref plus the diff, and the diff applies
+     * to a fresh clone */
+    json_t *pub = json_object_get (r1, "published");
+    assert_true (json_is_true (json_object_get (pub, "passed")));
+    char patch[256], cmd[1024];
+    snprintf (patch, sizeof patch, "%s/result.diff", o.state);
+    FILE *f = fopen (patch, "w");
+    fputs (o.result.diff, f);
+    fclose (f);
+    snprintf (cmd, sizeof cmd, "git clone -q %s %s/fresh && cd %s/fresh && git apply --check --binary %s", o.src,
+              o.state, o.state, patch);
+    assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
     outcome_clear (&o);
 }
 
@@ -303,6 +323,38 @@ test_writes_outside_refused (void **state)
     outcome_clear (&o);
 }
 
+/* The model puts the fix in a file the repository's .gitignore ignores
+ * (node loads ./sum before ./sum.js): the tests pass in the workspace, but
+ * the diff does not carry the fix, so the ref plus the diff still fails:
+ * not fixed, and the model is told which file was left out. */
+static void
+test_gitignored_fix_not_fixed (void **state)
+{
+    outcome o;
+    run_session_on ("js-sum-ignored", "printf 'sum\\n' > .gitignore", 2, 0, &o);
+    if (o.result.status != KIWI_RESULT_MAX_ROUNDS)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_null (o.result.diff);
+    assert_non_null (strstr (o.result.reason, "not on the ref plus the diff"));
+    assert_int_equal (count_rounds (o.events), 2);
+    for (int r = 1; r <= 2; r++) {
+        json_t *ev = round_event (o.events, r);
+        assert_true (json_is_true (json_object_get (json_object_get (ev, "verify"), "passed")));
+        json_t *pub = json_object_get (ev, "published");
+        assert_false (json_is_true (json_object_get (pub, "passed")));
+        assert_string_equal (json_string_value (json_object_get (ev, "ended")), "not_carried");
+        assert_non_null (strstr (json_string_value (json_object_get (pub, "note")), "not carried by the diff: sum"));
+    }
+    /* the second Implementer turn checked that it was told (its expect) */
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-ignored"), 4);
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-ignored", &first);
+    if (bad != 0)
+        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
+    free (first);
+    outcome_clear (&o);
+}
+
 int
 main (void)
 {
@@ -310,6 +362,7 @@ main (void)
         cmocka_unit_test (test_fixed_in_one_round),     cmocka_unit_test (test_fixed_in_two_rounds),
         cmocka_unit_test (test_max_rounds),             cmocka_unit_test (test_budget_exhausted),
         cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
+        cmocka_unit_test (test_gitignored_fix_not_fixed),
     };
     return cmocka_run_group_tests_name ("session", tests, setup, teardown);
 }
