@@ -116,9 +116,9 @@ classification_json (const kiwi_step0_result *r)
 
 int
 kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
-                 const char *checkout, const kiwi_task *task, const char *driver, kiwi_cache *cache, int64_t deadline_ms,
-                 kiwi_plan_install_fn install, void *install_ud, kiwi_events *events, kiwi_step0_outcome *o,
-                 kiwi_error_t *err)
+                 const char *checkout, const kiwi_task *task, const char *driver, kiwi_cache *cache,
+                 int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
+                 kiwi_step0_outcome *o, kiwi_error_t *err)
 {
     memset (o, 0, sizeof *o);
     cleanup_strv kiwi_strv creds = KIWI_STRV_INIT;

@@ -364,7 +364,8 @@ test_big_blob_refused (void **state)
     sh ("mkdir -p %s/work && git init -q --bare %s && cd %s && "
         "b=$(head -c 300M /dev/zero | git hash-object -w --stdin) && o=$(echo ok | git hash-object -w --stdin) && "
         "t=$(printf '100644 blob %%s\\tzeros.bin\\n100644 blob %%s\\tREADME\\n' $b $o | git mktree) && "
-        "c=$(" GITC " commit-tree -m big $t) && git update-ref refs/heads/main $c && git symbolic-ref HEAD refs/heads/main",
+        "c=$(" GITC " commit-tree -m big $t) && git update-ref refs/heads/main $c && "
+        "git symbolic-ref HEAD refs/heads/main",
         st, bare, bare);
     long before = du_kb (st);
     kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 120000, .max_checkout_mb = 100, .max_checkout_files = 200000 };
