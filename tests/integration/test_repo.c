@@ -389,6 +389,33 @@ test_big_blob_refused (void **state)
     kiwi_repo_remove (ws);
 }
 
+/* A protocol list leaves out what it does not name: a local path is the
+ * `file` protocol, refused under "https:ssh" before anything is fetched. */
+static void
+test_protocol_list_enforced (void **state)
+{
+    make_src ("proto", NULL);
+    char src[128], ws[160], st[160];
+    snprintf (src, sizeof src, "%s/proto", tmp);
+    snprintf (st, sizeof st, "%s/state-proto", tmp);
+    snprintf (ws, sizeof ws, "%s/work/proto-1", st);
+    sh ("mkdir -p %s/work", st);
+    kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 60000, .protocols = "https:ssh" };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    assert_int_equal (kiwi_repo_checkout (&o, src, "HEAD", ws, &commit, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_FETCH);
+    if (strstr (kiwi_error_msg (err), "not allowed") == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    kiwi_repo_remove (ws);
+    o.protocols = "https:file";
+    if (kiwi_repo_checkout (&o, src, "HEAD", ws, &commit, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    free (commit);
+    kiwi_repo_remove (ws);
+}
+
 int
 main (void)
 {
@@ -396,6 +423,7 @@ main (void)
         cmocka_unit_test (test_layout_diff_and_clean_tree), cmocka_unit_test (test_ignored_files_named),
         cmocka_unit_test (test_planted_config_never_runs),  cmocka_unit_test (test_tree_with_dotgit_refused),
         cmocka_unit_test (test_git_bomb_refused),           cmocka_unit_test (test_big_blob_refused),
+        cmocka_unit_test (test_protocol_list_enforced),
     };
     return cmocka_run_group_tests_name ("repo", tests, setup, teardown);
 }
