@@ -230,10 +230,10 @@ test_planted_config_never_runs (void **state)
 {
     char cfg[2048];
     snprintf (cfg, sizeof cfg,
-              "[core]\\n\\tfsmonitor = \\\"touch %s\\\"\\n\\thooksPath = hooks\\n\\tsshCommand = touch %s\\n"
+              "[core]\\n\\tfsmonitor = touch %s\\n\\thooksPath = hooks\\n\\tsshCommand = touch %s\\n"
               "\\tpager = touch %s\\n\\tbare = true\\n[diff]\\n\\texternal = touch %s\\n"
-              "[filter \\\"canary\\\"]\\n\\tclean = touch %s\\n\\tsmudge = touch %s\\n\\tprocess = touch %s\\n"
-              "[diff \\\"canary\\\"]\\n\\ttextconv = touch %s\\n",
+              "[filter \"canary\"]\\n\\tclean = touch %s\\n\\tsmudge = touch %s\\n\\tprocess = touch %s\\n"
+              "[diff \"canary\"]\\n\\ttextconv = touch %s\\n",
               canary, canary, canary, canary, canary, canary, canary, canary);
     char extra[8192];
     snprintf (extra, sizeof extra,
@@ -275,6 +275,12 @@ test_planted_config_never_runs (void **state)
     sh ("cmp %s/config %s/config && cmp %s/sum.js %s/sum.js", src, ws, clean, ws);
     if (access (canary, F_OK) == 0)
         fail_msg ("the canary %s was created: a planted configuration ran", canary);
+    /* control: the same configuration where plain git does find it runs */
+    sh ("git init -q %s/control && cp %s/.git/config %s/control/.git/config && cd %s/control && echo x > f && "
+        "{ git -c core.bare=false add -A >/dev/null 2>&1; true; }",
+        tmp, ws, tmp, tmp);
+    assert_int_equal (access (canary, F_OK), 0);
+    unlink (canary);
     kiwi_repo_remove (ws);
 }
 
