@@ -664,6 +664,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                 emit_round (&s, round, plan, &s.last_verify, NULL, "error");
                 free (plan);
                 free (diff);
+                kiwi_exec_result_clear (&pub);
                 finish (&s, out, KIWI_RESULT_ERROR, reason, round);
                 goto done;
             }
