@@ -61,6 +61,8 @@ typedef struct kiwi_worker_config {
     char *git_token_var;     /* name of the variable holding the git token */
     int64_t clone_timeout_s;
     int64_t clone_max_mb;
+    int64_t checkout_max_mb;
+    int64_t checkout_max_files;
     /* health */
     int64_t heartbeat_interval_s;
     int64_t egress_interval_s;

@@ -3,13 +3,16 @@
  */
 #include "pipeline.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -58,27 +61,105 @@ rm_rf (const char *path)
     kiwi_error_free (&err);
 }
 
-/* The repository root inside the workspace: the task's subdirectory, which
- * must be a real directory inside it (no symlink out). Caller frees. */
+/* Whether the directory open at `fd` looks like git metadata: a `.git`
+ * entry (any case) in it, or the layout of a git directory (HEAD, objects/
+ * and refs/), which git would take for a bare repository. */
+static bool
+looks_like_git (int fd)
+{
+    struct stat st;
+    bool head = fstatat (fd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0;
+    bool objects = fstatat (fd, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0;
+    bool refs = fstatat (fd, "refs", &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (head && objects && refs)
+        return true;
+    int dup_fd = dup (fd);
+    if (dup_fd < 0)
+        return true;
+    DIR *d = fdopendir (dup_fd);
+    if (d == NULL) {
+        close (dup_fd);
+        return true;
+    }
+    rewinddir (d);
+    bool hit = false;
+    struct dirent *e;
+    while (!hit && (e = readdir (d)) != NULL)
+        hit = strcasecmp (e->d_name, ".git") == 0;
+    closedir (d);
+    return hit;
+}
+
+/* The repository root inside the workspace: the task's subdirectory, walked
+ * one component at a time from the workspace without following a symlink,
+ * each a real directory that is neither git metadata nor shaped like it.
+ * Caller frees. */
 static char *
 repo_root (const char *ws, const char *subdir, kiwi_error_t *err)
 {
     if (subdir == NULL || *subdir == '\0')
         return strdup (ws);
-    char joined[PATH_MAX], real_ws[PATH_MAX], real_sub[PATH_MAX];
-    snprintf (joined, sizeof joined, "%s/%s", ws, subdir);
-    if (realpath (ws, real_ws) == NULL || realpath (joined, real_sub) == NULL) {
-        kiwi_error_make (err, errno, "subdirectory `%s`", subdir);
+    char norm[PATH_MAX];
+    size_t o = 0;
+    if (strlen (subdir) >= sizeof norm - strlen (ws) - 2) {
+        kiwi_error_make (err, 0, "subdirectory `%s`: too long", subdir);
         return NULL;
     }
-    size_t l = strlen (real_ws);
-    struct stat st;
-    if (strncmp (real_sub, real_ws, l) != 0 || real_sub[l] != '/' || stat (real_sub, &st) < 0
-        || !S_ISDIR (st.st_mode)) {
-        kiwi_error_make (err, 0, "subdirectory `%s` is not a directory inside the repository", subdir);
+    cleanup_close int fd = open (ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        kiwi_error_make (err, errno, "opening the workspace");
         return NULL;
     }
-    return strdup (real_sub);
+    for (const char *p = subdir; *p;) {
+        size_t l = strcspn (p, "/");
+        char comp[256];
+        if (l >= sizeof comp) {
+            kiwi_error_make (err, 0, "subdirectory `%s`: a component is too long", subdir);
+            return NULL;
+        }
+        memcpy (comp, p, l);
+        comp[l] = '\0';
+        p += l;
+        while (*p == '/')
+            p++;
+        if (l == 0 || strcmp (comp, ".") == 0)
+            continue;
+        if (strcmp (comp, "..") == 0) {
+            kiwi_error_make (err, 0, "subdirectory `%s`: `..` is not allowed", subdir);
+            return NULL;
+        }
+        if (strncasecmp (comp, ".git", 4) == 0 && strspn (comp + 4, ". ") == l - 4) {
+            kiwi_error_make (err, 0, "subdirectory `%s`: git metadata is not a repository root", subdir);
+            return NULL;
+        }
+        int nfd = openat (fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0) {
+            int e = errno;
+            kiwi_error_make (err, e == ELOOP || e == ENOTDIR ? 0 : e,
+                             "subdirectory `%s`: `%s` is %s", subdir, comp,
+                             e == ELOOP || e == ENOTDIR ? "a symlink or not a directory: not followed"
+                                                        : "not a directory inside the repository");
+            return NULL;
+        }
+        close (fd);
+        fd = nfd;
+        if (looks_like_git (fd)) {
+            kiwi_error_make (err, 0,
+                             "subdirectory `%s`: `%s` holds git metadata or is laid out as a git directory (HEAD, "
+                             "objects/, refs/): refused",
+                             subdir, comp);
+            return NULL;
+        }
+        if (o > 0)
+            norm[o++] = '/';
+        memcpy (norm + o, comp, l);
+        o += l;
+    }
+    norm[o] = '\0';
+    char *out = NULL;
+    if (asprintf (&out, "%s%s%s", ws, o ? "/" : "", norm) < 0)
+        out = NULL;
+    return out;
 }
 
 static kiwi_model_client *
@@ -274,7 +355,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     snprintf (workdir, sizeof workdir, "%s/work", cfg->state_dir);
     mkdir (cfg->state_dir, 0755);
     mkdir (workdir, 0700);
-    rm_rf (ws);
+    kiwi_repo_remove (ws);
     cleanup_free char *commit = NULL, *root = NULL, *snapshot = NULL, *model_name = NULL;
     kiwi_plan plan;
     kiwi_plan_init (&plan);
@@ -301,10 +382,15 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     /* 1. the repository */
     const char *token = cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
     kiwi_repo_opts ro = { .state_dir = cfg->state_dir, .token = token, .timeout_ms = cfg->clone_timeout_s * 1000,
-                          .max_mb = cfg->clone_max_mb };
+                          .max_mb = cfg->clone_max_mb, .max_checkout_mb = cfg->checkout_max_mb,
+                          .max_checkout_files = cfg->checkout_max_files };
     int64_t c0 = kiwi_mono_ms ();
     if (kiwi_repo_checkout (&ro, task->repo.url, task->repo.ref, ws, &commit, &err) < 0) {
-        const char *what = kiwi_error_code (err) == KIWI_REPO_E_NO_REF ? "ref not found" : "repository unavailable";
+        int code = kiwi_error_code (err);
+        const char *what = code == KIWI_REPO_E_NO_REF      ? "ref not found"
+                           : code == KIWI_REPO_E_TOO_LARGE ? "repository too large"
+                           : code == KIWI_REPO_E_UNSAFE    ? "repository refused"
+                                                           : "repository unavailable";
         kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "checkout", 0,
                           json_pack ("{s:s,s:s}", "status", what, "reason", kiwi_error_msg (err)));
         result_error (out, KIWI_RESULT_ERROR, "%s: %s", what, kiwi_error_msg (err));
@@ -359,7 +445,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
                        .deadline_ms = deadline_ms, .hold = &snapshot_hold };
     kiwi_step0_outcome s0;
-    if (kiwi_plan_step0 (sb, &pc, &plan, root, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic, p->events,
+    if (kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic, p->events,
                          &s0, &err)
         < 0) {
         if (p->stop && *p->stop) {
@@ -406,6 +492,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
         .verify_env = kiwi_strv_list (&plan.verify_env),
         .limits = { .memory_mb = cfg->memory_mb, .pids = cfg->pids, .disk_mb = task->limits.disk_mb },
         .workspace = root,
+        .checkout = ws,
         .commit = commit,
         .step0_output = s0.output,
         .step0_exit = s0.exit_code,
@@ -430,7 +517,7 @@ done:
     kiwi_plan_clear (&plan);
     if (snapshot_hold >= 0)
         close (snapshot_hold);
-    rm_rf (ws);
+    kiwi_repo_remove (ws);
     if (rc < 0)
         return rc; /* stopped: no result, no event; the task is redelivered */
     if (out->status == KIWI_RESULT_FIXED && out->diff == NULL)

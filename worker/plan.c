@@ -116,22 +116,27 @@ classification_json (const kiwi_step0_result *r)
 
 int
 kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
-                 const kiwi_task *task, const char *driver, kiwi_cache *cache, int64_t deadline_ms,
-                 kiwi_plan_install_fn install, void *install_ud, kiwi_events *events, kiwi_step0_outcome *o,
-                 kiwi_error_t *err)
+                 const char *checkout, const kiwi_task *task, const char *driver, kiwi_cache *cache,
+                 int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
+                 kiwi_step0_outcome *o, kiwi_error_t *err)
 {
     memset (o, 0, sizeof *o);
     cleanup_strv kiwi_strv creds = KIWI_STRV_INIT;
     for (size_t i = 0; i < task->n_test_credentials; i++)
         kiwi_strv_add (&creds, task->test_credentials[i]);
 
-    /* the verify cache: the same tree, command, image and install ran before
-     * (only honest results are kept, never a swap) */
+    /* the verify cache: the same tree, root, command, image and install ran
+     * before (only honest results are kept, never a swap); the root inside
+     * the tree is named only for a subdirectory, so other keys stay as they were */
     cleanup_free char *tree = NULL;
     char key[65] = "";
-    if (kiwi_repo_tree_id (root, &tree, NULL) == 0) {
+    size_t cl = strlen (checkout);
+    const char *sub = strncmp (root, checkout, cl) == 0 && root[cl] == '/' ? root + cl : "";
+    if (kiwi_repo_tree_id (checkout, &tree, NULL) == 0) {
         char *in = NULL;
-        if (asprintf (&in, "%s\n%s\n%s\n%s\n%s", tree, task->test_command, plan->cache_key, plan->image, driver) >= 0) {
+        if (asprintf (&in, "%s\n%s\n%s\n%s\n%s%s%s", tree, task->test_command, plan->cache_key, plan->image, driver,
+                      *sub ? "\nroot:" : "", sub)
+            >= 0) {
             kiwi_sha256_hex (in, key);
             free (in);
         }

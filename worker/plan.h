@@ -62,11 +62,13 @@ void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);
 
 /* The first verify, before any model-generated code ran, classified; a
  * missing runtime or a version mismatch swaps the image (updating *plan)
- * and re-runs once. Emits the step0 event. */
+ * and re-runs once. Emits the step0 event. `root` is the repository root the
+ * sandbox gets; `checkout` the top of the checkout (repo.h) it lies in, whose
+ * tree id keys the verify cache. */
 int kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
-                     const kiwi_task *task, const char *driver, kiwi_cache *cache, int64_t deadline_ms,
-                     kiwi_plan_install_fn install, void *install_ud, kiwi_events *events, kiwi_step0_outcome *o,
-                     kiwi_error_t *err);
+                     const char *checkout, const kiwi_task *task, const char *driver, kiwi_cache *cache,
+                     int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
+                     kiwi_step0_outcome *o, kiwi_error_t *err);
 
 /* Copies an inspection's image, install command, environments and cache
  * key into the plan's fields. */

@@ -10,6 +10,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ typedef struct session {
     int tests_requested;
     kiwi_exec_result last_verify;
     bool have_verify;
+    char *not_carried;        /* the last round passed only in the workspace: what the diff lacked */
 } session;
 
 static json_t *
@@ -155,12 +157,14 @@ tail (const char *text, size_t max)
 
 /* ---------- verify ---------- */
 
+/* Phase B over `tree` (the workspace, or the clean tree of the published
+ * diff): the same image, snapshot, environment and credentials. */
 static int
-verify (session *s, kiwi_exec_result *r, kiwi_error_t *err)
+verify (session *s, const char *tree, kiwi_exec_result *r, kiwi_error_t *err)
 {
     kiwi_verify_request req = {
         .image = s->env->image,
-        .workspace = s->env->workspace,
+        .workspace = tree,
         .snapshot_dir = s->env->snapshot_dir,
         .command = s->task->test_command,
         .extra_env = s->env->verify_env,
@@ -176,6 +180,68 @@ verify (session *s, kiwi_exec_result *r, kiwi_error_t *err)
         kiwi_strv_add (&creds, s->task->test_credentials[i]);
     req.credentials = kiwi_strv_list (&creds);
     return kiwi_phase_verify (s->env->sandbox, s->env->phase_cfg, &req, r, NULL, NULL, err);
+}
+
+/* The deciding verify: the commit checked out afresh plus exactly `diff`
+ * (what the result publishes), verified like the workspace. Returns < 0
+ * when it could not run. */
+static int
+verify_published (session *s, const char *diff, kiwi_exec_result *r, kiwi_error_t *err)
+{
+    char clean[PATH_MAX], tree[PATH_MAX * 2];
+    kiwi_repo_clean_dir (s->env->checkout, clean, sizeof clean);
+    kiwi_repo_discard (clean);
+    if (kiwi_repo_materialise (s->env->checkout, s->env->commit, diff, clean, err) < 0) {
+        kiwi_repo_discard (clean);
+        return -1;
+    }
+    /* the repository root inside it, as the workspace is inside the checkout */
+    const char *sub = s->env->workspace;
+    size_t cl = strlen (s->env->checkout);
+    if (strncmp (sub, s->env->checkout, cl) == 0 && (sub[cl] == '/' || sub[cl] == '\0'))
+        sub += cl;
+    else
+        sub = "";
+    snprintf (tree, sizeof tree, "%s%s", clean, sub);
+    int rc = verify (s, tree, r, err);
+    kiwi_repo_discard (clean);
+    return rc;
+}
+
+/* What the diff did not carry, for the model: a sentence. Caller frees. */
+static char *
+not_carried_note (session *s)
+{
+    cleanup_strv kiwi_strv files = KIWI_STRV_INIT;
+    kiwi_error_t e = NULL;
+    kiwi_repo_not_carried (s->env->checkout, 20, &files, &e);
+    kiwi_error_free (&e);
+    char *list = NULL;
+    if (files.n == 0)
+        list = strdup ("(no ignored file found: check file modes, symlinks and files outside the repository root)");
+    else {
+        size_t len = 1;
+        for (size_t i = 0; i < files.n; i++)
+            len += strlen (files.v[i]) + 2;
+        list = malloc (len);
+        if (list != NULL) {
+            list[0] = '\0';
+            for (size_t i = 0; i < files.n; i++) {
+                if (i)
+                    strcat (list, ", ");
+                strcat (list, files.v[i]);
+            }
+        }
+    }
+    char *out = NULL;
+    if (asprintf (&out,
+                  "the tests passed in the workspace but not on the ref plus your diff (the change that would be "
+                  "published): files ignored by .gitignore or otherwise not carried by the diff: %s",
+                  list ? list : "")
+        < 0)
+        out = NULL;
+    free (list);
+    return out;
 }
 
 /* ---------- the round's persistent sandbox ---------- */
@@ -231,14 +297,17 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
     *is_error = false;
     const char *root = s->env->workspace;
     const char *path = arg_str (args, "path");
+    if (path != NULL && strlen (path) != json_string_length (json_object_get (args, "path"))) {
+        kiwi_error_make (&err, 0, "a path with a NUL byte is not allowed");
+        path = NULL;
+        goto fail;
+    }
     if (strcmp (name, "list_files") == 0) {
         kiwi_strv files = KIWI_STRV_INIT;
         json_t *d = json_object_get (args, "depth");
         int depth = json_is_integer (d) ? (int) json_integer_value (d) : 2;
         if (depth < 1 || depth > 8)
             depth = 2;
-        if (path && *path && kiwi_ws_check (path, &err) < 0)
-            goto fail;
         if (kiwi_ws_list (root, path ? path : "", depth, 500, &files, &err) < 0)
             goto fail;
         out = kiwi_strv_join_lines (&files);
@@ -292,8 +361,6 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
     if (strcmp (name, "search") == 0) {
         const char *text = arg_str (args, "text");
         kiwi_strv hits = KIWI_STRV_INIT;
-        if (path && *path && kiwi_ws_check (path, &err) < 0)
-            goto fail;
         if (kiwi_ws_search (root, path ? path : "", text, 200, &hits, &err) < 0)
             goto fail;
         out = hits.n ? kiwi_strv_join_lines (&hits) : strdup ("no matches\n");
@@ -449,7 +516,8 @@ finish (session *s, kiwi_result *out, kiwi_result_status st, const char *reason,
 }
 
 static void
-emit_round (session *s, int round, const char *plan, const kiwi_exec_result *v, const char *ended)
+emit_round (session *s, int round, const char *plan, const kiwi_exec_result *v, const kiwi_exec_result *pub,
+            const char *ended)
 {
     json_t *acts = json_array ();
     for (size_t i = 0; i < s->actions.n; i++)
@@ -464,6 +532,15 @@ emit_round (session *s, int round, const char *plan, const kiwi_exec_result *v, 
                              json_pack ("{s:i,s:b,s:b,s:I,s:s}", "exit_code", v->exit_code, "passed",
                                         v->exit_code == 0 && !v->timed_out, "timed_out", v->timed_out,
                                         "duration_ms", (json_int_t) v->duration_ms, "output_tail", t ? t : ""));
+    }
+    if (pub != NULL) {
+        cleanup_free char *t = tail (pub->output, 2000);
+        json_t *pj = json_pack ("{s:i,s:b,s:b,s:I,s:s}", "exit_code", pub->exit_code, "passed",
+                                pub->exit_code == 0 && !pub->timed_out, "timed_out", pub->timed_out, "duration_ms",
+                                (json_int_t) pub->duration_ms, "output_tail", t ? t : "");
+        if (s->not_carried != NULL)
+            json_object_set_new (pj, "note", json_string (s->not_carried));
+        json_object_set_new (p, "published", pj);
     }
     kiwi_events_emit (s->env->events, KIWI_PHASE_ROUND, "round", (uint32_t) round, p);
 }
@@ -497,12 +574,12 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
             snprintf (reason, sizeof reason, "model provider failed (architect, round %d): %s", round,
                       kiwi_error_msg (e));
             kiwi_error_free (&e);
-            emit_round (&s, round, NULL, NULL, "provider_error");
+            emit_round (&s, round, NULL, NULL, NULL, "provider_error");
             finish (&s, out, KIWI_RESULT_ERROR, reason, round);
             goto done;
         }
         if (spent) {
-            emit_round (&s, round, plan, NULL, "budget_exhausted");
+            emit_round (&s, round, plan, NULL, NULL, "budget_exhausted");
             free (plan);
             finish (&s, out, KIWI_RESULT_BUDGET_EXHAUSTED, "session budget spent", round);
             goto done;
@@ -516,9 +593,16 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                 msg = NULL;
         } else {
             cleanup_free char *t = tail (s.last_verify.output, 12000);
-            if (asprintf (&msg, "The tests still fail (exit status %d):\n%s\n\nThe Architect's new plan:\n%s",
-                          s.last_verify.exit_code, t ? t : "", plan)
-                < 0)
+            if (s.not_carried != NULL) {
+                if (asprintf (&msg,
+                              "Not fixed yet: %s. Put the change in files the diff carries. The run on the ref plus "
+                              "your diff exited with status %d:\n%s\n\nThe Architect's new plan:\n%s",
+                              s.not_carried, s.last_verify.exit_code, t ? t : "", plan)
+                    < 0)
+                    msg = NULL;
+            } else if (asprintf (&msg, "The tests still fail (exit status %d):\n%s\n\nThe Architect's new plan:\n%s",
+                                 s.last_verify.exit_code, t ? t : "", plan)
+                       < 0)
                 msg = NULL;
         }
         /* after tool results, the text joins that user turn: turns alternate */
@@ -536,7 +620,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
             snprintf (reason, sizeof reason, "model provider failed (implementer, round %d): %s", round,
                       kiwi_error_msg (e));
             kiwi_error_free (&e);
-            emit_round (&s, round, plan, NULL, "provider_error");
+            emit_round (&s, round, plan, NULL, NULL, "provider_error");
             free (plan);
             finish (&s, out, KIWI_RESULT_ERROR, reason, round);
             goto done;
@@ -550,32 +634,59 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         if (s.have_verify)
             kiwi_exec_result_clear (&s.last_verify);
         s.have_verify = false;
-        if (verify (&s, &s.last_verify, &e) < 0) {
+        if (verify (&s, env->workspace, &s.last_verify, &e) < 0) {
             char reason[1024];
             snprintf (reason, sizeof reason, "verify failed to run (round %d): %s", round, kiwi_error_msg (e));
             kiwi_error_free (&e);
-            emit_round (&s, round, plan, NULL, "error");
+            emit_round (&s, round, plan, NULL, NULL, "error");
             free (plan);
             finish (&s, out, KIWI_RESULT_ERROR, reason, round);
             goto done;
         }
         s.have_verify = true;
         bool passed = s.last_verify.exit_code == 0 && !s.last_verify.timed_out;
-        const char *ended = passed ? "passed" : how == ROUND_BUDGET ? "budget_exhausted" : how == ROUND_TIME ? "timed_out" : "failed";
-        emit_round (&s, round, plan, &s.last_verify, ended);
-        free (plan);
+        free (s.not_carried);
+        s.not_carried = NULL;
         if (passed) {
+            /* a fix only if the published diff is one: verify the ref plus
+             * exactly the diff, in a fresh tree */
             char *diff = NULL;
-            if (kiwi_repo_diff (env->workspace, env->commit, &diff, &e) < 0) {
+            kiwi_exec_result pub;
+            memset (&pub, 0, sizeof pub);
+            int prc = kiwi_repo_diff (env->checkout, env->commit, &diff, &e);
+            if (prc == 0)
+                prc = verify_published (&s, diff, &pub, &e);
+            if (prc < 0) {
                 char reason[1024];
-                snprintf (reason, sizeof reason, "tests pass but the diff failed: %s", kiwi_error_msg (e));
+                snprintf (reason, sizeof reason, "tests pass but the diff could not be checked: %s",
+                          kiwi_error_msg (e));
                 kiwi_error_free (&e);
+                emit_round (&s, round, plan, &s.last_verify, NULL, "error");
+                free (plan);
+                free (diff);
+                kiwi_exec_result_clear (&pub);
                 finish (&s, out, KIWI_RESULT_ERROR, reason, round);
                 goto done;
             }
-            finish (&s, out, KIWI_RESULT_FIXED, "tests pass", round);
-            out->diff = diff;
-            goto done;
+            bool held = pub.exit_code == 0 && !pub.timed_out;
+            if (!held)
+                s.not_carried = not_carried_note (&s);
+            emit_round (&s, round, plan, &s.last_verify, &pub, held ? "passed" : "not_carried");
+            free (plan);
+            if (held) {
+                kiwi_exec_result_clear (&pub);
+                finish (&s, out, KIWI_RESULT_FIXED, "tests pass on the ref plus the diff", round);
+                out->diff = diff;
+                goto done;
+            }
+            free (diff);
+            /* what the next round learns from is the published tree's run */
+            kiwi_exec_result_clear (&s.last_verify);
+            s.last_verify = pub;
+        } else {
+            const char *ended = how == ROUND_BUDGET ? "budget_exhausted" : how == ROUND_TIME ? "timed_out" : "failed";
+            emit_round (&s, round, plan, &s.last_verify, NULL, ended);
+            free (plan);
         }
         if (how == ROUND_BUDGET) {
             finish (&s, out, KIWI_RESULT_BUDGET_EXHAUSTED, "session budget spent; the tests still fail", round);
@@ -587,8 +698,13 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         }
     }
     {
-        char reason[128];
-        snprintf (reason, sizeof reason, "max-rounds (%d) reached; the tests still fail", max_rounds);
+        char reason[256];
+        if (s.not_carried != NULL)
+            snprintf (reason, sizeof reason,
+                      "max-rounds (%d) reached; the tests pass in the workspace but not on the ref plus the diff",
+                      max_rounds);
+        else
+            snprintf (reason, sizeof reason, "max-rounds (%d) reached; the tests still fail", max_rounds);
         finish (&s, out, KIWI_RESULT_MAX_ROUNDS, reason, max_rounds);
     }
 done:
@@ -596,6 +712,7 @@ done:
     if (s.have_verify)
         kiwi_exec_result_clear (&s.last_verify);
     kiwi_strv_free (&s.actions);
+    free (s.not_carried);
     tools_clear (&s);
     return rc;
 }

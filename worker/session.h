@@ -5,8 +5,11 @@
  * a map of the repository) and writes a plan. The Implementer follows it
  * with tools — list, read (bounded), write, edit, search, run (in the
  * round's persistent sandbox, no network), run_tests (a Phase B verify) —
- * and every round ends with a verify. Tests passing end the session as
- * fixed; max-rounds and the session budget (tokens or money) end it with
+ * and every round ends with a verify. Tests passing there are not yet a
+ * fix: the result's diff is made, applied to a fresh checkout of the commit,
+ * and the same verify runs on that tree; only when it passes too does the
+ * session end as fixed (otherwise the model is told what the diff did not
+ * carry and the session goes on). Max-rounds and the session budget (tokens or money) end it with
  * that status; a provider that keeps failing ends it as an error naming the
  * failure. Every round emits its progress event.
  *
@@ -31,7 +34,8 @@ typedef struct kiwi_session_env {
     const char *snapshot_dir;         /* Phase A's snapshot, or NULL */
     const char *const *verify_env;    /* extra env for Phase B and the session ("K=V") */
     kiwi_sandbox_limits limits;
-    const char *workspace;            /* the repository's root on the worker */
+    const char *workspace;            /* the repository's root on the worker (the task's subdirectory) */
+    const char *checkout;             /* the checkout's top (repo.h): workspace is it or inside it */
     const char *commit;               /* the task's ref, resolved: diffs are against it */
     const char *step0_output;         /* the first failing verify's output tail */
     int step0_exit;

@@ -6,9 +6,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,30 +18,65 @@
 
 #define MAX_FILE (8u * 1024 * 1024)
 
-int
-kiwi_ws_check (const char *path, kiwi_error_t *err)
+/* A component git would take for its own directory: `.git` in any case,
+ * also with trailing dots or spaces (what case- or dot-insensitive file
+ * systems make of it). */
+static bool
+is_dotgit (const char *c, size_t l)
 {
-    if (path == NULL || *path == '\0')
+    while (l > 4 && (c[l - 1] == '.' || c[l - 1] == ' '))
+        l--;
+    return l == 4 && strncasecmp (c, ".git", 4) == 0;
+}
+
+int
+kiwi_ws_normalise (const char *path, int allow_root, char *out, size_t cap, kiwi_error_t *err)
+{
+    if (path == NULL || *path == '\0') {
+        if (allow_root && cap > 0) {
+            out[0] = '\0';
+            return 0;
+        }
         return kiwi_error_make (err, 0, "empty path");
+    }
+    size_t pl = strlen (path);
+    if (pl > KIWI_WS_PATH_MAX || pl >= cap)
+        return kiwi_error_make (err, 0, "path too long");
     if (path[0] == '/')
         return kiwi_error_make (err, 0, "`%s`: absolute paths are not allowed; give a path relative to the "
                                         "repository", path);
-    if (strlen (path) > 4096)
-        return kiwi_error_make (err, 0, "path too long");
-    const char *p = path;
-    while (*p) {
+    size_t o = 0;
+    for (const char *p = path; *p;) {
         size_t l = strcspn (p, "/");
-        if ((l == 2 && strncmp (p, "..", 2) == 0))
+        if (l == 0 || (l == 1 && p[0] == '.')) {
+            /* empty or `.`: collapsed */
+        } else if (l == 2 && p[0] == '.' && p[1] == '.') {
             return kiwi_error_make (err, 0, "`%s`: `..` is not allowed: paths stay inside the repository", path);
-        if (l == 1 && p[0] == '.' && (p[1] == '/' || p[1] == '\0') && p != path)
-            return kiwi_error_make (err, 0, "`%s`: `.` components are not allowed", path);
-        if (l == 4 && strncmp (p, ".git", 4) == 0 && p == path)
+        } else if (is_dotgit (p, l)) {
             return kiwi_error_make (err, 0, "`%s`: the .git directory is not part of the workspace", path);
+        } else if (l > 255) {
+            return kiwi_error_make (err, 0, "`%s`: a component is too long", path);
+        } else {
+            if (o > 0)
+                out[o++] = '/';
+            memcpy (out + o, p, l);
+            o += l;
+        }
         p += l;
         while (*p == '/')
             p++;
     }
+    out[o] = '\0';
+    if (o == 0 && !allow_root)
+        return kiwi_error_make (err, 0, "`%s`: names no file (empty after removing `.` and `/`)", path);
     return 0;
+}
+
+int
+kiwi_ws_check (const char *path, kiwi_error_t *err)
+{
+    char norm[KIWI_WS_PATH_MAX + 1];
+    return kiwi_ws_normalise (path, 0, norm, sizeof norm, err);
 }
 
 /* Opens the directory that holds the last component of `path`, walking
@@ -68,10 +105,6 @@ open_parent (const char *root, const char *path, int create, const char **leaf, 
         }
         memcpy (comp, p, l);
         comp[l] = '\0';
-        if (strcmp (comp, ".") == 0) {
-            p = next;
-            continue;
-        }
         int nfd = openat (fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (nfd < 0 && errno == ENOENT && create) {
             if (mkdirat (fd, comp, 0755) < 0 && errno != EEXIST) {
@@ -98,13 +131,9 @@ open_parent (const char *root, const char *path, int create, const char **leaf, 
 static int
 open_file (const char *root, const char *path, int flags, mode_t mode, kiwi_error_t *err)
 {
-    if (kiwi_ws_check (path, err) < 0)
+    char trimmed[KIWI_WS_PATH_MAX + 1];
+    if (kiwi_ws_normalise (path, 0, trimmed, sizeof trimmed, err) < 0)
         return -1;
-    char trimmed[4097];
-    snprintf (trimmed, sizeof trimmed, "%s", path);
-    size_t tl = strlen (trimmed);
-    while (tl > 1 && trimmed[tl - 1] == '/')
-        trimmed[--tl] = '\0';
     const char *leaf = NULL;
     cleanup_close int dfd = open_parent (root, trimmed, (flags & O_CREAT) != 0, &leaf, err);
     if (dfd < 0)
@@ -233,7 +262,7 @@ walk (int dfd, const char *prefix, int level, walk_ctx *w)
     struct dirent *e;
     while ((e = readdir (dir)) != NULL)
         if (strcmp (e->d_name, ".") != 0 && strcmp (e->d_name, "..") != 0
-            && !(level == 0 && strcmp (e->d_name, ".git") == 0))
+            && !is_dotgit (e->d_name, strlen (e->d_name)))
             kiwi_strv_add (&names, e->d_name);
     if (names.n > 1)
         qsort (names.v, names.n, sizeof (char *), (int (*) (const void *, const void *)) strcmp);
@@ -292,23 +321,29 @@ walk (int dfd, const char *prefix, int level, walk_ctx *w)
     return 0;
 }
 
+/* Opens `dir` ("" or "." = the root); *norm receives its normalised form. */
 static int
-open_dir (const char *root, const char *dir, kiwi_error_t *err)
+open_dir (const char *root, const char *dir, char *norm, size_t cap, kiwi_error_t *err)
 {
-    if (dir == NULL || *dir == '\0' || strcmp (dir, ".") == 0)
-        return open (root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int fd = open_file (root, dir, O_RDONLY | O_DIRECTORY, 0, err);
-    return fd;
+    if (kiwi_ws_normalise (dir, 1, norm, cap, err) < 0)
+        return -1;
+    if (*norm == '\0') {
+        int fd = open (root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return kiwi_error_make (err, errno, "opening the workspace");
+        return fd;
+    }
+    return open_file (root, norm, O_RDONLY | O_DIRECTORY, 0, err);
 }
 
 int
 kiwi_ws_list (const char *root, const char *dir, int depth, size_t max, kiwi_strv *out, kiwi_error_t *err)
 {
-    int fd = open_dir (root, dir, err);
+    char prefix[KIWI_WS_PATH_MAX + 1];
+    int fd = open_dir (root, dir, prefix, sizeof prefix, err);
     if (fd < 0)
         return -1;
     walk_ctx w = { .out = out, .max = max, .depth = depth > 0 ? depth : 1 };
-    const char *prefix = dir && strcmp (dir, ".") != 0 ? dir : "";
     return walk (fd, prefix, 0, &w);
 }
 
@@ -318,10 +353,10 @@ kiwi_ws_search (const char *root, const char *dir, const char *needle, size_t ma
 {
     if (needle == NULL || *needle == '\0')
         return kiwi_error_make (err, 0, "search: empty pattern");
-    int fd = open_dir (root, dir, err);
+    char prefix[KIWI_WS_PATH_MAX + 1];
+    int fd = open_dir (root, dir, prefix, sizeof prefix, err);
     if (fd < 0)
         return -1;
     walk_ctx w = { .out = out, .max = max, .depth = 32, .needle = needle };
-    const char *prefix = dir && strcmp (dir, ".") != 0 ? dir : "";
     return walk (fd, prefix, 0, &w);
 }

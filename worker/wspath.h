@@ -1,11 +1,14 @@
 /*
  * wspath.h: files of the task's workspace, as the model names them.
  *
- * Every path the model gives is confined to the workspace: it must be
- * relative, without "." or ".." components, without NUL, and is opened by
+ * Every path the model gives is confined to the workspace: it is
+ * normalised first (empty and "." components collapsed, trailing slashes
+ * dropped), then refused when absolute, with a ".." component, with a
+ * component git takes for its own directory (".git" in any case, also with
+ * trailing dots or spaces, at any depth), or naming nothing; it is opened by
  * walking one component at a time from the workspace's directory descriptor
  * with O_NOFOLLOW, so a symlink (planted by the repository or by a command)
- * never leads outside. The repository's .git directory is out of reach too.
+ * never leads outside. Listings and searches skip ".git" entries too.
  */
 #ifndef KIWI_WORKER_WSPATH_H
 #define KIWI_WORKER_WSPATH_H
@@ -16,7 +19,15 @@
 #include "error.h"
 #include "strv.h"
 
-/* Checks a model-given path; the error says what is wrong with it. */
+#define KIWI_WS_PATH_MAX 4096
+
+/* Normalises a model-given path into out (cap bytes) as described above.
+ * With allow_root, "" and paths that collapse to nothing ("." or "./")
+ * give "" (the workspace's root); without, they are refused. */
+int kiwi_ws_normalise (const char *path, int allow_root, char *out, size_t cap, kiwi_error_t *err);
+
+/* Checks a model-given path that names a file or directory (not the
+ * root); the error says what is wrong with it. */
 int kiwi_ws_check (const char *path, kiwi_error_t *err);
 
 /* Reads at most `max` bytes from `offset` of a regular file. *truncated

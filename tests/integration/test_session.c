@@ -18,6 +18,7 @@
 
 #include "need.h"
 #include "scripted-provider.h"
+#include "repo.h"
 #include "session.h"
 
 extern char **environ;
@@ -62,22 +63,30 @@ teardown (void **state)
     return system (cmd) == 0 ? 0 : -1;
 }
 
-/* A git repository made from the js-sum example; returns its commit. */
+/* A git repository made from the js-sum example (`src`), checked out the
+ * worker's way (repo.h) into `ws` under the state directory `state`;
+ * returns the commit. */
 static char *
-make_repo (char *dir, size_t cap)
+make_repo (char *src, char *state, char *ws, size_t cap, const char *extra)
 {
-    snprintf (dir, cap, "/tmp/kiwi-session-repo-XXXXXX");
-    assert_non_null (mkdtemp (dir));
+    snprintf (src, cap, "/tmp/kiwi-session-src-XXXXXX");
+    snprintf (state, cap, "/tmp/kiwi-session-state-XXXXXX");
+    assert_non_null (mkdtemp (src));
+    assert_non_null (mkdtemp (state));
     char cmd[1024];
     snprintf (cmd, sizeof cmd,
-              "cp -a %s/tests/fixtures/examples/js-sum/. %s/ && ln -s %s %s/evil && cd %s && git init -q && "
+              "cp -a %s/tests/fixtures/examples/js-sum/. %s/ && ln -s %s %s/evil && cd %s && { %s; } && git init -q && "
               "git -c user.email=t@kiwi -c user.name=t add -A && "
-              "git -c user.email=t@kiwi -c user.name=t commit -q -m init && git rev-parse HEAD",
-              KIWI_SOURCE_DIR, dir, outside, dir, dir);
-    char out[128];
-    assert_int_equal (kiwi_test_sh (cmd, out, sizeof out), 0);
-    out[strcspn (out, "\n")] = '\0';
-    return strdup (out);
+              "git -c user.email=t@kiwi -c user.name=t commit -q -m init && mkdir %s/work",
+              KIWI_SOURCE_DIR, src, outside, src, src, extra ? extra : ":", state);
+    assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
+    snprintf (ws, cap, "%s/work/ws", state);
+    kiwi_repo_opts ro = { .state_dir = state, .timeout_ms = 60000 };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    if (kiwi_repo_checkout (&ro, src, "HEAD", ws, &commit, &err) < 0)
+        fail_msg ("checkout: %s", kiwi_error_msg (err));
+    return commit;
 }
 
 typedef struct {
@@ -110,15 +119,17 @@ collect_result (kiwi_events *ev, const kiwi_result *r)
 typedef struct {
     kiwi_result result;
     json_t *events;
-    char repo[64];
+    char src[128], state[128], repo[160];
     char *commit;
 } outcome;
 
+/* The session for `script` on the js-sum repository (plus `extra`, a shell
+ * fragment run in it before its commit). */
 static void
-run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
+run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
 {
     KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
-    o->commit = make_repo (o->repo, sizeof o->repo);
+    o->commit = make_repo (o->src, o->state, o->repo, sizeof o->src, extra);
     kiwi_error_t err = NULL;
     const kiwi_model_provider *prov = kiwi_model_provider_find ("anthropic", &err);
     char *base = kiwi_scripted_provider_base_url (&sp, "anthropic", script);
@@ -148,6 +159,7 @@ run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, ou
         .phase_cfg = &pc,
         .image = kiwi_test_env_or ("KIWI_TEST_NODE_IMAGE", "kiwi/node:20"),
         .workspace = o->repo,
+        .checkout = o->repo,
         .commit = o->commit,
         .step0_output = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3",
         .step0_exit = 1,
@@ -166,10 +178,16 @@ run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, ou
 }
 
 static void
+run_session (const char *script, uint32_t max_rounds, uint64_t budget_tokens, outcome *o)
+{
+    run_session_on (script, NULL, max_rounds, budget_tokens, o);
+}
+
+static void
 outcome_clear (outcome *o)
 {
-    char cmd[128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", o->repo);
+    char cmd[512];
+    snprintf (cmd, sizeof cmd, "rm -rf %s %s", o->src, o->state);
     assert_int_equal (system (cmd), 0);
     kiwi_result_clear (&o->result);
     json_decref (o->events);
@@ -217,6 +235,18 @@ test_fixed_in_one_round (void **state)
     assert_true (json_integer_value (json_object_get (r1, "tokens_in")) == 1200);
     assert_true (o.result.cost_usd_micros > 0);
     assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-one-round"), 3);
+    /* the deciding verify ran on the ref plus the diff, and the diff applies
+     * to a fresh clone */
+    json_t *pub = json_object_get (r1, "published");
+    assert_true (json_is_true (json_object_get (pub, "passed")));
+    char patch[256], cmd[1024];
+    snprintf (patch, sizeof patch, "%s/result.diff", o.state);
+    FILE *f = fopen (patch, "w");
+    fputs (o.result.diff, f);
+    fclose (f);
+    snprintf (cmd, sizeof cmd, "git clone -q %s %s/fresh && cd %s/fresh && git apply --check --binary %s", o.src,
+              o.state, o.state, patch);
+    assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
     outcome_clear (&o);
 }
 
@@ -293,6 +323,38 @@ test_writes_outside_refused (void **state)
     outcome_clear (&o);
 }
 
+/* The model puts the fix in a file the repository's .gitignore ignores
+ * (node loads ./sum before ./sum.js): the tests pass in the workspace, but
+ * the diff does not carry the fix, so the ref plus the diff still fails:
+ * not fixed, and the model is told which file was left out. */
+static void
+test_gitignored_fix_not_fixed (void **state)
+{
+    outcome o;
+    run_session_on ("js-sum-ignored", "printf 'sum\\n' > .gitignore", 2, 0, &o);
+    if (o.result.status != KIWI_RESULT_MAX_ROUNDS)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_null (o.result.diff);
+    assert_non_null (strstr (o.result.reason, "not on the ref plus the diff"));
+    assert_int_equal (count_rounds (o.events), 2);
+    for (int r = 1; r <= 2; r++) {
+        json_t *ev = round_event (o.events, r);
+        assert_true (json_is_true (json_object_get (json_object_get (ev, "verify"), "passed")));
+        json_t *pub = json_object_get (ev, "published");
+        assert_false (json_is_true (json_object_get (pub, "passed")));
+        assert_string_equal (json_string_value (json_object_get (ev, "ended")), "not_carried");
+        assert_non_null (strstr (json_string_value (json_object_get (pub, "note")), "not carried by the diff: sum"));
+    }
+    /* the second Implementer turn checked that it was told (its expect) */
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-ignored"), 4);
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-ignored", &first);
+    if (bad != 0)
+        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
+    free (first);
+    outcome_clear (&o);
+}
+
 int
 main (void)
 {
@@ -300,6 +362,7 @@ main (void)
         cmocka_unit_test (test_fixed_in_one_round),     cmocka_unit_test (test_fixed_in_two_rounds),
         cmocka_unit_test (test_max_rounds),             cmocka_unit_test (test_budget_exhausted),
         cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
+        cmocka_unit_test (test_gitignored_fix_not_fixed),
     };
     return kiwi_run_group ("session", tests, setup, teardown);
 }

@@ -128,12 +128,119 @@ test_escapes_refused (void **state)
     kiwi_strv_free (&hits);
 }
 
+/* Every spelling of a path into git metadata is refused, at any depth, in
+ * any case, whatever `.`, `//` and `..` surround it; nothing is written. */
+static void
+test_git_metadata_refused (void **state)
+{
+    static const char *const paths[] = {
+        ".git/config",     "./.git/config",   ".//.git/config",  "a/../.git/config", "sub/.git/hooks/x",
+        ".GIT/config",     ".Git/config",     ".git/",           ".git",             ".git//config",
+        "./.git",          "x/./.git/HEAD",   "sub/.GIT",        ".git./config",     ".git /config",
+        "src/.git",        "src//.git/config", "./././.git/info/attributes",
+    };
+    char p[256];
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        kiwi_error_t err = NULL;
+        int rc = kiwi_ws_write (root, paths[i], "[core]\n\tfsmonitor = touch /tmp/kiwi-canary\n", 40, &err);
+        if (rc != -1)
+            fail_msg ("`%s` was written", paths[i]);
+        /* refused for what it is: `..` or git metadata */
+        if (strstr (kiwi_error_msg (err), ".git") == NULL && strstr (kiwi_error_msg (err), "`..`") == NULL)
+            fail_msg ("`%s`: %s", paths[i], kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        assert_int_equal (kiwi_ws_check (paths[i], &err), -1);
+        kiwi_error_free (&err);
+        char *data = NULL;
+        size_t len = 0;
+        int trunc = 0;
+        assert_int_equal (kiwi_ws_read (root, paths[i], 0, 100, &data, &len, &trunc, &err), -1);
+        kiwi_error_free (&err);
+        assert_int_equal (kiwi_ws_edit (root, paths[i], "a", "b", &err), -1);
+        kiwi_error_free (&err);
+    }
+    /* the root's .git holds nothing new; no sub/.git or .GIT appeared */
+    snprintf (p, sizeof p, "%s/.git/config", root);
+    assert_int_not_equal (access (p, F_OK), 0);
+    snprintf (p, sizeof p, "%s/sub", root);
+    assert_int_not_equal (access (p, F_OK), 0);
+    snprintf (p, sizeof p, "%s/.GIT", root);
+    assert_int_not_equal (access (p, F_OK), 0);
+    /* listing and searching skip .git entries at any depth */
+    snprintf (p, sizeof p, "%s/src/.Git", root);
+    mkdir (p, 0755);
+    kiwi_error_t err = NULL;
+    kiwi_strv l = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_ws_list (root, "", 4, 100, &l, &err), 0);
+    for (size_t i = 0; i < l.n; i++)
+        if (strcasestr (l.v[i], ".git") != NULL)
+            fail_msg ("listed `%s`", l.v[i]);
+    kiwi_strv_free (&l);
+    assert_int_equal (kiwi_ws_list (root, "src/.Git", 4, 100, &l, &err), -1);
+    kiwi_error_free (&err);
+    rmdir (p);
+}
+
+/* Normalisation: `.` and `//` collapse, trailing slashes go; what is left
+ * must name something; absolute, `..` and NUL-free checks hold. */
+static void
+test_normalise (void **state)
+{
+    static const struct {
+        const char *in, *out;
+    } ok[] = {
+        { "src/app.js", "src/app.js" },   { "./src/app.js", "src/app.js" }, { "src//app.js", "src/app.js" },
+        { "src/./app.js", "src/app.js" }, { "src/", "src" },                { ".gitignore", ".gitignore" },
+        { "a/.github/x", "a/.github/x" }, { ".git-blame-ignore", ".git-blame-ignore" },
+        { "x.git", "x.git" },             { "..foo", "..foo" },
+    };
+    char out[KIWI_WS_PATH_MAX + 1];
+    kiwi_error_t err = NULL;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (kiwi_ws_normalise (ok[i].in, 0, out, sizeof out, &err) < 0)
+            fail_msg ("`%s`: %s", ok[i].in, kiwi_error_msg (err));
+        assert_string_equal (out, ok[i].out);
+    }
+    static const char *const bad[] = { "", ".", "./", "//", "/etc/passwd", "..", "a/..", "../x", "a/../../x", NULL };
+    for (size_t i = 0; bad[i]; i++) {
+        if (kiwi_ws_normalise (bad[i], 0, out, sizeof out, &err) == 0)
+            fail_msg ("`%s` accepted as `%s`", bad[i], out);
+        kiwi_error_free (&err);
+    }
+    /* the root, where a directory is wanted */
+    assert_int_equal (kiwi_ws_normalise (".", 1, out, sizeof out, &err), 0);
+    assert_string_equal (out, "");
+    assert_int_equal (kiwi_ws_normalise ("./", 1, out, sizeof out, &err), 0);
+    assert_string_equal (out, "");
+    expect_refused (kiwi_ws_normalise ("./.git", 1, out, sizeof out, &err), &err, ".git");
+    expect_refused (kiwi_ws_normalise ("/", 1, out, sizeof out, &err), &err, "absolute");
+    /* a too long path or component */
+    char *lng = malloc (KIWI_WS_PATH_MAX + 10);
+    memset (lng, 'a', KIWI_WS_PATH_MAX + 9);
+    lng[KIWI_WS_PATH_MAX + 9] = '\0';
+    expect_refused (kiwi_ws_normalise (lng, 0, out, sizeof out, &err), &err, "too long");
+    lng[300] = '\0';
+    expect_refused (kiwi_ws_normalise (lng, 0, out, sizeof out, &err), &err, "too long");
+    free (lng);
+    /* the tools take the normalised path */
+    assert_int_equal (kiwi_ws_write (root, ".//new2/./f.txt", "x", 1, &err), 0);
+    char p[256];
+    snprintf (p, sizeof p, "%s/new2/f.txt", root);
+    assert_int_equal (access (p, F_OK), 0);
+    kiwi_strv l = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_ws_list (root, "./new2/", 2, 10, &l, &err), 0);
+    assert_true (kiwi_strv_contains (&l, "new2/f.txt"));
+    kiwi_strv_free (&l);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_reads_and_writes_inside),
         cmocka_unit_test (test_escapes_refused),
+        cmocka_unit_test (test_git_metadata_refused),
+        cmocka_unit_test (test_normalise),
     };
     return cmocka_run_group_tests_name ("wspath", tests, setup, teardown);
 }

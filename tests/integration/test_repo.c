@@ -1,0 +1,435 @@
+/*
+ * test_repo.c: the task's checkout with real git (repo.h), checked from
+ * outside: the work tree never holds a `.git`; configuration, hooks and
+ * attributes a repository or the model plants never run (a canary file on
+ * the host that they would create stays absent); a tree carrying a `.git`
+ * entry is refused; a git bomb and a large zero blob are refused by name
+ * before anything is written (the state directory does not grow); the diff
+ * carries changes, new and deleted files, modes and binaries, and applied to
+ * a fresh clone (and by kiwi_repo_materialise) gives the work tree back;
+ * what .gitignore keeps out of the diff is named.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "repo.h"
+#include "stack-env.h"
+#include "wspath.h"
+
+static char tmp[64], canary[128];
+
+static int
+setup (void **state)
+{
+    snprintf (tmp, sizeof tmp, "/tmp/kiwi-repo-test-XXXXXX");
+    if (mkdtemp (tmp) == NULL)
+        return -1;
+    snprintf (canary, sizeof canary, "/tmp/kiwi-canary-%d-%s", (int) getpid (), tmp + strlen ("/tmp/kiwi-repo-test-"));
+    unlink (canary);
+    return 0;
+}
+
+static int
+teardown (void **state)
+{
+    char cmd[256];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", tmp);
+    unlink (canary);
+    return system (cmd) == 0 ? 0 : -1;
+}
+
+static void
+sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+static void
+sh (const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (cmd, sizeof cmd, fmt, ap);
+    va_end (ap);
+    if (kiwi_test_sh (cmd, NULL, 0) != 0)
+        fail_msg ("`%s` failed", cmd);
+}
+
+static int
+sh_out (char *out, size_t cap, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+
+static int
+sh_out (char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (cmd, sizeof cmd, fmt, ap);
+    va_end (ap);
+    int rc = kiwi_test_sh (cmd, out, cap);
+    out[strcspn (out, "\n")] = '\0';
+    return rc;
+}
+
+#define GITC "git -c user.email=t@kiwi -c user.name=t -c init.defaultBranch=main"
+
+/* A repository at <tmp>/<name> from the js-sum example plus `extra` (a
+ * shell fragment run in it before the commit). */
+static void
+make_src (const char *name, const char *extra)
+{
+    sh ("mkdir -p %s/%s && cp -a %s/tests/fixtures/examples/js-sum/. %s/%s/ && cd %s/%s && " GITC " init -q && "
+        "{ %s; } && " GITC " add -A && " GITC " commit -q -m init",
+        tmp, name, KIWI_SOURCE_DIR, tmp, name, tmp, name, extra ? extra : ":");
+}
+
+static long
+du_kb (const char *dir)
+{
+    char out[64] = "";
+    if (sh_out (out, sizeof out, "du -sk %s 2>/dev/null | cut -f1", dir) != 0)
+        return -1;
+    return atol (out);
+}
+
+/* the number of entries named .git (any case) under dir */
+static int
+dotgit_count (const char *dir)
+{
+    char out[64] = "";
+    sh_out (out, sizeof out, "find %s -iname .git | wc -l", dir);
+    return atoi (out);
+}
+
+static void
+checkout (const char *src, const char *ws, const kiwi_repo_opts *opts, char **commit)
+{
+    char state[256];
+    snprintf (state, sizeof state, "%s/state", tmp);
+    kiwi_repo_opts o = { .state_dir = state, .timeout_ms = 120000, .max_checkout_mb = 2048,
+                         .max_checkout_files = 200000 };
+    if (opts != NULL)
+        o = *opts;
+    kiwi_error_t err = NULL;
+    if (kiwi_repo_checkout (&o, src, "HEAD", ws, commit, &err) < 0)
+        fail_msg ("checkout of %s: %s", src, kiwi_error_msg (err));
+}
+
+static void
+test_layout_diff_and_clean_tree (void **state)
+{
+    make_src ("plain", "printf 'bin\\0ary\\1' > blob.bin && printf '#!/bin/sh\\n' > run.sh && echo gone > old.txt");
+    char src[128], ws[128], cmd[512];
+    snprintf (src, sizeof src, "%s/plain", tmp);
+    snprintf (ws, sizeof ws, "%s/state/work/plain-1", tmp);
+    sh ("mkdir -p %s/state/work", tmp);
+    cleanup_free char *commit = NULL;
+    checkout (src, ws, NULL, &commit);
+    char head[64] = "";
+    sh_out (head, sizeof head, "git -C %s rev-parse HEAD", src);
+    assert_string_equal (commit, head);
+    /* the work tree has the files and no git metadata; the git directory is beside it */
+    snprintf (cmd, sizeof cmd, "%s/sum.js", ws);
+    assert_int_equal (access (cmd, F_OK), 0);
+    assert_int_equal (dotgit_count (ws), 0);
+    char out[256] = "";
+    sh_out (out, sizeof out, "git --git-dir=%s.git rev-parse HEAD", ws);
+    assert_string_equal (out, head);
+
+    /* the model's changes: an edit, a new file, a binary, a deletion, a mode */
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_ws_edit (ws, "sum.js", "return a - b;", "return a + b;", &err), 0);
+    assert_int_equal (kiwi_ws_write (ws, "lib/new.js", "module.exports = 1;\n", 20, &err), 0);
+    assert_int_equal (kiwi_ws_write (ws, "blob.bin", "\0\1\2\3new", 7, &err), 0);
+    sh ("rm %s/old.txt && chmod +x %s/run.sh", ws, ws);
+    cleanup_free char *tree = NULL;
+    if (kiwi_repo_tree_id (ws, &tree, &err) < 0)
+        fail_msg ("tree id: %s", kiwi_error_msg (err));
+    assert_int_equal (strlen (tree), 40);
+    cleanup_free char *diff = NULL;
+    if (kiwi_repo_diff (ws, commit, &diff, &err) < 0)
+        fail_msg ("diff: %s", kiwi_error_msg (err));
+    assert_non_null (strstr (diff, "+  return a + b;"));
+    assert_non_null (strstr (diff, "new file mode 100644"));
+    assert_non_null (strstr (diff, "deleted file mode"));
+    assert_non_null (strstr (diff, "new mode 100755"));
+    assert_non_null (strstr (diff, "GIT binary patch"));
+    assert_null (strstr (diff, "warning:")); /* stdout only */
+
+    /* the diff applies to a fresh clone and gives the work tree back */
+    char patch[256];
+    snprintf (patch, sizeof patch, "%s/plain.diff", tmp);
+    FILE *f = fopen (patch, "w");
+    fputs (diff, f);
+    fclose (f);
+    sh ("git clone -q %s %s/fresh && cd %s/fresh && git apply --check --binary %s && git apply --binary %s && "
+        "diff -r -x .git . %s",
+        src, tmp, tmp, patch, patch, ws);
+    /* and so does the clean tree the deciding verify runs on */
+    char clean[256];
+    kiwi_repo_clean_dir (ws, clean, sizeof clean);
+    if (kiwi_repo_materialise (ws, commit, diff, clean, &err) < 0)
+        fail_msg ("materialise: %s", kiwi_error_msg (err));
+    sh ("diff -r %s %s && test -x %s/run.sh", clean, ws, clean);
+    assert_int_equal (dotgit_count (clean), 0);
+    /* no change at all: an empty diff, a clean tree equal to the commit */
+    kiwi_repo_discard (clean);
+    kiwi_repo_remove (ws);
+    snprintf (cmd, sizeof cmd, "%s.git", ws);
+    assert_int_not_equal (access (ws, F_OK), 0);
+    assert_int_not_equal (access (cmd, F_OK), 0);
+}
+
+static void
+test_ignored_files_named (void **state)
+{
+    make_src ("ignored", "printf 'sum\\n*.log\\n' > .gitignore");
+    char src[128], ws[128];
+    snprintf (src, sizeof src, "%s/ignored", tmp);
+    snprintf (ws, sizeof ws, "%s/state/work/ignored-1", tmp);
+    sh ("mkdir -p %s/state/work", tmp);
+    cleanup_free char *commit = NULL;
+    checkout (src, ws, NULL, &commit);
+    kiwi_error_t err = NULL;
+    /* node loads ./sum before ./sum.js: a fix the diff does not carry */
+    const char *fix = "module.exports = { sum: (a, b) => a + b };\n";
+    assert_int_equal (kiwi_ws_write (ws, "sum", fix, strlen (fix), &err), 0);
+    assert_int_equal (kiwi_ws_write (ws, "carried.txt", "x\n", 2, &err), 0);
+    cleanup_free char *diff = NULL;
+    assert_int_equal (kiwi_repo_diff (ws, commit, &diff, &err), 0);
+    assert_non_null (strstr (diff, "carried.txt"));
+    assert_null (strstr (diff, "a + b"));
+    kiwi_strv nc = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_repo_not_carried (ws, 20, &nc, &err), 0);
+    assert_int_equal (nc.n, 1);
+    assert_string_equal (nc.v[0], "sum");
+    kiwi_strv_free (&nc);
+    char clean[256], p[300];
+    kiwi_repo_clean_dir (ws, clean, sizeof clean);
+    assert_int_equal (kiwi_repo_materialise (ws, commit, diff, clean, &err), 0);
+    snprintf (p, sizeof p, "%s/sum", clean);
+    assert_int_not_equal (access (p, F_OK), 0);
+    snprintf (p, sizeof p, "%s/carried.txt", clean);
+    assert_int_equal (access (p, F_OK), 0);
+    kiwi_repo_remove (ws);
+}
+
+/* A repository laid out to be taken for git metadata (a bare repository's
+ * files at its top and in a subdirectory, each with a config that runs a
+ * command through every hook git has for it), a .gitattributes that names
+ * drivers, and the model writing a .git/config: nothing runs. */
+static void
+test_planted_config_never_runs (void **state)
+{
+    char cfg[2048];
+    snprintf (cfg, sizeof cfg,
+              "[core]\\n\\tfsmonitor = touch %s\\n\\thooksPath = hooks\\n\\tsshCommand = touch %s\\n"
+              "\\tpager = touch %s\\n\\tbare = true\\n[diff]\\n\\texternal = touch %s\\n"
+              "[filter \"canary\"]\\n\\tclean = touch %s\\n\\tsmudge = touch %s\\n\\tprocess = touch %s\\n"
+              "[diff \"canary\"]\\n\\ttextconv = touch %s\\n",
+              canary, canary, canary, canary, canary, canary, canary, canary);
+    char extra[8192];
+    snprintf (extra, sizeof extra,
+              "printf '%s' > config && echo 'ref: refs/heads/main' > HEAD && mkdir -p objects/info refs/heads hooks "
+              "bare/objects bare/refs/heads && touch objects/info/keep refs/heads/keep bare/objects/keep "
+              "bare/refs/heads/keep && cp config HEAD bare/ && printf '#!/bin/sh\\ntouch %s\\n' > hooks/pre-commit && "
+              "cp hooks/pre-commit hooks/post-checkout && cp hooks/pre-commit hooks/post-index-change && "
+              "chmod +x hooks/* && printf '* filter=canary diff=canary\\n' > .gitattributes",
+              cfg, canary);
+    make_src ("planted", extra);
+    char src[128], ws[128];
+    snprintf (src, sizeof src, "%s/planted", tmp);
+    snprintf (ws, sizeof ws, "%s/state/work/planted-1", tmp);
+    sh ("mkdir -p %s/state/work", tmp);
+    cleanup_free char *commit = NULL;
+    checkout (src, ws, NULL, &commit);
+    assert_int_equal (dotgit_count (ws), 0);
+    /* the model's attempt through its tools is refused */
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_ws_write (ws, "./.git/config", cfg, strlen (cfg), &err), -1);
+    kiwi_error_free (&err);
+    /* and were a .git to appear in the work tree anyway, it is just a file
+     * to git: the git directory is explicit */
+    sh ("mkdir -p %s/.git/hooks && cp %s/config %s/.git/config && cp %s/hooks/pre-commit %s/.git/hooks/", ws, ws, ws,
+        ws, ws);
+    assert_int_equal (kiwi_ws_edit (ws, "sum.js", "return a - b;", "return a + b;", &err), 0);
+    cleanup_free char *tree = NULL, *diff = NULL;
+    assert_int_equal (kiwi_repo_tree_id (ws, &tree, &err), 0);
+    assert_int_equal (kiwi_repo_diff (ws, commit, &diff, &err), 0);
+    assert_non_null (strstr (diff, "+  return a + b;"));
+    assert_null (strstr (diff, ".git/config"));
+    kiwi_strv nc = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_repo_not_carried (ws, 20, &nc, &err), 0);
+    kiwi_strv_free (&nc);
+    char clean[256];
+    kiwi_repo_clean_dir (ws, clean, sizeof clean);
+    assert_int_equal (kiwi_repo_materialise (ws, commit, diff, clean, &err), 0);
+    /* the attributes changed nothing: the checkout is the blobs, byte for byte */
+    sh ("cmp %s/config %s/config && cmp %s/sum.js %s/sum.js", src, ws, clean, ws);
+    if (access (canary, F_OK) == 0)
+        fail_msg ("the canary %s was created: a planted configuration ran", canary);
+    /* control: the same configuration where plain git does find it runs */
+    sh ("git init -q %s/control && cp %s/.git/config %s/control/.git/config && cd %s/control && echo x > f && "
+        "{ git -c core.bare=false add -A >/dev/null 2>&1; true; }",
+        tmp, ws, tmp, tmp);
+    assert_int_equal (access (canary, F_OK), 0);
+    unlink (canary);
+    kiwi_repo_remove (ws);
+}
+
+/* A crafted tree (git refuses to commit these; git mktree does not) with a
+ * `.git` file or directory below the top: refused, nothing of it on disk. */
+static void
+test_tree_with_dotgit_refused (void **state)
+{
+    static const struct {
+        const char *top, *mid, *leaf, *name;
+    } cases[] = { { "sub", "", ".git", "sub/.git" }, { "sub", "", ".GIT", "sub/.GIT" },
+                  { "deep", "er", ".Git", "deep/er/.Git" } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bare[128], ws[160];
+        snprintf (bare, sizeof bare, "%s/crafted-%zu.git", tmp, i);
+        snprintf (ws, sizeof ws, "%s/state/work/crafted-%zu", tmp, i);
+        /* the entry is a gitdir file pointing at a repository with a planted config */
+        sh ("mkdir -p %s/state/work && git init -q --bare %s && mkdir -p %s/elsewhere && git init -q %s/elsewhere && "
+            "git -C %s/elsewhere config core.fsmonitor 'touch %s' && cd %s && "
+            "b=$(printf 'gitdir: %s/elsewhere/.git\\n' | git hash-object -w --stdin) && "
+            "o=$(echo ok | git hash-object -w --stdin) && "
+            "t=$(printf '100644 blob %%s\\t%s\\n100644 blob %%s\\tok\\n' $b $o | git mktree) && "
+            "if [ -n '%s' ]; then t=$(printf '040000 tree %%s\\t%s\\n' $t | git mktree); fi && "
+            "top=$(printf '040000 tree %%s\\t%s\\n100644 blob %%s\\tREADME\\n' $t $o | git mktree) && "
+            "c=$(" GITC " commit-tree -m crafted $top) && git update-ref refs/heads/main $c && "
+            "git symbolic-ref HEAD refs/heads/main",
+            tmp, bare, tmp, tmp, tmp, canary, bare, tmp, cases[i].leaf, cases[i].mid, cases[i].mid, cases[i].top);
+        char st[128];
+        snprintf (st, sizeof st, "%s/state", tmp);
+        kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 60000, .max_checkout_files = 1000 };
+        kiwi_error_t err = NULL;
+        char *commit = NULL;
+        int rc = kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err);
+        if (rc == 0)
+            fail_msg ("a tree with `%s` was checked out", cases[i].name);
+        assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_UNSAFE);
+        kiwi_error_free (&err);
+        assert_int_equal (dotgit_count (ws), 0);
+        kiwi_repo_remove (ws);
+    }
+    if (access (canary, F_OK) == 0)
+        fail_msg ("the canary %s was created", canary);
+}
+
+/* 10 entries per level, each naming the level below, 8 levels deep: 10^8
+ * paths from a few hundred bytes of objects. */
+static void
+test_git_bomb_refused (void **state)
+{
+    char bare[128], ws[160], st[160];
+    snprintf (bare, sizeof bare, "%s/bomb.git", tmp);
+    snprintf (ws, sizeof ws, "%s/state-bomb/work/bomb-1", tmp);
+    snprintf (st, sizeof st, "%s/state-bomb", tmp);
+    sh ("mkdir -p %s/work && git init -q --bare %s && cd %s && t=$(echo boom | git hash-object -w --stdin) && "
+        "kind=blob mode=100644 && for level in 1 2 3 4 5 6 7 8 9; do "
+        "t=$(for i in 0 1 2 3 4 5 6 7 8 9; do printf '%%s %%s %%s\\td%%s\\n' $mode $kind $t $i; done | git mktree); "
+        "kind=tree mode=040000; done && c=$(" GITC " commit-tree -m bomb $t) && git update-ref refs/heads/main $c && "
+        "git symbolic-ref HEAD refs/heads/main",
+        st, bare, bare);
+    long before = du_kb (st);
+    kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 120000, .max_checkout_mb = 2048,
+                         .max_checkout_files = 200000 };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
+    if (strstr (kiwi_error_msg (err), "more than 200000 files") == NULL
+        || strstr (kiwi_error_msg (err), "KIWI_CHECKOUT_MAX_FILES") == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    assert_int_not_equal (access (ws, F_OK), 0);
+    long after = du_kb (st);
+    fprintf (stderr, "git bomb: state dir %ld KB before, %ld KB after (mirror included)\n", before, after);
+    assert_true (after - before < 1024);
+    kiwi_repo_remove (ws);
+}
+
+/* A 300 MB file of zeros compresses to a few hundred KB of mirror; with a
+ * 100 MB checkout ceiling it is refused before it is written. */
+static void
+test_big_blob_refused (void **state)
+{
+    char bare[128], ws[160], st[160];
+    snprintf (bare, sizeof bare, "%s/big.git", tmp);
+    snprintf (ws, sizeof ws, "%s/state-big/work/big-1", tmp);
+    snprintf (st, sizeof st, "%s/state-big", tmp);
+    sh ("mkdir -p %s/work && git init -q --bare %s && cd %s && "
+        "b=$(head -c 300M /dev/zero | git hash-object -w --stdin) && o=$(echo ok | git hash-object -w --stdin) && "
+        "t=$(printf '100644 blob %%s\\tzeros.bin\\n100644 blob %%s\\tREADME\\n' $b $o | git mktree) && "
+        "c=$(" GITC " commit-tree -m big $t) && git update-ref refs/heads/main $c && "
+        "git symbolic-ref HEAD refs/heads/main",
+        st, bare, bare);
+    long before = du_kb (st);
+    kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 120000, .max_checkout_mb = 100, .max_checkout_files = 200000 };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
+    if (strstr (kiwi_error_msg (err), "KIWI_CHECKOUT_MAX_MB=100") == NULL
+        || strstr (kiwi_error_msg (err), "bytes") == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    assert_int_not_equal (access (ws, F_OK), 0);
+    long after = du_kb (st);
+    fprintf (stderr, "big blob: state dir %ld KB before, %ld KB after (mirror included)\n", before, after);
+    assert_true (after - before < 5 * 1024);
+    kiwi_repo_remove (ws);
+    /* under the ceiling, the same repository checks out */
+    o.max_checkout_mb = 400;
+    assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), 0);
+    free (commit);
+    kiwi_repo_remove (ws);
+}
+
+/* A protocol list leaves out what it does not name: a local path is the
+ * `file` protocol, refused under "https:ssh" before anything is fetched. */
+static void
+test_protocol_list_enforced (void **state)
+{
+    make_src ("proto", NULL);
+    char src[128], ws[160], st[160];
+    snprintf (src, sizeof src, "%s/proto", tmp);
+    snprintf (st, sizeof st, "%s/state-proto", tmp);
+    snprintf (ws, sizeof ws, "%s/work/proto-1", st);
+    sh ("mkdir -p %s/work", st);
+    kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 60000, .protocols = "https:ssh" };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    assert_int_equal (kiwi_repo_checkout (&o, src, "HEAD", ws, &commit, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_FETCH);
+    if (strstr (kiwi_error_msg (err), "not allowed") == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    kiwi_repo_remove (ws);
+    o.protocols = "https:file";
+    if (kiwi_repo_checkout (&o, src, "HEAD", ws, &commit, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    free (commit);
+    kiwi_repo_remove (ws);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_layout_diff_and_clean_tree), cmocka_unit_test (test_ignored_files_named),
+        cmocka_unit_test (test_planted_config_never_runs),  cmocka_unit_test (test_tree_with_dotgit_refused),
+        cmocka_unit_test (test_git_bomb_refused),           cmocka_unit_test (test_big_blob_refused),
+        cmocka_unit_test (test_protocol_list_enforced),
+    };
+    return cmocka_run_group_tests_name ("repo", tests, setup, teardown);
+}
