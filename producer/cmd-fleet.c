@@ -3,8 +3,9 @@
  * top: on a terminal the table (fleet.h) is redrawn in place every refresh
  * seconds until q or SIGINT; --json prints one JSON document per refresh;
  * --once prints the fleet as it is now and exits. The topic is read from
- * a recent time only (now minus the gone-after time), with
- * rd_kafka_offsets_for_times, never from its beginning.
+ * a recent time only (now minus three times the gone-after time, at least
+ * 60 s; 180 s when it is 0), with rd_kafka_offsets_for_times, never from
+ * its beginning.
  */
 #include <errno.h>
 #include <poll.h>
@@ -43,13 +44,14 @@ const kiwi_cmd kiwi_cmd_fleet_def = {
     .synopsis = "fleet [OPTIONS]",
     .summary = "the live fleet from heartbeats, like top",
     .description
-    = "Reads the heartbeats topic from a recent time (now minus the gone-after time, or 120 s when it\n"
-      "is 0) and shows one row per worker: up, degraded or gone; slots busy of total; tasks done and\n"
-      "failed; tasks per minute; install-cache hit rate; whether Redis answers; the age of its last\n"
-      "heartbeat; each egress check. A degraded worker's reason and a failed check's detail follow\n"
-      "its row. A worker is gone when its last heartbeat is older than gone_after seconds (0: three\n"
-      "times the interval between its heartbeats, else 30 s). On a terminal the table is redrawn every\n"
-      "refresh seconds until q (or SIGINT); otherwise it is printed every refresh seconds.",
+    = "Reads the heartbeats topic from a recent time (now minus three times gone_after, at least\n"
+      "60 s; 180 s when it is 0) and shows one row per worker: up, degraded or gone; slots busy of\n"
+      "total; tasks done and failed; tasks per minute; install-cache hit rate; whether Redis\n"
+      "answers; the age of its last heartbeat; each egress check. A degraded worker's reason and a\n"
+      "failed check's detail follow its row. A worker is gone when its last heartbeat is older than\n"
+      "gone_after seconds (0: three times the interval between its heartbeats, else 30 s). On a\n"
+      "terminal the table is redrawn every refresh seconds until q (or SIGINT); otherwise it is\n"
+      "printed every refresh seconds.",
     .opts = fleet_opts,
     .exits = fleet_exits,
 };
@@ -132,7 +134,10 @@ kiwi_cmd_fleet (int argc, char **argv)
         goto out;
     }
     kiwi_fleet_init (&f, (int64_t) s.gone_after * 1000);
-    int64_t window = s.gone_after > 0 ? (int64_t) s.gone_after * 1000 : 120000;
+    /* Far enough back that a worker gone lately is shown as gone. */
+    int64_t window = s.gone_after > 0 ? 3 * (int64_t) s.gone_after * 1000 : 180000;
+    if (window < 60000)
+        window = 60000;
     if ((sigfd = kiwi_cli_signals_install (&err)) < 0 || (rk = kiwi_cli_consumer_new (&s, &err)) == NULL) {
         code = kiwi_cli_fail (&err, "fleet");
         goto out;
