@@ -479,6 +479,13 @@ kiwi_watch_line (const kiwi_watch *w, int64_t now_ms, bool tty, unsigned width)
              w->total_final ? "" : "+");
     if (total > 0)
         fprintf (f, " (%.1f%%)", 100.0 * (double) w->done / (double) total);
+    double rate = kiwi_rate_per_min (&w->rate, now_ms, w->submitted_at);
+    uint64_t left = total > w->done ? total - w->done : 0;
+    char eta[32];
+    kiwi_duration_format (kiwi_eta_seconds (left, rate), eta, sizeof eta);
+    fprintf (f, " | running %llu | %.1f/min | ETA %s", (unsigned long long) w->running, rate,
+             w->total_final || left > 0 ? eta : "--");
+    /* the counts last: a narrow terminal cuts them, not the estimate */
     bool any = false;
     for (int s = KIWI_RESULT_UNSET + 1; s < KIWI_RESULT__END; s++)
         if (w->by_status[s] > 0) {
@@ -486,12 +493,6 @@ kiwi_watch_line (const kiwi_watch *w, int64_t now_ms, bool tty, unsigned width)
                      (unsigned long long) w->by_status[s]);
             any = true;
         }
-    double rate = kiwi_rate_per_min (&w->rate, now_ms, w->submitted_at);
-    uint64_t left = total > w->done ? total - w->done : 0;
-    char eta[32];
-    kiwi_duration_format (kiwi_eta_seconds (left, rate), eta, sizeof eta);
-    fprintf (f, " | running %llu | %.1f/min | ETA %s", (unsigned long long) w->running, rate,
-             w->total_final || left > 0 ? eta : "--");
     if (!tty)
         fputc ('\n', f);
     if (fclose (f) != 0) {

@@ -134,7 +134,7 @@ uint64_t kiwi_watch_total (const kiwi_watch *w);
 bool kiwi_watch_complete (const kiwi_watch *w);
 
 /* The progress line, without newline:
- *   batch-...: 1234/10000 done (12.3%) | fixed 800, not_fixed 300 | running 16 | 42.0/min | ETA 3h28m
+ *   batch-...: 1234/10000 done (12.3%) | running 16 | 42.0/min | ETA 3h28m | fixed 800, not_fixed 300
  * A total that is not final is written "1234/2000+" (more may come). With
  * `tty`, it is prefixed with "\r\033[K" (back to the start of the line,
  * clear it) and cut to width - 1 columns (width 0: no cut) so it never

@@ -184,19 +184,19 @@ test_progress_line (void **state)
     sample_watch (&w, now);
     /* 3 results over the 10 minutes since submission: 0.3/min; 7 left: 1400 s */
     char *line = kiwi_watch_line (&w, now, false, 0);
-    assert_string_equal (line, "2026-12-01T19:50:00.000Z batch-x: 3/10+ done (30.0%) | fixed 2, not_fixed 1 | "
-                               "running 2 | 0.3/min | ETA 23m20s\n");
+    assert_string_equal (line, "2026-12-01T19:50:00.000Z batch-x: 3/10+ done (30.0%) | running 2 | 0.3/min | "
+                               "ETA 23m20s | fixed 2, not_fixed 1\n");
     free (line);
     w.total = 10;
     w.total_final = true;
     line = kiwi_watch_line (&w, now, false, 0);
-    assert_string_equal (line, "2026-12-01T19:50:00.000Z batch-x: 3/10 done (30.0%) | fixed 2, not_fixed 1 | "
-                               "running 2 | 0.3/min | ETA 23m20s\n");
+    assert_string_equal (line, "2026-12-01T19:50:00.000Z batch-x: 3/10 done (30.0%) | running 2 | 0.3/min | "
+                               "ETA 23m20s | fixed 2, not_fixed 1\n");
     free (line);
     /* a terminal: back to the start, clear the line, no newline, no time */
     line = kiwi_watch_line (&w, now, true, 0);
-    assert_string_equal (line, "\r\033[Kbatch-x: 3/10 done (30.0%) | fixed 2, not_fixed 1 | running 2 | 0.3/min | "
-                               "ETA 23m20s");
+    assert_string_equal (line, "\r\033[Kbatch-x: 3/10 done (30.0%) | running 2 | 0.3/min | ETA 23m20s | "
+                               "fixed 2, not_fixed 1");
     free (line);
     /* ... cut to the terminal's width minus one, so it never wraps */
     line = kiwi_watch_line (&w, now, true, 21);
