@@ -485,8 +485,12 @@ kiwi_cli_watch (const kiwi_cli_settings *s, kiwi_watch *w, kiwi_cli_watch_opts *
                 kiwi_warn ("watch: %s: %s", rd_kafka_topic_name (m->rkt), rd_kafka_message_errstr (m));
             rd_kafka_message_destroy (m);
         }
-        if (o->read_tasks && l.have_tasks && (m == NULL || kiwi_mono_ms () >= next_idle))
-            check_tasks (&l, &next_assign), next_idle = kiwi_mono_ms () + 200;
+        /* At once while the tasks are caught up on (the results wait for
+         * it), then every 200 ms: the idle check asks the consumer. */
+        if (o->read_tasks && l.have_tasks && (!l.tasks_ready || m == NULL || kiwi_mono_ms () >= next_idle)) {
+            check_tasks (&l, &next_assign);
+            next_idle = kiwi_mono_ms () + 200;
+        }
     }
     if (tty && shown) {
         show (&l, true);
