@@ -163,14 +163,22 @@ typedef struct loop {
     uint64_t n_read_tasks, n_read_results, n_read_progress;
 } loop;
 
+/* A result's bytes; `ours`: its key is a task of the batch (else it is
+ * recorded only if its task id turns out to be one, and said nothing of
+ * when it does not decode). */
 static void
-on_result_bytes (loop *l, const char *buf, size_t len)
+on_result_bytes (loop *l, const char *buf, size_t len, bool ours)
 {
     kiwi_result r;
     kiwi_error_t err = NULL;
     if (kiwi_result_decode (buf, len, &r, &err) < 0) {
-        kiwi_warn ("batch %s: a result of the batch does not decode: %s", l->w->batch_id, kiwi_error_msg (err));
+        if (ours)
+            kiwi_warn ("batch %s: a result of the batch does not decode: %s", l->w->batch_id, kiwi_error_msg (err));
         kiwi_error_free (&err);
+        return;
+    }
+    if (!ours && kiwi_watch_state_of (l->w, r.task_id, strlen (r.task_id)) < 0) {
+        kiwi_result_clear (&r);
         return;
     }
     cleanup_free char *json = NULL;
@@ -209,7 +217,7 @@ unpark (loop *l)
     int64_t now = kiwi_mono_ms ();
     while (l->park_head < l->n_park && l->park[l->park_head].until <= now) {
         parked *p = &l->park[l->park_head++];
-        on_result_bytes (l, p->buf, p->len);
+        on_result_bytes (l, p->buf, p->len, false);
         free (p->buf);
     }
 }
@@ -249,20 +257,11 @@ on_message (loop *l, const rd_kafka_message_t *m)
         /* Results are keyed by task id: others' results are never decoded. */
         if (key_known (l->w, m)) {
             if (kiwi_watch_state_of (l->w, m->key, m->key_len) != KIWI_WATCH_DONE)
-                on_result_bytes (l, m->payload, m->len);
+                on_result_bytes (l, m->payload, m->len, true);
             return;
         }
-        if (m->key == NULL) {
-            kiwi_result r;
-            kiwi_error_t err = NULL;
-            if (kiwi_result_decode (m->payload, m->len, &r, &err) < 0) {
-                kiwi_error_free (&err);
-                return;
-            }
-            bool ours = kiwi_watch_state_of (l->w, r.task_id, strlen (r.task_id)) >= 0;
-            kiwi_result_clear (&r);
-            if (ours)
-                on_result_bytes (l, m->payload, m->len);
+        if (m->key == NULL) { /* keyless: decoded to see whose it is */
+            on_result_bytes (l, m->payload, m->len, false);
             return;
         }
         if (l->o->read_tasks) {
@@ -295,7 +294,9 @@ assign_topics (loop *l, kiwi_error_t *err)
         if ((n = kiwi_cli_assign_topic_since (l->rk, l->s->topic_tasks, since, ask_ms, &from, err)) < 0)
             return -1;
         if (n == 0) {
-            l->tasks_ready = true; /* no tasks topic: nothing to learn from it */
+            /* No tasks topic yet: nothing to wait for before the results;
+             * it is looked for again each second. */
+            l->tasks_ready = true;
             l->tasks_idle = true;
         } else {
             l->have_tasks = true;
@@ -454,7 +455,7 @@ kiwi_cli_watch (const kiwi_cli_settings *s, kiwi_watch *w, kiwi_cli_watch_opts *
         }
         if (o->failed)
             break;
-        if ((!l.have_results || (!l.have_progress && !o->no_progress_topic) || (o->read_tasks && !l.tasks_ready))
+        if ((!l.have_results || (!l.have_progress && !o->no_progress_topic) || (o->read_tasks && !l.have_tasks))
             && now >= next_assign) {
             if (assign_topics (&l, &err) < 0) {
                 kiwi_warn ("watch: %s (retrying)", kiwi_error_msg (err));

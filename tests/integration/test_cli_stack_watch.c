@@ -11,6 +11,8 @@
  *     the results file holds each task of the batch exactly once, and a
  *     watch with no manifest (another machine) finds the batch from the
  *     topics alone;
+ *   - `kiwi watch` started before the batch, when its tasks topic does not
+ *     exist yet: it finds the tasks and their results as they come;
  *   - `kiwi wait` on a kiwi-made task id reads from the submission time: the
  *     topic's older messages are undecodable bytes keyed by the same task id,
  *     which a read from offset 0 would report (exit 1), and --stats shows
@@ -386,6 +388,72 @@ test_watch_interrupted_and_reattached (void **state)
     free (dir), free (elsewhere), free (file), free (ofile), free (tasks), free (results), free (progress);
 }
 
+/* A watch started before the batch, when its tasks topic does not exist
+ * yet: the tasks and their results arrive while it runs, each result right
+ * after its task. */
+static void
+test_watch_started_before_the_batch (void **state)
+{
+    need_broker ();
+    char *tasks = kiwi_test_unique ("kiwi.test.cli.wb.tasks");
+    char *results = kiwi_test_unique ("kiwi.test.cli.wb.results");
+    char *progress = kiwi_test_unique ("kiwi.test.cli.wb.progress");
+    char *dir = tmp_dir (), *elsewhere = tmp_dir ();
+    char bid[96], rfile[512];
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_batch_id_new (bid, sizeof bid, &err), 0);
+    snprintf (rfile, sizeof rfile, "%s/r.jsonl", elsewhere);
+    /* the results and progress topics exist (other batches'), the tasks
+     * topic not yet */
+    cli_producer *pr = cli_producer_new ();
+    send_result (pr, results, "kiwi-20261201T000000.000Z-early", KIWI_RESULT_FIXED, 0);
+    send_progress (pr, progress, "kiwi-20261201T000000.000Z-early");
+    cli_producer_done (pr);
+    const char *wargv[] = { "watch", "--brokers", cli_brokers (), "--tasks-topic", tasks, "--results-topic", results,
+                            "--progress-topic", progress, "--batch-dir", elsewhere, "--results", rfile, "--total",
+                            "10", "--timeout", "60", bid, NULL };
+    int out_fd = -1, err_fd = -1;
+    pid_t pid = cli_spawn (wargv, &out_fd, &err_fd);
+    usleep (1500000);
+    char *file = batch_file (10);
+    const char *bargv[] = { "batch", "--brokers", cli_brokers (), "--tasks-topic", tasks, "--batch-dir", dir,
+                            "--batch-id", bid, file, NULL };
+    char *out = NULL, *log = NULL;
+    assert_int_equal (cli_run (bargv, NULL, 0, &out, &log, 60), 0);
+    char *ids[10];
+    int k = 0;
+    for (char *save = NULL, *l = strtok_r (out, "\n", &save); l && k < 10; l = strtok_r (NULL, "\n", &save)) {
+        char *p = strstr (l, ": accepted: ");
+        if (p != NULL)
+            ids[k++] = strdup (p + 12);
+    }
+    assert_int_equal (k, 10);
+    free (out), free (log);
+    pr = cli_producer_new ();
+    for (int i = 0; i < 10; i++) {
+        char other[64];
+        snprintf (other, sizeof other, "kiwi-20261201T000000.000Z-live%06d", i);
+        send_result (pr, results, other, KIWI_RESULT_FIXED, 0);
+        send_result (pr, results, ids[i], statuses[i % N_STATUS], 0);
+    }
+    cli_producer_done (pr);
+    int rc = cli_wait (pid, 90000);
+    char *o = cli_slurp (out_fd, 1000), *e = cli_slurp (err_fd, 1000);
+    close (out_fd);
+    close (err_fd);
+    if (rc != 0)
+        fail_msg ("watch started before the batch: exit %d\n%s\n%s", rc, o, e);
+    assert_int_equal (table_count (o, "done"), 10);
+    assert_int_equal (check_results_file (rfile, ids, 10), 10);
+    free (o), free (e);
+    for (int i = 0; i < 10; i++)
+        free (ids[i]);
+    char man[512];
+    snprintf (man, sizeof man, "%s/%s.json", dir, bid);
+    unlink (man), unlink (rfile), unlink (file), rmdir (dir), rmdir (elsewhere);
+    free (file), free (dir), free (elsewhere), free (tasks), free (results), free (progress);
+}
+
 static void
 test_wait_reads_from_the_submission_time (void **state)
 {
@@ -449,6 +517,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_batch_wait),
         cmocka_unit_test (test_watch_interrupted_and_reattached),
+        cmocka_unit_test (test_watch_started_before_the_batch),
         cmocka_unit_test (test_wait_reads_from_the_submission_time),
     };
     return cmocka_run_group_tests_name ("cli_stack_watch", tests, NULL, NULL);
