@@ -93,7 +93,7 @@ typedef struct batch_run {
 } batch_run;
 
 static int64_t
-kiwi_batch_wall_ms (void)
+wall_ms (void)
 {
     struct timespec ts;
     clock_gettime (CLOCK_REALTIME, &ts);
@@ -415,7 +415,7 @@ kiwi_cmd_batch (int argc, char **argv)
         batch_id = gen_id;
     }
     b.batch_id = batch_id;
-    kiwi_batch_manifest man = { .submitted_at = kiwi_batch_wall_ms () };
+    kiwi_batch_manifest man = { .submitted_at = wall_ms () };
     snprintf (man.batch_id, sizeof man.batch_id, "%s", batch_id);
     char when[32];
     kiwi_time_format (man.submitted_at, when, sizeof when);

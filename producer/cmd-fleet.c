@@ -64,13 +64,32 @@ wall_ms (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static unsigned
-term_width (void)
+/* The terminal's columns and rows (0: unknown). */
+static void
+term_size (unsigned *cols, unsigned *rows)
 {
     struct winsize ws;
-    if (ioctl (STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
-        return ws.ws_col;
-    return 0;
+    *cols = *rows = 0;
+    if (ioctl (STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
+        *cols = ws.ws_col;
+        *rows = ws.ws_row;
+    }
+}
+
+/* Cuts text after `keep` lines, saying how many were left out. */
+static void
+put_lines (const char *text, unsigned keep)
+{
+    unsigned n = 0, total = 0;
+    for (const char *p = text; *p; p++)
+        total += *p == '\n';
+    const char *p = text;
+    for (; *p && (keep == 0 || total <= keep || n + 1 < keep); p++) {
+        fputc (*p, stdout);
+        n += *p == '\n';
+    }
+    if (*p)
+        printf ("(%u more lines: a taller terminal, or kiwi fleet --json)\n", total - n);
 }
 
 static void
@@ -88,7 +107,10 @@ draw (const kiwi_fleet *f, bool tty, bool json, const char *topic)
         kiwi_cli_println (j);
         return;
     }
-    cleanup_free char *table = kiwi_fleet_table (f, now, tty ? term_width () : 0);
+    unsigned cols = 0, rows = 0;
+    if (tty)
+        term_size (&cols, &rows);
+    cleanup_free char *table = kiwi_fleet_table (f, now, cols);
     if (table == NULL)
         return;
     char when[32];
@@ -96,9 +118,16 @@ draw (const kiwi_fleet *f, bool tty, bool json, const char *topic)
     struct tm tm;
     gmtime_r (&t, &tm);
     strftime (when, sizeof when, "%Y-%m-%d %H:%M:%SZ", &tm);
-    if (tty)
-        printf ("\033[H\033[2Jkiwi fleet  %s  topic %s  (q to quit)\n%s", when, topic, table);
-    else
+    if (tty) {
+        /* The screen holds the title and rows - 2 lines of the table: the
+         * last line stays free so that the screen never scrolls. */
+        char title[512];
+        snprintf (title, sizeof title, "kiwi fleet  %s  topic %s  (q to quit)", when, topic);
+        if (cols > 0 && strlen (title) > cols)
+            title[cols] = '\0';
+        printf ("\033[H\033[2J%s\n", title);
+        put_lines (table, rows > 3 ? rows - 2 : 0);
+    } else
         printf ("kiwi fleet  %s  topic %s\n%s\n", when, topic, table);
     fflush (stdout);
 }

@@ -323,24 +323,3 @@ kiwi_cli_assign_topic_since (rd_kafka_t *rk, const char *topic, int64_t since_ms
         free (start);
     return r;
 }
-
-int
-kiwi_cli_pause_topic (rd_kafka_t *rk, const char *topic, bool pause, kiwi_error_t *err)
-{
-    rd_kafka_topic_partition_list_t *all = NULL;
-    rd_kafka_resp_err_t e = rd_kafka_assignment (rk, &all);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        return kiwi_error_make (err, 0, "reading the assignment: %s", rd_kafka_err2str (e));
-    rd_kafka_topic_partition_list_t *mine = rd_kafka_topic_partition_list_new (all->cnt > 0 ? all->cnt : 1);
-    for (int i = 0; i < all->cnt; i++)
-        if (strcmp (all->elems[i].topic, topic) == 0)
-            rd_kafka_topic_partition_list_add (mine, topic, all->elems[i].partition);
-    rd_kafka_topic_partition_list_destroy (all);
-    if (mine->cnt > 0)
-        e = pause ? rd_kafka_pause_partitions (rk, mine) : rd_kafka_resume_partitions (rk, mine);
-    rd_kafka_topic_partition_list_destroy (mine);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        return kiwi_error_make (err, 0, "%s the partitions of %s: %s", pause ? "pausing" : "resuming", topic,
-                                rd_kafka_err2str (e));
-    return 0;
-}

@@ -88,7 +88,4 @@ int kiwi_cli_assign_topic (rd_kafka_t *rk, const char *topic, int64_t offset, in
 int kiwi_cli_assign_topic_since (rd_kafka_t *rk, const char *topic, int64_t since_ms, int timeout_ms,
                                  int64_t **from, kiwi_error_t *err);
 
-/* Pauses (pause = true) or resumes every assigned partition of `topic`. */
-int kiwi_cli_pause_topic (rd_kafka_t *rk, const char *topic, bool pause, kiwi_error_t *err);
-
 #endif
