@@ -13,6 +13,8 @@
  *     topics alone;
  *   - `kiwi watch` started before the batch, when its tasks topic does not
  *     exist yet: it finds the tasks and their results as they come;
+ *   - on a terminal (tmux), the progress line is redrawn in place: the
+ *     screen holds one progress line, then the outcome table;
  *   - `kiwi wait` on a kiwi-made task id reads from the submission time: the
  *     topic's older messages are undecodable bytes keyed by the same task id,
  *     which a read from offset 0 would report (exit 1), and --stats shows
@@ -454,6 +456,131 @@ test_watch_started_before_the_batch (void **state)
     free (file), free (dir), free (elsewhere), free (tasks), free (results), free (progress);
 }
 
+/* Runs `tmux -L sock ARGS`; returns its stdout (malloc'd). */
+static char *
+tmux (const char *sock, const char *args)
+{
+    char cmd[4096];
+    snprintf (cmd, sizeof cmd, "tmux -L %s %s 2>/dev/null", sock, args);
+    FILE *p = popen (cmd, "r");
+    assert_non_null (p);
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = malloc (cap);
+    while ((r = fread (buf + n, 1, cap - 1 - n, p)) > 0)
+        n += r;
+    buf[n] = '\0';
+    pclose (p);
+    return buf;
+}
+
+/* Lines of text that contain both a and b. */
+static int
+lines_with (const char *text, const char *a, const char *b)
+{
+    int n = 0;
+    for (const char *l = text; l && *l;) {
+        const char *e = strchr (l, '\n');
+        size_t len = e ? (size_t) (e - l) : strlen (l);
+        char *line = strndup (l, len);
+        n += strstr (line, a) != NULL && strstr (line, b) != NULL;
+        free (line);
+        l = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+/* On a terminal the progress line is redrawn in place: the screen holds one
+ * progress line however many refreshes there were, then the table. */
+static void
+test_progress_line_in_a_terminal (void **state)
+{
+    need_broker ();
+    KIWI_NEED (system ("tmux -V >/dev/null 2>&1") == 0, "tmux (ops/setup.sh installs it)");
+    char *tasks = kiwi_test_unique ("kiwi.test.cli.wt.tasks");
+    char *results = kiwi_test_unique ("kiwi.test.cli.wt.results");
+    char *progress = kiwi_test_unique ("kiwi.test.cli.wt.progress");
+    char *dir = tmp_dir ();
+    char bid[96], rfile[512], status[512], sock[64];
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_batch_id_new (bid, sizeof bid, &err), 0);
+    snprintf (rfile, sizeof rfile, "%s/r.jsonl", dir);
+    snprintf (status, sizeof status, "%s/status", dir);
+    snprintf (sock, sizeof sock, "kiwi-test-watch-%d", (int) getpid ());
+    char *file = batch_file (20);
+    const char *bargv[] = { "batch", "--brokers", cli_brokers (), "--tasks-topic", tasks, "--batch-dir", dir,
+                            "--batch-id", bid, file, NULL };
+    char *out = NULL, *log = NULL;
+    assert_int_equal (cli_run (bargv, NULL, 0, &out, &log, 60), 0);
+    char *ids[20];
+    int k = 0;
+    for (char *save = NULL, *l = strtok_r (out, "\n", &save); l && k < 20; l = strtok_r (NULL, "\n", &save)) {
+        char *p = strstr (l, ": accepted: ");
+        if (p != NULL)
+            ids[k++] = strdup (p + 12);
+    }
+    assert_int_equal (k, 20);
+    free (out), free (log);
+
+    char cmd[4096];
+    snprintf (cmd, sizeof cmd,
+              "new-session -d -s watch -x 200 -y 30 \"%s watch --brokers %s --tasks-topic %s --results-topic %s "
+              "--progress-topic %s --batch-dir %s --results %s --refresh 1 --progress-interval 1 %s; echo exit=\\$? > %s; sleep 60\"",
+              KIWI_CLI_BIN, cli_brokers (), tasks, results, progress, dir, rfile, bid, status);
+    free (tmux (sock, cmd));
+    cli_producer *pr = cli_producer_new ();
+    for (int i = 0; i < 10; i++)
+        send_result (pr, results, ids[i], statuses[i % N_STATUS], 0);
+    cli_producer_done (pr);
+    char *pane = NULL;
+    int64_t until = cli_now_ms () + 30000;
+    while (cli_now_ms () < until) {
+        usleep (300000);
+        free (pane);
+        pane = tmux (sock, "capture-pane -p -t watch");
+        if (lines_with (pane, bid, ": 10/20 done (50.0%)") == 1)
+            break;
+    }
+    if (lines_with (pane, bid, ": 10/20 done (50.0%)") != 1)
+        fail_msg ("no progress line at 10/20:\n%s", pane);
+    usleep (2500000); /* more refreshes */
+    free (pane);
+    pane = tmux (sock, "capture-pane -p -t watch");
+    if (lines_with (pane, bid, " done (") != 1)
+        fail_msg ("the progress line was not redrawn in place:\n%s", pane);
+    print_message ("kiwi watch on a terminal, half done:\n%s\n", pane);
+
+    pr = cli_producer_new ();
+    for (int i = 10; i < 20; i++)
+        send_result (pr, results, ids[i], statuses[i % N_STATUS], 0);
+    cli_producer_done (pr);
+    until = cli_now_ms () + 30000;
+    char got[64] = "";
+    while (cli_now_ms () < until && got[0] == '\0') {
+        usleep (300000);
+        FILE *f = fopen (status, "r");
+        if (f != NULL) {
+            if (fgets (got, sizeof got, f) == NULL)
+                got[0] = '\0';
+            fclose (f);
+        }
+    }
+    free (pane);
+    pane = tmux (sock, "capture-pane -p -t watch");
+    free (tmux (sock, "kill-server"));
+    assert_string_equal (got, "exit=0\n");
+    assert_int_equal (lines_with (pane, bid, " done ("), 1);
+    assert_int_equal (lines_with (pane, bid, ": 20/20 done (100.0%)"), 1);
+    assert_int_equal (table_count (pane, "done"), 20);
+    print_message ("kiwi watch on a terminal, complete:\n%s\n", pane);
+    free (pane);
+    for (int i = 0; i < 20; i++)
+        free (ids[i]);
+    char man[512];
+    snprintf (man, sizeof man, "%s/%s.json", dir, bid);
+    unlink (man), unlink (rfile), unlink (status), unlink (file), rmdir (dir);
+    free (file), free (dir), free (tasks), free (results), free (progress);
+}
+
 static void
 test_wait_reads_from_the_submission_time (void **state)
 {
@@ -518,6 +645,7 @@ main (void)
         cmocka_unit_test (test_batch_wait),
         cmocka_unit_test (test_watch_interrupted_and_reattached),
         cmocka_unit_test (test_watch_started_before_the_batch),
+        cmocka_unit_test (test_progress_line_in_a_terminal),
         cmocka_unit_test (test_wait_reads_from_the_submission_time),
     };
     return cmocka_run_group_tests_name ("cli_stack_watch", tests, NULL, NULL);
