@@ -205,7 +205,8 @@ kiwi_cmd_config (int argc, char **argv)
 const kiwi_command kiwi_commands[] = {
     { &kiwi_cmd_submit_def, kiwi_cmd_submit },     { &kiwi_cmd_batch_def, kiwi_cmd_batch },
     { &kiwi_cmd_ci_event_def, kiwi_cmd_ci_event }, { &kiwi_cmd_tail_def, kiwi_cmd_tail },
-    { &kiwi_cmd_wait_def, kiwi_cmd_wait },         { &kiwi_cmd_config_def, kiwi_cmd_config },
+    { &kiwi_cmd_wait_def, kiwi_cmd_wait },         { &kiwi_cmd_watch_def, kiwi_cmd_watch },
+    { &kiwi_cmd_fleet_def, kiwi_cmd_fleet },       { &kiwi_cmd_config_def, kiwi_cmd_config },
     { NULL, NULL },
 };
 

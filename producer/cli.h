@@ -76,6 +76,43 @@ int kiwi_cli_submit_task (const kiwi_cli_settings *s, const struct kiwi_task *t,
  * in command-line order; --ci-context names a file (or -). */
 int kiwi_cli_task_options (const kiwi_args *args, struct kiwi_task *t, kiwi_error_t *err);
 
+/* The manifest of a batch (cmd-watch.c): written by `kiwi batch` at its
+ * start (complete = false) and end (complete = true, with the counts) as
+ * <batch_dir>/<batch id>.json, read by `kiwi watch` for the submission time
+ * and the total. */
+typedef struct kiwi_batch_manifest {
+    char batch_id[160];
+    int64_t submitted_at; /* ms since the epoch */
+    bool complete;        /* the submission ended: the counts are final */
+    uint64_t accepted, rejected, delivered;
+} kiwi_batch_manifest;
+
+int kiwi_cli_manifest_write (const kiwi_cli_settings *s, const kiwi_batch_manifest *m, kiwi_error_t *err);
+
+/* Returns 1 and fills *m when the batch has a manifest, 0 when it has none,
+ * < 0 with *err when it cannot be read. */
+int kiwi_cli_manifest_read (const kiwi_cli_settings *s, const char *batch_id, kiwi_batch_manifest *m,
+                            kiwi_error_t *err);
+
+/* How kiwi_cli_watch follows a batch. */
+typedef struct kiwi_cli_watch_opts {
+    bool read_tasks;        /* learn the batch's task ids from the tasks topic (kiwi watch); false: the
+                             * watch already holds them all (kiwi batch --wait) */
+    bool no_progress_topic; /* do not read the progress topic (no "running" count) */
+    int64_t since_ms;       /* read every topic from this time (ms since the epoch); < 0: the beginning */
+    unsigned long long timeout_s; /* 0: until complete */
+    bool quiet, json, stats;
+    bool failed;            /* set by the loop when the results file cannot be written */
+} kiwi_cli_watch_opts;
+
+/* Follows the batch in *w (kiwi_watch, watch.h; its results file already
+ * open) until it is complete, interrupted (kiwi_cli_stop) or timed out:
+ * progress line (redrawn on a terminal, periodic lines otherwise), then the
+ * outcome table (or with json one JSON object) on stdout. Returns the exit
+ * status: 0 complete, 124 timed out, 1 interrupted or failed. */
+struct kiwi_watch;
+int kiwi_cli_watch (const kiwi_cli_settings *s, struct kiwi_watch *w, kiwi_cli_watch_opts *o);
+
 /* The commands. */
 typedef struct kiwi_command {
     const kiwi_cmd *cmd;
@@ -83,7 +120,7 @@ typedef struct kiwi_command {
 } kiwi_command;
 
 extern const kiwi_cmd kiwi_cmd_submit_def, kiwi_cmd_batch_def, kiwi_cmd_ci_event_def, kiwi_cmd_tail_def,
-    kiwi_cmd_wait_def, kiwi_cmd_config_def;
+    kiwi_cmd_wait_def, kiwi_cmd_config_def, kiwi_cmd_watch_def, kiwi_cmd_fleet_def;
 
 int kiwi_cmd_submit (int argc, char **argv);
 int kiwi_cmd_batch (int argc, char **argv);
@@ -91,6 +128,8 @@ int kiwi_cmd_ci_event (int argc, char **argv);
 int kiwi_cmd_tail (int argc, char **argv);
 int kiwi_cmd_wait (int argc, char **argv);
 int kiwi_cmd_config (int argc, char **argv);
+int kiwi_cmd_watch (int argc, char **argv);
+int kiwi_cmd_fleet (int argc, char **argv);
 
 /* The table of commands, ending with { NULL, NULL }. */
 extern const kiwi_command kiwi_commands[];

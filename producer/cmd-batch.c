@@ -4,11 +4,18 @@
  * accepted ones are produced asynchronously (backing off while the local
  * queue is full) and flushed at the end, and every delivery failure is
  * reported with its line.
+ *
+ * Every task of one run carries the run's batch id (--batch-id, else a new
+ * one), which `kiwi batch` says on stderr at its start and end and records
+ * in the batch's manifest (cmd-watch.c); with --wait it then follows the
+ * batch as `kiwi watch` does (kiwi_cli_watch), knowing its task ids and
+ * its total already.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -20,14 +27,19 @@
 #include "log.h"
 #include "task-input.h"
 #include "task.h"
+#include "watch.h"
 
-enum { OPT_FORMAT = KIWI_OPT_OWN, OPT_JSON, OPT_QUIET, OPT_DRY_RUN };
+enum { OPT_FORMAT = KIWI_OPT_OWN, OPT_JSON, OPT_QUIET, OPT_DRY_RUN, OPT_BATCH_ID, OPT_WAIT, OPT_RESULTS, OPT_WAIT_TIMEOUT };
 
 static const kiwi_opt batch_opts[] = {
     { OPT_FORMAT, "format", 0, "F", "auto (default: JSON lines if the first line starts with '{', else TSV), jsonl, tsv" },
     { OPT_JSON, "json", 0, NULL, "report as JSON lines: {\"line\", \"status\", \"id\" | \"error\"} and a summary object" },
     { OPT_QUIET, "quiet", 'q', NULL, "report only rejected and undelivered lines, and the summary" },
     { OPT_DRY_RUN, "dry-run", 0, NULL, "parse and validate every line; produce nothing" },
+    { OPT_BATCH_ID, "batch-id", 0, "ID", "the batch id every task carries (default: batch-<UTC time>-<hex>)" },
+    { OPT_WAIT, "wait", 'w', NULL, "then follow the batch until every task has its result (as kiwi watch)" },
+    { OPT_RESULTS, "results", 0, "FILE", "with --wait: results file of JSON lines (default: kiwi-batch-<id>.jsonl)" },
+    { OPT_WAIT_TIMEOUT, "wait-timeout", 0, "S", "with --wait: stop following after S seconds (exit 124)" },
     { 0, NULL, 0, NULL, NULL },
 };
 
@@ -36,6 +48,7 @@ static const kiwi_exit_doc batch_exits[] = {
     { 1, "some accepted task was not delivered (or the run was interrupted, or the file unreadable)" },
     { 2, "usage or configuration error (nothing was produced)" },
     { 3, "some line was rejected (the others were produced), or the TSV header is bad (nothing was produced)" },
+    { 124, "with --wait: --wait-timeout ran out before every task had its result" },
     { -1, NULL },
 };
 
@@ -53,7 +66,12 @@ const kiwi_cmd kiwi_cmd_batch_def = {
       "  line 9: not delivered: <reason>\n"
       "Accepted tasks are produced as they are read (idempotent producer, acks=all, key: repository\n"
       "URL) and flushed at the end; the last line is the summary:\n"
-      "  accepted N, rejected M, delivered K",
+      "  accepted N, rejected M, delivered K\n"
+      "Every task carries the batch id (--batch-id, else a new one), said on stderr at the start and\n"
+      "the end with the submission time, and kept in the batch's manifest in batch_dir for kiwi watch.\n"
+      "With --wait the command then follows the batch as `kiwi watch BATCH_ID` does: a progress line,\n"
+      "the outcome table, the results in a file of JSON lines; after an interrupt, `kiwi watch\n"
+      "BATCH_ID` goes on where it stopped.",
     .opts = batch_opts,
     .task_fields = KIWI_TASK_FIELDS_ALL & ~KIWI_TASK_FIELD_BIT (KIWI_TF_ID),
     .exits = batch_exits,
@@ -69,7 +87,18 @@ typedef struct pending {
 typedef struct batch_run {
     bool json, quiet;
     unsigned long accepted, rejected, delivered, undelivered;
+    const char *batch_id;
+    kiwi_watch *watch; /* --wait: delivered tasks are added to it; else NULL */
+    bool watch_failed;
 } batch_run;
+
+static int64_t
+wall_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void
 report (batch_run *b, unsigned long lineno, const char *status, const char *id, const char *error)
@@ -103,9 +132,15 @@ on_delivery (kiwi_delivery *d, void *ctx)
 {
     batch_run *b = ctx;
     pending *p = (pending *) d;
-    if (d->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (d->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         b->delivered++;
-    else {
+        kiwi_error_t err = NULL;
+        if (b->watch != NULL && kiwi_watch_add (b->watch, p->id, strlen (p->id), &err) < 0) {
+            kiwi_errorf ("batch: %s", kiwi_error_msg (err));
+            kiwi_error_free (&err);
+            b->watch_failed = true;
+        }
+    } else {
         b->undelivered++;
         report (b, p->lineno, "not_delivered", p->id, rd_kafka_err2str (d->err));
     }
@@ -201,7 +236,17 @@ run_batch (const kiwi_cli_settings *s, FILE *in, kiwi_batch_parser *parser, batc
             b->rejected++;
             continue;
         }
-        /* accepted */
+        /* accepted: it belongs to this run's batch, whatever the line said */
+        if (t.batch_id == NULL || strcmp (t.batch_id, b->batch_id) != 0) {
+            free (t.batch_id);
+            t.batch_id = strdup (b->batch_id);
+            if (t.batch_id == NULL) {
+                kiwi_errorf ("batch: out of memory");
+                kiwi_task_clear (&t);
+                code = KIWI_EXIT_FAILURE;
+                break;
+            }
+        }
         cleanup_free char *buf = NULL;
         size_t blen = 0;
         if (kiwi_task_encode (&t, &buf, &blen, &err) < 0) {
@@ -287,12 +332,16 @@ kiwi_cmd_batch (int argc, char **argv)
     kiwi_batch_parser_init (&parser, KIWI_BATCH_AUTO, NULL);
     kiwi_error_t err = NULL;
     FILE *in = NULL;
+    kiwi_watch w;
+    bool have_w = false;
     int code = 0;
     if (kiwi_cli_begin (&kiwi_cmd_batch_def, argc, argv, &args, &s, &code) != 0)
         goto out;
 
     batch_run b = { 0 };
-    bool dry_run = false;
+    bool dry_run = false, wait = false;
+    const char *batch_id = NULL, *results = NULL;
+    unsigned long long wait_timeout = 0;
     kiwi_batch_format format = KIWI_BATCH_AUTO;
     for (size_t i = 0; i < args.n_opts; i++)
         switch (args.opts[i].id) {
@@ -306,8 +355,35 @@ kiwi_cmd_batch (int argc, char **argv)
         case OPT_JSON: b.json = true; break;
         case OPT_QUIET: b.quiet = true; break;
         case OPT_DRY_RUN: dry_run = true; break;
+        case OPT_WAIT: wait = true; break;
+        case OPT_RESULTS: results = args.opts[i].value; break;
+        case OPT_BATCH_ID:
+            batch_id = args.opts[i].value;
+            if (kiwi_batch_id_check (batch_id, &err) < 0) {
+                kiwi_errorf ("batch: --batch-id: %s", kiwi_error_msg (err));
+                kiwi_error_free (&err);
+                code = KIWI_EXIT_USAGE;
+                goto out;
+            }
+            break;
+        case OPT_WAIT_TIMEOUT:
+            if (kiwi_parse_u64 (args.opts[i].spelling, args.opts[i].value, 1, 31536000ULL, &wait_timeout, &err) < 0) {
+                code = kiwi_cli_fail (&err, "batch");
+                goto out;
+            }
+            break;
         default: break;
         }
+    if (wait && dry_run) {
+        kiwi_errorf ("batch: --wait and --dry-run do not go together (a dry run submits nothing to wait for)");
+        code = KIWI_EXIT_USAGE;
+        goto out;
+    }
+    if (!wait && (results != NULL || wait_timeout > 0)) {
+        kiwi_errorf ("batch: --results and --wait-timeout go with --wait");
+        code = KIWI_EXIT_USAGE;
+        goto out;
+    }
     if (args.n_pos != 1) {
         kiwi_errorf ("batch: expected one FILE (or - for stdin), got %zu arguments (see kiwi batch --help)", args.n_pos);
         code = KIWI_EXIT_USAGE;
@@ -329,10 +405,71 @@ kiwi_cmd_batch (int argc, char **argv)
         code = kiwi_cli_fail (&err, "batch");
         goto out;
     }
+    char gen_id[64];
+    if (batch_id == NULL) {
+        if (kiwi_batch_id_new (gen_id, sizeof gen_id, &err) < 0) {
+            close (sigfd);
+            code = kiwi_cli_fail (&err, "batch");
+            goto out;
+        }
+        batch_id = gen_id;
+    }
+    b.batch_id = batch_id;
+    kiwi_batch_manifest man = { .submitted_at = wall_ms () };
+    snprintf (man.batch_id, sizeof man.batch_id, "%s", batch_id);
+    char when[32];
+    kiwi_time_format (man.submitted_at, when, sizeof when);
+    kiwi_info ("batch %s: submitting at %s", batch_id, when);
+    if (!dry_run && kiwi_cli_manifest_write (&s, &man, &err) < 0) {
+        kiwi_warn ("batch %s: %s (kiwi watch will find the batch from the topics alone)", batch_id,
+                   kiwi_error_msg (err));
+        kiwi_error_free (&err);
+    }
+    if (wait) {
+        if (kiwi_watch_init (&w, batch_id, man.submitted_at, &err) < 0) {
+            close (sigfd);
+            code = kiwi_cli_fail (&err, "batch");
+            goto out;
+        }
+        have_w = true;
+        b.watch = &w;
+    }
     kiwi_batch_parser_init (&parser, format, &defaults);
     code = run_batch (&s, in, &parser, &b, dry_run);
+    if (!dry_run) {
+        man.complete = !kiwi_cli_stop;
+        man.accepted = b.accepted;
+        man.rejected = b.rejected;
+        man.delivered = b.delivered;
+        if (kiwi_cli_manifest_write (&s, &man, &err) < 0) {
+            kiwi_warn ("batch %s: %s", batch_id, kiwi_error_msg (err));
+            kiwi_error_free (&err);
+        }
+        kiwi_info ("batch %s: submitted at %s: %lu tasks delivered; follow it with `kiwi watch %s`", batch_id, when,
+                   b.delivered, batch_id);
+    }
+    if (wait && !kiwi_cli_stop && b.delivered > 0 && !b.watch_failed) {
+        cleanup_free char *def_results = NULL;
+        if (results == NULL && asprintf (&def_results, "kiwi-batch-%s.jsonl", batch_id) < 0)
+            def_results = NULL;
+        if (results == NULL)
+            results = def_results;
+        kiwi_cli_watch_opts o = { .read_tasks = false, .timeout_s = wait_timeout, .json = b.json };
+        o.since_ms = man.submitted_at - (int64_t) s.clock_skew * 1000;
+        w.total = b.delivered;
+        w.total_final = true;
+        int wc;
+        if (results == NULL || kiwi_watch_open_results (&w, results, &err) < 0)
+            wc = err ? kiwi_cli_fail (&err, "batch") : KIWI_EXIT_FAILURE;
+        else
+            wc = kiwi_cli_watch (&s, &w, &o);
+        if (wc != KIWI_EXIT_OK)
+            code = wc;
+    }
     close (sigfd);
 out:
+    if (have_w)
+        kiwi_watch_clear (&w);
     if (in != NULL && in != stdin)
         fclose (in);
     kiwi_batch_parser_clear (&parser);

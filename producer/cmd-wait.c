@@ -1,7 +1,12 @@
 /*
- * cmd-wait.c: `kiwi wait TASK_ID`: reads the results topic from the
- * beginning until the task's result arrives, prints it as JSON and exits
- * with a status that names the outcome (KIWI_WAIT_EXIT_MAP in cli.h).
+ * cmd-wait.c: `kiwi wait TASK_ID`: reads the results topic from the task's
+ * submission time until the task's result arrives, prints it as JSON and
+ * exits with a status that names the outcome (KIWI_WAIT_EXIT_MAP in cli.h).
+ * The submission time is --since, else the time written in an id made by
+ * kiwi (kiwi-<UTC time>-<hex>); every partition starts at
+ * rd_kafka_offsets_for_times of it (minus the clock_skew setting), so a
+ * long-lived topic is not read from its beginning. An id without a time is
+ * looked for from the beginning, and the command says so.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +20,15 @@
 #include "log.h"
 #include "render.h"
 #include "result.h"
+#include "watch.h"
 
-enum { OPT_TIMEOUT = KIWI_OPT_OWN, OPT_PROGRESS };
+enum { OPT_TIMEOUT = KIWI_OPT_OWN, OPT_PROGRESS, OPT_SINCE, OPT_STATS };
 
 static const kiwi_opt wait_opts[] = {
     { OPT_TIMEOUT, "timeout", 0, "S", "give up after S seconds (exit 124); default: wait for ever" },
     { OPT_PROGRESS, "progress", 0, NULL, "print the task's progress events (JSON lines) on stderr meanwhile" },
+    { OPT_SINCE, "since", 0, "TIME", "the task's submission time (ms since the epoch or 2026-12-01T19:50:00Z)" },
+    { OPT_STATS, "stats", 0, NULL, "say on stderr where each topic was read from and how many messages" },
     { 0, NULL, 0, NULL, NULL },
 };
 
@@ -43,10 +51,13 @@ const kiwi_cmd kiwi_cmd_wait_def = {
     .name = "wait",
     .synopsis = "wait [OPTIONS] TASK_ID",
     .summary = "wait for a task's result; the exit status tells the outcome",
-    .description = "Reads the results topic from the beginning (so a result produced before the wait started is\n"
-                   "found) until the result of TASK_ID arrives, prints it as one JSON line on stdout and exits\n"
-                   "with the status of its outcome. The first result wins if a task has several. A results\n"
-                   "topic that does not exist yet is waited for.",
+    .description = "Reads the results topic from the task's submission time (so a result produced before the\n"
+                   "wait started is found, and a long-lived topic is not read from its beginning) until the\n"
+                   "result of TASK_ID arrives, prints it as one JSON line on stdout and exits with the status of\n"
+                   "its outcome. The submission time is --since, else the time in an id made by kiwi\n"
+                   "(kiwi-20261129T221422.123Z-...), less clock_skew seconds; an id without a time is looked\n"
+                   "for from the topic's beginning (said on stderr). The first result wins if a task has\n"
+                   "several. A results topic that does not exist yet is waited for.",
     .opts = wait_opts,
     .exits = wait_exits,
 };
@@ -128,12 +139,19 @@ kiwi_cmd_wait (int argc, char **argv)
         goto out;
 
     unsigned long long timeout_s = 0;
-    bool progress = false;
+    bool progress = false, stats = false;
+    int64_t since = -1;
     code = KIWI_EXIT_USAGE;
     for (size_t i = 0; i < args.n_opts; i++) {
         const kiwi_arg *a = &args.opts[i];
         if (a->id == OPT_PROGRESS)
             progress = true;
+        else if (a->id == OPT_STATS)
+            stats = true;
+        else if (a->id == OPT_SINCE && kiwi_time_parse (a->value, &since) < 0) {
+            kiwi_errorf ("wait: --since: `%s` is not a time (ms since the epoch, or 2026-12-01T19:50:00Z)", a->value);
+            goto out;
+        }
         else if (a->id == OPT_TIMEOUT && kiwi_parse_u64 (a->spelling, a->value, 1, 31536000ULL, &timeout_s, &err) < 0) {
             code = kiwi_cli_fail (&err, "wait");
             goto out;
@@ -144,6 +162,12 @@ kiwi_cmd_wait (int argc, char **argv)
         goto out;
     }
     const char *id = args.pos[0];
+    if (since < 0 && (since = kiwi_id_time_ms (id)) < 0)
+        kiwi_info ("wait: task id %s carries no submission time (give --since); reading %s from its beginning", id,
+                   s.topic_results);
+    int64_t from = since >= 0 ? since - (int64_t) s.clock_skew * 1000 : -1;
+    if (since >= 0 && from < 0)
+        from = 0;
     if ((sigfd = kiwi_cli_signals_install (&err)) < 0 || (rk = kiwi_cli_consumer_new (&s, &err)) == NULL) {
         code = kiwi_cli_fail (&err, "wait");
         goto out;
@@ -151,7 +175,8 @@ kiwi_cmd_wait (int argc, char **argv)
 
     int64_t deadline = timeout_s ? kiwi_mono_ms () + (int64_t) timeout_s * 1000 : INT64_MAX;
     bool have_results = false, have_progress = !progress, told = false;
-    int64_t next_check = 0;
+    int64_t next_check = 0, started = kiwi_mono_ms ();
+    unsigned long long n_read = 0;
     code = -1;
     while (code < 0) {
         if (kiwi_cli_stop) {
@@ -170,12 +195,10 @@ kiwi_cmd_wait (int argc, char **argv)
             int n = 0;
             int64_t left = deadline - now;
             int ask_ms = left < 5000 ? (int) (left > 100 ? left : 100) : 5000;
-            if (!have_results && (n = kiwi_cli_assign_topic (rk, s.topic_results, RD_KAFKA_OFFSET_BEGINNING, ask_ms,
-                                                             &err))
-                                     > 0)
+            if (!have_results && (n = kiwi_cli_assign_topic_since (rk, s.topic_results, from, ask_ms, NULL, &err)) > 0)
                 have_results = true;
             if (n >= 0 && !have_progress
-                && (n = kiwi_cli_assign_topic (rk, s.topic_progress, RD_KAFKA_OFFSET_BEGINNING, ask_ms, &err)) > 0)
+                && (n = kiwi_cli_assign_topic_since (rk, s.topic_progress, from, ask_ms, NULL, &err)) > 0)
                 have_progress = true;
             if (n < 0) {
                 kiwi_warn ("wait: %s (retrying)", kiwi_error_msg (err));
@@ -192,13 +215,21 @@ kiwi_cmd_wait (int argc, char **argv)
             continue;
         if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
             const char *t = rd_kafka_topic_name (m->rkt);
-            if (strcmp (t, s.topic_results) == 0)
+            if (strcmp (t, s.topic_results) == 0) {
+                n_read++;
                 code = on_result (m, id);
+            }
             else if (progress)
                 on_progress (m, id);
         } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
             kiwi_warn ("wait: %s", rd_kafka_message_errstr (m));
         rd_kafka_message_destroy (m);
+    }
+    if (stats) {
+        char when[32];
+        kiwi_info ("wait: read %llu messages of %s from %s in %lld ms", n_read, s.topic_results,
+                   from >= 0 ? kiwi_time_format (from, when, sizeof when) : "the beginning",
+                   (long long) (kiwi_mono_ms () - started));
     }
 out:
     if (rk != NULL) {

@@ -245,3 +245,81 @@ kiwi_cli_assign_topic (rd_kafka_t *rk, const char *topic, int64_t offset, int ti
     }
     return n;
 }
+
+int
+kiwi_cli_assign_topic_since (rd_kafka_t *rk, const char *topic, int64_t since_ms, int timeout_ms, int64_t **from,
+                             kiwi_error_t *err)
+{
+    if (from != NULL)
+        *from = NULL;
+    int n = kiwi_cli_topic_partitions (rk, topic, timeout_ms, err);
+    if (n <= 0)
+        return n;
+    int64_t *start = calloc ((size_t) n, sizeof *start);
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new (n);
+    if (start == NULL || parts == NULL) {
+        free (start);
+        if (parts != NULL)
+            rd_kafka_topic_partition_list_destroy (parts);
+        return kiwi_error_make (err, ENOMEM, "assigning the partitions of %s", topic);
+    }
+    int r = n;
+    if (since_ms < 0) {
+        for (int p = 0; p < n; p++)
+            start[p] = RD_KAFKA_OFFSET_BEGINNING;
+    } else {
+        /* The ends first: a partition with no message as new as since_ms
+         * starts there, so what is produced after the lookup is read. One
+         * request for every partition: offsets_for_times of "latest". */
+        rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_new (n);
+        for (int p = 0; p < n; p++)
+            rd_kafka_topic_partition_list_add (ends, topic, p)->offset = RD_KAFKA_OFFSET_END;
+        rd_kafka_resp_err_t e = rd_kafka_offsets_for_times (rk, ends, timeout_ms);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            r = kiwi_error_make (err, 0, "asking for the end of %s: %s", topic, rd_kafka_err2str (e));
+        for (int i = 0; r > 0 && i < ends->cnt; i++) {
+            const rd_kafka_topic_partition_t *tp = &ends->elems[i];
+            if (tp->err != RD_KAFKA_RESP_ERR_NO_ERROR || tp->offset < 0)
+                r = kiwi_error_make (err, 0, "asking for the end of %s [%d]: %s", topic, (int) tp->partition,
+                                     rd_kafka_err2str (tp->err));
+            else if (tp->partition >= 0 && tp->partition < n)
+                start[tp->partition] = tp->offset;
+        }
+        rd_kafka_topic_partition_list_destroy (ends);
+        for (int p = 0; p < n && r > 0; p++)
+            rd_kafka_topic_partition_list_add (parts, topic, p)->offset = since_ms;
+        if (r > 0) {
+            e = rd_kafka_offsets_for_times (rk, parts, timeout_ms);
+            if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+                r = kiwi_error_make (err, 0, "looking up the offsets of %s at %lld ms: %s", topic,
+                                     (long long) since_ms, rd_kafka_err2str (e));
+        }
+        for (int i = 0; r > 0 && i < parts->cnt; i++) {
+            const rd_kafka_topic_partition_t *tp = &parts->elems[i];
+            if (tp->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+                r = kiwi_error_make (err, 0, "looking up the offsets of %s [%d]: %s", topic, (int) tp->partition,
+                                     rd_kafka_err2str (tp->err));
+            else if (tp->offset >= 0 && tp->partition >= 0 && tp->partition < n)
+                start[tp->partition] = tp->offset;
+        }
+        rd_kafka_topic_partition_list_destroy (parts);
+        parts = rd_kafka_topic_partition_list_new (n);
+    }
+    if (r > 0) {
+        for (int p = 0; p < n; p++) {
+            rd_kafka_topic_partition_list_add (parts, topic, p)->offset = start[p];
+            kiwi_debug ("%s [%d]: reading from offset %lld", topic, p, (long long) start[p]);
+        }
+        rd_kafka_error_t *e = rd_kafka_incremental_assign (rk, parts);
+        if (e != NULL) {
+            r = kiwi_error_make (err, 0, "assigning the partitions of %s: %s", topic, rd_kafka_error_string (e));
+            rd_kafka_error_destroy (e);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy (parts);
+    if (r > 0 && from != NULL)
+        *from = start;
+    else
+        free (start);
+    return r;
+}

@@ -76,4 +76,16 @@ int kiwi_cli_topic_partitions (rd_kafka_t *rk, const char *topic, int timeout_ms
  * assigned), < 0 with *err. */
 int kiwi_cli_assign_topic (rd_kafka_t *rk, const char *topic, int64_t offset, int timeout_ms, kiwi_error_t *err);
 
+/* Adds every partition of `topic` to the consumer's assignment, each
+ * starting at its first message whose timestamp is at least `since_ms` (ms
+ * since the epoch; rd_kafka_offsets_for_times), so that a long-lived topic
+ * is not read from its beginning. A partition without such a message starts
+ * at the high watermark it had before the lookup (nothing produced after it
+ * is missed). since_ms < 0 means the beginning. When `from` is not NULL,
+ * *from receives a malloc'd array of n start offsets, by partition (the
+ * caller frees it). Returns the number of partitions (0: the topic does not exist yet,
+ * nothing assigned), < 0 with *err. */
+int kiwi_cli_assign_topic_since (rd_kafka_t *rk, const char *topic, int64_t since_ms, int timeout_ms,
+                                 int64_t **from, kiwi_error_t *err);
+
 #endif

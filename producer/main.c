@@ -39,7 +39,7 @@ main (int argc, char **argv)
     for (const kiwi_command *c = kiwi_commands; c->cmd; c++)
         if (strcmp (c->cmd->name, name) == 0)
             return c->run (argc - 1, argv + 1);
-    fprintf (stderr, "kiwi: unknown command `%s` (commands: submit, batch, ci-event, tail, wait, config; see kiwi --help)\n",
+    fprintf (stderr, "kiwi: unknown command `%s` (commands: submit, batch, ci-event, tail, wait, watch, fleet, config; see kiwi --help)\n",
              name);
     return KIWI_EXIT_USAGE;
 }

@@ -66,7 +66,17 @@
     X (CI_MAX_BODY, ci_max_body, "KIWI_CI_MAX_BODY", "max-body", BYTES, "26214400", 1024, 1073741824,         \
        "largest webhook body ci-event --listen accepts, bytes")                                              \
     X (LOG_LEVEL, log_level, "KIWI_LOG_LEVEL", "log-level", LOGLEVEL, "info", 0, 0,                           \
-       "threshold of log lines on stderr")
+       "threshold of log lines on stderr")                                                                   \
+    X (BATCH_DIR, batch_dir, "KIWI_BATCH_DIR", "batch-dir", PATH, "", 0, 0,                                   \
+       "directory of batch manifests written by kiwi batch, read by kiwi watch (empty: ~/.kiwi/batches)")   \
+    X (PROGRESS_INTERVAL, progress_interval, "KIWI_PROGRESS_INTERVAL", "progress-interval", SECONDS, "10", 1, \
+       86400, "seconds between the progress lines of kiwi batch --wait and kiwi watch off a terminal")      \
+    X (REFRESH, refresh, "KIWI_REFRESH", "refresh", SECONDS, "1", 1, 3600,                                    \
+       "seconds between redraws on a terminal (kiwi fleet, the progress line)")                             \
+    X (CLOCK_SKEW, clock_skew, "KIWI_CLOCK_SKEW", "clock-skew", SECONDS, "60", 0, 86400,                      \
+       "seconds read before a submission time (kiwi wait, kiwi watch), for clocks that disagree")           \
+    X (GONE_AFTER, gone_after, "KIWI_GONE_AFTER", "gone-after", SECONDS, "0", 0, 86400,                       \
+       "seconds without a heartbeat before kiwi fleet shows a worker as gone (0: 3 heartbeat intervals, else 30)")
 
 typedef enum {
 #define KIWI__SETTING_ENUM(id, field, env, flag, type, def, min, max, help) KIWI_SETTING_##id,

@@ -316,6 +316,7 @@ STR_MEMBER (m_ci_context, t->ci_context)
 STR_MEMBER (m_model_name, t->model.name)
 STR_MEMBER (m_base_url, t->model.base_url)
 STR_MEMBER (m_source, t->source)
+STR_MEMBER (m_batch_id, t->batch_id)
 #undef STR_MEMBER
 
 static int
@@ -463,6 +464,7 @@ static const member task_members[] = {
     { "test_credentials", m_creds },
     { "submitted_at", m_submitted_at },
     { "source", m_source },
+    { "batch_id", m_batch_id },
     { NULL, NULL },
 };
 
@@ -542,7 +544,8 @@ kiwi_task_copy (kiwi_task *dst, const kiwi_task *src, kiwi_error_t *err)
         || dup_opt (&dst->repo.ref, src->repo.ref) < 0 || dup_opt (&dst->repo.subdir, src->repo.subdir) < 0
         || dup_opt (&dst->test_command, src->test_command) < 0 || dup_opt (&dst->goal, src->goal) < 0
         || dup_opt (&dst->ci_context, src->ci_context) < 0 || dup_opt (&dst->model.name, src->model.name) < 0
-        || dup_opt (&dst->model.base_url, src->model.base_url) < 0 || dup_opt (&dst->source, src->source) < 0)
+        || dup_opt (&dst->model.base_url, src->model.base_url) < 0 || dup_opt (&dst->source, src->source) < 0
+        || dup_opt (&dst->batch_id, src->batch_id) < 0)
         goto fail;
     for (size_t i = 0; i < src->n_test_credentials; i++)
         if (add_cred (dst, src->test_credentials[i], err) < 0)

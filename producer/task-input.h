@@ -6,7 +6,7 @@
  * The JSON shape is the Task's own (schemas/task.md, and what `kiwi tail
  * tasks` prints): {"id", "repo": {"url", "ref", "subdir"}, "test_command",
  * "goal", "ci_context", "limits": {...}, "model": {...},
- * "test_credentials": [...], "submitted_at", "source"}, plus an optional
+ * "test_credentials": [...], "submitted_at", "source", "batch_id"}, plus an optional
  * "v" that must be 1. Unlike the wire decoder, input from people refuses
  * unknown keys, so a typo ("max_round") is an error, not a silent default.
  *

@@ -51,6 +51,7 @@ static const kiwi__str_rule R_MODEL_NAME = { true, 1, 256, KIWI__TEXT, kiwi__cha
 static const kiwi__str_rule R_BASE_URL = { false, 1, 2048, KIWI__TEXT, kiwi__chars_locator };
 static const kiwi__str_rule R_CREDENTIAL = { true, 1, 128, KIWI__TEXT, kiwi__chars_env_name };
 static const kiwi__str_rule R_SOURCE = { false, 1, 64, KIWI__TEXT, kiwi__chars_id };
+static const kiwi__str_rule R_BATCH_ID = { false, 1, KIWI_TASK_BATCH_ID_MAX, KIWI__TEXT, kiwi__chars_id };
 
 void
 kiwi_task_init (kiwi_task *t)
@@ -77,6 +78,7 @@ kiwi_task_clear (kiwi_task *t)
         free (t->test_credentials[i]);
     free (t->test_credentials);
     free (t->source);
+    free (t->batch_id);
     kiwi_task_init (t);
 }
 
@@ -131,7 +133,8 @@ kiwi_task_validate (const kiwi_task *t, kiwi_error_t *err)
     }
 
     if (kiwi__check_i64 ("task", "submitted_at", t->submitted_at, KIWI__TS_MIN, KIWI__TS_MAX, err) < 0
-        || kiwi__check_str ("task", "source", t->source, &R_SOURCE, err) < 0)
+        || kiwi__check_str ("task", "source", t->source, &R_SOURCE, err) < 0
+        || kiwi__check_str ("task", "batch_id", t->batch_id, &R_BATCH_ID, err) < 0)
         return -1;
     return 0;
 }
@@ -191,6 +194,7 @@ kiwi_task_encode (const kiwi_task *t, char **out, size_t *out_len, kiwi_error_t 
 
     kiwi__enc_ki64 (&e, "submitted_at", t->submitted_at);
     kiwi__enc_kstr (&e, "source", t->source);
+    kiwi__enc_kstr (&e, "batch_id", t->batch_id);
     kiwi__enc_map_end (&e);
     return kiwi__enc_finish (&e, "task", out, out_len, err);
 }
@@ -277,7 +281,8 @@ decode_fields (const kiwi__map *root, kiwi_task *t, kiwi_error_t *err)
     }
 
     if (kiwi__read_i64 (root, "submitted_at", &t->submitted_at, NULL, err) < 0
-        || kiwi__read_str (root, "source", &t->source, err) < 0)
+        || kiwi__read_str (root, "source", &t->source, err) < 0
+        || kiwi__read_str (root, "batch_id", &t->batch_id, err) < 0)
         return -1;
     return 0;
 }
@@ -349,6 +354,7 @@ kiwi_task_to_json (const kiwi_task *t, char **out, kiwi_error_t *err)
 
     kiwi__json_ki64 (&j, "submitted_at", t->submitted_at);
     kiwi__json_kstr (&j, "source", t->source);
+    kiwi__json_kstr (&j, "batch_id", t->batch_id);
     kiwi__json_object_end (&j);
     return kiwi__json_finish (&j, "task", out, err);
 }

@@ -43,6 +43,7 @@ int kiwi_provider_parse (const char *s, kiwi_provider *out);
 
 /* Limits: bounds and defaults. */
 #define KIWI_TASK_ID_MAX 128
+#define KIWI_TASK_BATCH_ID_MAX 128
 #define KIWI_TASK_MAX_ROUNDS_MIN 1
 #define KIWI_TASK_MAX_ROUNDS_MAX 100
 #define KIWI_TASK_MAX_ROUNDS_DEFAULT 8
@@ -89,6 +90,7 @@ typedef struct kiwi_task {
     size_t n_test_credentials;
     int64_t submitted_at;     /* ms since the epoch, required, >= 0 */
     char *source;             /* optional: "submit", "batch", "ci-event", ... */
+    char *batch_id;           /* optional, 1..128 of [A-Za-z0-9._:-]: the batch it belongs to */
 } kiwi_task;
 
 /* Zeroes *t and sets the limit defaults. */

@@ -7,7 +7,7 @@ target_compile_definitions(kiwi_test_cli_util PUBLIC KIWI_CLI_BIN="$<TARGET_FILE
 target_include_directories(kiwi_test_cli_util PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 add_dependencies(kiwi_test_cli_util kiwi)
 
-foreach(suite submit batch ci tail wait)
+foreach(suite submit batch ci tail wait watch fleet)
   kiwi_add_test(test_cli_stack_${suite} LABEL integration SOURCES test_cli_stack_${suite}.c
                 LIBS kiwi_test_cli_util kiwi_cli kiwi_test_schemas_samples PkgConfig::CURL TIMEOUT 300)
 endforeach()

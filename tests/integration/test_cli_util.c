@@ -130,6 +130,54 @@ cli_produce (const char *topic, const char *key, const void *value, size_t len)
     rd_kafka_destroy (rk);
 }
 
+struct cli_producer {
+    rd_kafka_t *rk;
+};
+
+cli_producer *
+cli_producer_new (void)
+{
+    cli_producer *p = calloc (1, sizeof *p);
+    p->rk = client (RD_KAFKA_PRODUCER);
+    return p;
+}
+
+void
+cli_producer_send (cli_producer *p, const char *topic, const char *key, const void *value, size_t len, int64_t ts_ms)
+{
+    for (;;) {
+        rd_kafka_resp_err_t e = rd_kafka_producev (
+            p->rk, RD_KAFKA_V_TOPIC (topic), RD_KAFKA_V_KEY (key, key ? strlen (key) : 0),
+            RD_KAFKA_V_VALUE ((void *) value, len), RD_KAFKA_V_MSGFLAGS (RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_TIMESTAMP (ts_ms), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            rd_kafka_poll (p->rk, 100);
+            continue;
+        }
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            fail_msg ("produce to %s: %s", topic, rd_kafka_err2str (e));
+        rd_kafka_poll (p->rk, 0);
+        return;
+    }
+}
+
+void
+cli_producer_done (cli_producer *p)
+{
+    if (rd_kafka_flush (p->rk, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR || rd_kafka_outq_len (p->rk) != 0)
+        fail_msg ("produce: not every message was acknowledged");
+    rd_kafka_destroy (p->rk);
+    free (p);
+}
+
+int64_t
+cli_wall_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 size_t
 cli_consume (const char *topic, size_t want, int timeout_ms, cli_msg **out)
 {

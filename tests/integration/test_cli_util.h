@@ -43,6 +43,18 @@ char *cli_slurp (int fd, int timeout_ms);
  * otherwise). key may be NULL. */
 void cli_produce (const char *topic, const char *key, const void *value, size_t len);
 
+/* A producer for many messages: cli_producer_send queues one (ts_ms: its
+ * timestamp in ms since the epoch, 0: now), cli_producer_done flushes and
+ * fails the test unless every message was acknowledged. */
+typedef struct cli_producer cli_producer;
+cli_producer *cli_producer_new (void);
+void cli_producer_send (cli_producer *p, const char *topic, const char *key, const void *value, size_t len,
+                        int64_t ts_ms);
+void cli_producer_done (cli_producer *p);
+
+/* Milliseconds since the epoch. */
+int64_t cli_wall_ms (void);
+
 typedef struct cli_msg {
     char *key;       /* NULL when the message had none */
     size_t key_len;

@@ -127,7 +127,7 @@ test_unknown_keys_refused (void **state)
 {
     parse_fails ("{\"tset_command\": \"make\"}",
                  "task.tset_command: unknown field (known: v, id, repo, test_command, goal, ci_context, limits, model, "
-                 "test_credentials, submitted_at, source)");
+                 "test_credentials, submitted_at, source, batch_id)");
     parse_fails ("{\"limits\": {\"max_round\": 3}}",
                  "task.limits.max_round: unknown field (known: max_rounds, session_budget_tokens, "
                  "session_budget_usd_micros, timeout_seconds, disk_mb)");

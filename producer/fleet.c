@@ -1,0 +1,269 @@
+/*
+ * fleet.c: the fleet from heartbeats (see fleet.h): one record per worker,
+ * its state at a given time, and the table and JSON renderings.
+ */
+#include "fleet.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cleanup.h"
+
+void
+kiwi_fleet_init (kiwi_fleet *f, int64_t gone_after_ms)
+{
+    memset (f, 0, sizeof *f);
+    f->gone_after_ms = gone_after_ms;
+}
+
+void
+kiwi_fleet_clear (kiwi_fleet *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        kiwi_heartbeat_clear (&f->workers[i].hb);
+    free (f->workers);
+    kiwi_fleet_init (f, f->gone_after_ms);
+}
+
+int
+kiwi_fleet_update (kiwi_fleet *f, kiwi_heartbeat *hb, kiwi_error_t *err)
+{
+    /* Binary search by worker id: the table stays sorted. */
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp (f->workers[mid].hb.worker_id, hb->worker_id);
+        if (c == 0) {
+            kiwi_fleet_worker *w = &f->workers[mid];
+            if (hb->ts <= w->hb.ts) {
+                kiwi_heartbeat_clear (hb); /* older or the same: the newer one stays */
+                return 0;
+            }
+            w->interval_ms = hb->ts - w->hb.ts;
+            kiwi_heartbeat_clear (&w->hb);
+            w->hb = *hb;
+            kiwi_heartbeat_init (hb);
+            return 0;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (f->n == f->cap) {
+        size_t ncap = f->cap ? f->cap * 2 : 16;
+        kiwi_fleet_worker *nw = realloc (f->workers, ncap * sizeof *nw);
+        if (nw == NULL)
+            return kiwi_error_make (err, ENOMEM, "the fleet table");
+        f->workers = nw;
+        f->cap = ncap;
+    }
+    memmove (&f->workers[lo + 1], &f->workers[lo], (f->n - lo) * sizeof *f->workers);
+    kiwi_fleet_worker *w = &f->workers[lo];
+    memset (w, 0, sizeof *w);
+    w->hb = *hb;
+    w->first_ts = hb->ts;
+    w->first_done = hb->tasks_done;
+    kiwi_heartbeat_init (hb);
+    f->n++;
+    return 0;
+}
+
+int64_t
+kiwi_fleet_gone_after (const kiwi_fleet *f, const kiwi_fleet_worker *w)
+{
+    if (f->gone_after_ms > 0)
+        return f->gone_after_ms;
+    if (w->interval_ms > 0)
+        return 3 * w->interval_ms;
+    return KIWI_FLEET_GONE_DEFAULT_MS;
+}
+
+const char *
+kiwi_fleet_state (const kiwi_fleet *f, const kiwi_fleet_worker *w, int64_t now_ms)
+{
+    if (now_ms - w->hb.ts > kiwi_fleet_gone_after (f, w))
+        return "gone";
+    return w->hb.degraded ? "degraded" : "up";
+}
+
+double
+kiwi_fleet_tasks_per_min (const kiwi_fleet_worker *w)
+{
+    int64_t span = w->hb.ts - w->first_ts;
+    if (span <= 0 || w->hb.tasks_done < w->first_done)
+        return 0.0;
+    return (double) (w->hb.tasks_done - w->first_done) * 60000.0 / (double) span;
+}
+
+/* "80%" or "-" when no lookup happened. */
+static char *
+hit_rate (const kiwi_heartbeat *h, char *buf, size_t cap)
+{
+    uint64_t n = h->cache_hits + h->cache_misses;
+    if (n == 0)
+        snprintf (buf, cap, "-");
+    else
+        snprintf (buf, cap, "%.0f%%", 100.0 * (double) h->cache_hits / (double) n);
+    return buf;
+}
+
+static char *
+age (int64_t ms, char *buf, size_t cap)
+{
+    int64_t s = ms < 0 ? 0 : ms / 1000;
+    if (s < 120)
+        snprintf (buf, cap, "%llds", (long long) s);
+    else if (s < 7200)
+        snprintf (buf, cap, "%lldm", (long long) (s / 60));
+    else
+        snprintf (buf, cap, "%lldh", (long long) (s / 3600));
+    return buf;
+}
+
+/* Appends one line to f, cut to width (0: no cut), then '\n'. Control
+ * characters (from a worker's reason or detail) become '?'. */
+static void
+put_line (FILE *f, const char *line, unsigned width)
+{
+    size_t n = strlen (line);
+    if (width > 0 && n > width)
+        n = width;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) line[i];
+        fputc (c < 0x20 || c == 0x7f ? '?' : c, f);
+    }
+    fputc ('\n', f);
+}
+
+char *
+kiwi_fleet_table (const kiwi_fleet *f, int64_t now_ms, unsigned width)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream (&out, &len);
+    if (o == NULL)
+        return NULL;
+    unsigned up = 0, degraded = 0, gone = 0;
+    uint64_t busy = 0, total = 0, hits = 0, lookups = 0;
+    double tpm = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const kiwi_fleet_worker *w = &f->workers[i];
+        const char *st = kiwi_fleet_state (f, w, now_ms);
+        if (strcmp (st, "gone") == 0) {
+            gone++;
+            continue;
+        }
+        if (strcmp (st, "degraded") == 0)
+            degraded++;
+        else
+            up++;
+        busy += w->hb.slots_busy;
+        total += w->hb.slots_total;
+        hits += w->hb.cache_hits;
+        lookups += w->hb.cache_hits + w->hb.cache_misses;
+        tpm += kiwi_fleet_tasks_per_min (w);
+    }
+    char line[8192], hr[16];
+    if (lookups > 0)
+        snprintf (hr, sizeof hr, "%.0f%%", 100.0 * (double) hits / (double) lookups);
+    else
+        snprintf (hr, sizeof hr, "-");
+    snprintf (line, sizeof line,
+              "workers: %u up, %u degraded, %u gone | slots %llu/%llu busy | %.1f tasks/min | cache hits %s", up,
+              degraded, gone, (unsigned long long) busy, (unsigned long long) total, tpm, hr);
+    put_line (o, line, width);
+    snprintf (line, sizeof line, "%-24s %-8s %9s %7s %7s %9s %5s %5s %6s  %s", "WORKER", "STATE", "SLOTS", "DONE",
+              "FAILED", "TASKS/MIN", "CACHE", "REDIS", "SEEN", "EGRESS");
+    put_line (o, line, width);
+    for (size_t i = 0; i < f->n; i++) {
+        const kiwi_fleet_worker *w = &f->workers[i];
+        const kiwi_heartbeat *h = &w->hb;
+        char slots[32], ago[16], cache[16];
+        snprintf (slots, sizeof slots, "%u/%u", h->slots_busy, h->slots_total);
+        int n = snprintf (line, sizeof line, "%-24s %-8s %9s %7llu %7llu %9.1f %5s %5s %6s ", h->worker_id,
+                          kiwi_fleet_state (f, w, now_ms), slots, (unsigned long long) h->tasks_done,
+                          (unsigned long long) h->tasks_failed, kiwi_fleet_tasks_per_min (w),
+                          hit_rate (h, cache, sizeof cache), h->redis_ok ? "ok" : "DOWN",
+                          age (now_ms - h->ts, ago, sizeof ago));
+        for (size_t e = 0; e < h->n_egress && n > 0 && (size_t) n < sizeof line; e++)
+            n += snprintf (line + n, sizeof line - (size_t) n, " %s %s", h->egress[e].name,
+                           h->egress[e].ok ? "ok" : "FAIL");
+        if (h->n_egress == 0 && n > 0 && (size_t) n < sizeof line)
+            snprintf (line + n, sizeof line - (size_t) n, " (no checks)");
+        put_line (o, line, width);
+        if (h->degraded) {
+            snprintf (line, sizeof line, "    degraded: %s",
+                      h->degraded_reason && *h->degraded_reason ? h->degraded_reason : "(no reason given)");
+            put_line (o, line, width);
+        }
+        for (size_t e = 0; e < h->n_egress; e++)
+            if (!h->egress[e].ok) {
+                snprintf (line, sizeof line, "    egress %s failed: %s", h->egress[e].name,
+                          h->egress[e].detail ? h->egress[e].detail : "(no detail)");
+                put_line (o, line, width);
+            }
+    }
+    if (f->n == 0)
+        put_line (o, "(no heartbeats yet)", width);
+    if (fclose (o) != 0) {
+        free (out);
+        return NULL;
+    }
+    return out;
+}
+
+char *
+kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err)
+{
+    json_t *doc = json_object ();
+    json_t *arr = json_array ();
+    unsigned up = 0, degraded = 0, gone = 0;
+    uint64_t busy = 0, total = 0;
+    double tpm = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const kiwi_fleet_worker *w = &f->workers[i];
+        const char *st = kiwi_fleet_state (f, w, now_ms);
+        cleanup_free char *hbj = NULL;
+        if (kiwi_heartbeat_to_json (&w->hb, &hbj, err) < 0) {
+            json_decref (arr);
+            json_decref (doc);
+            return NULL;
+        }
+        json_t *hb = json_loads (hbj, 0, NULL);
+        uint64_t lookups = w->hb.cache_hits + w->hb.cache_misses;
+        json_t *o = json_pack ("{s:s, s:s, s:I, s:I, s:f, s:o, s:o}", "worker_id", w->hb.worker_id, "state", st,
+                               "age_ms", (json_int_t) (now_ms - w->hb.ts), "gone_after_ms",
+                               (json_int_t) kiwi_fleet_gone_after (f, w), "tasks_per_min",
+                               kiwi_fleet_tasks_per_min (w), "cache_hit_rate",
+                               lookups ? json_real ((double) w->hb.cache_hits / (double) lookups) : json_null (),
+                               "heartbeat", hb ? hb : json_null ());
+        json_array_append_new (arr, o);
+        if (strcmp (st, "gone") == 0) {
+            gone++;
+            continue;
+        }
+        if (strcmp (st, "degraded") == 0)
+            degraded++;
+        else
+            up++;
+        busy += w->hb.slots_busy;
+        total += w->hb.slots_total;
+        tpm += kiwi_fleet_tasks_per_min (w);
+    }
+    json_object_set_new (doc, "ts", json_integer (now_ms));
+    json_object_set_new (doc, "workers", arr);
+    json_object_set_new (doc, "summary",
+                         json_pack ("{s:i, s:i, s:i, s:I, s:I, s:f}", "up", (int) up, "degraded", (int) degraded,
+                                    "gone", (int) gone, "slots_busy", (json_int_t) busy, "slots_total",
+                                    (json_int_t) total, "tasks_per_min", tpm));
+    char *s = json_dumps (doc, JSON_COMPACT);
+    json_decref (doc);
+    if (s == NULL)
+        kiwi_error_make (err, ENOMEM, "printing the fleet");
+    return s;
+}
