@@ -24,7 +24,10 @@ touch -d '8 days ago' "$STATE/mirrors/0ld0.git" "$STATE/mirrors/0ld0.lock" "$STA
 mkdir -p "$STATE/snapshots/key1.$dead.partial" "$STATE/snapshots/recent-key"
 touch "$STATE/snapshots/recent-key/src.tar"
 # a fetch in progress holds the old mirror's lock for the whole test
-flock "$STATE/mirrors/10cked.lock" sleep 600 &
+# (the holder is the sleep itself, so the clean-up's kill ends it: a
+# `flock FILE sleep` child would outlive its flock parent and hold ctest's
+# output pipe open)
+(exec 9<"$STATE/mirrors/10cked.lock"; flock 9; exec sleep 600) &
 PIDS+=($!)
 sleep 0.5
 
