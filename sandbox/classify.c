@@ -50,7 +50,8 @@ typedef struct {
 
 /* A context condition, before=~BOUNDARY~VERDICT~ or after=~BOUNDARY~VERDICT~:
  * the nearest line before (after) the matched one that matches BOUNDARY
- * must also match VERDICT; no such line within KIWI__CONTEXT_LINES fails. */
+ * must also match VERDICT; the output's start (end) is a boundary that is
+ * an empty line; no boundary within KIWI__CONTEXT_LINES fails. */
 typedef struct {
     bool set;
     regex_t boundary, verdict;
@@ -445,20 +446,22 @@ line_matches (const regex_t *re, const char *ls, size_t len, line_buf *lb)
     return regexec (re, lb->buf, 0, NULL, 0) == 0;
 }
 
-/* Does the condition hold for the line [ls, le) of output? */
+/* Does the condition hold for the line [ls, le) of output? The end of the
+ * output (its start, looking before) is a boundary: an empty line, which
+ * VERDICT may accept ("^$"). */
 static bool
 condition_holds (const condition *c, bool after, const char *output, const char *ls, const char *le, line_buf *lb)
 {
     for (int n = 0; n < KIWI__CONTEXT_LINES; n++) {
         const char *s, *e;
         if (after) {
-            if (*le == '\0')
-                return false;
+            if (*le == '\0' || (le[0] == '\n' && le[1] == '\0'))
+                return line_matches (&c->verdict, "", 0, lb);
             s = le + 1;
             e = s + strcspn (s, "\n");
         } else {
             if (ls == output)
-                return false;
+                return line_matches (&c->verdict, "", 0, lb);
             e = ls - 1;
             s = e;
             while (s > output && s[-1] != '\n')

@@ -334,6 +334,15 @@ test_conditions (void **state)
     assert_int_equal (kiwi_classify (c, far, &r), KIWI_FAILURE_NONE);
     free (far);
     kiwi_classifier_free (c);
+    /* the end (start) of the output is a boundary, an empty line */
+    const char *e = "needs_network\tend\t^died: ([a-z.]+)$\thost=\\1 after=~^[^[:space:]]~^$~ before=~.~^(Traceback)?$~\n";
+    assert_int_equal (kiwi_classifier_parse (e, strlen (e), "t.tsv", &c, &err), 0);
+    assert_int_equal (kiwi_classify (c, "died: d.example\n\tfrom a\n\n", &r), KIWI_FAILURE_NEEDS_NETWORK);
+    assert_string_equal (r.host, "d.example");
+    assert_int_equal (kiwi_classify (c, "Traceback\ndied: d.example", &r), KIWI_FAILURE_NEEDS_NETWORK);
+    assert_int_equal (kiwi_classify (c, "died: d.example\n\tfrom a\nok 2 tests\n", &r), KIWI_FAILURE_NONE);
+    assert_int_equal (kiwi_classify (c, "log\ndied: d.example\n", &r), KIWI_FAILURE_NONE);
+    kiwi_classifier_free (c);
     expect_parse_error ("needs_network\tx\tfoo\tafter=~a~b\n", "condition `after` is not ~BOUNDARY~VERDICT~");
     expect_parse_error ("needs_network\tx\tfoo\tbefore=a\n", "condition `before` is not ~BOUNDARY~VERDICT~");
     expect_parse_error ("needs_network\tx\tfoo\tafter=~a~b~ after=~a~b~\n", "condition `after` given twice");
