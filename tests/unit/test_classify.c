@@ -3,8 +3,12 @@
  * output captured from the real tools in Kiwi's images
  * (tests/fixtures/captured/, made by capture.sh there). Every captured file
  * has an expectation (expect.tsv: class, rule, extracted fields; "none" for
- * honest failures such as assertions, type and lint errors), every rule is
- * reached by some captured output, and the table's parser names its errors.
+ * honest failures such as assertions, type and lint errors, and the same
+ * network errors merely logged by a passing test), every rule is reached by
+ * some captured output, reserved names (.invalid, .test, .localhost,
+ * localhost) are never blamed, context conditions decide by the nearest
+ * boundary line, the work per output is bounded, and the table's parser
+ * names its errors.
  */
 #include <setjmp.h>
 #include <stdarg.h>
