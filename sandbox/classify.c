@@ -5,7 +5,8 @@
  * nearest line before or after it that opens or closes the runner's block
  * says the block failed) and the host it names is not a reserved name
  * (RFC 6761: localhost, .localhost, .invalid, .test), which no network would
- * resolve either. Otherwise the search goes on at the next line.
+ * resolve either. Otherwise the search goes on at the next line. ANSI
+ * escape sequences (colours) are removed before anything is matched.
  */
 #include "classify.h"
 
@@ -499,6 +500,36 @@ fill (const rule *r, const char *output, const char *subject, const regmatch_t *
     }
 }
 
+/* A copy of `s` without ANSI CSI sequences (ESC [ parameters final-byte:
+ * colours, cursor moves), which test runners write even to a pipe (vitest);
+ * NULL when there are none or memory is short (then `s` is used as is). */
+static char *
+strip_ansi (const char *s)
+{
+    if (strchr (s, '\x1b') == NULL)
+        return NULL;
+    char *o = malloc (strlen (s) + 1);
+    if (o == NULL)
+        return NULL;
+    size_t n = 0;
+    for (const char *p = s; *p;) {
+        if (p[0] == '\x1b' && p[1] == '[') {
+            const char *q = p + 2;
+            while (*q >= 0x30 && *q <= 0x3f) /* parameter bytes */
+                q++;
+            while (*q >= 0x20 && *q <= 0x2f) /* intermediate bytes */
+                q++;
+            if (*q >= 0x40 && *q <= 0x7e) {
+                p = q + 1;
+                continue;
+            }
+        }
+        o[n++] = *p++;
+    }
+    o[n] = '\0';
+    return o;
+}
+
 kiwi_failure_class
 kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification *out)
 {
@@ -506,6 +537,9 @@ kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification
     out->cls = KIWI_FAILURE_NONE;
     if (output == NULL)
         output = "";
+    cleanup_free char *plain = strip_ansi (output);
+    if (plain != NULL)
+        output = plain;
     line_buf lb = { 0 };
     for (size_t i = 0; i < c->n; i++) {
         const rule *r = &c->rules[i];

@@ -90,8 +90,9 @@ kiwi_failure_class kiwi_classifier_rule_class (const kiwi_classifier *c, size_t 
 
 /* Classifies `output` (NUL-terminated; NULL is treated as ""). Fills *out
  * (all fields empty for KIWI_FAILURE_NONE) and returns its class. Never
- * fails. Extracted values are untrusted text from the sandbox: control
- * characters are replaced by '?' and values are truncated to their field. */
+ * fails. ANSI escape sequences are removed from the output first. Extracted
+ * values are untrusted text from the sandbox: control characters are
+ * replaced by '?' and values are truncated to their field. */
 kiwi_failure_class kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification *out);
 
 #endif

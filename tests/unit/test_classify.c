@@ -384,7 +384,15 @@ test_extracted_values_are_cleaned (void **state)
     kiwi_classification c;
     assert_int_equal (kiwi_classify (table, out, &c), KIWI_FAILURE_NEEDS_NETWORK);
     assert_int_equal (strlen (c.host), sizeof c.host - 1);
-    assert_int_equal (kiwi_classify (table, "sh: 1: py\x1b[31mtest: not found\n", &c), KIWI_FAILURE_NONE);
+    /* colours are removed before matching: the command is "pytest", not "py?[31mtest" */
+    assert_int_equal (kiwi_classify (table, "sh: 1: py\x1b[31mtest: not found\n", &c), KIWI_FAILURE_MISSING_RUNTIME);
+    assert_string_equal (c.command, "pytest");
+    assert_int_equal (kiwi_classify (table, "\x1b[1m\x1b[31mcurl: (6) Could not resolve host: a.example.org\x1b[0m\n", &c),
+                      KIWI_FAILURE_NEEDS_NETWORK);
+    assert_string_equal (c.host, "a.example.org");
+    assert_string_equal (c.evidence, "curl: (6) Could not resolve host: a.example.org");
+    /* an escape that is not a CSI sequence stays, replaced in what is reported */
+    assert_int_equal (kiwi_classify (table, "sh: 1: py\x1b]0;x\x07test: not found\n", &c), KIWI_FAILURE_NONE);
     assert_int_equal (kiwi_classify (table, "x\x07y\nsh: 1: cargo: not found\n", &c), KIWI_FAILURE_MISSING_RUNTIME);
     assert_string_equal (c.command, "cargo");
     assert_string_equal (c.evidence, "sh: 1: cargo: not found");
