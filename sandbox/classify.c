@@ -1,6 +1,12 @@
 /*
  * classify.c: the table-driven step-0 classifier (see classify.h and the
- * table itself, classify.tsv).
+ * table itself, classify.tsv). A rule's pattern is tried line by line; a
+ * matching line counts only if the rule's context conditions hold (the
+ * nearest line before or after it that opens or closes the runner's block
+ * says the block failed) and the host it names is not a reserved name
+ * (RFC 6761: localhost, .localhost, .invalid, .test), which no network would
+ * resolve either. Otherwise the search goes on at the next line. ANSI
+ * escape sequences (colours) are removed before anything is matched.
  */
 #include "classify.h"
 
@@ -11,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,12 +49,31 @@ typedef struct {
     regex_t search;
 } field_spec;
 
+/* A context condition, before=~BOUNDARY~VERDICT~ or after=~BOUNDARY~VERDICT~:
+ * the nearest line before (after) the matched one that matches BOUNDARY
+ * must also match VERDICT; the output's start (end) is a boundary that is
+ * an empty line; no boundary within KIWI__CONTEXT_LINES fails. */
+typedef struct {
+    bool set;
+    regex_t boundary, verdict;
+} condition;
+
+enum { KIWI__COND_BEFORE, KIWI__COND_AFTER, KIWI__NCONDS };
+static const char *const cond_names[] = { "before", "after" };
+
+/* Bounds on the work one hostile output can cause: lines a condition looks
+ * at, matching lines a rule examines, bytes of a line tested. */
+#define KIWI__CONTEXT_LINES 400
+#define KIWI__MAX_CANDIDATES 256
+#define KIWI__MAX_LINE 8192
+
 typedef struct {
     kiwi_failure_class cls;
     char *name;
     bool compiled; /* re holds a compiled pattern */
     regex_t re;
     field_spec fields[KIWI__NFIELDS];
+    condition conds[KIWI__NCONDS];
 } rule;
 
 struct kiwi_classifier {
@@ -92,6 +118,11 @@ rule_clear (rule *r)
         if (r->fields[f].has_search)
             regfree (&r->fields[f].search);
     }
+    for (size_t k = 0; k < KIWI__NCONDS; k++)
+        if (r->conds[k].set) {
+            regfree (&r->conds[k].boundary);
+            regfree (&r->conds[k].verdict);
+        }
 }
 
 void
@@ -117,7 +148,33 @@ compile (regex_t *re, const char *src, const char *origin, size_t lineno, kiwi_e
     return 0;
 }
 
-/* Parses "KEY=VALUE KEY=VALUE ..." into r->fields. A ~REGEX~TEMPLATE value
+/* Parses the value of a condition, ~BOUNDARY~VERDICT~ (either may contain
+ * spaces), and sets *end past it. */
+static int
+parse_condition (condition *c, const char *key, char *v, char **end, const char *origin, size_t lineno,
+                 kiwi_error_t *err)
+{
+    if (c->set)
+        return kiwi_error_make (err, 0, "%s:%zu: condition `%s` given twice", origin, lineno, key);
+    char *b = v[0] == '~' ? v + 1 : NULL;
+    char *mid = b ? strchr (b, '~') : NULL;
+    char *close = mid ? strchr (mid + 1, '~') : NULL;
+    if (close == NULL || (close[1] != '\0' && close[1] != ' '))
+        return kiwi_error_make (err, 0, "%s:%zu: condition `%s` is not ~BOUNDARY~VERDICT~", origin, lineno, key);
+    *mid = '\0';
+    *close = '\0';
+    if (compile (&c->boundary, b, origin, lineno, err) < 0)
+        return -1;
+    if (compile (&c->verdict, mid + 1, origin, lineno, err) < 0) {
+        regfree (&c->boundary);
+        return -1;
+    }
+    c->set = true;
+    *end = close + 1;
+    return 0;
+}
+
+/* Parses "KEY=VALUE KEY=VALUE ..." into r->fields and r->conds. A ~REGEX~TEMPLATE value
  * may contain spaces inside REGEX. */
 static int
 parse_fields (rule *r, char *s, const char *origin, size_t lineno, kiwi_error_t *err)
@@ -131,11 +188,23 @@ parse_fields (rule *r, char *s, const char *origin, size_t lineno, kiwi_error_t 
         if (eq == NULL)
             return kiwi_error_make (err, 0, "%s:%zu: field `%s` is not KEY=VALUE", origin, lineno, s);
         *eq = '\0';
+        size_t k = 0;
+        while (k < KIWI__NCONDS && strcmp (cond_names[k], s) != 0)
+            k++;
+        if (k < KIWI__NCONDS) {
+            char *end = NULL;
+            if (parse_condition (&r->conds[k], s, eq + 1, &end, origin, lineno, err) < 0)
+                return -1;
+            s = end;
+            continue;
+        }
         size_t f = 0;
         while (f < KIWI__NFIELDS && strcmp (field_names[f], s) != 0)
             f++;
         if (f == KIWI__NFIELDS)
-            return kiwi_error_make (err, 0, "%s:%zu: unknown field `%s` (host, command, runtime, version, what)",
+            return kiwi_error_make (err, 0,
+                                    "%s:%zu: unknown field `%s` (host, command, runtime, version, what; "
+                                    "conditions before, after)",
                                     origin, lineno, s);
         if (r->fields[f].tmpl != NULL)
             return kiwi_error_make (err, 0, "%s:%zu: field `%s` given twice", origin, lineno, s);
@@ -335,6 +404,132 @@ field_ptr (kiwi_classification *out, size_t f, size_t *cap)
     return NULL;
 }
 
+/* Names no network resolves (RFC 6761): a failure to resolve them is the
+ * repository's, not the sandbox's. Case-insensitive, a final dot ignored. */
+static bool
+reserved_host (const char *h)
+{
+    size_t n = strlen (h);
+    if (n > 0 && h[n - 1] == '.')
+        n--;
+    static const char *const names[] = { "localhost", "invalid", "test" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t l = strlen (names[i]);
+        if (n < l || strncasecmp (h + n - l, names[i], l) != 0)
+            continue;
+        if (n == l || h[n - l - 1] == '.')
+            return true;
+    }
+    return false;
+}
+
+/* Line-bounded matching: a line is copied out (at most KIWI__MAX_LINE
+ * bytes) so that no pattern reaches into the next one. */
+typedef struct {
+    char *buf;
+    size_t cap;
+} line_buf;
+
+static bool
+line_matches (const regex_t *re, const char *ls, size_t len, line_buf *lb)
+{
+    if (len > KIWI__MAX_LINE)
+        len = KIWI__MAX_LINE;
+    if (lb->cap < len + 1) {
+        char *nb = realloc (lb->buf, KIWI__MAX_LINE + 1);
+        if (nb == NULL)
+            return false; /* out of memory: the condition fails, honest */
+        lb->buf = nb;
+        lb->cap = KIWI__MAX_LINE + 1;
+    }
+    memcpy (lb->buf, ls, len);
+    lb->buf[len] = '\0';
+    return regexec (re, lb->buf, 0, NULL, 0) == 0;
+}
+
+/* Does the condition hold for the line [ls, le) of output? The end of the
+ * output (its start, looking before) is a boundary: an empty line, which
+ * VERDICT may accept ("^$"). */
+static bool
+condition_holds (const condition *c, bool after, const char *output, const char *ls, const char *le, line_buf *lb)
+{
+    for (int n = 0; n < KIWI__CONTEXT_LINES; n++) {
+        const char *s, *e;
+        if (after) {
+            if (*le == '\0' || (le[0] == '\n' && le[1] == '\0'))
+                return line_matches (&c->verdict, "", 0, lb);
+            s = le + 1;
+            e = s + strcspn (s, "\n");
+        } else {
+            if (ls == output)
+                return line_matches (&c->verdict, "", 0, lb);
+            e = ls - 1;
+            s = e;
+            while (s > output && s[-1] != '\n')
+                s--;
+        }
+        if (line_matches (&c->boundary, s, (size_t) (e - s), lb))
+            return line_matches (&c->verdict, s, (size_t) (e - s), lb);
+        ls = s;
+        le = e;
+    }
+    return false;
+}
+
+/* Fills out's fields for rule r matched (m) in subject, a suffix of output. */
+static void
+fill (const rule *r, const char *output, const char *subject, const regmatch_t *m, const char *ls, size_t ll,
+      kiwi_classification *out)
+{
+    memset (out, 0, sizeof *out);
+    out->cls = r->cls;
+    snprintf (out->rule, sizeof out->rule, "%s", r->name);
+    put_clean (out->evidence, sizeof out->evidence, ls, ll);
+    for (size_t f = 0; f < KIWI__NFIELDS; f++) {
+        const field_spec *fs = &r->fields[f];
+        if (fs->tmpl == NULL)
+            continue;
+        size_t cap;
+        char *dst = field_ptr (out, f, &cap);
+        if (fs->has_search) {
+            regmatch_t sm[10];
+            if (regexec (&fs->search, output, 10, sm, 0) == 0)
+                expand (fs->tmpl, output, sm, 10, dst, cap);
+        } else
+            expand (fs->tmpl, subject, m, 10, dst, cap);
+    }
+}
+
+/* A copy of `s` without ANSI CSI sequences (ESC [ parameters final-byte:
+ * colours, cursor moves), which test runners write even to a pipe (vitest);
+ * NULL when there are none or memory is short (then `s` is used as is). */
+static char *
+strip_ansi (const char *s)
+{
+    if (strchr (s, '\x1b') == NULL)
+        return NULL;
+    char *o = malloc (strlen (s) + 1);
+    if (o == NULL)
+        return NULL;
+    size_t n = 0;
+    for (const char *p = s; *p;) {
+        if (p[0] == '\x1b' && p[1] == '[') {
+            const char *q = p + 2;
+            while (*q >= 0x30 && *q <= 0x3f) /* parameter bytes */
+                q++;
+            while (*q >= 0x20 && *q <= 0x2f) /* intermediate bytes */
+                q++;
+            if (*q >= 0x40 && *q <= 0x7e) {
+                p = q + 1;
+                continue;
+            }
+        }
+        o[n++] = *p++;
+    }
+    o[n] = '\0';
+    return o;
+}
+
 kiwi_failure_class
 kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification *out)
 {
@@ -342,33 +537,39 @@ kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification
     out->cls = KIWI_FAILURE_NONE;
     if (output == NULL)
         output = "";
+    cleanup_free char *plain = strip_ansi (output);
+    if (plain != NULL)
+        output = plain;
+    line_buf lb = { 0 };
     for (size_t i = 0; i < c->n; i++) {
         const rule *r = &c->rules[i];
         regmatch_t m[10];
-        if (regexec (&r->re, output, 10, m, 0) != 0)
-            continue;
-        out->cls = r->cls;
-        snprintf (out->rule, sizeof out->rule, "%s", r->name);
-        /* the whole line the match starts on */
-        const char *ls = output + m[0].rm_so;
-        while (ls > output && ls[-1] != '\n')
-            ls--;
-        size_t ll = strcspn (ls, "\n");
-        put_clean (out->evidence, sizeof out->evidence, ls, ll);
-        for (size_t f = 0; f < KIWI__NFIELDS; f++) {
-            const field_spec *fs = &r->fields[f];
-            if (fs->tmpl == NULL)
-                continue;
-            size_t cap;
-            char *dst = field_ptr (out, f, &cap);
-            if (fs->has_search) {
-                regmatch_t sm[10];
-                if (regexec (&fs->search, output, 10, sm, 0) == 0)
-                    expand (fs->tmpl, output, sm, 10, dst, cap);
-            } else
-                expand (fs->tmpl, output, m, 10, dst, cap);
+        /* each search starts at a line start, so "^" needs no REG_NOTBOL */
+        const char *from = output;
+        for (int cand = 0; cand < KIWI__MAX_CANDIDATES && regexec (&r->re, from, 10, m, 0) == 0; cand++) {
+            /* the whole line the match starts on */
+            const char *ls = from + m[0].rm_so;
+            while (ls > from && ls[-1] != '\n')
+                ls--;
+            const char *le = ls + strcspn (ls, "\n");
+            bool ok = true;
+            for (size_t k = 0; k < KIWI__NCONDS && ok; k++)
+                if (r->conds[k].set)
+                    ok = condition_holds (&r->conds[k], k == KIWI__COND_AFTER, output, ls, le, &lb);
+            if (ok) {
+                fill (r, output, from, m, ls, (size_t) (le - ls), out);
+                if (out->host[0] == '\0' || !reserved_host (out->host)) {
+                    free (lb.buf);
+                    return out->cls;
+                }
+                memset (out, 0, sizeof *out);
+                out->cls = KIWI_FAILURE_NONE;
+            }
+            if (*le == '\0')
+                break;
+            from = le + 1;
         }
-        return out->cls;
     }
+    free (lb.buf);
     return KIWI_FAILURE_NONE;
 }

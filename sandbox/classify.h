@@ -9,8 +9,13 @@
  * regular expression, what to extract) live in sandbox/classify.tsv, which
  * is compiled into the library (kiwi_classifier_builtin) and can be replaced
  * by a file of the same format (kiwi_classifier_load). The first rule in
- * table order whose pattern matches decides; see classify.tsv for the
- * format and docs/inspection.md for what each class leads to.
+ * table order with a matching line decides. A line counts only if the
+ * rule's context conditions hold (before=/after=: the runner's block it sits
+ * in failed) and the host it names is not a reserved name (localhost,
+ * .localhost, .invalid, .test: no network resolves those); see
+ * classify.tsv for the format and docs/inspection.md for what each class
+ * leads to. The work per output is bounded (lines a condition looks at,
+ * matching lines a rule examines).
  *
  * This module only recognises. Whether a recognised failure swaps the image
  * (is the missing command another runtime's? does the repository ask for a
@@ -85,8 +90,9 @@ kiwi_failure_class kiwi_classifier_rule_class (const kiwi_classifier *c, size_t 
 
 /* Classifies `output` (NUL-terminated; NULL is treated as ""). Fills *out
  * (all fields empty for KIWI_FAILURE_NONE) and returns its class. Never
- * fails. Extracted values are untrusted text from the sandbox: control
- * characters are replaced by '?' and values are truncated to their field. */
+ * fails. ANSI escape sequences are removed from the output first. Extracted
+ * values are untrusted text from the sandbox: control characters are
+ * replaced by '?' and values are truncated to their field. */
 kiwi_failure_class kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification *out);
 
 #endif
