@@ -18,6 +18,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "sha256.h"
+
 #define REFUSE(err, ...) kiwi_error_make_code (err, KIWI_POLICY_E_REFUSED, __VA_ARGS__)
 
 /* ---------- lists ("a, b,c") ---------- */
@@ -477,4 +479,31 @@ kiwi_policy_task (const kiwi_task *task, const kiwi_task_policy *pol)
     kiwi_task t = *task;
     t.limits = pol->limits;
     return t;
+}
+
+json_t *
+kiwi_policy_limits_json (const kiwi_task_policy *pol)
+{
+    const kiwi_task_limits *l = &pol->limits;
+    json_t *o = json_pack ("{s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "timeout_seconds", (json_int_t) l->timeout_seconds,
+                           "disk_mb", (json_int_t) l->disk_mb, "max_rounds", (json_int_t) l->max_rounds,
+                           "session_budget_tokens", (json_int_t) l->session_budget_tokens, "memory_mb",
+                           (json_int_t) pol->memory_mb, "pids", (json_int_t) pol->pids, "git_token", pol->git_token);
+    if (o != NULL && l->has_session_budget_usd_micros)
+        json_object_set_new (o, "session_budget_usd_micros", json_integer ((json_int_t) l->session_budget_usd_micros));
+    return o;
+}
+
+int
+kiwi_policy_task_hash (const kiwi_task *task, char out[65], kiwi_error_t *err)
+{
+    kiwi_task t = *task; /* borrows every string; not cleared */
+    t.submitted_at = 0;
+    t.source = NULL;
+    char *json = NULL;
+    if (kiwi_task_to_json (&t, &json, err) < 0)
+        return -1;
+    kiwi_sha256_hex (json, out);
+    free (json);
+    return 0;
 }

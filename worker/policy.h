@@ -36,6 +36,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "config.h"
 #include "error.h"
 #include "task.h"
@@ -59,6 +61,19 @@ int kiwi_policy_apply (const kiwi_worker_config *cfg, const kiwi_task *task, kiw
 /* `task` with the effective limits of `pol` written in: a shallow copy that
  * borrows every string of `task` (do not clear it). */
 kiwi_task kiwi_policy_task (const kiwi_task *task, const kiwi_task_policy *pol);
+
+/* The identity of a task's body, for telling a redelivery (the same task
+ * again) from a different task reusing its id: sha256 (hex) of the task's
+ * JSON rendering (kiwi_task_to_json) without submitted_at and source, which
+ * change when the same task is submitted again. Returns 0, or < 0 with *err
+ * set. */
+int kiwi_policy_task_hash (const kiwi_task *task, char out[65], kiwi_error_t *err);
+
+/* The effective limits as a JSON object for the accepted event:
+ * {timeout_seconds, disk_mb, max_rounds, session_budget_tokens,
+ * [session_budget_usd_micros,] memory_mb, pids}, plus git_token (whether
+ * the token may be sent). A new reference. */
+json_t *kiwi_policy_limits_json (const kiwi_task_policy *pol);
 
 /* The parts of a URL the allow-lists compare. Lower-cased scheme and host;
  * port 0 when the scheme has no known default and none is written. */
