@@ -131,8 +131,9 @@ task_json() { # task_json ID URL [extra JSON members] [test command]
   printf '{"id":"%s","repo":{"url":"%s","ref":"main"},"test_command":"%s","goal":"Make the tests pass."%s}' \
     "$1" "$2" "${4:-npm test}" "${3:-}"
 }
-# a test command that prints the credential (and fails, so its output is kept)
-PRINT_CRED="node -e 'console.log(process.env.AWS_SECRET_ACCESS_KEY); process.exit(1)'"
+# print_cred TAG: a test command that prints the credential and fails (so its
+# output is in the step 0 event), its own per run and use (no verify cache hit)
+print_cred() { echo "node -e 'console.log(process.env.AWS_SECRET_ACCESS_KEY); process.exit(1)' $RUN_ID-$1"; }
 
 # the model base URL
 once base "$(task_json once-base "$GIT_URL_BASE/js-sum.git" \
@@ -168,7 +169,7 @@ log "--once: local path refused without KIWI_ALLOW_LOCAL_REPOS; a mirror in the 
 # test credentials
 once cred "$(task_json once-cred "$GIT_URL_BASE/js-pass.git" \
   ',"test_credentials":["AWS_SECRET_ACCESS_KEY"],"model":{"provider":"anthropic","name":"m","base_url":"http://127.0.0.1:9/"}' \
-  "$PRINT_CRED")" KIWI_MODEL_BASE_URLS=http://127.0.0.1:9/
+  "$(print_cred once)")" KIWI_MODEL_BASE_URLS=http://127.0.0.1:9/
 reason=$(result_field "$TMP/once-cred.jsonl" reason)
 [[ "$reason" == *AWS_SECRET_ACCESS_KEY* && "$reason" == *KIWI_TEST_CREDENTIALS* ]] || fail "--once cred: $(cat "$TMP/once-cred.jsonl")"
 ! grep -aq "$AWS_VALUE" "$TMP/once-cred.jsonl" "$TMP/once-cred.log" || fail "--once: the credential's value was printed"
@@ -228,7 +229,7 @@ wait_result() { # wait_result ID OUT
 
 id_base=$(submit "$GIT_URL_BASE/js-sum.git" --provider anthropic --model m --base-url "$TLS_URL/v1")
 id_token=$(submit "$TLS_URL/acme/widgets.git")
-id_cred=$(kiwi_cli submit --repo "$GIT_URL_BASE/js-pass.git" --ref main --test "$PRINT_CRED" --goal "x" \
+id_cred=$(kiwi_cli submit --repo "$GIT_URL_BASE/js-pass.git" --ref main --test "$(print_cred pool)" --goal "x" \
   --cred AWS_SECRET_ACCESS_KEY --provider anthropic --model m --base-url "http://127.0.0.1:9/" 2>>"$TMP/cli.log")
 id_disk="pool-disk-$RUN_ID"
 disk_watch "$id_disk" "$TMP/pool-disk.max" &
