@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_worker_policy.sh: hostile task fields against the operator's policy,
+# test_worker_task_policy.sh: hostile task fields against the operator's policy,
 # through `kiwi-worker --once` and through the pool, each checked from
 # outside the worker:
 #   - task.model.base_url naming a loopback TLS listener (not in
