@@ -181,8 +181,8 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
         .workspace = c->root,
         .argv = kiwi_strv_list (&in->install.argv),
         .extra_env = kiwi_strv_list (&in->install.install_env),
-        .limits = { .memory_mb = p->cfg->memory_mb, .pids = p->cfg->pids, .disk_mb = c->task->limits.disk_mb },
         /* c->task carries the effective limits (kiwi_policy_task) */
+        .limits = { .memory_mb = p->cfg->memory_mb, .pids = p->cfg->pids, .disk_mb = c->task->limits.disk_mb },
         .deadline_ms = c->deadline_ms - kiwi_now_ms () > 1 ? c->deadline_ms - kiwi_now_ms () : 1,
         .task_id = c->task->id,
         .snapshot_dir = tmpdir,
