@@ -16,6 +16,10 @@
 #   - KIWI_MAX_SANDBOX_DISK_MB=64 and a task asking 1048576: the accepted
 #     event says 64 and the sandbox's disk file, read on the host while the
 #     task runs, is 64 MiB;
+#   - KIWI_TASK_TIMEOUT=5 and a task asking 86400 whose tests take 30 s:
+#     timed_out; KIWI_MAX_ROUNDS=1 and KIWI_SESSION_BUDGET=500 against tasks
+#     asking 100 rounds and 1e9 tokens: the scripted provider's request log
+#     shows one round's requests, and fewer;
 #   - two different tasks with the same id: the second gets an error result,
 #     not the first one's.
 . "$(dirname "$0")/lib.sh"
@@ -209,6 +213,42 @@ PY
 [ "$(cat "$TMP/once-disk.max" 2>/dev/null)" = $((64 * 1024 * 1024)) ] ||
   fail "--once: the sandbox disk was $(cat "$TMP/once-disk.max" 2>/dev/null || echo never seen) bytes, not 64 MiB"
 log "--once: a task asking 1048576 MB got a 64 MiB sandbox disk"
+
+# the timeout: a worker at 5 s, a task asking 86400 whose tests take 30 s
+make_slow js-slower
+sed -i 's/sleep 12/sleep 30/' "$TMP/src-js-slower/package.json"
+git -C "$TMP/src-js-slower" -c user.email=kiwi@test -c user.name=kiwi commit -qam "slower"
+git -C "$TMP/git/js-slower.git" fetch -q "$TMP/src-js-slower" +main:main
+once timeout "$(task_json "once-timeout-$RUN_ID" "$GIT_URL_BASE/js-slower.git" \
+  ',"limits":{"timeout_seconds":86400},"model":{"provider":"anthropic","name":"m","base_url":"http://127.0.0.1:9/"}')" \
+  KIWI_TASK_TIMEOUT=5 KIWI_MODEL_BASE_URLS=http://127.0.0.1:9/
+[ "$(result_field "$TMP/once-timeout.jsonl" status)" = timed_out ] ||
+  fail "--once: a 5 s ceiling did not stop a task asking 86400 s: $(tail -2 "$TMP/once-timeout.jsonl")"
+log "--once: KIWI_TASK_TIMEOUT=5 ended a task asking 86400 s (timed_out)"
+
+# rounds and the token budget, counted in the scripted provider's request log
+provider_serve
+requests() { if [ -f "$TMP/provider-requests.jsonl" ]; then wc -l <"$TMP/provider-requests.jsonl"; else echo 0; fi; }
+session_once() { # session_once NAME LIMITS_JSON [env...]: prints the requests the task made
+  local name=$1 limits=$2 before; shift 2
+  curl -s -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=js-sum-never" >/dev/null
+  before=$(requests)
+  once "$name" "$(task_json "once-$name-$RUN_ID" "$GIT_URL_BASE/js-sum.git" \
+    ",\"limits\":$limits,\"model\":{\"provider\":\"anthropic\",\"name\":\"claude-sonnet-4-5-20250929\",\"base_url\":\"http://127.0.0.1:$PROVIDER_PORT/script/js-sum-never\"}")" \
+    KIWI_MODEL_BASE_URLS="http://127.0.0.1:$PROVIDER_PORT/" "$@"
+  echo $(($(requests) - before))
+}
+ref=$(session_once rounds-ref '{"max_rounds":1}')
+[ "$(result_field "$TMP/once-rounds-ref.jsonl" status)" = max_rounds ] || fail "--once one round: $(tail -2 "$TMP/once-rounds-ref.jsonl")"
+[ "$ref" -gt 0 ] || fail "--once one round made no request"
+n=$(session_once rounds '{"max_rounds":100}' KIWI_MAX_ROUNDS=1)
+[ "$(result_field "$TMP/once-rounds.jsonl" status)" = max_rounds ] || fail "--once rounds: $(tail -2 "$TMP/once-rounds.jsonl")"
+[ "$n" = "$ref" ] || fail "--once: KIWI_MAX_ROUNDS=1 and a task asking 100 made $n requests, one round makes $ref"
+log "--once: KIWI_MAX_ROUNDS=1 held a task asking 100 rounds to one round ($n model requests)"
+n=$(session_once budget '{"max_rounds":1,"session_budget_tokens":1000000000}' KIWI_SESSION_BUDGET=500)
+[ "$(result_field "$TMP/once-budget.jsonl" status)" = budget_exhausted ] || fail "--once budget: $(tail -2 "$TMP/once-budget.jsonl")"
+[ "$n" -lt "$ref" ] || fail "--once: KIWI_SESSION_BUDGET=500 and a task asking 1e9 tokens made $n requests (a round: $ref)"
+log "--once: KIWI_SESSION_BUDGET=500 ended a task asking 1e9 tokens after $n model request(s) (a round: $ref)"
 
 # ---------- through the pool ----------
 POOL_STATE="$TMP/pool-state"
