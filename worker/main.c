@@ -20,6 +20,7 @@
 #include "egress.h"
 #include "log.h"
 #include "pipeline.h"
+#include "policy.h"
 
 extern char **environ;
 
@@ -94,6 +95,10 @@ main (int argc, char **argv)
     }
     if (idx < nrest) {
         fprintf (stderr, "kiwi-worker: unexpected argument `%s` (see --help)\n", rest[idx]);
+        return 2;
+    }
+    if (kiwi_policy_check_config (&cfg, &err) < 0) {
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
         return 2;
     }
     free (rest);

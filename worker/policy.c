@@ -463,6 +463,28 @@ decide_credentials (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_e
 }
 
 int
+kiwi_policy_check_config (const kiwi_worker_config *cfg, kiwi_error_t *err)
+{
+    if (check_schemes (cfg->repo_schemes, err) < 0)
+        return -1;
+    char item[2048];
+    kiwi_url u;
+    for (const char *p = cfg->model_base_urls; (p = list_next (p, item, sizeof item)) != NULL;)
+        if (kiwi_url_parse (item, &u) < 0 || u.userinfo)
+            return kiwi_error_make (err, 0,
+                                    "KIWI_MODEL_BASE_URLS: `%s` is not a URL prefix (scheme://host[:port][/path], no "
+                                    "user@)",
+                                    item);
+    for (const char *p = cfg->git_token_hosts; (p = list_next (p, item, sizeof item)) != NULL;) {
+        char as_url[2100];
+        snprintf (as_url, sizeof as_url, "https://%s/", item);
+        if (strpbrk (item, "/@?#") != NULL || kiwi_url_parse (as_url, &u) < 0)
+            return kiwi_error_make (err, 0, "KIWI_GIT_TOKEN_HOSTS: `%s` is not a host or host:port", item);
+    }
+    return 0;
+}
+
+int
 kiwi_policy_apply (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_task_policy *out, kiwi_error_t *err)
 {
     memset (out, 0, sizeof *out);

@@ -53,6 +53,11 @@ typedef struct kiwi_task_policy {
     bool local_repo;            /* task.repo.url is a local path or file:// */
 } kiwi_task_policy;
 
+/* Checks the policy settings themselves, once at start: known schemes in
+ * KIWI_REPO_SCHEMES, URLs in KIWI_MODEL_BASE_URLS, host[:port] entries in
+ * KIWI_GIT_TOKEN_HOSTS. Returns 0, or < 0 with *err naming the setting. */
+int kiwi_policy_check_config (const kiwi_worker_config *cfg, kiwi_error_t *err);
+
 /* Decides `task` under `cfg`. Returns 0 with *out filled, or < 0 with *err
  * naming the field and the setting (code KIWI_POLICY_E_REFUSED). */
 int kiwi_policy_apply (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_task_policy *out,

@@ -487,6 +487,36 @@ test_task_hash (void **state)
 }
 
 static void
+test_check_config (void **state)
+{
+    fixture *f = *state;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_policy_check_config (&f->cfg, &err), 0);
+    set (&f->cfg, "KIWI_MODEL_BASE_URLS", "https://gw.example/v1, http://127.0.0.1:4000/");
+    set (&f->cfg, "KIWI_GIT_TOKEN_HOSTS", "github.com, git.internal:8443");
+    set (&f->cfg, "KIWI_REPO_SCHEMES", "https, ssh, git, http");
+    assert_int_equal (kiwi_policy_check_config (&f->cfg, &err), 0);
+    set (&f->cfg, "KIWI_REPO_SCHEMES", "https,ext");
+    assert_true (kiwi_policy_check_config (&f->cfg, &err) < 0);
+    assert_non_null (strstr (kiwi_error_msg (err), "KIWI_REPO_SCHEMES: unknown scheme `ext`"));
+    kiwi_error_free (&err);
+    set (&f->cfg, "KIWI_REPO_SCHEMES", "https");
+    set (&f->cfg, "KIWI_MODEL_BASE_URLS", "gw.example/v1");
+    assert_true (kiwi_policy_check_config (&f->cfg, &err) < 0);
+    assert_string_equal (kiwi_error_msg (err), "KIWI_MODEL_BASE_URLS: `gw.example/v1` is not a URL prefix "
+                                               "(scheme://host[:port][/path], no user@)");
+    kiwi_error_free (&err);
+    set (&f->cfg, "KIWI_MODEL_BASE_URLS", "https://u@gw.example/");
+    assert_true (kiwi_policy_check_config (&f->cfg, &err) < 0);
+    kiwi_error_free (&err);
+    set (&f->cfg, "KIWI_MODEL_BASE_URLS", "");
+    set (&f->cfg, "KIWI_GIT_TOKEN_HOSTS", "https://github.com");
+    assert_true (kiwi_policy_check_config (&f->cfg, &err) < 0);
+    assert_non_null (strstr (kiwi_error_msg (err), "KIWI_GIT_TOKEN_HOSTS"));
+    kiwi_error_free (&err);
+}
+
+static void
 test_help_lists_settings (void **state)
 {
     char *buf = NULL;
@@ -515,6 +545,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_limits_clamped, setup, teardown),
         cmocka_unit_test_setup_teardown (test_credentials, setup, teardown),
         cmocka_unit_test_setup_teardown (test_task_hash, setup, teardown),
+        cmocka_unit_test_setup_teardown (test_check_config, setup, teardown),
         cmocka_unit_test (test_help_lists_settings),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
