@@ -20,8 +20,9 @@
 #     timed_out; KIWI_MAX_ROUNDS=1 and KIWI_SESSION_BUDGET=500 against tasks
 #     asking 100 rounds and 1e9 tokens: the scripted provider's request log
 #     shows one round's requests, and fewer;
-#   - two different tasks with the same id: the second gets an error result,
-#     not the first one's.
+#   - two different tasks with the same id, the second sent after the first
+#     finished or while it runs: the second gets an error result, not the
+#     first one's.
 . "$(dirname "$0")/lib.sh"
 need_services
 
@@ -98,6 +99,7 @@ make_slow() { # make_slow NAME: js-pass, its tests slow, a tree of its own (no v
 }
 make_slow js-slow-once
 make_slow js-slow-pool
+make_slow js-slow-lease
 
 # result_of FILE: the "result" object of --once's JSON lines (or a kiwi wait line)
 result_field() { # result_field FILE FIELD
@@ -337,4 +339,26 @@ assert rs[0]["status"] == "not_fixed", rs
 assert rs[1]["status"] == "error" and "already used by a different task" in rs[1]["reason"], rs
 PY
 log "pool: a different task under a finished id got an error result, not the first one's"
+
+# the same id, a different task, while the first one runs (its lease held)
+lease="lease-$RUN_ID"
+submit "$GIT_URL_BASE/js-slow-lease.git" --id "$lease" >/dev/null
+for _ in $(seq 1 100); do
+  grep -q "task $lease: started in slot" "$TMP/worker-p.log" && break
+  sleep 0.2
+done
+grep -q "task $lease: started in slot" "$TMP/worker-p.log" || fail "the slow task did not start"
+kiwi_cli submit --repo "$GIT_URL_BASE/js-pass.git" --ref main --test "npm test" --id "$lease" \
+  --goal "Another task while the first runs." >/dev/null 2>>"$TMP/cli.log"
+timeout 120 "$KIWI" tail --brokers "$KIWI_KAFKA_BROKERS" --results-topic "kiwi.itest.$RUN_ID.results" results \
+  --follow --from-beginning --task "$lease" --limit 2 >"$TMP/lease.jsonl" 2>>"$TMP/cli.log" || true
+python3 - "$TMP/lease.jsonl" <<'PY' || fail "the id reused while running: $(cat "$TMP/lease.jsonl")"
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rs = [r.get("result", r) for r in rs]
+assert len(rs) == 2, rs
+assert rs[0]["status"] == "not_fixed", rs
+assert rs[1]["status"] == "error" and "already used by a different task" in rs[1]["reason"], rs
+PY
+log "pool: a different task under the id of a running task waited for it, then got an error result"
 echo "PASS"
