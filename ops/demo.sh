@@ -74,13 +74,14 @@ else
   port=$(cat "$run/provider.port")
   provider_flags=(--provider anthropic --model claude-sonnet-4-5-20250929
                   --base-url "http://127.0.0.1:$port/script/js-sum-two-rounds")
-  worker_env=(ANTHROPIC_API_KEY=kiwi-test-anthropic-key-7f3a9c)
+  worker_env=(ANTHROPIC_API_KEY=kiwi-test-anthropic-key-7f3a9c KIWI_MODEL_BASE_URLS="http://127.0.0.1:$port/")
   echo "no provider key in the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY):"
   echo "using Kiwi's scripted provider on 127.0.0.1:$port, which replays a recorded two-round session"
 fi
 
 say "worker"
-env "${worker_env[@]}" KIWI_WORKER_ID="$demo" KIWI_GROUP="kiwi-$demo" \
+# the demo's repository is a local path: the worker's policy must allow it
+env "${worker_env[@]}" KIWI_ALLOW_LOCAL_REPOS=true KIWI_WORKER_ID="$demo" KIWI_GROUP="kiwi-$demo" \
   KIWI_TOPIC_TASKS="kiwi.$demo.tasks" KIWI_TOPIC_PROGRESS="kiwi.$demo.progress" \
   KIWI_TOPIC_RESULTS="kiwi.$demo.results" KIWI_TOPIC_HEARTBEATS="kiwi.$demo.heartbeats" \
   KIWI_TOPIC_DLQ="kiwi.$demo.dlq" KIWI_IMAGE_CATALOG="$root/ops/images/catalog.local.tsv" \

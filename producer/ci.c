@@ -1,6 +1,7 @@
 /*
  * ci.c: GitHub workflow_run and check_run failure events to tasks, and
- * X-Hub-Signature-256 verification with OpenSSL's HMAC (see ci.h).
+ * X-Hub-Signature-256 verification with OpenSSL's HMAC, and the ring of
+ * deliveries already turned into tasks (see ci.h).
  */
 #include "ci.h"
 
@@ -397,4 +398,58 @@ kiwi_ci_verify_signature (const char *secret, size_t secret_len, const char *bod
     if (CRYPTO_memcmp (mac, given, 32) != 0)
         return kiwi_error_make_code (err, KIWI_WIRE_EINVALID, "X-Hub-Signature-256 does not match the body");
     return 0;
+}
+
+/* ---------------------------------------------------------------- deliveries seen */
+
+int
+kiwi_ci_seen_init (kiwi_ci_seen *s, size_t cap)
+{
+    memset (s, 0, sizeof *s);
+    s->cap = cap ? cap : 1;
+    s->delivery = calloc (s->cap, sizeof *s->delivery);
+    s->task_id = calloc (s->cap, sizeof *s->task_id);
+    if (s->delivery == NULL || s->task_id == NULL) {
+        kiwi_ci_seen_clear (s);
+        return -1;
+    }
+    return 0;
+}
+
+void
+kiwi_ci_seen_clear (kiwi_ci_seen *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free (s->delivery[i]);
+        free (s->task_id[i]);
+    }
+    free (s->delivery);
+    free (s->task_id);
+    memset (s, 0, sizeof *s);
+}
+
+const char *
+kiwi_ci_seen_find (const kiwi_ci_seen *s, const char *delivery, const char *task_id)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if ((delivery != NULL && s->delivery[i] != NULL && strcmp (s->delivery[i], delivery) == 0)
+            || (task_id != NULL && s->task_id[i] != NULL && strcmp (s->task_id[i], task_id) == 0))
+            return s->task_id[i];
+    return NULL;
+}
+
+void
+kiwi_ci_seen_add (kiwi_ci_seen *s, const char *delivery, const char *task_id)
+{
+    if (s->cap == 0)
+        return;
+    size_t i = s->next;
+    if (i < s->n) { /* full: the oldest goes */
+        free (s->delivery[i]);
+        free (s->task_id[i]);
+    } else
+        s->n++;
+    s->delivery[i] = delivery ? strdup (delivery) : NULL;
+    s->task_id[i] = task_id ? strdup (task_id) : NULL;
+    s->next = (i + 1) % s->cap;
 }

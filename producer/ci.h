@@ -57,4 +57,29 @@ int kiwi_ci_verify_signature (const char *secret, size_t secret_len, const char 
 /* Writes "sha256=<hex>" for body into out (at least 72 bytes). */
 int kiwi_ci_sign (const char *secret, size_t secret_len, const char *body, size_t len, char *out, size_t cap);
 
+/* The webhook receiver's memory of the deliveries it turned into tasks: the
+ * last `cap` (X-GitHub-Delivery, task id) pairs in a ring, the oldest
+ * forgotten first, so a redelivered webhook (the same delivery id, or an
+ * event mapping to a task id already produced) does not produce a second
+ * task. Ownership: the ring owns its copies; kiwi_ci_seen_clear frees them. */
+#define KIWI_CI_SEEN_DEFAULT 4096
+
+typedef struct kiwi_ci_seen {
+    size_t cap, n, next;
+    char **delivery; /* NULL where a request carried none */
+    char **task_id;
+} kiwi_ci_seen;
+
+/* Returns 0, or < 0 when out of memory. */
+int kiwi_ci_seen_init (kiwi_ci_seen *s, size_t cap);
+void kiwi_ci_seen_clear (kiwi_ci_seen *s);
+
+/* The task id recorded for `delivery` (when not NULL) or `task_id` (when not
+ * NULL), or NULL when neither was seen. Borrowed from the ring. */
+const char *kiwi_ci_seen_find (const kiwi_ci_seen *s, const char *delivery, const char *task_id);
+
+/* Records a delivery (may be NULL) and the task it produced, replacing the
+ * oldest entry when full. */
+void kiwi_ci_seen_add (kiwi_ci_seen *s, const char *delivery, const char *task_id);
+
 #endif

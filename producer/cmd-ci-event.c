@@ -25,12 +25,14 @@
 #include "task.h"
 #include "wire.h"
 
-enum { OPT_EVENT = KIWI_OPT_OWN, OPT_LISTEN, OPT_SECRET_FILE, OPT_JSON, OPT_DRY_RUN };
+enum { OPT_EVENT = KIWI_OPT_OWN, OPT_LISTEN, OPT_SECRET_FILE, OPT_INSECURE, OPT_JSON, OPT_DRY_RUN };
 
 static const kiwi_opt ci_opts[] = {
     { OPT_EVENT, "event", 0, "NAME", "the event name (X-GitHub-Event): workflow_run, check_run (default: from the payload)" },
     { OPT_LISTEN, "listen", 0, "ADDR:PORT", "receive GitHub webhooks over HTTP instead (port 0: any free port)" },
     { OPT_SECRET_FILE, "secret-file", 0, "FILE", "webhook secret from a file (default: KIWI_CI_WEBHOOK_SECRET)" },
+    { OPT_INSECURE, "insecure-no-secret", 0, NULL,
+      "with --listen and no secret: accept unsigned webhooks (anyone who can reach the port submits tasks)" },
     { OPT_JSON, "json", 0, NULL, "print {\"id\", \"topic\", \"partition\", \"offset\"} (or {\"status\": \"ignored\", ...})" },
     { OPT_DRY_RUN, "dry-run", 0, NULL, "print the task as JSON; produce nothing (not with --listen)" },
     { 0, NULL, 0, NULL, NULL },
@@ -40,7 +42,8 @@ static const kiwi_exit_doc ci_exits[] = {
     { 0, "the task was delivered, or the event is not a completed failure and was ignored (said on stderr), "
          "or the listener stopped on SIGTERM/SIGINT" },
     { 1, "not delivered, or the listener could not start" },
-    { 2, "usage or configuration error (no test command, bad --listen address, unreadable secret file)" },
+    { 2, "usage or configuration error (no test command, bad --listen address, unreadable secret file, --listen "
+         "without a secret or --insecure-no-secret)" },
     { 3, "malformed event: not JSON, or a failure event without the fields a task needs" },
     { -1, NULL },
 };
@@ -67,9 +70,13 @@ const kiwi_cmd kiwi_cmd_ci_event_def = {
       "redelivered webhook is the same task. Any other event is ignored, said so on stderr, exit 0.\n"
       "\n"
       "With --listen it serves HTTP/1.1: POST (any path) with the payload as the body and the\n"
-      "X-GitHub-Event header. When a secret is set (KIWI_CI_WEBHOOK_SECRET or --secret-file) the\n"
-      "X-Hub-Signature-256 header must match (else 401); without one a warning is logged. Answers:\n"
+      "X-GitHub-Event header. The X-Hub-Signature-256 header must match the secret\n"
+      "(KIWI_CI_WEBHOOK_SECRET or --secret-file; else 401); without a secret the listener does not\n"
+      "start unless --insecure-no-secret is given (then a warning is logged). A delivery already\n"
+      "turned into a task (the same X-GitHub-Delivery, or the same task id, among the last\n"
+      "4096) is not produced again. Answers:\n"
       "202 {\"status\":\"accepted\",\"id\",...} once the broker acknowledged the task, 200\n"
+      "{\"status\":\"duplicate\",\"reason\":\"duplicate delivery\",\"id\"} for a redelivery, 200\n"
       "{\"status\":\"ignored\",\"reason\"} for other events, 400 malformed, 401 bad signature, 413 body\n"
       "over KIWI_CI_MAX_BODY, 503 not delivered. GET /healthz answers 200. The first line on stdout\n"
       "is \"listening on http://ADDR:PORT/\". SIGTERM or SIGINT stops it: no new connections, tasks\n"
@@ -90,6 +97,8 @@ typedef struct ci_cmd {
     rd_kafka_t *rk;
     kiwi_http_server *srv;
     size_t pending;       /* tasks produced, delivery report outstanding */
+    bool insecure;        /* --insecure-no-secret */
+    kiwi_ci_seen seen;    /* deliveries already turned into tasks */
 } ci_cmd;
 
 static char *
@@ -147,6 +156,7 @@ typedef struct ci_pending {
     kiwi_delivery d; /* first: the report's pointer is this record's */
     ci_cmd *cc;
     uint64_t conn;
+    char *delivery;  /* X-GitHub-Delivery, or NULL; owned */
     char id[];
 } ci_pending;
 
@@ -175,6 +185,7 @@ on_delivery (kiwi_delivery *d, void *ctx)
     if (d->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         kiwi_info ("task %s delivered to %s [%d] at offset %lld", p->id, cc->s->topic_tasks, (int) d->partition,
                    (long long) d->offset);
+        kiwi_ci_seen_add (&cc->seen, p->delivery, p->id);
         answer_json (cc->srv, p->conn, 202,
                      json_pack ("{s:s, s:s, s:s, s:i, s:I}", "status", "accepted", "id", p->id, "topic",
                                 cc->s->topic_tasks, "partition", (int) d->partition, "offset", (json_int_t) d->offset));
@@ -184,7 +195,18 @@ on_delivery (kiwi_delivery *d, void *ctx)
         snprintf (msg, sizeof msg, "task %s not delivered: %s", p->id, rd_kafka_err2str (d->err));
         answer_json (cc->srv, p->conn, 503, json_pack ("{s:s}", "error", msg));
     }
+    free (p->delivery);
     free (p);
+}
+
+/* A delivery already turned into task `id`: 200, nothing produced. */
+static void
+answer_duplicate (kiwi_http_server *srv, const kiwi_http_request *req, const char *delivery, const char *id)
+{
+    kiwi_info ("%s: delivery %s: duplicate of task %s; not produced again", req->peer, delivery ? delivery : "(none)",
+               id);
+    answer_json (srv, req->conn, 200,
+                 json_pack ("{s:s,s:s,s:s}", "status", "duplicate", "reason", "duplicate delivery", "id", id));
 }
 
 static void
@@ -218,9 +240,20 @@ on_request (kiwi_http_server *srv, const kiwi_http_request *req, void *ctx)
         return;
     }
 
+    const char *dup = delivery != NULL ? kiwi_ci_seen_find (&cc->seen, delivery, NULL) : NULL;
+    if (dup != NULL) {
+        answer_duplicate (srv, req, delivery, dup);
+        return;
+    }
+
     kiwi_task t;
     cleanup_free char *why = NULL;
     kiwi_ci_outcome o = kiwi_ci_event_to_task (event, req->body, req->body_len, &cc->opts, &t, &why, &err);
+    if (o == KIWI_CI_TASK && (dup = kiwi_ci_seen_find (&cc->seen, NULL, t.id)) != NULL) {
+        answer_duplicate (srv, req, delivery, dup);
+        kiwi_task_clear (&t);
+        return;
+    }
     if (o == KIWI_CI_IGNORED) {
         kiwi_info ("%s: ignored: %s", req->peer, why);
         answer_json (srv, req->conn, 200, json_pack ("{s:s, s:s}", "status", "ignored", "reason", why));
@@ -250,11 +283,13 @@ on_request (kiwi_http_server *srv, const kiwi_http_request *req, void *ctx)
     }
     p->cc = cc;
     p->conn = req->conn;
+    p->delivery = delivery ? strdup (delivery) : NULL;
     memcpy (p->id, t.id, idlen + 1);
     if (kiwi_cli_produce (cc->rk, cc->s->topic_tasks, t.repo.url, strlen (t.repo.url), buf, len, &p->d, &err) < 0) {
         kiwi_warn ("task %s not produced: %s", p->id, kiwi_error_msg (err));
         answer_json (srv, req->conn, 503, json_pack ("{s:s}", "error", kiwi_error_msg (err)));
         kiwi_error_free (&err);
+        free (p->delivery);
         free (p);
     } else {
         cc->pending++; /* p is now owned by the delivery report */
@@ -281,6 +316,10 @@ listen_loop (ci_cmd *cc, const char *addr)
     rd_kafka_queue_t *mainq = NULL;
     kiwi_delivery_cb cb = { on_delivery, cc };
 
+    if (kiwi_ci_seen_init (&cc->seen, KIWI_CI_SEEN_DEFAULT) < 0) {
+        kiwi_error_make (&err, ENOMEM, "the delivery ring");
+        goto fail;
+    }
     if ((sigfd = kiwi_cli_signals_install (&err)) < 0)
         goto fail;
     cc->rk = kiwi_cli_producer_new (cc->s, &cb, &err);
@@ -298,9 +337,9 @@ listen_loop (ci_cmd *cc, const char *addr)
     if (cc->srv == NULL)
         goto fail;
 
-    if (cc->secret == NULL)
-        kiwi_warn ("NO WEBHOOK SECRET SET (KIWI_CI_WEBHOOK_SECRET or --secret-file): X-Hub-Signature-256 is NOT "
-                   "verified and anyone who can reach %s can submit tasks",
+    if (cc->secret == NULL) /* only with --insecure-no-secret */
+        kiwi_warn ("NO WEBHOOK SECRET SET (KIWI_CI_WEBHOOK_SECRET or --secret-file) and --insecure-no-secret given: "
+                   "X-Hub-Signature-256 is NOT verified and anyone who can reach %s can submit tasks",
                    kiwi_http_server_address (cc->srv));
     printf ("listening on http://%s/\n", kiwi_http_server_address (cc->srv));
     fflush (stdout);
@@ -340,6 +379,7 @@ out:
     }
     kiwi_http_server_free (cc->srv);
     cc->srv = NULL;
+    kiwi_ci_seen_clear (&cc->seen);
     if (wake[0] >= 0) {
         close (wake[0]);
         close (wake[1]);
@@ -371,6 +411,7 @@ kiwi_cmd_ci_event (int argc, char **argv)
         case OPT_EVENT: event = args.opts[i].value; break;
         case OPT_LISTEN: listen_on = args.opts[i].value; break;
         case OPT_SECRET_FILE: secret_file = args.opts[i].value; break;
+        case OPT_INSECURE: cc.insecure = true; break;
         case OPT_JSON: json = true; break;
         case OPT_DRY_RUN: dry_run = true; break;
         case KIWI_TF_ID: has_id = true; break;
@@ -415,6 +456,18 @@ kiwi_cmd_ci_event (int argc, char **argv)
     }
     if (cc.secret != NULL && cc.secret_len == 0) {
         kiwi_errorf ("ci-event: the webhook secret is empty");
+        goto out;
+    }
+
+    if (listen_on != NULL && cc.secret == NULL && !cc.insecure) {
+        kiwi_errorf ("ci-event --listen: no webhook secret (KIWI_CI_WEBHOOK_SECRET or --secret-file): refusing to "
+                     "turn unsigned webhooks from anyone who can reach %s into tasks (--insecure-no-secret to do so "
+                     "anyway)",
+                     listen_on);
+        goto out;
+    }
+    if (listen_on == NULL && cc.insecure) {
+        kiwi_errorf ("ci-event: --insecure-no-secret goes with --listen");
         goto out;
     }
 

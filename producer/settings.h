@@ -62,7 +62,7 @@
     X (CI_GOAL, ci_goal, "KIWI_CI_GOAL", NULL, TEMPLATE, KIWI_CI_GOAL_DEFAULT, 0, 0,                          \
        "goal of tasks made from CI events; {name} {sha} {branch} {url} {repo} {event} are replaced")         \
     X (CI_WEBHOOK_SECRET, ci_webhook_secret, "KIWI_CI_WEBHOOK_SECRET", NULL, SECRET, "", 0, 0,                \
-       "GitHub webhook secret for ci-event --listen (empty: signatures not checked)")                         \
+       "GitHub webhook secret for ci-event --listen (empty: it needs --insecure-no-secret)")                 \
     X (CI_MAX_BODY, ci_max_body, "KIWI_CI_MAX_BODY", "max-body", BYTES, "26214400", 1024, 1073741824,         \
        "largest webhook body ci-event --listen accepts, bytes")                                              \
     X (LOG_LEVEL, log_level, "KIWI_LOG_LEVEL", "log-level", LOGLEVEL, "info", 0, 0,                           \

@@ -12,7 +12,7 @@
 
 #include "defaults.h"
 
-typedef enum { T_STR, T_INT, T_BOOL, T_ENUM, T_NUM } setting_type;
+typedef enum { T_STR, T_INT, T_BOOL, T_ENUM, T_NUM, T_LIST } setting_type;
 
 typedef struct {
     const char *key;    /* config-file key */
@@ -75,13 +75,13 @@ static const setting settings[] = {
     { "sandbox.model_key_vars", "KIWI_MODEL_KEY_VARS", "model-key-vars", T_STR, OFF (model_key_vars), NULL, 0, 0,
       NULL, "further model-key variables to withhold from sandboxes, comma-separated" },
     { "task.timeout", "KIWI_TASK_TIMEOUT", "task-timeout", T_INT, OFF (task_timeout_s), "1800", 1, 86400, NULL,
-      "TaskTimeoutSeconds: wall clock per task" },
+      "TaskTimeoutSeconds: wall clock per task (a task may ask for less, never more)" },
     { "task.max_disk_mb", "KIWI_MAX_SANDBOX_DISK_MB", "max-sandbox-disk-mb", T_INT, OFF (max_disk_mb), "2048", 16,
-      1048576, NULL, "MaxSandboxDiskMB: disk ceiling per sandbox" },
+      1048576, NULL, "MaxSandboxDiskMB: disk ceiling per sandbox (a task may ask for less, never more)" },
     { "session.max_rounds", "KIWI_MAX_ROUNDS", "max-rounds", T_INT, OFF (max_rounds), "8", 1, 100, NULL,
-      "rounds per session (a task may ask for fewer)" },
+      "rounds per session (a task may ask for fewer, never more)" },
     { "session.budget_tokens", "KIWI_SESSION_BUDGET", "session-budget", T_INT, OFF (session_budget_tokens), "2000000",
-      1, INT64_MAX, NULL, "tokens per session (a task may ask for fewer)" },
+      1, INT64_MAX, NULL, "tokens per session (a task may ask for fewer, never more)" },
     { "sandbox.memory_mb", "KIWI_SANDBOX_MEMORY_MB", "sandbox-memory-mb", T_INT, OFF (memory_mb), "2048", 64, 262144,
       NULL, "memory ceiling per sandbox" },
     { "sandbox.pids", "KIWI_SANDBOX_PIDS", "sandbox-pids", T_INT, OFF (pids), "512", 16, 65536, NULL,
@@ -106,6 +106,17 @@ static const setting settings[] = {
       1048576, NULL, "ceiling on the bytes of a task's checkout, measured before it is written" },
     { "git.max_checkout_files", "KIWI_CHECKOUT_MAX_FILES", "checkout-max-files", T_INT, OFF (checkout_max_files),
       "200000", 1, 100000000, NULL, "ceiling on the files of a task's checkout, counted before it is written" },
+    { "model.base_urls", "KIWI_MODEL_BASE_URLS", "model-base-urls", T_LIST, OFF (model_base_urls), NULL, 0, 0, NULL,
+      "base URLs a task's model.base_url may start with (scheme, host, port and path prefix; empty: tasks cannot "
+      "choose one, the model key goes only where the operator says)" },
+    { "git.token_hosts", "KIWI_GIT_TOKEN_HOSTS", "git-token-hosts", T_LIST, OFF (git_token_hosts), "github.com", 0, 0,
+      NULL, "hosts (host or host:port) the git token is sent to, over https only; other hosts are fetched without it" },
+    { "repo.schemes", "KIWI_REPO_SCHEMES", "repo-schemes", T_LIST, OFF (repo_schemes), "https,ssh", 0, 0, NULL,
+      "repository URL schemes a task may use: https, http, ssh (ssh:// and user@host:path), git" },
+    { "repo.allow_local", "KIWI_ALLOW_LOCAL_REPOS", "allow-local-repos", T_BOOL, OFF (allow_local_repos), "false", 0,
+      0, NULL, "let tasks name local paths and file:// repositories (never inside the state directory)" },
+    { "task.test_credentials", "KIWI_TEST_CREDENTIALS", "test-credentials", T_LIST, OFF (test_credentials), NULL, 0,
+      0, NULL, "variables a task may name in test_credentials (empty: none; a task naming another is refused)" },
     { "health.heartbeat_interval", "KIWI_HEARTBEAT_INTERVAL", "heartbeat-interval", T_INT,
       OFF (heartbeat_interval_s), "10", 1, 3600, NULL, "seconds between heartbeats" },
     { "health.egress_interval", "KIWI_EGRESS_INTERVAL", "egress-interval", T_INT, OFF (egress_interval_s), "300", 10,
@@ -207,6 +218,9 @@ accepted (const setting *s, char *buf, size_t cap)
     case T_STR:
         snprintf (buf, cap, "a non-empty string");
         break;
+    case T_LIST:
+        snprintf (buf, cap, "a comma-separated list, may be empty");
+        break;
     case T_NUM:
         snprintf (buf, cap, "a number from %lld to %lld", (long long) s->min, (long long) s->max);
         break;
@@ -236,8 +250,9 @@ apply (kiwi_worker_config *c, const setting *s, const char *value, const char *o
     accepted (s, acc, sizeof acc);
     switch (s->type) {
     case T_STR:
-    case T_ENUM: {
-        if (*value == '\0')
+    case T_ENUM:
+    case T_LIST: {
+        if (*value == '\0' && s->type != T_LIST)
             return kiwi_error_make (err, 0, "%s: %s: empty value (accepted: %s)", origin, as, acc);
         if (s->type == T_ENUM && !enum_ok (s->values, value))
             return kiwi_error_make (err, 0, "%s: %s: invalid value `%s` (accepted: %s)", origin, as, value, acc);
@@ -316,7 +331,7 @@ void
 kiwi_worker_config_clear (kiwi_worker_config *c)
 {
     for (size_t i = 0; i < NSETTINGS; i++)
-        if (settings[i].type == T_STR || settings[i].type == T_ENUM) {
+        if (settings[i].type == T_STR || settings[i].type == T_ENUM || settings[i].type == T_LIST) {
             free (*str_field (c, &settings[i]));
             *str_field (c, &settings[i]) = NULL;
         }
@@ -475,7 +490,8 @@ kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out)
         const setting *s = &settings[i];
         switch (s->type) {
         case T_STR:
-        case T_ENUM: {
+        case T_ENUM:
+        case T_LIST: {
             const char *v = *str_field (m, s);
             fprintf (out, "%s = %s\n", s->key, v ? v : "");
             break;

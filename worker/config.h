@@ -63,6 +63,13 @@ typedef struct kiwi_worker_config {
     int64_t clone_max_mb;
     int64_t checkout_max_mb;
     int64_t checkout_max_files;
+    /* the operator's policy over task fields (worker/policy.h); lists are
+     * comma-separated, NULL or "" for none */
+    char *model_base_urls;   /* base URLs a task may name (prefixes) */
+    char *git_token_hosts;   /* hosts the git token may be sent to, over https */
+    char *repo_schemes;      /* repository URL schemes: https, http, ssh, git */
+    bool allow_local_repos;  /* local paths and file:// (never into state_dir) */
+    char *test_credentials;  /* variable names a task may ask for as test credentials */
     /* health */
     int64_t heartbeat_interval_s;
     int64_t egress_interval_s;

@@ -36,6 +36,7 @@
 #include "events.h"
 #include "heartbeat.h"
 #include "log.h"
+#include "policy.h"
 #include "proc.h"
 #include "result-fit.h"
 #include "sandbox.h"
@@ -77,6 +78,7 @@ typedef struct slot {
     size_t result_len;
     bool revoked; /* its partition went elsewhere: publish, never commit */
     bool leased;
+    char hash[65]; /* kiwi_policy_task_hash of the task, kept in its finished record */
     int64_t started_ms;
     unsigned generation; /* tells delivery reports of an old occupant apart */
     ev_timer retry;      /* the result produced again after a failed delivery */
@@ -710,8 +712,8 @@ publish_result (daemon_t *d, slot *s)
     /* the record first: a redelivery after a crash finds it and republishes
      * the same result instead of working the task again */
     if (d->redis_ok) {
-        redisAsyncCommand (d->redis, NULL, NULL, "HSET %s%s result %b published 0", KIWI_REDIS_DONE_PREFIX,
-                           s->task_id, s->result, s->result_len);
+        redisAsyncCommand (d->redis, NULL, NULL, "HSET %s%s result %b published 0 hash %s", KIWI_REDIS_DONE_PREFIX,
+                           s->task_id, s->result, s->result_len, s->hash);
         redisAsyncCommand (d->redis, NULL, NULL, "EXPIRE %s%s %lld", KIWI_REDIS_DONE_PREFIX, s->task_id,
                            (long long) d->cfg->done_ttl_s);
     }
@@ -1042,9 +1044,34 @@ start_run (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, 
     s->fd = -1;
     d->busy++;
     update_pause (d);
+    /* the operator's policy decides before anything runs: a refusal is the
+     * task's error result, and no task process is started */
+    kiwi_task t;
+    kiwi_task_policy pol;
+    kiwi_error_t err = NULL;
+    int ok = kiwi_task_decode (s->raw, s->raw_len, &t, &err) == 0;
+    if (ok) {
+        ok = kiwi_policy_task_hash (&t, s->hash, &err) == 0 && kiwi_policy_apply (d->cfg, &t, &pol, &err) == 0;
+        kiwi_task_clear (&t);
+    }
+    if (!ok) {
+        char reason[4096];
+        snprintf (reason, sizeof reason, "refused by the worker's policy: %s", kiwi_error_msg (err));
+        kiwi_warn ("task %s: %s", s->task_id, reason);
+        emit_daemon_event (d, s, KIWI_PHASE_ACCEPTED, "refused",
+                           json_pack ("{s:s,s:i,s:s,s:I,s:b,s:s}", "worker", d->cfg->worker_id, "slot", s->index,
+                                      "topic", s->from.topic, "offset", (json_int_t) s->from.offset, "leased", leased,
+                                      "reason", kiwi_error_msg (err)));
+        kiwi_error_free (&err);
+        synthesize_result (d, s, reason);
+        d->failed++;
+        publish_result (d, s);
+        return;
+    }
     emit_daemon_event (d, s, KIWI_PHASE_ACCEPTED, "accepted",
-                       json_pack ("{s:s,s:i,s:s,s:I,s:b}", "worker", d->cfg->worker_id, "slot", s->index, "topic",
-                                  s->from.topic, "offset", (json_int_t) s->from.offset, "leased", leased));
+                       json_pack ("{s:s,s:i,s:s,s:I,s:b,s:o}", "worker", d->cfg->worker_id, "slot", s->index, "topic",
+                                  s->from.topic, "offset", (json_int_t) s->from.offset, "leased", leased, "limits",
+                                  kiwi_policy_limits_json (&pol)));
     if (spawn_task (d, s) < 0) {
         char reason[256];
         snprintf (reason, sizeof reason, "cannot start the task process: %s", strerror (errno));
@@ -1177,17 +1204,79 @@ lease_cb (redisAsyncContext *ac, void *r, void *privdata)
     park (d, c);
 }
 
+/* True when the consumed task's body hashes to `stored` (the finished
+ * record's); its own hash goes to mine. An undecodable body (it was decoded
+ * once already) counts as the same. */
+static bool
+same_body (const decide_ctx *c, const char *stored, char mine[65])
+{
+    kiwi_task t;
+    kiwi_error_t err = NULL;
+    if (kiwi_task_decode (c->raw, c->raw_len, &t, &err) < 0) {
+        kiwi_error_free (&err);
+        return true;
+    }
+    int rc = kiwi_policy_task_hash (&t, mine, &err);
+    kiwi_task_clear (&t);
+    kiwi_error_free (&err);
+    return rc < 0 || strcmp (mine, stored) == 0;
+}
+
+/* A task whose id already finished with a different body: an error result
+ * for this delivery (on the results topic, keyed by the id), its offset
+ * committed once the broker has it; the finished record, and the earlier
+ * result, stay as they were. */
+static void
+refuse_reused_id (daemon_t *d, decide_ctx *c, const char *mine, const char *stored)
+{
+    char reason[512];
+    snprintf (reason, sizeof reason,
+              "task id %s was already used by a different task (body %.12s, this one %.12s): not run; give each "
+              "task its own id",
+              c->task_id, stored, mine);
+    kiwi_warn ("task %s: %s", c->task_id, reason);
+    kiwi_result r;
+    kiwi_result_init (&r);
+    r.task_id = c->task_id;
+    r.status = KIWI_RESULT_ERROR;
+    r.reason = reason;
+    r.worker_id = d->cfg->worker_id;
+    r.finished_at = kiwi_now_ms ();
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_result_encode (&r, &buf, &len, &err) < 0) {
+        kiwi_errorf ("task %s: %s", c->task_id, kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return; /* uncommitted: redelivered */
+    }
+    ack *a = calloc (1, sizeof *a);
+    a->kind = ACK_COMMIT;
+    a->from = c->from;
+    c->from.topic = NULL; /* now owned by the ack */
+    if (produce (d, d->cfg->topic_results, c->task_id, buf, len, a) < 0) {
+        origin_clear (&a->from);
+        free (a);
+    }
+    free (buf);
+}
+
 static void
 done_cb (redisAsyncContext *ac, void *r, void *privdata)
 {
     decide_ctx *c = privdata;
     daemon_t *d = c->d;
     redisReply *reply = r;
-    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3
         && reply->element[0]->type == REDIS_REPLY_STRING) {
-        const redisReply *res = reply->element[0], *pub = reply->element[1];
+        const redisReply *res = reply->element[0], *pub = reply->element[1], *hash = reply->element[2];
         bool published = pub->type == REDIS_REPLY_STRING && strcmp (pub->str, "1") == 0;
-        if (published) {
+        char mine[65] = "";
+        if (hash->type == REDIS_REPLY_STRING && hash->len > 0 && !same_body (c, hash->str, mine)) {
+            /* the id finished before as a different task: this one is not
+             * run, and the earlier result is not its answer */
+            refuse_reused_id (d, c, mine, hash->str);
+        } else if (published) {
             kiwi_info ("task %s: delivered again after it finished; its result stands", c->task_id);
             offset_done (d, &c->from);
         } else {
@@ -1235,7 +1324,8 @@ decide (daemon_t *d, decide_ctx *c)
         decide_free (c);
         return;
     }
-    redisAsyncCommand (d->redis, done_cb, c, "HMGET %s%s result published", KIWI_REDIS_DONE_PREFIX, c->task_id);
+    redisAsyncCommand (d->redis, done_cb, c, "HMGET %s%s result published hash", KIWI_REDIS_DONE_PREFIX,
+                       c->task_id);
 }
 
 /* A consumed task: looked up now if a slot is free, else queued. */

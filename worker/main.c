@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "secrets.h"
+#include "policy.h"
 
 extern char **environ;
 
@@ -98,6 +99,10 @@ main (int argc, char **argv)
     }
     if (idx < nrest) {
         fprintf (stderr, "kiwi-worker: unexpected argument `%s` (see --help)\n", rest[idx]);
+        return 2;
+    }
+    if (kiwi_policy_check_config (&cfg, &err) < 0) {
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
         return 2;
     }
     free (rest);

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "phases.h"
 #include "plan.h"
+#include "policy.h"
 #include "proc.h"
 #include "repo.h"
 #include "result-fit.h"
@@ -162,18 +163,19 @@ repo_root (const char *ws, const char *subdir, kiwi_error_t *err)
     return out;
 }
 
+/* The model client: the task's provider and model, or the worker's; the
+ * base URL is the one the policy decided (never the task's unless the
+ * operator's allow-list holds it). */
 static kiwi_model_client *
-open_model (const kiwi_pipeline *p, const kiwi_task *task, char **model_name, kiwi_error_t *err)
+open_model (const kiwi_pipeline *p, const kiwi_task *task, const char *base_url, char **model_name,
+            kiwi_error_t *err)
 {
     const kiwi_worker_config *cfg = p->cfg;
     const char *provider_name = cfg->model_provider;
     const char *name = cfg->model_name;
-    const char *base_url = cfg->model_base_url;
     if (task->has_model) {
         provider_name = kiwi_provider_name (task->model.provider);
         name = task->model.name;
-        if (task->model.base_url)
-            base_url = task->model.base_url;
     }
     if (provider_name != NULL && strcmp (provider_name, "scripted") == 0)
         provider_name = "anthropic"; /* the scripted test server speaks the providers' formats */
@@ -283,6 +285,7 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
         .workspace = c->root,
         .argv = kiwi_strv_list (&in->install.argv),
         .extra_env = kiwi_strv_list (&in->install.install_env),
+        /* c->task carries the effective limits (kiwi_policy_task) */
         .limits = { .memory_mb = p->cfg->memory_mb, .pids = p->cfg->pids, .disk_mb = c->task->limits.disk_mb },
         .deadline_ms = c->deadline_ms - kiwi_now_ms () > 1 ? c->deadline_ms - kiwi_now_ms () : 1,
         .task_id = c->task->id,
@@ -338,17 +341,15 @@ installed_mask_clear (installed_mask *im)
     kiwi_mask_free (im->mask);
 }
 
-int
-kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *out)
+/* Steps 1-5 of `task` (with its effective limits) as the policy `pol`
+ * decided; the result in *out. Returns < 0 when stopped by SIGTERM. */
+static int
+run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy *pol, kiwi_result *out)
 {
     const kiwi_worker_config *cfg = p->cfg;
-    int64_t t0 = kiwi_mono_ms ();
-    int64_t deadline_ms = kiwi_now_ms () + (int64_t) task->limits.timeout_seconds * 1000;
-    out->task_id = strdup (task->id);
-    out->worker_id = strdup (cfg->worker_id);
-    out->status = KIWI_RESULT_ERROR;
     kiwi_error_t err = NULL;
     int rc = 0;
+    int64_t deadline_ms = kiwi_now_ms () + (int64_t) task->limits.timeout_seconds * 1000;
     char ws[PATH_MAX];
     snprintf (ws, sizeof ws, "%s/work/%s-%d", cfg->state_dir, task->id, (int) getpid ());
     char workdir[PATH_MAX];
@@ -365,25 +366,13 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
     int snapshot_hold = -1;
 
-    /* 0. the secrets (secrets.h): masked in every event, the result, the
-     *    logs, the verify cache and the model's prompts, from the first
-     *    event on (a failed checkout may quote the git token) */
-    __attribute__ ((cleanup (installed_mask_clear))) installed_mask im = { 0 };
-    im.mask = kiwi_worker_mask (cfg, p->host_env, task, &err);
-    if (im.mask == NULL) {
-        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
-        goto done;
-    }
-    im.events = p->events;
-    im.prev_events = p->events->mask;
-    p->events->mask = im.mask;
-    im.prev_log = kiwi_log_set_mask (im.mask);
-
     /* 1. the repository */
-    const char *token = cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
+    /* the token only where the operator sends it (KIWI_GIT_TOKEN_HOSTS, https) */
+    const char *token = pol->git_token && cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
     kiwi_repo_opts ro = { .state_dir = cfg->state_dir, .token = token, .timeout_ms = cfg->clone_timeout_s * 1000,
                           .max_mb = cfg->clone_max_mb, .max_checkout_mb = cfg->checkout_max_mb,
-                          .max_checkout_files = cfg->checkout_max_files };
+                          .max_checkout_files = cfg->checkout_max_files,
+                          .protocols = pol->git_protocols[0] ? pol->git_protocols : NULL };
     int64_t c0 = kiwi_mono_ms ();
     if (kiwi_repo_checkout (&ro, task->repo.url, task->repo.ref, ws, &commit, &err) < 0) {
         int code = kiwi_error_code (err);
@@ -478,7 +467,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
     snapshot = steal_pointer (&s0.snapshot);
 
     /* 5. the session */
-    model = open_model (p, task, &model_name, &err);
+    model = open_model (p, task, pol->model_base_url, &model_name, &err);
     if (model == NULL) {
         result_error (out, KIWI_RESULT_ERROR, "model: %s", kiwi_error_msg (err));
         kiwi_step0_outcome_clear (&s0);
@@ -518,6 +507,46 @@ done:
     if (snapshot_hold >= 0)
         close (snapshot_hold);
     kiwi_repo_remove (ws);
+    return rc;
+}
+
+int
+kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *asked, kiwi_result *out)
+{
+    const kiwi_worker_config *cfg = p->cfg;
+    int64_t t0 = kiwi_mono_ms ();
+    out->task_id = strdup (asked->id);
+    out->worker_id = strdup (cfg->worker_id);
+    out->status = KIWI_RESULT_ERROR;
+    int rc = 0;
+    kiwi_error_t err = NULL;
+    /* the secrets (secrets.h): masked in every event, the result, the logs,
+     * the verify cache and the model's prompts, from the first event on (a
+     * failed checkout may quote the git token) */
+    __attribute__ ((cleanup (installed_mask_clear))) installed_mask im = { 0 };
+    im.mask = kiwi_worker_mask (cfg, p->host_env, asked, &err);
+    if (im.mask == NULL) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return 0;
+    }
+    im.events = p->events;
+    im.prev_events = p->events->mask;
+    p->events->mask = im.mask;
+    im.prev_log = kiwi_log_set_mask (im.mask);
+    /* the operator's policy, before anything runs: a refusal is the result
+     * (no fetch, no sandbox, no model request); otherwise the task runs with
+     * the effective limits */
+    kiwi_task_policy pol;
+    if (kiwi_policy_apply (cfg, asked, &pol, &err) < 0) {
+        kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "refused", 0,
+                          json_pack ("{s:s}", "reason", kiwi_error_msg (err)));
+        result_error (out, KIWI_RESULT_ERROR, "refused by the worker's policy: %s", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+    } else {
+        kiwi_task effective = kiwi_policy_task (asked, &pol);
+        rc = run_task (p, &effective, &pol, out);
+    }
     if (rc < 0)
         return rc; /* stopped: no result, no event; the task is redelivered */
     if (out->status == KIWI_RESULT_FIXED && out->diff == NULL)
@@ -527,7 +556,7 @@ done:
         out->diff = NULL;
     }
     if (kiwi_result_keep_oversized (out, cfg->state_dir, KIWI_RESULT_DIFF_MAX, &err) < 0)
-        kiwi_warn ("task %s: %s", task->id, out->reason);
+        kiwi_warn ("task %s: %s", asked->id, out->reason);
     kiwi_error_free (&err);
     out->duration_ms = (uint64_t) (kiwi_mono_ms () - t0);
     out->finished_at = kiwi_now_ms ();
@@ -610,6 +639,13 @@ kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
     free (text);
     kiwi_events ev;
     kiwi_events_jsonl_init (&ev, stdout, task.id, cfg->worker_id);
+    /* the accepted event with the effective limits (a refusal is the
+     * pipeline's: its event and its error result) */
+    kiwi_task_policy pol;
+    if (kiwi_policy_apply (cfg, &task, &pol, &err) == 0)
+        kiwi_events_emit (&ev, KIWI_PHASE_ACCEPTED, "accepted", 0,
+                          json_pack ("{s:s,s:o}", "worker", cfg->worker_id, "limits", kiwi_policy_limits_json (&pol)));
+    kiwi_error_free (&err);
     kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = stop_flag };
     kiwi_result r;
     kiwi_result_init (&r);

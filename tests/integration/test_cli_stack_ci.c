@@ -3,8 +3,11 @@
  * webhook listener on 127.0.0.1 (ephemeral port) receiving GitHub payloads
  * posted with libcurl, signed (202, the task on the topic), badly signed or
  * unsigned (401), ignored events (200), malformed (400), too large (413),
- * then stopped with SIGTERM (exit 0); without a secret it warns and
- * accepts; and the one-shot form from a file.
+ * a redelivery (the same X-GitHub-Delivery, or the same task under another
+ * delivery id: 200 duplicate, one task on the topic), then stopped with
+ * SIGTERM (exit 0); without a secret it refuses to start unless given
+ * --insecure-no-secret, then warns and accepts; and the one-shot form from
+ * a file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -78,9 +81,11 @@ collect (char *p, size_t size, size_t n, void *ud)
     return k;
 }
 
-/* POSTs body to url with the event and (when not NULL) signature headers. */
+/* POSTs body to url with the event, delivery and signature headers (each
+ * left out when NULL). */
 static reply
-post (const char *url, const char *event, const char *signature, const char *body, size_t len)
+post_delivery (const char *url, const char *delivery, const char *event, const char *signature, const char *body,
+               size_t len)
 {
     reply r = { 0 };
     CURL *c = curl_easy_init ();
@@ -88,7 +93,10 @@ post (const char *url, const char *event, const char *signature, const char *bod
     char line[256];
     h = curl_slist_append (h, "Content-Type: application/json");
     h = curl_slist_append (h, "User-Agent: GitHub-Hookshot/kiwi-test");
-    h = curl_slist_append (h, "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958");
+    if (delivery) {
+        snprintf (line, sizeof line, "X-GitHub-Delivery: %s", delivery);
+        h = curl_slist_append (h, line);
+    }
     if (event) {
         snprintf (line, sizeof line, "X-GitHub-Event: %s", event);
         h = curl_slist_append (h, line);
@@ -114,6 +122,16 @@ post (const char *url, const char *event, const char *signature, const char *bod
     return r;
 }
 
+/* POSTs with a delivery id of its own (as GitHub gives each delivery). */
+static reply
+post (const char *url, const char *event, const char *signature, const char *body, size_t len)
+{
+    static unsigned n;
+    char delivery[64];
+    snprintf (delivery, sizeof delivery, "72d3162e-cc78-11e3-81ab-%012u", ++n);
+    return post_delivery (url, delivery, event, signature, body, len);
+}
+
 static reply
 get (const char *url)
 {
@@ -133,7 +151,8 @@ get (const char *url)
 
 /* Starts the listener; returns its pid and base URL ("http://127.0.0.1:P/"). */
 static pid_t
-start_listener (const char *topic, const char *secret_file, const char *max_body, char *url, size_t cap, int *err_fd)
+start_listener (const char *topic, const char *secret_file, const char *max_body, bool insecure, char *url,
+                size_t cap, int *err_fd)
 {
     const char *argv[24];
     int n = 0;
@@ -156,6 +175,8 @@ start_listener (const char *topic, const char *secret_file, const char *max_body
         argv[n++] = "--max-body";
         argv[n++] = max_body;
     }
+    if (insecure)
+        argv[n++] = "--insecure-no-secret";
     argv[n] = NULL;
     int out_fd = -1;
     pid_t pid = cli_spawn (argv, &out_fd, err_fd);
@@ -181,7 +202,7 @@ test_listener_with_secret (void **state)
     close (fd);
     char base[128], url[160];
     int err_fd = -1;
-    pid_t pid = start_listener (topic, secret_path, "65536", base, sizeof base, &err_fd);
+    pid_t pid = start_listener (topic, secret_path, "65536", false, base, sizeof base, &err_fd);
     snprintf (url, sizeof url, "%sgithub", base);
 
     size_t wlen, clen, plen;
@@ -191,8 +212,9 @@ test_listener_with_secret (void **state)
     char sig[80];
 
     /* signed workflow_run failure: 202 once the broker has it */
+    const char *delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
     sign (SECRET, wr, wlen, sig);
-    reply r = post (url, "workflow_run", sig, wr, wlen);
+    reply r = post_delivery (url, delivery, "workflow_run", sig, wr, wlen);
     if (r.status != 202)
         fail_msg ("status %ld: %s", r.status, r.body);
     json_t *o = json_loads (r.body, 0, NULL);
@@ -202,6 +224,20 @@ test_listener_with_secret (void **state)
     assert_true (json_integer_value (json_object_get (o, "partition")) >= 0);
     assert_true (json_is_integer (json_object_get (o, "offset")));
     json_decref (o);
+
+    /* the same delivery again (GitHub's redelivery): 200 duplicate, not produced */
+    r = post_delivery (url, delivery, "workflow_run", sig, wr, wlen);
+    if (r.status != 200)
+        fail_msg ("status %ld: %s", r.status, r.body);
+    assert_string_equal (r.body, "{\"status\":\"duplicate\",\"reason\":\"duplicate delivery\",\"id\":"
+                                 "\"gh-run-7065301437-2\"}\n");
+    /* the same event under another delivery id: the same task, not produced again */
+    r = post (url, "workflow_run", sig, wr, wlen);
+    assert_int_equal (r.status, 200);
+    assert_non_null (strstr (r.body, "\"status\":\"duplicate\""));
+    /* a redelivery that is not signed is refused before it is looked up */
+    r = post_delivery (url, delivery, "workflow_run", NULL, wr, wlen);
+    assert_int_equal (r.status, 401);
 
     /* signed check_run failure */
     sign (SECRET, cr, clen, sig);
@@ -304,9 +340,19 @@ test_listener_without_secret (void **state)
     need_broker ();
     char *topic = kiwi_test_unique ("kiwi.test.cli.cinosecret");
     unsetenv ("KIWI_CI_WEBHOOK_SECRET");
+    /* no secret and no --insecure-no-secret: it does not start */
+    const char *argv[] = { "ci-event", "--listen", "127.0.0.1:0", "--brokers", cli_brokers (), "--tasks-topic", topic,
+                           "--test", "make", NULL };
+    char *out = NULL, *errs = NULL;
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &errs, 30), 2);
+    assert_string_equal (out, "");
+    assert_non_null (strstr (errs, "ci-event --listen: no webhook secret (KIWI_CI_WEBHOOK_SECRET or --secret-file)"));
+    assert_non_null (strstr (errs, "--insecure-no-secret"));
+    free (out), free (errs);
+
     char base[128];
     int err_fd = -1;
-    pid_t pid = start_listener (topic, NULL, NULL, base, sizeof base, &err_fd);
+    pid_t pid = start_listener (topic, NULL, NULL, true, base, sizeof base, &err_fd);
     size_t wlen;
     char *wr = fixture ("workflow_run.completed.failure.json", &wlen);
     reply r = post (base, NULL, NULL, wr, wlen); /* no event header: recognised from the payload */

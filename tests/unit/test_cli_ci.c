@@ -316,6 +316,41 @@ test_signature_refusals (void **state)
                "X-Hub-Signature-256 does not match the body");
 }
 
+/* The ring of deliveries already produced: found by delivery id or by task
+ * id, the oldest forgotten when full. */
+static void
+test_seen_ring (void **state)
+{
+    kiwi_ci_seen s;
+    assert_int_equal (kiwi_ci_seen_init (&s, 3), 0);
+    assert_null (kiwi_ci_seen_find (&s, "d1", "gh-run-1-1"));
+    kiwi_ci_seen_add (&s, "d1", "gh-run-1-1");
+    kiwi_ci_seen_add (&s, NULL, "gh-check-2");
+    kiwi_ci_seen_add (&s, "d3", "gh-run-3-1");
+    assert_string_equal (kiwi_ci_seen_find (&s, "d1", NULL), "gh-run-1-1");
+    assert_string_equal (kiwi_ci_seen_find (&s, "other", "gh-check-2"), "gh-check-2"); /* redelivered, new id */
+    assert_string_equal (kiwi_ci_seen_find (&s, NULL, "gh-run-3-1"), "gh-run-3-1");
+    assert_null (kiwi_ci_seen_find (&s, NULL, NULL));
+    assert_null (kiwi_ci_seen_find (&s, "d2", "gh-run-1-2")); /* a re-run attempt is a new task */
+    /* full: the oldest (d1) goes */
+    kiwi_ci_seen_add (&s, "d4", "gh-run-4-1");
+    assert_null (kiwi_ci_seen_find (&s, "d1", "gh-run-1-1"));
+    assert_string_equal (kiwi_ci_seen_find (&s, "d4", NULL), "gh-run-4-1");
+    assert_string_equal (kiwi_ci_seen_find (&s, NULL, "gh-check-2"), "gh-check-2");
+    for (int i = 0; i < 100; i++) {
+        char d[32], id[32];
+        snprintf (d, sizeof d, "x%d", i);
+        snprintf (id, sizeof id, "gh-run-%d-1", 100 + i);
+        kiwi_ci_seen_add (&s, d, id);
+    }
+    assert_int_equal (s.n, 3);
+    assert_null (kiwi_ci_seen_find (&s, "d4", NULL));
+    assert_string_equal (kiwi_ci_seen_find (&s, "x99", NULL), "gh-run-199-1");
+    assert_string_equal (kiwi_ci_seen_find (&s, "x97", NULL), "gh-run-197-1");
+    assert_null (kiwi_ci_seen_find (&s, "x96", NULL));
+    kiwi_ci_seen_clear (&s);
+}
+
 int
 main (void)
 {
@@ -328,6 +363,7 @@ main (void)
         cmocka_unit_test (test_long_check_output_keeps_the_tail),
         cmocka_unit_test (test_signature_vector),
         cmocka_unit_test (test_signature_refusals),
+        cmocka_unit_test (test_seen_ring),
     };
     return cmocka_run_group_tests_name ("cli_ci", tests, NULL, NULL);
 }

@@ -104,10 +104,15 @@ provider_serve() {
 }
 
 # worker_start NAME [extra env assignments...]: a kiwi-worker on this run's
-# topics; its pid in WORKER_PID_<NAME>.
+# topics; its pid in WORKER_PID_<NAME>. Its policy lets tasks use local and
+# git:// repositories (git_serve) and the scripted provider (provider_serve,
+# and the unreachable http://127.0.0.1:9/ of tasks that never reach the
+# model) as their base URL; the extra assignments may override that.
 worker_start() {
   local name=$1; shift
-  env "$@" \
+  env KIWI_ALLOW_LOCAL_REPOS=true KIWI_REPO_SCHEMES=https,ssh,git \
+    KIWI_MODEL_BASE_URLS="http://127.0.0.1:9/${PROVIDER_PORT:+,http://127.0.0.1:$PROVIDER_PORT/}" \
+    "$@" \
     KIWI_WORKER_ID="$RUN_ID-$name" KIWI_GROUP="kiwi-itest-$RUN_ID" \
     KIWI_TOPIC_TASKS="kiwi.itest.$RUN_ID.tasks" KIWI_TOPIC_PROGRESS="kiwi.itest.$RUN_ID.progress" \
     KIWI_TOPIC_RESULTS="kiwi.itest.$RUN_ID.results" KIWI_TOPIC_HEARTBEATS="kiwi.itest.$RUN_ID.heartbeats" \
