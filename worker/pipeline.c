@@ -424,7 +424,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .session_allow_test_creds = cfg->session_allow_test_creds,
     };
     cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
-    kiwi_cache_set_mask (cache, im.mask);
+    kiwi_cache_set_mask (cache, p->events->mask); /* installed by kiwi_pipeline_run */
     if (!kiwi_cache_available (cache))
         kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
                           json_pack ("{s:s,s:s}", "warning", "cache unavailable: running uncached", "reason",
