@@ -132,7 +132,10 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     char key[65] = "";
     size_t cl = strlen (checkout);
     const char *sub = strncmp (root, checkout, cl) == 0 && root[cl] == '/' ? root + cl : "";
-    if (kiwi_repo_tree_id (checkout, &tree, NULL) == 0) {
+    /* a run that holds credentials is neither served from the cache nor
+     * kept in it: its output is that task's alone (another task on the
+     * same tree and command must not read what it printed) */
+    if (task->n_test_credentials == 0 && kiwi_repo_tree_id (checkout, &tree, NULL) == 0) {
         char *in = NULL;
         if (asprintf (&in, "%s\n%s\n%s\n%s\n%s%s%s", tree, task->test_command, plan->cache_key, plan->image, driver,
                       *sub ? "\nroot:" : "", sub)
