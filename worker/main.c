@@ -111,7 +111,8 @@ main (int argc, char **argv)
     else if (egress_check)
         status = kiwi_egress_check_main (&cfg);
     else if (gc) {
-        kiwi_cache *c = kiwi_cache_open (cfg.redis_host, (int) cfg.redis_port, cfg.cache_ttl_s, cfg.cache_fail_ttl_s);
+        kiwi_cache *c = kiwi_cache_open (cfg.redis_host, (int) cfg.redis_port, cfg.redis_user, cfg.redis_password,
+                                        cfg.cache_ttl_s, cfg.cache_fail_ttl_s);
         int removed = 0;
         kiwi_cache_gc_snapshots (c, cfg.state_dir, 600, &removed);
         if (!kiwi_cache_available (c))

@@ -290,7 +290,8 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *task, kiwi_result *o
         .extra_model_keys = kiwi_strv_list (&model_keys),
         .session_allow_test_creds = cfg->session_allow_test_creds,
     };
-    cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
+    cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->redis_user, cfg->redis_password,
+                             cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
     if (!kiwi_cache_available (cache))
         kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
                           json_pack ("{s:s,s:s}", "warning", "cache unavailable: running uncached", "reason",
