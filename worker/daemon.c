@@ -1769,11 +1769,8 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     }
     signal (SIGPIPE, SIG_IGN);
     if (cfg->egress_apply) {
-        const char *script = getenv ("KIWI_EGRESS_SCRIPT");
-        const char *argv[] = { "bash", script && *script ? script : KIWI_SOURCE_DIR "/ops/egress/egress.sh", "apply",
-                               NULL };
         kiwi_error_t e = NULL;
-        if (kiwi_proc_check (argv, NULL, NULL, 120000, &e) < 0)
+        if (kiwi_egress_apply_rules (cfg, &e) < 0)
             kiwi_errorf ("applying the egress rules: %s (the egress checks will report it)", kiwi_error_msg (e));
         else
             kiwi_info ("egress rules applied");
