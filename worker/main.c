@@ -103,6 +103,7 @@ main (int argc, char **argv)
     kiwi_log_set_level (lv);
     if (print_config) {
         kiwi_worker_config_dump (&cfg, stdout);
+        kiwi_worker_config_clear (&cfg);
         return 0;
     }
     int status;

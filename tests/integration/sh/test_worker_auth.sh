@@ -9,7 +9,8 @@
 # that Redis (read from outside with redis-cli), and a second task on the
 # same repository is a cache hit. With a wrong password, or none,
 # the heartbeat says redis is not ok and the reason names
-# KIWI_REDIS_PASSWORD. The password is in no message, event or log.
+# KIWI_REDIS_PASSWORD; an ACL user (KIWI_REDIS_USER) connects as that user.
+# The password is in no message, event or log.
 #
 # Kafka: KIWI_KAFKA_PROPERTIES reaches librdkafka in both programs: a good
 # property (client.id) works, an unknown one is an error naming it, and
@@ -80,6 +81,13 @@ wait_hb b 'h["redis_ok"] is False and "KIWI_REDIS_PASSWORD" in h.get("degraded_r
   || fail "worker b (wrong password): $(hb_of b 'h')"
 wait_hb c 'h["redis_ok"] is False and "KIWI_REDIS_PASSWORD" in h.get("degraded_reason", "")' 60 \
   || fail "worker c (no password): $(hb_of c 'h')"
+# an ACL user: AUTH user password
+UPW="kiwi-test-acl-pw-$RUN_ID"
+rcli ACL SETUSER kiwi-acl on ">$UPW" '~kiwi:*' '+@all' >/dev/null
+worker_start h "${common[@]}" KIWI_REDIS_USER=kiwi-acl KIWI_REDIS_PASSWORD="$UPW"
+wait_hb h 'h["redis_ok"] is True' 60 || fail "worker h (ACL user kiwi-acl): $(hb_of h 'h.get("degraded_reason")')"
+rcli CLIENT LIST | grep -q 'user=kiwi-acl' || fail "no client connected as kiwi-acl: $(rcli CLIENT LIST)"
+log "KIWI_REDIS_USER=kiwi-acl: connected as that user (CLIENT LIST)"
 log "wrong password: $(hb_of b 'h["degraded_reason"][h["degraded_reason"].find("redis "):]')"
 log "no password: $(hb_of c 'h["degraded_reason"][h["degraded_reason"].find("redis "):]')"
 
@@ -129,4 +137,4 @@ for f in "$TMP"/worker-d.log; do ! grep -q -- "$SASLPW" "$f" || fail "the SASL p
 KIWI_KAFKA_PROPERTIES="sasl.password=$SASLPW" "$WORKER" --print-config >"$TMP/dump2.txt" 2>&1 || true
 ! grep -q -- "$SASLPW" "$TMP/dump2.txt" || fail "the configuration dump prints the SASL password"
 log "security.protocol=sasl_ssl/ssl: no traffic to the plaintext broker (kiwi-worker and kiwi); the SASL password is never printed"
-echo "4 passed, 0 failed"
+echo "5 passed, 0 failed"
