@@ -7,7 +7,9 @@
 # daemon's connection and the task process's cache both authenticate: the
 # heartbeat says redis_ok, a task's cache entries and its done record are in
 # that Redis (read from outside with redis-cli), and a second task on the
-# same repository is a cache hit. With a wrong password, or none,
+# same repository is a cache hit; the task's sandbox, which prints its
+# environment and names both password variables as credentials, gets
+# neither. With a wrong password, or none,
 # the heartbeat says redis is not ok and the reason names
 # KIWI_REDIS_PASSWORD; an ACL user (KIWI_REDIS_USER) connects as that user.
 # The password is in no message, event or log.
@@ -59,17 +61,28 @@ common=(KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=3600 KIWI_EGRESS_STOP_WHEN_DEGRADED=fa
         KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt KIWI_REDIS_HOST=127.0.0.1 KIWI_REDIS_PORT="$RPORT")
 
 # 1. the right password: connected, a task runs cached
-worker_start a "${common[@]}" KIWI_REDIS_PASSWORD="$PW" KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test
+worker_start a "${common[@]}" KIWI_REDIS_PASSWORD="$PW" REDISCLI_AUTH="$PW" KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test
 wait_hb a 'h["redis_ok"] is True' 60 || fail "worker a: redis not ok with the right password: $(hb_of a 'h.get("degraded_reason")')"
 log "worker a: redis_ok with KIWI_REDIS_PASSWORD (and KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test)"
-id=$(submit_fix js-sum js-sum-one-round --max-rounds 3)
+# the task prints its sandbox's environment and names both password
+# variables as credentials it needs: neither may enter
+submit_env() {
+  kiwi_cli submit --repo "$GIT_URL_BASE/js-sum.git" --ref main --test "env; npm test" \
+    --cred KIWI_REDIS_PASSWORD --cred REDISCLI_AUTH --goal "Make the tests pass." --provider anthropic \
+    --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:$PROVIDER_PORT/script/js-sum-one-round" --max-rounds 3
+}
+id=$(submit_env)
 kiwi_cli wait "$id" --timeout 240 >"$TMP/result.json" || fail "task 1 not fixed: $(cat "$TMP/result.json")"
+kiwi_cli tail progress --task "$id" >"$TMP/p1.jsonl" 2>/dev/null || true
+grep -q 'HOME=/kiwi/home' "$TMP/p1.jsonl" || fail "the sandbox's environment is not in the task's events (the check below would prove nothing)"
+! grep -q -- "$PW" "$TMP/p1.jsonl" || fail "the Redis password entered the task's sandbox"
+log "task 1: its sandbox's environment (in its events) holds neither KIWI_REDIS_PASSWORD nor REDISCLI_AUTH"
 rcli EXISTS "kiwi:done:$id" | grep -qx 1 || fail "no kiwi:done:$id in the password Redis: the daemon did not write there"
 cached=$(rcli --scan --pattern 'kiwi:install:*'; rcli --scan --pattern 'kiwi:verify:*')
 [ -n "$cached" ] || fail "no kiwi:install:* or kiwi:verify:* entry in the password Redis: the task's cache did not write there (keys: $(rcli --scan | tr '\n' ' '))"
 log "task 1 fixed; its done record and cache entries are in the password Redis: $(echo $cached | cut -c1-160)"
 curl -fsS -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=js-sum-one-round" >/dev/null
-id2=$(submit_fix js-sum js-sum-one-round --max-rounds 3)
+id2=$(submit_env)
 kiwi_cli wait "$id2" --timeout 240 >"$TMP/result2.json" || fail "task 2 not fixed: $(cat "$TMP/result2.json")"
 wait_hb a 'h["cache_hits"] >= 1' 30 || fail "task 2 was no cache hit: $(hb_of a 'h')"
 log "task 2: a cache hit ($(hb_of a 'h["cache_hits"]')) read through the authenticated cache connection"
