@@ -21,6 +21,8 @@ KAFKA_PIDFILE=$KIWI_RUN_DIR/kafka.pid
 REDIS_DIR=$KIWI_STATE_DIR/redis
 REDIS_LOG=$KIWI_LOG_DIR/redis.log
 REDIS_PIDFILE=$KIWI_RUN_DIR/redis.pid
+REDIS_PASSFILE=$KIWI_STATE_DIR/redis.password
+REDIS_CONF=$KIWI_STATE_DIR/redis.conf
 DOCKER_SOCK=$KIWI_RUN_DIR/docker.sock
 DOCKER_CONFIG=$KIWI_RUN_DIR/daemon.json
 DOCKER_PIDFILE=$KIWI_RUN_DIR/dockerd.pid
@@ -54,14 +56,19 @@ Commands:
 Components:
   kafka   Apache Kafka $( [[ -d $KIWI_KAFKA_LIB ]] && echo "(jars in $KIWI_KAFKA_LIB)" || echo "(run ops/setup.sh first)"), KRaft broker+controller
           on 127.0.0.1:19092 (controller 19093)
-  redis   redis-server on 127.0.0.1:16379, dir \$KIWI_STATE_DIR/redis
+  redis   redis-server on 127.0.0.1:16379, dir \$KIWI_STATE_DIR/redis, with a
+          password (requirepass) made once and kept in
+          \$KIWI_STATE_DIR/redis.password (mode 0600); a running Redis that
+          has none is given it (CONFIG SET requirepass)
   docker  an answering dockerd (\$DOCKER_HOST, \$KIWI_STATE_DIR/run/docker.sock,
           /var/run/docker.sock) with runsc registered is adopted; otherwise
           stack.sh starts its own on \$KIWI_STATE_DIR/run/docker.sock
 A port taken by something else moves to the next free one; the choice is
 recorded in the env file and kept on later runs.
 
-Env file: \$KIWI_STATE_DIR/stack.env (now $KIWI_ENV_FILE), KEY=VALUE lines:
+Env file: \$KIWI_STATE_DIR/stack.env (now $KIWI_ENV_FILE), KEY=VALUE lines,
+mode 0600 (it holds KIWI_REDIS_PASSWORD and REDISCLI_AUTH, which redis-cli
+reads):
   set -a; . $KIWI_ENV_FILE; set +a
 
 Environment:
@@ -93,8 +100,10 @@ DOCKER_SOCKET=${rec_docker_sock:-$DOCKER_SOCK}
 SANDBOX_RUNTIMES=${rec_runtimes:-}
 
 write_env() {
-  local tmp=$KIWI_ENV_FILE.tmp.$$
+  local tmp=$KIWI_ENV_FILE.tmp.$$ pw
   mkdir -p "$KIWI_STATE_DIR"
+  pw=$(redis_password_if_any)
+  (umask 077; : >"$tmp")
   {
     echo "KIWI_STATE_DIR=$KIWI_STATE_DIR"
     echo "KIWI_KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT"
@@ -102,6 +111,10 @@ write_env() {
     echo "KIWI_REDIS_HOST=127.0.0.1"
     echo "KIWI_REDIS_PORT=$REDIS_PORT"
     echo "KIWI_REDIS_URL=redis://127.0.0.1:$REDIS_PORT"
+    if [[ -n $pw ]]; then
+      echo "KIWI_REDIS_PASSWORD=$pw"
+      echo "REDISCLI_AUTH=$pw"
+    fi
     echo "KIWI_DOCKER_SOCKET=$DOCKER_SOCKET"
     echo "DOCKER_HOST=unix://$DOCKER_SOCKET"
     [[ -n $SANDBOX_RUNTIMES ]] && echo "KIWI_SANDBOX_RUNTIMES=$SANDBOX_RUNTIMES"
@@ -300,8 +313,58 @@ redis_pid() {
   return 0
 }
 
+# The password: made once (48 hex digits from /dev/urandom), kept in
+# $REDIS_PASSFILE (0600), never printed. Hex only: no quoting needed in the
+# env file or in redis.conf.
+redis_password_if_any() {
+  [[ -s $REDIS_PASSFILE ]] && tr -d '\n' <"$REDIS_PASSFILE"
+  return 0
+}
+redis_password() {
+  if [[ ! -s $REDIS_PASSFILE ]]; then
+    local tmp=$REDIS_PASSFILE.tmp.$$
+    (umask 077; od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$tmp")
+    [[ $(wc -c <"$tmp") == 48 ]] || { rm -f "$tmp"; die "redis: could not make a password"; }
+    mv -f "$tmp" "$REDIS_PASSFILE"
+    log "redis: password made ($REDIS_PASSFILE, mode 0600)"
+  fi
+  chmod 600 "$REDIS_PASSFILE"
+  tr -d '\n' <"$REDIS_PASSFILE"
+}
+
+# redis.conf: what must not be on a command line (ps shows it to everyone).
+write_redis_conf() {
+  local tmp=$REDIS_CONF.tmp.$$
+  (umask 077; printf '# written by ops/stack.sh\nrequirepass %s\n' "$1" >"$tmp")
+  mv -f "$tmp" "$REDIS_CONF"
+}
+
+# redis-cli with the password from the environment (REDISCLI_AUTH), never
+# on its command line.
+rcli() {
+  local pw
+  pw=$(redis_password_if_any)
+  if [[ -n $pw ]]; then REDISCLI_AUTH=$pw redis-cli --no-auth-warning -h 127.0.0.1 "$@"
+  else env -u REDISCLI_AUTH redis-cli -h 127.0.0.1 "$@"; fi
+}
+
 redis_answers() {
-  [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]
+  [[ $(rcli -p "$1" ping 2>/dev/null) == PONG ]]
+}
+
+# A Redis started by an older stack.sh has no password: it gets one now,
+# live, and keeps it on its next start (redis.conf).
+redis_require_password() {
+  local port=$1 pw
+  pw=$(redis_password)
+  write_redis_conf "$pw"
+  if [[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]]; then
+    printf 'CONFIG SET requirepass %s\n' "$pw" | redis-cli -h 127.0.0.1 -p "$port" >/dev/null ||
+      die "redis: could not set a password on the running server (CONFIG SET requirepass)"
+    log "redis: the running server had no password; requirepass set (CONFIG SET)"
+  fi
+  [[ $(rcli -p "$port" ping 2>/dev/null) == PONG ]] ||
+    die "redis: 127.0.0.1:$port does not accept the password in $REDIS_PASSFILE"
 }
 
 redis_fail() {
@@ -317,6 +380,7 @@ redis_up() {
   if [[ -n $pid ]]; then
     wait_for "$REDIS_TIMEOUT" "$pid" redis_answers "$REDIS_PORT" || rc=$?
     ((rc == 0)) || redis_fail "pid $pid does not answer on 127.0.0.1:$REDIS_PORT"
+    redis_require_password "$REDIS_PORT"
     log "redis: already running (pid $pid, 127.0.0.1:$REDIS_PORT)"
     return 0
   fi
@@ -329,9 +393,11 @@ redis_up() {
 
   mkdir -p "$REDIS_DIR"
   rm -f "$REDIS_PIDFILE"
+  write_redis_conf "$(redis_password)"
   # --save '': no RDB snapshots (no fork of a large cache); the append-only
-  # file in $REDIS_DIR keeps the data across restarts.
-  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --protected-mode yes \
+  # file in $REDIS_DIR keeps the data across restarts. The password is in
+  # $REDIS_CONF (0600), not on the command line.
+  redis-server "$REDIS_CONF" --bind 127.0.0.1 --port "$REDIS_PORT" --protected-mode yes \
     --dir "$REDIS_DIR" --save '' --appendonly yes \
     --daemonize yes --supervised no --pidfile "$REDIS_PIDFILE" \
     --logfile "$REDIS_LOG" </dev/null >>"$KIWI_LOG_DIR/redis.out" 2>&1 9>&- ||

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "kafka-conf.h"
 #include "log.h"
 
 volatile sig_atomic_t kiwi_cli_stop;
@@ -101,6 +102,17 @@ conf_set (rd_kafka_conf_t *conf, const char *k, const char *v, kiwi_error_t *err
     return 0;
 }
 
+/* The operator's properties (SASL, TLS, ...), after Kiwi's own: they may
+ * override them. */
+static int
+operator_props (rd_kafka_conf_t *conf, const kiwi_cli_settings *s, kiwi_error_t *err)
+{
+    cleanup_strv kiwi_strv pairs = KIWI_STRV_INIT;
+    if (kiwi_cli_settings_kafka_props (s, &pairs, err) < 0)
+        return -1;
+    return kiwi_kafka_props_apply (conf, &pairs, err);
+}
+
 rd_kafka_t *
 kiwi_cli_producer_new (const kiwi_cli_settings *s, const kiwi_delivery_cb *cb, kiwi_error_t *err)
 {
@@ -110,7 +122,7 @@ kiwi_cli_producer_new (const kiwi_cli_settings *s, const kiwi_delivery_cb *cb, k
     if (conf_set (conf, "bootstrap.servers", s->brokers, err) < 0 || conf_set (conf, "client.id", "kiwi-cli", err) < 0
         || conf_set (conf, "enable.idempotence", "true", err) < 0 || conf_set (conf, "acks", "all", err) < 0
         || conf_set (conf, "message.timeout.ms", timeout, err) < 0 || conf_set (conf, "linger.ms", "5", err) < 0
-        || conf_set (conf, "compression.codec", "lz4", err) < 0) {
+        || conf_set (conf, "compression.codec", "lz4", err) < 0 || operator_props (conf, s, err) < 0) {
         rd_kafka_conf_destroy (conf);
         return NULL;
     }
@@ -184,7 +196,7 @@ kiwi_cli_consumer_new (const kiwi_cli_settings *s, kiwi_error_t *err)
         || conf_set (conf, "enable.auto.offset.store", "false", err) < 0
         || conf_set (conf, "enable.partition.eof", "true", err) < 0
         || conf_set (conf, "allow.auto.create.topics", "false", err) < 0
-        || conf_set (conf, "fetch.wait.max.ms", "50", err) < 0) {
+        || conf_set (conf, "fetch.wait.max.ms", "50", err) < 0 || operator_props (conf, s, err) < 0) {
         rd_kafka_conf_destroy (conf);
         return NULL;
     }

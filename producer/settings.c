@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "kafka-conf.h"
 #include "log.h"
 #include "opts.h"
 
@@ -334,7 +335,19 @@ kiwi_cli_settings_clear (kiwi_cli_settings *s)
         }
         free (s->origin[i]);
     }
+    kiwi_strv_free (&s->kafka_props);
     kiwi_cli_settings_init (s);
+}
+
+int
+kiwi_cli_settings_kafka_props (const kiwi_cli_settings *s, kiwi_strv *pairs, kiwi_error_t *err)
+{
+    for (size_t i = 0; i + 1 < s->kafka_props.n; i += 2)
+        if (kiwi_strv_add (pairs, s->kafka_props.v[i]) < 0 || kiwi_strv_add (pairs, s->kafka_props.v[i + 1]) < 0)
+            return kiwi_error_make (err, ENOMEM, "kafka properties");
+    if (kiwi_kafka_props_parse (s->kafka_properties, "kafka_properties", pairs, err) < 0)
+        return kiwi_error_wrap (err, "from %s", s->origin[KIWI_SETTING_KAFKA_PROPERTIES]);
+    return 0;
 }
 
 /* One candidate value per setting while the sources are layered. */
@@ -452,7 +465,7 @@ read_stack_env (layer *l, const char *path, kiwi_error_t *err)
 /* The config file: "key = value" lines, '#' comments, blank lines. Keys
  * this table does not know are ignored (the file may be kiwi-worker's). */
 static int
-read_config (layer *l, const char *path, kiwi_error_t *err)
+read_config (layer *l, kiwi_strv *kafka_props, const char *path, kiwi_error_t *err)
 {
     cleanup_fclose FILE *f = fopen (path, "r");
     if (f == NULL)
@@ -471,6 +484,16 @@ read_config (layer *l, const char *path, kiwi_error_t *err)
         *eq = '\0';
         char *key = trim (s);
         const char *val = unquote (trim (eq + 1));
+        size_t pl = strlen (KIWI_CLI_KAFKA_PROPERTY_PREFIX);
+        if (strncmp (key, KIWI_CLI_KAFKA_PROPERTY_PREFIX, pl) == 0) {
+            const char *name = key + pl;
+            if (*name == '\0' || strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen (name))
+                return kiwi_error_make_code (err, KIWI_CLI_EUSAGE, "%s:%u: `%s` is not a librdkafka property name",
+                                             path, lineno, name);
+            if (kiwi_strv_add (kafka_props, name) < 0 || kiwi_strv_add (kafka_props, val) < 0)
+                return kiwi_error_make (err, ENOMEM, "%s", path);
+            continue;
+        }
         const kiwi_setting_def *d = kiwi_setting_by_key (key);
         if (d == NULL) {
             kiwi_debug ("%s:%u: key `%s` is not a setting of the kiwi command; ignored", path, lineno, key);
@@ -500,6 +523,7 @@ kiwi_cli_settings_load (kiwi_cli_settings *s, const char *const flags[KIWI_SETTI
                         kiwi_error_t *err)
 {
     layer dflt = { 0 }, stack = { 0 }, conf = { 0 }, env = { 0 }, flag = { 0 };
+    kiwi_strv file_props = KIWI_STRV_INIT;
     layer *ls[] = { &dflt, &stack, &conf, &env, &flag };
     const size_t nl = sizeof ls / sizeof ls[0];
     cleanup_free char *stack_path = NULL;
@@ -519,7 +543,7 @@ kiwi_cli_settings_load (kiwi_cli_settings *s, const char *const flags[KIWI_SETTI
     /* The config file is named by a flag or the environment only. */
     int k = top (ls, nl, KIWI_SETTING_CONFIG);
     const char *config = ls[k]->value[KIWI_SETTING_CONFIG];
-    if (*config != '\0' && read_config (&conf, config, err) < 0)
+    if (*config != '\0' && read_config (&conf, &file_props, config, err) < 0)
         goto out;
 
     /* The stack env file: its path, or the state directory's, may come from
@@ -558,8 +582,11 @@ kiwi_cli_settings_load (kiwi_cli_settings *s, const char *const flags[KIWI_SETTI
         }
         s->origin[i] = steal_pointer (&ls[k]->origin[i]);
     }
+    s->kafka_props = file_props; /* now owned by s */
+    file_props = (kiwi_strv) KIWI_STRV_INIT;
     ret = 0;
 out:
+    kiwi_strv_free (&file_props);
     for (size_t i = 0; i < nl; i++)
         layer_clear (ls[i]);
     if (ret < 0)
@@ -610,6 +637,11 @@ kiwi_cli_settings_dump (const kiwi_cli_settings *s, FILE *out)
         else
             fprintf (out, "%s = %s\n", d->key, v ? v : "");
     }
+    for (size_t i = 0; i + 1 < s->kafka_props.n; i += 2)
+        if (kiwi_kafka_prop_is_secret (s->kafka_props.v[i]))
+            fprintf (out, "# %s%s = (set, not shown)\n", KIWI_CLI_KAFKA_PROPERTY_PREFIX, s->kafka_props.v[i]);
+        else
+            fprintf (out, "%s%s = %s\n", KIWI_CLI_KAFKA_PROPERTY_PREFIX, s->kafka_props.v[i], s->kafka_props.v[i + 1]);
 }
 
 void

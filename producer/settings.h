@@ -30,6 +30,7 @@
 
 #include "defaults.h"
 #include "error.h"
+#include "strv.h"
 
 #define KIWI_CI_GOAL_DEFAULT "CI run {name} failed on {sha}: make it pass"
 
@@ -45,6 +46,9 @@
        "stack env file (empty: <state_dir>/stack.env)")                                                      \
     X (BROKERS, brokers, "KIWI_KAFKA_BROKERS", "brokers", BROKERS, KIWI_BROKERS_DEFAULT, 0, 0,                \
        "Kafka bootstrap brokers")                                                                            \
+    X (KAFKA_PROPERTIES, kafka_properties, "KIWI_KAFKA_PROPERTIES", "kafka-properties", SECRET, "", 0, 0,     \
+       "librdkafka properties name=value,... for every Kafka client (SASL, TLS; `\\,` for a comma in a "     \
+       "value), applied after the config file's kafka.property.NAME = VALUE keys")                           \
     X (TOPIC_TASKS, topic_tasks, "KIWI_TOPIC_TASKS", "tasks-topic", TOPIC, KIWI_TOPIC_TASKS_DEFAULT, 0, 0,    \
        "topic of tasks (key: repository URL)")                                                               \
     X (TOPIC_PROGRESS, topic_progress, "KIWI_TOPIC_PROGRESS", "progress-topic", TOPIC,                        \
@@ -126,7 +130,17 @@ typedef struct kiwi_cli_settings {
     /* Where each value came from: "default", "environment KIWI_X", "flag
      * --x", "FILE:LINE". Owned. */
     char *origin[KIWI_SETTING__COUNT];
+    /* The config file's kafka.property.NAME = VALUE keys: name, value, ...
+     * in file order (the same keys as kiwi-worker's). */
+    kiwi_strv kafka_props;
 } kiwi_cli_settings;
+
+#define KIWI_CLI_KAFKA_PROPERTY_PREFIX "kafka.property."
+
+/* Every operator-given librdkafka property, in the order to apply them
+ * (the config file's kafka.property.*, then kafka_properties), appended to
+ * *pairs. An item that does not parse is an error (its value not shown). */
+int kiwi_cli_settings_kafka_props (const kiwi_cli_settings *s, kiwi_strv *pairs, kiwi_error_t *err);
 
 /* The table entry of a setting, and lookups by flag name and by key. */
 const kiwi_setting_def *kiwi_setting_def_get (kiwi_setting_id id);

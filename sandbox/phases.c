@@ -63,8 +63,10 @@ kiwi_phase_is_secret_name (const kiwi_phase_config *cfg, const char *name)
     for (size_t i = 0; cfg->extra_model_keys && cfg->extra_model_keys[i]; i++)
         if (strcmp (name, cfg->extra_model_keys[i]) == 0)
             return true;
-    /* Kiwi's own settings and secrets (the git token, webhook secrets) */
-    if (strncmp (name, "KIWI_", 5) == 0)
+    /* Kiwi's own settings and secrets (the git token, webhook secrets, the
+     * Redis password), and the Redis password as redis-cli reads it
+     * (ops/stack.sh writes both to stack.env) */
+    if (strncmp (name, "KIWI_", 5) == 0 || strcmp (name, "REDISCLI_AUTH") == 0)
         return true;
     return false;
 }

@@ -25,8 +25,30 @@ struct kiwi_cache {
     char error[256];
 };
 
+int
+kiwi_redis_auth_reply (const char *host, int port, bool with_password, bool is_error, const char *reply, char *why,
+                       size_t cap)
+{
+    if (!is_error)
+        return 0;
+    if (reply == NULL)
+        reply = "";
+    /* AUTH to a Redis without a password: nothing to refuse; go on */
+    if (with_password && strstr (reply, "without any password configured") != NULL)
+        return 0;
+    if (with_password)
+        snprintf (why, cap, "redis %s:%d refused the password in KIWI_REDIS_PASSWORD%s (%s)", host, port,
+                  strncmp (reply, "WRONGPASS", 9) == 0 ? " (or the user in KIWI_REDIS_USER)" : "", reply);
+    else if (strncmp (reply, "NOAUTH", 6) == 0)
+        snprintf (why, cap, "redis %s:%d requires a password: KIWI_REDIS_PASSWORD is not set (%s)", host, port, reply);
+    else
+        snprintf (why, cap, "redis %s:%d: %s", host, port, reply);
+    return -1;
+}
+
 kiwi_cache *
-kiwi_cache_open (const char *host, int port, int64_t ttl_s, int64_t fail_ttl_s)
+kiwi_cache_open (const char *host, int port, const char *user, const char *password, int64_t ttl_s,
+                 int64_t fail_ttl_s)
 {
     kiwi_cache *c = calloc (1, sizeof *c);
     if (c == NULL)
@@ -44,6 +66,29 @@ kiwi_cache_open (const char *host, int port, int64_t ttl_s, int64_t fail_ttl_s)
     }
     struct timeval cmd = { 2, 0 };
     redisSetTimeout (c->rc, cmd);
+    /* AUTH first when a password is configured; PING otherwise, so that a
+     * Redis that wants one says so now, by name, and not on the first
+     * cache read. The password itself is never in a message. */
+    bool with_password = password != NULL && *password != '\0';
+    redisReply *r;
+    if (with_password && user != NULL && *user != '\0')
+        r = redisCommand (c->rc, "AUTH %s %s", user, password);
+    else if (with_password)
+        r = redisCommand (c->rc, "AUTH %s", password);
+    else
+        r = redisCommand (c->rc, "PING");
+    if (r == NULL || kiwi_redis_auth_reply (host, port, with_password, r->type == REDIS_REPLY_ERROR, r->str, c->error,
+                                            sizeof c->error)
+                         < 0) {
+        if (r == NULL)
+            snprintf (c->error, sizeof c->error, "redis %s:%d: %s", host, port, c->rc->errstr);
+        if (r)
+            freeReplyObject (r);
+        redisFree (c->rc);
+        c->rc = NULL;
+        return c;
+    }
+    freeReplyObject (r);
     return c;
 }
 
@@ -223,7 +268,8 @@ entry_exists (const char *key, void *ud)
 int
 kiwi_cache_gc_main (const kiwi_worker_config *cfg)
 {
-    kiwi_cache *c = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
+    kiwi_cache *c = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->redis_user, cfg->redis_password,
+                                    cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
     if (!kiwi_cache_available (c))
         kiwi_warn ("clean-up: snapshots by idle age only: %s", kiwi_cache_error (c));
     kiwi_gc_opts o;

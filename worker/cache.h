@@ -11,6 +11,9 @@
  *   marker `masked` of a verify, keyed by tree id + test command + snapshot
  *   key, so a baseline run on the same commit is not repeated.
  *
+ * Every connection authenticates (AUTH [user] password) when a password is
+ * configured.
+ *
  * Redis unreachable: every call reports "unavailable" (never blocks longer
  * than its timeout) and the task runs uncached.
  *
@@ -24,6 +27,7 @@
 #define KIWI_WORKER_CACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -42,8 +46,19 @@ typedef struct kiwi_verify_entry {
     char *output;
 } kiwi_verify_entry;
 
-/* Never fails: an unreachable Redis gives a cache that is unavailable. */
-kiwi_cache *kiwi_cache_open (const char *host, int port, int64_t ttl_s, int64_t fail_ttl_s);
+/* Never fails: an unreachable Redis gives a cache that is unavailable.
+ * With a password (KIWI_REDIS_PASSWORD; `user` for an ACL user, or NULL)
+ * the connection sends AUTH first; a refused or missing password makes the
+ * cache unavailable with a reason naming the setting. */
+kiwi_cache *kiwi_cache_open (const char *host, int port, const char *user, const char *password, int64_t ttl_s,
+                             int64_t fail_ttl_s);
+
+/* The first reply on a new connection (AUTH's with a password, PING's
+ * without): 0 when the connection may be used, else -1 with `why` saying
+ * what is wrong and naming KIWI_REDIS_PASSWORD. Shared by the cache and the
+ * daemon's connection. */
+int kiwi_redis_auth_reply (const char *host, int port, bool with_password, bool is_error, const char *reply, char *why,
+                           size_t cap);
 bool kiwi_cache_available (const kiwi_cache *c);
 /* Why it is unavailable (for the warning event). Borrowed. */
 const char *kiwi_cache_error (const kiwi_cache *c);

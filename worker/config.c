@@ -11,8 +11,12 @@
 #include <unistd.h>
 
 #include "defaults.h"
+#include "kafka-conf.h"
+#include "strv.h"
 
-typedef enum { T_STR, T_INT, T_BOOL, T_ENUM, T_NUM, T_LIST } setting_type;
+/* T_LIST: a comma-separated list that may be empty; T_SECRET: a string
+ * never printed by --dump or in errors */
+typedef enum { T_STR, T_INT, T_BOOL, T_ENUM, T_NUM, T_LIST, T_SECRET } setting_type;
 
 typedef struct {
     const char *key;    /* config-file key */
@@ -51,6 +55,18 @@ static const setting settings[] = {
     { "redis.host", "KIWI_REDIS_HOST", "redis-host", T_STR, OFF (redis_host), "127.0.0.1", 0, 0, NULL,
       "Redis host (leases, finished tasks, the install and verify cache)" },
     { "redis.port", "KIWI_REDIS_PORT", "redis-port", T_INT, OFF (redis_port), "6379", 1, 65535, NULL, "Redis port" },
+    { "redis.password", "KIWI_REDIS_PASSWORD", "redis-password", T_SECRET, OFF (redis_password), NULL, 0, 0, NULL,
+      "password sent with AUTH on every Redis connection (ops/stack.sh writes it to stack.env; never printed, never "
+      "in a sandbox)" },
+    { "redis.user", "KIWI_REDIS_USER", "redis-user", T_STR, OFF (redis_user), NULL, 0, 0, NULL,
+      "Redis ACL user for AUTH user password (default: the default user)" },
+    { "kafka.properties", "KIWI_KAFKA_PROPERTIES", "kafka-properties", T_SECRET, OFF (kafka_properties), NULL, 0, 0,
+      NULL,
+      "librdkafka properties name=value,... given to every Kafka client as they are (security.protocol, sasl.*, "
+      "ssl.*); a `,` inside a value as `\\,`; also config-file keys kafka.property.NAME = VALUE" },
+    { "sandbox.install_deny", "KIWI_INSTALL_DENY", "install-deny", T_STR, OFF (install_deny), NULL, 0, 0, NULL,
+      "further addresses Phase A may not reach, besides this worker's Redis and Kafka: HOST[:PORT] or CIDR[:PORT], "
+      "comma- or space-separated (egress.sh --deny, applied and checked by the worker)" },
     { "lease.ttl", "KIWI_LEASE_TTL", "lease-ttl", T_INT, OFF (lease_ttl_s), "30", 5, 3600, NULL,
       "seconds a task lease lives unless renewed (renewed every third of it)" },
     { "cache.ttl", "KIWI_CACHE_TTL", "cache-ttl", T_INT, OFF (cache_ttl_s), "604800", 60, 31536000, NULL,
@@ -216,6 +232,7 @@ accepted (const setting *s, char *buf, size_t cap)
         snprintf (buf, cap, "%s", s->values);
         break;
     case T_STR:
+    case T_SECRET:
         snprintf (buf, cap, "a non-empty string");
         break;
     case T_LIST:
@@ -250,6 +267,7 @@ apply (kiwi_worker_config *c, const setting *s, const char *value, const char *o
     accepted (s, acc, sizeof acc);
     switch (s->type) {
     case T_STR:
+    case T_SECRET:
     case T_ENUM:
     case T_LIST: {
         if (*value == '\0' && s->type != T_LIST)
@@ -299,10 +317,49 @@ apply (kiwi_worker_config *c, const setting *s, const char *value, const char *o
     return -1;
 }
 
+/* kafka.property.NAME = VALUE: one librdkafka property, kept in order. */
+static int
+set_kafka_property (kiwi_worker_config *c, const char *name, const char *value, const char *origin,
+                    kiwi_error_t *err)
+{
+    const char *prop = name + strlen (KIWI_KAFKA_PROPERTY_PREFIX);
+    for (const char *p = prop; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
+            return kiwi_error_make (err, 0, "%s: %s: `%s` is not a librdkafka property name", origin, name, prop);
+    if (*prop == '\0')
+        return kiwi_error_make (err, 0, "%s: %s: no property name after the prefix", origin, name);
+    char **grown = realloc (c->kafka_props, (c->n_kafka_props + 3) * sizeof *grown);
+    if (grown == NULL)
+        return kiwi_error_make (err, ENOMEM, "%s", name);
+    c->kafka_props = grown;
+    grown[c->n_kafka_props] = strdup (prop);
+    grown[c->n_kafka_props + 1] = strdup (value);
+    grown[c->n_kafka_props + 2] = NULL;
+    if (grown[c->n_kafka_props] == NULL || grown[c->n_kafka_props + 1] == NULL) {
+        free (grown[c->n_kafka_props]);
+        free (grown[c->n_kafka_props + 1]);
+        grown[c->n_kafka_props] = NULL;
+        return kiwi_error_make (err, ENOMEM, "%s", name);
+    }
+    c->n_kafka_props += 2;
+    return 0;
+}
+
+int
+kiwi_worker_config_kafka_props (const kiwi_worker_config *c, kiwi_strv *pairs, kiwi_error_t *err)
+{
+    for (size_t i = 0; i + 1 < c->n_kafka_props; i += 2)
+        if (kiwi_strv_add (pairs, c->kafka_props[i]) < 0 || kiwi_strv_add (pairs, c->kafka_props[i + 1]) < 0)
+            return kiwi_error_make (err, ENOMEM, "kafka properties");
+    return kiwi_kafka_props_parse (c->kafka_properties, "KIWI_KAFKA_PROPERTIES", pairs, err);
+}
+
 int
 kiwi_worker_config_set (kiwi_worker_config *c, const char *name, const char *value, const char *origin,
                         kiwi_error_t *err)
 {
+    if (strncmp (name, KIWI_KAFKA_PROPERTY_PREFIX, strlen (KIWI_KAFKA_PROPERTY_PREFIX)) == 0)
+        return set_kafka_property (c, name, value, origin, err);
     const setting *s = find (name);
     if (s == NULL)
         return kiwi_error_make (err, 0, "%s: unknown setting `%s` (kiwi-worker --help-config lists them)", origin,
@@ -331,10 +388,16 @@ void
 kiwi_worker_config_clear (kiwi_worker_config *c)
 {
     for (size_t i = 0; i < NSETTINGS; i++)
-        if (settings[i].type == T_STR || settings[i].type == T_ENUM || settings[i].type == T_LIST) {
+        if (settings[i].type == T_STR || settings[i].type == T_ENUM || settings[i].type == T_LIST
+            || settings[i].type == T_SECRET) {
             free (*str_field (c, &settings[i]));
             *str_field (c, &settings[i]) = NULL;
         }
+    for (size_t i = 0; i < c->n_kafka_props; i++)
+        free (c->kafka_props[i]);
+    free (c->kafka_props);
+    c->kafka_props = NULL;
+    c->n_kafka_props = 0;
 }
 
 static char *
@@ -479,7 +542,8 @@ kiwi_worker_config_help (FILE *out)
                  s->def ? s->def : "(unset)", s->help, acc, s->key);
     }
     fprintf (out, "\nAlso accepted: KIWI_SANDBOX_RUNTIME and -sandbox-runtime for the sandbox driver; a config "
-                  "file with --config FILE or KIWI_CONFIG (key = value lines).\n");
+                  "file with --config FILE or KIWI_CONFIG (key = value lines); in it, kafka.property.NAME = VALUE "
+                  "for any librdkafka property (KIWI_KAFKA_PROPERTIES is applied after them).\n");
 }
 
 void
@@ -496,6 +560,11 @@ kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out)
             fprintf (out, "%s = %s\n", s->key, v ? v : "");
             break;
         }
+        case T_SECRET: {
+            const char *v = *str_field (m, s);
+            fprintf (out, "# %s = %s\n", s->key, v && *v ? "(set, not shown)" : "(unset)");
+            break;
+        }
         case T_INT:
             fprintf (out, "%s = %lld\n", s->key, (long long) *int_field (m, s));
             break;
@@ -507,4 +576,9 @@ kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out)
             break;
         }
     }
+    for (size_t i = 0; i + 1 < c->n_kafka_props; i += 2)
+        if (kiwi_kafka_prop_is_secret (c->kafka_props[i]))
+            fprintf (out, "# %s%s = (set, not shown)\n", KIWI_KAFKA_PROPERTY_PREFIX, c->kafka_props[i]);
+        else
+            fprintf (out, "%s%s = %s\n", KIWI_KAFKA_PROPERTY_PREFIX, c->kafka_props[i], c->kafka_props[i + 1]);
 }

@@ -19,6 +19,10 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "strv.h"
+
+/* Config-file keys kafka.property.NAME = VALUE set librdkafka's NAME. */
+#define KIWI_KAFKA_PROPERTY_PREFIX "kafka.property."
 
 typedef struct kiwi_worker_config {
     /* identity and capacity */
@@ -32,6 +36,14 @@ typedef struct kiwi_worker_config {
     /* Redis */
     char *redis_host;
     int64_t redis_port;
+    char *redis_password;   /* secret: AUTH on every connection */
+    char *redis_user;       /* ACL user, or NULL: the default user */
+    /* Kafka client properties (KIWI_KAFKA_PROPERTIES and kafka.property.* keys) */
+    char *kafka_properties; /* secret: "name=value,..." as given */
+    char **kafka_props;     /* name, value, name, value, ..., NULL: the config file's kafka.property.* keys */
+    size_t n_kafka_props;
+    /* addresses Phase A may not reach besides Redis and Kafka (KIWI_INSTALL_DENY) */
+    char *install_deny;
     int64_t lease_ttl_s;
     int64_t cache_ttl_s;
     int64_t cache_fail_ttl_s;
@@ -101,6 +113,11 @@ int kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char
  * string, as a source named `origin` ("flag", "environment", "FILE:LINE"). */
 int kiwi_worker_config_set (kiwi_worker_config *c, const char *name, const char *value, const char *origin,
                             kiwi_error_t *err);
+
+/* The librdkafka properties for every Kafka client of the worker, in the
+ * order to apply them: the config file's kafka.property.* keys, then
+ * KIWI_KAFKA_PROPERTIES. Appended to *pairs (name, value, ...). */
+int kiwi_worker_config_kafka_props (const kiwi_worker_config *c, kiwi_strv *pairs, kiwi_error_t *err);
 
 /* Prints the table: key, environment variable, flag, default, meaning. */
 void kiwi_worker_config_help (FILE *out);

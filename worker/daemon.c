@@ -34,7 +34,9 @@
 #include "defaults.h"
 #include "egress.h"
 #include "events.h"
+#include "cache.h"
 #include "heartbeat.h"
+#include "kafka-conf.h"
 #include "log.h"
 #include "policy.h"
 #include "proc.h"
@@ -126,7 +128,8 @@ struct daemon {
     ev_timer poll_timer, heartbeat_timer, lease_timer, redis_timer, wait_timer, drain_timer, gc_timer;
     ev_signal sigterm_w, sigint_w;
     redisAsyncContext *redis;
-    bool redis_ok;
+    bool redis_ok;          /* connected and authenticated */
+    char redis_error[512];  /* why not, for the log (once per change) and the heartbeat */
     slot *slots;
     int nslots, busy;
     int deciding; /* tasks consumed whose Redis look-up has not answered yet */
@@ -330,19 +333,53 @@ dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 static void redis_connect (daemon_t *d);
 
+/* Records why Redis is not usable; logs it when the reason changes (a
+ * retry every 2 s with the same wrong password logs once). */
+static void
+redis_failed (daemon_t *d, const char *why)
+{
+    if (strcmp (d->redis_error, why) != 0)
+        kiwi_warn ("%s; tasks run uncached until it is back", why);
+    snprintf (d->redis_error, sizeof d->redis_error, "%s", why);
+}
+
+/* The reply to the first command on a connection: AUTH with a password,
+ * PING without. Only then is the connection used. */
+static void
+redis_auth_cb (redisAsyncContext *ac, void *r, void *privdata)
+{
+    daemon_t *d = ac->data;
+    redisReply *reply = r;
+    if (reply == NULL || d->redis != ac)
+        return; /* disconnected meanwhile: redis_disconnect_cb saw to it */
+    bool with_password = d->cfg->redis_password != NULL && *d->cfg->redis_password;
+    char why[512];
+    if (kiwi_redis_auth_reply (d->cfg->redis_host, (int) d->cfg->redis_port, with_password,
+                               reply->type == REDIS_REPLY_ERROR, reply->str, why, sizeof why)
+        < 0) {
+        redis_failed (d, why);
+        redisAsyncDisconnect (ac);
+        return;
+    }
+    d->redis_ok = true;
+    d->redis_error[0] = '\0';
+    kiwi_info ("redis %s:%lld connected%s", d->cfg->redis_host, (long long) d->cfg->redis_port,
+               with_password ? " and authenticated" : "");
+}
+
 static void
 redis_connect_cb (const redisAsyncContext *ac, int status)
 {
     daemon_t *d = ac->data;
     if (status != REDIS_OK) {
-        kiwi_warn ("redis %s:%lld: %s; tasks run uncached until it is back", d->cfg->redis_host,
-                   (long long) d->cfg->redis_port, ac->errstr);
+        char why[512];
+        snprintf (why, sizeof why, "redis %s:%lld: %s", d->cfg->redis_host, (long long) d->cfg->redis_port,
+                  ac->errstr);
+        redis_failed (d, why);
         d->redis = NULL;
         d->redis_ok = false;
         return;
     }
-    d->redis_ok = true;
-    kiwi_info ("redis %s:%lld connected", d->cfg->redis_host, (long long) d->cfg->redis_port);
 }
 
 static void
@@ -378,6 +415,15 @@ redis_connect (daemon_t *d)
     redisAsyncSetConnectCallback (ac, redis_connect_cb);
     redisAsyncSetDisconnectCallback (ac, redis_disconnect_cb);
     d->redis = ac;
+    /* queued now, sent first once connected; nothing else is sent before
+     * its reply says the connection may be used (redis_ok) */
+    const char *user = d->cfg->redis_user, *password = d->cfg->redis_password;
+    if (password && *password && user && *user)
+        redisAsyncCommand (ac, redis_auth_cb, NULL, "AUTH %s %s", user, password);
+    else if (password && *password)
+        redisAsyncCommand (ac, redis_auth_cb, NULL, "AUTH %s", password);
+    else
+        redisAsyncCommand (ac, redis_auth_cb, NULL, "PING");
 }
 
 static void
@@ -445,7 +491,8 @@ publish_heartbeat (daemon_t *d)
                   reason[0] ? "; " : "");
     if (!d->redis_ok)
         snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
-                  "%sredis unreachable: tasks run uncached and without leases", reason[0] ? "; " : "");
+                  "%sredis unreachable or refused: %s: tasks run uncached and without leases", reason[0] ? "; " : "",
+                  d->redis_error[0] ? d->redis_error : "not connected");
     if (h.degraded)
         h.degraded_reason = reason;
     kiwi_egress_check checks[8];
@@ -1918,14 +1965,23 @@ gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---------- set-up ---------- */
 
+/* The settings every client of the worker shares, then the operator's
+ * properties (kafka.property.*, KIWI_KAFKA_PROPERTIES: SASL, TLS, ...),
+ * which may override them. NULL with *err naming the property librdkafka
+ * refused. */
 static rd_kafka_conf_t *
-base_conf (const kiwi_worker_config *cfg)
+base_conf (const kiwi_worker_config *cfg, kiwi_error_t *err)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new ();
     char errstr[256];
     rd_kafka_conf_set (conf, "bootstrap.servers", cfg->brokers, errstr, sizeof errstr);
     rd_kafka_conf_set (conf, "client.id", cfg->worker_id, errstr, sizeof errstr);
     rd_kafka_conf_set (conf, "reconnect.backoff.max.ms", "2000", errstr, sizeof errstr);
+    cleanup_strv kiwi_strv props = KIWI_STRV_INIT;
+    if (kiwi_worker_config_kafka_props (cfg, &props, err) < 0 || kiwi_kafka_props_apply (conf, &props, err) < 0) {
+        rd_kafka_conf_destroy (conf);
+        return NULL;
+    }
     return conf;
 }
 
@@ -1933,7 +1989,9 @@ static int
 setup_kafka (daemon_t *d, kiwi_error_t *err)
 {
     char errstr[512];
-    rd_kafka_conf_t *pc = base_conf (d->cfg);
+    rd_kafka_conf_t *pc = base_conf (d->cfg, err);
+    if (pc == NULL)
+        return -1;
     rd_kafka_conf_set (pc, "enable.idempotence", "true", errstr, sizeof errstr);
     rd_kafka_conf_set (pc, "acks", "all", errstr, sizeof errstr);
     rd_kafka_conf_set (pc, "linger.ms", "2", errstr, sizeof errstr);
@@ -1947,7 +2005,9 @@ setup_kafka (daemon_t *d, kiwi_error_t *err)
         return kiwi_error_make (err, 0, "kafka producer: %s", errstr);
     /* pc is now owned by the producer */
 
-    rd_kafka_conf_t *cc = base_conf (d->cfg);
+    rd_kafka_conf_t *cc = base_conf (d->cfg, err);
+    if (cc == NULL)
+        return -1;
     if (rd_kafka_conf_set (cc, "group.id", d->cfg->group, errstr, sizeof errstr) != RD_KAFKA_CONF_OK
         || rd_kafka_conf_set (cc, "enable.auto.commit", "false", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
         || rd_kafka_conf_set (cc, "auto.offset.reset", "earliest", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
@@ -2009,11 +2069,8 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     }
     signal (SIGPIPE, SIG_IGN);
     if (cfg->egress_apply) {
-        const char *script = getenv ("KIWI_EGRESS_SCRIPT");
-        const char *argv[] = { "bash", script && *script ? script : KIWI_SOURCE_DIR "/ops/egress/egress.sh", "apply",
-                               NULL };
         kiwi_error_t e = NULL;
-        if (kiwi_proc_check (argv, NULL, NULL, 120000, &e) < 0)
+        if (kiwi_egress_apply_rules (cfg, &e) < 0)
             kiwi_errorf ("applying the egress rules: %s (the egress checks will report it)", kiwi_error_msg (e));
         else
             kiwi_info ("egress rules applied");

@@ -3,7 +3,11 @@
  */
 #include "egress.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <jansson.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/prctl.h>
@@ -11,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "events.h"
 #include "phases.h"
 #include "proc.h"
@@ -22,7 +27,178 @@ extern char **environ;
 bool
 kiwi_egress_is_isolation_check (const char *name)
 {
-    return strcmp (name, "phase_b_isolated") == 0 || strcmp (name, "metadata_blocked") == 0;
+    return strcmp (name, "phase_b_isolated") == 0 || strcmp (name, "metadata_blocked") == 0
+           || strcmp (name, "fleet_services_blocked") == 0;
+}
+
+/* ---------- the fleet's own services ---------- */
+
+static bool
+is_loopback (const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl (((const struct sockaddr_in *) sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK (a))
+            return true;
+        if (IN6_IS_ADDR_V4MAPPED (a))
+            return a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
+/* Adds every address `host` resolves to, with `port` (NULL: all ports), to
+ * the lists: "ADDR[:PORT]" / "[ADDR6][:PORT]". */
+static int
+add_host (kiwi_egress_targets *t, const char *host, const char *port, const char *what, kiwi_error_t *err)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    int rc = getaddrinfo (host, NULL, &hints, &res);
+    if (rc != 0)
+        return kiwi_error_make (err, 0, "%s: cannot resolve `%s`: %s", what, host, gai_strerror (rc));
+    int added = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        char a[INET6_ADDRSTRLEN];
+        const void *src = ai->ai_family == AF_INET ? (const void *) &((struct sockaddr_in *) ai->ai_addr)->sin_addr
+                                                   : (const void *) &((struct sockaddr_in6 *) ai->ai_addr)->sin6_addr;
+        if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) || !inet_ntop (ai->ai_family, src, a, sizeof a))
+            continue;
+        char spec[INET6_ADDRSTRLEN + 16];
+        bool v6 = ai->ai_family == AF_INET6;
+        snprintf (spec, sizeof spec, "%s%s%s%s%s", v6 ? "[" : "", a, v6 ? "]" : "", port ? ":" : "", port ? port : "");
+        added++;
+        if (kiwi_strv_contains (&t->deny, spec) || kiwi_strv_contains (&t->probe, spec))
+            continue;
+        /* a container's loopback is its own: nothing there to close */
+        if (!is_loopback (ai->ai_addr) && kiwi_strv_add (&t->deny, spec) < 0) {
+            freeaddrinfo (res);
+            return kiwi_error_make (err, ENOMEM, "%s", what);
+        }
+        if (port && kiwi_strv_add (&t->probe, spec) < 0) {
+            freeaddrinfo (res);
+            return kiwi_error_make (err, ENOMEM, "%s", what);
+        }
+    }
+    freeaddrinfo (res);
+    if (added == 0)
+        return kiwi_error_make (err, 0, "%s: `%s` resolves to no IPv4 or IPv6 address", what, host);
+    return 0;
+}
+
+/* One "HOST[:PORT]" / "[V6][:PORT]" / "V6" / "CIDR[:PORT]" entry. */
+static int
+add_entry (kiwi_egress_targets *t, const char *entry, bool port_required, const char *what, kiwi_error_t *err)
+{
+    char buf[512];
+    snprintf (buf, sizeof buf, "%s", entry);
+    char *host = buf, *port = NULL;
+    char *scheme = strstr (buf, "://"); /* librdkafka's PLAINTEXT://host:port */
+    if (scheme)
+        host = scheme + 3;
+    if (*host == '[') {
+        char *close = strchr (host, ']');
+        if (close == NULL)
+            return kiwi_error_make (err, 0, "%s: `%s`: no closing ]", what, entry);
+        *close = '\0';
+        host++;
+        if (close[1] == ':')
+            port = close + 2;
+        else if (close[1] != '\0')
+            return kiwi_error_make (err, 0, "%s: `%s`: expected [ADDRESS]:PORT", what, entry);
+    } else {
+        char *colon = strrchr (host, ':');
+        if (colon && strchr (host, ':') == colon) { /* one colon: host:port; more: a bare IPv6 address */
+            *colon = '\0';
+            port = colon + 1;
+        }
+    }
+    if (port) {
+        char *end = NULL;
+        long n = strtol (port, &end, 10);
+        if (*port == '\0' || *end != '\0' || n < 1 || n > 65535)
+            return kiwi_error_make (err, 0, "%s: `%s`: bad port", what, entry);
+    } else if (port_required)
+        return kiwi_error_make (err, 0, "%s: `%s`: expected HOST:PORT", what, entry);
+    if (*host == '\0')
+        return kiwi_error_make (err, 0, "%s: `%s`: no host", what, entry);
+    if (strchr (host, '/')) { /* a CIDR: egress.sh checks it; no probe */
+        bool v6 = strchr (host, ':') != NULL;
+        char spec[600];
+        snprintf (spec, sizeof spec, "%s%s%s%s%s", v6 ? "[" : "", host, v6 ? "]" : "", port ? ":" : "",
+                  port ? port : "");
+        for (const char *p = host; *p; p++)
+            if (!strchr ("0123456789abcdefABCDEF.:/", *p))
+                return kiwi_error_make (err, 0, "%s: `%s`: not a CIDR", what, entry);
+        if (!kiwi_strv_contains (&t->deny, spec) && kiwi_strv_add (&t->deny, spec) < 0)
+            return kiwi_error_make (err, ENOMEM, "%s", what);
+        return 0;
+    }
+    return add_host (t, host, port, what, err);
+}
+
+int
+kiwi_egress_targets_collect (const kiwi_worker_config *cfg, kiwi_egress_targets *t, kiwi_error_t *err)
+{
+    char port[16];
+    snprintf (port, sizeof port, "%lld", (long long) cfg->redis_port);
+    if (add_host (t, cfg->redis_host, port, "KIWI_REDIS_HOST", err) < 0)
+        return -1;
+    const char *lists[2] = { cfg->brokers, cfg->install_deny };
+    const char *names[2] = { "KIWI_KAFKA_BROKERS", "KIWI_INSTALL_DENY" };
+    for (int l = 0; l < 2; l++) {
+        for (const char *p = lists[l] ? lists[l] : ""; *p;) {
+            size_t n = strcspn (p, ", \t");
+            if (n > 0) {
+                char entry[512];
+                snprintf (entry, sizeof entry, "%.*s", (int) n, p);
+                if (add_entry (t, entry, l == 0, names[l], err) < 0)
+                    return -1;
+            }
+            p += n;
+            p += strspn (p, ", \t");
+        }
+    }
+    return 0;
+}
+
+void
+kiwi_egress_targets_clear (kiwi_egress_targets *t)
+{
+    kiwi_strv_free (&t->deny);
+    kiwi_strv_free (&t->probe);
+}
+
+/* bash ops/egress/egress.sh COMMAND --deny A ... for this worker's services. */
+static int
+egress_argv (const kiwi_worker_config *cfg, const char *command, kiwi_strv *argv, kiwi_egress_targets *t,
+             kiwi_error_t *err)
+{
+    const char *script = getenv ("KIWI_EGRESS_SCRIPT");
+    if (kiwi_strv_add (argv, "bash") < 0
+        || (script && *script ? kiwi_strv_add (argv, script)
+                              : kiwi_strv_addf (argv, "%s/ops/egress/egress.sh", KIWI_SOURCE_DIR))
+               < 0
+        || kiwi_strv_add (argv, command) < 0)
+        return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
+    if (kiwi_egress_targets_collect (cfg, t, err) < 0)
+        return -1;
+    for (size_t i = 0; i < t->deny.n; i++)
+        if (kiwi_strv_add (argv, "--deny") < 0 || kiwi_strv_add (argv, t->deny.v[i]) < 0)
+            return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
+    return 0;
+}
+
+int
+kiwi_egress_apply_rules (const kiwi_worker_config *cfg, kiwi_error_t *err)
+{
+    cleanup_strv kiwi_strv argv = KIWI_STRV_INIT;
+    kiwi_egress_targets t = { KIWI_STRV_INIT, KIWI_STRV_INIT };
+    int rc = egress_argv (cfg, "apply", &argv, &t, err);
+    if (rc == 0)
+        rc = kiwi_proc_check (kiwi_strv_list (&argv), NULL, NULL, 120000, err);
+    kiwi_egress_targets_clear (&t);
+    return rc;
 }
 
 static void
@@ -86,19 +262,16 @@ phase_b (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
 }
 
 static bool
-metadata (char *detail, size_t cap)
+metadata (const kiwi_worker_config *cfg, char *detail, size_t cap)
 {
-    const char *script = getenv ("KIWI_EGRESS_SCRIPT");
-    char path[1024];
-    if (script == NULL || *script == '\0') {
-        snprintf (path, sizeof path, "%s/ops/egress/egress.sh", KIWI_SOURCE_DIR);
-        script = path;
-    }
-    const char *argv[] = { "bash", script, "check", NULL };
+    cleanup_strv kiwi_strv argv = KIWI_STRV_INIT;
+    kiwi_egress_targets t = { KIWI_STRV_INIT, KIWI_STRV_INIT };
     kiwi_proc_result r;
     kiwi_error_t err = NULL;
-    if (kiwi_proc_run (argv, NULL, NULL, 60000, 2048, &r, &err) < 0) {
-        snprintf (detail, cap, "cannot run %s: %s", script, kiwi_error_msg (err));
+    int rc = egress_argv (cfg, "check", &argv, &t, &err);
+    kiwi_egress_targets_clear (&t);
+    if (rc < 0 || kiwi_proc_run (kiwi_strv_list (&argv), NULL, NULL, 60000, 2048, &r, &err) < 0) {
+        snprintf (detail, cap, "cannot run egress.sh check: %s", kiwi_error_msg (err));
         kiwi_error_free (&err);
         return false;
     }
@@ -110,9 +283,74 @@ metadata (char *detail, size_t cap)
     return ok;
 }
 
-static bool
-phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, size_t cap)
+/* The fleet probe's part of the Phase A script: a TCP connection to each
+ * target (numeric addresses only, from getaddrinfo), one line each:
+ * "fleet ADDR:PORT blocked" or "fleet ADDR:PORT REACHED". */
+static int
+fleet_script (const kiwi_strv *probe, char *out, size_t cap)
 {
+    size_t l = 0;
+    for (size_t i = 0; i < probe->n && l < cap; i++) {
+        char host[INET6_ADDRSTRLEN + 2];
+        const char *spec = probe->v[i], *colon = strrchr (spec, ':');
+        snprintf (host, sizeof host, "%.*s", (int) (colon - spec), spec);
+        if (host[0] == '[') { /* bash's /dev/tcp takes a bare IPv6 address */
+            memmove (host, host + 1, strlen (host));
+            host[strlen (host) - 1] = '\0';
+        }
+        int n = snprintf (out + l, cap - l,
+                          "if timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%s' 2>/dev/null; then echo 'fleet %s REACHED'; "
+                          "else echo 'fleet %s blocked'; fi; ",
+                          host, colon + 1, spec, spec);
+        if (n < 0 || (size_t) n >= cap - l)
+            return -1;
+        l += (size_t) n;
+    }
+    return 0;
+}
+
+/* The fleet check's verdict from the probe's lines: every target blocked. */
+static bool
+fleet_verdict (const kiwi_strv *probe, const char *output, char *detail, size_t cap)
+{
+    size_t blocked = 0, l = 0;
+    bool reached = false;
+    detail[0] = '\0';
+    for (size_t i = 0; i < probe->n; i++) {
+        char b[600], r[600];
+        snprintf (b, sizeof b, "fleet %s blocked", probe->v[i]);
+        snprintf (r, sizeof r, "fleet %s REACHED", probe->v[i]);
+        const char *what = "not probed";
+        if (output && strstr (output, r)) {
+            what = "REACHED from the install network!";
+            reached = true;
+        } else if (output && strstr (output, b)) {
+            what = "unreachable";
+            blocked++;
+        }
+        int n = snprintf (detail + l, cap - l, "%s%s %s", l ? "; " : "", probe->v[i], what);
+        if (n > 0 && (size_t) n < cap - l)
+            l += (size_t) n;
+    }
+    if (probe->n == 0)
+        snprintf (detail, cap, "nothing to probe");
+    return !reached && blocked == probe->n;
+}
+
+static bool
+phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, size_t cap, bool *fleet_ok,
+         char *fleet_detail, size_t fleet_cap)
+{
+    *fleet_ok = false;
+    kiwi_egress_targets t = { KIWI_STRV_INIT, KIWI_STRV_INIT };
+    char fleet[4096] = "";
+    kiwi_error_t terr = NULL;
+    if (kiwi_egress_targets_collect (cfg, &t, &terr) < 0 || fleet_script (&t.probe, fleet, sizeof fleet) < 0) {
+        snprintf (fleet_detail, fleet_cap, "%s", terr ? kiwi_error_msg (terr) : "too many addresses to probe");
+        kiwi_error_free (&terr);
+        fleet[0] = '\0';
+    } else
+        snprintf (fleet_detail, fleet_cap, "the Phase A sandbox did not run");
     kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = cfg->ca_bundle };
     kiwi_strv e = KIWI_STRV_INIT;
     kiwi_error_t err = NULL;
@@ -120,11 +358,13 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
         snprintf (detail, cap, "%s", kiwi_error_msg (err));
         kiwi_error_free (&err);
         kiwi_strv_free (&e);
+        kiwi_egress_targets_clear (&t);
+        snprintf (fleet_detail, fleet_cap, "the Phase A sandbox did not run: %s", detail);
         return false;
     }
-    char script[512];
-    snprintf (script, sizeof script, "curl -sS -m 20 -o /dev/null -w 'HTTP %%{http_code}' %s%s %s 2>&1",
-              cfg->ca_bundle ? "--cacert " : "", cfg->ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url ());
+    char script[5120];
+    snprintf (script, sizeof script, "curl -sS -m 20 -o /dev/null -w 'HTTP %%{http_code}' %s%s %s 2>&1; echo; %s",
+              cfg->ca_bundle ? "--cacert " : "", cfg->ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url (), fleet);
     const char *argv[] = { "/bin/sh", "-c", script, NULL };
     kiwi_sandbox_spec spec = { .image = getenv ("KIWI_EGRESS_IMAGE") ?: "kiwi/base:bookworm",
                                .network = KIWI_NET_INSTALL, .env = kiwi_strv_list (&e), .task_id = "egress-check",
@@ -147,7 +387,10 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
     }
     trim (r.output);
     ok = r.exit_code == 0 && r.output && strncmp (r.output, "HTTP 2", 6) == 0;
-    snprintf (detail, cap, "%s: %s", probe_url (), r.output ? r.output : "");
+    snprintf (detail, cap, "%s: %.*s", probe_url (), r.output ? (int) strcspn (r.output, "\n") : 0,
+              r.output ? r.output : "");
+    if (fleet[0])
+        *fleet_ok = fleet_verdict (&t.probe, r.output, fleet_detail, fleet_cap);
     kiwi_exec_result_clear (&r);
 out:
     kiwi_error_free (&err);
@@ -156,6 +399,9 @@ out:
         kiwi_error_free (&err);
     }
     kiwi_strv_free (&e);
+    kiwi_egress_targets_clear (&t);
+    if (!*fleet_ok && strcmp (fleet_detail, "the Phase A sandbox did not run") == 0)
+        snprintf (fleet_detail, fleet_cap, "the Phase A sandbox did not run: %s", detail);
     return ok;
 }
 
@@ -187,26 +433,29 @@ kiwi_egress_check_main (const kiwi_worker_config *cfg)
         snprintf (detail, sizeof detail, "sandbox driver: %s", kiwi_error_msg (err));
         report ("phase_b_isolated", false, detail);
         report ("phase_a_https", false, detail);
-        bool m = metadata (detail, sizeof detail);
+        report ("fleet_services_blocked", false, detail);
+        bool m = metadata (cfg, detail, sizeof detail);
         report ("metadata_blocked", m, detail);
         kiwi_error_free (&err);
         return 1;
     }
-    bool b = false, m = false, a = false;
+    bool b = false, m = false, a = false, f = false;
     if (!*stop_flag) {
         b = phase_b (env, cfg, detail, sizeof detail);
         report ("phase_b_isolated", b, detail);
     }
     if (!*stop_flag) {
-        m = metadata (detail, sizeof detail);
+        m = metadata (cfg, detail, sizeof detail);
         report ("metadata_blocked", m, detail);
     }
     if (!*stop_flag) {
-        a = phase_a (env, cfg, detail, sizeof detail);
+        char fdetail[2048];
+        a = phase_a (env, cfg, detail, sizeof detail, &f, fdetail, sizeof fdetail);
         report ("phase_a_https", a, detail);
+        report ("fleet_services_blocked", f, fdetail);
     }
     kiwi_sandbox_env_close (env);
     if (*stop_flag)
         return 75; /* cancelled: the sandbox in flight was destroyed */
-    return b && m && a ? 0 : 1;
+    return b && m && a && f ? 0 : 1;
 }

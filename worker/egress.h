@@ -8,6 +8,15 @@
  *                      check)                                    (isolation)
  *   phase_a_https      a Phase A sandbox reaches a registry over HTTPS
  *                      (through the CA bundle when one is configured)
+ *   fleet_services_blocked  the same Phase A sandbox cannot open a TCP
+ *                      connection to this worker's Redis, any Kafka
+ *                      bootstrap broker or a KIWI_INSTALL_DENY HOST:PORT
+ *                      (every address each name resolves to)  (isolation)
+ *
+ * The rules (egress.sh apply at start with KIWI_EGRESS_APPLY, egress.sh
+ * check in metadata_blocked) are given --deny ADDR:PORT for each of those
+ * addresses that is not loopback (a container's loopback is its own), so
+ * that Phase A reaches them on no host of the fleet.
  *
  * A failed isolation check marks the worker degraded; by default it then
  * takes no new tasks until the checks pass again.
@@ -21,11 +30,30 @@
 #include <stdbool.h>
 
 #include "config.h"
+#include "error.h"
+#include "strv.h"
 
 #define KIWI_EGRESS_PROBE_URL_DEFAULT "https://registry.npmjs.org/"
 
 /* Whether a check's failure means isolation is broken (vs. degraded service). */
 bool kiwi_egress_is_isolation_check (const char *name);
+
+/* The fleet's own services as egress.sh --deny arguments and as probe
+ * targets: "ADDR:PORT" or "[ADDR6]:PORT" (an operator's CIDR or port-less
+ * entry is in `deny` only; loopback addresses in `probe` only). */
+typedef struct kiwi_egress_targets {
+    kiwi_strv deny;
+    kiwi_strv probe;
+} kiwi_egress_targets;
+
+/* Resolves KIWI_REDIS_HOST:PORT, every KIWI_KAFKA_BROKERS entry and every
+ * KIWI_INSTALL_DENY entry (names to all their addresses) into *t. An entry
+ * that does not parse or resolve is an error naming its setting. */
+int kiwi_egress_targets_collect (const kiwi_worker_config *cfg, kiwi_egress_targets *t, kiwi_error_t *err);
+void kiwi_egress_targets_clear (kiwi_egress_targets *t);
+
+/* egress.sh apply with --deny for the fleet's services (KIWI_EGRESS_APPLY). */
+int kiwi_egress_apply_rules (const kiwi_worker_config *cfg, kiwi_error_t *err);
 
 /* The --egress-check process: runs the checks, prints the lines, returns
  * 0 when all held, 1 otherwise. */

@@ -120,6 +120,7 @@ main (int argc, char **argv)
     kiwi_log_set_mask (mask);
     if (print_config) {
         kiwi_worker_config_dump (&cfg, stdout);
+        kiwi_worker_config_clear (&cfg);
         return 0;
     }
     int status;

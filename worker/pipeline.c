@@ -423,7 +423,8 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .extra_model_keys = kiwi_strv_list (&model_keys),
         .session_allow_test_creds = cfg->session_allow_test_creds,
     };
-    cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
+    cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->redis_user, cfg->redis_password,
+                             cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
     kiwi_cache_set_mask (cache, p->events->mask); /* installed by kiwi_pipeline_run */
     if (!kiwi_cache_available (cache))
         kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,

@@ -28,6 +28,12 @@
 #                        (KIWI_EGRESS_METADATA)
 #   --install-bridge IF  the Phase A bridge whose NEW connections to the host
 #                        are rejected (KIWI_EGRESS_INSTALL_BRIDGE, kiwi-install0)
+#   --deny ADDR[:PORT]   reject traffic from the install bridge to ADDR (a
+#                        CIDR; TCP PORT only, when given), on this host and
+#                        any other: the fleet's own services (Redis, Kafka);
+#                        repeatable, added to KIWI_EGRESS_DENY="a:p b:p";
+#                        IPv6 as [ADDR]:PORT. kiwi-worker passes its own
+#                        Redis and Kafka addresses and KIWI_INSTALL_DENY
 #   --no-ipv6            IPv4 only (KIWI_EGRESS_IPV6=off); by default IPv6
 #                        rules are added whenever ip6tables works
 #
@@ -47,7 +53,7 @@ CONF=${KIWI_EGRESS_CONF:-/etc/kiwi/egress.env}
 
 log() { printf 'egress: %s\n' "$*" >&2; }
 die() { printf 'egress: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ------------------------------------------------------------ configuration ---
 
@@ -69,7 +75,7 @@ load_conf() {
 truthy() { case ${1,,} in 1|true|yes|on) return 0 ;; *) return 1 ;; esac; }
 
 opt_rfc1918=0 opt_ipv6=1 opt_bridge=kiwi-install0
-opt_allow=() opt_dns=() opt_metadata=()
+opt_allow=() opt_dns=() opt_metadata=() opt_deny=()
 
 parse_options() {
   load_conf
@@ -80,6 +86,8 @@ parse_options() {
   opt_allow=(${KIWI_EGRESS_ALLOW:+${KIWI_EGRESS_ALLOW//,/ }})
   # shellcheck disable=SC2206
   opt_dns=(${KIWI_EGRESS_DNS:+${KIWI_EGRESS_DNS//,/ }})
+  # shellcheck disable=SC2206
+  opt_deny=(${KIWI_EGRESS_DENY:+${KIWI_EGRESS_DENY//,/ }})
   # shellcheck disable=SC2206
   opt_metadata=(${KIWI_EGRESS_METADATA:-169.254.169.254 fd00:ec2::254})
   local metadata_cli=()
@@ -93,6 +101,8 @@ parse_options() {
       --dns=*) opt_dns+=("${1#*=}") ;;
       --metadata) [[ $# -ge 2 ]] || die "--metadata needs an address"; metadata_cli+=("$2"); shift ;;
       --metadata=*) metadata_cli+=("${1#*=}") ;;
+      --deny) [[ $# -ge 2 ]] || die "--deny needs ADDR[:PORT]"; opt_deny+=("$2"); shift ;;
+      --deny=*) opt_deny+=("${1#*=}") ;;
       --install-bridge) [[ $# -ge 2 ]] || die "--install-bridge needs a name"; opt_bridge=$2; shift ;;
       --install-bridge=*) opt_bridge=${1#*=} ;;
       --no-ipv6) opt_ipv6=0 ;;
@@ -106,6 +116,12 @@ parse_options() {
   local a
   for a in "${opt_metadata[@]}" "${opt_dns[@]}"; do valid_addr "$a" || die "bad address '$a'"; done
   for a in "${opt_allow[@]}"; do split_allow "$a" >/dev/null || die "bad --allow '$a' (want CIDR[:PORT], IPv6 as [CIDR]:PORT)"; done
+  for a in "${opt_deny[@]}"; do split_allow "$a" >/dev/null || die "bad --deny '$a' (want ADDR[:PORT], IPv6 as [ADDR]:PORT)"; done
+  # one rule per distinct address and port, in the order first given
+  if [[ ${#opt_deny[@]} -gt 0 ]]; then
+    mapfile -t opt_deny < <(for a in "${opt_deny[@]}"; do split_allow "$a"; done | awk '!seen[$0]++' |
+      while read -r cidr port; do if is_v6 "$cidr"; then echo "[$cidr]${port:+:$port}"; else echo "$cidr${port:+:$port}"; fi; done)
+  fi
   if [[ $opt_rfc1918 == 0 && ${#opt_allow[@]} -gt 0 ]]; then
     log "note: --allow only matters with --rfc1918 (public addresses are never blocked)"
   fi
@@ -118,6 +134,7 @@ options_as_args() {
   for a in "${opt_allow[@]}"; do out+=(--allow "$a"); done
   for a in "${opt_dns[@]}"; do out+=(--dns "$a"); done
   for a in "${opt_metadata[@]}"; do out+=(--metadata "$a"); done
+  for a in "${opt_deny[@]}"; do out+=(--deny "$a"); done
   out+=(--install-bridge "$opt_bridge")
   [[ $opt_ipv6 == 0 ]] && out+=(--no-ipv6)
   printf '%s\n' "${out[*]}"
@@ -226,6 +243,18 @@ render() {
     echo "-A $CHAIN -d $m -p tcp -m multiport --dports $TOKEN_PORTS $(c "metadata token ports") -j REJECT --reject-with tcp-reset"
     echo "-A $CHAIN -d $m -p tcp $(c "metadata other TCP ports") -j REJECT --reject-with tcp-reset"
     echo "-A $CHAIN -d $m $(c "metadata other traffic") -j REJECT --reject-with $reject_other"
+  done
+  # The fleet's own services: nothing from the install bridge reaches them,
+  # whatever the state of the flow and whichever host they run on.
+  for r in "${opt_deny[@]}"; do
+    read -r cidr port < <(split_allow "$r")
+    if [[ $f == 6 ]]; then is_v6 "$cidr" || continue; else is_v6 "$cidr" && continue; fi
+    if [[ -n $port ]]; then
+      echo "-A $CHAIN -i $opt_bridge -d $cidr -p tcp -m tcp --dport $port $(c "install bridge: fleet service denied") -j REJECT --reject-with tcp-reset"
+    else
+      echo "-A $CHAIN -i $opt_bridge -d $cidr -p tcp $(c "install bridge: fleet address denied") -j REJECT --reject-with tcp-reset"
+      echo "-A $CHAIN -i $opt_bridge -d $cidr $(c "install bridge: fleet address denied") -j REJECT --reject-with $reject_other"
+    fi
   done
   if [[ $opt_rfc1918 == 1 ]]; then
     echo "-A $CHAIN -m conntrack --ctstate RELATED,ESTABLISHED $(c "private: replies and established flows") -j RETURN"

@@ -19,7 +19,7 @@
 #include "mask.h"
 #include "need.h"
 
-static const char *host;
+static const char *host, *user, *password;
 static int port;
 
 static redisContext *
@@ -30,6 +30,16 @@ raw_client (void)
     struct timeval tv = { 5, 0 };
     redisContext *c = redisConnectWithTimeout (host, port, tv);
     KIWI_NEED (c != NULL && c->err == 0, "redis at %s:%d: %s", host, port, c ? c->errstr : "out of memory");
+    /* the stack's Redis has a password (ops/stack.sh, KIWI_REDIS_PASSWORD) */
+    user = kiwi_test_env ("KIWI_REDIS_USER");
+    password = kiwi_test_env ("KIWI_REDIS_PASSWORD");
+    if (password && *password) {
+        redisReply *r = user && *user ? redisCommand (c, "AUTH %s %s", user, password)
+                                      : redisCommand (c, "AUTH %s", password);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR)
+            fail_msg ("AUTH with KIWI_REDIS_PASSWORD: %s", r ? r->str : c->errstr);
+        freeReplyObject (r);
+    }
     return c;
 }
 
@@ -42,7 +52,7 @@ test_stored_masked (void **state)
     kiwi_error_t err = NULL;
     kiwi_mask *m = kiwi_mask_new (&err);
     assert_int_equal (kiwi_mask_add (m, secret, &err), 0);
-    kiwi_cache *c = kiwi_cache_open (host, port, 60, 60);
+    kiwi_cache *c = kiwi_cache_open (host, port, user, password, 60, 60);
     assert_true (kiwi_cache_available (c));
     kiwi_cache_set_mask (c, m);
     char *output = NULL;
@@ -85,7 +95,7 @@ test_unmasked_entry_is_a_miss (void **state)
     freeReplyObject (r);
     r = redisCommand (rc, "EXPIRE %s%s 60", KIWI_REDIS_VERIFY_PREFIX, key);
     freeReplyObject (r);
-    kiwi_cache *c = kiwi_cache_open (host, port, 60, 60);
+    kiwi_cache *c = kiwi_cache_open (host, port, user, password, 60, 60);
     assert_true (kiwi_cache_available (c));
     kiwi_verify_entry e;
     assert_int_equal (kiwi_cache_get_verify (c, key, &e), 0);

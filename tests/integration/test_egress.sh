@@ -10,6 +10,10 @@
 #                       and a DNS responder on port 53 (UDP and TCP)
 #   private namespace   10.254.K.10 and 192.168.254.K (K from the pid) on its
 #                       lo, an HTTP listener on port 8080 of each
+#   fleet namespace     198.18.K.10 (the benchmarking range) on its lo: a
+#                       "fleet host" with a real redis-server on 6379 and a
+#                       TCP listener counting connections on 9092 (a Kafka
+#                       broker's port), for egress.sh --deny
 # and host routes (/32) that send those addresses into the namespaces. Before
 # every step that sends a packet, `ip route get` (from the host, and from the
 # test container's address arriving on the Docker bridge) must show the
@@ -98,9 +102,9 @@ flock -w 900 8 || bail "another test holds $LOCK"
 
 pid=$$
 K=$((pid % 200 + 20))
-NS1=kiwi-egress-test-$pid NS2=kiwi-egress-prv-$pid
-VH1=kem${pid}h VN1=kem${pid}n VH2=kep${pid}h VN2=kep${pid}n
-P10=10.254.$K.10 P192=192.168.254.$K
+NS1=kiwi-egress-test-$pid NS2=kiwi-egress-prv-$pid NS3=kiwi-egress-flt-$pid
+VH1=kem${pid}h VN1=kem${pid}n VH2=kep${pid}h VN2=kep${pid}n VH3=kef${pid}h VN3=kef${pid}n
+P10=10.254.$K.10 P192=192.168.254.$K FLEET=198.18.$K.10
 CLIENT=kiwi-egress-test-client-$pid
 
 # --------------------------------------------------------------- cleanup ---
@@ -193,7 +197,7 @@ CIP=
 # test's own veths, from the host and from the container's bridge.
 assert_routes() {
   local addr dev want got
-  for addr in "$META:$VH1" "$P10:$VH2" "$P192:$VH2"; do
+  for addr in "$META:$VH1" "$P10:$VH2" "$P192:$VH2" "$FLEET:$VH3"; do
     want=${addr#*:} addr=${addr%%:*}
     got=$(route_dev "$addr")
     [[ $got == "$want" ]] || bail "route safety: $addr goes via '${got:-?}' from the host, not the test veth $want; nothing was sent"
@@ -228,10 +232,10 @@ check "verify.sh --no-metadata-probe: DNS and HTTPS checks pass, exit 0" [ "$rc"
 fwd=$(sysctl -n net.ipv4.ip_forward)
 if [[ $fwd != 1 ]]; then fwd_was=$fwd; sysctl -qw net.ipv4.ip_forward=1; note "ip_forward was $fwd; set to 1 for the test"; fi
 
-for a in "198.19.$K.1" "198.19.$K.5" "$P10" "$P192"; do
+for a in "198.19.$K.1" "198.19.$K.5" "198.19.$K.9" "$P10" "$P192" "$FLEET"; do
   ip -o addr | grep -qw "$a" && bail "$a is already an address on this host; pick another pid"
 done
-for r in "$META/32" "$P10/32" "$P192/32" "198.19.$K.0/30" "198.19.$K.4/30"; do
+for r in "$META/32" "$P10/32" "$P192/32" "$FLEET/32" "198.19.$K.0/30" "198.19.$K.4/30" "198.19.$K.8/30"; do
   [[ -z $(ip route show exact "$r") ]] || bail "a route to $r exists already ($(ip route show exact "$r")); not touching it"
 done
 
@@ -256,8 +260,9 @@ setup_ns() { # setup_ns NS VH VN HOSTADDR NSADDR ADDR...
 }
 setup_ns "$NS1" "$VH1" "$VN1" "198.19.$K.1" "198.19.$K.2" "$META" || bail "could not set up $NS1"
 setup_ns "$NS2" "$VH2" "$VN2" "198.19.$K.5" "198.19.$K.6" "$P10" "$P192" || bail "could not set up $NS2"
+setup_ns "$NS3" "$VH3" "$VN3" "198.19.$K.9" "198.19.$K.10" "$FLEET" || bail "could not set up $NS3"
 assert_routes
-ok "namespaces $NS1 ($META) and $NS2 ($P10, $P192) routed through $VH1 and $VH2"
+ok "namespaces $NS1 ($META), $NS2 ($P10, $P192) and $NS3 ($FLEET) routed through $VH1, $VH2 and $VH3"
 
 # --------------------------------------------------------- fake services ---
 
@@ -271,6 +276,7 @@ ap.add_argument("--http", default="")
 ap.add_argument("--https", type=int, default=0)
 ap.add_argument("--cert"); ap.add_argument("--key")
 ap.add_argument("--dns", type=int, default=0)
+ap.add_argument("--tcp", type=int, default=0)
 ap.add_argument("--answer", default="169.254.169.254")
 ap.add_argument("--tag", default="kiwi-fake-metadata")
 ap.add_argument("--log", required=True)
@@ -342,6 +348,11 @@ class DnsTcp(socketserver.StreamRequestHandler):
                 return
             self.wfile.write(struct.pack(">H", len(r)) + r)
 
+class Count(socketserver.BaseRequestHandler):
+    def handle(self):
+        host, port = self.server.server_address[:2]
+        log(f"tcp {host}:{port} from {self.client_address[0]}")
+
 class UDP(socketserver.ThreadingMixIn, socketserver.UDPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -359,6 +370,8 @@ for addr in a.addr:
         ctx.load_cert_chain(a.cert, a.key)
         s.socket = ctx.wrap_socket(s.socket, server_side=True, do_handshake_on_connect=False)
         servers.append(s)
+    if a.tcp:
+        servers.append(DTCP((addr, a.tcp), Count))
     if a.dns:
         servers.append(UDP((addr, a.dns), DnsUdp))
         servers.append(DTCP((addr, a.dns), DnsTcp))
@@ -377,17 +390,25 @@ ip netns exec "$NS1" "$PY" "$tmp/fake.py" --addr "$META" --http 80,8080,8775,999
 ip netns exec "$NS2" "$PY" "$tmp/fake.py" --addr "$P10" --addr "$P192" --http 8080 --tag kiwi-fake-private \
   --log "$tmp/prv.log" --ready "$tmp/prv.ready" 2>"$tmp/prv.err" &
 
+ip netns exec "$NS3" "$PY" "$tmp/fake.py" --addr "$FLEET" --tcp 9092 --tag kiwi-fake-broker \
+  --log "$tmp/fleet.log" --ready "$tmp/fleet.ready" 2>"$tmp/fleet.err" &
+ip netns exec "$NS3" redis-server --bind "$FLEET" --port 6379 --protected-mode no --save '' --appendonly no \
+  --dir "$tmp" --logfile "$tmp/fleet-redis.log" --daemonize no >/dev/null 2>&1 </dev/null &
+
 GW=$(docker network inspect -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}' "$NET")
 HP=$((18700 + K))
 "$PY" "$tmp/fake.py" --addr "$GW" --http "$HP" --tag kiwi-host-listener --log "$tmp/host.log" \
   --ready "$tmp/host.ready" 2>"$tmp/host.err" &
 host_pids+=($!)
 
+redis_up() { [[ $(ip netns exec "$NS3" env -u REDISCLI_AUTH redis-cli -h "$FLEET" -p 6379 ping 2>/dev/null) == PONG ]]; }
 for _ in $(seq 100); do
-  [[ -f $tmp/meta.ready && -f $tmp/prv.ready && -f $tmp/host.ready ]] && break
+  [[ -f $tmp/meta.ready && -f $tmp/prv.ready && -f $tmp/host.ready && -f $tmp/fleet.ready ]] && redis_up && break
   sleep 0.1
 done
-[[ -f $tmp/meta.ready && -f $tmp/prv.ready && -f $tmp/host.ready ]] || { cat "$tmp"/*.err; bail "the fake servers did not start"; }
+[[ -f $tmp/meta.ready && -f $tmp/prv.ready && -f $tmp/host.ready && -f $tmp/fleet.ready ]] && redis_up \
+  || { cat "$tmp"/*.err; bail "the fake servers did not start"; }
+ok "fleet host $FLEET: redis-server on 6379, a counting broker stand-in on 9092"
 ok "fake metadata server ($META:80,443,8080,8775,9999, DNS :53) and private listeners up; host listener on $GW:$HP"
 
 # ------------------------------------------------------- the test client ---
@@ -435,6 +456,26 @@ refused() { # refused URL [args]: connection refused (curl exit 7)
 quiet() { "$@" >/dev/null 2>&1; }
 rc_and_log() { [ "$1" = 0 ] && grep -q -- "$2" <<<"$3"; }
 http_hits() { grep -c '^http ' "$tmp/meta.log" 2>/dev/null || echo 0; }
+# The fleet host's own counters, read from inside its namespace (the read
+# itself is one connection to Redis).
+redis_conns() { ip netns exec "$NS3" env -u REDISCLI_AUTH redis-cli -h "$FLEET" -p 6379 INFO stats | tr -d '\r' | sed -n 's/^total_connections_received://p'; }
+broker_conns() { grep -c "^tcp $FLEET:9092 " "$tmp/fleet.log" 2>/dev/null || echo 0; }
+# fleet_probe [docker run args]: a Phase A-like container on the install
+# network sends PING to the fleet Redis and opens the broker port; prints
+# what it got.
+fleet_probe() {
+  assert_routes
+  timeout 60 docker run --rm --network "$NET" --label org.kiwi.egress-test=1 "$@" "$IMAGE" bash -c "
+    if exec 3<>/dev/tcp/$FLEET/6379; then printf 'PING\r\n' >&3; read -r -t 3 r <&3; echo \"redis:\${r%\$'\r'}\"; exec 3>&-; else echo redis:refused; fi
+    if exec 4<>/dev/tcp/$FLEET/9092; then echo broker:open; exec 4>&-; else echo broker:refused; fi" 2>&1
+}
+fleet_blocked() { # fleet_blocked [docker run args]: neither counter moves
+  local r0 b0 out
+  r0=$(redis_conns) b0=$(broker_conns)
+  out=$(fleet_probe "$@"); note "probe: $(tr '\n' ' ' <<<"$out")"
+  sleep 0.5
+  [[ $out == *redis:refused* && $out == *broker:refused* && $(redis_conns) == $((r0 + 1)) && $(broker_conns) == "$b0" ]]
+}
 rules_count() { { iptables -S; ip6tables -S; } 2>/dev/null | grep -c -- 'kiwi-egress'; }
 our_rules() { { iptables -S; echo; ip6tables -S; } 2>/dev/null | grep -E -- '(KIWI-EGRESS|kiwi-egress)'; }
 run_verify() { # run_verify EXPECTED_RC DESCRIPTION [ARGS]
@@ -465,6 +506,12 @@ check "without rules: $P10:8080 reachable" reaches "http://$P10:8080/"
 check "without rules: $P192:8080 reachable" reaches "http://$P192:8080/"
 check "without rules: the host listener on the bridge gateway $GW:$HP is reachable from Phase A's network" \
   bash -c "docker exec '$CLIENT' curl -sS -m 5 http://$GW:$HP/ | grep -q kiwi-host-listener"
+r0=$(redis_conns) b0=$(broker_conns)
+out=$(fleet_probe); note "probe: $(tr '\n' ' ' <<<"$out")"; sleep 0.5
+check "without rules: Phase A's network gets PONG from the fleet Redis $FLEET:6379" grep -q '^redis:+PONG' <<<"$out"
+check "without rules: the fleet Redis counts the connection (INFO stats total_connections_received $r0 -> $(redis_conns), one is the read)" \
+  [ "$(redis_conns)" -ge $((r0 + 3)) ]
+check "without rules: the broker stand-in $FLEET:9092 counts a connection" [ "$(broker_conns)" -gt "$b0" ]
 run_verify 1 "verify.sh without rules fails"
 check "verify.sh without rules prints FAIL metadata http blocked" grep -q '^FAIL metadata http blocked' <<<"$VOUT"
 check "verify.sh without rules prints FAIL metadata https blocked" grep -q '^FAIL metadata https blocked' <<<"$VOUT"
@@ -555,6 +602,34 @@ check "apply --rfc1918 --allow $P10/32:8080 exits 0 and logs the allow rule" \
 check "with --allow: $P10:8080 reachable" reaches "http://$P10:8080/"
 check "with --allow: $P192:8080 still unreachable" refused "http://$P192:8080/"
 check "check --rfc1918 --allow exits 0" quiet "$EGRESS" check --rfc1918 --allow "$P10/32:8080"
+
+# --------------------------------------------------------- fleet services ---
+
+note "--- with --deny (the fleet's Redis and Kafka on another host)"
+out=$("$EGRESS" apply --deny "$FLEET:6379" --deny "$FLEET:9092" 2>&1); rc=$?
+indent <<<"$out"
+check "apply --deny $FLEET:6379 --deny $FLEET:9092 exits 0 and logs the deny rules" \
+  rc_and_log "$rc" "+ -A KIWI-EGRESS -d $FLEET/32 -i $BR -p tcp -m tcp --dport 9092" "$out"
+check "check --deny (same addresses) exits 0" quiet "$EGRESS" check --deny "$FLEET:6379" --deny "$FLEET:9092"
+check "check without --deny reports the difference" bash -c "! '$EGRESS' check >/dev/null 2>&1"
+check "check with KIWI_EGRESS_DENY (same addresses) exits 0" quiet env KIWI_EGRESS_DENY="$FLEET:6379 $FLEET:9092" "$EGRESS" check
+out=$("$EGRESS" status 2>&1)
+check "status shows the deny rules and the option" bash -c "grep -q 'fleet service denied' <<<\"\$1\" && grep -q -- '--deny $FLEET/32:6379 --deny $FLEET/32:9092' <<<\"\$1\"" _ "$out"
+check "with --deny: Phase A's network (runc) reaches neither the fleet Redis nor the broker (counters unchanged)" fleet_blocked
+if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-host"'; then
+  check "with --deny: Phase A's network under gVisor (runsc-host) reaches neither (counters unchanged)" fleet_blocked --runtime runsc-host
+else
+  note "runtime runsc-host not registered; gVisor probe skipped"
+fi
+r0=$(redis_conns)
+check "with --deny: the host itself still talks to the fleet Redis (PING)" bash -c "[ \"\$(env -u REDISCLI_AUTH redis-cli -h $FLEET -p 6379 ping)\" = PONG ]"
+check "with --deny: ... and the fleet Redis counts that connection" [ "$(redis_conns)" = $((r0 + 2)) ]
+check "with --deny: the metadata is still refused" refused "http://$META/computeMetadata/v1/"
+check "with --deny: other addresses are untouched ($P10:8080 reachable)" reaches "http://$P10:8080/"
+out=$("$EGRESS" apply 2>&1)
+check "apply without --deny takes the deny rules away again" bash -c "! iptables -S KIWI-EGRESS | grep -q 'fleet service'"
+out=$(fleet_probe); note "probe: $(tr '\n' ' ' <<<"$out")"
+check "without --deny again: the fleet Redis answers Phase A's network" grep -q '^redis:+PONG' <<<"$out"
 
 # ---------------------------------------------------------------- remove ---
 

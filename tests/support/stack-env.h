@@ -2,7 +2,8 @@
  * stack-env.h: what integration tests know about the running stack.
  *
  * ops/stack.sh writes one env file (KEY=VALUE lines) with the addresses of
- * Kafka, Redis and dockerd; tests read it from $KIWI_STACK_ENV, else
+ * Kafka, Redis (with KIWI_REDIS_PASSWORD, which every test connecting to
+ * Redis sends with AUTH) and dockerd; tests read it from $KIWI_STACK_ENV, else
  * $KIWI_STATE_DIR/stack.env, else /var/lib/kiwi/stack.env. Variables already
  * set in the environment win over the file.
  *

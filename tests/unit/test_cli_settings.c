@@ -325,6 +325,50 @@ test_sizes_and_secret (void **state)
 }
 
 static void
+test_kafka_properties (void **state)
+{
+    char *conf = write_file ("kafka.conf", "# shared with kiwi-worker\nkafka.property.security.protocol = SASL_SSL\n"
+                                           "kafka.property.sasl.password = \"hunter2-file\"\n");
+    char e1[] = "KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test,sasl.username=kiwi";
+    char *envp[] = { env_nostack, e1, NULL };
+    const char *flags[KIWI_SETTING__COUNT] = { 0 };
+    flags[KIWI_SETTING_CONFIG] = conf;
+    kiwi_cli_settings s;
+    kiwi_error_t err = NULL;
+    assert_int_equal (load (&s, flags, envp, &err), 0);
+    kiwi_strv p = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_cli_settings_kafka_props (&s, &p, &err), 0);
+    assert_int_equal (p.n, 8); /* the file's, then the environment's */
+    assert_string_equal (p.v[0], "security.protocol");
+    assert_string_equal (p.v[3], "hunter2-file");
+    assert_string_equal (p.v[4], "client.id");
+    assert_string_equal (p.v[5], "kiwi-prop-test");
+    kiwi_strv_free (&p);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&out, &len);
+    kiwi_cli_settings_dump (&s, f);
+    fclose (f);
+    assert_null (strstr (out, "hunter2"));
+    assert_non_null (strstr (out, "\nkafka.property.security.protocol = SASL_SSL\n"));
+    assert_non_null (strstr (out, "# kafka.property.sasl.password = (set, not shown)"));
+    assert_non_null (strstr (out, "# kafka_properties = (set, not shown)"));
+    free (out);
+    kiwi_cli_settings_clear (&s);
+    /* a list that does not parse: named with where it came from */
+    char e2[] = "KIWI_KAFKA_PROPERTIES=client.id=x,hunter2";
+    char *envp2[] = { env_nostack, e2, NULL };
+    assert_int_equal (load (&s, NULL, envp2, &err), 0);
+    assert_int_equal (kiwi_cli_settings_kafka_props (&s, &p, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "environment KIWI_KAFKA_PROPERTIES"));
+    assert_null (strstr (kiwi_error_msg (err), "hunter2"));
+    kiwi_error_free (&err);
+    kiwi_strv_free (&p);
+    kiwi_cli_settings_clear (&s);
+    free (conf);
+}
+
+static void
 test_goal_template (void **state)
 {
     kiwi_goal_vars v = { "CI", "abc123", "main", "https://x/run/1", "acme/widgets", "workflow_run" };
@@ -358,6 +402,7 @@ main (void)
         cmocka_unit_test (test_env_values_are_checked_too),
         cmocka_unit_test (test_sizes_and_secret),
         cmocka_unit_test (test_goal_template),
+        cmocka_unit_test (test_kafka_properties),
     };
     return cmocka_run_group_tests_name ("cli_settings", tests, setup, teardown);
 }

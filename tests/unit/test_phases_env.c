@@ -25,6 +25,8 @@ static const char *const worker_env[] = {
     "STRIPE_TEST_KEY=sk_test_123",
     "HTTPS_PROXY=http://proxy.corp:3128",
     "SSH_AUTH_SOCK=/tmp/agent",
+    "KIWI_REDIS_PASSWORD=redis-fake-pw",
+    "REDISCLI_AUTH=redis-fake-pw",
     NULL,
 };
 
@@ -139,6 +141,40 @@ test_verify_env_named_credentials_only (void **state)
 }
 
 static void
+test_redis_password_never_enters (void **state)
+{
+    /* ops/stack.sh's stack.env holds the Redis password twice: as the
+     * worker's setting and as redis-cli's variable; a task naming either as
+     * a credential gets neither */
+    kiwi_phase_config c = cfg ();
+    c.session_allow_test_creds = true;
+    const char *const creds[] = { "KIWI_REDIS_PASSWORD", "REDISCLI_AUTH", NULL };
+    kiwi_strv e = KIWI_STRV_INIT, withheld = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_verify_env (&c, NULL, creds, &e, &withheld, NULL, &err), 0);
+    assert_int_equal (withheld.n, 2);
+    for (size_t i = 0; i < e.n; i++)
+        assert_null (strstr (e.v[i], "redis-fake-pw"));
+    kiwi_strv_free (&e);
+    kiwi_strv_free (&withheld);
+    assert_int_equal (kiwi_phase_session_env (&c, NULL, creds, &e, &withheld, NULL, &err), 0);
+    assert_int_equal (withheld.n, 2);
+    for (size_t i = 0; i < e.n; i++)
+        assert_null (strstr (e.v[i], "redis-fake-pw"));
+    kiwi_strv_free (&e);
+    kiwi_strv_free (&withheld);
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), 0);
+    for (size_t i = 0; i < e.n; i++)
+        assert_null (strstr (e.v[i], "redis-fake-pw"));
+    kiwi_strv_free (&e);
+    const char *const extra[] = { "REDISCLI_AUTH=x", NULL };
+    assert_int_equal (kiwi_phase_install_env (&c, extra, &e, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "REDISCLI_AUTH"));
+    kiwi_error_free (&err);
+    kiwi_strv_free (&e);
+}
+
+static void
 test_session_env_no_credentials_unless_allowed (void **state)
 {
     kiwi_phase_config c = cfg ();
@@ -168,6 +204,7 @@ main (void)
         cmocka_unit_test (test_extra_env_cannot_smuggle_secrets),
         cmocka_unit_test (test_verify_env_named_credentials_only),
         cmocka_unit_test (test_session_env_no_credentials_unless_allowed),
+        cmocka_unit_test (test_redis_password_never_enters),
     };
     return cmocka_run_group_tests_name ("phases_env", tests, NULL, NULL);
 }

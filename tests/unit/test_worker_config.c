@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -122,6 +123,78 @@ test_bad_file_line_named (void **state)
     unlink (path);
 }
 
+static void
+test_redis_password_is_secret (void **state)
+{
+    const char *env[] = { "KIWI_REDIS_PASSWORD=hunter2-redis", "KIWI_REDIS_USER=kiwi",
+                          "KIWI_KAFKA_PROPERTIES=sasl.password=hunter2-kafka", NULL };
+    char *argv[] = { "kiwi-worker", NULL };
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, env, 1, argv, 1, NULL, &err), 0);
+    assert_string_equal (c.redis_password, "hunter2-redis");
+    assert_string_equal (c.redis_user, "kiwi");
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream (&out, &len);
+    kiwi_worker_config_dump (&c, m);
+    kiwi_worker_config_help (m);
+    fclose (m);
+    assert_null (strstr (out, "hunter2"));
+    assert_non_null (strstr (out, "# redis.password = (set, not shown)"));
+    assert_non_null (strstr (out, "redis.user = kiwi"));
+    assert_non_null (strstr (out, "KIWI_REDIS_PASSWORD"));
+    free (out);
+    kiwi_worker_config_clear (&c);
+}
+
+static void
+test_kafka_properties_file_then_env (void **state)
+{
+    char path[] = "/tmp/kiwi-config-XXXXXX";
+    int fd = mkstemp (path);
+    dprintf (fd, "kafka.property.security.protocol = SASL_SSL\nkafka.property.sasl.password = \"hunter2\"\n"
+                 "kafka.property.client.id = from-file\n");
+    close (fd);
+    const char *env[] = { "KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test,sasl.mechanism=PLAIN", NULL };
+    char *argv[] = { "kiwi-worker", NULL };
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_worker_config_load (&c, path, env, 1, argv, 1, NULL, &err), 0);
+    kiwi_strv p = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_worker_config_kafka_props (&c, &p, &err), 0);
+    assert_int_equal (p.n, 10);
+    assert_string_equal (p.v[0], "security.protocol");
+    assert_string_equal (p.v[3], "hunter2");
+    assert_string_equal (p.v[5], "from-file");
+    assert_string_equal (p.v[6], "client.id"); /* the environment's, applied later, wins */
+    assert_string_equal (p.v[7], "kiwi-prop-test");
+    kiwi_strv_free (&p);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream (&out, &len);
+    kiwi_worker_config_dump (&c, m);
+    fclose (m);
+    assert_non_null (strstr (out, "kafka.property.security.protocol = SASL_SSL"));
+    assert_non_null (strstr (out, "# kafka.property.sasl.password = (set, not shown)"));
+    assert_non_null (strstr (out, "# kafka.properties = (set, not shown)"));
+    assert_null (strstr (out, "hunter2"));
+    free (out);
+    kiwi_worker_config_clear (&c);
+    /* a bad property name in the file is named with its line */
+    fd = open (path, O_WRONLY | O_TRUNC);
+    dprintf (fd, "worker.slots = 2\nkafka.property.Bad = 1\n");
+    close (fd);
+    kiwi_worker_config_init (&c);
+    assert_int_equal (kiwi_worker_config_load (&c, path, NULL, 1, argv, 1, NULL, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), ":2: kafka.property.Bad: `Bad` is not a librdkafka property name"));
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&c);
+    unlink (path);
+}
+
 int
 main (void)
 {
@@ -131,6 +204,8 @@ main (void)
         cmocka_unit_test (test_kiwi_sandbox_wins_over_runtime_alias),
         cmocka_unit_test (test_bad_values_named),
         cmocka_unit_test (test_bad_file_line_named),
+        cmocka_unit_test (test_redis_password_is_secret),
+        cmocka_unit_test (test_kafka_properties_file_then_env),
     };
     return cmocka_run_group_tests_name ("worker_config", tests, NULL, NULL);
 }
