@@ -53,6 +53,7 @@ json.dump({"id": name, "repo": repo, "test_command": "npm test", "goal": "Make t
 PY
   set +e
   env KIWI_STATE_DIR="$STATE" KIWI_ALLOW_LOCAL_REPOS=true KIWI_WORKER_ID="$RUN_ID-$name" \
+    KIWI_MODEL_BASE_URLS="http://127.0.0.1:$PROVIDER_PORT/" \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
     ANTHROPIC_API_KEY="kiwi-test-anthropic-key-7f3a9c" \
     "$WORKER" --once "$TMP/$name.task.json" >"$TMP/$name.jsonl" 2>"$TMP/$name.log"
