@@ -61,7 +61,10 @@ common=(KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=3600 KIWI_EGRESS_STOP_WHEN_DEGRADED=fa
         KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt KIWI_REDIS_HOST=127.0.0.1 KIWI_REDIS_PORT="$RPORT")
 
 # 1. the right password: connected, a task runs cached
-worker_start a "${common[@]}" KIWI_REDIS_PASSWORD="$PW" REDISCLI_AUTH="$PW" KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test
+# the operator lets tasks name both (KIWI_TEST_CREDENTIALS), so what is shown
+# is that the sandbox layer withholds them whatever the policy allows
+worker_start a "${common[@]}" KIWI_REDIS_PASSWORD="$PW" REDISCLI_AUTH="$PW" KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test \
+  KIWI_TEST_CREDENTIALS=KIWI_REDIS_PASSWORD,REDISCLI_AUTH
 wait_hb a 'h["redis_ok"] is True' 60 || fail "worker a: redis not ok with the right password: $(hb_of a 'h.get("degraded_reason")')"
 log "worker a: redis_ok with KIWI_REDIS_PASSWORD (and KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test)"
 # the task prints its sandbox's environment and names both password
