@@ -110,7 +110,10 @@ provider_serve() {
 # model) as their base URL; the extra assignments may override that.
 worker_start() {
   local name=$1; shift
-  env KIWI_ALLOW_LOCAL_REPOS=true KIWI_REPO_SCHEMES=https,ssh,git \
+  # env's own options (-u NAME) lead, before any assignment
+  local envopts=()
+  while [ "${1:-}" = -u ]; do envopts+=("$1" "$2"); shift 2; done
+  env "${envopts[@]}" KIWI_ALLOW_LOCAL_REPOS=true KIWI_REPO_SCHEMES=https,ssh,git \
     KIWI_MODEL_BASE_URLS="http://127.0.0.1:9/${PROVIDER_PORT:+,http://127.0.0.1:$PROVIDER_PORT/}" \
     "$@" \
     KIWI_WORKER_ID="$RUN_ID-$name" KIWI_GROUP="kiwi-itest-$RUN_ID" \

@@ -69,21 +69,26 @@ wait_hb a 'h["redis_ok"] is True' 60 || fail "worker a: redis not ok with the ri
 log "worker a: redis_ok with KIWI_REDIS_PASSWORD (and KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test)"
 # the task prints its sandbox's environment and names both password
 # variables as credentials it needs: neither may enter
-submit_env() {
+submit_env() { # [--cred NAME ...]
   kiwi_cli submit --repo "$GIT_URL_BASE/js-sum.git" --ref main --test "env; npm test" \
-    --cred KIWI_REDIS_PASSWORD --cred REDISCLI_AUTH --goal "Make the tests pass." --provider anthropic \
+    "$@" --goal "Make the tests pass." --provider anthropic \
     --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:$PROVIDER_PORT/script/js-sum-one-round" --max-rounds 3
 }
-id=$(submit_env)
+id=$(submit_env --cred KIWI_REDIS_PASSWORD --cred REDISCLI_AUTH)
 kiwi_cli wait "$id" --timeout 240 >"$TMP/result.json" || fail "task 1 not fixed: $(cat "$TMP/result.json")"
 kiwi_cli tail progress --task "$id" >"$TMP/p1.jsonl" 2>/dev/null || true
 grep -q 'HOME=/kiwi/home' "$TMP/p1.jsonl" || fail "the sandbox's environment is not in the task's events (the check below would prove nothing)"
 ! grep -q -- "$PW" "$TMP/p1.jsonl" || fail "the Redis password entered the task's sandbox"
 log "task 1: its sandbox's environment (in its events) holds neither KIWI_REDIS_PASSWORD nor REDISCLI_AUTH"
 rcli EXISTS "kiwi:done:$id" | grep -qx 1 || fail "no kiwi:done:$id in the password Redis: the daemon did not write there"
+# a run that held credentials is never cached (worker/plan.c): the cache is
+# shown with tasks that hold none
+curl -fsS -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=js-sum-one-round" >/dev/null
+id1b=$(submit_env)
+kiwi_cli wait "$id1b" --timeout 240 >"$TMP/result1b.json" || fail "task 1b not fixed: $(cat "$TMP/result1b.json")"
 cached=$(rcli --scan --pattern 'kiwi:install:*'; rcli --scan --pattern 'kiwi:verify:*')
 [ -n "$cached" ] || fail "no kiwi:install:* or kiwi:verify:* entry in the password Redis: the task's cache did not write there (keys: $(rcli --scan | tr '\n' ' '))"
-log "task 1 fixed; its done record and cache entries are in the password Redis: $(echo $cached | cut -c1-160)"
+log "tasks 1 and 1b fixed; done records and cache entries are in the password Redis: $(echo $cached | cut -c1-160)"
 curl -fsS -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=js-sum-one-round" >/dev/null
 id2=$(submit_env)
 kiwi_cli wait "$id2" --timeout 240 >"$TMP/result2.json" || fail "task 2 not fixed: $(cat "$TMP/result2.json")"
