@@ -557,21 +557,31 @@ fail:
 }
 
 int
-kiwi_task_id_new (char *buf, size_t cap, kiwi_error_t *err)
+kiwi_timed_id_new (const char *prefix, size_t random_bytes, char *buf, size_t cap, kiwi_error_t *err)
 {
-    uint64_t r;
-    if (getrandom (&r, sizeof r, 0) != (ssize_t) sizeof r)
-        return kiwi_error_make (err, errno, "generating a task id");
+    unsigned char r[8];
+    if (random_bytes == 0 || random_bytes > sizeof r)
+        return kiwi_error_make (err, EINVAL, "generating a %s id: %zu random bytes", prefix, random_bytes);
+    if (getrandom (r, random_bytes, 0) != (ssize_t) random_bytes)
+        return kiwi_error_make (err, errno, "generating a %s id", prefix);
     struct timespec ts;
     clock_gettime (CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r (&ts.tv_sec, &tm);
-    char when[32];
+    char when[32], hex[2 * sizeof r + 1];
     strftime (when, sizeof when, "%Y%m%dT%H%M%S", &tm);
-    int n = snprintf (buf, cap, "kiwi-%s.%03ldZ-%016llx", when, ts.tv_nsec / 1000000L, (unsigned long long) r);
+    for (size_t i = 0; i < random_bytes; i++)
+        snprintf (hex + 2 * i, 3, "%02x", r[i]);
+    int n = snprintf (buf, cap, "%s-%s.%03ldZ-%s", prefix, when, ts.tv_nsec / 1000000L, hex);
     if (n < 0 || (size_t) n >= cap)
-        return kiwi_error_make (err, ENOSPC, "generating a task id");
+        return kiwi_error_make (err, ENOSPC, "generating a %s id", prefix);
     return 0;
+}
+
+int
+kiwi_task_id_new (char *buf, size_t cap, kiwi_error_t *err)
+{
+    return kiwi_timed_id_new ("kiwi", 8, buf, cap, err);
 }
 
 int

@@ -97,6 +97,10 @@ int kiwi_task_input_finish (kiwi_task *t, const char *source, kiwi_error_t *err)
  * holds at least 64 bytes. */
 int kiwi_task_id_new (char *buf, size_t cap, kiwi_error_t *err);
 
+/* PREFIX-<UTC time to the millisecond>Z-<random_bytes (1..8) of random hex>,
+ * e.g. kiwi-20261201T213115.351Z-a1b80a12f4491812: task and batch ids. */
+int kiwi_timed_id_new (const char *prefix, size_t random_bytes, char *buf, size_t cap, kiwi_error_t *err);
+
 /* "1.25" → 1250000. Up to six decimals; no sign, no exponent. */
 int kiwi_parse_usd_micros (const char *s, uint64_t *out);
 

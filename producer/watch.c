@@ -16,6 +16,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "task-input.h"
 #include "wire.h"
 
 /* ---------------------------------------------------------------- ids and times */
@@ -45,19 +46,7 @@ kiwi_batch_id_check (const char *id, kiwi_error_t *err)
 int
 kiwi_batch_id_new (char *buf, size_t cap, kiwi_error_t *err)
 {
-    uint32_t r;
-    if (getrandom (&r, sizeof r, 0) != (ssize_t) sizeof r)
-        return kiwi_error_make (err, errno, "generating a batch id");
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r (&ts.tv_sec, &tm);
-    char when[32];
-    strftime (when, sizeof when, "%Y%m%dT%H%M%S", &tm);
-    int n = snprintf (buf, cap, "batch-%s.%03ldZ-%08x", when, ts.tv_nsec / 1000000L, (unsigned) r);
-    if (n < 0 || (size_t) n >= cap)
-        return kiwi_error_make (err, ENOSPC, "generating a batch id");
-    return 0;
+    return kiwi_timed_id_new ("batch", 4, buf, cap, err);
 }
 
 /* Reads n digits at s into *v. */
