@@ -48,8 +48,11 @@ done
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
+  libmicrohttpd-dev
   e2fsprogs mount util-linux findutils
   redis-server docker.io runsc debootstrap kcat tmux
+  # the metrics test scrapes kiwi-worker with a real Prometheus (and promtool)
+  prometheus
   iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl
   # docker.io only recommends these, and we install without recommends:
   # with AppArmor enabled in the kernel (Debian's default) and no
@@ -90,6 +93,12 @@ step_packages() {
   mapfile -t missing < <(missing_packages "${want[@]}")
   ((${#missing[@]} == 0)) || die "still not installed after apt-get: ${missing[*]}"
   (($(java_major java) >= 17)) || die "java on PATH is older than 17 after install"
+  # only the prometheus binary is used (the metrics test runs its own, on
+  # loopback): the package's service would listen on every interface
+  if [[ -d /run/systemd/system ]] && systemctl is-enabled --quiet prometheus 2>/dev/null; then
+    log "disabling the prometheus package's service (tests start their own)"
+    systemctl disable --now prometheus || true
+  fi
 }
 
 step_kafka() {

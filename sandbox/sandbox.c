@@ -11,6 +11,8 @@
 struct kiwi_sandbox_env {
     const kiwi_sandbox_driver *drv;
     void *priv;
+    void (*on_start) (const char *driver, void *userdata);
+    void *on_start_userdata;
 };
 
 struct kiwi_sandbox {
@@ -85,6 +87,8 @@ kiwi_sandbox_env_open (const kiwi_sandbox_driver *drv, const kiwi_sandbox_config
     if (e == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox driver %s", drv->name);
     e->drv = drv;
+    e->on_start = cfg->on_start;
+    e->on_start_userdata = cfg->on_start_userdata;
     if (drv->open (cfg, &e->priv, err) < 0) {
         free (e);
         return kiwi_error_wrap (err, "opening the %s sandbox driver", drv->name);
@@ -119,6 +123,8 @@ kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_
         free (sb);
         return -1;
     }
+    if (env->on_start)
+        env->on_start (env->drv->name, env->on_start_userdata);
     *out = sb;
     return 0;
 }
@@ -186,8 +192,12 @@ int
 kiwi_sandbox_run_once (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts,
                        size_t nputs, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err)
 {
-    if (env->drv->run_once != NULL)
-        return env->drv->run_once (env->priv, spec, puts, nputs, x, res, err);
+    if (env->drv->run_once != NULL) {
+        int rc = env->drv->run_once (env->priv, spec, puts, nputs, x, res, err);
+        if (rc == 0 && env->on_start)
+            env->on_start (env->drv->name, env->on_start_userdata);
+        return rc;
+    }
     memset (res, 0, sizeof *res);
     res->exit_code = -1;
     kiwi_sandbox *sb = NULL;

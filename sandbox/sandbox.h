@@ -132,6 +132,11 @@ typedef struct kiwi_sandbox_config {
     const char *docker_socket;   /* unix socket path of dockerd */
     const char *state_dir;       /* where per-sandbox disk images live */
     const char *worker_id;       /* label value: whose sandboxes these are */
+    /* Told of every sandbox started through the env (a create that
+     * succeeded, a one-shot run whose command ran), with the driver's
+     * name; NULL: nobody is told. */
+    void (*on_start) (const char *driver, void *userdata);
+    void *on_start_userdata;
 } kiwi_sandbox_config;
 
 typedef struct kiwi_sandbox_env kiwi_sandbox_env;

@@ -12,11 +12,13 @@
 
 #include "defaults.h"
 #include "kafka-conf.h"
+#include "metrics-http.h"
 #include "strv.h"
 
 /* T_LIST: a comma-separated list that may be empty; T_SECRET: a string
- * never printed by --dump or in errors */
-typedef enum { T_STR, T_INT, T_BOOL, T_ENUM, T_NUM, T_LIST, T_SECRET } setting_type;
+ * never printed by --dump or in errors; T_ADDR: HOST:PORT to listen on, or
+ * empty for none */
+typedef enum { T_STR, T_INT, T_BOOL, T_ENUM, T_NUM, T_LIST, T_SECRET, T_ADDR } setting_type;
 
 typedef struct {
     const char *key;    /* config-file key */
@@ -160,6 +162,9 @@ static const setting settings[] = {
       "removed (down to KIWI_GC_DISK_LOW)" },
     { "gc.disk_low", "KIWI_GC_DISK_LOW", "gc-disk-low", T_INT, OFF (gc_disk_low), "75", 0, 99, NULL,
       "percent used the watermark clean-up brings the state dir's filesystem down to (below KIWI_GC_DISK_HIGH)" },
+    { "metrics.addr", "KIWI_METRICS_ADDR", "metrics-addr", T_ADDR, OFF (metrics_addr), NULL, 0, 0, NULL,
+      "where to serve Prometheus metrics (GET /metrics; docs/operations.md), e.g. 127.0.0.1:9464 (unset or "
+      "empty: not served)" },
     { "result.max_bytes", "KIWI_RESULT_MAX_BYTES", "result-max-bytes", T_INT, OFF (result_max_bytes), "900000", 4096,
       104857600, NULL,
       "ceiling on an encoded result (keep it below the results topic's max.message.bytes): a larger diff is cut "
@@ -238,6 +243,9 @@ accepted (const setting *s, char *buf, size_t cap)
     case T_LIST:
         snprintf (buf, cap, "a comma-separated list, may be empty");
         break;
+    case T_ADDR:
+        snprintf (buf, cap, "%s, or empty: none", KIWI_METRICS_ADDR_FORM);
+        break;
     case T_NUM:
         snprintf (buf, cap, "a number from %lld to %lld", (long long) s->min, (long long) s->max);
         break;
@@ -266,6 +274,21 @@ apply (kiwi_worker_config *c, const setting *s, const char *value, const char *o
     char acc[160];
     accepted (s, acc, sizeof acc);
     switch (s->type) {
+    case T_ADDR: {
+        kiwi_error_t why = NULL;
+        if (*value != '\0' && kiwi_metrics_addr_check (value, &why) < 0) {
+            kiwi_error_make (err, 0, "%s: %s: invalid value `%s`: %s (accepted: %s)", origin, as, value,
+                             kiwi_error_msg (why), acc);
+            kiwi_error_free (&why);
+            return -1;
+        }
+        char *dup = *value ? strdup (value) : NULL;
+        if (*value && dup == NULL)
+            return kiwi_error_make (err, ENOMEM, "%s", as);
+        free (*str_field (c, s));
+        *str_field (c, s) = dup;
+        return 0;
+    }
     case T_STR:
     case T_SECRET:
     case T_ENUM:
@@ -389,7 +412,7 @@ kiwi_worker_config_clear (kiwi_worker_config *c)
 {
     for (size_t i = 0; i < NSETTINGS; i++)
         if (settings[i].type == T_STR || settings[i].type == T_ENUM || settings[i].type == T_LIST
-            || settings[i].type == T_SECRET) {
+            || settings[i].type == T_SECRET || settings[i].type == T_ADDR) {
             free (*str_field (c, &settings[i]));
             *str_field (c, &settings[i]) = NULL;
         }
@@ -555,7 +578,8 @@ kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out)
         switch (s->type) {
         case T_STR:
         case T_ENUM:
-        case T_LIST: {
+        case T_LIST:
+        case T_ADDR: {
             const char *v = *str_field (m, s);
             fprintf (out, "%s = %s\n", s->key, v ? v : "");
             break;

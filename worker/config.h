@@ -96,6 +96,8 @@ typedef struct kiwi_worker_config {
     int64_t gc_disk_high;       /* KIWI_GC_DISK_HIGH, percent */
     int64_t gc_disk_low;        /* KIWI_GC_DISK_LOW, percent, < gc_disk_high */
     int64_t result_max_bytes;   /* KIWI_RESULT_MAX_BYTES: encoded result ceiling */
+    /* Prometheus metrics: HOST:PORT of GET /metrics, or NULL: not served */
+    char *metrics_addr;
 } kiwi_worker_config;
 
 void kiwi_worker_config_init (kiwi_worker_config *c);

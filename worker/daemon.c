@@ -45,6 +45,7 @@
 #include "secrets.h"
 #include "strv.h"
 #include "task.h"
+#include "worker-metrics.h"
 
 extern char **environ;
 
@@ -86,6 +87,7 @@ typedef struct slot {
     ev_timer retry;      /* the result produced again after a failed delivery */
     int deliveries_failed;
     bool minimal;        /* `result` is the minimal one: the broker refused the whole as too large */
+    bool counted;        /* its result is in the metrics */
 } slot;
 
 /* A task waiting for another worker's lease on it to end. */
@@ -162,6 +164,8 @@ struct daemon {
     char degraded_reason[1024];
     rd_kafka_resp_err_t produce_err; /* why the last produce() was refused */
     pid_t gc_pid;                    /* the clean-up process (kiwi-worker --gc) running, or 0 */
+    kiwi_worker_metrics *metrics;    /* what /metrics shows (worker-metrics.h) */
+    kiwi_metrics_server *metrics_server; /* serving it on KIWI_METRICS_ADDR, or NULL */
 };
 
 /* ---------- offsets ---------- */
@@ -288,6 +292,7 @@ produce (daemon_t *d, const char *topic, const char *key, const void *buf, size_
             continue;
         }
         kiwi_errorf ("produce to %s: %s", topic, rd_kafka_err2str (e));
+        kiwi_worker_metrics_delivery_failed (d->metrics, topic);
         d->produce_err = e;
         return -1;
     }
@@ -302,6 +307,7 @@ dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         /* the idempotent producer retries on its own; a failure here is
          * final: the task's offset stays uncommitted, so it is redelivered */
         kiwi_errorf ("delivery to %s failed: %s", rd_kafka_topic_name (m->rkt), rd_kafka_err2str (m->err));
+        kiwi_worker_metrics_delivery_failed (d->metrics, rd_kafka_topic_name (m->rkt));
         if (a != NULL && a->kind == ACK_RESULT) {
             slot *s = &d->slots[a->slot];
             if (s->generation == a->generation) {
@@ -579,6 +585,8 @@ count_cache (daemon_t *d, const kiwi_progress *p)
     json_t *j = json_loads (json, 0, NULL);
     json_t *c = json_object_get (j, "cached");
     if (json_is_boolean (c)) {
+        kiwi_worker_metrics_cache (d->metrics, p->phase == KIWI_PHASE_INSTALL ? "install" : "verify",
+                                   json_is_true (c));
         if (json_is_true (c))
             d->cache_hits++;
         else
@@ -646,6 +654,11 @@ on_frame (int type, const char *body, size_t len, void *ud)
         memcpy (s->result, body, len);
         s->result_len = len;
         s->have_result = true;
+    } else if (type == KIWI_FRAME_OBSERVE) {
+        kiwi_error_t err = NULL;
+        if (kiwi_worker_metrics_observation (d->metrics, body, len, &err) < 0)
+            kiwi_debug ("task %s: %s", s->task_id, kiwi_error_msg (err));
+        kiwi_error_free (&err);
     }
 }
 
@@ -756,6 +769,8 @@ publish_result (daemon_t *d, slot *s)
     s->state = SLOT_PUBLISHING;
     if (s->result_len > (size_t) d->cfg->result_max_bytes)
         fit_result (d, s);
+    if (!s->counted)
+        s->counted = kiwi_worker_metrics_result (d->metrics, s->result, s->result_len, NULL) == 0;
     /* the record first: a redelivery after a crash finds it and republishes
      * the same result instead of working the task again */
     if (d->redis_ok) {
@@ -1613,6 +1628,7 @@ poll_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     daemon_t *d = w->data;
     rd_kafka_poll (d->producer, 0);
     consume_all (d);
+    kiwi_worker_metrics_state (d->metrics, d->busy, d->nslots, d->redis_ok);
 }
 
 static void
@@ -1786,6 +1802,7 @@ egress_line (daemon_t *d, const char *line)
     const char *n = json_string_value (json_object_get (j, "name"));
     char *name = n ? strdup (n) : NULL; /* the key outlives the "name" member */
     if (name != NULL) {
+        kiwi_worker_metrics_egress (d->metrics, name, json_is_true (json_object_get (j, "ok")));
         json_object_del (j, "name");
         json_object_set (d->egress, name, j);
     }
@@ -2092,6 +2109,13 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         kiwi_error_free (&e);
         kiwi_sandbox_env_close (env);
     }
+    if ((d.metrics = kiwi_worker_metrics_new (KIWI_VERSION, cfg->worker_id, d.nslots, err)) == NULL)
+        goto out;
+    if (cfg->metrics_addr
+        && (d.metrics_server = kiwi_worker_metrics_serve (d.metrics, cfg->metrics_addr, err)) == NULL)
+        goto out;
+    if (d.metrics_server)
+        kiwi_info ("metrics at http://%s/metrics", cfg->metrics_addr);
     if (setup_kafka (&d, err) < 0)
         goto out;
     redis_connect (&d);
@@ -2156,6 +2180,8 @@ out:
     if (d.egress_pid > 0)
         stop_egress_check (d.egress_pid);
     json_decref (d.egress);
+    kiwi_metrics_server_stop (d.metrics_server);
+    kiwi_worker_metrics_free (d.metrics);
     for (int i = 0; i < d.nslots; i++) {
         kiwi_frame_reader_clear (&d.slots[i].reader);
         free (d.slots[i].task_id);

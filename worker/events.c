@@ -150,7 +150,8 @@ kiwi_frame_feed (kiwi_frame_reader *r, const char *data, size_t len,
             len -= take;
             if (r->head_have < 5)
                 return 0;
-            if (r->head[0] != KIWI_FRAME_PROGRESS && r->head[0] != KIWI_FRAME_RESULT)
+            if (r->head[0] != KIWI_FRAME_PROGRESS && r->head[0] != KIWI_FRAME_RESULT
+                && r->head[0] != KIWI_FRAME_OBSERVE)
                 return kiwi_error_make (err, 0, "unknown frame type 0x%02x from the task process", r->head[0]);
             r->body_len = ((size_t) r->head[1] << 24) | ((size_t) r->head[2] << 16) | ((size_t) r->head[3] << 8)
                           | (size_t) r->head[4];
@@ -271,11 +272,30 @@ pipe_result (kiwi_events *ev, const kiwi_result *r)
     return rc;
 }
 
+static void
+pipe_observe (kiwi_events *ev, const char *line)
+{
+    kiwi_error_t err = NULL;
+    if (kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_OBSERVE, line, strlen (line), &err) < 0)
+        fprintf (stderr, "kiwi task: observation not delivered: %s\n", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+}
+
 void
 kiwi_events_pipe_init (kiwi_events *ev, int fd, const char *task_id, const char *worker_id)
 {
-    *ev = (kiwi_events) { .progress = pipe_progress, .result = pipe_result, .task_id = task_id,
-                          .worker_id = worker_id, .userdata = (void *) (intptr_t) fd };
+    *ev = (kiwi_events) { .progress = pipe_progress, .result = pipe_result, .observe = pipe_observe,
+                          .task_id = task_id, .worker_id = worker_id, .userdata = (void *) (intptr_t) fd };
+}
+
+void
+kiwi_events_observe (kiwi_events *ev, const char *what, const char *label, double value)
+{
+    if (ev == NULL || ev->observe == NULL)
+        return;
+    char line[128];
+    snprintf (line, sizeof line, "%s %s %.6f", what, label, value);
+    ev->observe (ev, line);
 }
 
 static int

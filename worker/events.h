@@ -15,9 +15,11 @@
  * (kiwi_events_mask_result). A diff is masked too: the model may have
  * written into the code a secret it read in a test's output.
  *
- * Frames on the child's pipe: 1 byte type ('P' progress, 'R' result),
- * 4 bytes big-endian length, then the encoded message. The child's progress
- * events carry seq 0; the parent numbers them per task.
+ * Frames on the child's pipe: 1 byte type ('P' progress, 'R' result,
+ * 'M' an observation for the daemon's metrics), 4 bytes big-endian length,
+ * then the encoded message (an observation: one line of text,
+ * worker-metrics.h). The child's progress events carry seq 0; the parent
+ * numbers them per task.
  */
 #ifndef KIWI_WORKER_EVENTS_H
 #define KIWI_WORKER_EVENTS_H
@@ -39,6 +41,9 @@ struct kiwi_events {
      * is not). */
     int (*progress) (kiwi_events *ev, const kiwi_progress *p);
     int (*result) (kiwi_events *ev, const kiwi_result *r);
+    /* Takes one observation for the metrics (a line, worker-metrics.h), or
+     * NULL: observations are dropped (kiwi-worker --once). */
+    void (*observe) (kiwi_events *ev, const char *line);
     const char *task_id;
     const char *worker_id;
     const kiwi_mask *mask; /* secrets masked in everything sent, or NULL; borrowed */
@@ -53,6 +58,11 @@ int kiwi_events_mask_result (const kiwi_mask *m, kiwi_result *r);
 /* Emits one event; `payload` (may be NULL) is stolen. */
 int kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t round, json_t *payload);
 
+/* One measurement for the daemon's metrics: `what` KIWI_OBS_PHASE with a
+ * phase and its seconds, KIWI_OBS_SANDBOX with a driver and a count
+ * (worker-metrics.h). Best effort, like events. */
+void kiwi_events_observe (kiwi_events *ev, const char *what, const char *label, double value);
+
 /* JSON object → one encoded msgpack map. Caller frees *out. */
 int kiwi_json_to_msgpack (const json_t *j, char **out, size_t *len, kiwi_error_t *err);
 
@@ -60,7 +70,7 @@ int64_t kiwi_now_ms (void);
 
 /* ----- frames ----- */
 
-enum { KIWI_FRAME_PROGRESS = 'P', KIWI_FRAME_RESULT = 'R' };
+enum { KIWI_FRAME_PROGRESS = 'P', KIWI_FRAME_RESULT = 'R', KIWI_FRAME_OBSERVE = 'M' };
 #define KIWI_FRAME_MAX (32u * 1024 * 1024)
 
 /* Writes one frame to fd (blocking, all or error). */

@@ -33,6 +33,7 @@
 #include "session.h"
 #include "task-input.h"
 #include "term.h"
+#include "worker-metrics.h"
 
 extern char **environ;
 
@@ -213,6 +214,7 @@ typedef struct install_ctx {
     kiwi_cache *cache;
     int64_t deadline_ms;
     int *hold; /* the lock holding the snapshot in force against the clean-up (gc.h), or -1 */
+    int64_t install_ms; /* spent in install_cb so far (step 0's own time is the rest) */
 } install_ctx;
 
 /* Holds `snapshot` for the rest of the task instead of the one held so far.
@@ -234,7 +236,7 @@ hold_snapshot (install_ctx *c, const char *snapshot)
  * Step 0 calls it for the first image and again after a swap. A failed
  * install is a verdict in r, not an error. Emits the install event. */
 static int
-install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot, kiwi_error_t *err)
+install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot, kiwi_error_t *err)
 {
     install_ctx *c = ud;
     const kiwi_pipeline *p = c->p;
@@ -323,6 +325,26 @@ install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **
     return 0;
 }
 
+/* install_step, timed for the metrics. */
+static int
+install_cb (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot, kiwi_error_t *err)
+{
+    install_ctx *c = ud;
+    int64_t t0 = kiwi_mono_ms ();
+    int rc = install_step (ud, in, r, snapshot, err);
+    int64_t ms = kiwi_mono_ms () - t0;
+    c->install_ms += ms;
+    kiwi_events_observe (c->p->events, KIWI_OBS_PHASE, "install", (double) ms / 1000.0);
+    return rc;
+}
+
+/* The sandbox driver's report of each sandbox it started, for the metrics. */
+static void
+sandbox_started (const char *driver, void *ud)
+{
+    kiwi_events_observe (ud, KIWI_OBS_SANDBOX, driver, 1);
+}
+
 /* The task's mask, installed in its event sink and its logger for the
  * length of kiwi_pipeline_run, and what it replaced there. */
 typedef struct installed_mask {
@@ -374,7 +396,9 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
                           .max_checkout_files = cfg->checkout_max_files,
                           .protocols = pol->git_protocols[0] ? pol->git_protocols : NULL };
     int64_t c0 = kiwi_mono_ms ();
-    if (kiwi_repo_checkout (&ro, task->repo.url, task->repo.ref, ws, &commit, &err) < 0) {
+    int checkout_rc = kiwi_repo_checkout (&ro, task->repo.url, task->repo.ref, ws, &commit, &err);
+    kiwi_events_observe (p->events, KIWI_OBS_PHASE, "checkout", (double) (kiwi_mono_ms () - c0) / 1000.0);
+    if (checkout_rc < 0) {
         int code = kiwi_error_code (err);
         const char *what = code == KIWI_REPO_E_NO_REF      ? "ref not found"
                            : code == KIWI_REPO_E_TOO_LARGE ? "repository too large"
@@ -403,7 +427,8 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     /* 3. the sandbox driver and Phase A */
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
     kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
-                               .worker_id = cfg->worker_id };
+                               .worker_id = cfg->worker_id, .on_start = sandbox_started,
+                               .on_start_userdata = p->events };
     if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &sb, &err) < 0) {
         result_error (out, KIWI_RESULT_ERROR, "sandbox: %s", kiwi_error_msg (err));
         goto done;
@@ -435,9 +460,12 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
                        .deadline_ms = deadline_ms, .hold = &snapshot_hold };
     kiwi_step0_outcome s0;
-    if (kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic, p->events,
-                         &s0, &err)
-        < 0) {
+    int64_t s0_start = kiwi_mono_ms ();
+    int s0_rc = kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic,
+                                 p->events, &s0, &err);
+    kiwi_events_observe (p->events, KIWI_OBS_PHASE, "step0",
+                         (double) (kiwi_mono_ms () - s0_start - ic.install_ms) / 1000.0);
+    if (s0_rc < 0) {
         if (p->stop && *p->stop) {
             rc = -1;
             goto done;

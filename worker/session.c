@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "log.h"
 #include "repo.h"
+#include "worker-metrics.h"
 #include "wspath.h"
 
 #define READ_MAX (64 * 1024)
@@ -52,6 +54,7 @@ typedef struct session {
     kiwi_exec_result last_verify;
     bool have_verify;
     char *not_carried;        /* the last round passed only in the workspace: what the diff lacked */
+    int64_t round_started_ms; /* kiwi_mono_ms at the start of the round, for its duration */
 } session;
 
 static json_t *
@@ -179,7 +182,10 @@ verify (session *s, const char *tree, kiwi_exec_result *r, kiwi_error_t *err)
     for (size_t i = 0; i < s->task->n_test_credentials; i++)
         kiwi_strv_add (&creds, s->task->test_credentials[i]);
     req.credentials = kiwi_strv_list (&creds);
-    return kiwi_phase_verify (s->env->sandbox, s->env->phase_cfg, &req, r, NULL, NULL, err);
+    int64_t t0 = kiwi_mono_ms ();
+    int rc = kiwi_phase_verify (s->env->sandbox, s->env->phase_cfg, &req, r, NULL, NULL, err);
+    kiwi_events_observe (s->env->events, KIWI_OBS_PHASE, "verify", (double) (kiwi_mono_ms () - t0) / 1000.0);
+    return rc;
 }
 
 /* The deciding verify: the commit checked out afresh plus exactly `diff`
@@ -543,6 +549,8 @@ emit_round (session *s, int round, const char *plan, const kiwi_exec_result *v, 
         json_object_set_new (p, "published", pj);
     }
     kiwi_events_emit (s->env->events, KIWI_PHASE_ROUND, "round", (uint32_t) round, p);
+    kiwi_events_observe (s->env->events, KIWI_OBS_PHASE, "round",
+                         (double) (kiwi_mono_ms () - s->round_started_ms) / 1000.0);
 }
 
 int
@@ -560,6 +568,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
     int round = 0;
     int rc = 0;
     for (round = 1; round <= max_rounds; round++) {
+        s.round_started_ms = kiwi_mono_ms ();
         kiwi_strv_free (&s.actions);
         s.tests_requested = 0;
         if (out_of_time (&s)) {

@@ -105,6 +105,39 @@ test_bad_values_named (void **state)
     check_bad (e5, a7, 2, "`--slots` needs a value", "");
 }
 
+/* KIWI_METRICS_ADDR: off by default, HOST:PORT accepted, anything else
+ * refused naming the setting and the accepted form */
+static void
+test_metrics_addr (void **state)
+{
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    assert_null (c.metrics_addr);
+    kiwi_error_t err = NULL;
+    char *none[] = { "kiwi-worker", NULL };
+    const char *ok[] = { "KIWI_METRICS_ADDR=127.0.0.1:9464", NULL };
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, ok, 1, none, 1, NULL, &err), 0);
+    assert_string_equal (c.metrics_addr, "127.0.0.1:9464");
+    char *flag[] = { "kiwi-worker", "--metrics-addr", "[::1]:9100", NULL };
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, NULL, 3, flag, 1, NULL, &err), 0);
+    assert_string_equal (c.metrics_addr, "[::1]:9100");
+    const char *off[] = { "KIWI_METRICS_ADDR=", NULL };
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, off, 1, none, 1, NULL, &err), 0);
+    assert_null (c.metrics_addr);
+    kiwi_worker_config_clear (&c);
+    const char *form = "HOST:PORT (HOST an IPv4 address, [IPv6 address] or host name; PORT 1-65535)";
+    const char *e1[] = { "KIWI_METRICS_ADDR=9464", NULL };
+    check_bad (e1, none, 1, "KIWI_METRICS_ADDR: invalid value `9464`: no `:PORT`", form);
+    const char *e2[] = { "KIWI_METRICS_ADDR=127.0.0.1:0", NULL };
+    check_bad (e2, none, 1, "KIWI_METRICS_ADDR: invalid value `127.0.0.1:0`", "not a port from 1 to 65535");
+    const char *e3[] = { "KIWI_METRICS_ADDR=::1:9464", NULL };
+    check_bad (e3, none, 1, "KIWI_METRICS_ADDR: invalid value `::1:9464`", "an IPv6 address goes in []");
+    const char *e4[] = { "KIWI_METRICS_ADDR=[::x]:9464", NULL };
+    check_bad (e4, none, 1, "`::x` is not an IPv6 address", form);
+    char *a5[] = { "kiwi-worker", "--metrics-addr", ":9464", NULL };
+    check_bad (NULL, a5, 3, "--metrics-addr: invalid value `:9464`: no host before the port", form);
+}
+
 static void
 test_bad_file_line_named (void **state)
 {
@@ -203,6 +236,7 @@ main (void)
         cmocka_unit_test (test_sources_in_order),
         cmocka_unit_test (test_kiwi_sandbox_wins_over_runtime_alias),
         cmocka_unit_test (test_bad_values_named),
+        cmocka_unit_test (test_metrics_addr),
         cmocka_unit_test (test_bad_file_line_named),
         cmocka_unit_test (test_redis_password_is_secret),
         cmocka_unit_test (test_kafka_properties_file_then_env),
