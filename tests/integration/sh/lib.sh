@@ -143,3 +143,26 @@ submit_fix() {
     --goal "Make the tests pass." --provider anthropic --model claude-sonnet-4-5-20250929 \
     --base-url "http://127.0.0.1:$PROVIDER_PORT/script/$script" "$@"
 }
+
+# once_payload FILE KIND KEY: from a `kiwi-worker --once` output, the last
+# KIND progress event's payload KEY (booleans as true/false), or with KIND
+# "result" the result's KEY; "" when absent.
+once_payload() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+val = ""
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if sys.argv[2] == "result" and j.get("type") == "result":
+        val = j["result"].get(sys.argv[3], "")
+    elif j.get("type") == "progress" and j["event"].get("kind") == sys.argv[2]:
+        val = (j["event"].get("payload") or {}).get(sys.argv[3], "")
+    else:
+        continue
+    val = str(val).lower() if isinstance(val, bool) else val
+print(val)
+EOF
+}
