@@ -55,7 +55,7 @@ json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiw
 
 /* How missing images are pulled (from kiwi_sandbox_config; strings owned). */
 typedef struct kiwi__docker_pull_cfg {
-    char *registries;  /* NULL: KIWI_PULL_DEFAULT_REGISTRIES */
+    char *registries;  /* NULL: none (never pull) */
     char *auth_file;   /* NULL: anonymous */
     int64_t timeout_ms;
     int64_t max_mb;

@@ -90,7 +90,7 @@ kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, c
     int here = image_present (api, image, NULL, err);
     if (here != 0)
         return here < 0 ? -1 : 0;
-    const char *allow = cfg->registries ? cfg->registries : KIWI_PULL_DEFAULT_REGISTRIES;
+    const char *allow = cfg->registries ? cfg->registries : "";
     if (!kiwi_registry_allowed (allow, r.domain))
         return kiwi_error_make_code (err, KIWI_SBE_REFUSED,
                                      "its registry %s is not on the allow-list (KIWI_IMAGE_REGISTRIES: %s)",
@@ -167,7 +167,8 @@ kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, c
         kiwi_docker_call (api, "DELETE", del, NULL, 60000, NULL, NULL, &e);
         kiwi_error_free (&e);
         return kiwi_error_make_code (err, KIWI_SBE_REFUSED,
-                                     "it is %" PRId64 " MB, over %" PRId64 " MB (KIWI_IMAGE_PULL_MAX_MB); removed again",
+                                     "it is %" PRId64 " MB, over %" PRId64
+                                     " MB (KIWI_IMAGE_PULL_MAX_MB); removed again",
                                      size >> 20, max_mb);
     }
     if (progress)

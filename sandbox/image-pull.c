@@ -64,7 +64,8 @@ kiwi_image_ref_parse (const char *ref, kiwi_image_ref *out, kiwi_error_t *err)
     const char *slash = memchr (ref, '/', name_len);
     if (slash != NULL) {
         size_t dl = (size_t) (slash - ref);
-        bool is_domain = memchr (ref, '.', dl) || memchr (ref, ':', dl) || (dl == 9 && strncmp (ref, "localhost", 9) == 0);
+        bool is_domain
+            = memchr (ref, '.', dl) || memchr (ref, ':', dl) || (dl == 9 && strncmp (ref, "localhost", 9) == 0);
         if (is_domain) {
             if (copy_part (out->domain, sizeof out->domain, ref, dl, "registry", ref, err) < 0)
                 return -1;

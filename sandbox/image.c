@@ -1902,3 +1902,17 @@ kiwi_image_resolve_past_devcontainer (const char *root, const char *test_command
 {
     return resolve (root, test_command, cat, why ? why : "the devcontainer image cannot be used", out, err);
 }
+
+char *
+kiwi_image_wish_note (const kiwi_image_resolution *r)
+{
+    if (r->requirement == NULL || r->requirement[0] == '\0' || r->satisfied || r->image == NULL)
+        return NULL;
+    char *s = NULL;
+    if (asprintf (&s, "%s asks for %s %s, which no image in the catalogue has; %s ran instead",
+                  r->requirement_from && r->requirement_from[0] ? r->requirement_from : "the repository",
+                  r->runtime && r->runtime[0] ? r->runtime : "its runtime", r->requirement, r->image)
+        < 0)
+        return NULL;
+    return s;
+}

@@ -203,4 +203,11 @@ int kiwi_image_for_runtime (const char *root, const char *dir, const char *runti
 
 void kiwi_image_resolution_clear (kiwi_image_resolution *r);
 
+/* A version wish the catalogue could not answer, in one line for events
+ * and results: "`.python-version` asks for python 3.13, which no image in
+ * the catalogue has; kiwi/python:3.11 ran instead". NULL when nothing asked
+ * for a version or the image has it (or on allocation failure). Caller
+ * frees. */
+char *kiwi_image_wish_note (const kiwi_image_resolution *r);
+
 #endif

@@ -134,7 +134,8 @@ typedef struct kiwi_sandbox_config {
     const char *state_dir;       /* where per-sandbox disk images live */
     const char *worker_id;       /* label value: whose sandboxes these are */
     /* Pulling a missing image (ensure_image): the registries it may come
-     * from (KIWI_IMAGE_REGISTRIES; NULL = "docker.io", "" = none), the
+     * from (KIWI_IMAGE_REGISTRIES, whose default is
+     * KIWI_PULL_DEFAULT_REGISTRIES; NULL or "" = none: never pull), the
      * Docker config.json-style file with their credentials
      * (KIWI_REGISTRY_AUTH_FILE; NULL = anonymous), the pull's time bound and
      * the image's size bound (0 = the defaults below). */

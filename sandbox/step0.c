@@ -59,6 +59,7 @@ kiwi_step0_result_clear (kiwi_step0_result *r)
     kiwi_exec_result_clear (&r->run);
     free (r->reason);
     free (r->image_note);
+    free (r->wish_note);
     memset (r, 0, sizeof *r);
 }
 
@@ -412,8 +413,21 @@ swap (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
     return do_install (rq, res, err);
 }
 
+static int run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err);
+
 int
 kiwi_step0_run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    if (run (rq, res, err) < 0)
+        return -1;
+    /* every version wish is answered: one the catalogue could not meet is
+     * named beside the reason, whatever the verdict */
+    res->wish_note = kiwi_image_wish_note (&res->insp.image);
+    return 0;
+}
+
+static int
+run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
 {
     memset (res, 0, sizeof *res);
     res->status = KIWI_STEP0_FAILED;

@@ -124,6 +124,9 @@ typedef struct kiwi_step0_result {
     char *image_note;                /* the devcontainer image could not be had: why, and what was used
                                       * instead ("devcontainer image X could not be pulled: ...; using Y
                                       * from marker go.mod (go)"); NULL otherwise */
+    char *wish_note;                 /* a version the repository asks for that the image in force does not
+                                      * have: which, by which file, which image ran instead
+                                      * (kiwi_image_wish_note); NULL otherwise */
 } kiwi_step0_result;
 
 void kiwi_step0_result_clear (kiwi_step0_result *r);

@@ -84,7 +84,7 @@ static const setting settings[] = {
     { "sandbox.registries", "KIWI_IMAGE_REGISTRIES", "image-registries", T_STR, OFF (image_registries), "docker.io",
       0, 0, NULL,
       "registries a missing image may be pulled from, comma- or space-separated (docker.io is also index.docker.io; "
-      "an image of any other registry is refused; empty: never pull)" },
+      "an image of any other registry is refused; `none`: never pull)" },
     { "sandbox.registry_auth_file", "KIWI_REGISTRY_AUTH_FILE", "registry-auth-file", T_STR, OFF (registry_auth_file),
       NULL, 0, 0, NULL,
       "Docker config.json-style file with the registries' credentials (\"auths\"), sent to dockerd for a pull only "

@@ -141,21 +141,6 @@ version_json (const kiwi_image_resolution *im)
                       im->satisfied);
 }
 
-/* One line for a version wish the catalogue could not answer, or NULL. */
-static char *
-version_note (const kiwi_image_resolution *im)
-{
-    if (im->requirement == NULL || im->requirement[0] == '\0' || im->satisfied)
-        return NULL;
-    char *s = NULL;
-    if (asprintf (&s, "%s asks for %s %s, which no image in the catalogue has; %s ran instead",
-                  im->requirement_from && im->requirement_from[0] ? im->requirement_from : "the repository",
-                  im->runtime ? im->runtime : "", im->requirement, im->image)
-        < 0)
-        return NULL;
-    return s;
-}
-
 static json_t *
 classification_json (const kiwi_step0_result *r)
 {
@@ -194,6 +179,16 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
             free (in);
         }
     }
+    /* a cached run is of the plan's image, which must be here (pulled if
+     * need be): one that cannot be had leaves it to step 0's resolution */
+    pull_events pe = { .events = events };
+    bool pulled = false;
+    if (key[0]) {
+        kiwi_error_t e = NULL;
+        if (kiwi_sandbox_ensure_image (sb, plan->image, on_pull, &pe, &pulled, &e) < 0)
+            key[0] = '\0';
+        kiwi_error_free (&e);
+    }
     kiwi_verify_entry ve;
     if (key[0] && kiwi_cache_get_verify (cache, key, &ve) == 1) {
         /* the install still has to be in place for the session */
@@ -211,13 +206,13 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         o->output = steal_pointer (&ve.output);
         kiwi_verify_entry_clear (&ve);
         o->verdict = o->exit_code == 0 ? KIWI_STEP0_PASSES : KIWI_STEP0_FAILS;
-        json_t *cev = json_pack ("{s:b,s:i,s:s,s:s,s:b}", "cached", 1, "exit_code", o->exit_code, "status",
-                                 o->verdict == KIWI_STEP0_PASSES ? "passed" : "failed", "image", plan->image,
-                                 "swapped", 0);
+        json_t *cev = json_pack ("{s:b,s:b,s:i,s:s,s:s,s:b}", "cached", 1, "pulled", pulled, "exit_code",
+                                 o->exit_code, "status", o->verdict == KIWI_STEP0_PASSES ? "passed" : "failed",
+                                 "image", plan->image, "swapped", 0);
         json_t *ver = version_json (&plan->insp.image);
         if (ver)
             json_object_set_new (cev, "version", ver);
-        o->note = version_note (&plan->insp.image);
+        o->note = kiwi_image_wish_note (&plan->insp.image);
         if (o->note)
             json_object_set_new (cev, "note", json_string (o->note));
         kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, cev);
@@ -228,7 +223,6 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     if (kiwi_classifier_builtin (&cls, err) < 0)
         return -1;
     install_bridge b = { .fn = install, .ud = install_ud, .plan = plan };
-    pull_events pe = { .events = events };
     int64_t left = deadline_ms - kiwi_now_ms ();
     kiwi_step0_request rq = {
         .env = sb,
@@ -285,7 +279,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
                             o->output ? o->output + (ol > 2000 ? ol - 2000 : 0) : "");
     json_object_set_new (ev, "classification", classification_json (&r));
     json_object_set_new (ev, "image_reason", json_string (r.insp.image.reason ? r.insp.image.reason : ""));
-    json_object_set_new (ev, "pulled", json_boolean (r.pulled));
+    json_object_set_new (ev, "pulled", json_boolean (r.pulled || pulled));
     if (r.image_note)
         json_object_set_new (ev, "image_note", json_string (r.image_note));
     json_t *ver = version_json (&r.insp.image);
@@ -293,7 +287,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         json_object_set_new (ev, "version", ver);
     /* what the result says besides its own reason: the image that could
      * not be had, the version that was not there */
-    cleanup_free char *vn = version_note (&r.insp.image);
+    const char *vn = r.wish_note;
     if (r.image_note || vn) {
         if (asprintf (&o->note, "%s%s%s", r.image_note ? r.image_note : "", r.image_note && vn ? "; " : "",
                       vn ? vn : "")
@@ -302,7 +296,9 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         json_object_set_new (ev, "note", json_string (o->note ? o->note : ""));
     }
     kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, ev);
-    if (key[0] && !r.swapped && !r.run.timed_out && (r.status == KIWI_STEP0_PASSED || r.status == KIWI_STEP0_FAILED))
+    /* kept under the plan's image only when that image ran */
+    if (key[0] && !r.swapped && r.image_note == NULL && !r.run.timed_out
+        && (r.status == KIWI_STEP0_PASSED || r.status == KIWI_STEP0_FAILED))
         kiwi_cache_put_verify (cache, key, o->exit_code, o->output);
     kiwi_step0_result_clear (&r);
     return 0;

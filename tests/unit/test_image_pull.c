@@ -227,14 +227,16 @@ test_stream_layer_bound (void **state)
     char line[200];
     for (int i = 0; i < KIWI_PULL_MAX_LAYERS + 10; i++) {
         int n = snprintf (line, sizeof line,
-                          "{\"status\":\"Downloading\",\"progressDetail\":{\"current\":1,\"total\":10},\"id\":\"l%d\"}\n", i);
+                          "{\"status\":\"Downloading\",\"progressDetail\":{\"current\":1,\"total\":10},"
+                          "\"id\":\"l%d\"}\n",
+                          i);
         kiwi_pull_stream_feed (&s, line, (size_t) n);
     }
     assert_int_equal (s.n_layers, KIWI_PULL_MAX_LAYERS);
     assert_int_equal (s.bytes_total, 10 * KIWI_PULL_MAX_LAYERS);
     /* a current beyond the total counts as the total */
-    kiwi_pull_stream_feed (&s, "{\"status\":\"Downloading\",\"progressDetail\":{\"current\":99,\"total\":10},\"id\":\"l0\"}\n",
-                           80);
+    const char *over = "{\"status\":\"Downloading\",\"progressDetail\":{\"current\":99,\"total\":10},\"id\":\"l0\"}\n";
+    kiwi_pull_stream_feed (&s, over, strlen (over));
     assert_int_equal (s.layers[0].current, 10);
     kiwi_pull_stream_clear (&s);
 }

@@ -50,10 +50,9 @@ repo() { # NAME IMAGE
   local src="$TMP/repo-$1"
   mkdir -p "$src/.devcontainer"
   printf '{\n  // the image\n  "image": "%s",\n}\n' "$2" >"$src/.devcontainer/devcontainer.json"
-  printf '{"name": "pull-%s", "version": "1.0.0", "private": true}\n' "$1" >"$src/package.json"
-  git -C "$src" init -q -b main
-  git -C "$src" -c user.email=kiwi@test -c user.name=kiwi add -A
-  git -C "$src" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "pull $1"
+  printf '{"name": "pull-%s", "version": "1.0.0", "private": true, "description": "run %s"}\n' "$1" "$RUN_ID" \
+    >"$src/package.json"
+  commit_dir "$src" "pull $1"
   cat >"$TMP/task-$1.json" <<EOF
 {"id": "pull-$RUN_ID-$1", "repo": {"url": "$src", "ref": "main"}, "test_command": "test -f /etc/debian_version",
  "goal": "make the tests pass"}
@@ -61,7 +60,7 @@ EOF
 }
 run_once() { # NAME
   env KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$1" KIWI_ALLOW_LOCAL_REPOS=true \
-    KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_IMAGE_REGISTRIES="docker.io,$REG" \
+    KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_IMAGE_REGISTRIES="$REG" \
     KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
     "$WORKER" --once "$TMP/task-$1.json" >"$TMP/once-$1.jsonl" 2>"$TMP/once-$1.log" || true
 }
