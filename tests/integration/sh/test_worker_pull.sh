@@ -10,7 +10,9 @@
 #            inspect), image_pull events are sent, and step 0 runs in it;
 #   refused  an image of a registry not on KIWI_IMAGE_REGISTRIES: the step-0
 #            event says so and the marker (package.json: Node.js) decides;
-#   absent   an image the allowed registry does not have: the same.
+#   absent   an image the allowed registry does not have: the same;
+#   big      an image over KIWI_IMAGE_PULL_MAX_MB: the same, and it is not
+#            left on the machine.
 set -euo pipefail
 # shellcheck source=tests/integration/sh/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -38,11 +40,14 @@ PIDS+=($!)
 for _ in $(seq 1 100); do curl -sf "http://$REG/v2/" >/dev/null && break; sleep 0.1; done
 curl -sf "http://$REG/v2/" >/dev/null || fail "docker-registry did not start on $REG"
 
-on_cleanup() { "${DOCKER[@]}" rmi -f "$IMAGE" >/dev/null 2>&1 || true; }
-"${DOCKER[@]}" tag kiwi/base:bookworm "$IMAGE"
-"${DOCKER[@]}" push -q "$IMAGE" >"$TMP/push.log" 2>&1 || fail "push to $REG: $(tail -n 3 "$TMP/push.log")"
-"${DOCKER[@]}" rmi "$IMAGE" >/dev/null
-if "${DOCKER[@]}" image inspect "$IMAGE" >/dev/null 2>&1; then fail "$IMAGE is still on the machine before the run"; fi
+BIG="$REG/kiwi/big:1"
+on_cleanup() { "${DOCKER[@]}" rmi -f "$IMAGE" "$BIG" >/dev/null 2>&1 || true; }
+for ref in "$IMAGE" "$BIG"; do
+  "${DOCKER[@]}" tag kiwi/base:bookworm "$ref"
+  "${DOCKER[@]}" push -q "$ref" >"$TMP/push.log" 2>&1 || fail "push to $REG: $(tail -n 3 "$TMP/push.log")"
+  "${DOCKER[@]}" rmi "$ref" >/dev/null
+  if "${DOCKER[@]}" image inspect "$ref" >/dev/null 2>&1; then fail "$ref is still on the machine before the run"; fi
+done
 
 STATE="$TMP/state"
 mkdir -p "$STATE"
@@ -58,11 +63,12 @@ repo() { # NAME IMAGE
  "goal": "make the tests pass"}
 EOF
 }
-run_once() { # NAME
-  env KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$1" KIWI_ALLOW_LOCAL_REPOS=true \
+run_once() { # NAME [ASSIGNMENT...]
+  local name=$1; shift
+  env "$@" KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$name" KIWI_ALLOW_LOCAL_REPOS=true \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_IMAGE_REGISTRIES="$REG" \
     KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
-    "$WORKER" --once "$TMP/task-$1.json" >"$TMP/once-$1.jsonl" 2>"$TMP/once-$1.log" || true
+    "$WORKER" --once "$TMP/task-$name.json" >"$TMP/once-$name.jsonl" 2>"$TMP/once-$name.log" || true
 }
 field() { once_payload "$TMP/once-$1.jsonl" "$2" "$3"; } # NAME KIND KEY
 count() { grep -c "\"kind\": *\"$2\"" "$TMP/once-$1.jsonl" || true; }
@@ -100,4 +106,8 @@ check_fallback refused "quay.io/kiwi/none:1" "its registry quay.io is not on the
 repo absent "$REG/kiwi/absent:1"
 run_once absent
 check_fallback absent "$REG/kiwi/absent:1" "not found"
+repo big "$BIG"
+run_once big KIWI_IMAGE_PULL_MAX_MB=1
+check_fallback big "$BIG" "over 1 MB (KIWI_IMAGE_PULL_MAX_MB"
+if "${DOCKER[@]}" image inspect "$BIG" >/dev/null 2>&1; then fail "big: $BIG is on the machine after a refused pull"; fi
 echo "$passed passed, 0 failed"
