@@ -357,7 +357,9 @@ ensure_image (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t
     kiwi_error_t e = NULL;
     bool pulled = false;
     const char *image = res->insp.image.image;
-    if (kiwi_sandbox_ensure_image (rq->env, image, rq->pull_progress, rq->pull_userdata, &pulled, &e) == 0) {
+    if (rq->unavailable_image != NULL && strcmp (image, rq->unavailable_image) == 0)
+        kiwi_error_make_code (&e, KIWI_SBE_NO_IMAGE, "%s", rq->unavailable_why ? rq->unavailable_why : "unavailable");
+    else if (kiwi_sandbox_ensure_image (rq->env, image, rq->pull_progress, rq->pull_userdata, &pulled, &e) == 0) {
         res->pulled = res->pulled || pulled;
         return 0;
     }

@@ -104,6 +104,8 @@ typedef struct kiwi_step0_request {
     void *userdata;
     kiwi_pull_progress_cb pull_progress; /* while an image is pulled, optional */
     void *pull_userdata;
+    const char *unavailable_image;   /* an image the caller already failed to have (not pulled again), or NULL */
+    const char *unavailable_why;     /* and why */
 } kiwi_step0_request;
 
 typedef struct kiwi_step0_result {

@@ -183,10 +183,17 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
      * need be): one that cannot be had leaves it to step 0's resolution */
     pull_events pe = { .events = events };
     bool pulled = false;
+    cleanup_free char *unavailable = NULL, *unavailable_ref = NULL;
     if (key[0]) {
         kiwi_error_t e = NULL;
-        if (kiwi_sandbox_ensure_image (sb, plan->image, on_pull, &pe, &pulled, &e) < 0)
+        if (kiwi_sandbox_ensure_image (sb, plan->image, on_pull, &pe, &pulled, &e) < 0) {
             key[0] = '\0';
+            /* step 0 is told, and does not pull it again */
+            if (kiwi_error_code (e) != KIWI_SBE_CANCELLED && kiwi_error_code (e) != KIWI_SBE_UNAVAILABLE) {
+                unavailable = strdup (kiwi_error_msg (e));
+                unavailable_ref = strdup (plan->image); /* plan->image changes as step 0 installs */
+            }
+        }
         kiwi_error_free (&e);
     }
     kiwi_verify_entry ve;
@@ -239,6 +246,8 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         .install_userdata = &b,
         .pull_progress = on_pull,
         .pull_userdata = &pe,
+        .unavailable_image = unavailable ? unavailable_ref : NULL,
+        .unavailable_why = unavailable,
     };
     kiwi_step0_result r;
     int rc = kiwi_step0_run (&rq, &r, err);
