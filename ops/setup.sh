@@ -53,6 +53,8 @@ PACKAGES=(
   redis-server docker.io runsc debootstrap kcat tmux
   # the metrics test scrapes kiwi-worker with a real Prometheus (and promtool)
   prometheus
+  # the image-pull tests run a local registry (tests/integration/sh/test_worker_pull.sh)
+  docker-registry
   iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl
   # docker.io only recommends these, and we install without recommends:
   # with AppArmor enabled in the kernel (Debian's default) and no

@@ -125,7 +125,7 @@ build_url (kiwi_docker *d, const char *path, char *url, size_t urlsz)
 /* Sets up the handle for one request; the caller installs the write callback. */
 static int
 prepare (kiwi_docker *d, const char *method, const char *path, const char *content_type, const void *body,
-         size_t body_len, long timeout_ms, struct curl_slist **headers, kiwi_error_t *err)
+         size_t body_len, long timeout_ms, const char *extra_header, struct curl_slist **headers, kiwi_error_t *err)
 {
     char url[8192];
     if (build_url (d, path, url, sizeof url) < 0)
@@ -145,6 +145,8 @@ prepare (kiwi_docker *d, const char *method, const char *path, const char *conte
         *headers = curl_slist_append (*headers, h);
     }
     *headers = curl_slist_append (*headers, "Expect:");
+    if (extra_header != NULL)
+        *headers = curl_slist_append (*headers, extra_header);
     curl_easy_setopt (c, CURLOPT_HTTPHEADER, *headers);
     if (body != NULL) {
         curl_easy_setopt (c, CURLOPT_POSTFIELDS, body);
@@ -174,7 +176,7 @@ kiwi_docker_request (kiwi_docker *d, const char *method, const char *path, const
 {
     struct curl_slist *headers = NULL;
     memset (resp, 0, sizeof *resp);
-    if (prepare (d, method, path, content_type, body, body_len, timeout_ms, &headers, err) < 0)
+    if (prepare (d, method, path, content_type, body, body_len, timeout_ms, NULL, &headers, err) < 0)
         return -1;
     growbuf g = { 0 };
     curl_easy_setopt (d->curl, CURLOPT_WRITEFUNCTION, collect_cb);
@@ -222,8 +224,18 @@ kiwi_docker_request_stream_tick (kiwi_docker *d, const char *method, const char 
                                  void *userdata, kiwi_docker_tick tick, long tick_ms, long *status,
                                  kiwi_error_t *err)
 {
+    return kiwi_docker_request_stream_header (d, method, path, NULL, content_type, body, body_len, timeout_ms, sink,
+                                              userdata, tick, tick_ms, status, err);
+}
+
+int
+kiwi_docker_request_stream_header (kiwi_docker *d, const char *method, const char *path, const char *header,
+                                   const char *content_type, const void *body, size_t body_len, long timeout_ms,
+                                   kiwi_docker_sink sink, void *userdata, kiwi_docker_tick tick, long tick_ms,
+                                   long *status, kiwi_error_t *err)
+{
     struct curl_slist *headers = NULL;
-    if (prepare (d, method, path, content_type, body, body_len, timeout_ms, &headers, err) < 0)
+    if (prepare (d, method, path, content_type, body, body_len, timeout_ms, header, &headers, err) < 0)
         return -1;
     stream_ctx s = { .curl = d->curl, .sink = sink, .userdata = userdata, .tick = tick, .tick_ms = tick_ms };
     curl_easy_setopt (d->curl, CURLOPT_WRITEFUNCTION, stream_cb);

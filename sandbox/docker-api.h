@@ -75,6 +75,13 @@ int kiwi_docker_request_stream_tick (kiwi_docker *d, const char *method, const c
                                      const void *body, size_t body_len, long timeout_ms, kiwi_docker_sink sink,
                                      void *userdata, kiwi_docker_tick tick, long tick_ms, long *status,
                                      kiwi_error_t *err);
+/* Same with one extra request header ("X-Registry-Auth: ..."; NULL for
+ * none). The header may hold a credential: it is sent, never logged and not
+ * kept after the call. */
+int kiwi_docker_request_stream_header (kiwi_docker *d, const char *method, const char *path, const char *header,
+                                       const char *content_type, const void *body, size_t body_len, long timeout_ms,
+                                       kiwi_docker_sink sink, void *userdata, kiwi_docker_tick tick, long tick_ms,
+                                       long *status, kiwi_error_t *err);
 
 /* JSON in, JSON out. `body` may be NULL (not stolen). On a 2xx status *out
  * (if non-NULL) receives the parsed body (a new reference, or NULL for an

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "docker-api.h"
 #include "sandbox.h"
 
 /* How one driver flavour runs containers. */
@@ -51,5 +52,17 @@ extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
 json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
                                   const char *disk_host_path, const char *worker_id, const kiwi_exec_spec *oneshot,
                                   kiwi_error_t *err);
+
+/* How missing images are pulled (from kiwi_sandbox_config; strings owned). */
+typedef struct kiwi__docker_pull_cfg {
+    char *registries;  /* NULL: none (never pull) */
+    char *auth_file;   /* NULL: anonymous */
+    int64_t timeout_ms;
+    int64_t max_mb;
+} kiwi__docker_pull_cfg;
+
+/* The driver's ensure_image over `api` (driver-docker-pull.c). */
+int kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, const char *image,
+                               kiwi_pull_progress_cb progress, void *userdata, bool *pulled, kiwi_error_t *err);
 
 #endif

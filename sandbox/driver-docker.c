@@ -78,6 +78,7 @@ typedef struct {
     kiwi_docker *probe; /* second connection: liveness checks during a streamed exec */
     char *state_dir;
     char *worker_id;
+    kiwi__docker_pull_cfg pull;
 } docker_priv;
 
 typedef struct {
@@ -199,11 +200,13 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
     p->flavour = flavour;
     p->state_dir = strdup (cfg->state_dir ? cfg->state_dir : "/var/lib/kiwi");
     p->worker_id = strdup (cfg->worker_id ? cfg->worker_id : "worker");
+    p->pull.registries = cfg->registries ? strdup (cfg->registries) : NULL;
+    p->pull.auth_file = cfg->registry_auth_file && *cfg->registry_auth_file ? strdup (cfg->registry_auth_file) : NULL;
+    p->pull.timeout_ms = cfg->pull_timeout_ms;
+    p->pull.max_mb = cfg->pull_max_mb;
     const char *sock = cfg->docker_socket ? cfg->docker_socket : "/var/run/docker.sock";
     if (kiwi_docker_open (sock, &p->api, err) < 0) {
-        free (p->state_dir);
-        free (p->worker_id);
-        free (p);
+        docker_close (p);
         (*err)->code = KIWI_SBE_UNAVAILABLE;
         return -1;
     }
@@ -218,10 +221,7 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
                                       "\"runtimes\" in daemon.json)",
                                       sock, need[i]);
                 json_decref (info);
-                kiwi_docker_close (p->api);
-                free (p->state_dir);
-                free (p->worker_id);
-                free (p);
+                docker_close (p);
                 return -1;
             }
         json_decref (info);
@@ -230,10 +230,7 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
             return -1;
         }
     } else {
-        kiwi_docker_close (p->api);
-        free (p->state_dir);
-        free (p->worker_id);
-        free (p);
+        docker_close (p);
         return -1;
     }
     *priv = p;
@@ -262,7 +259,17 @@ docker_close (void *priv)
     kiwi_docker_close (p->probe);
     free (p->state_dir);
     free (p->worker_id);
+    free (p->pull.registries);
+    free (p->pull.auth_file);
     free (p);
+}
+
+static int
+docker_ensure_image (void *priv, const char *image, kiwi_pull_progress_cb progress, void *userdata, bool *pulled,
+                     kiwi_error_t *err)
+{
+    docker_priv *p = priv;
+    return kiwi__docker_ensure_image (p->api, &p->pull, image, progress, userdata, pulled, err);
 }
 
 static void
@@ -904,6 +911,7 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {
     .destroy = docker_destroy,
     .reap = docker_reap,
     .run_once = docker_run_once,
+    .ensure_image = docker_ensure_image,
 };
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
@@ -921,4 +929,5 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
     .destroy = docker_destroy,
     .reap = docker_reap,
     .run_once = docker_run_once,
+    .ensure_image = docker_ensure_image,
 };

@@ -1793,18 +1793,22 @@ kiwi_image_for_runtime (const char *root, const char *dir, const char *runtime, 
     return 1;
 }
 
-int
-kiwi_image_resolve (const char *root, const char *test_command, const kiwi_image_catalog *cat,
-                    kiwi_image_resolution *out, kiwi_error_t *err)
+/* Resolution in the spec's order; `refused` (non-NULL) skips the
+ * devcontainer and says why in the reason. */
+static int
+resolve (const char *root, const char *test_command, const kiwi_image_catalog *cat, const char *refused,
+         kiwi_image_resolution *out, kiwi_error_t *err)
 {
     memset (out, 0, sizeof *out);
     char note[512];
     cleanup_free char *dir = NULL;
     /* 1. the devcontainer */
     cleanup_free char *dc_image = NULL, *dc_path = NULL, *dc_note = NULL;
-    int dc = kiwi_devcontainer_image (root, &dc_image, &dc_path, &dc_note, err);
+    int dc = refused ? 0 : kiwi_devcontainer_image (root, &dc_image, &dc_path, &dc_note, err);
     if (dc < 0)
         return -1;
+    if (refused != NULL && (dc_note = strdup (refused)) == NULL)
+        return kiwi_error_make (err, ENOMEM, "image resolution");
     if (dc == 1) {
         const kiwi_image_entry *e = kiwi_image_catalog_by_ref (cat, dc_image);
         const char *rt = e ? e->runtime : kiwi_runtime_of_image_ref (dc_image);
@@ -1872,8 +1876,8 @@ kiwi_image_resolve (const char *root, const char *test_command, const kiwi_image
         if (set_str (&out->image, e->ref, err) < 0 || set_str (&out->runtime, e->runtime, err) < 0
             || set_str (&out->requirement, "", err) < 0 || set_str (&out->requirement_from, "", err) < 0
             || set_str (&out->project_dir, "", err) < 0
-            || set_reason (out, err, "no devcontainer, command or marker names a runtime the catalogue has: %s",
-                           e->ref)
+            || set_reason (out, err, "no devcontainer, command or marker names a runtime the catalogue has: %s%s%s",
+                           e->ref, skipped_dc ? "; " : "", skipped_dc ? skipped_dc : "")
                    < 0)
             goto fail;
         out->source = KIWI_IMAGE_FROM_DEFAULT;
@@ -1883,4 +1887,32 @@ kiwi_image_resolve (const char *root, const char *test_command, const kiwi_image
 fail:
     kiwi_image_resolution_clear (out);
     return -1;
+}
+
+int
+kiwi_image_resolve (const char *root, const char *test_command, const kiwi_image_catalog *cat,
+                    kiwi_image_resolution *out, kiwi_error_t *err)
+{
+    return resolve (root, test_command, cat, NULL, out, err);
+}
+
+int
+kiwi_image_resolve_past_devcontainer (const char *root, const char *test_command, const kiwi_image_catalog *cat,
+                                      const char *why, kiwi_image_resolution *out, kiwi_error_t *err)
+{
+    return resolve (root, test_command, cat, why ? why : "the devcontainer image cannot be used", out, err);
+}
+
+char *
+kiwi_image_wish_note (const kiwi_image_resolution *r)
+{
+    if (r->requirement == NULL || r->requirement[0] == '\0' || r->satisfied || r->image == NULL)
+        return NULL;
+    char *s = NULL;
+    if (asprintf (&s, "%s asks for %s %s, which no image in the catalogue has; %s ran instead",
+                  r->requirement_from && r->requirement_from[0] ? r->requirement_from : "the repository",
+                  r->runtime && r->runtime[0] ? r->runtime : "its runtime", r->requirement, r->image)
+        < 0)
+        return NULL;
+    return s;
 }

@@ -188,6 +188,12 @@ typedef struct kiwi_image_resolution {
 int kiwi_image_resolve (const char *root, const char *test_command, const kiwi_image_catalog *cat,
                         kiwi_image_resolution *out, kiwi_error_t *err);
 
+/* The same without the devcontainer step, for a devcontainer image that
+ * cannot be had (not pulled: `why` says so, and the reason carries it): the
+ * test command, then the markers, then the base image decide. */
+int kiwi_image_resolve_past_devcontainer (const char *root, const char *test_command, const kiwi_image_catalog *cat,
+                                          const char *why, kiwi_image_resolution *out, kiwi_error_t *err);
+
 /* An image for `runtime` with the repository's own version markers, as a
  * swap would pick it (source KIWI_IMAGE_FROM_SWAP). `requirement` (may be
  * NULL) overrides the markers. Returns 1 and fills *out, 0 when the
@@ -196,5 +202,12 @@ int kiwi_image_for_runtime (const char *root, const char *dir, const char *runti
                             const kiwi_image_catalog *cat, kiwi_image_resolution *out, kiwi_error_t *err);
 
 void kiwi_image_resolution_clear (kiwi_image_resolution *r);
+
+/* A version wish the catalogue could not answer, in one line for events
+ * and results: "`.python-version` asks for python 3.13, which no image in
+ * the catalogue has; kiwi/python:3.11 ran instead". NULL when nothing asked
+ * for a version or the image has it (or on allocation failure). Caller
+ * frees. */
+char *kiwi_image_wish_note (const kiwi_image_resolution *r);
 
 #endif

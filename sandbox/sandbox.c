@@ -113,6 +113,22 @@ kiwi_sandbox_env_driver (const kiwi_sandbox_env *env)
 }
 
 int
+kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pull_progress_cb progress, void *userdata,
+                           bool *pulled, kiwi_error_t *err)
+{
+    if (pulled)
+        *pulled = false;
+    if (env->drv->ensure_image == NULL)
+        return 0;
+    bool p = false;
+    if (env->drv->ensure_image (env->priv, image, progress, userdata, &p, err) < 0)
+        return -1;
+    if (pulled)
+        *pulled = p;
+    return 0;
+}
+
+int
 kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_sandbox **out, kiwi_error_t *err)
 {
     kiwi_sandbox *sb = calloc (1, sizeof *sb);

@@ -45,7 +45,8 @@
     X (KIWI_SBE_DISK, 6, "disk ceiling")                                                                   \
     X (KIWI_SBE_NOT_SUPPORTED, 7, "not supported by this driver")                                          \
     X (KIWI_SBE_CANCELLED, 8, "cancelled")                                                                 \
-    X (KIWI_SBE_STOPPED, 9, "stopped by the receiver")
+    X (KIWI_SBE_STOPPED, 9, "stopped by the receiver")                                                     \
+    X (KIWI_SBE_REFUSED, 10, "refused by the operator's settings")
 
 typedef enum {
 #define KIWI__SBE_ENUM(name, val, str) name = 100 + val,
@@ -137,7 +138,26 @@ typedef struct kiwi_sandbox_config {
      * name; NULL: nobody is told. */
     void (*on_start) (const char *driver, void *userdata);
     void *on_start_userdata;
+    /* Pulling a missing image (ensure_image): the registries it may come
+     * from (KIWI_IMAGE_REGISTRIES, whose default is
+     * KIWI_PULL_DEFAULT_REGISTRIES; NULL or "" = none: never pull), the
+     * Docker config.json-style file with their credentials
+     * (KIWI_REGISTRY_AUTH_FILE; NULL = anonymous), the pull's time bound and
+     * the image's size bound (0 = the defaults below). */
+    const char *registries;
+    const char *registry_auth_file;
+    int64_t pull_timeout_ms;
+    int64_t pull_max_mb;
 } kiwi_sandbox_config;
+
+#define KIWI_PULL_DEFAULT_REGISTRIES "docker.io"
+#define KIWI_PULL_DEFAULT_TIMEOUT_MS 600000
+#define KIWI_PULL_DEFAULT_MAX_MB 8192
+
+/* Called about once a second while an image is pulled, with the bytes of
+ * its layers downloaded so far and their total as far as reported. */
+typedef void (*kiwi_pull_progress_cb) (const char *image, uint64_t bytes_done, uint64_t bytes_total,
+                                       void *userdata);
 
 typedef struct kiwi_sandbox_env kiwi_sandbox_env;
 typedef struct kiwi_sandbox kiwi_sandbox;
@@ -168,6 +188,10 @@ typedef struct kiwi_sandbox_driver {
      * process. Cheaper than create + exec + destroy. May be NULL. */
     int (*run_once) (void *priv, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts, size_t nputs,
                      const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err);
+    /* Makes `image` present, pulling it when missing (see
+     * kiwi_sandbox_ensure_image). May be NULL: the driver cannot pull. */
+    int (*ensure_image) (void *priv, const char *image, kiwi_pull_progress_cb progress, void *userdata, bool *pulled,
+                         kiwi_error_t *err);
 } kiwi_sandbox_driver;
 
 /* The drivers. */
@@ -191,6 +215,19 @@ int kiwi_sandbox_env_open (const kiwi_sandbox_driver *drv, const kiwi_sandbox_co
                            kiwi_error_t *err);
 void kiwi_sandbox_env_close (kiwi_sandbox_env *env);
 const kiwi_sandbox_driver *kiwi_sandbox_env_driver (const kiwi_sandbox_env *env);
+
+/* Makes `image` present before a sandbox is created from it: an image the
+ * daemon has is used as it is; a missing one is pulled from its registry
+ * when that registry is on the allow-list (else KIWI_SBE_REFUSED), with
+ * the registry's credentials (never given to a sandbox, never logged),
+ * within the time bound (KIWI_SBE_TIMEOUT) and the size bound (the layers'
+ * sizes the pull reports, then the image's size, an image over it removed
+ * again: KIWI_SBE_REFUSED); an image the registry does not have is
+ * KIWI_SBE_NO_IMAGE. The error's message says why in one line. *pulled
+ * (optional) says whether it was pulled. A driver that cannot pull
+ * returns 0 and leaves the image to create. */
+int kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pull_progress_cb progress,
+                               void *userdata, bool *pulled, kiwi_error_t *err);
 
 int kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_sandbox **out,
                          kiwi_error_t *err);

@@ -58,6 +58,8 @@ kiwi_step0_result_clear (kiwi_step0_result *r)
     free (r->snapshot_dir);
     kiwi_exec_result_clear (&r->run);
     free (r->reason);
+    free (r->image_note);
+    free (r->wish_note);
     memset (r, 0, sizeof *r);
 }
 
@@ -241,7 +243,7 @@ default_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, ch
     if (in->install.argv.n == 0)
         return kiwi_phase_install (rq->env, rq->cfg, &(kiwi_install_request) { .argv = NULL }, r, err);
     if (rq->snapshot_root == NULL)
-        return kiwi_error_make (err, 0, "step 0: no snapshot directory for Phase A");
+        return kiwi_error_make (err, 0, "no snapshot directory for Phase A");
     if (mkdir (rq->snapshot_root, 0700) < 0 && errno != EEXIST)
         return kiwi_error_make (err, errno, "creating %s", rq->snapshot_root);
     char *dir = NULL;
@@ -286,7 +288,7 @@ do_install (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *
     kiwi_step0_install_fn fn = rq->install ? rq->install : default_install;
     void *ud = rq->install ? rq->install_userdata : (void *) rq;
     if (fn (ud, &res->insp, &res->install, &res->snapshot_dir, err) < 0)
-        return kiwi_error_wrap (err, "step 0: Phase A for %s", res->insp.image.image);
+        return kiwi_error_wrap (err, "Phase A for %s", res->insp.image.image);
     res->install_ms += res->install.duration_ms;
     return 0;
 }
@@ -310,7 +312,7 @@ do_verify (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *e
         .userdata = rq->userdata,
     };
     if (kiwi_phase_verify (rq->env, rq->cfg, &vr, &res->run, NULL, NULL, err) < 0)
-        return kiwi_error_wrap (err, "step 0: verify in %s", res->insp.image.image);
+        return kiwi_error_wrap (err, "verify in %s", res->insp.image.image);
     res->verify_runs++;
     res->verify_ms += res->run.duration_ms;
     return 0;
@@ -346,6 +348,57 @@ examine (const kiwi_step0_request *rq, kiwi_step0_result *res, const char *phase
                               rq->inspect.catalog, &res->decision, err);
 }
 
+/* Makes the inspection's image present (pulling it). An image that cannot
+ * be had is an error, except a devcontainer's: resolution then goes on
+ * past the devcontainer, and res->image_note says so. */
+static int
+ensure_image (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    kiwi_error_t e = NULL;
+    bool pulled = false;
+    const char *image = res->insp.image.image;
+    if (rq->unavailable_image != NULL && strcmp (image, rq->unavailable_image) == 0)
+        kiwi_error_make_code (&e, KIWI_SBE_NO_IMAGE, "%s", rq->unavailable_why ? rq->unavailable_why : "unavailable");
+    else if (kiwi_sandbox_ensure_image (rq->env, image, rq->pull_progress, rq->pull_userdata, &pulled, &e) == 0) {
+        res->pulled = res->pulled || pulled;
+        return 0;
+    }
+    if (res->insp.image.source != KIWI_IMAGE_FROM_DEVCONTAINER || kiwi_error_code (e) == KIWI_SBE_CANCELLED
+        || kiwi_error_code (e) == KIWI_SBE_UNAVAILABLE) {
+        *err = kiwi_error_steal (&e);
+        return kiwi_error_wrap (err, "image %s could not be pulled", image);
+    }
+    cleanup_free char *why = NULL;
+    int n = asprintf (&why, "devcontainer image %s could not be pulled: %s", image, kiwi_error_msg (e));
+    kiwi_error_free (&e);
+    if (n < 0)
+        return kiwi_error_make (err, ENOMEM, "step 0");
+    kiwi_image_resolution next;
+    if (kiwi_image_resolve_past_devcontainer (rq->inspect.root, rq->inspect.test_command, rq->inspect.catalog, why,
+                                              &next, err)
+        < 0)
+        return -1;
+    kiwi_inspection ni;
+    int rc = kiwi_inspect_with_image (&rq->inspect, &next, &ni, err);
+    /* "marker go.mod (go)", "the test command runs `npm` (node)": the reason's first clause */
+    const char *r = next.reason ? next.reason : "";
+    size_t cut = strcspn (r, ";");
+    free (res->image_note);
+    if (asprintf (&res->image_note, "%s; using %s from %.*s", why, next.image, (int) cut, r) < 0)
+        res->image_note = NULL;
+    kiwi_image_resolution_clear (&next);
+    if (rc < 0)
+        return -1;
+    kiwi_inspection_clear (&res->insp);
+    res->insp = ni; /* now owned by the result */
+    free (res->first_image);
+    res->first_image = strdup (res->insp.image.image);
+    if (res->image_note == NULL || res->first_image == NULL)
+        return kiwi_error_make (err, ENOMEM, "step 0");
+    kiwi_info ("step 0: %s", res->image_note);
+    return ensure_image (rq, res, err);
+}
+
 /* Replaces the inspection by the decision's image and re-installs. */
 static int
 swap (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
@@ -357,11 +410,26 @@ swap (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
     res->insp = next; /* now owned by the result */
     res->swapped = true;
     kiwi_info ("step 0: %s", res->decision.reason);
+    if (ensure_image (rq, res, err) < 0)
+        return -1;
     return do_install (rq, res, err);
 }
 
+static int run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err);
+
 int
 kiwi_step0_run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    if (run (rq, res, err) < 0)
+        return -1;
+    /* every version wish is answered: one the catalogue could not meet is
+     * named beside the reason, whatever the verdict */
+    res->wish_note = kiwi_image_wish_note (&res->insp.image);
+    return 0;
+}
+
+static int
+run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
 {
     memset (res, 0, sizeof *res);
     res->status = KIWI_STEP0_FAILED;
@@ -370,6 +438,8 @@ kiwi_step0_run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error
     res->first_image = strdup (res->insp.image.image);
     if (res->first_image == NULL)
         return kiwi_error_make (err, ENOMEM, "step 0");
+    if (ensure_image (rq, res, err) < 0)
+        return -1;
     if (do_install (rq, res, err) < 0)
         return -1;
     if (install_failed (&res->install)) {

@@ -3,7 +3,10 @@
  * code ran, and what its failure means (spec: "Which image the sandbox
  * uses", "When a repository cannot be verified offline").
  *
- *   1. inspect the repository (inspect.h) and run Phase A for its image
+ *   1. inspect the repository (inspect.h), make its image present (a
+ *      missing one is pulled, kiwi_sandbox_ensure_image; a devcontainer
+ *      image that cannot be had is reported in image_note and resolution
+ *      goes on past the devcontainer), and run Phase A for its image
  *      (through the caller's install function: its cache, or a plain
  *      kiwi_phase_install into snapshot_root/<cache key>);
  *   2. run the test command once in Phase B;
@@ -99,6 +102,10 @@ typedef struct kiwi_step0_request {
     const char *snapshot_root;       /* used when install is NULL */
     kiwi_output_cb on_output;        /* live output of every run, optional */
     void *userdata;
+    kiwi_pull_progress_cb pull_progress; /* while an image is pulled, optional */
+    void *pull_userdata;
+    const char *unavailable_image;   /* an image the caller already failed to have (not pulled again), or NULL */
+    const char *unavailable_why;     /* and why */
 } kiwi_step0_request;
 
 typedef struct kiwi_step0_result {
@@ -115,6 +122,13 @@ typedef struct kiwi_step0_result {
     int verify_runs;                 /* 0, 1 or 2 */
     int64_t install_ms, verify_ms;   /* time spent in Phase A and in Phase B, in total */
     char *reason;                    /* one line: what step 0 concluded and why */
+    bool pulled;                     /* an image was pulled for step 0 */
+    char *image_note;                /* the devcontainer image could not be had: why, and what was used
+                                      * instead ("devcontainer image X could not be pulled: ...; using Y
+                                      * from marker go.mod (go)"); NULL otherwise */
+    char *wish_note;                 /* a version the repository asks for that the image in force does not
+                                      * have: which, by which file, which image ran instead
+                                      * (kiwi_image_wish_note); NULL otherwise */
 } kiwi_step0_result;
 
 void kiwi_step0_result_clear (kiwi_step0_result *r);

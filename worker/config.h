@@ -52,6 +52,10 @@ typedef struct kiwi_worker_config {
     char *sandbox;          /* driver name */
     char *docker_socket;
     char *image_catalog;
+    char *image_registries;   /* KIWI_IMAGE_REGISTRIES: where a missing image may be pulled from */
+    char *registry_auth_file; /* KIWI_REGISTRY_AUTH_FILE: their credentials (config.json), or NULL */
+    int64_t pull_timeout_s;
+    int64_t pull_max_mb;
     char *ca_bundle;
     int64_t install_timeout_s;
     bool session_allow_test_creds;

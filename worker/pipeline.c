@@ -428,7 +428,9 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
     kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
                                .worker_id = cfg->worker_id, .on_start = sandbox_started,
-                               .on_start_userdata = p->events };
+                               .on_start_userdata = p->events, .registries = cfg->image_registries,
+                               .registry_auth_file = cfg->registry_auth_file,
+                               .pull_timeout_ms = cfg->pull_timeout_s * 1000, .pull_max_mb = cfg->pull_max_mb };
     if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &sb, &err) < 0) {
         result_error (out, KIWI_RESULT_ERROR, "sandbox: %s", kiwi_error_msg (err));
         goto done;
@@ -479,7 +481,8 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         goto done;
     }
     if (s0.verdict == KIWI_STEP0_INSTALL_FAILS) {
-        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s", s0.reason ? s0.reason : "install failed");
+        result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s%s%s%s", s0.reason ? s0.reason : "install failed",
+                      s0.note ? " (" : "", s0.note ? s0.note : "", s0.note ? ")" : "");
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
@@ -488,8 +491,16 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
+    if (s0.verdict == KIWI_STEP0_UNVERIFIABLE) {
+        /* not the repository's bug: no round is spent on it */
+        result_error (out, KIWI_RESULT_NOT_FIXED, "%s%s%s%s", s0.reason, s0.note ? " (" : "", s0.note ? s0.note : "",
+                      s0.note ? ")" : "");
+        kiwi_step0_outcome_clear (&s0);
+        goto done;
+    }
     if (s0.verdict == KIWI_STEP0_PASSES) {
-        result_error (out, KIWI_RESULT_NOT_FIXED, "the tests already pass at %s: nothing to fix", task->repo.ref);
+        result_error (out, KIWI_RESULT_NOT_FIXED, "the tests already pass at %s: nothing to fix%s%s%s", task->repo.ref,
+                      s0.note ? " (" : "", s0.note ? s0.note : "", s0.note ? ")" : "");
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
@@ -522,6 +533,13 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     };
     if (kiwi_session_run (&se, task, out, &err) < 0)
         result_error (out, KIWI_RESULT_ERROR, "session: %s", kiwi_error_msg (err));
+    if (out->status != KIWI_RESULT_FIXED && s0.note != NULL) {
+        char *r = NULL;
+        if (asprintf (&r, "%s (%s)", out->reason ? out->reason : "", s0.note) >= 0) {
+            free (out->reason);
+            out->reason = r;
+        }
+    }
     if (p->stop && *p->stop)
         rc = -1;
     kiwi_step0_outcome_clear (&s0);

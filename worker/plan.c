@@ -49,6 +49,7 @@ kiwi_step0_outcome_clear (kiwi_step0_outcome *o)
     free (o->output);
     free (o->reason);
     free (o->snapshot);
+    free (o->note);
     memset (o, 0, sizeof *o);
 }
 
@@ -106,6 +107,40 @@ bridge_install (void *userdata, const kiwi_inspection *in, kiwi_install_result *
     return b->fn (b->ud, in, r, snapshot_dir, err);
 }
 
+/* image_pull events while step 0 pulls an image: one when the bytes move,
+ * and the last one with the image's size. */
+typedef struct {
+    kiwi_events *events;
+    uint64_t last_done;
+    bool started;
+} pull_events;
+
+static void
+on_pull (const char *image, uint64_t done, uint64_t total, void *userdata)
+{
+    pull_events *pe = userdata;
+    if (pe->started && done == pe->last_done)
+        return;
+    pe->started = true;
+    pe->last_done = done;
+    kiwi_events_emit (pe->events, KIWI_PHASE_STEP0, "image_pull", 0,
+                      json_pack ("{s:s,s:I,s:I}", "image", image, "bytes", (json_int_t) done, "bytes_total",
+                                 (json_int_t) total));
+}
+
+/* The version wish of the image in force: which version was asked for, by
+ * which file, which image ran, and whether it has that version. NULL when
+ * nothing asked for a version. */
+static json_t *
+version_json (const kiwi_image_resolution *im)
+{
+    if (im->requirement == NULL || im->requirement[0] == '\0')
+        return NULL;
+    return json_pack ("{s:s,s:s,s:s,s:s,s:b}", "runtime", im->runtime ? im->runtime : "", "asked", im->requirement,
+                      "from", im->requirement_from ? im->requirement_from : "", "used", im->image, "satisfied",
+                      im->satisfied);
+}
+
 static json_t *
 classification_json (const kiwi_step0_result *r)
 {
@@ -144,6 +179,23 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
             free (in);
         }
     }
+    /* a cached run is of the plan's image, which must be here (pulled if
+     * need be): one that cannot be had leaves it to step 0's resolution */
+    pull_events pe = { .events = events };
+    bool pulled = false;
+    cleanup_free char *unavailable = NULL, *unavailable_ref = NULL;
+    if (key[0]) {
+        kiwi_error_t e = NULL;
+        if (kiwi_sandbox_ensure_image (sb, plan->image, on_pull, &pe, &pulled, &e) < 0) {
+            key[0] = '\0';
+            /* step 0 is told, and does not pull it again */
+            if (kiwi_error_code (e) != KIWI_SBE_CANCELLED && kiwi_error_code (e) != KIWI_SBE_UNAVAILABLE) {
+                unavailable = strdup (kiwi_error_msg (e));
+                unavailable_ref = strdup (plan->image); /* plan->image changes as step 0 installs */
+            }
+        }
+        kiwi_error_free (&e);
+    }
     kiwi_verify_entry ve;
     if (key[0] && kiwi_cache_get_verify (cache, key, &ve) == 1) {
         /* the install still has to be in place for the session */
@@ -161,10 +213,16 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         o->output = steal_pointer (&ve.output);
         kiwi_verify_entry_clear (&ve);
         o->verdict = o->exit_code == 0 ? KIWI_STEP0_PASSES : KIWI_STEP0_FAILS;
-        kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0,
-                          json_pack ("{s:b,s:i,s:s,s:s,s:b}", "cached", 1, "exit_code", o->exit_code, "status",
-                                     o->verdict == KIWI_STEP0_PASSES ? "passed" : "failed", "image", plan->image,
-                                     "swapped", 0));
+        json_t *cev = json_pack ("{s:b,s:b,s:i,s:s,s:s,s:b}", "cached", 1, "pulled", pulled, "exit_code",
+                                 o->exit_code, "status", o->verdict == KIWI_STEP0_PASSES ? "passed" : "failed",
+                                 "image", plan->image, "swapped", 0);
+        json_t *ver = version_json (&plan->insp.image);
+        if (ver)
+            json_object_set_new (cev, "version", ver);
+        o->note = kiwi_image_wish_note (&plan->insp.image);
+        if (o->note)
+            json_object_set_new (cev, "note", json_string (o->note));
+        kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, cev);
         return 0;
     }
 
@@ -186,6 +244,10 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         .task_id = task->id,
         .install = bridge_install,
         .install_userdata = &b,
+        .pull_progress = on_pull,
+        .pull_userdata = &pe,
+        .unavailable_image = unavailable ? unavailable_ref : NULL,
+        .unavailable_why = unavailable,
     };
     kiwi_step0_result r;
     int rc = kiwi_step0_run (&rq, &r, err);
@@ -209,7 +271,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         o->verdict = KIWI_STEP0_FAILS;
         break;
     case KIWI_STEP0_STOPPED:
-        o->verdict = KIWI_STEP0_NEEDS_NETWORK;
+        o->verdict = r.first.cls == KIWI_FAILURE_NEEDS_NETWORK ? KIWI_STEP0_NEEDS_NETWORK : KIWI_STEP0_UNVERIFIABLE;
         break;
     case KIWI_STEP0_INSTALL_FAILED:
         o->verdict = KIWI_STEP0_INSTALL_FAILS;
@@ -225,8 +287,27 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
                             (json_int_t) (r.install_ms + r.verify_ms), "output_tail",
                             o->output ? o->output + (ol > 2000 ? ol - 2000 : 0) : "");
     json_object_set_new (ev, "classification", classification_json (&r));
+    json_object_set_new (ev, "image_reason", json_string (r.insp.image.reason ? r.insp.image.reason : ""));
+    json_object_set_new (ev, "pulled", json_boolean (r.pulled || pulled));
+    if (r.image_note)
+        json_object_set_new (ev, "image_note", json_string (r.image_note));
+    json_t *ver = version_json (&r.insp.image);
+    if (ver)
+        json_object_set_new (ev, "version", ver);
+    /* what the result says besides its own reason: the image that could
+     * not be had, the version that was not there */
+    const char *vn = r.wish_note;
+    if (r.image_note || vn) {
+        if (asprintf (&o->note, "%s%s%s", r.image_note ? r.image_note : "", r.image_note && vn ? "; " : "",
+                      vn ? vn : "")
+            < 0)
+            o->note = NULL;
+        json_object_set_new (ev, "note", json_string (o->note ? o->note : ""));
+    }
     kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, ev);
-    if (key[0] && !r.swapped && !r.run.timed_out && (r.status == KIWI_STEP0_PASSED || r.status == KIWI_STEP0_FAILED))
+    /* kept under the plan's image only when that image ran */
+    if (key[0] && !r.swapped && r.image_note == NULL && !r.run.timed_out
+        && (r.status == KIWI_STEP0_PASSED || r.status == KIWI_STEP0_FAILED))
         kiwi_cache_put_verify (cache, key, o->exit_code, o->output);
     kiwi_step0_result_clear (&r);
     return 0;

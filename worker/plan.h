@@ -40,6 +40,7 @@ typedef enum {
     KIWI_STEP0_PASSES,         /* nothing to fix */
     KIWI_STEP0_NEEDS_NETWORK,  /* the build needs the network: stop with the cause */
     KIWI_STEP0_INSTALL_FAILS,  /* Phase A failed (also after a swap): the reason is in `reason` */
+    KIWI_STEP0_UNVERIFIABLE,   /* no image here runs it (a version or runtime the catalogue lacks): stop, named */
 } kiwi_step0_verdict;
 
 /* Phase A for a plan's inspection, or its cached snapshot: the pipeline's
@@ -56,6 +57,9 @@ typedef struct kiwi_step0_outcome {
     char *reason;             /* NEEDS_NETWORK: the cause by name, the host, the command */
     char *snapshot;           /* the dependency snapshot in force (NULL: none) */
     bool swapped;             /* the image was swapped (the plan now names the new one) */
+    char *note;               /* for the result: a devcontainer image not had, a version wish not answered
+                               * ("`.python-version` asks for python 3.13, ...; kiwi/python:3.11 ran instead"),
+                               * or NULL */
 } kiwi_step0_outcome;
 
 void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);

@@ -259,6 +259,23 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
                jstr (want, "host", ""));
     check (r, strcmp (kiwi_step0_status_str (res.status), jstr (want, "outcome", "")) == 0, "outcome %s, want %s",
            kiwi_step0_status_str (res.status), jstr (want, "outcome", ""));
+    /* a version wish: what was asked, by which file, which image ran, and
+     * the one line that says so when the catalogue could not answer it */
+    json_t *wish = json_object_get (want, "version");
+    if (wish != NULL) {
+        const kiwi_image_resolution *im = &res.insp.image;
+        check (r, strcmp (im->requirement ? im->requirement : "", jstr (wish, "asked", "")) == 0,
+               "version asked %s, want %s", im->requirement, jstr (wish, "asked", ""));
+        check (r, strcmp (im->requirement_from ? im->requirement_from : "", jstr (wish, "from", "")) == 0,
+               "version asked by %s, want %s", im->requirement_from, jstr (wish, "from", ""));
+        check (r, strcmp (im->image, jstr (wish, "used", "")) == 0, "version used %s, want %s", im->image,
+               jstr (wish, "used", ""));
+        bool sat = json_is_true (json_object_get (wish, "satisfied"));
+        check (r, im->satisfied == sat, "version satisfied %d", im->satisfied);
+        check (r, sat ? res.wish_note == NULL : (res.wish_note && strstr (res.wish_note, jstr (wish, "from", ""))
+                                                    && strstr (res.wish_note, jstr (wish, "used", ""))),
+               "wish note `%s`", res.wish_note ? res.wish_note : "(none)");
+    }
     if (!r->ok || getenv ("KIWI_CORPUS_VERBOSE")) {
         fprintf (stderr, "---- %s `%s`: %s\n  image: %s\n  install: %s (%s)\n", repo, command, res.reason,
                  res.insp.image.reason, res.install.reason, kiwi_install_status_str (res.install.status));

@@ -113,7 +113,9 @@ worker_start() {
   # env's own options (-u NAME) lead, before any assignment
   local envopts=()
   while [ "${1:-}" = -u ]; do envopts+=("$1" "$2"); shift 2; done
-  env "${envopts[@]}" KIWI_ALLOW_LOCAL_REPOS=true KIWI_REPO_SCHEMES=https,ssh,git \
+  # KIWI_IMAGE_REGISTRIES=none: the local catalogue's images are never
+  # pulled (kiwi/... would be docker.io's)
+  env "${envopts[@]}" KIWI_ALLOW_LOCAL_REPOS=true KIWI_REPO_SCHEMES=https,ssh,git KIWI_IMAGE_REGISTRIES=none \
     KIWI_MODEL_BASE_URLS="http://127.0.0.1:9/${PROVIDER_PORT:+,http://127.0.0.1:$PROVIDER_PORT/}" \
     "$@" \
     KIWI_WORKER_ID="$RUN_ID-$name" KIWI_GROUP="kiwi-itest-$RUN_ID" \
@@ -142,4 +144,35 @@ submit_fix() {
   kiwi_cli submit --repo "$GIT_URL_BASE/$repo.git" --ref main --test "npm test" \
     --goal "Make the tests pass." --provider anthropic --model claude-sonnet-4-5-20250929 \
     --base-url "http://127.0.0.1:$PROVIDER_PORT/script/$script" "$@"
+}
+
+# once_payload FILE KIND KEY: from a `kiwi-worker --once` output, the last
+# KIND progress event's payload KEY (booleans as true/false, maps and lists
+# as JSON with sorted keys), or with KIND
+# "result" the result's KEY; "" when absent.
+once_payload() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+val = ""
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if sys.argv[2] == "result" and j.get("type") == "result":
+        val = j["result"].get(sys.argv[3], "")
+    elif j.get("type") == "progress" and j["event"].get("kind") == sys.argv[2]:
+        val = (j["event"].get("payload") or {}).get(sys.argv[3], "")
+    else:
+        continue
+    val = str(val).lower() if isinstance(val, bool) else json.dumps(val, sort_keys=True) if isinstance(val, (dict, list)) else val
+print(val)
+EOF
+}
+
+# commit_dir DIR MESSAGE: DIR as a git repository with one commit on main.
+commit_dir() {
+  git -C "$1" init -q -b main
+  git -C "$1" -c user.email=kiwi@test -c user.name=kiwi add -A
+  git -C "$1" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "$2"
 }

@@ -38,21 +38,7 @@ run_once() { # NAME
     KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
     "$WORKER" --once "$TMP/task-$1.json" >"$TMP/once-$1.jsonl" 2>"$TMP/once-$1.log" || true
 }
-step0() { # NAME KEY: the step-0 event's KEY
-  python3 - "$TMP/once-$1.jsonl" "$2" <<'EOF'
-import json, sys
-val = ""
-for line in open(sys.argv[1]):
-    try:
-        j = json.loads(line)
-    except ValueError:
-        continue
-    if j.get("type") == "progress" and j["event"].get("kind") == "step0":
-        v = (j["event"].get("payload") or {}).get(sys.argv[2], "")
-        val = str(v).lower() if isinstance(v, bool) else v
-print(val)
-EOF
-}
+step0() { once_payload "$TMP/once-$1.jsonl" step0 "$2"; } # NAME KEY: the step-0 event's KEY
 
 task_file a '["APP_TEST_TOKEN"]'
 task_file b '[]'

@@ -1,0 +1,106 @@
+/*
+ * image-pull.h: what a driver needs to pull an image through the Docker
+ * Engine API (POST /images/create) without trusting the reference:
+ *
+ *   - reading an image reference the way Docker does (`node:22` is
+ *     docker.io/library/node:22; a first component with a dot, a colon or
+ *     `localhost` is a registry);
+ *   - the operator's allow-list of registries (KIWI_IMAGE_REGISTRIES);
+ *   - the X-Registry-Auth header for a registry, from a Docker
+ *     config.json-style file (KIWI_REGISTRY_AUTH_FILE);
+ *   - the pull's progress stream: one JSON object per line, `status`,
+ *     `id`, `progressDetail {current, total}`, `error`/`errorDetail`.
+ *
+ * The pulling itself is the driver's (driver-docker.c); these pieces are
+ * pure and unit-tested.
+ *
+ * Ownership: a kiwi_image_ref owns nothing (fixed buffers); a header from
+ * kiwi_registry_auth_header is the caller's and holds a credential: free
+ * it with kiwi_registry_auth_free, never log it. A kiwi_pull_stream owns
+ * its buffers (kiwi_pull_stream_clear).
+ */
+#ifndef KIWI_SANDBOX_IMAGE_PULL_H
+#define KIWI_SANDBOX_IMAGE_PULL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* ----- references ----- */
+
+typedef struct kiwi_image_ref {
+    char domain[256];     /* "docker.io", "ghcr.io", "127.0.0.1:5000" */
+    char path[512];       /* "library/node", "devcontainers/base" */
+    char tag[128];        /* "22", "latest" when none is written; "" with a digest only */
+    char digest[160];     /* "sha256:..." or "" */
+} kiwi_image_ref;
+
+/* Parses `ref` ("node:22", "ghcr.io/x/y:1", "127.0.0.1:5000/kiwi/test:1",
+ * "x@sha256:..."). Docker's normalisation: no registry is docker.io (and
+ * index.docker.io, registry-1.docker.io are docker.io), a single docker.io
+ * component is under library/, no tag is "latest". Returns 0, or < 0 with
+ * *err naming what is wrong (empty, upper case in the path, too long). */
+int kiwi_image_ref_parse (const char *ref, kiwi_image_ref *out, kiwi_error_t *err);
+
+/* The full name without tag or digest ("docker.io/library/node"), for
+ * fromImage. Returns `buf`. */
+const char *kiwi_image_ref_name (const kiwi_image_ref *r, char *buf, size_t cap);
+
+/* Whether `domain` is on `allow_list`: registry names separated by commas
+ * or white space, compared case-insensitively after the same normalisation
+ * (docker.io, index.docker.io and registry-1.docker.io are one). An empty
+ * or NULL list allows nothing. */
+bool kiwi_registry_allowed (const char *allow_list, const char *domain);
+
+/* ----- credentials ----- */
+
+/* The value of X-Registry-Auth for `domain` from the Docker config.json at
+ * `auth_file`: the base64url of {"username","password","serveraddress"} (or
+ * {"identitytoken","serveraddress"}), from `auths[domain]` (for docker.io
+ * also "https://index.docker.io/v1/"), whose "auth" is base64 of
+ * user:password or which has username/password. Returns 1 with *value set
+ * (the caller's; kiwi_registry_auth_free), 0 when the file has no entry for
+ * the registry (pull anonymously), < 0 when the file cannot be read or is
+ * not such a file. The error never quotes the file's contents. */
+int kiwi_registry_auth_header (const char *auth_file, const char *domain, char **value, kiwi_error_t *err);
+
+/* Wipes and frees a credential string. NULL is a no-op. */
+void kiwi_registry_auth_free (char *value);
+
+/* ----- the pull's progress stream ----- */
+
+#define KIWI_PULL_MAX_LAYERS 512
+
+typedef struct kiwi_pull_layer {
+    char id[80];
+    uint64_t current;
+    uint64_t total;
+} kiwi_pull_layer;
+
+typedef struct kiwi_pull_stream {
+    char *line;            /* the unfinished line */
+    size_t line_len, line_cap;
+    kiwi_pull_layer *layers;
+    size_t n_layers;
+    uint64_t bytes_total;  /* the sum of the layers' sizes the stream reported */
+    uint64_t bytes_done;   /* the sum of what was downloaded of them */
+    char error[512];       /* the stream's `error` / `errorDetail.message`, or "" */
+    char status[256];      /* the last `status` without an id ("Digest: ...", "Status: ...") */
+    bool bad;              /* a line that is not a JSON object, or a line beyond 64 KiB */
+} kiwi_pull_stream;
+
+void kiwi_pull_stream_init (kiwi_pull_stream *s);
+void kiwi_pull_stream_clear (kiwi_pull_stream *s);
+
+/* Feeds bytes as they arrive (lines may be split anywhere). Returns 0, or
+ * < 0 on allocation failure. A malformed line sets `bad` and is skipped;
+ * more than KIWI_PULL_MAX_LAYERS layers are counted in bytes_total no more
+ * (the size bound then holds for what was counted). */
+int kiwi_pull_stream_feed (kiwi_pull_stream *s, const char *data, size_t len);
+
+/* Ends the stream (a last line without a newline). */
+int kiwi_pull_stream_finish (kiwi_pull_stream *s);
+
+#endif
