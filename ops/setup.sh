@@ -49,7 +49,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   e2fsprogs mount util-linux findutils
-  redis-server docker.io runsc debootstrap kcat tmux
+  redis-server docker.io runsc debootstrap kcat tmux shellcheck
   iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl
   # docker.io only recommends these, and we install without recommends:
   # with AppArmor enabled in the kernel (Debian's default) and no
