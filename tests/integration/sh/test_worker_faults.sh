@@ -550,6 +550,7 @@ for k in sorted(by_kind):
     rs = by_kind[k]
     print(f"    {k:7s} {len(rs):4d}  e.g. {collections.Counter(rs).most_common(1)[0][0][:90]}")
 PY
+  # shellcheck disable=SC2154 # WORKER_PID_<name> is set by worker_start (lib.sh), through eval
   kill -0 "$WORKER_PID_a" 2>/dev/null || fail "the worker died"
   passed=$((passed + 1))
   stop_workers
