@@ -50,7 +50,7 @@ PACKAGES=(
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   libmicrohttpd-dev
   e2fsprogs mount util-linux findutils
-  redis-server docker.io runsc debootstrap kcat tmux
+  redis-server docker.io runsc debootstrap kcat tmux shellcheck
   # the metrics test scrapes kiwi-worker with a real Prometheus (and promtool)
   prometheus
   # the image-pull tests run a local registry (tests/integration/sh/test_worker_pull.sh)

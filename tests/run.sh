@@ -56,7 +56,10 @@ else
   stage "setup" bash ops/setup.sh
   stage "stack up" bash ops/stack.sh up
   env_file="${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"
-  set -a; . "$env_file"; set +a
+  set -a
+  # shellcheck source=/dev/null # written by ops/stack.sh, just above
+  . "$env_file"
+  set +a
   export KIWI_REQUIRE_SERVICES=1
 fi
 

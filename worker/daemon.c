@@ -35,9 +35,11 @@
 #include "egress.h"
 #include "events.h"
 #include "cache.h"
+#include "admission.h"
 #include "heartbeat.h"
 #include "kafka-conf.h"
 #include "log.h"
+#include "offsets.h"
 #include "policy.h"
 #include "proc.h"
 #include "result-fit.h"
@@ -109,16 +111,6 @@ waiting_free (waiting *w)
     free (w);
 }
 
-/* In-flight offsets of one partition, in order. */
-typedef struct tracker {
-    struct tracker *next;
-    char *topic;
-    int32_t partition;
-    int64_t *offsets;
-    bool *done;
-    size_t n, cap;
-} tracker;
-
 struct daemon {
     const kiwi_worker_config *cfg;
     const char *self_exe;
@@ -146,7 +138,7 @@ struct daemon {
     bool fatal;
     char fatal_msg[512];
     rd_kafka_topic_partition_list_t *assignment;
-    tracker *trackers;
+    kiwi_offsets offsets; /* consumed and not yet committed, per partition */
     waiting *waiting;
     uint64_t done, failed, cache_hits, cache_misses;
     int64_t started_ms;
@@ -170,76 +162,21 @@ struct daemon {
 
 /* ---------- offsets ---------- */
 
-static tracker *
-tracker_get (daemon_t *d, const char *topic, int32_t partition, bool create)
-{
-    for (tracker *t = d->trackers; t; t = t->next)
-        if (t->partition == partition && strcmp (t->topic, topic) == 0)
-            return t;
-    if (!create)
-        return NULL;
-    tracker *t = calloc (1, sizeof *t);
-    t->topic = strdup (topic);
-    t->partition = partition;
-    t->next = d->trackers;
-    d->trackers = t;
-    return t;
-}
-
-static void
-tracker_add (daemon_t *d, const origin *o)
-{
-    tracker *t = tracker_get (d, o->topic, o->partition, true);
-    if (t->n == t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 16;
-        t->offsets = realloc (t->offsets, t->cap * sizeof *t->offsets);
-        t->done = realloc (t->done, t->cap * sizeof *t->done);
-    }
-    t->offsets[t->n] = o->offset;
-    t->done[t->n] = false;
-    t->n++;
-}
-
-static void
-tracker_free_all (daemon_t *d)
-{
-    while (d->trackers) {
-        tracker *t = d->trackers;
-        d->trackers = t->next;
-        free (t->topic);
-        free (t->offsets);
-        free (t->done);
-        free (t);
-    }
-}
-
 /* Marks a message finished and commits its partition up to the first
- * unfinished message. */
+ * unfinished message (offsets.h). */
 static void
 offset_done (daemon_t *d, const origin *o)
 {
-    tracker *t = tracker_get (d, o->topic, o->partition, false);
-    if (t == NULL)
-        return; /* the partition was revoked: the next owner gets it again */
-    for (size_t i = 0; i < t->n; i++)
-        if (t->offsets[i] == o->offset)
-            t->done[i] = true;
-    size_t k = 0;
-    int64_t commit = -1;
-    while (k < t->n && t->done[k])
-        commit = t->offsets[k++] + 1;
-    if (k == 0)
+    int64_t commit;
+    if (!kiwi_offsets_done (&d->offsets, o->topic, o->partition, o->offset, &commit))
         return;
-    memmove (t->offsets, t->offsets + k, (t->n - k) * sizeof *t->offsets);
-    memmove (t->done, t->done + k, (t->n - k) * sizeof *t->done);
-    t->n -= k;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new (1);
-    rd_kafka_topic_partition_list_add (l, t->topic, t->partition)->offset = commit;
+    rd_kafka_topic_partition_list_add (l, o->topic, o->partition)->offset = commit;
     rd_kafka_resp_err_t e = rd_kafka_commit (d->consumer, l, 1);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        kiwi_warn ("commit %s[%d]@%lld: %s", t->topic, t->partition, (long long) commit, rd_kafka_err2str (e));
+        kiwi_warn ("commit %s[%d]@%lld: %s", o->topic, o->partition, (long long) commit, rd_kafka_err2str (e));
     else
-        kiwi_debug ("committed %s[%d]@%lld", t->topic, t->partition, (long long) commit);
+        kiwi_debug ("committed %s[%d]@%lld", o->topic, o->partition, (long long) commit);
     rd_kafka_topic_partition_list_destroy (l);
 }
 
@@ -549,18 +486,25 @@ set_paused (daemon_t *d, bool pause)
     kiwi_debug ("%s consumption (%d of %d slots busy)", pause ? "paused" : "resumed", d->busy, d->nslots);
 }
 
-/* Tasks taken from Kafka beyond the free slots. The partitions are this
- * worker's alone until a rebalance, so holding the next task costs no other
- * worker anything; it saves the fetch after a resume (librdkafka 2.0.2
- * takes up to 0.5 s to fetch again, most of a short task's time). */
-#define KIWI_LOOKAHEAD 1
+/* The daemon's counts, for the rules of admission.h. */
+static kiwi_admission
+admission (const daemon_t *d)
+{
+    return (kiwi_admission) { .nslots = d->nslots,
+                              .busy = d->busy,
+                              .deciding = d->deciding,
+                              .nready = d->nready,
+                              .parked = d->waiting != NULL,
+                              .draining = d->draining,
+                              .drain_expired = d->drain_expired,
+                              .stopped = d->isolation_failed && d->cfg->egress_stop_when_degraded };
+}
 
 static bool
 want_tasks (daemon_t *d)
 {
-    if (d->isolation_failed && d->cfg->egress_stop_when_degraded)
-        return false;
-    return !d->draining && d->busy + d->deciding + (d->waiting ? 1 : 0) + d->nready < d->nslots + KIWI_LOOKAHEAD;
+    kiwi_admission a = admission (d);
+    return kiwi_admission_want_tasks (&a);
 }
 
 static void
@@ -953,7 +897,8 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
 static void
 drain_done_check (daemon_t *d)
 {
-    if (d->draining && d->busy == 0 && (d->deciding == 0 || d->drain_expired))
+    kiwi_admission a = admission (d);
+    if (kiwi_admission_drained (&a))
         ev_break (d->loop, EVBREAK_ALL);
 }
 
@@ -1394,7 +1339,8 @@ decide (daemon_t *d, decide_ctx *c)
 static void
 admit (daemon_t *d, decide_ctx *c)
 {
-    if (d->ready_head == NULL && d->busy + d->deciding < d->nslots) {
+    kiwi_admission a = admission (d);
+    if (kiwi_admission_look_up_now (&a)) {
         decide (d, c);
         return;
     }
@@ -1412,7 +1358,7 @@ admit (daemon_t *d, decide_ctx *c)
 static void
 pump_ready (daemon_t *d)
 {
-    while (d->ready_head && !d->draining && d->busy + d->deciding < d->nslots) {
+    for (kiwi_admission a = admission (d); d->ready_head && kiwi_admission_may_look_up (&a); a = admission (d)) {
         decide_ctx *c = d->ready_head;
         d->ready_head = c->next;
         if (d->ready_head == NULL)
@@ -1451,7 +1397,8 @@ wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     waiting **pp = &d->waiting;
     while (*pp) {
         waiting *wt = *pp;
-        if (wt->next_look_ms > now || d->draining || d->busy + d->deciding >= d->nslots) {
+        kiwi_admission a = admission (d);
+        if (wt->next_look_ms > now || !kiwi_admission_may_look_up (&a)) {
             pp = &wt->next;
             continue;
         }
@@ -1564,9 +1511,17 @@ on_message (daemon_t *d, rd_kafka_message_t *m)
     }
     origin o;
     origin_set (&o, m);
-    tracker_add (d, &o);
-    kiwi_task t;
     kiwi_error_t err = NULL;
+    if (kiwi_offsets_add (&d->offsets, o.topic, o.partition, o.offset, &err) < 0) {
+        /* untracked, a later commit could pass over it: stop rather */
+        snprintf (d->fatal_msg, sizeof d->fatal_msg, "consumer: %s", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        origin_clear (&o);
+        d->fatal = true;
+        ev_break (d->loop, EVBREAK_ALL);
+        return;
+    }
+    kiwi_task t;
     if (kiwi_task_decode (m->payload, m->len, &t, &err) < 0) {
         dead_letter (d, m, kiwi_error_msg (err));
         kiwi_error_free (&err);
@@ -1657,18 +1612,7 @@ rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_
             if (s->state != SLOT_FREE && s->from.topic && s->from.partition == p && strcmp (s->from.topic, topic) == 0)
                 s->revoked = true;
         }
-        tracker **tp = &d->trackers;
-        while (*tp) {
-            tracker *t = *tp;
-            if (t->partition == p && strcmp (t->topic, topic) == 0) {
-                *tp = t->next;
-                free (t->topic);
-                free (t->offsets);
-                free (t->done);
-                free (t);
-            } else
-                tp = &t->next;
-        }
+        kiwi_offsets_revoke (&d->offsets, topic, p);
         drop_ready (d, topic, p);
         waiting **wp = &d->waiting;
         while (*wp) {
@@ -2175,7 +2119,7 @@ out:
         rd_kafka_destroy (d.producer);
     if (d.assignment)
         rd_kafka_topic_partition_list_destroy (d.assignment);
-    tracker_free_all (&d);
+    kiwi_offsets_clear (&d.offsets);
     drop_ready (&d, NULL, 0);
     if (d.egress_pid > 0)
         stop_egress_check (d.egress_pid);

@@ -33,6 +33,7 @@ A script is DIR/<name>.json (see README.md):
          | {"fault": "timeout", "seconds": 30}      (hang, then close)
          | {"fault": "disconnect"}                  (close without a response)
          | {"fault": "malformed", "body": "..."}    (200 with an invalid JSON body)
+    Any turn may carry "delay_s": N: played N seconds late (a slow model).
 
 Every request is checked (headers, required fields, tool schemas, message
 structure, the turn's "expect"); a request that fails gets a 400 in the
@@ -884,6 +885,15 @@ class Handler(BaseHTTPRequestHandler):
         return self._send(status, body, self._id_headers(provider, seq))
 
     def _play(self, provider, script, turn, entry):
+        delay = float(turn.get("delay_s", 0) or 0)
+        if delay > 0:
+            # a slow model: the request is logged at once (so a test sees the
+            # round in flight), answered after the delay
+            self.state.record({"script": script, "provider": provider, "path": entry["path"], "turn": entry["turn"],
+                               "violations": [], "fault": "delay", "status": None, "delay_s": delay})
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline and not self.state.stopping.is_set():
+                time.sleep(0.05)
         fault = turn.get("fault")
         entry["fault"] = fault
         if fault == "timeout":

@@ -206,6 +206,8 @@ class Live(unittest.TestCase):
                 {"fault": "malformed"},
                 {"expect": {"contains": "needle"}, "response": {"ok": 1}},
             ]}, f)
+        with open(os.path.join(cls.dir, "slow.json"), "w") as f:
+            json.dump({"provider": "openai", "turns": [{"delay_s": 0.5, "response": {"ok": 2}}]}, f)
         cls.log = os.path.join(cls.dir, "log.jsonl")
         cls.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "server.py"), "--scripts", cls.dir,
                                      "--log", cls.log, "--parent-pid", str(os.getpid()), "--max-seconds", "60"],
@@ -260,6 +262,19 @@ class Live(unittest.TestCase):
         self.assertEqual(kinds, [[], [], ["expectation"], [], ["script_exhausted"], ["wrong_provider"]])
         with open(self.log) as f:
             self.assertNotIn(KEYS["openai"], f.read())
+
+    def test_delay(self):
+        # a turn with delay_s is logged once on arrival (fault "delay"), then
+        # played: the log shows the request in flight before its answer
+        st, _, data = self.post("/script/slow/v1/chat/completions", openai_body())
+        self.assertEqual((st, json.loads(data)), (200, {"ok": 2}))
+        time.sleep(0.1)
+        with open(self.log) as f:
+            entries = [json.loads(line) for line in f if json.loads(line)["script"] == "slow"]
+        self.assertEqual([(e["fault"], e["status"], e["turn"]) for e in entries], [("delay", None, 0), (None, 200, 0)])
+        self.assertEqual(entries[0]["delay_s"], 0.5)
+        self.assertLess(entries[0]["seq"], entries[1]["seq"])
+        self.assertEqual([e["violations"] for e in entries], [[], []])
 
     def test_wrong_key(self):
         h = dict(OPENAI_HEADERS, authorization="Bearer sk-wrong-123456")

@@ -14,12 +14,14 @@ KIWI_IMAGE_NAMES=(base node18 node20 node22 python3.11 go1.19 rust1.63 ruby3.1 p
 # Checks of every image, run before the recipe's own (NAME|REGEX|COMMAND):
 # nothing left in the temporary directories, the workspace or kiwi's home by
 # the build (a sandbox starts from a clean home).
+# shellcheck disable=SC2034 # read by build.sh, which sources this file
 KIWI_COMMON_CHECKS=(
   "pristine|^$|find /tmp /var/tmp /workspace /home/kiwi -mindepth 1 -maxdepth 1 ! -path /home/kiwi/.bashrc ! -path /home/kiwi/.profile ! -path /home/kiwi/.bash_logout | head -n 5 | tr '\\n' ' '"
 )
 
 KIWI_STATE_DIR=${KIWI_STATE_DIR:-/var/lib/kiwi}
 KIWI_STATE_DIR=${KIWI_STATE_DIR%/}
+# shellcheck disable=SC2034 # read by build.sh, which sources this file
 KIWI_IMAGES_STATE=$KIWI_STATE_DIR/images
 
 # The host's CA bundle: it may carry a TLS-intercepting proxy's CA. It is used

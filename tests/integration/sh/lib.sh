@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/integration/sh/lib.sh: shared pieces of the shell integration tests
 # that drive the real binaries (kiwi-worker, kiwi) against the real stack.
 #
@@ -11,6 +12,7 @@ BUILD=${KIWI_BUILD_DIR:-$ROOT/build}
 KIWI="$BUILD/producer/kiwi"
 WORKER="$BUILD/worker/kiwi-worker"
 env_file="${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"
+# shellcheck source=/dev/null # written by ops/stack.sh when the stack is up
 [ -f "$env_file" ] && { set -a; . "$env_file"; set +a; }
 : "${KIWI_KAFKA_BROKERS:=127.0.0.1:19092}"
 RUN_ID="t$$-$(date +%s)"
@@ -126,7 +128,7 @@ worker_start() {
     ANTHROPIC_API_KEY="kiwi-test-anthropic-key-7f3a9c" KIWI_HEARTBEAT_INTERVAL="${HB:-2}" \
     "$WORKER" >"$TMP/worker-$name.log" 2>&1 &
   local pid=$!
-  PIDS+=($pid)
+  PIDS+=("$pid")
   eval "WORKER_PID_$name=$pid"
 }
 

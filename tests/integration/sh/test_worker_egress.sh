@@ -96,6 +96,7 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 [ -n "$caught" ] || fail "no egress-check sandbox of $RUN_ID-b seen in 60 s"
+# shellcheck disable=SC2154 # WORKER_PID_<name> is set by worker_start (lib.sh), through eval
 kill "$WORKER_PID_b"
 for _ in $(seq 1 160); do kill -0 "$WORKER_PID_b" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$WORKER_PID_b" 2>/dev/null && fail "worker b still runs 40 s after SIGTERM"
@@ -104,6 +105,7 @@ left=$(container_ids "org.kiwi.worker=$RUN_ID-b")
 log "stopped during an egress check (sandbox $(echo $caught | cut -c1-12)): no container left"
 
 # 4. the fleet's own services on another host
+# shellcheck disable=SC2154 # WORKER_PID_<name> is set by worker_start (lib.sh), through eval
 kill "$WORKER_PID_a" 2>/dev/null || true
 exec 8>/run/kiwi-netns.lock   # shared with test_egress.sh and tests/support/netns.c
 flock -w 900 8 || fail "another test holds /run/kiwi-netns.lock"
@@ -173,6 +175,7 @@ wait_hb g 'h["degraded"] and "fleet_services_blocked" in h.get("degraded_reason"
 [ "$(broker_conns)" -gt "$b0" ] || fail "without the rules the broker stand-in counted no connection (the probe did not run?)"
 [ "$(redis_conns)" -ge $((r0 + 3)) ] || fail "without the rules the fleet Redis counted no probe connection ($r0 -> $(redis_conns))"
 log "without the deny rules: $(hb_of g 'checks["fleet_services_blocked"]["detail"]')"
+# shellcheck disable=SC2154 # WORKER_PID_<name> is set by worker_start (lib.sh), through eval
 kill "$WORKER_PID_g"
 for _ in $(seq 1 160); do kill -0 "$WORKER_PID_g" 2>/dev/null || break; sleep 0.25; done
 

@@ -10,8 +10,19 @@
 #           the task: exactly one result per task. The progress topic tells
 #           the two runs apart (attempt), each with seq from 1.
 #   kafka   the broker stopped and started again (ops/stack.sh down/up kafka)
-#           while tasks run: the workers reconnect; every task, including
+#           while tasks run (checked from outside just before: a task's
+#           accepted event on the progress topic and no result yet, both
+#           read with kcat): the workers reconnect; every task, including
 #           those submitted after the restart, gets exactly one result.
+#   round   kill -9 of the worker whose task waits on a slow model round
+#           (the scripted provider answers 15 s late): the other worker runs
+#           the task again from the start; exactly one result, fixed, with a
+#           diff equal to the clean run's (one worker, no fault).
+#   revoke  a second worker joins the group while the only worker's task
+#           waits on a slow model round: the partitions are revoked mid-task
+#           and the task's partition moves to the newcomer; exactly one
+#           result (the results topic counted again after the join), fixed,
+#           with the clean run's diff.
 #   redis   Redis stopped (ops/stack.sh down redis) while a leased task runs
 #           and for longer than the lease: tasks still complete, uncached and
 #           unleased, with a warning in their events and redis_ok false in
@@ -35,7 +46,11 @@
 #           until the topic takes it, exactly once, and the offset is
 #           committed (a worker joining afterwards does not run the task).
 #
-# Usage: test_worker_faults.sh [kill] [kafka] [redis] [noredis] [dlq] [drain] [undelivered]   (default: all)
+# Every result count is made twice: through `kiwi tail` and with kcat (the
+# messages keyed by each task id on the results topic).
+#
+# Usage: test_worker_faults.sh [kill] [kafka] [round] [revoke] [redis] [noredis] [dlq] [drain] [undelivered]
+# (default: all)
 # Tasks run on tests/fixtures/examples/js-pass, whose tests already pass, so
 # each task ends at step 0 (not_fixed, no model call); a `sleep N` before
 # `npm test` makes one last long enough to be hit by the fault. The test
@@ -57,7 +72,7 @@ if [ -f "$env_file" ]; then
 fi
 need_services
 
-PARTS=${*:-kill kafka redis noredis dlq drain undelivered}
+PARTS=${*:-kill kafka round revoke redis noredis dlq drain undelivered}
 BASE_RUN=$RUN_ID
 STACK="$ROOT/ops/stack.sh"
 STOPPED=" "   # services this test stopped; started again on exit
@@ -148,6 +163,48 @@ tail_topic() { # tail_topic KIND OUT: the topic from the beginning to its end no
   kiwi_cli tail "$1" >"$2" 2>>"$TMP/cli.log" || : >"$2"
 }
 
+# kcat_keys KIND: the key of every message on this part's KIND topic, a
+# line each, read with kcat (not through kiwi).
+kcat_keys() {
+  kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.$1" -e -q -f '%k\n' 2>>"$TMP/kcat.log" || true
+}
+
+# in_flight ID...: the ids (a line each) that have an accepted event on the
+# progress topic and no result on the results topic, both read with kcat:
+# the raw messages, framed as key, size, payload (an accepted event's
+# msgpack holds the strings "kind" and "accepted").
+in_flight() {
+  kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.progress" -e -q -f '%k\t%S\t%s' \
+    >"$TMP/progress-raw-$PART.bin" 2>>"$TMP/kcat.log" || true
+  kcat_keys results >"$TMP/results-keys-$PART.txt"
+  python3 - "$TMP/progress-raw-$PART.bin" "$TMP/results-keys-$PART.txt" "$@" <<'PY'
+import sys
+raw, done, want = open(sys.argv[1], "rb").read(), {l.strip() for l in open(sys.argv[2]) if l.strip()}, sys.argv[3:]
+accepted, i = set(), 0
+while i < len(raw):
+    t1 = raw.index(b"\t", i)
+    t2 = raw.index(b"\t", t1 + 1)
+    key, size = raw[i:t1].decode(), int(raw[t1 + 1:t2])
+    payload = raw[t2 + 1:t2 + 1 + max(size, 0)]
+    i = t2 + 1 + max(size, 0)
+    if b"\xa4kind\xa8accepted" in payload:
+        accepted.add(key)
+for w in want:
+    if w in accepted and w not in done:
+        print(w)
+PY
+}
+
+# wait_in_flight ID: until ID is in flight (in_flight), for up to 10 s (its
+# accepted event may still be on its way to the broker).
+wait_in_flight() {
+  for _ in $(seq 1 20); do
+    [ -n "$(in_flight "$1")" ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
 # accepted_by ID: the worker that accepted the task last, or nothing.
 accepted_by() {
   kiwi_cli tail progress --task "$1" 2>>"$TMP/cli.log" \
@@ -190,11 +247,13 @@ print("missing", [w.strip() for w in open(sys.argv[2]) if w.strip() not in got])
 exactly_one_result() {
   local status=$1; shift
   tail_topic results "$TMP/results-$PART.jsonl"
+  kcat_keys results >"$TMP/results-keys-$PART.txt"
   printf '%s\n' "$@" >"$TMP/want-$PART.txt"
-  python3 - "$TMP/results-$PART.jsonl" "$TMP/want-$PART.txt" "$status" <<'PY' || fail "results are not exactly one per task"
+  python3 - "$TMP/results-$PART.jsonl" "$TMP/want-$PART.txt" "$status" "$TMP/results-keys-$PART.txt" <<'PY' || fail "results are not exactly one per task"
 import collections, json, sys
 res = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 want = [l.strip() for l in open(sys.argv[2]) if l.strip()]
+keys = collections.Counter(l.rstrip("\n") for l in open(sys.argv[4]) if l.strip())
 by = collections.defaultdict(list)
 for r in res:
     by[r["task_id"]].append(r)
@@ -209,20 +268,27 @@ for w in want:
 extra = set(by) - set(want)
 if extra:
     bad.append(f"results for tasks never submitted: {sorted(extra)}")
+# the same count from outside: kcat, the raw messages keyed by task id
+for w in want:
+    if keys.get(w, 0) != 1:
+        bad.append(f"{w}: kcat counts {keys.get(w, 0)} messages keyed {w} on the results topic")
+if sum(keys.values()) != len(want):
+    bad.append(f"kcat counts {sum(keys.values())} messages on the results topic for {len(want)} task(s): {dict(keys)}")
 for w in want:
     for r in by.get(w, []):
         print(f"  result {w} {r['status']} by {r['worker_id']} after {r['duration_ms']} ms")
 if bad:
     print("\n".join("  BAD " + b for b in bad))
     sys.exit(1)
-print(f"  {len(want)} task(s), {len(res)} result(s): exactly one each")
+print(f"  {len(want)} task(s), {len(res)} result(s), {sum(keys.values())} message(s) by kcat: exactly one each")
 PY
 }
 
 WORKER_ENV=(KIWI_LEASE_TTL=5 KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_DRAIN_TIMEOUT=10)
 
-git_serve js-pass
+git_serve js-pass js-sum
 serve_copies js-pass 6
+case " $PARTS " in *" round "* | *" revoke "*) provider_serve ;; esac
 passed=0
 
 # ---------------------------------------------------------------- kill -9
@@ -261,25 +327,7 @@ part_kill() {
   for _ in $(seq 1 60); do kill -0 "$tpid" 2>/dev/null || break; sleep 0.25; done
   kill -0 "$tpid" 2>/dev/null && fail "task process $tpid of the killed worker still runs 15 s later"
   log "task process $tpid is gone"
-  # its sandboxes are removed, or a worker restarted under its id reaps them
-  local left=""
-  for _ in $(seq 1 60); do
-    left=$(container_ids "org.kiwi.worker=$victim")
-    [ -z "$left" ] && break
-    sleep 0.25
-  done
-  if [ -z "$left" ]; then
-    log "no sandbox container of $victim is left (removed by its task process)"
-  else
-    log "sandbox container(s) of $victim left 15 s after the kill: $(echo $left); restarting a worker as $victim"
-    worker_start "$vname" KIWI_SLOTS=1 "${WORKER_ENV[@]}"
-    for _ in $(seq 1 60); do
-      grep -q "removed [0-9]* sandbox part" "$TMP/worker-$vname.log" && break
-      sleep 0.5
-    done
-    [ -z "$(container_ids "org.kiwi.worker=$victim")" ] || fail "the restarted $victim did not reap its containers"
-    log "the restarted worker reaped them: $(grep -o 'removed [0-9]* sandbox part.*' "$TMP/worker-$vname.log" | head -1)"
-  fi
+  reaped "$victim" "$vname"
 
   wait_results 150 "${ids[@]}"
   sleep 4 # a late duplicate would show here
@@ -295,6 +343,29 @@ PY
   redelivery_visible "$vtask" "$victim" "$survivor"
   passed=$((passed + 1))
   stop_workers
+}
+
+# reaped VICTIM NAME: the sandboxes of the killed worker VICTIM are removed
+# (by its task process), or a worker restarted under its id (NAME) reaps them.
+reaped() {
+  local victim=$1 vname=$2 left=""
+  for _ in $(seq 1 60); do
+    left=$(container_ids "org.kiwi.worker=$victim")
+    [ -z "$left" ] && break
+    sleep 0.25
+  done
+  if [ -z "$left" ]; then
+    log "no sandbox container of $victim is left (removed by its task process)"
+  else
+    log "sandbox container(s) of $victim left 15 s after the kill: $(echo "$left" | tr '\n' ' '); restarting a worker as $victim"
+    worker_start "$vname" KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+    for _ in $(seq 1 60); do
+      grep -q "removed [0-9]* sandbox part" "$TMP/worker-$vname.log" && break
+      sleep 0.5
+    done
+    [ -z "$(container_ids "org.kiwi.worker=$victim")" ] || fail "the restarted $victim did not reap its containers"
+    log "the restarted worker reaped them: $(grep -o 'removed [0-9]* sandbox part.*' "$TMP/worker-$vname.log" | head -1)"
+  fi
 }
 
 # redelivery_visible ID VICTIM SURVIVOR: the progress topic shows the two
@@ -367,7 +438,12 @@ part_kafka() {
     [ "$n" -ge 2 ] && break
     sleep 0.5
   done
-  log "$n task(s) in their sandboxes; restarting the broker"
+  # from outside, immediately before the restart: a task is accepted and
+  # has no result yet (else the restart hit no task in flight)
+  local inflight
+  inflight=$(in_flight "${ids[@]}")
+  [ -n "$inflight" ] || fail "no task in flight at the broker restart (kcat: none accepted without a result)"
+  log "$n task(s) in their sandboxes; in flight by kcat: $(echo "$inflight" | tr '\n' ' '); restarting the broker"
   stack down kafka
   sleep 3
   stack up kafka
@@ -388,6 +464,141 @@ part_kafka() {
     "publishing it again" "its result stands" "commit .*: "; do
     log "  workers' log lines matching '$what': $(cat "$TMP/worker-a.log" "$TMP/worker-b.log" | grep -cE "$what" || true)"
   done
+  passed=$((passed + 1))
+  stop_workers
+}
+
+# ----------------------------------------------------- slow model rounds
+# The tasks of these parts fix js-sum through the scripted provider's
+# js-sum-slow-round script, whose first turn is answered 15 s late: a fault
+# made while a provider request of that turn is open hits the task in the
+# middle of a model round.
+SLOW=js-sum-slow-round
+
+provider_reset() { # the script back to its first turn
+  curl -fsS -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=$SLOW" >/dev/null \
+    || fail "cannot reset the scripted provider's $SLOW"
+}
+slow_requests() { # how many requests of the slow turn the provider has taken
+  local n
+  n=$(grep -c '"fault": "delay"' "$TMP/provider-requests.jsonl" 2>/dev/null) || true
+  echo "${n:-0}"
+}
+wait_slow_request() { # wait_slow_request N: until more than N were taken
+  for _ in $(seq 1 480); do
+    [ "$(slow_requests)" -gt "$1" ] && { log "the slow model round is open (request $(($1 + 1)) of its turn)"; return 0; }
+    sleep 0.25
+  done
+  fail "no request of the slow model round in 120 s"
+}
+submit_slow() { submit_fix "${1:-js-sum}" "$SLOW" --max-rounds 3 --timeout 600 2>>"$TMP/cli.log"; }
+
+# clean_run: once per test run, the diff of a clean run (one worker, no
+# fault) into $TMP/clean.diff.
+clean_run() {
+  [ -s "$TMP/clean.diff" ] && return 0
+  part clean
+  worker_start a KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  provider_reset
+  local id
+  id=$(submit_slow)
+  wait_results 300 "$id"
+  exactly_one_result fixed "$id"
+  python3 - "$TMP/results-$PART.jsonl" "$TMP/clean.diff" <<'PY' || fail "the clean run has no diff"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][0]
+assert r.get("diff"), r
+open(sys.argv[2], "w").write(r["diff"])
+print(f"  clean run: {len(r['diff'])} bytes of diff")
+PY
+  stop_workers
+}
+
+# same_diff ID: the result of ID carries the clean run's diff, to the byte.
+same_diff() {
+  python3 - "$TMP/results-$PART.jsonl" "$1" "$TMP/clean.diff" <<'PY' || fail "the diff of $1 is not the clean run's"
+import difflib, json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip() and json.loads(l)["task_id"] == sys.argv[2]][0]
+clean = open(sys.argv[3]).read()
+got = r.get("diff") or ""
+if got != clean:
+    print("".join(difflib.unified_diff(clean.splitlines(True), got.splitlines(True), "clean run", sys.argv[2])))
+    sys.exit(1)
+print(f"  {sys.argv[2]}: its diff is the clean run's ({len(got)} bytes)")
+PY
+}
+
+# -------------------------------------------------- kill -9 mid-round
+part_round() {
+  clean_run
+  part round
+  worker_start a KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+  worker_start b KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+  wait_assigned 4 a b
+  provider_reset
+  local id n0 victim vname vpid survivor
+  n0=$(slow_requests)
+  id=$(submit_slow)
+  wait_slow_request "$n0"
+  for _ in $(seq 1 40); do # (kiwi tail may meet a topic still electing its leader)
+    victim=$(accepted_by "$id")
+    [ -n "$victim" ] && break
+    sleep 0.5
+  done
+  [ -n "$victim" ] || fail "no worker accepted $id"
+  wait_in_flight "$id" || fail "$id is not in flight (kcat) while its model round is open"
+  vname=${victim##*-}
+  vpid=$(eval echo "\$WORKER_PID_$vname")
+  survivor="$RUN_ID-$([ "$vname" = a ] && echo b || echo a)"
+  { kill -9 "$vpid"; wait "$vpid"; } 2>/dev/null || true
+  log "killed -9 worker $victim (pid $vpid) while $id waited on its model round"
+  # the run after the redelivery starts its session again: the first turn
+  provider_reset
+  reaped "$victim" "$vname"
+  wait_results 300 "$id"
+  sleep 4 # a late duplicate would show here
+  exactly_one_result fixed "$id"
+  grep -q "task $id: started" "$TMP/worker-${survivor##*-}.log" || fail "$survivor never ran $id"
+  [ "$(slow_requests)" -gt $((n0 + 1)) ] || fail "the slow round was not asked again after the kill"
+  same_diff "$id"
+  passed=$((passed + 1))
+  stop_workers
+}
+
+# --------------------------------------------- partition revoked mid-task
+part_revoke() {
+  clean_run
+  part revoke
+  worker_start a KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+  wait_assigned 4 a
+  provider_reset
+  # a copy of js-sum whose tasks land on partition 2 or 3 (keyed by URL:
+  # librdkafka's CRC-32 of it, modulo 4): when b joins, the range assignor
+  # gives those to b (client ids ...-a < ...-b), so the task's partition
+  # moves to b while a runs it
+  local id n0 revoked0 repo
+  repo=$(python3 -c 'import sys, zlib
+print(next(f"js-sum-{k}" for k in range(1, 100) if zlib.crc32(f"{sys.argv[1]}/js-sum-{k}.git".encode()) % 4 >= 2))' \
+    "$GIT_URL_BASE")
+  [ -d "$TMP/git/$repo.git" ] || cp -a "$TMP/git/js-sum.git" "$TMP/git/$repo.git"
+  n0=$(slow_requests)
+  id=$(submit_slow "$repo")
+  wait_slow_request "$n0"
+  wait_in_flight "$id" || fail "$id is not in flight (kcat) while its model round is open"
+  revoked0=$(grep -cE "revoked [0-9]+ partition" "$TMP/worker-a.log" || true)
+  worker_start b KIWI_SLOTS=1 "${WORKER_ENV[@]}"
+  wait_assigned 4 a b
+  [ "$(grep -cE "revoked [0-9]+ partition" "$TMP/worker-a.log" || true)" -gt "$revoked0" ] \
+    || fail "worker a's partitions were not revoked when b joined"
+  [ -n "$(in_flight "$id")" ] || fail "$id has a result at the rebalance (finished before it, or run a second time): the revoke did not hit it mid-task"
+  log "worker b joined; a's partitions were revoked while $id was in its model round"
+  wait_results 300 "$id"
+  sleep 6 # a late duplicate (b running it again) would show here
+  exactly_one_result fixed "$id"
+  same_diff "$id"
+  grep -q "task $id: received" "$TMP/worker-b.log" || fail "$id's partition did not move to b: the revoke moved no task"
+  log "  $id, revoked from a mid-task, was delivered to b: $(grep -o "task $id: [a-z].*" "$TMP/worker-b.log" | tail -n 1)"
   passed=$((passed + 1))
   stop_workers
 }
@@ -550,6 +761,7 @@ for k in sorted(by_kind):
     rs = by_kind[k]
     print(f"    {k:7s} {len(rs):4d}  e.g. {collections.Counter(rs).most_common(1)[0][0][:90]}")
 PY
+  # shellcheck disable=SC2154 # WORKER_PID_<name> is set by worker_start (lib.sh), through eval
   kill -0 "$WORKER_PID_a" 2>/dev/null || fail "the worker died"
   passed=$((passed + 1))
   stop_workers
@@ -636,8 +848,8 @@ part_drain() {
 
 for p in $PARTS; do
   case "$p" in
-    kill | kafka | redis | noredis | dlq | drain | undelivered) "part_$p" ;;
-    *) fail "unknown part $p (kill kafka redis noredis dlq drain undelivered)" ;;
+    kill | kafka | round | revoke | redis | noredis | dlq | drain | undelivered) "part_$p" ;;
+    *) fail "unknown part $p (kill kafka round revoke redis noredis dlq drain undelivered)" ;;
   esac
 done
 echo "$passed passed, 0 failed"

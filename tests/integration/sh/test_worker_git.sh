@@ -76,7 +76,7 @@ make_src gitconfig
 # watch the work trees for a `.git` entry while the task runs
 ( set +e; while :; do find "$STATE/work" -iname .git 2>/dev/null; sleep 0.05; done ) >"$TMP/dotgit-seen.txt" &
 watcher=$!
-PIDS+=($watcher)
+PIDS+=("$watcher")
 run_once gitconfig "$TMP/src-gitconfig" "" js-sum-gitconfig
 kill "$watcher" 2>/dev/null || true
 r="$TMP/gitconfig.result.json"

@@ -21,6 +21,7 @@ worker_start a KIWI_SLOTS=3 KIWI_METRICS_ADDR="127.0.0.1:$mport" KIWI_EGRESS_INT
   KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 
 # the endpoint answers once the worker is up
+# shellcheck disable=SC2154 # WORKER_PID_<name> is set by worker_start (lib.sh), through eval
 for _ in $(seq 1 60); do
   curl -fsS "http://127.0.0.1:$mport/metrics" >"$TMP/first.txt" 2>/dev/null && break
   kill -0 "$WORKER_PID_a" 2>/dev/null || fail "the worker exited: $(tail -5 "$TMP/worker-a.log")"

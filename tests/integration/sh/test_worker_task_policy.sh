@@ -200,7 +200,7 @@ disk_watch() { # disk_watch TASK_ID OUT: the largest disk of the task's sandboxe
 id_once_disk="once-disk-$RUN_ID"
 disk_watch "$id_once_disk" "$TMP/once-disk.max" &
 watch_pid=$!
-PIDS+=($watch_pid)
+PIDS+=("$watch_pid")
 once disk "$(task_json "$id_once_disk" "$GIT_URL_BASE/js-slow-once.git" ',"limits":{"disk_mb":1048576}')" \
   KIWI_MAX_SANDBOX_DISK_MB=64
 kill "$watch_pid" 2>/dev/null || true
@@ -276,7 +276,7 @@ id_cred=$(kiwi_cli submit --repo "$GIT_URL_BASE/js-pass.git" --ref main --test "
 id_disk="pool-disk-$RUN_ID"
 disk_watch "$id_disk" "$TMP/pool-disk.max" &
 watch_pid=$!
-PIDS+=($watch_pid)
+PIDS+=("$watch_pid")
 submit "$GIT_URL_BASE/js-slow-pool.git" --disk-mb 1048576 --id "$id_disk" >/dev/null
 
 wait_result "$id_base" "$TMP/base.json"
