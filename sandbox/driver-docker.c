@@ -322,7 +322,8 @@ create_container (docker_priv *p, const kiwi_sandbox_spec *spec, const kiwi_exec
         return kiwi_error_make (err, ENOMEM, "sandbox");
     }
     int64_t disk_mb = spec->limits.disk_mb > 0 ? spec->limits.disk_mb : KIWI_SANDBOX_DEFAULT_DISK_MB;
-    if (kiwi_disk_create (p->state_dir, s->name, disk_mb, KIWI_SANDBOX_UID, KIWI_SANDBOX_GID, &s->disk, err) < 0) {
+    if (kiwi_disk_create (p->state_dir, s->name, disk_mb, KIWI_SANDBOX_UID, KIWI_SANDBOX_GID, spec->lower_dir,
+                          &s->disk, err) < 0) {
         sb_free (s);
         return -1;
     }
@@ -904,6 +905,7 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {
     .destroy = docker_destroy,
     .reap = docker_reap,
     .run_once = docker_run_once,
+    .lays_lower = true,
 };
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
@@ -921,4 +923,5 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
     .destroy = docker_destroy,
     .reap = docker_reap,
     .run_once = docker_run_once,
+    .lays_lower = true,
 };
