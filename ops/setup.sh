@@ -50,6 +50,8 @@ PACKAGES=(
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   e2fsprogs mount util-linux findutils
   redis-server docker.io runsc debootstrap kcat tmux
+  # the snapshot store (CNCF Distribution, an OCI registry; docs/store.md)
+  docker-registry
   iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl
   # docker.io only recommends these, and we install without recommends:
   # with AppArmor enabled in the kernel (Debian's default) and no

@@ -143,3 +143,24 @@ submit_fix() {
     --goal "Make the tests pass." --provider anthropic --model claude-sonnet-4-5-20250929 \
     --base-url "http://127.0.0.1:$PROVIDER_PORT/script/$script" "$@"
 }
+
+# event_field FILE KIND KEY: in the JSON lines of `kiwi-worker --once`, KEY
+# of the payload of the last progress event of KIND (KIND=result: of the
+# result); booleans as true/false.
+event_field() {
+  python3 - "$@" <<'EOF'
+import json, sys
+path, kind, key = sys.argv[1:4]
+val = ""
+for line in open(path):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if kind == "result" and j.get("type") == "result":
+        val = j["result"].get(key, "")
+    elif j.get("type") == "progress" and j["event"].get("kind") == kind:
+        val = (j["event"].get("payload") or {}).get(key, "")
+print(str(val).lower() if isinstance(val, bool) else val)
+EOF
+}
