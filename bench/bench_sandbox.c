@@ -20,33 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "phases.h"
 #include "proc.h"
 #include "sandbox.h"
 
 extern char **environ;
-
-static double
-now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int
-cmp_double (const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-static double
-median (double *v, int n)
-{
-    qsort (v, (size_t) n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static long
 rss_kib (void)
@@ -60,23 +39,6 @@ rss_kib (void)
     if (f)
         fclose (f);
     return kib;
-}
-
-static int
-cli (const char *const *argv)
-{
-    kiwi_proc_result r;
-    kiwi_error_t err = NULL;
-    if (kiwi_proc_run (argv, NULL, NULL, 120000, 4096, &r, &err) < 0) {
-        fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
-        kiwi_error_free (&err);
-        return -1;
-    }
-    int rc = r.exit_code;
-    if (rc != 0)
-        fprintf (stderr, "bench: `%s %s` exited %d: %s\n", argv[0], argv[1], rc, r.output);
-    kiwi_proc_result_clear (&r);
-    return rc;
 }
 
 int
@@ -98,21 +60,11 @@ main (int argc, char **argv)
     }
     if (runs < 3)
         runs = 3;
-    const char *sock = getenv ("KIWI_DOCKER_SOCKET");
-    const char *state = getenv ("KIWI_STATE_DIR");
-    kiwi_error_t err = NULL;
-    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
-    if (drv == NULL) {
-        fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
-        return 2;
-    }
-    kiwi_sandbox_config cfg = { .docker_socket = sock ? sock : "/var/run/docker.sock",
-                                .state_dir = state ? state : "/var/lib/kiwi", .worker_id = "bench" };
-    kiwi_sandbox_env *env = NULL;
-    if (kiwi_sandbox_env_open (drv, &cfg, &env, &err) < 0) {
-        fprintf (stderr, "bench: %s\n", kiwi_error_msg (err));
+    const kiwi_sandbox_driver *drv = NULL;
+    kiwi_sandbox_env *env = bench_env_open (driver, &drv);
+    if (env == NULL)
         return 1;
-    }
+    kiwi_error_t err = NULL;
     const char *runtime = strcmp (drv->name, "gvisor") == 0 ? "runsc" : "runc";
     char ws[] = "/tmp/kiwi-bench-XXXXXX";
     if (mkdtemp (ws) == NULL)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Kiwi's local stack: Kafka (KRaft, single node), Redis, dockerd with runsc.
+# Kiwi's local stack: Kafka (KRaft, single node), Redis, dockerd with runsc,
+# the snapshot store (an OCI registry).
 # ops/stack.sh up|down|status|reset [kafka|redis|docker ...]   (see --help)
 set -Eeuo pipefail
 
@@ -8,7 +9,7 @@ KIWI_LOG_NAME=stack
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 install_err_trap
 
-COMPONENTS=(redis kafka docker)
+COMPONENTS=(redis kafka docker store)
 
 KAFKA_DIR=$KIWI_STATE_DIR/kafka
 KAFKA_DATA=$KAFKA_DIR/data
@@ -28,6 +29,11 @@ DOCKER_CONFIG=$KIWI_RUN_DIR/daemon.json
 DOCKER_PIDFILE=$KIWI_RUN_DIR/dockerd.pid
 DOCKER_LAUNCH_PIDFILE=$KIWI_RUN_DIR/dockerd.launch.pid
 DOCKER_LOG=$KIWI_LOG_DIR/dockerd.log
+STORE_DIR=$KIWI_STATE_DIR/registry
+STORE_CONF=$STORE_DIR/config.yml
+STORE_PIDFILE=$KIWI_RUN_DIR/registry.pid
+STORE_LOG=$KIWI_LOG_DIR/registry.log
+STORE_REPO=kiwi/snapshots
 OWNED=$KIWI_RUN_DIR/owned
 
 KAFKA_TIMEOUT=${KIWI_KAFKA_TIMEOUT:-120}
@@ -41,7 +47,7 @@ JAVA=${JAVA:-java}
 
 usage() {
   cat <<EOF
-Usage: ops/stack.sh COMMAND [kafka|redis|docker ...]     (no component = all)
+Usage: ops/stack.sh COMMAND [kafka|redis|docker|store ...]  (no component = all)
 
 Commands:
   up      start what is not running (running components are left alone), wait
@@ -63,6 +69,10 @@ Components:
   docker  an answering dockerd (\$DOCKER_HOST, \$KIWI_STATE_DIR/run/docker.sock,
           /var/run/docker.sock) with runsc registered is adopted; otherwise
           stack.sh starts its own on \$KIWI_STATE_DIR/run/docker.sock
+  store   the install-snapshot store: docker-registry (CNCF Distribution, an
+          OCI registry) on 127.0.0.1:15000, storage under
+          \$KIWI_STATE_DIR/registry; KIWI_STORE_URL in the env file names it
+          with the repository (docs/store.md)
 A port taken by something else moves to the next free one; the choice is
 recorded in the env file and kept on later runs.
 
@@ -76,6 +86,7 @@ Environment:
   KIWI_STACK_KAFKA_PORT          preferred broker port (default 19092)
   KIWI_STACK_KAFKA_CONTROLLER_PORT  preferred controller port (default 19093)
   KIWI_STACK_REDIS_PORT          preferred redis port (default 16379)
+  KIWI_STACK_STORE_PORT          preferred store port (default 15000)
   KIWI_KAFKA_HEAP                JVM heap flags (default "-Xms256m -Xmx512m")
   KIWI_KAFKA_PARTITIONS          partitions of auto-created topics (default 4)
   KIWI_KAFKA_TIMEOUT / KIWI_REDIS_TIMEOUT / KIWI_DOCKER_TIMEOUT
@@ -92,12 +103,16 @@ rec_kafka_ctrl=$(env_get "$KIWI_ENV_FILE" KIWI_KAFKA_CONTROLLER); rec_kafka_ctrl
 rec_redis_port=$(env_get "$KIWI_ENV_FILE" KIWI_REDIS_PORT)
 rec_docker_sock=$(env_get "$KIWI_ENV_FILE" KIWI_DOCKER_SOCKET)
 rec_runtimes=$(env_get "$KIWI_ENV_FILE" KIWI_SANDBOX_RUNTIMES)
+rec_store_url=$(env_get "$KIWI_ENV_FILE" KIWI_STORE_URL)
+rec_store_port=${rec_store_url#http://127.0.0.1:}; rec_store_port=${rec_store_port%%/*}
+[[ $rec_store_port =~ ^[0-9]+$ ]] || rec_store_port=""
 
 KAFKA_PORT=${rec_kafka_port:-19092}
 KAFKA_CTRL_PORT=${rec_kafka_ctrl:-19093}
 REDIS_PORT=${rec_redis_port:-16379}
 DOCKER_SOCKET=${rec_docker_sock:-$DOCKER_SOCK}
 SANDBOX_RUNTIMES=${rec_runtimes:-}
+STORE_PORT=${rec_store_port:-15000}
 
 write_env() {
   local tmp=$KIWI_ENV_FILE.tmp.$$ pw
@@ -118,6 +133,7 @@ write_env() {
     echo "KIWI_DOCKER_SOCKET=$DOCKER_SOCKET"
     echo "DOCKER_HOST=unix://$DOCKER_SOCKET"
     [[ -n $SANDBOX_RUNTIMES ]] && echo "KIWI_SANDBOX_RUNTIMES=$SANDBOX_RUNTIMES"
+    [[ -n $(store_pid) ]] && echo "KIWI_STORE_URL=http://127.0.0.1:$STORE_PORT/$STORE_REPO"
     echo "KIWI_LOG_DIR=$KIWI_LOG_DIR"
   } >"$tmp"
   mv -f "$tmp" "$KIWI_ENV_FILE"
@@ -694,6 +710,100 @@ docker_status() {
   status_line docker running "${pid:--}" "unix://$sock" "$how, runtimes $rt"
 }
 
+# ------------------------------------------------------------------- store
+
+store_pid() {
+  local pid
+  pid=$(read_pidfile "$STORE_PIDFILE")
+  [[ -n $pid ]] && pid_matches "$pid" docker-registry && echo "$pid"
+  return 0
+}
+
+store_answers() {
+  curl -fsS -o /dev/null "http://127.0.0.1:$1/v2/"
+}
+
+# The registry's configuration: loopback only, filesystem storage under
+# $STORE_DIR/data, deletes allowed (the clean-up of old snapshots), no
+# authentication (loopback; a production store sets KIWI_STORE_USER and
+# KIWI_STORE_PASSWORD for its own).
+write_store_conf() {
+  local tmp=$STORE_CONF.tmp.$$
+  cat >"$tmp" <<CONF
+# written by ops/stack.sh
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $STORE_DIR/data
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$1
+CONF
+  mv -f "$tmp" "$STORE_CONF"
+}
+
+store_up() {
+  local pid t0 rc=0 want
+  t0=$(now_ms)
+  pid=$(store_pid)
+  if [[ -n $pid ]]; then
+    wait_for "$REDIS_TIMEOUT" "$pid" store_answers "$STORE_PORT" || rc=$?
+    ((rc == 0)) || { log_tail "$STORE_LOG" 30; die "store: pid $pid does not answer on 127.0.0.1:$STORE_PORT"; }
+    log "store: already running (pid $pid, 127.0.0.1:$STORE_PORT)"
+    return 0
+  fi
+  command -v docker-registry >/dev/null || die "store: docker-registry not found (ops/setup.sh installs it)"
+  want=${KIWI_STACK_STORE_PORT:-$STORE_PORT}
+  STORE_PORT=$(pick_port "$want" "$KAFKA_PORT" "$KAFKA_CTRL_PORT" "$REDIS_PORT") || die "store: no free port from $want"
+  [[ $STORE_PORT == "$want" ]] || log "store: port $want is taken; using $STORE_PORT"
+  mkdir -p "$STORE_DIR/data"
+  chmod 700 "$STORE_DIR"
+  write_store_conf "$STORE_PORT"
+  pid=$(launch "$STORE_PIDFILE" "$STORE_LOG" docker-registry serve "$STORE_CONF") || die "store: did not start"
+  wait_for "$REDIS_TIMEOUT" "$pid" store_answers "$STORE_PORT" || rc=$?
+  ((rc == 0)) || {
+    stop_pid "$pid" store 10 || true
+    log_tail "$STORE_LOG" 30
+    die "store: no answer on 127.0.0.1:$STORE_PORT within ${REDIS_TIMEOUT}s"
+  }
+  set_owned store "$pid"
+  write_env
+  log "store: started (pid $pid, 127.0.0.1:$STORE_PORT) in $(fmt_ms $(($(now_ms) - t0)))"
+}
+
+store_down() {
+  local pid own
+  pid=$(store_pid)
+  own=$(owned_pid store)
+  if [[ -z $pid ]]; then
+    log "store: not running"
+    clear_owned store
+    return 0
+  fi
+  if [[ $own != "$pid" ]]; then
+    log "store: pid $pid was not started by stack.sh; left running"
+    return 0
+  fi
+  stop_pid "$pid" store "$STOP_TIMEOUT" || die "store: pid $pid did not exit"
+  clear_owned store
+  rm -f "$STORE_PIDFILE"
+  log "store: stopped"
+}
+
+store_status() {
+  local pid
+  pid=$(store_pid)
+  if [[ -n $pid ]] && store_answers "$STORE_PORT"; then
+    status_line store running "$pid" "http://127.0.0.1:$STORE_PORT/$STORE_REPO" owned
+    return 0
+  fi
+  status_line store stopped - "127.0.0.1:$STORE_PORT" -
+  return 1
+}
+
 # ------------------------------------------------------------------ driver
 
 status_line() {
@@ -712,9 +822,9 @@ esac
 want=()
 for c in "$@"; do
   case $c in
-    kafka|redis|docker) want+=("$c") ;;
+    kafka|redis|docker|store) want+=("$c") ;;
     -h|--help) usage; exit 0 ;;
-    *) die "unknown component: $c (kafka, redis, docker)" ;;
+    *) die "unknown component: $c (kafka, redis, docker, store)" ;;
   esac
 done
 if ((${#want[@]} == 0)); then
@@ -763,6 +873,7 @@ case $cmd in
         kafka) rm -rf "$KAFKA_DATA" "$KAFKA_CLUSTER_ID_FILE"; log "kafka: data deleted ($KAFKA_DATA)" ;;
         redis) rm -rf "$REDIS_DIR"; log "redis: data deleted ($REDIS_DIR)" ;;
         docker) log "docker: its data root is never deleted by reset" ;;
+        store) rm -rf "$STORE_DIR/data"; log "store: data deleted ($STORE_DIR/data)" ;;
       esac
     done
     ;;

@@ -5,6 +5,7 @@
 #include "disk.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,7 +22,8 @@
 struct kiwi_disk {
     char *dir;   /* <state>/sandboxes/<name> */
     char *image; /* dir/disk.img */
-    char *mnt;   /* dir/mnt */
+    char *mnt;   /* dir/mnt: the ext4 itself, or the overlay over `lower` */
+    char *fs;    /* dir/fs: where the ext4 is mounted under an overlay */
     int mounted;
 };
 
@@ -42,17 +44,28 @@ mkdir_p (const char *path, mode_t mode)
     return 0;
 }
 
+/* Unmounts and removes the directory `dir`/`leaf` (lazy: a sandbox that is
+ * still being torn down must not pin the mount). */
 static int
-unmount_and_remove (const char *dir, kiwi_error_t *err)
+unmount_leaf (const char *dir, const char *leaf, kiwi_error_t *err)
 {
-    char mnt[PATH_MAX + 300], img[PATH_MAX + 300];
-    snprintf (mnt, sizeof mnt, "%s/mnt", dir);
-    snprintf (img, sizeof img, "%s/disk.img", dir);
-    /* lazy: a sandbox that is still being torn down must not pin the mount */
+    char mnt[PATH_MAX + 300];
+    snprintf (mnt, sizeof mnt, "%s/%s", dir, leaf);
     if (umount2 (mnt, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
         return kiwi_error_make (err, errno, "unmounting %s", mnt);
     if (rmdir (mnt) < 0 && errno != ENOENT)
         return kiwi_error_make (err, errno, "removing %s", mnt);
+    return 0;
+}
+
+static int
+unmount_and_remove (const char *dir, kiwi_error_t *err)
+{
+    char img[PATH_MAX + 300];
+    snprintf (img, sizeof img, "%s/disk.img", dir);
+    /* the overlay (when there is one) first, then the disk under it */
+    if (unmount_leaf (dir, "mnt", err) < 0 || unmount_leaf (dir, "fs", err) < 0)
+        return -1;
     if (unlink (img) < 0 && errno != ENOENT)
         return kiwi_error_make (err, errno, "removing %s", img);
     if (rmdir (dir) < 0 && errno != ENOENT)
@@ -60,8 +73,53 @@ unmount_and_remove (const char *dir, kiwi_error_t *err)
     return 0;
 }
 
+/* True for a path overlayfs's option string can carry as it is. */
+static bool
+overlay_safe_path (const char *p)
+{
+    return p[0] == '/' && strpbrk (p, ",:\\\n") == NULL;
+}
+
+/* Makes `parent`/`leaf` as a directory owned by uid:gid. */
+static int
+make_owned (const char *parent, const char *leaf, uid_t uid, gid_t gid, kiwi_error_t *err)
+{
+    char p[PATH_MAX + 300];
+    snprintf (p, sizeof p, "%s/%s", parent, leaf);
+    if ((mkdir (p, 0755) < 0 && errno != EEXIST) || chown (p, uid, gid) < 0)
+        return kiwi_error_make (err, errno, "preparing %s", p);
+    return 0;
+}
+
+/* Mounts the overlay at d->mnt: `lower` read-only under it, the upper and
+ * work directories on the ext4 at d->fs (so every write, copy-ups included,
+ * counts against the disk ceiling). */
+static int
+mount_overlay (kiwi_disk *d, const char *lower, uid_t uid, gid_t gid, kiwi_error_t *err)
+{
+    if (!overlay_safe_path (lower) || !overlay_safe_path (d->fs))
+        return kiwi_error_make (err, EINVAL, "%s or %s cannot be an overlay's directory (',', ':' or '\\')", lower,
+                                d->fs);
+    if (make_owned (d->fs, "upper", uid, gid, err) < 0 || make_owned (d->fs, "work", 0, 0, err) < 0)
+        return -1;
+    char upper[PATH_MAX + 16];
+    snprintf (upper, sizeof upper, "%s/upper", d->fs);
+    static const char *const subdirs[] = { "src", "home", "tmp" };
+    for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++)
+        if (make_owned (upper, subdirs[i], uid, gid, err) < 0)
+            return -1;
+    if (mkdir (d->mnt, 0700) < 0 && errno != EEXIST)
+        return kiwi_error_make (err, errno, "creating %s", d->mnt);
+    cleanup_free char *opts = NULL;
+    if (asprintf (&opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work", lower, d->fs, d->fs) < 0)
+        return kiwi_error_make (err, ENOMEM, "overlay options");
+    if (mount ("overlay", d->mnt, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+        return kiwi_error_make (err, errno, "mounting the overlay over %s at %s", lower, d->mnt);
+    return 0;
+}
+
 int
-kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_t uid, gid_t gid,
+kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_t uid, gid_t gid, const char *lower,
                   kiwi_disk **out, kiwi_error_t *err)
 {
     if (size_mb < 16)
@@ -69,12 +127,15 @@ kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_
                                 (long long) size_mb);
     kiwi_disk *d = calloc (1, sizeof *d);
     if (d == NULL || asprintf (&d->dir, "%s/sandboxes/%s", state_dir, name) < 0
-        || asprintf (&d->image, "%s/disk.img", d->dir) < 0 || asprintf (&d->mnt, "%s/mnt", d->dir) < 0) {
+        || asprintf (&d->image, "%s/disk.img", d->dir) < 0 || asprintf (&d->mnt, "%s/mnt", d->dir) < 0
+        || asprintf (&d->fs, "%s/fs", d->dir) < 0) {
         kiwi_disk_destroy (d, NULL);
         return kiwi_error_make (err, ENOMEM, "disk for sandbox %s", name);
     }
-    if (mkdir_p (d->mnt, 0700) < 0) {
-        kiwi_error_make (err, errno, "creating %s", d->mnt);
+    /* without a lower directory the ext4 itself is what the sandbox sees */
+    const char *fs = lower != NULL ? d->fs : d->mnt;
+    if (mkdir_p (fs, 0700) < 0) {
+        kiwi_error_make (err, errno, "creating %s", fs);
         goto fail;
     }
     {
@@ -91,24 +152,24 @@ kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_
         kiwi_error_wrap (err, "formatting the sandbox disk");
         goto fail;
     }
-    const char *mount_argv[] = { "mount", "-t", "ext4", "-o", "loop,nosuid,nodev", d->image, d->mnt, NULL };
+    const char *mount_argv[] = { "mount", "-t", "ext4", "-o", "loop,nosuid,nodev", d->image, fs, NULL };
     if (kiwi_proc_check (mount_argv, NULL, NULL, 60000, err) < 0) {
         kiwi_error_wrap (err, "mounting the sandbox disk (needs root and loop devices)");
         goto fail;
     }
     d->mounted = 1;
-    static const char *const subdirs[] = { "src", "home", "tmp" };
-    for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
-        char p[PATH_MAX];
-        snprintf (p, sizeof p, "%s/%s", d->mnt, subdirs[i]);
-        if ((mkdir (p, 0755) < 0 && errno != EEXIST) || chown (p, uid, gid) < 0) {
-            kiwi_error_make (err, errno, "preparing %s", p);
-            goto fail;
-        }
-    }
     char lf[PATH_MAX];
-    snprintf (lf, sizeof lf, "%s/lost+found", d->mnt);
+    snprintf (lf, sizeof lf, "%s/lost+found", fs);
     rmdir (lf);
+    if (lower != NULL) {
+        if (mount_overlay (d, lower, uid, gid, err) < 0)
+            goto fail;
+    } else {
+        static const char *const subdirs[] = { "src", "home", "tmp" };
+        for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++)
+            if (make_owned (d->mnt, subdirs[i], uid, gid, err) < 0)
+                goto fail;
+    }
     *out = d;
     return 0;
 fail:
@@ -133,6 +194,7 @@ kiwi_disk_destroy (kiwi_disk *d, kiwi_error_t *err)
     free (d->dir);
     free (d->image);
     free (d->mnt);
+    free (d->fs);
     free (d);
     return rc;
 }

@@ -12,6 +12,14 @@
  * Layout on the worker: <state>/sandboxes/<name>/{disk.img,mnt/}; inside the
  * filesystem: src/ home/ tmp/ owned by the sandbox user.
  *
+ * With a lower directory (an extracted dependency snapshot, see deps.h) the
+ * ext4 is mounted at <name>/fs instead and <name>/mnt is an overlayfs:
+ * lowerdir = the snapshot (never written: overlayfs copies a file up before
+ * any change, and removals are whiteouts in the upper layer), upperdir and
+ * workdir on the ext4 (fs/upper, fs/work), so the ceiling bounds every write,
+ * copy-ups included. The sandbox still sees one bind mount, mnt at /kiwi,
+ * and the dependencies are there without a byte copied.
+ *
  * Ownership: kiwi_disk_create() returns a disk owned by the caller;
  * kiwi_disk_destroy() unmounts, deletes and frees it (also on error).
  */
@@ -25,8 +33,10 @@
 
 typedef struct kiwi_disk kiwi_disk;
 
+/* `lower`: host directory laid read-only under the disk (its src/ and
+ * home/ appear at /kiwi/src and /kiwi/home), or NULL. */
 int kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_t uid, gid_t gid,
-                      kiwi_disk **out, kiwi_error_t *err);
+                      const char *lower, kiwi_disk **out, kiwi_error_t *err);
 
 /* Host path of the mounted filesystem. Borrowed. */
 const char *kiwi_disk_mountpoint (const kiwi_disk *d);

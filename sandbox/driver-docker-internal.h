@@ -37,8 +37,6 @@ extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
 #define KIWI_SANDBOX_DEFAULT_CPUS 1.0
 #define KIWI_SANDBOX_DEFAULT_DISK_MB 2048
 #define KIWI_SANDBOX_TMPFS_MB 256
-#define KIWI_SANDBOX_UID 1000
-#define KIWI_SANDBOX_GID 1000
 
 /* Bytes of a one-shot container's output dockerd keeps on its side while
  * Kiwi follows it (Kiwi keeps its own bounded tail). */

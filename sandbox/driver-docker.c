@@ -329,7 +329,8 @@ create_container (docker_priv *p, const kiwi_sandbox_spec *spec, const kiwi_exec
         return kiwi_error_make (err, ENOMEM, "sandbox");
     }
     int64_t disk_mb = spec->limits.disk_mb > 0 ? spec->limits.disk_mb : KIWI_SANDBOX_DEFAULT_DISK_MB;
-    if (kiwi_disk_create (p->state_dir, s->name, disk_mb, KIWI_SANDBOX_UID, KIWI_SANDBOX_GID, &s->disk, err) < 0) {
+    if (kiwi_disk_create (p->state_dir, s->name, disk_mb, KIWI_SANDBOX_UID, KIWI_SANDBOX_GID, spec->lower_dir,
+                          &s->disk, err) < 0) {
         sb_free (s);
         return -1;
     }
@@ -912,6 +913,7 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {
     .reap = docker_reap,
     .run_once = docker_run_once,
     .ensure_image = docker_ensure_image,
+    .lays_lower = true,
 };
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
@@ -930,4 +932,5 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_gvisor = {
     .reap = docker_reap,
     .run_once = docker_run_once,
     .ensure_image = docker_ensure_image,
+    .lays_lower = true,
 };

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "archive.h"
+#include "deps.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "log.h"
@@ -391,6 +392,19 @@ put_file_archive (kiwi_sandbox *sb, const char *path, const char *dir, kiwi_erro
 }
 
 int
+kiwi_phase_snapshot_lower (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const char *snapshot_dir,
+                           int64_t disk_mb, char **lower, kiwi_error_t *err)
+{
+    *lower = NULL;
+    if (snapshot_dir == NULL || cfg->copy_snapshot || !kiwi_sandbox_env_driver (env)->lays_lower)
+        return 0;
+    uint64_t ceiling = (uint64_t) (disk_mb > 0 ? disk_mb : KIWI_PHASE_DEFAULT_DISK_MB) * 1024 * 1024;
+    if (kiwi_deps_prepare (snapshot_dir, ceiling, KIWI_SANDBOX_UID, KIWI_SANDBOX_GID, lower, err) < 0)
+        return kiwi_error_wrap (err, "laying the dependency snapshot under the sandbox");
+    return 0;
+}
+
+int
 kiwi_phase_restore_snapshot (kiwi_sandbox *sb, const char *snapshot_dir, kiwi_error_t *err)
 {
     static const char *const parts[] = { "src.tar", "home.tar" };
@@ -626,13 +640,17 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
         .task_id = req->task_id,
         .phase = "verify",
     };
-    /* the snapshot first, the current tree over it */
+    /* the snapshot first (laid under /kiwi, or put), the current tree over it */
     mapped parts[2] = { { 0 }, { 0 } };
     kiwi_sandbox_put puts[3];
     size_t nputs = 0;
     int rc = -1;
     cleanup_buf kiwi_buf tree = KIWI_BUF_INIT;
-    if (req->snapshot_dir != NULL) {
+    cleanup_free char *lower = NULL;
+    if (kiwi_phase_snapshot_lower (env, cfg, req->snapshot_dir, req->limits.disk_mb, &lower, err) < 0)
+        goto out;
+    spec.lower_dir = lower;
+    if (req->snapshot_dir != NULL && lower == NULL) {
         static const char *const names[] = { "src.tar", "home.tar" };
         for (size_t i = 0; i < 2; i++) {
             char p[PATH_MAX];

@@ -52,6 +52,8 @@ typedef struct kiwi_phase_config {
     int64_t install_timeout_ms;         /* 0 = KIWI_INSTALL_TIMEOUT_DEFAULT_S */
     const char *const *extra_model_keys; /* further variable names to withhold (configured keys), or NULL */
     bool session_allow_test_creds;      /* KIWI_SESSION_ALLOW_TEST_CREDS */
+    bool copy_snapshot;                 /* KIWI_SNAPSHOT_COPY: put the snapshot's archives into every
+                                           sandbox even where the driver could lay it under /kiwi */
 } kiwi_phase_config;
 
 /* Phase A's environment: HOME, TMPDIR, CI, locale and proxy settings from the
@@ -156,6 +158,15 @@ int kiwi_phase_put_tree (kiwi_sandbox *sb, const char *host_dir, const char *dir
 
 /* Gives a sandbox the CA bundle at KIWI_SANDBOX_CA_FILE (Phase A only). */
 int kiwi_phase_put_ca_bundle (kiwi_sandbox *sb, const char *host_path, kiwi_error_t *err);
+
+/* How a Phase B or session sandbox gets the snapshot at `snapshot_dir`:
+ * where the driver lays a directory under /kiwi (lays_lower) and
+ * cfg->copy_snapshot is off, *lower receives the snapshot's tree, extracted
+ * once per snapshot (deps.h; free() it), for spec.lower_dir; otherwise
+ * *lower is NULL and the caller puts the archives
+ * (kiwi_phase_restore_snapshot). `disk_mb` bounds the extraction. */
+int kiwi_phase_snapshot_lower (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const char *snapshot_dir,
+                               int64_t disk_mb, char **lower, kiwi_error_t *err);
 
 /* Restores a dependency snapshot written by kiwi_phase_install(). */
 int kiwi_phase_restore_snapshot (kiwi_sandbox *sb, const char *snapshot_dir, kiwi_error_t *err);

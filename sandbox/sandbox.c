@@ -135,6 +135,11 @@ kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_
     if (sb == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox");
     sb->env = env;
+    if (spec->lower_dir != NULL && !env->drv->lays_lower) {
+        free (sb);
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "the %s driver lays no directory under /kiwi",
+                                     env->drv->name);
+    }
     if (env->drv->create (env->priv, spec, &sb->priv, err) < 0) {
         free (sb);
         return -1;

@@ -81,7 +81,16 @@ typedef struct kiwi_sandbox_spec {
     bool install_caps;      /* Phase A: keep the few capabilities package managers need */
     const char *task_id;    /* label, for reaping and inspection */
     const char *phase;      /* label: "install", "verify", "session" */
+    /* A host directory (an extracted dependency snapshot, deps.h) laid
+     * read-only under /kiwi: its src/ and home/ appear at /kiwi/src and
+     * /kiwi/home without being copied, the sandbox's changes land on its own
+     * disk. NULL = none. Only drivers with lays_lower take it. */
+    const char *lower_dir;
 } kiwi_sandbox_spec;
+
+/* The user every driver's sandbox runs as, who owns /kiwi's directories. */
+#define KIWI_SANDBOX_UID 1000
+#define KIWI_SANDBOX_GID 1000
 
 /* Paths inside every sandbox. */
 #define KIWI_SANDBOX_ROOT "/kiwi"            /* the size-bounded writable area */
@@ -192,6 +201,9 @@ typedef struct kiwi_sandbox_driver {
      * kiwi_sandbox_ensure_image). May be NULL: the driver cannot pull. */
     int (*ensure_image) (void *priv, const char *image, kiwi_pull_progress_cb progress, void *userdata, bool *pulled,
                          kiwi_error_t *err);
+    /* The driver honours spec->lower_dir (the others get the snapshot's
+     * archives put into each sandbox). */
+    bool lays_lower;
 } kiwi_sandbox_driver;
 
 /* The drivers. */

@@ -151,29 +151,24 @@ int
 kiwi_cache_get_install (kiwi_cache *c, const char *key, kiwi_install_entry *e)
 {
     memset (e, 0, sizeof *e);
-    redisReply *r = cmd (c, "HMGET %s%s status snapshot reason", KIWI_REDIS_INSTALL_PREFIX, key);
+    redisReply *r = cmd (c, "HMGET %s%s status digest reason", KIWI_REDIS_INSTALL_PREFIX, key);
     if (r == NULL)
         return -1;
     const char *st = field (r, 0);
     int hit = 0;
     if (st != NULL) {
         e->ok = strcmp (st, "ok") == 0;
-        e->snapshot = field (r, 1) ? strdup (field (r, 1)) : NULL;
+        const char *d = field (r, 1);
+        e->digest = d != NULL && *d != '\0' ? strdup (d) : NULL;
         e->reason = field (r, 2) ? strdup (field (r, 2)) : NULL;
         hit = 1;
-        if (e->ok && (e->snapshot == NULL || access (e->snapshot, R_OK) != 0)) {
-            /* made on another machine, or cleaned up: a miss here */
-            kiwi_install_entry_clear (e);
-            hit = 0;
-        } else if (e->ok)
-            utime (e->snapshot, NULL); /* in use: the clean-up leaves it */
     }
     freeReplyObject (r);
     return hit;
 }
 
 int
-kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *snapshot, const char *reason)
+kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *digest, const char *reason)
 {
     int64_t ttl = ok ? c->ttl_s : c->fail_ttl_s;
     if (ttl <= 0)
@@ -183,8 +178,8 @@ kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *sna
     char *masked = kiwi_mask_apply (c->mask, reason ? reason : "");
     if (masked == NULL)
         return -1;
-    redisReply *r = cmd (c, "HSET %s%s status %s snapshot %s reason %s host %s", KIWI_REDIS_INSTALL_PREFIX, key,
-                         ok ? "ok" : "failed", snapshot ? snapshot : "", masked, host);
+    redisReply *r = cmd (c, "HSET %s%s status %s digest %s reason %s host %s", KIWI_REDIS_INSTALL_PREFIX, key,
+                         ok ? "ok" : "failed", digest ? digest : "", masked, host);
     free (masked);
     if (r == NULL)
         return -1;
@@ -199,7 +194,7 @@ kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *sna
 void
 kiwi_install_entry_clear (kiwi_install_entry *e)
 {
-    free (e->snapshot);
+    free (e->digest);
     free (e->reason);
     memset (e, 0, sizeof *e);
 }

@@ -1,12 +1,14 @@
 /*
  * cache.h: the install and verify cache in Redis, used by the task process.
  *
- * kiwi:install:<key> (a hash): status ("ok" or "failed"), snapshot (the
- *   snapshot directory on the worker that made it), host, reason, created.
- *   An "ok" entry lives KIWI_CACHE_TTL; a failure only KIWI_CACHE_FAIL_TTL.
- *   The key is the lockfile hash with the image, install command and driver
- *   in it (docs/inspection.md). A hit whose snapshot is not on this machine
- *   is a miss.
+ * kiwi:install:<key> (a hash): status ("ok" or "failed"), digest (the
+ *   snapshot's manifest digest in the shared store, store.h; empty when it
+ *   was not shared), host (the worker that made it), reason. An "ok" entry
+ *   lives KIWI_CACHE_TTL; a failure only KIWI_CACHE_FAIL_TTL. The key is the
+ *   lockfile hash with the image, install command and driver in it
+ *   (docs/inspection.md). Every host keeps its copy of a snapshot at
+ *   <state>/snapshots/<key>; a hit absent there is fetched from the store
+ *   by its digest, and one with no digest is a miss.
  * kiwi:verify:<key> (a hash): exit code, output tail (masked) and the
  *   marker `masked` of a verify, keyed by tree id + test command + snapshot
  *   key, so a baseline run on the same commit is not repeated.
@@ -37,7 +39,7 @@ typedef struct kiwi_cache kiwi_cache;
 
 typedef struct kiwi_install_entry {
     bool ok;
-    char *snapshot;
+    char *digest; /* "sha256:<hex>" of the snapshot's manifest in the store, or NULL */
     char *reason;
 } kiwi_install_entry;
 
@@ -70,7 +72,7 @@ void kiwi_cache_set_mask (kiwi_cache *c, const kiwi_mask *m);
 
 /* 1 hit, 0 miss, < 0 unavailable. */
 int kiwi_cache_get_install (kiwi_cache *c, const char *key, kiwi_install_entry *e);
-int kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *snapshot, const char *reason);
+int kiwi_cache_put_install (kiwi_cache *c, const char *key, bool ok, const char *digest, const char *reason);
 void kiwi_install_entry_clear (kiwi_install_entry *e);
 
 int kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e);

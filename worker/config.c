@@ -103,6 +103,17 @@ static const setting settings[] = {
     { "session.allow_test_creds", "KIWI_SESSION_ALLOW_TEST_CREDS", "session-allow-test-creds", T_BOOL,
       OFF (session_allow_test_creds), "false", 0, 0, NULL,
       "give the Implementer's sandbox the task's test credentials" },
+    { "sandbox.snapshot_copy", "KIWI_SNAPSHOT_COPY", "snapshot-copy", T_BOOL, OFF (snapshot_copy), "false", 0, 0,
+      NULL,
+      "copy the dependency snapshot into every verify sandbox instead of laying it read-only under /kiwi (the "
+      "drivers that cannot lay it copy anyway)" },
+    { "store.url", "KIWI_STORE_URL", "store-url", T_STR, OFF (store_url), NULL, 0, 0, NULL,
+      "OCI registry repository the fleet shares install snapshots through, http(s)://host[:port]/repository "
+      "(ops/stack.sh writes it to stack.env); unset: each host installs for itself" },
+    { "store.user", "KIWI_STORE_USER", "store-user", T_STR, OFF (store_user), NULL, 0, 0, NULL,
+      "user for the store's basic authentication" },
+    { "store.password", "KIWI_STORE_PASSWORD", "store-password", T_SECRET, OFF (store_password), NULL, 0, 0, NULL,
+      "password for the store (never printed, never in a sandbox)" },
     { "sandbox.model_key_vars", "KIWI_MODEL_KEY_VARS", "model-key-vars", T_STR, OFF (model_key_vars), NULL, 0, 0,
       NULL, "further model-key variables to withhold from sandboxes, comma-separated" },
     { "task.timeout", "KIWI_TASK_TIMEOUT", "task-timeout", T_INT, OFF (task_timeout_s), "1800", 1, 86400, NULL,

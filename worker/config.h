@@ -59,6 +59,11 @@ typedef struct kiwi_worker_config {
     char *ca_bundle;
     int64_t install_timeout_s;
     bool session_allow_test_creds;
+    bool snapshot_copy;     /* KIWI_SNAPSHOT_COPY */
+    /* the shared snapshot store (store.h) */
+    char *store_url;
+    char *store_user;
+    char *store_password;   /* secret */
     char *model_key_vars;   /* extra model-key variable names, comma-separated */
     /* task limits (defaults for tasks that do not set them) */
     int64_t task_timeout_s;  /* TaskTimeoutSeconds */

@@ -144,6 +144,25 @@ kiwi_egress_targets_collect (const kiwi_worker_config *cfg, kiwi_egress_targets 
     snprintf (port, sizeof port, "%lld", (long long) cfg->redis_port);
     if (add_host (t, cfg->redis_host, port, "KIWI_REDIS_HOST", err) < 0)
         return -1;
+    /* the snapshot store: Phase A must neither plant a snapshot there nor
+     * read another key's */
+    if (cfg->store_url != NULL && *cfg->store_url != '\0') {
+        const char *url = cfg->store_url, *scheme = strstr (url, "://");
+        const char *auth = scheme ? scheme + 3 : url;
+        size_t n = strcspn (auth, "/?#");
+        const char *at = memchr (auth, '@', n);
+        if (at != NULL) {
+            n -= (size_t) (at + 1 - auth);
+            auth = at + 1;
+        }
+        const char *close = n > 0 && auth[0] == '[' ? memchr (auth, ']', n) : NULL;
+        const char *colon = close ? (close + 1 < auth + n && close[1] == ':' ? close + 1 : NULL) : memchr (auth, ':', n);
+        char entry[512];
+        snprintf (entry, sizeof entry, "%.*s%s", (int) n, auth,
+                  colon ? "" : strncmp (url, "https://", 8) == 0 ? ":443" : ":80");
+        if (add_entry (t, entry, true, "KIWI_STORE_URL", err) < 0)
+            return -1;
+    }
     const char *lists[2] = { cfg->brokers, cfg->install_deny };
     const char *names[2] = { "KIWI_KAFKA_BROKERS", "KIWI_INSTALL_DENY" };
     for (int l = 0; l < 2; l++) {

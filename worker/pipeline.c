@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "cache.h"
 #include "cleanup.h"
@@ -31,6 +32,7 @@
 #include "result-fit.h"
 #include "secrets.h"
 #include "session.h"
+#include "store.h"
 #include "task-input.h"
 #include "term.h"
 #include "worker-metrics.h"
@@ -215,7 +217,30 @@ typedef struct install_ctx {
     int64_t deadline_ms;
     int *hold; /* the lock holding the snapshot in force against the clean-up (gc.h), or -1 */
     int64_t install_ms; /* spent in install_cb so far (step 0's own time is the rest) */
+    kiwi_store *store; /* the shared snapshot store, or NULL */
 } install_ctx;
+
+/* Fetches the snapshot `digest` from the store into `tmpdir` and publishes
+ * it at `snapdir` (a concurrent fetch or install may have won the rename:
+ * theirs is as good). */
+static int
+fetch_snapshot (install_ctx *c, const char *digest, const char *snapdir, const char *tmpdir, kiwi_error_t *err)
+{
+    int64_t disk_mb = c->task->limits.disk_mb > 0 ? c->task->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
+    rm_rf (tmpdir);
+    if (mkdir (tmpdir, 0700) < 0)
+        return kiwi_error_make (err, errno, "creating %s", tmpdir);
+    if (kiwi_store_pull (c->store, digest, tmpdir, (uint64_t) disk_mb * 1024 * 1024, err) < 0) {
+        rm_rf (tmpdir);
+        return -1;
+    }
+    if (rename (tmpdir, snapdir) < 0) {
+        rm_rf (tmpdir);
+        if (access (snapdir, R_OK) != 0)
+            return kiwi_error_make (err, errno, "keeping the fetched snapshot %s", snapdir);
+    }
+    return 0;
+}
 
 /* Holds `snapshot` for the rest of the task instead of the one held so far.
  * Returns false when it is gone. */
@@ -252,20 +277,43 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         return 0;
     }
     const char *key = in->cache_key;
+    char snapdir[PATH_MAX], snapparent[PATH_MAX], tmpdir[PATH_MAX + 32];
+    snprintf (snapparent, sizeof snapparent, "%s/snapshots", p->cfg->state_dir);
+    snprintf (snapdir, sizeof snapdir, "%s/%s", snapparent, key);
+    snprintf (tmpdir, sizeof tmpdir, "%s.%d.partial", snapdir, (int) getpid ());
+    mkdir (snapparent, 0700);
     kiwi_install_entry e;
     int hit = kiwi_cache_get_install (c->cache, key, &e);
-    if (hit == 1 && e.ok && !hold_snapshot (c, e.snapshot)) {
-        kiwi_install_entry_clear (&e); /* removed by the clean-up meanwhile: a miss */
-        hit = 0;
+    bool fetched = false;
+    if (hit == 1 && e.ok) {
+        int src = kiwi_snapshot_source (access (snapdir, R_OK) == 0, e.digest, c->store != NULL);
+        if (src == KIWI_SNAPSHOT_FETCH) {
+            kiwi_error_t ferr = NULL;
+            if (fetch_snapshot (c, e.digest, snapdir, tmpdir, &ferr) < 0) {
+                kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+                                  json_pack ("{s:s,s:s}", "warning", "snapshot not fetched from the store: installing",
+                                             "reason", kiwi_error_msg (ferr)));
+                kiwi_error_free (&ferr);
+                src = KIWI_SNAPSHOT_INSTALL;
+            } else
+                fetched = true;
+        }
+        /* removed by the clean-up meanwhile, or nowhere to be had: a miss */
+        if (src == KIWI_SNAPSHOT_INSTALL || !hold_snapshot (c, snapdir)) {
+            kiwi_install_entry_clear (&e);
+            hit = 0;
+        } else
+            utime (snapdir, NULL); /* in use: the clean-up leaves it */
     }
     if (hit == 1) {
         if (e.ok) {
-            *snapshot = steal_pointer (&e.snapshot);
+            *snapshot = strdup (snapdir);
             r->status = KIWI_INSTALL_OK;
             snprintf (r->reason, sizeof r->reason, "cached install `%s`", in->install.display);
             kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
-                              json_pack ("{s:s,s:b,s:s,s:s,s:s,s:i}", "status", "ok", "cached", 1, "key", key,
-                                         "image", image, "command", in->install.display, "duration_ms", 0));
+                              json_pack ("{s:s,s:b,s:b,s:s,s:s,s:s,s:i}", "status", "ok", "cached", 1, "fetched",
+                                         fetched, "key", key, "image", image, "command", in->install.display,
+                                         "duration_ms", 0));
         } else {
             r->status = KIWI_INSTALL_FAILED;
             snprintf (r->reason, sizeof r->reason, "%s (a cached failure of an identical install)",
@@ -277,11 +325,6 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         kiwi_install_entry_clear (&e);
         return 0;
     }
-    char snapdir[PATH_MAX], snapparent[PATH_MAX], tmpdir[PATH_MAX + 32];
-    snprintf (snapparent, sizeof snapparent, "%s/snapshots", p->cfg->state_dir);
-    snprintf (snapdir, sizeof snapdir, "%s/%s", snapparent, key);
-    snprintf (tmpdir, sizeof tmpdir, "%s.%d.partial", snapdir, (int) getpid ());
-    mkdir (snapparent, 0700);
     kiwi_install_request req = {
         .image = image,
         .workspace = c->root,
@@ -320,7 +363,17 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     }
     if (!hold_snapshot (c, snapdir))
         return kiwi_error_make (err, errno, "holding the install snapshot %s", snapdir);
-    kiwi_cache_put_install (c->cache, key, true, snapdir, "ok");
+    char digest[KIWI_STORE_DIGEST_MAX] = "";
+    if (c->store != NULL) {
+        kiwi_error_t perr = NULL;
+        if (kiwi_store_push (c->store, key, snapdir, digest, &perr) < 0) {
+            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+                              json_pack ("{s:s,s:s}", "warning", "snapshot not shared: other hosts install again",
+                                         "reason", kiwi_error_msg (perr)));
+            kiwi_error_free (&perr);
+        }
+    }
+    kiwi_cache_put_install (c->cache, key, true, digest[0] ? digest : NULL, "ok");
     *snapshot = strdup (snapdir);
     return 0;
 }
@@ -384,6 +437,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     kiwi_plan_init (&plan);
     kiwi_sandbox_env *sb = NULL;
     kiwi_cache *cache = NULL;
+    kiwi_store *store = NULL;
     kiwi_model_client *model = NULL;
     cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
     int snapshot_hold = -1;
@@ -449,6 +503,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .install_timeout_ms = cfg->install_timeout_s * 1000,
         .extra_model_keys = kiwi_strv_list (&model_keys),
         .session_allow_test_creds = cfg->session_allow_test_creds,
+        .copy_snapshot = cfg->snapshot_copy,
     };
     cache = kiwi_cache_open (cfg->redis_host, (int) cfg->redis_port, cfg->redis_user, cfg->redis_password,
                              cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
@@ -459,8 +514,17 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
                                      kiwi_cache_error (cache)));
     /* 4. Phase A (or its cached snapshot) and step 0, which may swap the
      *    image and install again */
+    if (cfg->store_url != NULL && *cfg->store_url != '\0') {
+        kiwi_error_t serr = NULL;
+        if (kiwi_store_open (cfg->store_url, cfg->store_user, cfg->store_password, &store, &serr) < 0) {
+            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+                              json_pack ("{s:s,s:s}", "warning", "snapshot store unusable: snapshots stay on this host",
+                                         "reason", kiwi_error_msg (serr)));
+            kiwi_error_free (&serr);
+        }
+    }
     install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
-                       .deadline_ms = deadline_ms, .hold = &snapshot_hold };
+                       .deadline_ms = deadline_ms, .hold = &snapshot_hold, .store = store };
     kiwi_step0_outcome s0;
     int64_t s0_start = kiwi_mono_ms ();
     int s0_rc = kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic,
@@ -549,6 +613,7 @@ done:
     if (model)
         kiwi_model_client_close (model);
     kiwi_cache_close (cache);
+    kiwi_store_close (store);
     kiwi_sandbox_env_close (sb);
     kiwi_plan_clear (&plan);
     if (snapshot_hold >= 0)

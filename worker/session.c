@@ -263,11 +263,18 @@ box_ready (session *s, kiwi_error_t *err)
                                     err)
             < 0)
             return -1;
+        cleanup_free char *lower = NULL;
+        if (kiwi_phase_snapshot_lower (s->env->sandbox, s->env->phase_cfg, s->env->snapshot_dir,
+                                       s->env->limits.disk_mb, &lower, err)
+            < 0)
+            return -1;
         kiwi_sandbox_spec spec = { .image = s->env->image, .network = KIWI_NET_NONE, .env = kiwi_strv_list (&e),
-                                   .limits = s->env->limits, .task_id = s->task->id, .phase = "session" };
+                                   .limits = s->env->limits, .task_id = s->task->id, .phase = "session",
+                                   .lower_dir = lower };
         if (kiwi_sandbox_create (s->env->sandbox, &spec, &s->box, err) < 0)
             return -1;
-        if (s->env->snapshot_dir && kiwi_phase_restore_snapshot (s->box, s->env->snapshot_dir, err) < 0)
+        if (s->env->snapshot_dir && lower == NULL
+            && kiwi_phase_restore_snapshot (s->box, s->env->snapshot_dir, err) < 0)
             return -1;
     }
     /* the sandbox sees the workspace as it is now */

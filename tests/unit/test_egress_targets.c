@@ -66,6 +66,35 @@ test_loopback_probed_not_denied (void **state)
     kiwi_egress_targets_clear (&t);
 }
 
+/* The snapshot store is closed to Phase A like Redis and Kafka: its host
+ * and port from KIWI_STORE_URL (the scheme's port when it names none). */
+static void
+test_store_denied (void **state)
+{
+    static const struct {
+        const char *url, *want;
+    } cases[] = {
+        { "http://198.18.0.20:5000/kiwi/snapshots", "198.18.0.20:5000" },
+        { "https://198.18.0.21/kiwi/snapshots", "198.18.0.21:443" },
+        { "http://robot:pw@198.18.0.22/kiwi", "198.18.0.22:80" },
+        { "https://[2001:db8::20]:8443/kiwi", "[2001:db8::20]:8443" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiwi_egress_targets t = { KIWI_STRV_INIT, KIWI_STRV_INIT };
+        kiwi_error_t err = NULL;
+        kiwi_worker_config c;
+        kiwi_worker_config_init (&c);
+        kiwi_worker_config_set (&c, "KIWI_REDIS_HOST", "127.0.0.1", "test", NULL);
+        kiwi_worker_config_set (&c, "KIWI_KAFKA_BROKERS", "127.0.0.1:9092", "test", NULL);
+        kiwi_worker_config_set (&c, "KIWI_STORE_URL", cases[i].url, "test", NULL);
+        assert_int_equal (kiwi_egress_targets_collect (&c, &t, &err), 0);
+        if (!kiwi_strv_contains (&t.deny, cases[i].want))
+            fail_msg ("%s: %s not denied", cases[i].url, cases[i].want);
+        kiwi_worker_config_clear (&c);
+        kiwi_egress_targets_clear (&t);
+    }
+}
+
 static void
 test_bad_entries_named (void **state)
 {
@@ -92,6 +121,7 @@ main (void)
         cmocka_unit_test (test_services_and_operator_list),
         cmocka_unit_test (test_loopback_probed_not_denied),
         cmocka_unit_test (test_bad_entries_named),
+        cmocka_unit_test (test_store_denied),
     };
     return cmocka_run_group_tests_name ("egress_targets", tests, NULL, NULL);
 }

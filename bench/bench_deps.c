@@ -1,0 +1,236 @@
+/*
+ * bench_deps.c: what a verify costs with a real dependency tree, against
+ * `docker run` of an image with the same dependencies baked in, in one run
+ * on the same machine (ratios, never absolute thresholds). Interleaved so
+ * drift hits every side alike:
+ *
+ *   1. Kiwi's Phase B verify of the test command (the snapshot laid
+ *      read-only under /kiwi, the tree put over it) against `docker run --rm
+ *      --network none` of the baked image; and the old copying verify
+ *      (KIWI_SNAPSHOT_COPY=true) in the same run;
+ *   2. Kiwi's verify of `true` with the same snapshot against `docker run
+ *      --rm --network none IMAGE true`;
+ *   3. with a store (KIWI_STORE_URL): a fresh host's first verify of the key
+ *      (the snapshot fetched from the store and checked, extracted, then the
+ *      verify) against a warm host's verify.
+ *
+ * The fixture is bench/fixtures/ts-jest (typescript, jest, ts-jest,
+ * eslint), installed once by Kiwi's own Phase A into --work and reused
+ * afterwards; --snapshot DIR takes a snapshot made elsewhere instead (src.tar
+ * and home.tar, as Phase A writes them).
+ *
+ * Usage: bench_deps [--driver docker|gvisor] [--image IMAGE] [--runs N] [--work DIR] [--command CMD]
+ *                   [--snapshot DIR]
+ * Reads the stack's env (KIWI_DOCKER_SOCKET, KIWI_STATE_DIR, KIWI_STORE_URL).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench-util.h"
+#include "phases.h"
+#include "sandbox.h"
+#include "store.h"
+
+extern char **environ;
+
+static int sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+static int
+sh (const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (cmd, sizeof cmd, fmt, ap);
+    va_end (ap);
+    const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    return cli (argv);
+}
+
+static double
+timed_verify (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const char *image, const char *ws,
+              const char *snap, const char *command)
+{
+    kiwi_verify_request vr = { .image = image, .workspace = ws, .snapshot_dir = snap, .command = command,
+                               .timeout_ms = 600000, .task_id = "bench" };
+    kiwi_exec_result r;
+    kiwi_error_t err = NULL;
+    double t0 = now_ms ();
+    if (kiwi_phase_verify (env, pc, &vr, &r, NULL, NULL, &err) < 0 || r.exit_code != 0) {
+        fprintf (stderr, "bench: verify `%s`: %s %s\n", command, err ? kiwi_error_msg (err) : "", r.output ? r.output : "");
+        exit (1);
+    }
+    kiwi_exec_result_clear (&r);
+    return now_ms () - t0;
+}
+
+static double
+timed_cli (const char *const *argv)
+{
+    double t0 = now_ms ();
+    if (cli (argv) != 0)
+        exit (1);
+    return now_ms () - t0;
+}
+
+static void
+report (const char *what, const char *a, double *av, const char *b, double *bv, int n, const char *target)
+{
+    double x = median (av, n), y = median (bv, n);
+    printf ("%s (%d runs): %s median %.1f ms, %s median %.1f ms, ratio %.2f (target %s)\n", what, n, a, x, b, y, x / y,
+            target);
+}
+
+int
+main (int argc, char **argv)
+{
+    const char *driver = "docker", *image = "kiwi/node:22", *work = "/var/tmp/kiwi-bench-deps";
+    const char *command = "npx jest", *given = NULL;
+    int runs = 5;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp (argv[i], "--driver") == 0 && i + 1 < argc)
+            driver = argv[++i];
+        else if (strcmp (argv[i], "--image") == 0 && i + 1 < argc)
+            image = argv[++i];
+        else if (strcmp (argv[i], "--runs") == 0 && i + 1 < argc)
+            runs = atoi (argv[++i]);
+        else if (strcmp (argv[i], "--work") == 0 && i + 1 < argc)
+            work = argv[++i];
+        else if (strcmp (argv[i], "--command") == 0 && i + 1 < argc)
+            command = argv[++i];
+        else if (strcmp (argv[i], "--snapshot") == 0 && i + 1 < argc)
+            given = argv[++i];
+        else {
+            fprintf (stderr, "usage: bench_deps [--driver docker|gvisor] [--image IMAGE] [--runs N] [--work DIR] "
+                             "[--command CMD] [--snapshot DIR]\n");
+            return strcmp (argv[i], "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (runs < 3)
+        runs = 3;
+    const char *store_url = getenv ("KIWI_STORE_URL");
+    const kiwi_sandbox_driver *drv = NULL;
+    kiwi_sandbox_env *env = bench_env_open (driver, &drv);
+    if (env == NULL)
+        return 1;
+    kiwi_error_t err = NULL;
+    const char *runtime = strcmp (drv->name, "gvisor") == 0 ? "runsc" : "runc";
+    char ws[1024], snap[1024], bake[1024], fresh[1024], baked[256];
+    snprintf (ws, sizeof ws, "%s/tree", work);
+    snprintf (snap, sizeof snap, "%s/snapshot", work);
+    if (given != NULL)
+        snprintf (snap, sizeof snap, "%s", given);
+    snprintf (bake, sizeof bake, "%s/bake", work);
+    snprintf (fresh, sizeof fresh, "%s/fresh", work);
+    snprintf (baked, sizeof baked, "kiwi-bench/deps-%s", runtime);
+    mkdir (work, 0700);
+    if (sh ("rm -rf %s && cp -a %s/bench/fixtures/ts-jest %s", ws, KIWI_SOURCE_DIR, ws) != 0)
+        return 1;
+    kiwi_phase_config lower = { .host_env = (const char *const *) environ };
+    kiwi_phase_config copy = { .host_env = (const char *const *) environ, .copy_snapshot = true };
+
+    /* the dependencies: Kiwi's own Phase A, once */
+    char p[1100];
+    snprintf (p, sizeof p, "%s/src.tar", snap);
+    if (access (p, R_OK) != 0) {
+        kiwi_phase_config ic = { .host_env = (const char *const *) environ,
+                                 .ca_bundle = "/etc/ssl/certs/ca-certificates.crt" };
+        const char *iargv[] = { "npm", "install", "--no-audit", "--no-fund", NULL };
+        kiwi_install_request ir = { .image = image, .workspace = ws, .argv = iargv, .task_id = "bench",
+                                    .snapshot_dir = snap };
+        kiwi_install_result res;
+        fprintf (stderr, "bench: installing the fixture's dependencies once (Phase A)\n");
+        if (kiwi_phase_install (env, &ic, &ir, &res, &err) < 0 || res.status != KIWI_INSTALL_OK) {
+            fprintf (stderr, "bench: install: %s %s\n", err ? kiwi_error_msg (err) : res.reason,
+                     res.output ? res.output : "");
+            return 1;
+        }
+        kiwi_install_result_clear (&res);
+    }
+    char *deps = NULL;
+    if (kiwi_phase_snapshot_lower (env, &lower, snap, 0, &deps, &err) < 0 || deps == NULL) {
+        fprintf (stderr, "bench: %s\n", err ? kiwi_error_msg (err) : "the driver lays no snapshot");
+        return 1;
+    }
+    char line[512] = "";
+    snprintf (p, sizeof p, "echo $(du -sb --apparent-size %s/src | cut -f1) bytes, $(find %s/src -type f | wc -l) files "
+              "in src, $(du -sb --apparent-size %s/home | cut -f1) bytes, $(find %s/home -type f | wc -l) files in home",
+              deps, deps, deps, deps);
+    FILE *du = popen (p, "r");
+    if (du != NULL && fgets (line, sizeof line, du) != NULL)
+        printf ("dependencies: %s", line);
+    if (du != NULL)
+        pclose (du);
+
+    /* the baseline: the same dependencies and tree baked into an image */
+    if (sh ("rm -rf %s && cp -a %s %s", bake, deps, bake) != 0 || sh ("cp -a %s/. %s/src/", ws, bake) != 0)
+        return 1;
+    char script[4096];
+    snprintf (script, sizeof script,
+              "docker rm -f kiwi-bench-bake >/dev/null 2>&1; docker create --name kiwi-bench-bake %s true >/dev/null "
+              "&& docker cp %s/. kiwi-bench-bake:/kiwi && docker commit kiwi-bench-bake %s >/dev/null; rc=$?; "
+              "docker rm -f kiwi-bench-bake >/dev/null; exit $rc",
+              image, bake, baked);
+    if (sh ("%s", script) != 0)
+        return 1;
+    snprintf (script, sizeof script, "cd /kiwi/src && %s", command);
+    const char *run_cmd[] = { "docker", "run",  "--rm",          "--network", "none", "--runtime", runtime,
+                              "--user", "1000:1000", "-e", "HOME=/kiwi/home", baked, "/bin/sh", "-c", script, NULL };
+    const char *run_true[] = { "docker", "run", "--rm", "--network", "none", "--runtime", runtime, image, "true", NULL };
+
+    kiwi_store *store = NULL;
+    char digest[KIWI_STORE_DIGEST_MAX] = "";
+    if (store_url != NULL && *store_url) {
+        if (kiwi_store_open (store_url, getenv ("KIWI_STORE_USER"), getenv ("KIWI_STORE_PASSWORD"), &store, &err) < 0
+            || kiwi_store_push (store, "bench-deps", snap, digest, &err) < 0) {
+            fprintf (stderr, "bench: store: %s\n", kiwi_error_msg (err));
+            return 1;
+        }
+    }
+
+    double *kl = calloc ((size_t) runs, sizeof (double)), *kc = calloc ((size_t) runs, sizeof (double));
+    double *dr = calloc ((size_t) runs, sizeof (double)), *kt = calloc ((size_t) runs, sizeof (double));
+    double *dt = calloc ((size_t) runs, sizeof (double)), *fr = calloc ((size_t) runs, sizeof (double));
+    double *wm = calloc ((size_t) runs, sizeof (double));
+    /* warm-up: caches of the page cache and dockerd alike */
+    timed_verify (env, &lower, image, ws, snap, command);
+    timed_cli (run_cmd);
+    for (int i = 0; i < runs; i++) {
+        kl[i] = timed_verify (env, &lower, image, ws, snap, command);
+        dr[i] = timed_cli (run_cmd);
+        kc[i] = timed_verify (env, &copy, image, ws, snap, command);
+        kt[i] = timed_verify (env, &lower, image, ws, snap, "true");
+        dt[i] = timed_cli (run_true);
+        if (store != NULL) {
+            char tmp[1100];
+            snprintf (tmp, sizeof tmp, "%s.partial", fresh);
+            sh ("rm -rf %s %s && mkdir %s", fresh, tmp, tmp);
+            double t0 = now_ms ();
+            if (kiwi_store_pull (store, digest, tmp, 0, &err) < 0 || rename (tmp, fresh) < 0) {
+                fprintf (stderr, "bench: pull: %s\n", err ? kiwi_error_msg (err) : strerror (errno));
+                return 1;
+            }
+            timed_verify (env, &lower, image, ws, fresh, command);
+            fr[i] = now_ms () - t0;
+            wm[i] = timed_verify (env, &lower, image, ws, snap, command);
+        }
+    }
+    printf ("driver %s, image %s, command `%s`\n", drv->name, image, command);
+    report ("verify of the test command", "kiwi (laid)", kl, "docker run (baked)", dr, runs, "<= 1.10");
+    report ("old copying verify of the test command", "kiwi (copied)", kc, "docker run (baked)", dr, runs, "-");
+    report ("verify of `true` with the snapshot", "kiwi", kt, "docker run true", dt, runs, "<= 0.90");
+    if (store != NULL)
+        report ("first verify of a key another host installed", "fresh host (fetch + extract + verify)", fr,
+                "warm host", wm, runs, "<= 1.20");
+    else
+        printf ("first verify on a fresh host: no KIWI_STORE_URL, not measured\n");
+    kiwi_store_close (store);
+    kiwi_sandbox_env_close (env);
+    free (deps);
+    return 0;
+}
