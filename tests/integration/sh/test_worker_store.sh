@@ -59,10 +59,10 @@ on_cleanup() {
     for _ in $(seq 1 100); do kill -0 "$DOCKERD_B" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$DOCKERD_B" 2>/dev/null || true
     # what the daemon mounted under its own data root
-    grep -o " $DB[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+    grep -o " ${DB}[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   fi
   for s in "$TMP/state-a" "$TMP/state-b"; do
-    grep -o " $s[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+    grep -o " ${s}[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   done
   [ -n "${key:-}" ] && "${RCLI[@]}" del "kiwi:install:$key" >/dev/null 2>&1 || true
 }
