@@ -40,6 +40,7 @@
 #include "log.h"
 #include "policy.h"
 #include "proc.h"
+#include "proxy-runner.h"
 #include "result-fit.h"
 #include "sandbox.h"
 #include "secrets.h"
@@ -162,6 +163,7 @@ struct daemon {
     char degraded_reason[1024];
     rd_kafka_resp_err_t produce_err; /* why the last produce() was refused */
     pid_t gc_pid;                    /* the clean-up process (kiwi-worker --gc) running, or 0 */
+    kiwi_proxy_runner *proxy;        /* Phase A's egress proxy, or NULL (KIWI_INSTALL_EGRESS=open) */
 };
 
 /* ---------- offsets ---------- */
@@ -480,7 +482,12 @@ publish_heartbeat (daemon_t *d)
     h.cache_hits = d->cache_hits;
     h.cache_misses = d->cache_misses;
     h.redis_ok = d->redis_ok;
-    h.degraded = d->draining || !d->redis_ok || d->isolation_failed;
+    /* the proxy's state is the daemon's own, not the check process's */
+    json_t *pcheck = d->proxy ? kiwi_proxy_runner_check (d->proxy) : NULL;
+    bool proxy_down = pcheck && !json_is_true (json_object_get (pcheck, "ok"));
+    if (pcheck)
+        json_object_set (d->egress, "egress_proxy", pcheck);
+    h.degraded = d->draining || !d->redis_ok || d->isolation_failed || proxy_down;
     /* every cause, not the first: Redis down on a worker whose egress checks
      * fail must still show */
     char reason[2200] = "";
@@ -493,6 +500,10 @@ publish_heartbeat (daemon_t *d)
         snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
                   "%sredis unreachable or refused: %s: tasks run uncached and without leases", reason[0] ? "; " : "",
                   d->redis_error[0] ? d->redis_error : "not connected");
+    if (proxy_down)
+        snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
+                  "%segress proxy down: %s: Phase A installs fail until it is back", reason[0] ? "; " : "",
+                  json_string_value (json_object_get (pcheck, "detail")));
     if (h.degraded)
         h.degraded_reason = reason;
     kiwi_egress_check checks[8];
@@ -520,6 +531,7 @@ publish_heartbeat (daemon_t *d)
         kiwi_warn ("heartbeat: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
     free (buf);
+    json_decref (pcheck);
 }
 
 static void
@@ -2092,6 +2104,10 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         kiwi_error_free (&e);
         kiwi_sandbox_env_close (env);
     }
+    /* after the reap: opening the sandbox environment creates the install
+     * network whose gateway the proxy listens on */
+    if (kiwi_proxy_runner_start (d.loop, cfg, &d.proxy, err) < 0)
+        goto out;
     if (setup_kafka (&d, err) < 0)
         goto out;
     redis_connect (&d);
@@ -2155,6 +2171,7 @@ out:
     drop_ready (&d, NULL, 0);
     if (d.egress_pid > 0)
         stop_egress_check (d.egress_pid);
+    kiwi_proxy_runner_stop (d.proxy);
     json_decref (d.egress);
     for (int i = 0; i < d.nslots; i++) {
         kiwi_frame_reader_clear (&d.slots[i].reader);

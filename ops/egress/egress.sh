@@ -475,12 +475,12 @@ compare_nat() {
     have=$(nat_rules "$NATCHAIN")
     if [[ $have != "$want_nat" ]]; then
       bad=1
-      diff <(echo "$want_nat") <(echo "$have") | sed -n "s/^< /ipv4: nat: missing: /p; s/^> /ipv4: nat: unexpected: /p"
+      diff <(echo "$want_nat") <(echo "$have") | sed -n "s/^< \(..*\)/ipv4: nat: missing: \1/p; s/^> \(..*\)/ipv4: nat: unexpected: \1/p"
     fi
   fi
   if [[ $jumps != "$want_jnat" ]]; then
     bad=1
-    diff <(echo "$want_jnat") <(echo "$jumps") | sed -n "s/^< /ipv4: nat: jump missing: /p; s/^> /ipv4: nat: unexpected jump: /p"
+    diff <(echo "$want_jnat") <(echo "$jumps") | sed -n "s/^< \(..*\)/ipv4: nat: jump missing: \1/p; s/^> \(..*\)/ipv4: nat: unexpected jump: \1/p"
   elif [[ $(nat_rules PREROUTING | head -n1) != "$want_jnat" ]]; then
     echo "ipv4: nat: jump not the first rule of PREROUTING: $want_jnat"; bad=1
   fi

@@ -4,7 +4,7 @@
 #
 # Usage: proxy.sh conf --dir DIR --listen ADDR [--ports E,H,S]
 #                      [--ecosystem NAME]... [--allow HOST]... [--hosts-file FILE]
-#        proxy.sh hosts NAME...     the registry hosts of each ecosystem
+#        proxy.sh hosts NAME...     the registry hosts of each ecosystem ("all": every one)
 #        proxy.sh run --dir DIR     squid in the foreground (exec: the caller's child)
 #        proxy.sh check --dir DIR   squid -k parse on DIR/squid.conf
 #
@@ -46,6 +46,7 @@ registries() {
     maven|gradle|java) echo repo.maven.apache.org repo1.maven.org plugins.gradle.org services.gradle.org ;;
     rubygems|bundler|ruby) echo rubygems.org index.rubygems.org ;;
     packagist|composer|php) echo repo.packagist.org packagist.org ;;
+    all) local e; for e in npm pypi go crates maven rubygems packagist; do registries "$e"; done | tr '\n' ' '; echo ;;
     *) return 1 ;;
   esac
 }
@@ -149,7 +150,12 @@ cmd_conf() {
   mv "$dir/squid.conf.tmp" "$dir/squid.conf"
   # Squid drops to its own user after reading its configuration: it must be
   # able to write its logs and pid file there.
-  if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then chown -R proxy: "$dir"; fi
+  if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then
+    chown -R proxy: "$dir"
+    if command -v runuser >/dev/null && ! runuser -u proxy -- test -w "$dir" -a -r "$hosts_file"; then
+      die "Squid runs as the user proxy, which cannot write $dir or read $hosts_file (a parent directory closed to it?)"
+    fi
+  fi
   echo "$dir/squid.conf"
 }
 
@@ -164,6 +170,16 @@ cmd_check() {
 cmd_run() {
   [[ -f $dir/squid.conf ]] || die "$dir/squid.conf missing (proxy.sh conf writes it)"
   [[ -x $(squid_bin) ]] || die "squid not found (Debian: apt-get install squid-openssl)"
+  # A Squid left by a caller that was killed outright holds the ports:
+  # stopped first, if its pid file names a squid running this configuration.
+  local old
+  old=$(cat "$dir/squid.pid" 2>/dev/null || true)
+  if [[ $old =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$old/cmdline" 2>/dev/null | grep -qF -- "-f $dir/squid.conf"; then
+    printf 'proxy: stopping squid %s left from an earlier run\n' "$old" >&2
+    kill "$old" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$old" 2>/dev/null || true
+  fi
   exec "$(squid_bin)" -N -f "$dir/squid.conf"
 }
 
