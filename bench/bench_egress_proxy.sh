@@ -38,6 +38,7 @@ tmp=$(mktemp -d /tmp/kiwi-pxbench.XXXXXX)
 chmod 755 "$tmp"
 squid_pid='' c_open='' c_proxy=''
 cleanup() {
+  set +e
   [[ -n $c_open ]] && docker rm -f "$c_open" >/dev/null 2>&1
   [[ -n $c_proxy ]] && docker rm -f "$c_proxy" >/dev/null 2>&1
   if [[ -n $squid_pid ]]; then
