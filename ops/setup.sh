@@ -57,6 +57,9 @@ PACKAGES=(
   # ... and the snapshot store (CNCF Distribution, an OCI registry; docs/store.md)
   docker-registry
   iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl
+  # Phase A's egress proxy (ops/egress/proxy.sh): bookworm's `squid` is
+  # built with GnuTLS and has no ssl_bump; squid-openssl peeks at the SNI
+  squid-openssl
   # docker.io only recommends these, and we install without recommends:
   # with AppArmor enabled in the kernel (Debian's default) and no
   # apparmor_parser, dockerd cannot load the docker-default profile and no

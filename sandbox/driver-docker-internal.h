@@ -22,11 +22,6 @@ typedef struct kiwi__docker_flavour {
     bool pids_via_rlimit;
 } kiwi__docker_flavour;
 
-/* Phase A's network: a bridge of Kiwi's own with inter-container traffic
- * off, created by the driver when missing. */
-#define KIWI_INSTALL_NETWORK "kiwi-install"
-#define KIWI_INSTALL_BRIDGE "kiwi-install0"
-
 extern const kiwi__docker_flavour kiwi__docker_flavour_runc;
 extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
 

@@ -119,7 +119,10 @@ kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, 
         if (v != NULL && kiwi_strv_addf (out, "%s=%s", install_passthrough[i], v) < 0)
             return kiwi_error_make (err, ENOMEM, "install environment");
     }
-    for (size_t i = 0; proxy_vars[i]; i++) {
+    for (size_t i = 0; cfg->proxy_env && cfg->proxy_env[i]; i++)
+        if (kiwi_strv_add (out, cfg->proxy_env[i]) < 0)
+            return kiwi_error_make (err, ENOMEM, "install environment");
+    for (size_t i = 0; !cfg->proxy_env && proxy_vars[i]; i++) {
         const char *v = host_get (cfg, proxy_vars[i]);
         if (v == NULL)
             continue;

@@ -54,10 +54,12 @@ typedef struct kiwi_phase_config {
     bool session_allow_test_creds;      /* KIWI_SESSION_ALLOW_TEST_CREDS */
     bool copy_snapshot;                 /* KIWI_SNAPSHOT_COPY: put the snapshot's archives into every
                                            sandbox even where the driver could lay it under /kiwi */
+    const char *const *proxy_env;       /* Kiwi's egress proxy for Phase A ("K=V"), or NULL: the worker's own */
 } kiwi_phase_config;
 
-/* Phase A's environment: HOME, TMPDIR, CI, locale and proxy settings from the
- * worker (a proxy URL with credentials is an error naming the variable), the
+/* Phase A's environment: HOME, TMPDIR, CI, locale and proxy settings (Kiwi's
+ * egress proxy when cfg->proxy_env is set, else the worker's, where a proxy
+ * URL with credentials is an error naming the variable), the
  * CA-bundle variables package managers read when a bundle is configured, and
  * `extra` (non-secret settings from inspection, "K=V"). Nothing else. */
 int kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out,

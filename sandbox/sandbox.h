@@ -63,6 +63,12 @@ typedef enum {
 
 const char *kiwi_net_mode_str (kiwi_net_mode m);
 
+/* Phase A's network (KIWI_NET_INSTALL under Docker): a bridge of Kiwi's own
+ * with inter-container traffic off, created by the driver when missing; the
+ * egress rules (ops/egress) and the egress proxy are bound to its bridge. */
+#define KIWI_INSTALL_NETWORK "kiwi-install"
+#define KIWI_INSTALL_BRIDGE "kiwi-install0"
+
 /* Limits applied to one sandbox. Zero means "the driver's default". */
 typedef struct kiwi_sandbox_limits {
     int64_t memory_mb;   /* memory ceiling (also bounds tmpfs) */

@@ -69,6 +69,13 @@ static const setting settings[] = {
     { "sandbox.install_deny", "KIWI_INSTALL_DENY", "install-deny", T_STR, OFF (install_deny), NULL, 0, 0, NULL,
       "further addresses Phase A may not reach, besides this worker's Redis and Kafka: HOST[:PORT] or CIDR[:PORT], "
       "comma- or space-separated (egress.sh --deny, applied and checked by the worker)" },
+    { "sandbox.install_egress", "KIWI_INSTALL_EGRESS", "install-egress", T_STR, OFF (install_egress), "open", 0, 0,
+      NULL,
+      "what Phase A may reach: open (anything), registries (the package registries, through the worker's egress "
+      "proxy; ops/egress/proxy.sh hosts all), or host names, comma- or space-separated (registries may be one)" },
+    { "sandbox.install_proxy_ports", "KIWI_INSTALL_PROXY_PORTS", "install-proxy-ports", T_STR,
+      OFF (install_proxy_ports), "3128,3129,3130", 0, 0, NULL,
+      "the egress proxy's ports on the install bridge's gateway: explicit,HTTP,TLS (egress.sh --proxy)" },
     { "lease.ttl", "KIWI_LEASE_TTL", "lease-ttl", T_INT, OFF (lease_ttl_s), "30", 5, 3600, NULL,
       "seconds a task lease lives unless renewed (renewed every third of it)" },
     { "cache.ttl", "KIWI_CACHE_TTL", "cache-ttl", T_INT, OFF (cache_ttl_s), "604800", 60, 31536000, NULL,

@@ -44,6 +44,9 @@ typedef struct kiwi_worker_config {
     size_t n_kafka_props;
     /* addresses Phase A may not reach besides Redis and Kafka (KIWI_INSTALL_DENY) */
     char *install_deny;
+    /* what Phase A may reach (KIWI_INSTALL_EGRESS; egress-proxy.h) and the egress proxy's ports */
+    char *install_egress;
+    char *install_proxy_ports;
     int64_t lease_ttl_s;
     int64_t cache_ttl_s;
     int64_t cache_fail_ttl_s;

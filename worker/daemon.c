@@ -42,6 +42,7 @@
 #include "offsets.h"
 #include "policy.h"
 #include "proc.h"
+#include "proxy-runner.h"
 #include "result-fit.h"
 #include "sandbox.h"
 #include "secrets.h"
@@ -158,6 +159,7 @@ struct daemon {
     pid_t gc_pid;                    /* the clean-up process (kiwi-worker --gc) running, or 0 */
     kiwi_worker_metrics *metrics;    /* what /metrics shows (worker-metrics.h) */
     kiwi_metrics_server *metrics_server; /* serving it on KIWI_METRICS_ADDR, or NULL */
+    kiwi_proxy_runner *proxy;        /* Phase A's egress proxy, or NULL (KIWI_INSTALL_EGRESS=open) */
 };
 
 /* ---------- offsets ---------- */
@@ -423,7 +425,12 @@ publish_heartbeat (daemon_t *d)
     h.cache_hits = d->cache_hits;
     h.cache_misses = d->cache_misses;
     h.redis_ok = d->redis_ok;
-    h.degraded = d->draining || !d->redis_ok || d->isolation_failed;
+    /* the proxy's state is the daemon's own, not the check process's */
+    json_t *pcheck = d->proxy ? kiwi_proxy_runner_check (d->proxy) : NULL;
+    bool proxy_down = pcheck && !json_is_true (json_object_get (pcheck, "ok"));
+    if (pcheck)
+        json_object_set (d->egress, "egress_proxy", pcheck);
+    h.degraded = d->draining || !d->redis_ok || d->isolation_failed || proxy_down;
     /* every cause, not the first: Redis down on a worker whose egress checks
      * fail must still show */
     char reason[2200] = "";
@@ -436,6 +443,10 @@ publish_heartbeat (daemon_t *d)
         snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
                   "%sredis unreachable or refused: %s: tasks run uncached and without leases", reason[0] ? "; " : "",
                   d->redis_error[0] ? d->redis_error : "not connected");
+    if (proxy_down)
+        snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
+                  "%segress proxy down: %s: Phase A installs fail until it is back", reason[0] ? "; " : "",
+                  json_string_value (json_object_get (pcheck, "detail")));
     if (h.degraded)
         h.degraded_reason = reason;
     kiwi_egress_check checks[8];
@@ -463,6 +474,7 @@ publish_heartbeat (daemon_t *d)
         kiwi_warn ("heartbeat: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
     free (buf);
+    json_decref (pcheck);
 }
 
 static void
@@ -2060,6 +2072,10 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         goto out;
     if (d.metrics_server)
         kiwi_info ("metrics at http://%s/metrics", cfg->metrics_addr);
+    /* after the reap: opening the sandbox environment creates the install
+     * network whose gateway the proxy listens on */
+    if (kiwi_proxy_runner_start (d.loop, cfg, &d.proxy, err) < 0)
+        goto out;
     if (setup_kafka (&d, err) < 0)
         goto out;
     redis_connect (&d);
@@ -2123,6 +2139,7 @@ out:
     drop_ready (&d, NULL, 0);
     if (d.egress_pid > 0)
         stop_egress_check (d.egress_pid);
+    kiwi_proxy_runner_stop (d.proxy);
     json_decref (d.egress);
     kiwi_metrics_server_stop (d.metrics_server);
     kiwi_worker_metrics_free (d.metrics);

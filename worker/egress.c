@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "egress-proxy.h"
 #include "events.h"
 #include "phases.h"
 #include "proc.h"
@@ -28,7 +29,8 @@ bool
 kiwi_egress_is_isolation_check (const char *name)
 {
     return strcmp (name, "phase_b_isolated") == 0 || strcmp (name, "metadata_blocked") == 0
-           || strcmp (name, "fleet_services_blocked") == 0;
+           || strcmp (name, "fleet_services_blocked") == 0 || strcmp (name, "install_denied_host") == 0
+           || strcmp (name, "install_dns_closed") == 0;
 }
 
 /* ---------- the fleet's own services ---------- */
@@ -205,6 +207,13 @@ egress_argv (const kiwi_worker_config *cfg, const char *command, kiwi_strv *argv
     for (size_t i = 0; i < t->deny.n; i++)
         if (kiwi_strv_add (argv, "--deny") < 0 || kiwi_strv_add (argv, t->deny.v[i]) < 0)
             return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
+    kiwi_install_egress ie;
+    if (kiwi_install_egress_parse (cfg->install_egress, &ie, err) < 0)
+        return -1;
+    bool proxied = !ie.open;
+    kiwi_install_egress_clear (&ie);
+    if (proxied && (kiwi_strv_add (argv, "--proxy") < 0 || kiwi_strv_add (argv, cfg->install_proxy_ports) < 0))
+        return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
     return 0;
 }
 
@@ -356,9 +365,37 @@ fleet_verdict (const kiwi_strv *probe, const char *output, char *detail, size_t 
     return !reached && blocked == probe->n;
 }
 
+/* With the egress proxy: a host not on the list is refused by it (CONNECT
+ * answered 403; the name is under .invalid, so nothing could ever answer
+ * it), and a name resolves nowhere in Phase A (curl without the proxy exits
+ * 6, "could not resolve host"). Lines "DENIED <code>" and "DNS rc=<n>". */
+#define PROXY_PROBES                                                                                                \
+    "curl -sS -m 10 -o /dev/null -w 'DENIED %{http_connect}' https://denied.kiwi.invalid/ 2>/dev/null; echo; "       \
+    "curl --noproxy '*' -sS -m 10 -o /dev/null http://registry.npmjs.org/ 2>/dev/null; echo \"DNS rc=$?\"; "
+
+typedef struct proxy_probe {
+    bool ran, denied_ok, dns_ok;
+    char denied[256], dns[256];
+} proxy_probe;
+
+static void
+proxy_verdict (const char *output, proxy_probe *pp)
+{
+    pp->ran = true;
+    const char *d = output ? strstr (output, "DENIED ") : NULL, *n = output ? strstr (output, "DNS rc=") : NULL;
+    pp->denied_ok = d && strncmp (d, "DENIED 403", 10) == 0;
+    pp->dns_ok = n && strncmp (n, "DNS rc=6", 8) == 0 && (n[8] == '\0' || n[8] == '\n');
+    snprintf (pp->denied, sizeof pp->denied, "%s (a CONNECT to denied.kiwi.invalid:443 %s)",
+              pp->denied_ok ? "refused by the proxy" : "NOT refused by the proxy",
+              d ? (strncmp (d, "DENIED 000", 10) == 0 ? "got no answer" : "was answered") : "did not run");
+    snprintf (pp->dns, sizeof pp->dns, "%s (curl without the proxy: %.*s)",
+              pp->dns_ok ? "no name resolves in Phase A" : "a name RESOLVED in Phase A (DNS open)",
+              n ? (int) strcspn (n, "\n") : 9, n ? n : "did not run");
+}
+
 static bool
 phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, size_t cap, bool *fleet_ok,
-         char *fleet_detail, size_t fleet_cap)
+         char *fleet_detail, size_t fleet_cap, proxy_probe *pp)
 {
     *fleet_ok = false;
     kiwi_egress_targets t = { KIWI_STRV_INIT, KIWI_STRV_INIT };
@@ -372,8 +409,12 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
         snprintf (fleet_detail, fleet_cap, "the Phase A sandbox did not run");
     kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = cfg->ca_bundle };
     kiwi_strv e = KIWI_STRV_INIT;
+    cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
+    bool proxied = false;
     kiwi_error_t err = NULL;
-    if (kiwi_phase_install_env (&pc, NULL, &e, &err) < 0) {
+    int prc = kiwi_proxy_phase_env (cfg, &proxy_env, &proxied, &err);
+    pc.proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL;
+    if (prc < 0 || kiwi_phase_install_env (&pc, NULL, &e, &err) < 0) {
         snprintf (detail, cap, "%s", kiwi_error_msg (err));
         kiwi_error_free (&err);
         kiwi_strv_free (&e);
@@ -381,9 +422,10 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
         snprintf (fleet_detail, fleet_cap, "the Phase A sandbox did not run: %s", detail);
         return false;
     }
-    char script[5120];
-    snprintf (script, sizeof script, "curl -sS -m 20 -o /dev/null -w 'HTTP %%{http_code}' %s%s %s 2>&1; echo; %s",
-              cfg->ca_bundle ? "--cacert " : "", cfg->ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url (), fleet);
+    char script[6144];
+    snprintf (script, sizeof script, "curl -sS -m 20 -o /dev/null -w 'HTTP %%{http_code}' %s%s %s 2>&1; echo; %s%s",
+              cfg->ca_bundle ? "--cacert " : "", cfg->ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url (),
+              proxied ? PROXY_PROBES : "", fleet);
     const char *argv[] = { "/bin/sh", "-c", script, NULL };
     kiwi_sandbox_spec spec = { .image = getenv ("KIWI_EGRESS_IMAGE") ?: "kiwi/base:bookworm",
                                .network = KIWI_NET_INSTALL, .env = kiwi_strv_list (&e), .task_id = "egress-check",
@@ -410,6 +452,8 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
               r.output ? r.output : "");
     if (fleet[0])
         *fleet_ok = fleet_verdict (&t.probe, r.output, fleet_detail, fleet_cap);
+    if (proxied)
+        proxy_verdict (r.output, pp);
     kiwi_exec_result_clear (&r);
 out:
     kiwi_error_free (&err);
@@ -469,9 +513,15 @@ kiwi_egress_check_main (const kiwi_worker_config *cfg)
     }
     if (!*stop_flag) {
         char fdetail[2048];
-        a = phase_a (env, cfg, detail, sizeof detail, &f, fdetail, sizeof fdetail);
+        proxy_probe pp = { .ran = false };
+        a = phase_a (env, cfg, detail, sizeof detail, &f, fdetail, sizeof fdetail, &pp);
         report ("phase_a_https", a, detail);
         report ("fleet_services_blocked", f, fdetail);
+        if (pp.ran) {
+            report ("install_denied_host", pp.denied_ok, pp.denied);
+            report ("install_dns_closed", pp.dns_ok, pp.dns);
+            f = f && pp.denied_ok && pp.dns_ok;
+        }
     }
     kiwi_sandbox_env_close (env);
     if (*stop_flag)

@@ -22,6 +22,7 @@
 #include "cache.h"
 #include "cleanup.h"
 #include "clock.h"
+#include "egress-proxy.h"
 #include "gc.h"
 #include "log.h"
 #include "phases.h"
@@ -440,6 +441,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     kiwi_store *store = NULL;
     kiwi_model_client *model = NULL;
     cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
+    cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
     int snapshot_hold = -1;
 
     /* 1. the repository */
@@ -497,7 +499,13 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         if (*k == ',')
             k++;
     }
+    bool proxied = false;
+    if (strcmp (cfg->sandbox, "firecracker") != 0 && kiwi_proxy_phase_env (cfg, &proxy_env, &proxied, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        goto done;
+    }
     kiwi_phase_config pc = {
+        .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
         .host_env = p->host_env,
         .ca_bundle = cfg->ca_bundle,
         .install_timeout_ms = cfg->install_timeout_s * 1000,

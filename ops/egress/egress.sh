@@ -34,6 +34,13 @@
 #                        repeatable, added to KIWI_EGRESS_DENY="a:p b:p";
 #                        IPv6 as [ADDR]:PORT. kiwi-worker passes its own
 #                        Redis and Kafka addresses and KIWI_INSTALL_DENY
+#   --proxy E,H,S        Phase A reaches only Kiwi's egress proxy, listening
+#                        on the install bridge's gateway: TCP port E (the
+#                        explicit proxy, HTTP_PROXY), H (intercepted HTTP)
+#                        and S (intercepted TLS); the bridge's TCP 80 and 443
+#                        are redirected to H and S (nat table), everything
+#                        else it sends is rejected, DNS included
+#                        (KIWI_EGRESS_PROXY="3128,3129,3130")
 #   --no-ipv6            IPv4 only (KIWI_EGRESS_IPV6=off); by default IPv6
 #                        rules are added whenever ip6tables works
 #
@@ -43,6 +50,7 @@ set -euo pipefail
 
 CHAIN=KIWI-EGRESS
 INCHAIN=KIWI-EGRESS-INPUT
+NATCHAIN=KIWI-EGRESS-NAT
 USERCHAIN=DOCKER-USER
 TAG=kiwi-egress
 TOKEN_PORTS=80,443,8080,8775
@@ -53,7 +61,7 @@ CONF=${KIWI_EGRESS_CONF:-/etc/kiwi/egress.env}
 
 log() { printf 'egress: %s\n' "$*" >&2; }
 die() { printf 'egress: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ------------------------------------------------------------ configuration ---
 
@@ -74,7 +82,7 @@ load_conf() {
 
 truthy() { case ${1,,} in 1|true|yes|on) return 0 ;; *) return 1 ;; esac; }
 
-opt_rfc1918=0 opt_ipv6=1 opt_bridge=kiwi-install0
+opt_rfc1918=0 opt_ipv6=1 opt_bridge=kiwi-install0 opt_proxy=
 opt_allow=() opt_dns=() opt_metadata=() opt_deny=()
 
 parse_options() {
@@ -82,6 +90,7 @@ parse_options() {
   truthy "${KIWI_EGRESS_RFC1918:-false}" && opt_rfc1918=1
   [[ ${KIWI_EGRESS_IPV6:-auto} == off ]] && opt_ipv6=0
   opt_bridge=${KIWI_EGRESS_INSTALL_BRIDGE:-kiwi-install0}
+  opt_proxy=${KIWI_EGRESS_PROXY:-}
   # shellcheck disable=SC2206
   opt_allow=(${KIWI_EGRESS_ALLOW:+${KIWI_EGRESS_ALLOW//,/ }})
   # shellcheck disable=SC2206
@@ -105,6 +114,9 @@ parse_options() {
       --deny=*) opt_deny+=("${1#*=}") ;;
       --install-bridge) [[ $# -ge 2 ]] || die "--install-bridge needs a name"; opt_bridge=$2; shift ;;
       --install-bridge=*) opt_bridge=${1#*=} ;;
+      --proxy) [[ $# -ge 2 ]] || die "--proxy needs E,H,S"; opt_proxy=$2; shift ;;
+      --proxy=*) opt_proxy=${1#*=} ;;
+      --no-proxy) opt_proxy= ;;
       --no-ipv6) opt_ipv6=0 ;;
       -h|--help) usage; exit 0 ;;
       *) printf 'egress: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
@@ -114,6 +126,9 @@ parse_options() {
   [[ ${#metadata_cli[@]} -gt 0 ]] && opt_metadata=("${metadata_cli[@]}")
   [[ $opt_bridge =~ ^[A-Za-z0-9_.+-]{1,15}$ ]] || die "bad interface name '$opt_bridge'"
   local a
+  if [[ -n $opt_proxy ]]; then
+    valid_proxy_ports "$opt_proxy" || die "bad --proxy '$opt_proxy' (want three distinct TCP ports E,H,S)"
+  fi
   for a in "${opt_metadata[@]}" "${opt_dns[@]}"; do valid_addr "$a" || die "bad address '$a'"; done
   for a in "${opt_allow[@]}"; do split_allow "$a" >/dev/null || die "bad --allow '$a' (want CIDR[:PORT], IPv6 as [CIDR]:PORT)"; done
   for a in "${opt_deny[@]}"; do split_allow "$a" >/dev/null || die "bad --deny '$a' (want ADDR[:PORT], IPv6 as [ADDR]:PORT)"; done
@@ -136,6 +151,7 @@ options_as_args() {
   for a in "${opt_metadata[@]}"; do out+=(--metadata "$a"); done
   for a in "${opt_deny[@]}"; do out+=(--deny "$a"); done
   out+=(--install-bridge "$opt_bridge")
+  [[ -n $opt_proxy ]] && out+=(--proxy "$opt_proxy")
   [[ $opt_ipv6 == 0 ]] && out+=(--no-ipv6)
   printf '%s\n' "${out[*]}"
 }
@@ -143,6 +159,19 @@ options_as_args() {
 # ------------------------------------------------------------- addresses ---
 
 is_v6() { [[ $1 == *:* ]]; }
+
+valid_port() { [[ $1 =~ ^[0-9]{1,5}$ ]] && ((10#$1 >= 1 && 10#$1 <= 65535)); }
+
+# valid_proxy_ports "E,H,S": three distinct ports.
+valid_proxy_ports() {
+  local IFS=, p
+  local -a ps
+  read -r -a ps <<<"$1"
+  [[ ${#ps[@]} == 3 && $1 =~ ^[0-9,]+$ ]] || return 1
+  for p in "${ps[@]}"; do valid_port "$p" || return 1; done
+  [[ ${ps[0]} != "${ps[1]}" && ${ps[0]} != "${ps[2]}" && ${ps[1]} != "${ps[2]}" ]]
+}
+proxy_port() { local IFS=,; local -a ps; read -r -a ps <<<"$opt_proxy"; echo "$((10#${ps[$1]}))"; }
 
 valid_v4() { # a.b.c.d
   local IFS=. o
@@ -256,6 +285,12 @@ render() {
       echo "-A $CHAIN -i $opt_bridge -d $cidr $(c "install bridge: fleet address denied") -j REJECT --reject-with $reject_other"
     fi
   done
+  # Through the proxy or not at all: nothing from the install bridge is
+  # forwarded (the proxy's own connections leave from the host, OUTPUT).
+  if [[ -n $opt_proxy ]]; then
+    echo "-A $CHAIN -i $opt_bridge -p tcp $(c "install bridge: only through the egress proxy") -j REJECT --reject-with tcp-reset"
+    echo "-A $CHAIN -i $opt_bridge $(c "install bridge: only through the egress proxy") -j REJECT --reject-with $reject_other"
+  fi
   if [[ $opt_rfc1918 == 1 ]]; then
     echo "-A $CHAIN -m conntrack --ctstate RELATED,ESTABLISHED $(c "private: replies and established flows") -j RETURN"
     echo "-A $CHAIN -m conntrack --ctstate DNAT $(c "private: published ports, Docker decides") -j RETURN"
@@ -288,6 +323,12 @@ render() {
     icmp_p="-p ipv6-icmp -m icmp6 --icmpv6-type"
     echo "-A $INCHAIN $icmp_p 135 $(c "install bridge: neighbour discovery") -j RETURN"
     echo "-A $INCHAIN $icmp_p 136 $(c "install bridge: neighbour discovery") -j RETURN"
+  fi
+  # The proxy listens on the gateway (IPv4): its explicit port, and its two
+  # intercepting ports only for connections the nat rules redirected.
+  if [[ -n $opt_proxy && $f == 4 ]]; then
+    echo "-A $INCHAIN -p tcp -m tcp --dport $(proxy_port 0) $(c "install bridge: the egress proxy") -j RETURN"
+    echo "-A $INCHAIN -p tcp -m multiport --dports $(proxy_port 1),$(proxy_port 2) -m conntrack --ctstate DNAT $(c "install bridge: the egress proxy, redirected") -j RETURN"
   fi
   echo "-A $INCHAIN -p tcp $(c "install bridge: no new connections to the host") -j REJECT --reject-with tcp-reset"
   echo "-A $INCHAIN $(c "install bridge: no new connections to the host") -j REJECT --reject-with $reject_other"
@@ -379,6 +420,121 @@ compare() {
   return $bad
 }
 
+# --------------------------------------------------------------------- nat ---
+
+# With --proxy, the nat table's PREROUTING sends the install bridge's TCP 80
+# and 443 to the proxy's intercepting ports, so a tool that ignores
+# HTTP_PROXY/HTTPS_PROXY still goes through it. IPv4 only: the proxy listens
+# on the gateway's IPv4 address and the filter rules reject all IPv6 from
+# the bridge. Without --proxy the nat table holds nothing of Kiwi's.
+
+nat() { iptables -w -t nat "$@"; }
+nat_chain_exists() { nat -S "$NATCHAIN" >/dev/null 2>&1; }
+nat_rules() { nat -S "$1" 2>/dev/null | grep -- '^-A ' || true; }
+# every jump to the nat chain, from any nat chain
+nat_jumps() { nat -S 2>/dev/null | grep -E -- "^-A .* -j $NATCHAIN( |\$)" | grep -Ev -- "^-A $NATCHAIN " || true; }
+
+nat_jump() { echo "-A PREROUTING -i $opt_bridge -m comment --comment $TAG -j $NATCHAIN"; }
+render_nat() {
+  echo "-A $NATCHAIN -p tcp -m tcp --dport 80 $(c "install bridge: HTTP to the egress proxy") -j REDIRECT --to-ports $(proxy_port 1)"
+  echo "-A $NATCHAIN -p tcp -m tcp --dport 443 $(c "install bridge: TLS to the egress proxy") -j REDIRECT --to-ports $(proxy_port 2)"
+}
+
+# load_wanted_nat: want_nat and want_jnat as `iptables -t nat -S` prints
+# them (validated in a throwaway namespace, like canonical); empty without
+# --proxy.
+want_nat='' want_jnat=''
+load_wanted_nat() {
+  want_nat='' want_jnat=''
+  [[ -n $opt_proxy ]] || return 0
+  local payload out
+  payload=$(echo '*nat'; echo ":$NATCHAIN - [0:0]"; render_nat; nat_jump; echo COMMIT)
+  if command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
+    out=$(unshare -n sh -c "iptables-restore -w && iptables -w -t nat -S $NATCHAIN && iptables -w -t nat -S PREROUTING" <<<"$payload" 2>&1) ||
+      die "ipv4: the nat rules do not load: $out"
+  else
+    out=$payload
+  fi
+  want_nat=$(grep -- "^-A $NATCHAIN " <<<"$out" || true)
+  want_jnat=$(grep -- "^-A PREROUTING " <<<"$out")
+}
+
+# compare_nat: one reason per difference; 0 when the nat table holds
+# exactly what apply would leave there (nothing at all without --proxy).
+compare_nat() {
+  local bad=0 have line jumps
+  jumps=$(nat_jumps)
+  if [[ -z $opt_proxy ]]; then
+    if nat_chain_exists; then echo "ipv4: nat: chain $NATCHAIN present (applied with --proxy)"; bad=1; fi
+    while IFS= read -r line; do [[ -n $line ]] && { echo "ipv4: nat: unexpected: $line"; bad=1; }; done <<<"$jumps"
+    return $bad
+  fi
+  if ! nat_chain_exists; then
+    echo "ipv4: nat: chain $NATCHAIN missing"; bad=1
+  else
+    have=$(nat_rules "$NATCHAIN")
+    if [[ $have != "$want_nat" ]]; then
+      bad=1
+      diff <(echo "$want_nat") <(echo "$have") | sed -n "s/^< \(..*\)/ipv4: nat: missing: \1/p; s/^> \(..*\)/ipv4: nat: unexpected: \1/p"
+    fi
+  fi
+  if [[ $jumps != "$want_jnat" ]]; then
+    bad=1
+    diff <(echo "$want_jnat") <(echo "$jumps") | sed -n "s/^< \(..*\)/ipv4: nat: jump missing: \1/p; s/^> \(..*\)/ipv4: nat: unexpected jump: \1/p"
+  elif [[ $(nat_rules PREROUTING | head -n1) != "$want_jnat" ]]; then
+    echo "ipv4: nat: jump not the first rule of PREROUTING: $want_jnat"; bad=1
+  fi
+  return $bad
+}
+
+# remove_nat [quiet]: every jump to the nat chain, then the chain.
+remove_nat() {
+  local payload=$'*nat\n' any=0 line
+  while IFS= read -r line; do
+    [[ -n $line ]] || continue
+    payload+="-D ${line#-A }"$'\n'; log "ipv4: nat: - $line"; any=1
+  done <<<"$(nat_jumps)"
+  if nat_chain_exists; then
+    while IFS= read -r line; do [[ -n $line ]] && log "ipv4: nat: - $line"; done <<<"$(nat_rules "$NATCHAIN")"
+    payload+="-F $NATCHAIN"$'\n'"-X $NATCHAIN"$'\n'; log "ipv4: nat: - -X $NATCHAIN"; any=1
+  fi
+  if [[ $any == 0 ]]; then
+    [[ ${1:-} == quiet ]] || log "ipv4: nat: not applied; nothing to remove"
+    return 0
+  fi
+  local err
+  err=$(iptables-restore -w --noflush <<<"$payload"$'COMMIT\n' 2>&1) || die "ipv4: nat: iptables-restore failed: $err"
+  log "ipv4: nat: removed"
+}
+
+apply_nat() {
+  if [[ -z $opt_proxy ]]; then remove_nat quiet; return 0; fi
+  local payload=$'*nat\n' changed=0 have line
+  have=$(nat_rules "$NATCHAIN")
+  if ! nat_chain_exists || [[ $have != "$want_nat" ]]; then
+    changed=1
+    payload+=":$NATCHAIN - [0:0]"$'\n'"$want_nat"$'\n'
+    diff <(echo "$have") <(echo "$want_nat") | sed -n "s/^< /egress: ipv4: nat: - /p; s/^> /egress: ipv4: nat: + /p" >&2 || true
+  fi
+  if [[ $(nat_jumps) != "$want_jnat" || $(nat_rules PREROUTING | head -n1) != "$want_jnat" ]]; then
+    changed=1
+    while IFS= read -r line; do
+      [[ -n $line ]] || continue
+      payload+="-D ${line#-A }"$'\n'; log "ipv4: nat: - $line (to re-insert it first)"
+    done <<<"$(nat_jumps)"
+    payload+="-I PREROUTING 1 ${want_jnat#-A PREROUTING }"$'\n'
+    log "ipv4: nat: + -I PREROUTING 1 ${want_jnat#-A PREROUTING }"
+  fi
+  if [[ $changed == 0 ]]; then
+    log "ipv4: nat: already applied ($(wc -l <<<"$want_nat") rules); nothing changed"
+    return 0
+  fi
+  local err why
+  err=$(iptables-restore -w --noflush <<<"$payload"$'COMMIT\n' 2>&1) || die "ipv4: nat: iptables-restore failed: $err"
+  why=$(compare_nat) || die "ipv4: nat: rules applied but do not read back as expected: $why"
+  log "ipv4: nat: applied"
+}
+
 # ------------------------------------------------------------------ apply ---
 
 marker() { echo "$RUN_DIR/ipv$1.created"; }
@@ -457,7 +613,9 @@ apply_family() {
 cmd_apply() {
   local f
   for f in "${families[@]}"; do load_wanted "$f"; done
+  load_wanted_nat
   for f in "${families[@]}"; do apply_family "$f"; done
+  apply_nat
   options_as_args >"$RUN_DIR/applied.args"
 }
 
@@ -522,6 +680,7 @@ remove_family() {
 cmd_remove() {
   local f
   for f in "${families[@]}"; do remove_family "$f"; done
+  remove_nat
   rm -f "$RUN_DIR/applied.args"
 }
 
@@ -545,6 +704,12 @@ cmd_status() {
       ipt "$f" -S "$line" -v | sed -n 's/^-A [^ ]* \(.*\) -c \([0-9]*\) \([0-9]*\) \(-j .*\)$/    \2 \3 \1 \4/p'
     done
   done
+  if nat_chain_exists; then
+    echo "  nat: jumps:"
+    nat_jumps | sed 's/^/    /'
+    echo "  nat: $NATCHAIN (packets bytes rule):"
+    nat -S "$NATCHAIN" -v | sed -n 's/^-A [^ ]* \(.*\) -c \([0-9]*\) \([0-9]*\) \(-j .*\)$/    \2 \3 \1 \4/p'
+  fi
   [[ -f $RUN_DIR/applied.args ]] && echo "options: $(cat "$RUN_DIR/applied.args")"
   [[ $applied == 1 ]]
 }
@@ -559,6 +724,12 @@ cmd_check() {
       echo "$out"; bad=1
     fi
   done
+  load_wanted_nat
+  if out=$(compare_nat); then
+    [[ -n $opt_proxy ]] && echo "ipv4: nat: ok ($(wc -l <<<"$want_nat") rules, jump in place)"
+  else
+    echo "$out"; bad=1
+  fi
   [[ $bad == 0 ]] && echo "check: the applied rules match" || echo "check: MISMATCH (egress.sh apply fixes it)"
   return $bad
 }
@@ -570,6 +741,11 @@ cmd_rules() {
     echo "# ipv$f"
     printf '%s\n' "${want_juser[$f]}" "${want_jinput[$f]}" "${want_chain[$f]}" "${want_inchain[$f]}"
   done
+  load_wanted_nat
+  if [[ -n $opt_proxy ]]; then
+    echo "# ipv4 nat"
+    printf '%s\n' "$want_jnat" "$want_nat"
+  fi
 }
 
 # -------------------------------------------------------------------- main ---

@@ -16,6 +16,18 @@ set_tests_properties(test_egress PROPERTIES
   SKIP_RETURN_CODE ${KIWI_TEST_SKIP_CODE}
   ENVIRONMENT "KIWI_EGRESS_DIR=${PROJECT_SOURCE_DIR}/ops/egress")
 
+# test_egress_proxy: egress.sh --proxy and proxy.sh (Squid) on a Docker
+# network of its own, from runc and runsc-host containers, against an
+# outside namespace the test creates (TAP output; exit 77 = skipped).
+add_test(NAME test_egress_proxy COMMAND timeout --verbose --signal=TERM --kill-after=60 600
+                                        bash ${CMAKE_CURRENT_LIST_DIR}/test_egress_proxy.sh)
+set_tests_properties(test_egress_proxy PROPERTIES
+  LABELS integration
+  TIMEOUT 690
+  RUN_SERIAL TRUE
+  SKIP_RETURN_CODE ${KIWI_TEST_SKIP_CODE}
+  ENVIRONMENT "KIWI_EGRESS_DIR=${PROJECT_SOURCE_DIR}/ops/egress")
+
 # kiwi_test_netns: tests/support/netns.c, namespaces with a veth, routed
 # addresses, the route-safety check and fake HTTP/DNS services, for any test
 # that must send to 169.254.169.254 without a packet leaving the machine.

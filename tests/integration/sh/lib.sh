@@ -132,6 +132,28 @@ worker_start() {
   eval "WORKER_PID_$name=$pid"
 }
 
+# hb_of WORKER PYEXPR: PYEXPR evaluated on the newest heartbeat of worker
+# NAME (worker_start's name), with h the heartbeat and checks its egress
+# checks by name; exit 1 when that worker sent none yet.
+hb_of() {
+  kiwi_cli tail heartbeats >"$TMP/hb.jsonl" 2>/dev/null || true
+  python3 - "$TMP/hb.jsonl" "$RUN_ID-$1" "$2" <<'PY'
+import json, sys
+hbs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+hbs = [h for h in hbs if h.get("worker_id") == sys.argv[2]]
+if not hbs:
+    sys.exit(1)
+h = hbs[-1]
+checks = {c["name"]: c for c in h.get("egress", [])}
+print(eval(sys.argv[3]))
+PY
+}
+# wait_hb WORKER PYEXPR SECONDS: until PYEXPR is True on its newest heartbeat
+wait_hb() {
+  for _ in $(seq 1 "$3"); do [ "$(hb_of "$1" "$2" 2>/dev/null)" = True ] && return 0; sleep 1; done
+  return 1
+}
+
 kiwi_cli() {
   local cmd=$1; shift
   "$KIWI" "$cmd" --brokers "$KIWI_KAFKA_BROKERS" \

@@ -34,25 +34,7 @@ for _ in $(seq 1 50); do [ "$(rcli ping 2>/dev/null)" = PONG ] && break; sleep 0
 [ "$(env -u REDISCLI_AUTH redis-cli -h 127.0.0.1 -p "$RPORT" ping 2>&1)" != PONG ] || fail "the test's Redis answers without its password"
 log "redis with requirepass on 127.0.0.1:$RPORT"
 
-hb_of() { # hb_of WORKER PYEXPR: evaluated on that worker's newest heartbeat
-  kiwi_cli tail heartbeats >"$TMP/hb.jsonl" 2>/dev/null || true
-  python3 - "$TMP/hb.jsonl" "$RUN_ID-$1" "$2" <<'PY'
-import json, sys
-hbs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-hbs = [h for h in hbs if h.get("worker_id") == sys.argv[2]]
-if not hbs:
-    sys.exit(1)
-h = hbs[-1]
-print(eval(sys.argv[3]))
-PY
-}
-wait_hb() { # wait_hb WORKER PYEXPR SECONDS: until the expression is True
-  for _ in $(seq 1 "$3"); do
-    [ "$(hb_of "$1" "$2" 2>/dev/null)" = True ] && return 0
-    sleep 1
-  done
-  return 1
-}
+# hb_of, wait_hb: lib.sh
 
 git_serve js-sum
 provider_serve

@@ -45,19 +45,7 @@ git_serve js-sum
 provider_serve
 worker_start a KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 
-hb_field() { # hb_field PYEXPR: evaluated on this worker's newest heartbeat
-  kiwi_cli tail heartbeats >"$TMP/hb.jsonl" 2>/dev/null || true
-  python3 - "$TMP/hb.jsonl" "$RUN_ID-a" "$1" <<'PY'
-import json, sys
-hbs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-hbs = [h for h in hbs if h.get("worker_id") == sys.argv[2]]
-if not hbs:
-    sys.exit(1)
-h = hbs[-1]
-checks = {c["name"]: c for c in h.get("egress", [])}
-print(eval(sys.argv[3]))
-PY
-}
+hb_field() { hb_of a "$1"; } # on worker a
 
 # 1. no rules: degraded, with the reason, and no task taken
 for _ in $(seq 1 40); do
@@ -144,23 +132,6 @@ log "fleet host $FLEET (netns $NS via $VH): redis-server :6379 (requirepass), a 
 
 fleet=(KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
        KIWI_REDIS_HOST="$FLEET" KIWI_REDIS_PORT=6379 KIWI_REDIS_PASSWORD="$FPW" KIWI_INSTALL_DENY="$FLEET:9092")
-hb_of() { # hb_of WORKER PYEXPR
-  kiwi_cli tail heartbeats >"$TMP/hb.jsonl" 2>/dev/null || true
-  python3 - "$TMP/hb.jsonl" "$RUN_ID-$1" "$2" <<'PY'
-import json, sys
-hbs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-hbs = [h for h in hbs if h.get("worker_id") == sys.argv[2]]
-if not hbs:
-    sys.exit(1)
-h = hbs[-1]
-checks = {c["name"]: c for c in h.get("egress", [])}
-print(eval(sys.argv[3]))
-PY
-}
-wait_hb() { # wait_hb WORKER PYEXPR SECONDS
-  for _ in $(seq 1 "$3"); do [ "$(hb_of "$1" "$2" 2>/dev/null)" = True ] && return 0; sleep 1; done
-  return 1
-}
 
 # 4a. without the deny rules (none applied): the check fails, says what
 #     Phase A reached, and the worker is degraded; the fleet host counted

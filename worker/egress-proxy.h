@@ -1,0 +1,103 @@
+/*
+ * egress-proxy.h: Phase A's egress proxy as the worker runs it.
+ *
+ * KIWI_INSTALL_EGRESS says what Phase A may reach:
+ *   registries   (the default) the package registries of every ecosystem
+ *                Kiwi installs (ops/egress/proxy.sh hosts), through the
+ *                worker's Squid
+ *   open         the whole internet, no proxy (the spec's minimum)
+ *   a list       comma- or space-separated host names ("registries" may be
+ *                one of them, ".example.org" = a domain and its
+ *                subdomains): only those, through the proxy
+ *
+ * With a proxy, the worker writes Squid's configuration with
+ * `ops/egress/proxy.sh conf` (listening on the install bridge's gateway,
+ * KIWI_INSTALL_PROXY_PORTS E,H,S), runs `proxy.sh run` as its child,
+ * restarts it when it dies, gives Phase A HTTP_PROXY and friends, and
+ * passes `--proxy E,H,S` to egress.sh apply/check, which redirects the
+ * bridge's 80/443 to Squid and rejects everything else (DNS included).
+ *
+ * Squid's access log (DIR/access.log; fields in ops/egress/README.md) is
+ * parsed line by line with kiwi_proxy_log_parse().
+ */
+#ifndef KIWI_WORKER_EGRESS_PROXY_H
+#define KIWI_WORKER_EGRESS_PROXY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "error.h"
+#include "strv.h"
+
+/* KIWI_INSTALL_EGRESS, parsed. `hosts` holds the operator's names;
+ * `registries` whether the ecosystems' registries are allowed. Owns its
+ * strings: kiwi_install_egress_clear(). */
+typedef struct kiwi_install_egress {
+    bool open;
+    bool registries;
+    kiwi_strv hosts;
+} kiwi_install_egress;
+
+/* Parses `value` (NULL or empty = "registries"). An error names the
+ * setting and the entry it refused ("open" mixed with hosts; a name that
+ * is not a host name). */
+int kiwi_install_egress_parse (const char *value, kiwi_install_egress *out, kiwi_error_t *err);
+void kiwi_install_egress_clear (kiwi_install_egress *e);
+
+/* KIWI_INSTALL_PROXY_PORTS "E,H,S" into three distinct ports. */
+int kiwi_proxy_ports_parse (const char *value, int ports[3], kiwi_error_t *err);
+
+/* The IPv4 address of interface `bridge` (the install bridge's gateway)
+ * into addr (INET_ADDRSTRLEN). An error when it has none or is missing. */
+int kiwi_proxy_gateway (const char *bridge, char *addr, size_t cap, kiwi_error_t *err);
+
+/* The proxy settings Phase A gets ("K=V", appended to *env) for a proxy at
+ * http://GATEWAY:PORT: HTTP(S)_PROXY in both cases, npm's, and the JVM's
+ * (Maven and Gradle read no environment variable); NO_PROXY empty. */
+int kiwi_proxy_env (const char *gateway, int port, kiwi_strv *env, kiwi_error_t *err);
+
+/* Phase A's proxy settings for this worker's configuration: *on false
+ * (and nothing added) with KIWI_INSTALL_EGRESS=open; otherwise the
+ * kiwi_proxy_env() of the install bridge's gateway and the explicit port.
+ * An error names the setting or the missing bridge. */
+int kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *on, kiwi_error_t *err);
+
+/* The proxy's directory under the worker's state dir ("<state>/egress-proxy/<worker id>"). */
+int kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
+
+/* Writes the configuration (proxy.sh conf) for `gateway` and starts
+ * `proxy.sh run` as a child of this process in its own process group;
+ * *pid receives it. The caller reaps it (ev_child) and calls this again to
+ * restart. */
+int kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *gateway,
+                      const char *dir, pid_t *pid, kiwi_error_t *err);
+
+/* One line of the access log. Strings point into the caller's buffer
+ * (kiwi_proxy_log_parse writes NULs into it); "-" fields are NULL. */
+typedef struct kiwi_proxy_log_entry {
+    double time;          /* seconds since the epoch */
+    const char *client;   /* the sandbox's address */
+    int local_port;       /* the explicit proxy's port, or 80/443 for a redirected connection */
+    const char *squid_status; /* TCP_MISS, TCP_TUNNEL, TCP_DENIED, NONE_NONE, ... */
+    int http_status;
+    const char *method;
+    const char *sni;
+    const char *url;      /* http://host/path, host:443 (CONNECT), ADDR:443 (intercepted TLS) */
+    int64_t bytes_in, bytes_out;
+    const char *server;   /* the address Squid connected to */
+    const char *bump;     /* peek, splice, terminate */
+    char host[256];       /* the host the request was for (SNI, URL host, CONNECT target) */
+    int port;             /* its port */
+} kiwi_proxy_log_entry;
+
+/* Parses one line (modified in place). -1 when it is not one. */
+int kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e);
+
+/* Whether the entry is a denied attempt; *rule (when non-NULL) names the
+ * rule that denied it: "host not allowed", "Host does not match the
+ * address", "TLS SNI not allowed", "TLS without SNI". */
+bool kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, const char **rule);
+
+#endif
