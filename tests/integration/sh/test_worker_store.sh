@@ -46,7 +46,7 @@ curl -fsS -o /dev/null "http://127.0.0.1:$STORE_PORT/v2/" || fail "docker-regist
 STORE_URL="http://127.0.0.1:$STORE_PORT/kiwi/snapshots"
 
 # ---- host B's dockerd (the shared one stays untouched: no restart, its
-# own sockets and data root here)
+# own sockets, data root and network namespace here)
 DB="$TMP/dockerd-b"
 mkdir -p "$DB/data" "$DB/exec"
 echo '{}' >"$DB/daemon.json"
@@ -61,14 +61,20 @@ on_cleanup() {
     # what the daemon mounted under its own data root
     grep -o " ${DB}[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   fi
+  [ -n "${NS_B:-}" ] && ip netns del "$NS_B" 2>/dev/null || true
   for s in "$TMP/state-a" "$TMP/state-b"; do
     grep -o " ${s}[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   done
   [ -n "${key:-}" ] && "${RCLI[@]}" del "kiwi:install:$key" >/dev/null 2>&1 || true
 }
-dockerd --config-file "$DB/daemon.json" --data-root "$DB/data" --exec-root "$DB/exec" \
-  --pidfile "$DB/dockerd.pid" --host "unix://$SOCK_B" --bridge=none --iptables=false --ip6tables=false \
-  --ip-masq=false >"$TMP/dockerd-b.log" 2>&1 &
+# in a network namespace of its own: the bridges it makes (the install
+# network Kiwi's driver creates on every dockerd it opens) must not take the
+# names and addresses of the shared dockerd's on this host
+NS_B="kiwi-hostb-$$"
+ip netns add "$NS_B" || fail "cannot create the network namespace $NS_B"
+nsenter --net="/run/netns/$NS_B" dockerd --config-file "$DB/daemon.json" --data-root "$DB/data" \
+  --exec-root "$DB/exec" --pidfile "$DB/dockerd.pid" --host "unix://$SOCK_B" --bridge=none --iptables=false \
+  --ip6tables=false --ip-masq=false >"$TMP/dockerd-b.log" 2>&1 &
 DOCKERD_B=$!
 for _ in $(seq 1 150); do docker -H "unix://$SOCK_B" version >/dev/null 2>&1 && break; sleep 0.2; done
 docker -H "unix://$SOCK_B" version >/dev/null 2>&1 || fail "the second dockerd did not answer"
