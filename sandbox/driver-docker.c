@@ -33,15 +33,16 @@ const kiwi__docker_flavour kiwi__docker_flavour_runc = {
     .install_network = KIWI_INSTALL_NETWORK,
 };
 
-/* Debian's runsc (2022-12) refuses its own network stack in any network
- * namespace on this kernel (it mistakes every namespace for the host's; see
- * docs/gvisor-phase-a.md), so Phase A runs under `runsc-host`: runsc with
- * --network=host inside the container's own namespace on the install
- * bridge, which is not the host's. Phase B and the session keep `runsc`,
- * registered with --network=none. */
+/* Phase A runs under `runsc-net`: the runsc that ops/setup.sh builds from
+ * the pinned gVisor module, with gVisor's own network stack (netstack) in
+ * the container's namespace on the install bridge, which is not the host's.
+ * Phase B and the session keep `runsc`, registered with --network=none.
+ * (Where the build was impossible, ops/stack.sh registers Debian's runsc as
+ * runsc-net with --network=host, since that one refuses netstack on this
+ * kernel: docs/gvisor-phase-a.md.) */
 const kiwi__docker_flavour kiwi__docker_flavour_runsc = {
     .runtime = "runsc",
-    .install_runtime = "runsc-host",
+    .install_runtime = "runsc-net",
     .install_network = KIWI_INSTALL_NETWORK,
     .pids_via_rlimit = true,
 };

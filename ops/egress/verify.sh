@@ -13,7 +13,7 @@
 #   --network NET          docker network to start it on (kiwi-install)
 #   --ca-bundle FILE       mounted read-only as /kiwi-ca.crt; curl trusts it
 #                          for the HTTPS check (a TLS-intercepting proxy's CA)
-#   --runtime RUNTIME      docker runtime (e.g. runsc-host); default dockerd's
+#   --runtime RUNTIME      docker runtime (e.g. runsc-net); default dockerd's
 #   --https-url URL        the ordinary HTTPS fetch (https://registry.npmjs.org/)
 #   --dns-name NAME        the name that must resolve (the URL's host)
 #   --metadata-addr ADDR   the metadata endpoint (169.254.169.254)
