@@ -557,7 +557,7 @@ for l in "PASS dns resolves" "PASS https works" "PASS metadata http blocked" "PA
   check "verify.sh with rules prints '$l'" grep -q "^$l" <<<"$VOUT"
 done
 if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-net"'; then
-  run_verify 0 "verify.sh with rules passes under gVisor (--runtime runsc-net)" --runtime runsc-net
+  run_verify 0 "verify.sh with rules passes under gVisor (--runtime runsc-net)" --runtime runsc-net --upstream-resolvers
 else
   skip_check "verify.sh under gVisor: runtime runsc-net not registered in dockerd (ops/stack.sh)"
 fi
