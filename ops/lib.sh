@@ -195,3 +195,33 @@ env_get() {
   [[ -r $1 ]] || return 0
   sed -n "s/^$2=//p" "$1" | tail -n1
 }
+
+# ----------------------------------------------------------------- gVisor ---
+# runsc built by ops/setup.sh from the gVisor module pinned in ops/gvisor
+# (go.mod, its checksums in go.sum), its version stamped into the binary;
+# Debian's /usr/bin/runsc is the fallback when that build is impossible.
+
+KIWI_RUNSC_BUILT=$KIWI_STATE_DIR/bin/runsc
+KIWI_RUNSC_DEBIAN=/usr/bin/runsc
+
+# gvisor_pinned_version: the gvisor.dev/gvisor version ops/gvisor/go.mod requires.
+gvisor_pinned_version() {
+  sed -nE 's/^[[:space:]]*(require[[:space:]]+)?gvisor\.dev\/gvisor[[:space:]]+(v[^[:space:]]+).*/\2/p' \
+    "$KIWI_OPS_DIR/gvisor/go.mod" | head -n1
+}
+
+# runsc_version BIN: the version BIN reports ("runsc version V"), or "".
+runsc_version() {
+  [[ -x $1 ]] || return 0
+  "$1" --version 2>/dev/null | sed -n 's/^runsc version //p' | head -n1
+}
+
+# runsc_path: the runsc that dockerd runs: the built one when it carries the
+# pinned version, else Debian's.
+runsc_path() {
+  if [[ -n $(gvisor_pinned_version) && $(runsc_version "$KIWI_RUNSC_BUILT") == "$(gvisor_pinned_version)" ]]; then
+    echo "$KIWI_RUNSC_BUILT"
+  else
+    echo "$KIWI_RUNSC_DEBIAN"
+  fi
+}

@@ -19,13 +19,17 @@ Sets up this machine for Kiwi (Debian 12, as root):
   2. kafka     resolves the Apache Kafka broker from ops/pom.xml with Maven into
                \${KIWI_STATE_DIR}/kafka/lib (skipped when its stamp matches the
                pom's sha256)
-  3. docker    brings up dockerd with runsc through ops/stack.sh up docker
-  4. images    builds the sandbox images with ops/images/build.sh
+  3. gvisor    builds runsc from the gVisor module pinned in ops/gvisor into
+               \${KIWI_STATE_DIR}/bin/runsc with the machine's Go (skipped when
+               that binary reports the pinned version); when it cannot be
+               built, Debian's runsc is used instead, with a warning
+  4. docker    brings up dockerd with runsc through ops/stack.sh up docker
+  5. images    builds the sandbox images with ops/images/build.sh
   (after 1)    venv: the provider SDKs for the fixture check (ops/venv.sh)
 
 Options:
   --no-kafka   skip step 2
-  --no-images  skip steps 3 and 4
+  --no-images  skip steps 4 and 5
   --help       this text
 
 Environment:
@@ -140,6 +144,54 @@ step_kafka() {
   log "kafka lib: $n jars in $lib"
 }
 
+# The loud fallback: Debian's runsc of 2022-12 mistakes every network
+# namespace for the host's on this kernel (Phase A then runs under hostinet)
+# and lacks syscalls that tools use (docs/gvisor-phase-a.md).
+gvisor_fallback() {
+  warn "gvisor: ==================================================================="
+  warn "gvisor: runsc could not be built: $*"
+  warn "gvisor: dockerd will run Debian's $KIWI_RUNSC_DEBIAN (0.0~20221219) instead:"
+  warn "gvisor: Phase A under gVisor falls back to --network=host, and some tools"
+  warn "gvisor: fail under it (docs/gvisor-phase-a.md)"
+  warn "gvisor: ==================================================================="
+}
+
+step_gvisor() {
+  local mod=$KIWI_OPS_DIR/gvisor out=$KIWI_RUNSC_BUILT want have blog
+  want=$(gvisor_pinned_version)
+  [[ -n $want ]] || die "gvisor: no gvisor.dev/gvisor version in $mod/go.mod"
+  have=$(runsc_version "$out")
+  if [[ $have == "$want" ]]; then
+    log "gvisor: runsc $want already built ($out)"
+    return 0
+  fi
+  if ! command -v go >/dev/null 2>&1; then
+    gvisor_fallback "no go on PATH"
+    return 0
+  fi
+  mkdir -p "$(dirname "$out")" "$KIWI_LOG_DIR"
+  blog=$KIWI_LOG_DIR/setup-gvisor.log
+  log "gvisor: building runsc $want with $(go version | cut -d' ' -f3) (${have:+replacing $have, }log: $blog)"
+  # -mod=readonly: the modules and checksums are go.mod's and go.sum's, nothing
+  # else. GOTOOLCHAIN local unless the caller names one (see ops/gvisor/README.md).
+  if ! (cd "$mod" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=${GOTOOLCHAIN:-local} \
+          go build -trimpath -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$want" \
+          -o "$out.new" gvisor.dev/gvisor/runsc) </dev/null >"$blog" 2>&1; then
+    log_tail "$blog" 30
+    rm -f "$out.new"
+    gvisor_fallback "go build failed (log: $blog)"
+    return 0
+  fi
+  have=$(runsc_version "$out.new")
+  if [[ $have != "$want" ]]; then
+    rm -f "$out.new"
+    gvisor_fallback "the built binary reports version '${have}', not $want"
+    return 0
+  fi
+  mv -f "$out.new" "$out"
+  log "gvisor: runsc $want built: $out ($(du -m "$out" | cut -f1) MB)"
+}
+
 step_docker() {
   "$KIWI_OPS_DIR/stack.sh" up docker >/dev/null   # stdout: the env file path
 }
@@ -168,6 +220,7 @@ if ((want_kafka)); then
 else
   log "kafka skipped (--no-kafka)"
 fi
+run_step gvisor step_gvisor
 if ((want_images)); then
   run_step docker step_docker
   run_step images step_images

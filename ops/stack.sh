@@ -539,7 +539,7 @@ docker_runtimes() {
 }
 
 # sandbox_runtimes LIST: the ones Kiwi's sandbox drivers use (runc, runsc),
-# in that order, among LIST; runsc-net and others are for experiments.
+# in that order, among LIST (runsc-net is Phase A's, under the gvisor driver).
 sandbox_runtimes() {
   local r out=""
   for r in runc runsc; do
@@ -557,8 +557,8 @@ docker_check_runsc() {
 $KIWI_LOG_NAME: error: docker: the dockerd at $sock${pid:+ (pid $pid)} has no "runsc" runtime.
   Kiwi's gvisor sandbox needs it. Either register it in that daemon's config
   (/etc/docker/daemon.json, or the file given by its --config-file):
-      {"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]},
-                    "runsc-net": {"path": "/usr/bin/runsc"}}}
+      {"runtimes": {"runsc": {"path": "$(runsc_path)", "runtimeArgs": ["--network=none"]},
+                    "runsc-net": {"path": "$(runsc_path)", "runtimeArgs": ["--network=sandbox"]}}}
   and reload it (kill -HUP ${pid:-<dockerd pid>}, or: systemctl reload docker),
   or stop that dockerd (systemctl disable --now docker.service docker.socket)
   so that ops/stack.sh starts its own, with runsc registered, on $DOCKER_SOCK.
@@ -567,9 +567,20 @@ EOF
   fi
   args=$(jq -c '.Runtimes.runsc.runtimeArgs // []' <<<"$info")
   [[ $args == *--network=none* ]] ||
-    warn "docker: runsc at $sock runs without --network=none ($args); Debian's runsc refuses containers that need a network namespace set up"
-  jq -e '.Runtimes["runsc-host"]' >/dev/null <<<"$info" ||
-    warn "docker: the dockerd at $sock has no \"runsc-host\" runtime (runsc --network=host), which Phase A under gVisor uses; add it like runsc above"
+    warn "docker: runsc at $sock runs without --network=none ($args): Phase B and the session rely on it"
+  if ! jq -e '.Runtimes["runsc-net"]' >/dev/null <<<"$info"; then
+    warn "docker: the dockerd at $sock has no \"runsc-net\" runtime, which Phase A under gVisor uses; add it like runsc above, with runtimeArgs [\"--network=sandbox\"]"
+  else
+    args=$(jq -c '.Runtimes["runsc-net"].runtimeArgs // []' <<<"$info")
+    [[ $args == *--network=none* ]] &&
+      warn "docker: runsc-net at $sock runs with --network=none ($args): Phase A under gVisor has no network"
+    [[ $args == *--network=host* ]] &&
+      warn "docker: runsc-net at $sock is hostinet ($args), not gVisor's own network stack (Debian's runsc; ops/setup.sh builds a current one)"
+  fi
+  local path
+  path=$(jq -r '.Runtimes.runsc.path // ""' <<<"$info")
+  [[ $path == "$KIWI_RUNSC_DEBIAN" ]] &&
+    warn "docker: runsc at $sock is Debian's $path (0.0~20221219), not the one ops/setup.sh builds ($KIWI_RUNSC_BUILT)"
   return 0
 }
 
@@ -578,24 +589,35 @@ docker_fail() {
   die "docker: $*"
 }
 
-# The config of a dockerd that stack.sh starts. runsc: gVisor with no network
-# (Phase B verify, the Implementer's sandbox); Debian's runsc refuses to set up
-# a network namespace itself ("cannot run with network enabled in root network
-# namespace"). runsc-host: gVisor with hostinet, used with NetworkMode bridge
-# for Phase A (see docs/gvisor-phase-a.md). runsc-net: the unmodified runtime,
-# kept for experiments.
-DAEMON_JSON='{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"runsc-host":{"path":"/usr/bin/runsc","runtimeArgs":["--network=host"]},"runsc-net":{"path":"/usr/bin/runsc"}},"storage-driver":"overlay2"}'
+# The config of a dockerd that stack.sh starts, for the runsc of runsc_path
+# (ops/lib.sh: the one ops/setup.sh built from ops/gvisor, else Debian's).
+# runsc: gVisor with no network (Phase B verify, the Implementer's sandbox).
+# runsc-net: Phase A, with NetworkMode set to Kiwi's install bridge: gVisor's
+# own network stack (netstack) in the container's network namespace. Debian's
+# runsc (2022-12) refuses netstack on this kernel ("cannot run with network
+# enabled in root network namespace"), so with it runsc-net is hostinet
+# (--network=host) inside that same namespace, which is weaker (the sandbox's
+# socket calls reach the host kernel). See docs/gvisor-phase-a.md.
+daemon_json() {
+  local bin net=sandbox
+  bin=$(runsc_path)
+  [[ $bin == "$KIWI_RUNSC_DEBIAN" ]] && net=host
+  jq -cn --arg bin "$bin" --arg net "--network=$net" \
+    '{runtimes: {runsc: {path: $bin, runtimeArgs: ["--network=none"]},
+                 "runsc-net": {path: $bin, runtimeArgs: [$net]}},
+      "storage-driver": "overlay2"}'
+}
 
 write_daemon_json() {
   local tmp=$DOCKER_CONFIG.tmp.$$
-  printf '%s\n' "$DAEMON_JSON" >"$tmp"
+  daemon_json >"$tmp"
   mv -f "$tmp" "$DOCKER_CONFIG"
 }
 
-# daemon_json_current: true when $DOCKER_CONFIG says what DAEMON_JSON says.
+# daemon_json_current: true when $DOCKER_CONFIG says what daemon_json says.
 daemon_json_current() {
   [[ -r $DOCKER_CONFIG ]] || return 1
-  [[ $(jq -cS . "$DOCKER_CONFIG" 2>/dev/null) == "$(jq -cS . <<<"$DAEMON_JSON")" ]]
+  [[ $(jq -cS . "$DOCKER_CONFIG" 2>/dev/null) == "$(daemon_json | jq -cS .)" ]]
 }
 
 docker_up() {
@@ -644,7 +666,12 @@ docker_up() {
   fi
   ((EUID == 0)) || die "docker: no dockerd answers and starting one needs root"
   command -v dockerd >/dev/null || die "docker: dockerd not found (ops/setup.sh installs docker.io)"
-  [[ -x /usr/bin/runsc ]] || warn "docker: /usr/bin/runsc is missing; the runsc runtime will not work (ops/setup.sh installs runsc)"
+  local runsc
+  runsc=$(runsc_path)
+  if [[ $runsc == "$KIWI_RUNSC_DEBIAN" ]]; then
+    warn "docker: no runsc $(gvisor_pinned_version) at $KIWI_RUNSC_BUILT (ops/setup.sh builds it): registering Debian's $KIWI_RUNSC_DEBIAN, with hostinet for Phase A (docs/gvisor-phase-a.md)"
+  fi
+  [[ -x $runsc ]] || warn "docker: $runsc is missing; the runsc runtime will not work (ops/setup.sh installs runsc)"
 
   mkdir -p "$KIWI_STATE_DIR/docker" "$KIWI_RUN_DIR/docker-exec"
   write_daemon_json

@@ -20,6 +20,10 @@ typedef struct kiwi__docker_flavour {
      * is RLIMIT_NPROC, which gVisor enforces inside the sandbox, and the
      * cgroup limit is only a generous safety net. */
     bool pids_via_rlimit;
+    /* Phase A gets the host's upstream resolvers read-only at
+     * /etc/resolv.conf (resolv.h): gVisor's netstack cannot reach Docker's
+     * embedded resolver on the install bridge. */
+    bool install_resolv_conf;
 } kiwi__docker_flavour;
 
 extern const kiwi__docker_flavour kiwi__docker_flavour_runc;
@@ -42,9 +46,11 @@ extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
  * (NULL for a persistent sandbox) makes the command the container's first
  * process. The one place a container's network, runtime, privileges and
  * limits are decided. Returns a new reference, or NULL with *err set. */
+/* resolv_host_path: the file bound read-only at /etc/resolv.conf in Phase A
+ * when the flavour has install_resolv_conf (NULL: none). */
 json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
-                                  const char *disk_host_path, const char *worker_id, const kiwi_exec_spec *oneshot,
-                                  kiwi_error_t *err);
+                                  const char *disk_host_path, const char *resolv_host_path, const char *worker_id,
+                                  const kiwi_exec_spec *oneshot, kiwi_error_t *err);
 
 /* How missing images are pulled (from kiwi_sandbox_config; strings owned). */
 typedef struct kiwi__docker_pull_cfg {

@@ -26,6 +26,7 @@
 #include "docker-api.h"
 #include "docker-stream.h"
 #include "log.h"
+#include "resolv.h"
 
 const kiwi__docker_flavour kiwi__docker_flavour_runc = {
     .runtime = "runc",
@@ -33,17 +34,19 @@ const kiwi__docker_flavour kiwi__docker_flavour_runc = {
     .install_network = KIWI_INSTALL_NETWORK,
 };
 
-/* Debian's runsc (2022-12) refuses its own network stack in any network
- * namespace on this kernel (it mistakes every namespace for the host's; see
- * docs/gvisor-phase-a.md), so Phase A runs under `runsc-host`: runsc with
- * --network=host inside the container's own namespace on the install
- * bridge, which is not the host's. Phase B and the session keep `runsc`,
- * registered with --network=none. */
+/* Phase A runs under `runsc-net`: the runsc that ops/setup.sh builds from
+ * the pinned gVisor module, with gVisor's own network stack (netstack) in
+ * the container's namespace on the install bridge, which is not the host's.
+ * Phase B and the session keep `runsc`, registered with --network=none.
+ * (Where the build was impossible, ops/stack.sh registers Debian's runsc as
+ * runsc-net with --network=host, since that one refuses netstack on this
+ * kernel: docs/gvisor-phase-a.md.) */
 const kiwi__docker_flavour kiwi__docker_flavour_runsc = {
     .runtime = "runsc",
-    .install_runtime = "runsc-host",
+    .install_runtime = "runsc-net",
     .install_network = KIWI_INSTALL_NETWORK,
     .pids_via_rlimit = true,
+    .install_resolv_conf = true,
 };
 
 /* Creates the install network if it is missing (racing workers: a 409 from
@@ -79,6 +82,7 @@ typedef struct {
     char *state_dir;
     char *worker_id;
     kiwi__docker_pull_cfg pull;
+    char *resolv_path; /* <state>/gvisor-resolv.conf under a flavour with install_resolv_conf, else NULL */
 } docker_priv;
 
 typedef struct {
@@ -99,8 +103,8 @@ string_array (const char *const *list)
 
 json_t *
 kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
-                          const char *disk_host_path, const char *worker_id, const kiwi_exec_spec *oneshot,
-                          kiwi_error_t *err)
+                          const char *disk_host_path, const char *resolv_host_path, const char *worker_id,
+                          const kiwi_exec_spec *oneshot, kiwi_error_t *err)
 {
     if (spec->image == NULL || *spec->image == '\0') {
         kiwi_error_make_code (err, KIWI_SBE_INVALID, "sandbox spec has no image");
@@ -144,9 +148,17 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     else
         json_object_set_new (host, "LogConfig", json_pack ("{s:s}", "Type", "none"));
     json_object_set_new (host, "AutoRemove", json_false ());
+    json_t *mounts = json_array ();
     if (disk_host_path != NULL)
-        json_object_set_new (host, "Mounts", json_pack ("[{s:s,s:s,s:s,s:b}]", "Type", "bind", "Source",
-                                                       disk_host_path, "Target", KIWI_SANDBOX_ROOT, "ReadOnly", 0));
+        json_array_append_new (mounts, json_pack ("{s:s,s:s,s:s,s:b}", "Type", "bind", "Source", disk_host_path,
+                                                  "Target", KIWI_SANDBOX_ROOT, "ReadOnly", 0));
+    if (install && flavour->install_resolv_conf && resolv_host_path != NULL)
+        json_array_append_new (mounts, json_pack ("{s:s,s:s,s:s,s:b}", "Type", "bind", "Source", resolv_host_path,
+                                                  "Target", "/etc/resolv.conf", "ReadOnly", 1));
+    if (json_array_size (mounts) > 0)
+        json_object_set_new (host, "Mounts", mounts);
+    else
+        json_decref (mounts);
 
     json_t *labels = json_pack ("{s:s,s:s,s:s,s:s,s:s}", "org.kiwi.sandbox", "1", "org.kiwi.worker",
                                 worker_id ? worker_id : "", "org.kiwi.task", spec->task_id ? spec->task_id : "",
@@ -191,6 +203,29 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
 
 static void docker_close (void *priv);
 
+/* <state>/gvisor-resolv.conf for Phase A (resolv.h). Without it Phase A
+ * keeps Docker's file, whose resolver gVisor cannot reach: a warning, not
+ * a failure (Phase B and sessions need no resolver). */
+static void
+write_install_resolv (docker_priv *p)
+{
+    kiwi_error_t e = NULL;
+    char *path = NULL;
+    if (asprintf (&path, "%s/%s", p->state_dir, KIWI_RESOLV_NAME) < 0)
+        return;
+    int n = kiwi_resolv_write_upstream (KIWI_RESOLV_HOST, path, &e);
+    if (n < 0) {
+        kiwi_warn ("gvisor: Phase A keeps Docker's resolver, which gVisor cannot reach: %s", kiwi_error_msg (e));
+        kiwi_error_free (&e);
+        free (path);
+        return;
+    }
+    if (n == 0)
+        kiwi_warn ("gvisor: %s names no resolver but loopback ones: names will not resolve in Phase A",
+                   KIWI_RESOLV_HOST);
+    p->resolv_path = path;
+}
+
 static int
 docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg, void **priv, kiwi_error_t *err)
 {
@@ -229,6 +264,8 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
             docker_close (p);
             return -1;
         }
+        if (flavour->install_resolv_conf)
+            write_install_resolv (p);
     } else {
         docker_close (p);
         return -1;
@@ -261,6 +298,7 @@ docker_close (void *priv)
     free (p->worker_id);
     free (p->pull.registries);
     free (p->pull.auth_file);
+    free (p->resolv_path);
     free (p);
 }
 
@@ -335,7 +373,8 @@ create_container (docker_priv *p, const kiwi_sandbox_spec *spec, const kiwi_exec
         return -1;
     }
     json_t *body
-        = kiwi__docker_create_body (p->flavour, spec, kiwi_disk_mountpoint (s->disk), p->worker_id, oneshot, err);
+        = kiwi__docker_create_body (p->flavour, spec, kiwi_disk_mountpoint (s->disk), p->resolv_path, p->worker_id,
+                                    oneshot, err);
     if (body == NULL)
         goto fail;
     char path[256];

@@ -7,13 +7,14 @@
 #                  [--metadata-addr ADDR] [--metadata-dns NAME]
 #                  [--route-dev DEV] [--no-metadata-probe]
 #                  [--force-metadata-probe] [--timeout SECONDS]
+#                  [--upstream-resolvers]
 #
 #   --image IMAGE          container image (kiwi/base:bookworm); needs bash,
 #                          curl and getent
 #   --network NET          docker network to start it on (kiwi-install)
 #   --ca-bundle FILE       mounted read-only as /kiwi-ca.crt; curl trusts it
 #                          for the HTTPS check (a TLS-intercepting proxy's CA)
-#   --runtime RUNTIME      docker runtime (e.g. runsc-host); default dockerd's
+#   --runtime RUNTIME      docker runtime (e.g. runsc-net); default dockerd's
 #   --https-url URL        the ordinary HTTPS fetch (https://registry.npmjs.org/)
 #   --dns-name NAME        the name that must resolve (the URL's host)
 #   --metadata-addr ADDR   the metadata endpoint (169.254.169.254)
@@ -27,6 +28,11 @@
 #                          print SKIP
 #   --force-metadata-probe probe even where the safety policy would refuse
 #   --timeout SECONDS      per network check (5)
+#   --upstream-resolvers   bind the host's resolvers (its nameservers that are
+#                          not loopback ones) read-only at /etc/resolv.conf,
+#                          as the gvisor driver does for Phase A: gVisor's
+#                          own network stack cannot reach Docker's embedded
+#                          resolver (and --metadata-dns then names ADDR so)
 #
 # Prints one line per check, "PASS <check> (<detail>)" or "FAIL ..." (or
 # "SKIP ..."), on stdout; exits 0 iff every check that ran held, 1 if one
@@ -51,8 +57,9 @@ meta_dns_name=
 route_dev=
 probe=auto
 timeout=5
+upstream=no
 
-usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { printf 'verify: error: %s\n' "$*" >&2; exit 2; }
 need_arg() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value"; }
 
@@ -70,6 +77,7 @@ while [[ $# -gt 0 ]]; do
     --no-metadata-probe) probe=no ;;
     --force-metadata-probe) probe=force ;;
     --timeout) need_arg "$@"; timeout=$2; shift ;;
+    --upstream-resolvers) upstream=yes ;;
     -h|--help) usage; exit 0 ;;
     *) printf 'verify: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
   esac
@@ -100,10 +108,13 @@ skip() { echo "SKIP $*"; skipped=$((skipped + 1)); }
 info() { echo "INFO $*"; }
 
 containers=()
+rdir=
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
   local c
   for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done
+  [[ -n $rdir ]] && rm -rf "$rdir"
+  return 0
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -111,6 +122,15 @@ trap 'exit 130' INT TERM
 run_args=(--network "$network" --label org.kiwi.egress-verify=1)
 [[ -n $runtime ]] && run_args+=(--runtime "$runtime")
 [[ -n $ca_bundle ]] && run_args+=(-v "$ca_bundle:/kiwi-ca.crt:ro")
+if [[ $upstream == yes ]]; then
+  # What sandbox/resolv.c writes: non-loopback nameservers, search, options.
+  rdir=$(mktemp -d /tmp/kiwi-verify-resolv.XXXXXX)
+  awk '$1 == "nameserver" && $2 !~ /^(127\.|::1$|::ffff:127\.)/ { print "nameserver " $2 }
+       $1 == "search" || $1 == "options" { print }' /etc/resolv.conf >"$rdir/upstream.conf"
+  echo "nameserver $meta" >"$rdir/meta.conf"
+  chmod 0755 "$rdir"; chmod 0644 "$rdir"/*.conf
+  run_args+=(--mount "type=bind,source=$rdir/upstream.conf,target=/etc/resolv.conf,readonly")
+fi
 
 name=kiwi-egress-verify-$$-$RANDOM
 cid=$(docker run -d --rm --name "$name" "${run_args[@]}" "$image" sleep 600) \
@@ -239,6 +259,7 @@ else
     # namespace, so this crosses the same FORWARD path as any container packet.
     dns_args=(--network "$network" --dns "$meta" --label org.kiwi.egress-verify=1)
     [[ -n $runtime ]] && dns_args+=(--runtime "$runtime")
+    [[ $upstream == yes ]] && dns_args+=(--mount "type=bind,source=$rdir/meta.conf,target=/etc/resolv.conf,readonly")
     out=$(timeout $((timeout * 4)) docker run --rm "${dns_args[@]}" "$image" getent hosts "$meta_dns_name" 2>&1 || true)
     if [[ $out =~ ^[0-9a-fA-F.:]+[[:space:]] ]]; then
       pass "metadata dns answered ($meta:53 resolved $meta_dns_name -> $(awk '{print $1}' <<<"$out" | head -n1))"

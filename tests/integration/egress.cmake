@@ -17,7 +17,7 @@ set_tests_properties(test_egress PROPERTIES
   ENVIRONMENT "KIWI_EGRESS_DIR=${PROJECT_SOURCE_DIR}/ops/egress")
 
 # test_egress_proxy: egress.sh --proxy and proxy.sh (Squid) on a Docker
-# network of its own, from runc and runsc-host containers, against an
+# network of its own, from runc and runsc-net containers, against an
 # outside namespace the test creates (TAP output; exit 77 = skipped).
 add_test(NAME test_egress_proxy COMMAND timeout --verbose --signal=TERM --kill-after=60 600
                                         bash ${CMAKE_CURRENT_LIST_DIR}/test_egress_proxy.sh)

@@ -3,3 +3,9 @@
 # against tests/fixtures/repos/*/expect.json.
 kiwi_add_test(test_corpus LABEL integration SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_corpus.c
               LIBS kiwi_sandbox kiwi_test_support TIMEOUT 1800)
+# The same corpus under gVisor: every case passes under runsc as under runc
+# (Phase A under runsc-net, gVisor's own network stack; Phase B under runsc
+# with no network).
+add_test(NAME test_corpus_runsc COMMAND test_corpus)
+set_tests_properties(test_corpus_runsc PROPERTIES LABELS integration TIMEOUT 1800
+                     SKIP_RETURN_CODE ${KIWI_TEST_SKIP_CODE} ENVIRONMENT "KIWI_SANDBOX_RUNTIME=runsc")

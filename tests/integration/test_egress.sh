@@ -556,10 +556,10 @@ run_verify 0 "verify.sh with rules passes"
 for l in "PASS dns resolves" "PASS https works" "PASS metadata http blocked" "PASS metadata https blocked" "PASS metadata dns answered"; do
   check "verify.sh with rules prints '$l'" grep -q "^$l" <<<"$VOUT"
 done
-if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-host"'; then
-  run_verify 0 "verify.sh with rules passes under gVisor (--runtime runsc-host)" --runtime runsc-host
+if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-net"'; then
+  run_verify 0 "verify.sh with rules passes under gVisor (--runtime runsc-net)" --runtime runsc-net --upstream-resolvers
 else
-  skip_check "verify.sh under gVisor: runtime runsc-host not registered in dockerd (ops/stack.sh)"
+  skip_check "verify.sh under gVisor: runtime runsc-net not registered in dockerd (ops/stack.sh)"
 fi
 
 note "--- drift"
@@ -616,10 +616,10 @@ check "check with KIWI_EGRESS_DENY (same addresses) exits 0" quiet env KIWI_EGRE
 out=$("$EGRESS" status 2>&1)
 check "status shows the deny rules and the option" bash -c "grep -q 'fleet service denied' <<<\"\$1\" && grep -q -- '--deny $FLEET/32:6379 --deny $FLEET/32:9092' <<<\"\$1\"" _ "$out"
 check "with --deny: Phase A's network (runc) reaches neither the fleet Redis nor the broker (counters unchanged)" fleet_blocked
-if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-host"'; then
-  check "with --deny: Phase A's network under gVisor (runsc-host) reaches neither (counters unchanged)" fleet_blocked --runtime runsc-host
+if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-net"'; then
+  check "with --deny: Phase A's network under gVisor (runsc-net) reaches neither (counters unchanged)" fleet_blocked --runtime runsc-net
 else
-  note "runtime runsc-host not registered; gVisor probe skipped"
+  note "runtime runsc-net not registered; gVisor probe skipped"
 fi
 r0=$(redis_conns)
 check "with --deny: the host itself still talks to the fleet Redis (PING)" bash -c "[ \"\$(env -u REDISCLI_AUTH redis-cli -h $FLEET -p 6379 ping)\" = PONG ]"

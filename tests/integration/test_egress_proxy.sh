@@ -3,7 +3,7 @@
 # tests/integration/test_egress_proxy.sh: Phase A reaches only the egress
 # proxy (ops/egress/proxy.sh, Squid) and through it only allow-listed hosts;
 # egress.sh --proxy enforces it (transparent redirection of 80/443, all else
-# rejected, DNS included), under runc and runsc (runsc-host, Phase A's
+# rejected, DNS included), under runc and runsc (runsc-net, Phase A's
 # gVisor runtime).
 #
 # Everything runs on a Docker network of the test's own (bridge kpxK, not
@@ -209,7 +209,7 @@ probe() {
   else notok "$c: $d: got '$res', $((after - before)) arrival(s) of '$pat' (want /$want/, $delta)"; fi
 }
 
-for rt in runc runsc-host; do
+for rt in runc runsc-net; do
   if ! docker info --format '{{json .Runtimes}}' | grep -q "\"$rt\""; then
     notok "runtime $rt is not registered in dockerd"; continue
   fi

@@ -198,7 +198,18 @@ def allowed_hostconfig(install, cgroupns_default):
 # the one bind mount a sandbox has: its own disk, <state>/sandboxes/<name>/mnt,
 # at /kiwi (tests run workers on state directories of their own)
 SANDBOX_DISK = re.compile(r"^/[^\0]*/sandboxes/kiwi-[A-Za-z0-9._-]+/mnt$")
+# and, in Phase A under gVisor only, the host's upstream resolvers read-only at
+# /etc/resolv.conf (sandbox/resolv.h: netstack cannot reach Docker's own)
+GVISOR_RESOLV = re.compile(r"^/[^\0]*/gvisor-resolv\.conf$")
 SOCKET_PATHS = re.compile(r"(docker\.sock|containerd\.sock|^/var/run/?$|^/run/?$|^/$)")
+
+
+def resolv_read_only(m, insp):
+    """A resolver bind mount is read-only, as asked (HostConfig) and as made (inspect's RW)."""
+    if "ReadOnly" in m:
+        return m.get("ReadOnly") is True
+    made = [x for x in insp.get("Mounts") or [] if x.get("Destination") == "/etc/resolv.conf"]
+    return all(x.get("RW") is False for x in made)
 
 
 def violations(rec, state_dir, cgroupns_default):
@@ -239,6 +250,9 @@ def violations(rec, state_dir, cgroupns_default):
         src = m.get("Source") or ""
         if SOCKET_PATHS.search(src):
             bad.append(f"{name}: mounts {src}")
+        elif m.get("Type") == "bind" and GVISOR_RESOLV.search(src) and m.get("Target") == "/etc/resolv.conf":
+            if not (install and hc.get("Runtime") == "runsc-net" and resolv_read_only(m, insp)):
+                bad.append(f"{name}: {src} at /etc/resolv.conf outside Phase A under runsc-net, or writable")
         elif m.get("Type") == "bind" and not (SANDBOX_DISK.search(src) and m.get("Target") == "/kiwi"):
             bad.append(f"{name}: bind mount of {src} at {m.get('Target')}: not the sandbox's own disk at /kiwi")
     cfg = insp.get("Config") or {}
@@ -377,6 +391,18 @@ def selftest(_args):
     case("a sandbox disk at another target",
          lambda r: r["inspect"]["Mounts"].append({"Type": "bind", "Source": "/var/lib/kiwi/sandboxes/kiwi-w-2/mnt",
                                                   "Destination": "/etc"}), True)
+    def resolv(runtime, ro=True, phase_mount=True):
+        def m(r):
+            hc(r).update(Runtime=runtime)
+            hc(r)["Mounts"].append({"Type": "bind", "Source": "/var/lib/kiwi/gvisor-resolv.conf",
+                                    "Target": "/etc/resolv.conf", "ReadOnly": ro})
+            r["inspect"]["Mounts"].append({"Type": "bind", "Source": "/var/lib/kiwi/gvisor-resolv.conf",
+                                           "Destination": "/etc/resolv.conf", "RW": not ro})
+        return m
+    case("Phase A under runsc-net with the upstream resolvers read-only", resolv("runsc-net"), False, phase="install")
+    case("the upstream resolvers writable", resolv("runsc-net", ro=False), True, phase="install")
+    case("the upstream resolvers under runc", resolv("runc"), True, phase="install")
+    case("the upstream resolvers outside Phase A", resolv("runsc"), True)
     case("root user", lambda r: r["inspect"]["Config"].update(User="0"), True)
     case("a secret in a networked container",
          lambda r: r["inspect"]["Config"]["Env"].append("ANTHROPIC_API_KEY=x"), True, phase="install")

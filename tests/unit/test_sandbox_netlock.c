@@ -24,12 +24,14 @@ body_for (const kiwi__docker_flavour *f, kiwi_net_mode net, const char *phase)
         .image = "kiwi/base:bookworm", .network = net, .env = env, .task_id = "t1", .phase = phase,
     };
     kiwi_error_t err = NULL;
-    json_t *b = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "w1", NULL, &err);
+    json_t *b = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "/var/lib/kiwi/gvisor-resolv.conf", "w1",
+                                          NULL, &err);
     assert_non_null (b);
     /* a one-shot run of the same spec decides the network the same way */
     const char *argv[] = { "npm", "test", NULL };
     kiwi_exec_spec x = { .argv = argv };
-    json_t *o = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "w1", &x, &err);
+    json_t *o = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "/var/lib/kiwi/gvisor-resolv.conf", "w1",
+                                          &x, &err);
     assert_non_null (o);
     json_t *bh = json_object_get (b, "HostConfig"), *oh = json_object_get (o, "HostConfig");
     const char *keys[] = { "NetworkMode", "Runtime", "Privileged", "CapDrop", "SecurityOpt", "ReadonlyRootfs",
@@ -94,7 +96,7 @@ static void
 test_gvisor_driver_uses_runsc_everywhere (void **state)
 {
     assert_string_equal (kiwi__docker_flavour_runsc.runtime, "runsc");
-    assert_string_equal (kiwi__docker_flavour_runsc.install_runtime, "runsc-host");
+    assert_string_equal (kiwi__docker_flavour_runsc.install_runtime, "runsc-net");
     kiwi_error_t err = NULL;
     assert_ptr_equal (kiwi_sandbox_driver_find ("runsc", &err), &kiwi_sandbox_driver_gvisor);
     assert_ptr_equal (kiwi_sandbox_driver_find ("gvisor", &err), &kiwi_sandbox_driver_gvisor);
@@ -103,9 +105,10 @@ test_gvisor_driver_uses_runsc_everywhere (void **state)
 static void
 test_install_network_is_never_the_hosts (void **state)
 {
-    /* Phase A has a network, but never the host's: under runsc-host
-     * (--network=host inside the container's namespace) NetworkMode "host"
-     * would hand the sandbox the host's loopback services. */
+    /* Phase A has a network, but never the host's: NetworkMode "host" would
+     * hand the sandbox the host's loopback services (under runsc-net as
+     * registered with Debian's runsc, hostinet, it does; the current runsc's
+     * netstack refuses the host's namespace on its own). */
     const kiwi__docker_flavour *flavours[] = { &kiwi__docker_flavour_runc, &kiwi__docker_flavour_runsc };
     for (size_t i = 0; i < 2; i++) {
         json_t *b = body_for (flavours[i], KIWI_NET_INSTALL, "install");
@@ -116,8 +119,46 @@ test_install_network_is_never_the_hosts (void **state)
         json_decref (b);
     }
     json_t *b = body_for (&kiwi__docker_flavour_runsc, KIWI_NET_INSTALL, "install");
-    assert_string_equal (host_str (b, "Runtime"), "runsc-host");
+    assert_string_equal (host_str (b, "Runtime"), "runsc-net");
     json_decref (b);
+}
+
+/* The mount at `target` in a body's HostConfig.Mounts, or NULL. */
+static json_t *
+mount_at (json_t *b, const char *target)
+{
+    json_t *ms = json_object_get (json_object_get (b, "HostConfig"), "Mounts");
+    for (size_t i = 0; i < json_array_size (ms); i++) {
+        json_t *m = json_array_get (ms, i);
+        if (strcmp (json_string_value (json_object_get (m, "Target")), target) == 0)
+            return m;
+    }
+    return NULL;
+}
+
+static void
+test_gvisor_phase_a_gets_the_upstream_resolvers_read_only (void **state)
+{
+    /* gVisor's netstack cannot reach Docker's embedded resolver: Phase A
+     * under runsc-net gets the host's upstream resolvers, read-only; nothing
+     * else does (runc keeps Docker's file; Phase B has no network). */
+    json_t *b = body_for (&kiwi__docker_flavour_runsc, KIWI_NET_INSTALL, "install");
+    json_t *m = mount_at (b, "/etc/resolv.conf");
+    assert_non_null (m);
+    assert_string_equal (json_string_value (json_object_get (m, "Source")), "/var/lib/kiwi/gvisor-resolv.conf");
+    assert_true (json_is_true (json_object_get (m, "ReadOnly")));
+    assert_string_equal (json_string_value (json_object_get (m, "Type")), "bind");
+    assert_non_null (mount_at (b, KIWI_SANDBOX_ROOT));
+    assert_int_equal (json_array_size (json_object_get (json_object_get (b, "HostConfig"), "Mounts")), 2);
+    json_decref (b);
+    json_t *others[] = { body_for (&kiwi__docker_flavour_runsc, KIWI_NET_NONE, "verify"),
+                         body_for (&kiwi__docker_flavour_runc, KIWI_NET_INSTALL, "install"),
+                         body_for (&kiwi__docker_flavour_runc, KIWI_NET_NONE, "verify") };
+    for (size_t i = 0; i < 3; i++) {
+        assert_null (mount_at (others[i], "/etc/resolv.conf"));
+        assert_int_equal (json_array_size (json_object_get (json_object_get (others[i], "HostConfig"), "Mounts")), 1);
+        json_decref (others[i]);
+    }
 }
 
 static void
@@ -166,6 +207,7 @@ main (void)
         cmocka_unit_test (test_phase_b_gvisor_has_no_network_and_runsc),
         cmocka_unit_test (test_session_sandbox_has_no_network),
         cmocka_unit_test (test_gvisor_driver_uses_runsc_everywhere),
+        cmocka_unit_test (test_gvisor_phase_a_gets_the_upstream_resolvers_read_only),
         cmocka_unit_test (test_install_network_is_never_the_hosts),
         cmocka_unit_test (test_privileges_locked),
         cmocka_unit_test (test_unknown_driver_lists_known),
