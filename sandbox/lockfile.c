@@ -157,6 +157,18 @@ has_in (const char *root, const char *dir, const char *file)
 
 /* ------------------------------------------------------------- Node.js */
 
+/* Where a pinned pnpm is installed (packageManager pnpm@V). */
+#define PNPM_PIN_DIR "/kiwi/home/.kiwi/pnpm"
+
+/* A version as packageManager gives it ("9", "9.15.0", "10.0.0-rc.1"):
+ * digits, letters, dots and dashes only (it goes into a shell line). */
+static bool
+pnpm_version_ok (const char *v)
+{
+    return *v != '\0' && strlen (v) < 40 && strspn (v, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-") == strlen (v)
+           && isdigit ((unsigned char) v[0]);
+}
+
 static bool
 json_nonempty_object (json_t *o)
 {
@@ -232,10 +244,24 @@ detect_node (const char *root, const char *dir, bool is_root, steps *s, kiwi_err
     else
         snprintf (why, sizeof why, "package.json declares dependencies, no lockfile");
     switch (eco) {
-    case KIWI_ECO_PNPM:
-        return locked ? add_step (s, eco, dir, true, "pnpm install --frozen-lockfile", "pnpm install --frozen-lockfile",
-                                  why, err)
-                      : add_step (s, eco, dir, false, "pnpm install", "pnpm install", why, err);
+    case KIWI_ECO_PNPM: {
+        /* a packageManager pin: that pnpm, from the npm registry as a
+         * package (corepack's switch checks a registry signature that
+         * cannot be had here), under /kiwi/home (kept for Phase B, whose
+         * PATH has it first) */
+        const char *pin = strncmp (pm, "pnpm@", 5) == 0 && pnpm_version_ok (pm + 5) ? pm + 5 : NULL;
+        const char *cmd = locked ? "pnpm install --frozen-lockfile" : "pnpm install";
+        char script[640];
+        if (pin)
+            snprintf (script, sizeof script,
+                      "case \"$(pnpm --version 2>/dev/null)\" in '%s'|'%s'.*) ;; *) npm install -g --prefix "
+                      PNPM_PIN_DIR " --no-audit --no-fund --loglevel=error 'pnpm@%s' ;; esac\n"
+                      "PATH=" PNPM_PIN_DIR "/bin:$PATH %s",
+                      pin, pin, pin, cmd);
+        else
+            snprintf (script, sizeof script, "%s", cmd);
+        return add_step (s, eco, dir, locked, cmd, script, why, err);
+    }
     case KIWI_ECO_YARN:
         return locked ? add_step (s, eco, dir, true, "yarn install --frozen-lockfile",
                                   "yarn install --frozen-lockfile --non-interactive", why, err)
@@ -777,7 +803,10 @@ static const env_setting env_npm[] = {
     { 0, NULL },
 };
 static const env_setting env_pnpm[] = {
-    { A, "npm_config_store_dir=/kiwi/tmp/pnpm-store" }, { 0, NULL },
+    { A, "npm_config_store_dir=/kiwi/tmp/pnpm-store" },
+    /* the pnpm that runs is the one Kiwi chose: never a switch at run time */
+    { AB, "npm_config_manage_package_manager_versions=false" },
+    { 0, NULL },
 };
 static const env_setting env_yarn[] = {
     { A, "YARN_CACHE_FOLDER=/kiwi/tmp/yarn-cache" }, { 0, NULL },
@@ -899,6 +928,11 @@ plan_env (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
             snprintf (path_dirs + l, sizeof path_dirs - l, "%s/.venv/bin:", src);
             if (env_addf (&p->verify_env, "VIRTUAL_ENV=%s/.venv", src) < 0)
                 return kiwi_error_make (err, ENOMEM, "install plan");
+        }
+        if (st->eco == KIWI_ECO_PNPM && strstr (st->script, PNPM_PIN_DIR) != NULL
+            && strstr (path_dirs, PNPM_PIN_DIR) == NULL) {
+            size_t l = strlen (path_dirs);
+            snprintf (path_dirs + l, sizeof path_dirs - l, "%s/bin:", PNPM_PIN_DIR);
         }
         if (st->eco == KIWI_ECO_YARN_BERRY && strstr (path_dirs, SHIM_DIR) == NULL) {
             size_t l = strlen (path_dirs);

@@ -774,6 +774,29 @@ test_dep_locations (void **state)
 
 /* The key: the image by digest and the environment Kiwi sets are in it;
  * two repositories with one input and different other files share it. */
+/* packageManager pnpm@V: that pnpm from the npm registry, first on both
+ * phases' PATH; a version that is not plain never reaches the shell. */
+static void
+test_pnpm_pin (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"packageManager\": \"pnpm@9.15.9+sha512.abc\", \"dependencies\": { \"a\": \"1\" } }");
+    put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "pnpm install --frozen-lockfile");
+    assert_non_null (strstr (p.steps[0].script, "'pnpm@9.15.9'"));
+    assert_non_null (strstr (kiwi_strv_env_get (&p.verify_env, "PATH"), "/kiwi/home/.kiwi/pnpm/bin:"));
+    assert_true (kiwi_strv_contains (&p.verify_env, "npm_config_manage_package_manager_versions=false"));
+    kiwi_install_plan_clear (&p);
+    put (r, "package.json", "{ \"packageManager\": \"pnpm@9';touch /x;'\", \"dependencies\": { \"a\": \"1\" } }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.steps[0].script, "pnpm install --frozen-lockfile");
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
 static void
 test_cache_key_input (void **state)
 {
@@ -1056,6 +1079,7 @@ main (void)
         cmocka_unit_test (test_install_input_table),
         cmocka_unit_test (test_dep_locations),
         cmocka_unit_test (test_cache_key_input),
+        cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_step0_decisions),
