@@ -541,6 +541,15 @@ java_trust_script (void)
     return s;
 }
 
+/* Phase A has the poms only, and Surefire resolves its test provider only
+ * when there are tests: an empty test class per module for the warm-up
+ * (outside the dependency locations: not in the snapshot). A printf format
+ * (detect_maven's asprintf): "%%" is the shell's "%". */
+#define MAVEN_TEST_STUBS                                                                                     \
+    "find . -name pom.xml -not -path '*/target/*' | while read -r m; do d=${m%%/pom.xml}; "                   \
+    "mkdir -p \"$d/src/test/java\" && echo 'public class KiwiWarmUpTest {}' > \"$d/src/test/java/KiwiWarmUpTest.java\"; " \
+    "done\n"
+
 static int
 detect_maven (const char *root, const char *dir, steps *s, kiwi_error_t *err)
 {
@@ -557,7 +566,7 @@ detect_maven (const char *root, const char *dir, steps *s, kiwi_error_t *err)
      * the build output is removed and Maven is told to stay offline. */
     if (trust == NULL
         || asprintf (&script,
-                     "%s%s -B -q dependency:go-offline\n"
+                     "%s%s -B -q dependency:go-offline\n" MAVEN_TEST_STUBS
                      "%s -B -q -fn -Dmaven.test.failure.ignore=true test >" SCRATCH "/warm-up.log 2>&1 || true\n"
                      "%s -B -q -fn clean >>" SCRATCH "/warm-up.log 2>&1 || true\n"
                      "mkdir -p /kiwi/home/.m2 && printf '<settings><offline>true</offline></settings>\\n' "
