@@ -116,8 +116,13 @@ kiwi_plan_make (const kiwi_worker_config *cfg, const char *root, const char *tes
         return -1;
     p->docker_socket = cfg->docker_socket;
     kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = cfg->ca_bundle };
-    if (kiwi_phase_install_key_env (&pc, &p->key_env, err) < 0)
-        return -1;
+    /* a proxy with credentials is refused by Phase A itself, naming it; a
+     * repository with nothing to install must not fail on it here */
+    kiwi_error_t kerr = NULL;
+    if (kiwi_phase_install_key_env (&pc, &p->key_env, &kerr) < 0) {
+        kiwi_warn ("install cache key: %s", kiwi_error_msg (kerr));
+        kiwi_error_free (&kerr);
+    }
     kiwi_inspect_request rq = inspect_request (p, root, test_command, cfg->sandbox);
     if (kiwi_inspect (&rq, &p->insp, err) < 0)
         return -1;
