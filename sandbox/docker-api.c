@@ -5,6 +5,7 @@
 #include "docker-api.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,4 +397,27 @@ const char *
 kiwi_docker_socket_path (const kiwi_docker *d)
 {
     return d->socket_path;
+}
+
+int
+kiwi_docker_image_id (kiwi_docker *d, const char *name, char **id, kiwi_error_t *err)
+{
+    *id = NULL;
+    if (name == NULL || *name == '\0' || strpbrk (name, "?#% ") != NULL)
+        return kiwi_error_make (err, EINVAL, "image name `%s`", name ? name : "");
+    char *path = NULL;
+    if (asprintf (&path, "/images/%s/json", name) < 0)
+        return kiwi_error_make (err, ENOMEM, "image %s", name);
+    json_t *doc = NULL;
+    int rc = kiwi_docker_call (d, "GET", path, NULL, 10000, &doc, NULL, err);
+    free (path);
+    if (rc < 0)
+        return kiwi_error_wrap (err, "image %s", name);
+    const char *v = json_string_value (json_object_get (doc, "Id"));
+    if (v != NULL)
+        *id = strdup (v);
+    json_decref (doc);
+    if (*id == NULL)
+        return kiwi_error_make (err, v ? ENOMEM : 0, "image %s: no Id in the daemon's answer", name);
+    return 0;
 }

@@ -93,6 +93,11 @@ int kiwi_docker_call (kiwi_docker *d, const char *method, const char *path, json
 
 void kiwi_docker_response_clear (kiwi_docker_response *r);
 
+/* The Id ("sha256:...") of the image `name` (GET /images/<name>/json): the
+ * image by digest, whatever tag names it. *id is owned by the caller; an
+ * image the daemon does not hold is an error (status 404). */
+int kiwi_docker_image_id (kiwi_docker *d, const char *name, char **id, kiwi_error_t *err);
+
 /* Percent-encodes `s` for use in a query string. Caller frees. */
 char *kiwi_docker_urlencode (kiwi_docker *d, const char *s);
 

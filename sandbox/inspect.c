@@ -15,6 +15,8 @@ kiwi_inspection_clear (kiwi_inspection *in)
 {
     kiwi_image_resolution_clear (&in->image);
     kiwi_install_plan_clear (&in->install);
+    kiwi_strv_free (&in->input);
+    free (in->image_id);
     memset (in, 0, sizeof *in);
 }
 
@@ -44,8 +46,20 @@ plan_and_key (const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t
     if (kiwi_install_plan_make (rq->root, out->image.runtime, &out->install, err) < 0)
         return kiwi_error_wrap (err, "inspecting %s", rq->root);
     out->cache_key[0] = '\0';
-    if (out->install.argv.n > 0
-        && kiwi_install_cache_key (rq->root, &out->install, out->image.image, rq->driver, out->cache_key, err) < 0)
+    kiwi_error_t ierr = NULL;
+    if (rq->image_id == NULL || rq->image_id (rq->image_id_ud, out->image.image, &out->image_id, &ierr) < 0) {
+        kiwi_error_free (&ierr);
+        free (out->image_id);
+        out->image_id = strdup ("");
+        if (out->image_id == NULL)
+            return kiwi_error_make (err, ENOMEM, "inspection");
+    }
+    if (out->install.argv.n == 0)
+        return 0;
+    kiwi_install_key_input k = { .image = out->image.image, .image_id = out->image_id, .driver = rq->driver,
+                                 .kiwi_env = rq->kiwi_env };
+    if (kiwi_install_hashed_files (rq->root, &out->install, &out->input, err) < 0
+        || kiwi_install_cache_key (rq->root, &out->install, &k, &out->input, out->cache_key, err) < 0)
         return kiwi_error_wrap (err, "inspecting %s", rq->root);
     return 0;
 }

@@ -13,6 +13,7 @@
  *   in.install.install_env      Phase A's extra_env
  *   in.install.verify_env       Phase B's (and the session's) extra_env
  *   in.cache_key                what Phase A's snapshot is cached under
+ *   in.input                    the files Phase A receives (and the key hashes)
  *
  * Everything read from the repository is untrusted: files are read with
  * size bounds and never through symlinks, and nothing in the tree is run.
@@ -32,12 +33,19 @@ typedef struct kiwi_inspect_request {
     const char *test_command;        /* the task's test command (may be NULL) */
     const kiwi_image_catalog *catalog;
     const char *driver;              /* the sandbox driver's name, part of the cache key */
+    /* the image's Id (dockerd's /images/<name>/json), part of the cache key:
+     * *id owned by the caller. NULL, or a failure: "" (the tag alone) */
+    int (*image_id) (void *ud, const char *image, char **id, kiwi_error_t *err);
+    void *image_id_ud;
+    const char *const *kiwi_env;     /* kiwi_phase_install_key_env(), part of the cache key, or NULL */
 } kiwi_inspect_request;
 
 typedef struct kiwi_inspection {
     kiwi_image_resolution image;
     kiwi_install_plan install;
     char cache_key[65];              /* kiwi_install_cache_key(); "" when Phase A is skipped */
+    char *image_id;                  /* the image by digest, "" when unknown */
+    kiwi_strv input;                 /* the install's input (kiwi_install_hashed_files): Phase A gets these */
 } kiwi_inspection;
 
 /* Inspects the repository: image resolution in the spec's order, then the

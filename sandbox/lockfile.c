@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "cleanup.h"
@@ -105,6 +106,7 @@ kiwi_install_step_clear (kiwi_install_step *s)
     free (s->summary);
     free (s->script);
     free (s->why);
+    free (s->prelude);
     memset (s, 0, sizeof *s);
 }
 
@@ -154,6 +156,18 @@ has_in (const char *root, const char *dir, const char *file)
 }
 
 /* ------------------------------------------------------------- Node.js */
+
+/* Where a pinned pnpm is installed (packageManager pnpm@V). */
+#define PNPM_PIN_DIR "/kiwi/home/.kiwi/pnpm"
+
+/* A version as packageManager gives it ("9", "9.15.0", "10.0.0-rc.1"):
+ * digits, letters, dots and dashes only (it goes into a shell line). */
+static bool
+pnpm_version_ok (const char *v)
+{
+    return *v != '\0' && strlen (v) < 40 && strspn (v, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-") == strlen (v)
+           && isdigit ((unsigned char) v[0]);
+}
 
 static bool
 json_nonempty_object (json_t *o)
@@ -230,10 +244,24 @@ detect_node (const char *root, const char *dir, bool is_root, steps *s, kiwi_err
     else
         snprintf (why, sizeof why, "package.json declares dependencies, no lockfile");
     switch (eco) {
-    case KIWI_ECO_PNPM:
-        return locked ? add_step (s, eco, dir, true, "pnpm install --frozen-lockfile", "pnpm install --frozen-lockfile",
-                                  why, err)
-                      : add_step (s, eco, dir, false, "pnpm install", "pnpm install", why, err);
+    case KIWI_ECO_PNPM: {
+        /* a packageManager pin: that pnpm, from the npm registry as a
+         * package (corepack's switch checks a registry signature that
+         * cannot be had here), under /kiwi/home (kept for Phase B, whose
+         * PATH has it first) */
+        const char *pin = strncmp (pm, "pnpm@", 5) == 0 && pnpm_version_ok (pm + 5) ? pm + 5 : NULL;
+        const char *cmd = locked ? "pnpm install --frozen-lockfile" : "pnpm install";
+        char script[640];
+        if (pin)
+            snprintf (script, sizeof script,
+                      "case \"$(pnpm --version 2>/dev/null)\" in '%s'|'%s'.*) ;; *) npm install -g --prefix "
+                      PNPM_PIN_DIR " --no-audit --no-fund --loglevel=error 'pnpm@%s' ;; esac\n"
+                      "PATH=" PNPM_PIN_DIR "/bin:$PATH %s",
+                      pin, pin, pin, cmd);
+        else
+            snprintf (script, sizeof script, "%s", cmd);
+        return add_step (s, eco, dir, locked, cmd, script, why, err);
+    }
     case KIWI_ECO_YARN:
         return locked ? add_step (s, eco, dir, true, "yarn install --frozen-lockfile",
                                   "yarn install --frozen-lockfile --non-interactive", why, err)
@@ -309,16 +337,43 @@ static const char *const requirement_files[] = {
     "requirements_test.txt", "requirements-tests.txt", "dev-requirements.txt", "test-requirements.txt", NULL,
 };
 
+/* Poetry: the dependencies in Phase A (--no-root: the project's code is not
+ * there), the project itself at the start of Phase B, offline, as Poetry
+ * installs it (an editable .pth into the in-project .venv). A project that
+ * is no package (package-mode = false) has nothing to install. */
+static int
+add_poetry (steps *s, const char *dir, bool locked, const char *why, kiwi_error_t *err)
+{
+    if (add_step (s, KIWI_ECO_POETRY, dir, locked, "poetry install --no-root", "poetry install --no-root", why, err)
+        < 0)
+        return -1;
+    s->v[s->n - 1].prelude = strdup ("poetry install --only-root --no-interaction");
+    return s->v[s->n - 1].prelude ? 0 : kiwi_error_make (err, ENOMEM, "install plan");
+}
+
 #define VENV_SCRIPT "python3 -m venv .venv && .venv/bin/pip install"
+
+/* `pip install -e .`: Phase A installs the dependencies over the
+ * manifests; the project itself is installed again at the start of Phase
+ * B, offline and without its dependencies, now that its code is there. */
+static int
+add_editable (steps *s, const char *dir, const char *summary, const char *script, const char *why, kiwi_error_t *err)
+{
+    if (add_step (s, KIWI_ECO_PIP, dir, false, summary, script, why, err) < 0)
+        return -1;
+    s->v[s->n - 1].prelude = strdup (".venv/bin/pip install --no-deps --no-index --no-build-isolation -e .");
+    return s->v[s->n - 1].prelude ? 0 : kiwi_error_make (err, ENOMEM, "install plan");
+}
 
 static int
 detect_python (const char *root, const char *dir, steps *s, kiwi_error_t *err)
 {
     if (has_in (root, dir, "uv.lock"))
-        return add_step (s, KIWI_ECO_UV, dir, true, "uv sync --frozen", "uv sync --frozen", "uv.lock", err);
+        /* the project itself is not in Phase A's input: installed in Phase B */
+        return add_step (s, KIWI_ECO_UV, dir, true, "uv sync --frozen --no-install-project",
+                         "uv sync --frozen --no-install-project", "uv.lock", err);
     if (has_in (root, dir, "poetry.lock"))
-        return add_step (s, KIWI_ECO_POETRY, dir, true, "poetry install --no-root", "poetry install --no-root",
-                         "poetry.lock", err);
+        return add_poetry (s, dir, true, "poetry.lock", err);
     if (has_in (root, dir, "Pipfile.lock"))
         return add_step (s, KIWI_ECO_PIPENV, dir, true, "pipenv sync --dev", "pipenv sync --dev", "Pipfile.lock",
                          err);
@@ -342,8 +397,7 @@ detect_python (const char *root, const char *dir, steps *s, kiwi_error_t *err)
     if (pp != NULL) {
         cleanup_free char *poetry_name = kiwi__toml_get (pp, "tool.poetry", "name");
         if (poetry_name != NULL || kiwi__toml_table_nonempty (pp, "tool.poetry.dependencies"))
-            return add_step (s, KIWI_ECO_POETRY, dir, false, "poetry install --no-root", "poetry install --no-root",
-                             "pyproject.toml [tool.poetry], no poetry.lock", err);
+            return add_poetry (s, dir, false, "pyproject.toml [tool.poetry], no poetry.lock", err);
         cleanup_free char *deps = kiwi__toml_get (pp, "project", "dependencies");
         char **extras = kiwi__toml_keys (pp, "project.optional-dependencies");
         static const char *const wanted[] = { "test", "tests", "testing", "dev", NULL };
@@ -360,15 +414,14 @@ detect_python (const char *root, const char *dir, steps *s, kiwi_error_t *err)
             snprintf (script, sizeof script, VENV_SCRIPT " -e '.%s%s%s'", ex[0] ? "[" : "", ex, ex[0] ? "]" : "");
             snprintf (summary, sizeof summary, "pip install -e .%s%s%s (.venv)", ex[0] ? "[" : "", ex,
                       ex[0] ? "]" : "");
-            return add_step (s, KIWI_ECO_PIP, dir, false, summary, script, "pyproject.toml [project]", err);
+            return add_editable (s, dir, summary, script, "pyproject.toml [project]", err);
         }
     }
     if (has_in (root, dir, "Pipfile"))
         return add_step (s, KIWI_ECO_PIPENV, dir, false, "pipenv install --dev", "pipenv install --dev",
                          "Pipfile, no Pipfile.lock", err);
     if (has_in (root, dir, "setup.py"))
-        return add_step (s, KIWI_ECO_PIP, dir, false, "pip install -e . (.venv)", VENV_SCRIPT " -e .", "setup.py",
-                         err);
+        return add_editable (s, dir, "pip install -e . (.venv)", VENV_SCRIPT " -e .", "setup.py", err);
     return 0;
 }
 
@@ -389,6 +442,14 @@ cargo_table_has_remote (const char *toml, const char *section)
     return remote;
 }
 
+/* Phase A holds the manifests only, and Cargo refuses a package with no
+ * target: an empty src/lib.rs where a package has neither src/lib.rs nor
+ * src/main.rs (outside the dependency locations: not in the snapshot). */
+#define CARGO_STUBS                                                                                          \
+    "find . -name Cargo.toml -not -path '*/target/*' | while read -r m; do d=${m%/Cargo.toml}; "            \
+    "[ -e \"$d/src/lib.rs\" ] || [ -e \"$d/src/main.rs\" ] || { mkdir -p \"$d/src\" && : > \"$d/src/lib.rs\"; }; "  \
+    "done && "
+
 static int
 detect_rust (const char *root, const char *dir, steps *s, kiwi_error_t *err)
 {
@@ -400,15 +461,15 @@ detect_rust (const char *root, const char *dir, steps *s, kiwi_error_t *err)
         if (strstr (lock, "source = \"registry+") == NULL && strstr (lock, "source = \"git+") == NULL
             && strstr (lock, "source = \"sparse+") == NULL)
             return 0; /* only the workspace's own packages */
-        return add_step (s, KIWI_ECO_CARGO, dir, true, "cargo fetch --locked", "cargo fetch --locked", "Cargo.lock",
-                         err);
+        return add_step (s, KIWI_ECO_CARGO, dir, true, "cargo fetch --locked", CARGO_STUBS "cargo fetch --locked",
+                         "Cargo.lock", err);
     }
     static const char *const tables[] = { "dependencies", "dev-dependencies", "build-dependencies",
                                           "workspace.dependencies", NULL };
     for (size_t i = 0; tables[i]; i++)
         if (cargo_table_has_remote (ct, tables[i]))
-            return add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", "cargo fetch", "Cargo.toml, no Cargo.lock",
-                             err);
+            return add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch",
+                             "Cargo.toml, no Cargo.lock", err);
     return 0;
 }
 
@@ -480,6 +541,15 @@ java_trust_script (void)
     return s;
 }
 
+/* Phase A has the poms only, and Surefire resolves its test provider only
+ * when there are tests: an empty test class per module for the warm-up
+ * (outside the dependency locations: not in the snapshot). A printf format
+ * (detect_maven's asprintf): "%%" is the shell's "%". */
+#define MAVEN_TEST_STUBS                                                                                     \
+    "find . -name pom.xml -not -path '*/target/*' | while read -r m; do d=${m%%/pom.xml}; "                   \
+    "mkdir -p \"$d/src/test/java\" && echo 'public class KiwiWarmUpTest {}' > \"$d/src/test/java/KiwiWarmUpTest.java\"; " \
+    "done\n"
+
 static int
 detect_maven (const char *root, const char *dir, steps *s, kiwi_error_t *err)
 {
@@ -496,7 +566,7 @@ detect_maven (const char *root, const char *dir, steps *s, kiwi_error_t *err)
      * the build output is removed and Maven is told to stay offline. */
     if (trust == NULL
         || asprintf (&script,
-                     "%s%s -B -q dependency:go-offline\n"
+                     "%s%s -B -q dependency:go-offline\n" MAVEN_TEST_STUBS
                      "%s -B -q -fn -Dmaven.test.failure.ignore=true test >" SCRATCH "/warm-up.log 2>&1 || true\n"
                      "%s -B -q -fn clean >>" SCRATCH "/warm-up.log 2>&1 || true\n"
                      "mkdir -p /kiwi/home/.m2 && printf '<settings><offline>true</offline></settings>\\n' "
@@ -646,6 +716,7 @@ kiwi_install_plan_clear (kiwi_install_plan *p)
     kiwi_strv_free (&p->verify_env);
     kiwi_strv_free (&p->left_out);
     free (p->display);
+    free (p->verify_prelude);
     memset (p, 0, sizeof *p);
 }
 
@@ -741,7 +812,10 @@ static const env_setting env_npm[] = {
     { 0, NULL },
 };
 static const env_setting env_pnpm[] = {
-    { A, "npm_config_store_dir=/kiwi/tmp/pnpm-store" }, { 0, NULL },
+    { A, "npm_config_store_dir=/kiwi/tmp/pnpm-store" },
+    /* the pnpm that runs is the one Kiwi chose: never a switch at run time */
+    { AB, "npm_config_manage_package_manager_versions=false" },
+    { 0, NULL },
 };
 static const env_setting env_yarn[] = {
     { A, "YARN_CACHE_FOLDER=/kiwi/tmp/yarn-cache" }, { 0, NULL },
@@ -864,6 +938,11 @@ plan_env (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
             if (env_addf (&p->verify_env, "VIRTUAL_ENV=%s/.venv", src) < 0)
                 return kiwi_error_make (err, ENOMEM, "install plan");
         }
+        if (st->eco == KIWI_ECO_PNPM && strstr (st->script, PNPM_PIN_DIR) != NULL
+            && strstr (path_dirs, PNPM_PIN_DIR) == NULL) {
+            size_t l = strlen (path_dirs);
+            snprintf (path_dirs + l, sizeof path_dirs - l, "%s/bin:", PNPM_PIN_DIR);
+        }
         if (st->eco == KIWI_ECO_YARN_BERRY && strstr (path_dirs, SHIM_DIR) == NULL) {
             size_t l = strlen (path_dirs);
             snprintf (path_dirs + l, sizeof path_dirs - l, "%s:", SHIM_DIR);
@@ -925,6 +1004,30 @@ plan_argv (kiwi_install_plan *p, kiwi_error_t *err)
     return 0;
 }
 
+/* Every step's prelude in its directory, each in a subshell. */
+static int
+plan_prelude (kiwi_install_plan *p, kiwi_error_t *err)
+{
+    size_t cap = 1;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->steps[i].prelude != NULL)
+            cap += strlen (p->steps[i].prelude) + strlen (p->steps[i].dir) + 32;
+    if (cap == 1)
+        return 0;
+    p->verify_prelude = malloc (cap);
+    if (p->verify_prelude == NULL) {
+        kiwi_install_plan_clear (p);
+        return kiwi_error_make (err, ENOMEM, "install plan");
+    }
+    size_t l = 0;
+    p->verify_prelude[0] = '\0';
+    for (size_t i = 0; i < p->n; i++)
+        if (p->steps[i].prelude != NULL)
+            l += (size_t) snprintf (p->verify_prelude + l, cap - l, "(cd '/kiwi/src%s%s' && %s)\n",
+                                    p->steps[i].dir[0] ? "/" : "", p->steps[i].dir, p->steps[i].prelude);
+    return 0;
+}
+
 int
 kiwi_install_plan_make (const char *root, const char *runtime, kiwi_install_plan *p, kiwi_error_t *err)
 {
@@ -973,49 +1076,83 @@ kiwi_install_plan_make (const char *root, const char *runtime, kiwi_install_plan
                                 p->steps[i].dir[0] ? " (in " : "", p->steps[i].dir, p->steps[i].dir[0] ? ")" : "");
     if (p->n == 0)
         snprintf (p->display, cap, "-");
-    return 0;
+    return plan_prelude (p, err);
 }
 
-/* ------------------------------------------------------------ cache key */
+/* ------------------------------------------- install input, dependencies */
 
-/* Per runtime family, the files (base-name patterns) whose contents decide
- * what Phase A installs. */
-static const char *const node_files[] = { "package.json", "package-lock.json", "npm-shrinkwrap.json",
-                                          "pnpm-lock.yaml", "pnpm-workspace.yaml", ".pnpmfile.cjs", "yarn.lock",
-                                          ".yarnrc", ".yarnrc.yml", ".npmrc", NULL };
-static const char *const go_files[] = { "go.mod", "go.sum", "go.work", "go.work.sum", NULL };
-static const char *const python_files[] = { "pyproject.toml", "uv.lock", "poetry.lock", "Pipfile", "Pipfile.lock",
-                                            "setup.py", "setup.cfg", "requirements*.txt", "*requirements.txt",
-                                            "constraints*.txt", NULL };
-static const char *const rust_files[] = { "Cargo.toml", "Cargo.lock", "rust-toolchain", "rust-toolchain.toml",
-                                          "config.toml", NULL };
-static const char *const ruby_files[] = { "Gemfile", "Gemfile.lock", "*.gemspec", ".ruby-version", NULL };
-static const char *const php_files[] = { "composer.json", "composer.lock", NULL };
-static const char *const maven_files[] = { "pom.xml", "maven-wrapper.properties", "maven.config", "extensions.xml",
-                                           NULL };
-static const char *const gradle_files[] = { "build.gradle", "build.gradle.kts", "settings.gradle",
+/* Per runtime family, in one place: the files an install reads (its input:
+ * Phase A receives exactly these, the key hashes exactly these) and where
+ * the install leaves what it installed (the snapshot keeps only those).
+ *
+ * Input patterns: a base name (glob) matches a file of that name at any
+ * depth (HASH_MAX_DEPTH, outside the skipped directories); one ending in
+ * "/" names a directory (by its relative path, or a path ending in it)
+ * whose files are all input. Dependency locations: a name without "/" is a
+ * file or directory of that name at any depth under /kiwi/src
+ * (node_modules in every workspace member); with "/" a path relative to a
+ * project directory at any depth; `home` entries are relative to
+ * /kiwi/home. */
+typedef struct {
+    const char *runtime;
+    const char *const *input;
+    const char *const *src;
+    const char *const *home;
+} eco_table;
+
+static const char *const node_input[] = { "package.json",  "package-lock.json", "npm-shrinkwrap.json",
+                                          "pnpm-lock.yaml", "pnpm-workspace.yaml", ".pnpmfile.cjs",
+                                          "yarn.lock",     ".yarnrc",           ".yarnrc.yml",
+                                          ".npmrc",        "patches/",          ".yarn/releases/",
+                                          ".yarn/plugins/", ".yarn/patches/",   NULL };
+static const char *const node_src[] = { "node_modules", ".yarn/cache", ".yarn/unplugged", ".yarn/install-state.gz",
+                                        ".pnp.cjs", ".pnp.loader.mjs", ".pnp.js", ".pnp.data.json", NULL };
+static const char *const node_home[] = { ".cache", ".npm", ".yarn", ".local/share/pnpm", NULL };
+static const char *const go_input[] = { "go.mod", "go.sum", "go.work", "go.work.sum", NULL };
+static const char *const go_home[] = { "go", ".cache/go-build", NULL };
+static const char *const python_input[] = { "pyproject.toml", "uv.lock",     "poetry.lock",       "Pipfile",
+                                            "Pipfile.lock",   "setup.py",    "setup.cfg",         "requirements*.txt",
+                                            "*requirements.txt", "constraints*.txt", "requirements/", "poetry.toml",
+                                            "uv.toml",        "pip.conf",    ".python-version",   "README*",
+                                            "LICENSE*",       NULL };
+static const char *const python_src[] = { ".venv", NULL };
+static const char *const python_home[] = { ".cache", ".local", NULL };
+static const char *const rust_input[] = { "Cargo.toml", "Cargo.lock", "rust-toolchain", "rust-toolchain.toml",
+                                          ".cargo/",    NULL };
+static const char *const rust_home[] = { ".cargo", NULL };
+static const char *const ruby_input[] = { "Gemfile", "Gemfile.lock", "*.gemspec", ".ruby-version", "version.rb",
+                                          ".bundle/", NULL };
+static const char *const ruby_src[] = { "vendor/bundle", ".bundle", NULL };
+static const char *const ruby_home[] = { ".gem", ".bundle", NULL };
+static const char *const php_input[] = { "composer.json", "composer.lock", NULL };
+static const char *const php_src[] = { "vendor", NULL };
+static const char *const php_home[] = { ".composer", ".cache", NULL };
+static const char *const maven_input[] = { "pom.xml", "mvnw", ".mvn/", NULL };
+static const char *const maven_home[] = { ".m2", NULL };
+static const char *const gradle_input[] = { "build.gradle", "build.gradle.kts", "settings.gradle",
                                             "settings.gradle.kts", "gradle.properties", "libs.versions.toml",
-                                            "gradle-wrapper.properties", NULL };
+                                            "gradlew",      "gradle/",          "buildSrc/", NULL };
+static const char *const gradle_home[] = { ".gradle", ".m2", NULL };
+static const char *const none[] = { NULL };
 
-static const char *const *
-eco_files (kiwi_ecosystem e)
+static const eco_table eco_tables[] = {
+    { "node", node_input, node_src, node_home },       { "go", go_input, none, go_home },
+    { "python", python_input, python_src, python_home }, { "rust", rust_input, none, rust_home },
+    { "ruby", ruby_input, ruby_src, ruby_home },       { "php", php_input, php_src, php_home },
+    { "maven", maven_input, none, maven_home },        { "gradle", gradle_input, none, gradle_home },
+};
+
+/* Kiwi's own shims (SHIM_DIR) are kept whatever the ecosystem. */
+static const char *const kiwi_home[] = { ".kiwi", NULL };
+
+static const eco_table *
+eco_table_of (kiwi_ecosystem e)
 {
     const char *rt = kiwi_ecosystem_runtime (e);
-    if (strcmp (rt, "node") == 0)
-        return node_files;
-    if (strcmp (rt, "go") == 0)
-        return go_files;
-    if (strcmp (rt, "python") == 0)
-        return python_files;
-    if (strcmp (rt, "rust") == 0)
-        return rust_files;
-    if (strcmp (rt, "ruby") == 0)
-        return ruby_files;
-    if (strcmp (rt, "php") == 0)
-        return php_files;
-    if (e == KIWI_ECO_MAVEN)
-        return maven_files;
-    return gradle_files;
+    for (size_t i = 0; i < sizeof eco_tables / sizeof eco_tables[0]; i++)
+        if (strcmp (eco_tables[i].runtime, rt) == 0)
+            return &eco_tables[i];
+    return NULL;
 }
 
 #define HASH_MAX_DEPTH 4
@@ -1029,24 +1166,59 @@ typedef struct {
 } walk_ctx;
 
 static bool
-wanted (const walk_ctx *w, const char *name, const char *rel)
+wanted (const walk_ctx *w, const char *name)
 {
-    /* config.toml only as Cargo's (.cargo/config.toml) */
-    if (strcmp (name, "config.toml") == 0 && strstr (rel, ".cargo/") == NULL)
-        return false;
     for (size_t s = 0; s < w->nsets; s++)
-        for (size_t i = 0; w->sets[s][i]; i++)
-            if (fnmatch (w->sets[s][i], name, 0) == 0)
+        for (size_t i = 0; w->sets[s][i]; i++) {
+            const char *pat = w->sets[s][i];
+            if (pat[strlen (pat) - 1] != '/' && fnmatch (pat, name, 0) == 0)
                 return true;
+        }
     return false;
 }
 
-static void
-walk (walk_ctx *w, const char *root, const char *rel, int depth)
+/* True when the directory `rel` is one whose files are all input. */
+static bool
+wanted_dir (const walk_ctx *w, const char *rel)
+{
+    size_t rl = strlen (rel);
+    for (size_t s = 0; s < w->nsets; s++)
+        for (size_t i = 0; w->sets[s][i]; i++) {
+            const char *pat = w->sets[s][i];
+            size_t pl = strlen (pat);
+            if (pat[pl - 1] != '/' || rl < pl - 1)
+                continue;
+            const char *tail = rel + rl - (pl - 1);
+            if (strncmp (tail, pat, pl - 1) == 0 && (tail == rel || tail[-1] == '/'))
+                return true;
+        }
+    return false;
+}
+
+static bool
+skipped_dir (const char *nm, bool inside)
 {
     static const char *const skip[] = { ".git", "node_modules", "vendor", "target", "build", "dist", ".venv",
                                         "venv", "__pycache__", ".gradle", ".tox", ".pytest_cache", NULL };
-    static const char *const hidden_ok[] = { ".mvn", ".cargo", ".yarn", "wrapper", "releases", NULL };
+    static const char *const hidden_ok[] = { ".mvn", ".cargo", ".yarn", ".bundle", NULL };
+    if (strcasecmp (nm, ".git") == 0)
+        return true;
+    if (inside)
+        return false; /* within an input directory (patches/, .mvn/) everything */
+    for (size_t i = 0; skip[i]; i++)
+        if (strcmp (nm, skip[i]) == 0)
+            return true;
+    if (nm[0] != '.')
+        return false;
+    for (size_t i = 0; hidden_ok[i]; i++)
+        if (strcmp (nm, hidden_ok[i]) == 0)
+            return false;
+    return true;
+}
+
+static void
+walk (walk_ctx *w, const char *root, const char *rel, int depth, bool inside)
+{
     cleanup_free char *abs = kiwi__path_join (root, rel);
     DIR *d = abs ? opendir (abs) : NULL;
     if (d == NULL)
@@ -1062,27 +1234,16 @@ walk (walk_ctx *w, const char *root, const char *rel, int depth)
             break;
         }
         if (kiwi__has_file (root, r)) {
-            bool yarn_release = strstr (r, ".yarn/releases/") != NULL;
-            if ((yarn_release || wanted (w, nm, r)) && w->out->n < HASH_MAX_FILES
-                && kiwi_strv_add (w->out, r) < 0)
+            if ((inside || wanted (w, nm)) && w->out->n < HASH_MAX_FILES && kiwi_strv_add (w->out, r) < 0)
                 w->failed = true;
             continue;
         }
-        if (depth >= HASH_MAX_DEPTH || !kiwi__has_dir (root, r))
+        if (!kiwi__has_dir (root, r) || skipped_dir (nm, inside))
             continue;
-        bool sk = false;
-        for (size_t i = 0; skip[i]; i++)
-            sk = sk || strcmp (nm, skip[i]) == 0;
-        if (nm[0] == '.') {
-            bool ok = false;
-            for (size_t i = 0; hidden_ok[i]; i++)
-                ok = ok || strcmp (nm, hidden_ok[i]) == 0;
-            sk = sk || !ok;
-        }
-        if (strcmp (nm, ".yarn") == 0)
-            sk = false;
-        if (!sk)
-            walk (w, root, r, depth + 1);
+        bool in = inside || wanted_dir (w, r);
+        /* an input directory is taken whole, a little deeper than the search */
+        if (depth < HASH_MAX_DEPTH || (in && depth < HASH_MAX_DEPTH + 4))
+            walk (w, root, r, depth + 1, in);
     }
     closedir (d);
 }
@@ -1098,53 +1259,98 @@ kiwi_install_hashed_files (const char *root, const kiwi_install_plan *plan, kiwi
 {
     walk_ctx w = { .out = files };
     for (size_t i = 0; i < plan->n && w.nsets < 16; i++) {
-        const char *const *set = eco_files (plan->steps[i].eco);
-        bool dup = false;
-        for (size_t s = 0; s < w.nsets; s++)
-            dup = dup || w.sets[s] == set;
+        const eco_table *t = eco_table_of (plan->steps[i].eco);
+        bool dup = t == NULL;
+        for (size_t s = 0; s < w.nsets && !dup; s++)
+            dup = w.sets[s] == t->input;
         if (!dup)
-            w.sets[w.nsets++] = set;
+            w.sets[w.nsets++] = t->input;
     }
     if (w.nsets == 0)
         return 0;
     size_t before = files->n;
-    walk (&w, root, "", 0);
+    walk (&w, root, "", 0, false);
     if (w.failed)
-        return kiwi_error_make (err, ENOMEM, "install cache key");
+        return kiwi_error_make (err, ENOMEM, "install input");
     if (files->n > before)
         qsort (files->v + before, files->n - before, sizeof *files->v, cmp_path);
     return 0;
 }
 
+static int
+add_locations (kiwi_strv *out, const char *const *set)
+{
+    for (size_t i = 0; set[i]; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < out->n && !dup; j++)
+            dup = strcmp (out->v[j], set[i]) == 0;
+        if (!dup && kiwi_strv_add (out, set[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int
-kiwi_install_cache_key (const char *root, const kiwi_install_plan *plan, const char *image, const char *driver,
-                        char out[65], kiwi_error_t *err)
+kiwi_install_dep_locations (const kiwi_install_plan *plan, kiwi_strv *src, kiwi_strv *home, kiwi_error_t *err)
+{
+    size_t n = plan ? plan->n : sizeof eco_tables / sizeof eco_tables[0];
+    if (add_locations (home, kiwi_home) < 0)
+        return kiwi_error_make (err, ENOMEM, "dependency locations");
+    for (size_t i = 0; i < n; i++) {
+        const eco_table *t = plan ? eco_table_of (plan->steps[i].eco) : &eco_tables[i];
+        if (t != NULL && (add_locations (src, t->src) < 0 || add_locations (home, t->home) < 0))
+            return kiwi_error_make (err, ENOMEM, "dependency locations");
+    }
+    return 0;
+}
+
+static void
+hash_field (kiwi_sha256 *h, const char *name, const char *value)
+{
+    kiwi_sha256_update (h, name, strlen (name));
+    kiwi_sha256_update (h, value ? value : "", value ? strlen (value) : 0);
+    kiwi_sha256_update (h, "\n", 1);
+}
+
+static void
+hash_list (kiwi_sha256 *h, const char *name, const kiwi_strv *v)
+{
+    kiwi_sha256_update (h, name, strlen (name));
+    for (size_t i = 0; v && i < v->n; i++)
+        kiwi_sha256_update (h, v->v[i], strlen (v->v[i]) + 1);
+    kiwi_sha256_update (h, "\n", 1);
+}
+
+int
+kiwi_install_cache_key (const char *root, const kiwi_install_plan *plan, const kiwi_install_key_input *k,
+                        const kiwi_strv *input, char out[65], kiwi_error_t *err)
 {
     kiwi_sha256 h;
     kiwi_sha256_init (&h);
-    static const char head[] = "kiwi-install-v1\n";
+    static const char head[] = "kiwi-install-v2\n";
     kiwi_sha256_update (&h, head, sizeof head - 1);
-    const char *fields[][2] = { { "driver=", driver ? driver : "" }, { "image=", image ? image : "" } };
-    for (size_t i = 0; i < 2; i++) {
-        kiwi_sha256_update (&h, fields[i][0], strlen (fields[i][0]));
-        kiwi_sha256_update (&h, fields[i][1], strlen (fields[i][1]));
-        kiwi_sha256_update (&h, "\n", 1);
+    hash_field (&h, "driver=", k->driver);
+    hash_field (&h, "image=", k->image);
+    hash_field (&h, "image-id=", k->image_id);
+    hash_list (&h, "argv=", &plan->argv);
+    hash_list (&h, "env=", &plan->install_env);
+    kiwi_strv kenv = KIWI_STRV_INIT;
+    for (size_t i = 0; k->kiwi_env && k->kiwi_env[i]; i++)
+        if (kiwi_strv_add (&kenv, k->kiwi_env[i]) < 0) {
+            kiwi_strv_free (&kenv);
+            return kiwi_error_make (err, ENOMEM, "install cache key");
+        }
+    hash_list (&h, "kiwi-env=", &kenv);
+    kiwi_strv_free (&kenv);
+    cleanup_strv kiwi_strv own = KIWI_STRV_INIT;
+    if (input == NULL) {
+        if (kiwi_install_hashed_files (root, plan, &own, err) < 0)
+            return -1;
+        input = &own;
     }
-    kiwi_sha256_update (&h, "argv=", 5);
-    for (size_t i = 0; i < plan->argv.n; i++)
-        kiwi_sha256_update (&h, plan->argv.v[i], strlen (plan->argv.v[i]) + 1);
-    kiwi_sha256_update (&h, "\nenv=", 5);
-    for (size_t i = 0; i < plan->install_env.n; i++)
-        kiwi_sha256_update (&h, plan->install_env.v[i], strlen (plan->install_env.v[i]) + 1);
-    kiwi_sha256_update (&h, "\n", 1);
-    cleanup_strv kiwi_strv files = KIWI_STRV_INIT;
-    if (kiwi_install_hashed_files (root, plan, &files, err) < 0)
-        return -1;
-    for (size_t i = 0; i < files.n; i++) {
-        kiwi_sha256_update (&h, "file=", 5);
-        kiwi_sha256_update (&h, files.v[i], strlen (files.v[i]));
-        kiwi_sha256_update (&h, "\n", 1);
-        cleanup_free char *abs = kiwi__path_join (root, files.v[i]);
+    for (size_t i = 0; i < input->n; i++) {
+        hash_field (&h, "file=", input->v[i]);
+        cleanup_free char *abs = kiwi__path_join (root, input->v[i]);
         uint64_t size = 0;
         if (abs == NULL)
             return kiwi_error_make (err, ENOMEM, "install cache key");

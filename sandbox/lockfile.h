@@ -10,7 +10,7 @@
  *   yarn        yarn.lock (v1)                           yarn install --frozen-lockfile
  *   yarn-berry  yarn.lock with __metadata, .yarnrc.yml   yarn install --immutable (through corepack)
  *   go          go.mod with requirements                 go mod download
- *   uv          uv.lock                                  uv sync --frozen
+ *   uv          uv.lock                                  uv sync --frozen --no-install-project
  *   poetry      poetry.lock (or [tool.poetry])           poetry install --no-root
  *   pipenv      Pipfile.lock (or Pipfile)                pipenv sync --dev
  *   pip         requirements*.txt, pyproject, setup.py   a .venv and pip install -r ... / -e .
@@ -88,6 +88,8 @@ typedef struct kiwi_install_step {
     char *script;   /* the shell text that runs it, in dir */
     char *why;      /* which files decided: "package-lock.json", "packageManager pnpm@10 (yarn.lock ignored)" */
     bool locked;    /* a lockfile pins the versions (frozen/locked mode) */
+    char *prelude;  /* shell text run offline at the start of Phase B, in dir: the part of the install that
+                       needs the repository's own code (Poetry's root package); NULL: none */
 } kiwi_install_step;
 
 typedef struct kiwi_install_plan {
@@ -98,6 +100,8 @@ typedef struct kiwi_install_plan {
     kiwi_strv verify_env;  /* "K=V" for Phase B and the session sandbox */
     kiwi_strv left_out;    /* polyglot: "go (.): the image runs node" */
     char *display;         /* one line: "npm ci", "go mod download; npm ci (web)", or "-" when skipped */
+    char *verify_prelude;  /* every step's prelude, each in its directory, for the start of every Phase B
+                              run (kiwi_verify_request.prelude); NULL: none */
 } kiwi_install_plan;
 
 /* Every install step the repository at `root` has, for every ecosystem
@@ -111,27 +115,49 @@ int kiwi_install_plan_make (const char *root, const char *runtime, kiwi_install_
 
 void kiwi_install_plan_clear (kiwi_install_plan *plan);
 
-/* The files whose contents decide what Phase A installs for `plan`, as
- * paths relative to root in the order they are hashed (bytewise sorted),
- * appended to *files. */
+/* The install's input: the files whose contents decide what Phase A
+ * installs (manifests, lockfiles, workspace members' manifests, the package
+ * manager's project config, patch directories, wrapper scripts; the table
+ * in lockfile.c, docs/inspection.md), as paths relative to root in the
+ * order they are hashed (bytewise sorted), appended to *files. Phase A's
+ * /kiwi/src holds exactly these and nothing else of the tree. */
 int kiwi_install_hashed_files (const char *root, const kiwi_install_plan *plan, kiwi_strv *files,
                                kiwi_error_t *err);
+
+/* Where the plan's installs leave what they installed, appended to *src
+ * (under /kiwi/src: a name without "/" at any depth, "node_modules"; one
+ * with "/" below any project directory, "vendor/bundle") and *home (under
+ * /kiwi/home: ".cargo", ".m2", "go"). The snapshot keeps these only. A NULL
+ * plan gives every ecosystem's. */
+int kiwi_install_dep_locations (const kiwi_install_plan *plan, kiwi_strv *src, kiwi_strv *home, kiwi_error_t *err);
+
+/* What besides the input decides an install. */
+typedef struct kiwi_install_key_input {
+    const char *image;               /* the image reference */
+    const char *image_id;            /* dockerd's image Id (sha256:...), "" when it could not be asked */
+    const char *driver;              /* the sandbox driver (docker, gvisor) */
+    const char *const *kiwi_env;     /* the environment Kiwi sets in Phase A (kiwi_phase_install_key_env:
+                                        proxies, CA variables, the CA bundle's hash), or NULL */
+} kiwi_install_key_input;
 
 /* The install cache key, defined here and only here (docs/inspection.md):
  * SHA-256, as 64 hex digits, of
  *
- *   "kiwi-install-v1\n"
+ *   "kiwi-install-v2\n"
  *   "driver=" driver "\n"              the sandbox driver (docker, gvisor)
  *   "image=" image "\n"                the image reference
+ *   "image-id=" id "\n"                the image by digest
  *   "argv=" arg "\0" ... "\n"          Phase A's command, every argument
  *   "env=" K=V "\0" ... "\n"           Phase A's inspection settings
- *   then per hashed file, in kiwi_install_hashed_files order:
+ *   "kiwi-env=" K=V "\0" ... "\n"      the environment Kiwi sets (proxy, CA)
+ *   then per input file (`input`, or kiwi_install_hashed_files when NULL):
  *   "file=" path "\n" size "\n" SHA-256(bytes) "\n"    (32 raw bytes)
  *
- * so a different image, command, runtime or any lockfile byte is a
- * different key, and the same inputs on any worker are the same key. */
-int kiwi_install_cache_key (const char *root, const kiwi_install_plan *plan, const char *image, const char *driver,
-                            char out[65], kiwi_error_t *err);
+ * so a different image, command, runtime, proxy, CA bundle or any input
+ * byte is a different key, the same input on any worker is the same key,
+ * and no file outside the input is part of it (Phase A never sees one). */
+int kiwi_install_cache_key (const char *root, const kiwi_install_plan *plan, const kiwi_install_key_input *k,
+                            const kiwi_strv *input, char out[65], kiwi_error_t *err);
 
 /* The Java program Phase A runs to make a trust store (PKCS12) of the JDK's
  * own certificates and the CA bundle at /kiwi/ca, for Maven and Gradle

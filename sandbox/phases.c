@@ -19,7 +19,9 @@
 #include "deps.h"
 #include "cleanup.h"
 #include "clock.h"
+#include "lockfile.h"
 #include "log.h"
+#include "sha256.h"
 
 static const char *const model_keys[] = {
 #define KIWI__KEY(k) k,
@@ -139,6 +141,33 @@ kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, 
             if (kiwi_strv_addf (out, "%s=%s", ca_vars[i], KIWI_SANDBOX_CA_FILE) < 0)
                 return kiwi_error_make (err, ENOMEM, "install environment");
     return add_extra (out, cfg, extra, err);
+}
+
+int
+kiwi_phase_install_key_env (const kiwi_phase_config *cfg, kiwi_strv *out, kiwi_error_t *err)
+{
+    if (kiwi_phase_install_env (cfg, NULL, out, err) < 0)
+        return -1;
+    if (cfg->ca_bundle == NULL)
+        return 0;
+    kiwi_sha256 h;
+    kiwi_sha256_init (&h);
+    cleanup_close int fd = open (cfg->ca_bundle, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "reading the CA bundle %s (KIWI_CA_BUNDLE)", cfg->ca_bundle);
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read (fd, chunk, sizeof chunk)) > 0)
+        kiwi_sha256_update (&h, chunk, (size_t) n);
+    if (n < 0)
+        return kiwi_error_make (err, errno, "reading the CA bundle %s", cfg->ca_bundle);
+    unsigned char d[32];
+    char hex[65];
+    kiwi_sha256_final (&h, d);
+    kiwi_sha256_digest_hex (d, hex);
+    if (kiwi_strv_addf (out, "kiwi-ca-bundle-sha256=%s", hex) < 0)
+        return kiwi_error_make (err, ENOMEM, "install environment");
+    return 0;
 }
 
 static int
@@ -278,6 +307,45 @@ pack_tree (const char *host_dir, kiwi_buf *tar, kiwi_error_t *err)
     o.exclude_userdata = (void *) host_dir;
     if (kiwi_archive_from_dir (host_dir, &o, tar, NULL, err) < 0)
         return kiwi_error_wrap (err, "packing %s", host_dir);
+    return 0;
+}
+
+/* Leaves out every entry but the input files and the directories that
+ * lead to them (input files are regular files: kiwi_install_hashed_files). */
+typedef struct {
+    const char *const *input;
+} input_filter;
+
+static bool
+not_input (const char *relpath, const struct stat *st, void *ud)
+{
+    const input_filter *f = ud;
+    if (strncmp (relpath, "./", 2) == 0)
+        relpath += 2;
+    size_t rl = strlen (relpath);
+    for (size_t i = 0; f->input[i]; i++) {
+        const char *in = f->input[i];
+        if (S_ISREG (st->st_mode) && strcmp (in, relpath) == 0)
+            return false;
+        if (S_ISDIR (st->st_mode) && strncmp (in, relpath, rl) == 0 && in[rl] == '/')
+            return false;
+    }
+    return true;
+}
+
+/* The install's input only, as a tar for /kiwi/src. */
+static int
+pack_input (const char *host_dir, const char *const *input, kiwi_buf *tar, kiwi_error_t *err)
+{
+    static const char *const exclude[] = { ".git", NULL };
+    input_filter f = { input };
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    o.exclude = exclude;
+    o.exclude_fn = not_input;
+    o.exclude_userdata = &f;
+    if (kiwi_archive_from_dir (host_dir, &o, tar, NULL, err) < 0)
+        return kiwi_error_wrap (err, "packing the install's input from %s", host_dir);
     return 0;
 }
 
@@ -436,29 +504,76 @@ run_internal (kiwi_sandbox *sb, const char *script, kiwi_error_t *err)
     return ok ? 0 : -1;
 }
 
-/* Leaves only what the install added: the repository's own files (listed in
- * the manifest) are removed from /kiwi/src and the scratch area emptied,
- * then src and home are saved. */
+/* Appends to `b` a find(1) expression, in parentheses, matching the
+ * locations: a name without "/" by -name (at any depth), one with "/" by
+ * -path '*\/NAME' (`home`: './NAME', relative to the home itself); with
+ * `below`, also everything under them. The names are Kiwi's own
+ * (kiwi_install_dep_locations), single-quoted all the same. */
 static int
-write_snapshot (kiwi_sandbox *sb, const char *manifest, size_t manifest_len, const char *snapshot_dir,
+find_locations (kiwi_buf *b, const char *const *locs, bool home, bool below, kiwi_error_t *err)
+{
+    if (kiwi_buf_append (b, " \\(", 3, err) < 0)
+        return -1;
+    for (size_t i = 0; locs[i]; i++) {
+        const char *l = locs[i];
+        if (strchr (l, '\'') != NULL)
+            return kiwi_error_make (err, EINVAL, "dependency location `%s`", l);
+        char one[512];
+        bool by_name = !home && strchr (l, '/') == NULL;
+        const char *pre = home ? "./" : "*/";
+        int n = by_name ? snprintf (one, sizeof one, "%s -name '%s'", i ? " -o" : "", l)
+                        : snprintf (one, sizeof one, "%s -path '%s%s'", i ? " -o" : "", pre, l);
+        if (n < 0 || (size_t) n >= sizeof one || kiwi_buf_append (b, one, (size_t) n, err) < 0)
+            return n < 0 || (size_t) n >= sizeof one ? kiwi_error_make (err, EINVAL, "dependency location") : -1;
+        if (below) {
+            n = snprintf (one, sizeof one, " -o -path '%s%s/*'", by_name ? "*/" : pre, l);
+            if (n < 0 || (size_t) n >= sizeof one || kiwi_buf_append (b, one, (size_t) n, err) < 0)
+                return n < 0 || (size_t) n >= sizeof one ? kiwi_error_make (err, EINVAL, "dependency location") : -1;
+        }
+    }
+    if (locs[0] == NULL && kiwi_buf_append (b, " -false", 7, err) < 0)
+        return -1;
+    return kiwi_buf_append (b, " \\)", 3, err);
+}
+
+/* The script that leaves in `dir` only the dependency locations: every
+ * other file and link goes, then every directory left empty outside them. */
+static int
+keep_only (kiwi_buf *b, const char *dir, const char *const *locs, bool home, kiwi_error_t *err)
+{
+    char head[256];
+    int n = snprintf (head, sizeof head, "cd %s && find . -mindepth 1", dir);
+    if (kiwi_buf_append (b, head, (size_t) n, err) < 0 || find_locations (b, locs, home, false, err) < 0)
+        return -1;
+    static const char mid[] = " -prune -o ! -type d -print0 | xargs -0 -r rm -f -- && find . -mindepth 1 -depth "
+                              "-type d -empty !";
+    if (kiwi_buf_append (b, mid, sizeof mid - 1, err) < 0 || find_locations (b, locs, home, true, err) < 0)
+        return -1;
+    static const char tail[] = " -delete\n";
+    return kiwi_buf_append (b, tail, sizeof tail - 1, err);
+}
+
+/* Leaves only the dependency locations (`src` under /kiwi/src, `home`
+ * under /kiwi/home): everything else Phase A made or was given (the input
+ * files, a file a postinstall wrote into the tree, build output) goes and
+ * the scratch area is emptied; then src and home are saved, in one
+ * ceiling. */
+static int
+write_snapshot (kiwi_sandbox *sb, const char *const *src, const char *const *home, const char *snapshot_dir,
                 uint64_t ceiling, kiwi_error_t *err)
 {
     if (mkdir (snapshot_dir, 0700) < 0 && errno != EEXIST)
         return kiwi_error_make (err, errno, "creating %s", snapshot_dir);
-    kiwi_archive_opts o;
-    kiwi_archive_opts_init (&o);
-    cleanup_buf kiwi_buf tar = KIWI_BUF_INIT;
-    if (kiwi_archive_add_file (&tar, ".kiwi-manifest", manifest, manifest_len, 0600, &o, err) < 0
-        || kiwi_archive_finish (&tar, err) < 0)
+    cleanup_buf kiwi_buf script = KIWI_BUF_INIT;
+    static const char head[] = "set -e\n";
+    static const char scratch[] = "find " KIWI_SANDBOX_TMP " -mindepth 1 -delete\n";
+    if (kiwi_buf_append (&script, head, sizeof head - 1, err) < 0
+        || keep_only (&script, KIWI_SANDBOX_SRC, src, false, err) < 0
+        || keep_only (&script, KIWI_SANDBOX_HOME, home, true, err) < 0
+        || kiwi_buf_append (&script, scratch, sizeof scratch, err) < 0)
         return -1;
-    if (kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_TMP, tar.data, tar.len, err) < 0)
-        return -1;
-    if (run_internal (sb,
-                      "cd " KIWI_SANDBOX_SRC " && xargs -0 -r -a " KIWI_SANDBOX_TMP "/.kiwi-manifest rm -f -- "
-                      "&& find " KIWI_SANDBOX_TMP " -mindepth 1 -delete",
-                      err)
-        < 0)
-        return kiwi_error_wrap (err, "separating the dependencies from the repository");
+    if (run_internal (sb, script.data, err) < 0)
+        return kiwi_error_wrap (err, "keeping the dependency locations only");
     char p[PATH_MAX];
     uint64_t used = 0;
     snprintf (p, sizeof p, "%s/src.tar", snapshot_dir);
@@ -530,9 +645,20 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
     if (kiwi_sandbox_create (env, &spec, &sb, err) < 0)
         return kiwi_error_wrap (err, "Phase A");
     int rc = -1;
-    cleanup_free char *manifest = NULL;
-    size_t manifest_len = 0;
-    if (kiwi_phase_put_tree (sb, req->workspace, KIWI_SANDBOX_SRC, &manifest, &manifest_len, err) < 0)
+    cleanup_strv kiwi_strv all_src = KIWI_STRV_INIT, all_home = KIWI_STRV_INIT;
+    const char *const *dep_src = req->dep_src, *const *dep_home = req->dep_home;
+    if (dep_src == NULL || dep_home == NULL) {
+        if (kiwi_install_dep_locations (NULL, &all_src, &all_home, err) < 0)
+            goto out;
+        dep_src = dep_src ? dep_src : kiwi_strv_list (&all_src);
+        dep_home = dep_home ? dep_home : kiwi_strv_list (&all_home);
+    }
+    if (req->input != NULL) {
+        cleanup_buf kiwi_buf tar = KIWI_BUF_INIT;
+        if (pack_input (req->workspace, req->input, &tar, err) < 0
+            || kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_SRC, tar.data, tar.len, err) < 0)
+            goto out;
+    } else if (kiwi_phase_put_tree (sb, req->workspace, KIWI_SANDBOX_SRC, NULL, NULL, err) < 0)
         goto out;
     if (cfg->ca_bundle != NULL && kiwi_phase_put_ca_bundle (sb, cfg->ca_bundle, err) < 0)
         goto out;
@@ -567,7 +693,7 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
         r->status = KIWI_INSTALL_OK;
         int64_t disk_mb = req->limits.disk_mb > 0 ? req->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
         uint64_t ceiling = (uint64_t) disk_mb * 1024 * 1024;
-        if (write_snapshot (sb, manifest, manifest_len, req->snapshot_dir, ceiling, err) < 0) {
+        if (write_snapshot (sb, dep_src, dep_home, req->snapshot_dir, ceiling, err) < 0) {
             if (kiwi_error_code (*err) != KIWI_SBE_DISK) {
                 kiwi_exec_result_clear (&xr);
                 goto out;
@@ -667,7 +793,19 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
     if (pack_tree (req->workspace, &tree, err) < 0)
         goto out;
     puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_SRC, tree.data, tree.len };
-    const char *argv[] = { "/bin/sh", "-c", req->command, NULL };
+    cleanup_free char *script = NULL;
+    if (req->prelude != NULL && *req->prelude
+        && asprintf (&script,
+                     "{\n%s} >" KIWI_SANDBOX_TMP "/kiwi-prelude.log 2>&1 || { echo 'kiwi: installing the project "
+                     "itself (offline, before the tests) failed:' >&2; tail -n 20 " KIWI_SANDBOX_TMP
+                     "/kiwi-prelude.log >&2; }\n%s",
+                     req->prelude, req->command)
+               < 0) {
+        script = NULL;
+        kiwi_error_make (err, ENOMEM, "Phase B");
+        goto out;
+    }
+    const char *argv[] = { "/bin/sh", "-c", script ? script : req->command, NULL };
     kiwi_exec_spec x = {
         .argv = argv, .timeout_ms = req->timeout_ms, .output_cap = req->output_cap, .on_output = req->on_output,
         .userdata = req->userdata,

@@ -3,9 +3,12 @@
  *
  *   Phase A (install): network on (Kiwi's install bridge), an environment
  *   that is empty but for an allow-list of non-secret variables, an optional
- *   CA bundle, bounded by KIWI_INSTALL_TIMEOUT (default 300 s). Its result
- *   is a dependency snapshot: what the install added under /kiwi/src and
- *   /kiwi/home, without the repository's own files.
+ *   CA bundle, bounded by KIWI_INSTALL_TIMEOUT (default 300 s). /kiwi/src
+ *   holds the install's input only (manifests, lockfiles, the package
+ *   manager's config: lockfile.h), never the rest of the repository. Its
+ *   result is a dependency snapshot: the dependency locations under
+ *   /kiwi/src and /kiwi/home (node_modules, .venv, ~/.cargo, ...) and
+ *   nothing else the install wrote, as two tar parts (src.tar, home.tar).
  *
  *   Phase B (verify): no network, the snapshot restored and the current tree
  *   put over it, only the credentials the task names as test credentials,
@@ -65,6 +68,12 @@ typedef struct kiwi_phase_config {
 int kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out,
                             kiwi_error_t *err);
 
+/* What of Phase A's environment Kiwi itself decides, for the install cache
+ * key: kiwi_phase_install_env() without `extra` (HOME, locale, proxies, the
+ * CA variables) and "kiwi-ca-bundle-sha256=HEX" of the bundle's bytes when
+ * one is configured. */
+int kiwi_phase_install_key_env (const kiwi_phase_config *cfg, kiwi_strv *out, kiwi_error_t *err);
+
 /* Phase B's environment: HOME, TMPDIR, CI, locale, `extra`, and the named
  * test credentials taken from the worker's environment. Model keys, Kiwi's
  * own settings (KIWI_*) and anything not named are never included; names
@@ -96,6 +105,11 @@ const char *kiwi_install_status_str (kiwi_install_status s);
 typedef struct kiwi_install_request {
     const char *image;
     const char *workspace;         /* host directory with the repository's tree */
+    const char *const *input;      /* the install's input (kiwi_install_hashed_files), relative to workspace:
+                                      /kiwi/src gets these files only; NULL = the whole tree */
+    const char *const *dep_src;    /* dependency locations kept in the snapshot (kiwi_install_dep_locations);
+                                      NULL = every ecosystem's */
+    const char *const *dep_home;
     const char *const *argv;       /* install command; NULL = no dependencies (skipped) */
     const char *const *extra_env;  /* non-secret "K=V" for this phase, or NULL */
     kiwi_sandbox_limits limits;    /* disk_mb also bounds the snapshot: by apparent size, both parts */
@@ -136,6 +150,8 @@ typedef struct kiwi_verify_request {
     const char *workspace;           /* host directory with the current tree */
     const char *snapshot_dir;        /* from Phase A, or NULL */
     const char *command;             /* the test command, run with /bin/sh -c */
+    const char *prelude;             /* the install's offline part (kiwi_install_plan.verify_prelude), run
+                                        first, its output kept out of the command's unless it fails; or NULL */
     const char *const *extra_env;
     const char *const *credentials;  /* names of the task's test credentials, or NULL */
     kiwi_sandbox_limits limits;

@@ -249,9 +249,17 @@ default_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, ch
     char *dir = NULL;
     if (asprintf (&dir, "%s/%s", rq->snapshot_root, in->cache_key) < 0)
         return kiwi_error_make (err, ENOMEM, "step 0");
+    cleanup_strv kiwi_strv dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;
+    if (kiwi_install_dep_locations (&in->install, &dep_src, &dep_home, err) < 0) {
+        free (dir);
+        return -1;
+    }
     kiwi_install_request ir = {
         .image = in->image.image,
         .workspace = rq->inspect.root,
+        .input = kiwi_strv_list (&in->input),
+        .dep_src = kiwi_strv_list (&dep_src),
+        .dep_home = kiwi_strv_list (&dep_home),
         .argv = kiwi_strv_list (&in->install.argv),
         .extra_env = kiwi_strv_list (&in->install.install_env),
         .limits = rq->limits,
@@ -302,6 +310,7 @@ do_verify (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *e
         .workspace = rq->inspect.root,
         .snapshot_dir = res->snapshot_dir,
         .command = rq->inspect.test_command,
+        .prelude = res->insp.install.verify_prelude,
         .extra_env = kiwi_strv_list (&res->insp.install.verify_env),
         .credentials = rq->credentials,
         .limits = rq->limits,

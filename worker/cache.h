@@ -4,14 +4,18 @@
  * kiwi:install:<key> (a hash): status ("ok" or "failed"), digest (the
  *   snapshot's manifest digest in the shared store, store.h; empty when it
  *   was not shared), host (the worker that made it), reason. An "ok" entry
- *   lives KIWI_CACHE_TTL; a failure only KIWI_CACHE_FAIL_TTL. The key is the
- *   lockfile hash with the image, install command and driver in it
- *   (docs/inspection.md). Every host keeps its copy of a snapshot at
+ *   lives KIWI_CACHE_TTL; a failure only KIWI_CACHE_FAIL_TTL. The key is
+ *   kiwi_install_cache_key(): the install's input (the only files Phase A
+ *   receives), the image by tag and digest, the install command, the driver
+ *   and the environment Kiwi sets (docs/inspection.md). A cached failure is
+ *   stored under the same key. Every host keeps its copy of a snapshot at
  *   <state>/snapshots/<key>; a hit absent there is fetched from the store
  *   by its digest, and one with no digest is a miss.
  * kiwi:verify:<key> (a hash): exit code, output tail (masked) and the
- *   marker `masked` of a verify, keyed by tree id + test command + snapshot
- *   key, so a baseline run on the same commit is not repeated.
+ *   marker `masked` of a verify, keyed by kiwi_plan_verify_key() (tree,
+ *   subdirectory, command, install key, image by tag and digest, driver,
+ *   credential names), so a baseline run on the same commit is not
+ *   repeated; a run that held credentials is never stored.
  *
  * Every connection authenticates (AUTH [user] password) when a password is
  * configured.

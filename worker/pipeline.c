@@ -258,7 +258,10 @@ hold_snapshot (install_ctx *c, const char *snapshot)
 }
 
 /* Phase A for `in`, or the cached snapshot of an identical install (the
- * cache key holds the lockfiles, the image, the command and the driver).
+ * cache key holds the install's input, the image by digest, the command,
+ * the driver and the environment Kiwi sets). Phase A gets the input files
+ * only and keeps the dependency locations only, so whatever it made is a
+ * function of the key.
  * Step 0 calls it for the first image and again after a swap. A failed
  * install is a verdict in r, not an error. Emits the install event. */
 static int
@@ -326,9 +329,15 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         kiwi_install_entry_clear (&e);
         return 0;
     }
+    cleanup_strv kiwi_strv dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;
+    if (kiwi_install_dep_locations (&in->install, &dep_src, &dep_home, err) < 0)
+        return -1;
     kiwi_install_request req = {
         .image = image,
         .workspace = c->root,
+        .input = kiwi_strv_list (&in->input),
+        .dep_src = kiwi_strv_list (&dep_src),
+        .dep_home = kiwi_strv_list (&dep_home),
         .argv = kiwi_strv_list (&in->install.argv),
         .extra_env = kiwi_strv_list (&in->install.install_env),
         /* c->task carries the effective limits (kiwi_policy_task) */
@@ -591,6 +600,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .image = plan.image,
         .snapshot_dir = snapshot,
         .verify_env = kiwi_strv_list (&plan.verify_env),
+        .verify_prelude = plan.verify_prelude,
         .limits = { .memory_mb = cfg->memory_mb, .pids = cfg->pids, .disk_mb = task->limits.disk_mb },
         .workspace = root,
         .checkout = ws,

@@ -12,9 +12,12 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "docker-api.h"
 #include "log.h"
 #include "repo.h"
 #include "sha256.h"
+
+extern char **environ;
 
 void
 kiwi_plan_init (kiwi_plan *p)
@@ -31,13 +34,16 @@ plan_fields_clear (kiwi_plan *p)
     kiwi_strv_free (&p->install_env);
     kiwi_strv_free (&p->verify_env);
     free (p->cache_key);
-    p->image = p->image_reason = p->cache_key = NULL;
+    free (p->image_id);
+    free (p->verify_prelude);
+    p->image = p->image_reason = p->cache_key = p->image_id = p->verify_prelude = NULL;
 }
 
 void
 kiwi_plan_clear (kiwi_plan *p)
 {
     plan_fields_clear (p);
+    kiwi_strv_free (&p->key_env);
     kiwi_inspection_clear (&p->insp);
     kiwi_image_catalog_free (p->cat);
     memset (p, 0, sizeof *p);
@@ -70,11 +76,37 @@ kiwi_plan_from_inspection (kiwi_plan *p, const kiwi_inspection *in, kiwi_error_t
     p->image_reason = strdup (in->image.reason ? in->image.reason : "");
     /* skipped installs still need a key for the verify cache */
     p->cache_key = strdup (in->cache_key[0] ? in->cache_key : "no-install");
-    if (p->image == NULL || p->image_reason == NULL || p->cache_key == NULL
+    p->image_id = strdup (in->image_id ? in->image_id : "");
+    if (in->install.verify_prelude != NULL && (p->verify_prelude = strdup (in->install.verify_prelude)) == NULL)
+        return kiwi_error_make (err, ENOMEM, "plan");
+    if (p->image == NULL || p->image_reason == NULL || p->cache_key == NULL || p->image_id == NULL
         || copy_strv (&p->install_argv, &in->install.argv) < 0 || copy_strv (&p->install_env, &in->install.install_env) < 0
         || copy_strv (&p->verify_env, &in->install.verify_env) < 0)
         return kiwi_error_make (err, ENOMEM, "plan");
     return 0;
+}
+
+/* The image's Id from dockerd (kiwi_inspect_request.image_id). */
+static int
+image_id_of (void *ud, const char *image, char **id, kiwi_error_t *err)
+{
+    const kiwi_plan *p = ud;
+    kiwi_docker *d = NULL;
+    if (p->docker_socket == NULL || kiwi_docker_open (p->docker_socket, &d, err) < 0)
+        return p->docker_socket == NULL ? kiwi_error_make (err, 0, "no docker socket") : -1;
+    int rc = kiwi_docker_image_id (d, image, id, err);
+    kiwi_docker_close (d);
+    return rc;
+}
+
+/* The inspection request of the plan: the key takes the image by digest and
+ * the environment Kiwi sets in Phase A. */
+static kiwi_inspect_request
+inspect_request (kiwi_plan *p, const char *root, const char *test_command, const char *driver)
+{
+    return (kiwi_inspect_request) { .root = root, .test_command = test_command, .catalog = p->cat,
+                                    .driver = driver, .image_id = image_id_of, .image_id_ud = p,
+                                    .kiwi_env = kiwi_strv_list (&p->key_env) };
 }
 
 int
@@ -83,8 +115,16 @@ kiwi_plan_make (const kiwi_worker_config *cfg, const char *root, const char *tes
 {
     if (kiwi_image_catalog_open (cfg->image_catalog, &p->cat, err) < 0)
         return -1;
-    kiwi_inspect_request rq = { .root = root, .test_command = test_command, .catalog = p->cat,
-                                .driver = cfg->sandbox };
+    p->docker_socket = cfg->docker_socket;
+    kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = cfg->ca_bundle };
+    /* a proxy with credentials is refused by Phase A itself, naming it; a
+     * repository with nothing to install must not fail on it here */
+    kiwi_error_t kerr = NULL;
+    if (kiwi_phase_install_key_env (&pc, &p->key_env, &kerr) < 0) {
+        kiwi_warn ("install cache key: %s", kiwi_error_msg (kerr));
+        kiwi_error_free (&kerr);
+    }
+    kiwi_inspect_request rq = inspect_request (p, root, test_command, cfg->sandbox);
     if (kiwi_inspect (&rq, &p->insp, err) < 0)
         return -1;
     return kiwi_plan_from_inspection (p, &p->insp, err);
@@ -141,6 +181,33 @@ version_json (const kiwi_image_resolution *im)
                       im->satisfied);
 }
 
+int
+kiwi_plan_verify_key (const kiwi_plan_verify_key_input *k, char out[65])
+{
+    char *in = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&in, &len);
+    if (f == NULL)
+        return -1;
+    /* v2: the image by digest, the subdirectory always, the credential
+     * names; every field with its length, so that no field (the task's
+     * command, its subdirectory) can stand in for the next */
+    const char *names[] = { "tree", "subdir", "command", "install", "image", "image-id", "driver" };
+    const char *vals[] = { k->tree, k->subdir, k->command, k->install_key, k->image, k->image_id, k->driver };
+    fputs ("kiwi-verify-v2\n", f);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        fprintf (f, "%s=%zu:%s\n", names[i], strlen (vals[i] ? vals[i] : ""), vals[i] ? vals[i] : "");
+    for (size_t i = 0; k->credentials && k->credentials[i]; i++)
+        fprintf (f, "credential=%zu:%s\n", strlen (k->credentials[i]), k->credentials[i]);
+    if (fclose (f) != 0) {
+        free (in);
+        return -1;
+    }
+    kiwi_sha256_hex (in, out);
+    free (in);
+    return 0;
+}
+
 static json_t *
 classification_json (const kiwi_step0_result *r)
 {
@@ -160,9 +227,9 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     for (size_t i = 0; i < task->n_test_credentials; i++)
         kiwi_strv_add (&creds, task->test_credentials[i]);
 
-    /* the verify cache: the same tree, root, command, image and install ran
-     * before (only honest results are kept, never a swap); the root inside
-     * the tree is named only for a subdirectory, so other keys stay as they were */
+    /* the verify cache: the same tree, subdirectory, command, image (by tag
+     * and digest), driver and install key ran before (only honest results
+     * are kept, never a swap) */
     cleanup_free char *tree = NULL;
     char key[65] = "";
     size_t cl = strlen (checkout);
@@ -171,13 +238,11 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
      * kept in it: its output is that task's alone (another task on the
      * same tree and command must not read what it printed) */
     if (task->n_test_credentials == 0 && kiwi_repo_tree_id (checkout, &tree, NULL) == 0) {
-        char *in = NULL;
-        if (asprintf (&in, "%s\n%s\n%s\n%s\n%s%s%s", tree, task->test_command, plan->cache_key, plan->image, driver,
-                      *sub ? "\nroot:" : "", sub)
-            >= 0) {
-            kiwi_sha256_hex (in, key);
-            free (in);
-        }
+        kiwi_plan_verify_key_input vk = { .tree = tree, .subdir = sub, .command = task->test_command,
+                                          .install_key = plan->cache_key, .image = plan->image,
+                                          .image_id = plan->image_id, .driver = driver };
+        if (kiwi_plan_verify_key (&vk, key) < 0)
+            key[0] = '\0';
     }
     /* a cached run is of the plan's image, which must be here (pulled if
      * need be): one that cannot be had leaves it to step 0's resolution */
@@ -234,7 +299,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     kiwi_step0_request rq = {
         .env = sb,
         .cfg = pc,
-        .inspect = { .root = root, .test_command = task->test_command, .catalog = plan->cat, .driver = driver },
+        .inspect = inspect_request (plan, root, task->test_command, driver),
         .classifier = cls,
         .credentials = kiwi_strv_list (&creds),
         .limits = { .disk_mb = task->limits.disk_mb },

@@ -23,13 +23,34 @@ typedef struct kiwi_plan {
     kiwi_strv install_argv;   /* empty: no dependencies, Phase A skipped */
     kiwi_strv install_env;    /* non-secret settings for Phase A ("K=V") */
     kiwi_strv verify_env;     /* non-secret settings for Phase B and the session */
-    char *cache_key;          /* the install cache key: lockfile hash + image + command + driver */
+    char *cache_key;          /* the install cache key (kiwi_install_cache_key): input + image by digest +
+                                 command + driver + the environment Kiwi sets */
+    char *image_id;           /* the image by digest ("" unknown) */
+    char *verify_prelude;     /* the install's offline part for every Phase B (NULL: none) */
+    kiwi_strv key_env;        /* kiwi_phase_install_key_env(), for the key */
+    const char *docker_socket; /* where image Ids are asked (borrowed from the config) */
     kiwi_inspection insp;     /* the inspection behind the fields above */
     kiwi_image_catalog *cat;  /* the image catalogue (KIWI_IMAGE_CATALOG or the default) */
 } kiwi_plan;
 
 void kiwi_plan_init (kiwi_plan *p);
 void kiwi_plan_clear (kiwi_plan *p);
+
+/* What decides a step-0 run, for the verify cache (kiwi:verify:<key>). */
+typedef struct kiwi_plan_verify_key_input {
+    const char *tree;                /* the checkout's tree id */
+    const char *subdir;              /* the repository root inside it ("" for the top) */
+    const char *command;             /* the test command */
+    const char *install_key;         /* the install cache key ("no-install" when skipped) */
+    const char *image;               /* by tag */
+    const char *image_id;            /* by digest ("" unknown) */
+    const char *driver;
+    const char *const *credentials;  /* names of the test credentials given (NULL: none); a run that held
+                                        any is never cached, the names keep the key honest all the same */
+} kiwi_plan_verify_key_input;
+
+/* SHA-256 hex of every field above. 0, or -1 out of memory. */
+int kiwi_plan_verify_key (const kiwi_plan_verify_key_input *k, char out[65]);
 
 /* Inspects the repository at `root` for `test_command`. */
 int kiwi_plan_make (const kiwi_worker_config *cfg, const char *root, const char *test_command, kiwi_plan *p,

@@ -170,6 +170,7 @@ verify (session *s, const char *tree, kiwi_exec_result *r, kiwi_error_t *err)
         .workspace = tree,
         .snapshot_dir = s->env->snapshot_dir,
         .command = s->task->test_command,
+        .prelude = s->env->verify_prelude,
         .extra_env = s->env->verify_env,
         .credentials = (const char *const *) s->task->test_credentials,
         .limits = s->env->limits,

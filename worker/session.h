@@ -33,6 +33,7 @@ typedef struct kiwi_session_env {
     const char *image;
     const char *snapshot_dir;         /* Phase A's snapshot, or NULL */
     const char *const *verify_env;    /* extra env for Phase B and the session ("K=V") */
+    const char *verify_prelude;       /* the install's offline part, first in every Phase B (or NULL) */
     kiwi_sandbox_limits limits;
     const char *workspace;            /* the repository's root on the worker (the task's subdirectory) */
     const char *checkout;             /* the checkout's top (repo.h): workspace is it or inside it */

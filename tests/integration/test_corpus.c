@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "need.h"
 #include "step0.h"
 
@@ -101,9 +102,15 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
     char tmp[1100];
     snprintf (tmp, sizeof tmp, "%s.partial-%d", dir, (int) getpid ());
     sh ("rm -rf '%s' '%s'", tmp, dir);
+    cleanup_strv kiwi_strv dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;
+    if (kiwi_install_dep_locations (&in->install, &dep_src, &dep_home, err) < 0)
+        return -1;
     kiwi_install_request ir = {
         .image = in->image.image,
         .workspace = c->workspace,
+        .input = kiwi_strv_list (&in->input),
+        .dep_src = kiwi_strv_list (&dep_src),
+        .dep_home = kiwi_strv_list (&dep_home),
         .argv = kiwi_strv_list (&in->install.argv),
         .extra_env = kiwi_strv_list (&in->install.install_env),
         .task_id = "itest-corpus",

@@ -555,7 +555,7 @@ test_other_ecosystems (void **state)
     put (r, "poetry.lock", "# poetry\n");
     expect_plan (r, "python", "poetry install --no-root", "poetry");
     put (r, "uv.lock", "version = 1\n");
-    expect_plan (r, "python", "uv sync --frozen", "uv");
+    expect_plan (r, "python", "uv sync --frozen --no-install-project", "uv");
     repo_free (r);
 
     r = repo_new ();
@@ -568,11 +568,11 @@ test_other_ecosystems (void **state)
     assert_string_equal (kiwi_strv_env_get (&p.verify_env, "CARGO_NET_OFFLINE"), "CARGO_NET_OFFLINE=true");
     kiwi_install_plan_clear (&p);
     put (r, "Cargo.toml", "[package]\nname = \"x\"\nversion = \"0.1.0\"\n\n[dependencies]\nitoa = \"1\"\n");
-    expect_plan (r, "rust", "cargo fetch", "cargo");
+    expect_plan (r, "rust", "cargo fetch", "/bin/sh");
     put (r, "Cargo.lock", "version = 3\n\n[[package]]\nname = \"x\"\nversion = \"0.1.0\"\n");
     expect_plan (r, "rust", "-", NULL); /* a lock of the crate itself only */
     put (r, "Cargo.lock", "[[package]]\nname = \"itoa\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n");
-    expect_plan (r, "rust", "cargo fetch --locked", "cargo");
+    expect_plan (r, "rust", "cargo fetch --locked", "/bin/sh"); /* the target stubs first */
     repo_free (r);
 
     r = repo_new ();
@@ -657,8 +657,178 @@ key_of (const char *root, const char *runtime, const char *image, const char *dr
     kiwi_install_plan p;
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_install_plan_make (root, runtime, &p, &err), 0);
-    assert_int_equal (kiwi_install_cache_key (root, &p, image, driver, out, &err), 0);
+    kiwi_install_key_input k = { .image = image, .image_id = "sha256:1", .driver = driver };
+    assert_int_equal (kiwi_install_cache_key (root, &p, &k, NULL, out, &err), 0);
     kiwi_install_plan_clear (&p);
+}
+
+static void
+key_with (const char *root, const char *image_id, const char *const *kiwi_env, char out[65])
+{
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (root, "node", &p, &err), 0);
+    kiwi_install_key_input k = { .image = "kiwi/node:22", .image_id = image_id, .driver = "docker",
+                                 .kiwi_env = kiwi_env };
+    assert_int_equal (kiwi_install_cache_key (root, &p, &k, NULL, out, &err), 0);
+    kiwi_install_plan_clear (&p);
+}
+
+/* The install's input: per ecosystem, the files an install reads, and
+ * nothing else of the tree (the source, tests, secrets). */
+static void
+test_install_input_table (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"workspaces\": [\"packages/*\"], \"dependencies\": { \"is-number\": \"7.0.0\" } }");
+    put (r, "package-lock.json", "{ \"lockfileVersion\": 3 }");
+    put (r, ".npmrc", "fund=false\n");
+    put (r, "patches/is-number+7.0.0.patch", "--- a\n+++ b\n");
+    put (r, "packages/a/package.json", "{ \"name\": \"a\" }");
+    put (r, "packages/a/index.js", "module.exports = 1;\n");
+    put (r, ".yarn/plugins/@yarnpkg/plugin-x.cjs", "x\n");
+    put (r, "src/secret.txt", "the source is the secret\n");
+    put (r, "index.test.js", "test\n");
+    put (r, "node_modules/x/package.json", "{}");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    kiwi_strv files = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    const char *want[] = { ".npmrc", ".yarn/plugins/@yarnpkg/plugin-x.cjs", "package-lock.json", "package.json",
+                           "packages/a/package.json", "patches/is-number+7.0.0.patch" };
+    assert_int_equal (files.n, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < files.n; i++)
+        assert_string_equal (files.v[i], want[i]);
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+
+    /* Maven: the wrapper and its directory; Gradle: the wrapper, gradle/ */
+    r = repo_new ();
+    put (r, "pom.xml", "<project/>");
+    put (r, "mvnw", "#!/bin/sh\n");
+    put (r, ".mvn/wrapper/maven-wrapper.properties", "distributionUrl=x\n");
+    put (r, "src/main/java/A.java", "class A {}\n");
+    assert_int_equal (kiwi_install_plan_make (r, "java", &p, &err), 0);
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    assert_int_equal (files.n, 3);
+    assert_string_equal (files.v[0], ".mvn/wrapper/maven-wrapper.properties");
+    assert_string_equal (files.v[1], "mvnw");
+    assert_string_equal (files.v[2], "pom.xml");
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+
+    /* Python: the package manager's project config */
+    r = repo_new ();
+    put (r, "pyproject.toml", "[tool.poetry]\nname = \"x\"\n[tool.poetry.dependencies]\npython = \"^3.11\"\n");
+    put (r, "poetry.lock", "# lock\n");
+    put (r, "poetry.toml", "[virtualenvs]\nin-project = true\n");
+    put (r, "src/x/__init__.py", "SECRET = 1\n");
+    assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    assert_int_equal (files.n, 3);
+    assert_string_equal (files.v[0], "poetry.lock");
+    assert_string_equal (files.v[1], "poetry.toml");
+    assert_string_equal (files.v[2], "pyproject.toml");
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+/* The dependency locations: node_modules at any depth, Yarn's PnP files;
+ * HOME's caches by ecosystem; never build output such as target/. */
+static void
+test_dep_locations (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"dependencies\": { \"is-number\": \"7.0.0\" } }");
+    put (r, "package-lock.json", "{ \"lockfileVersion\": 3 }");
+    put (r, "go.mod", "module x\n\ngo 1.19\n\nrequire golang.org/x/text v0.3.0\n");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    kiwi_strv src = KIWI_STRV_INIT, home = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_install_plan_make (r, "", &p, &err), 0);
+    assert_int_equal (kiwi_install_dep_locations (&p, &src, &home, &err), 0);
+    assert_true (kiwi_strv_contains (&src, "node_modules"));
+    assert_true (kiwi_strv_contains (&src, ".pnp.cjs"));
+    assert_false (kiwi_strv_contains (&src, "target"));
+    assert_false (kiwi_strv_contains (&src, ".venv")); /* no Python install in this plan */
+    assert_true (kiwi_strv_contains (&home, "go"));
+    assert_true (kiwi_strv_contains (&home, ".kiwi"));
+    assert_false (kiwi_strv_contains (&home, ".cargo"));
+    kiwi_strv_free (&src);
+    kiwi_strv_free (&home);
+    kiwi_install_plan_clear (&p);
+    /* every ecosystem's */
+    assert_int_equal (kiwi_install_dep_locations (NULL, &src, &home, &err), 0);
+    assert_true (kiwi_strv_contains (&src, ".venv"));
+    assert_true (kiwi_strv_contains (&src, "vendor/bundle"));
+    assert_true (kiwi_strv_contains (&home, ".cargo"));
+    assert_true (kiwi_strv_contains (&home, ".m2"));
+    kiwi_strv_free (&src);
+    kiwi_strv_free (&home);
+    repo_free (r);
+}
+
+/* The key: the image by digest and the environment Kiwi sets are in it;
+ * two repositories with one input and different other files share it. */
+/* packageManager pnpm@V: that pnpm from the npm registry, first on both
+ * phases' PATH; a version that is not plain never reaches the shell. */
+static void
+test_pnpm_pin (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"packageManager\": \"pnpm@9.15.9+sha512.abc\", \"dependencies\": { \"a\": \"1\" } }");
+    put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "pnpm install --frozen-lockfile");
+    assert_non_null (strstr (p.steps[0].script, "'pnpm@9.15.9'"));
+    assert_non_null (strstr (kiwi_strv_env_get (&p.verify_env, "PATH"), "/kiwi/home/.kiwi/pnpm/bin:"));
+    assert_true (kiwi_strv_contains (&p.verify_env, "npm_config_manage_package_manager_versions=false"));
+    kiwi_install_plan_clear (&p);
+    put (r, "package.json", "{ \"packageManager\": \"pnpm@9';touch /x;'\", \"dependencies\": { \"a\": \"1\" } }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.steps[0].script, "pnpm install --frozen-lockfile");
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+static void
+test_cache_key_input (void **state)
+{
+    char *a = repo_new (), *b = repo_new ();
+    const char *pj = "{ \"scripts\": { \"postinstall\": \"touch planted-pass\" }, "
+                     "\"dependencies\": { \"is-number\": \"7.0.0\" } }";
+    put (a, "package.json", pj);
+    put (b, "package.json", pj);
+    put (a, "package-lock.json", "{ \"lockfileVersion\": 3 }");
+    put (b, "package-lock.json", "{ \"lockfileVersion\": 3 }");
+    put (a, "src/secret.txt", "a's source\n");
+    put (b, "test.sh", "test -f planted-pass\n");
+    char ka[65], kb[65], k[65];
+    key_with (a, "sha256:1", NULL, ka);
+    key_with (b, "sha256:1", NULL, kb);
+    assert_string_equal (ka, kb);
+    key_with (a, "sha256:2", NULL, k); /* the same tag, another image */
+    assert_string_not_equal (ka, k);
+    const char *proxy[] = { "HTTPS_PROXY=http://proxy.example:3128", NULL };
+    key_with (a, "sha256:1", proxy, k);
+    assert_string_not_equal (ka, k);
+    const char *ca1[] = { "kiwi-ca-bundle-sha256=00", NULL }, *ca2[] = { "kiwi-ca-bundle-sha256=01", NULL };
+    char kc[65];
+    key_with (a, "sha256:1", ca1, k);
+    key_with (a, "sha256:1", ca2, kc);
+    assert_string_not_equal (k, kc);
+    /* a patch file the install applies is input */
+    put (a, "patches/is-number+7.0.0.patch", "--- a\n");
+    key_with (a, "sha256:1", NULL, k);
+    assert_string_not_equal (ka, k);
+    repo_free (a);
+    repo_free (b);
 }
 
 static void
@@ -906,6 +1076,10 @@ main (void)
         cmocka_unit_test (test_other_ecosystems),
         cmocka_unit_test (test_polyglot_plan),
         cmocka_unit_test (test_cache_key),
+        cmocka_unit_test (test_install_input_table),
+        cmocka_unit_test (test_dep_locations),
+        cmocka_unit_test (test_cache_key_input),
+        cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_step0_decisions),

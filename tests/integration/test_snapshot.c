@@ -1,0 +1,205 @@
+/*
+ * test_snapshot.c: the install snapshot against the real dockerd and the
+ * npm registry, under the driver KIWI_SANDBOX names (docker, gvisor).
+ *
+ * tests/fixtures/snapshot/plant-a and plant-b have the same install input
+ * (package.json, package-lock.json made by npm) and different other files;
+ * their root postinstall plants ./planted-pass in the tree and copies
+ * src/secret.txt into node_modules when it can read it. Step 0 on plant-a
+ * runs Phase A and Phase B for real:
+ *
+ *   - both repositories have one install key;
+ *   - the snapshot holds the dependency (and the postinstall's mark in
+ *     node_modules) but neither the planted file nor the repository's own
+ *     files, and no copy of src/secret.txt: Phase A never had it (checked
+ *     from outside, in the snapshot's tar);
+ *   - plant-b verified over plant-a's snapshot still fails its test (it
+ *     passes only with ./planted-pass in the tree), and its workspace holds
+ *     exactly its own tree besides node_modules.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "archive.h"
+#include "classify.h"
+#include "image.h"
+#include "need.h"
+#include "phases.h"
+#include "step0.h"
+
+extern char **environ;
+
+#define FIXTURES KIWI_SOURCE_DIR "/tests/fixtures/snapshot"
+
+static void
+sh (const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (cmd, sizeof cmd, fmt, ap);
+    va_end (ap);
+    assert_int_equal (system (cmd), 0);
+}
+
+typedef struct {
+    bool dependency, mark;
+    char bad[4096];
+} scan_ctx;
+
+/* Every entry of the snapshot's src part: the tree's own directory, or in
+ * node_modules. */
+static int
+scan_src (const kiwi_tar_entry *e, void *ud, kiwi_error_t *err)
+{
+    scan_ctx *s = ud;
+    const char *n = e->name;
+    if (strncmp (n, "./", 2) == 0)
+        n += 2;
+    if (strcmp (n, "src/node_modules/is-number/package.json") == 0)
+        s->dependency = true;
+    if (strcmp (n, "src/node_modules/.postinstall-ran") == 0)
+        s->mark = true;
+    bool ok = strcmp (n, "src") == 0 || strcmp (n, "src/") == 0
+              || (strncmp (n, "src/node_modules", 16) == 0 && (n[16] == '\0' || n[16] == '/'));
+    if (!ok || strstr (n, "exfil") != NULL) {
+        size_t l = strlen (s->bad);
+        snprintf (s->bad + l, sizeof s->bad - l, " %s", n);
+    }
+    return 0;
+}
+
+static void
+scan_part (const char *snapshot, const char *part, kiwi_archive_list_fn fn, void *ud)
+{
+    char p[1024];
+    snprintf (p, sizeof p, "%s/%s", snapshot, part);
+    FILE *f = fopen (p, "rb");
+    assert_non_null (f);
+    fseek (f, 0, SEEK_END);
+    long n = ftell (f);
+    rewind (f);
+    char *tar = malloc ((size_t) n + 1);
+    assert_int_equal (fread (tar, 1, (size_t) n, f), (size_t) n);
+    fclose (f);
+    kiwi_error_t err = NULL;
+    if (kiwi_archive_list (tar, (size_t) n, fn, ud, &err) < 0)
+        fail_msg ("%s: %s", p, kiwi_error_msg (err));
+    free (tar);
+}
+
+static void
+test_snapshot_input_and_contents (void **state)
+{
+    const char *driver = kiwi_sandbox_driver_from_env ();
+    kiwi_error_t err = NULL;
+    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
+    assert_non_null (drv);
+    kiwi_sandbox_config scfg = {
+        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
+        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
+        .worker_id = "itest-snapshot",
+    };
+    kiwi_sandbox_env *env = NULL;
+    int rc = kiwi_sandbox_env_open (drv, &scfg, &env, &err);
+    KIWI_NEED (rc == 0, "%s driver: %s", driver, kiwi_error_msg (err));
+    kiwi_image_catalog *cat = NULL;
+    if (kiwi_image_catalog_open (KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv", &cat, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_classifier *cl = NULL;
+    assert_int_equal (kiwi_classifier_builtin (&cl, &err), 0);
+
+    /* scratch copies: the fixtures stay as they are */
+    char a[256], b[256], snaps[256];
+    snprintf (a, sizeof a, "/tmp/kiwi-snapshot-%d-a", (int) getpid ());
+    snprintf (b, sizeof b, "/tmp/kiwi-snapshot-%d-b", (int) getpid ());
+    snprintf (snaps, sizeof snaps, "/tmp/kiwi-snapshot-%d-snaps", (int) getpid ());
+    sh ("rm -rf %s %s %s && cp -a %s/plant-a %s && cp -a %s/plant-b %s", a, b, snaps, FIXTURES, a, FIXTURES, b);
+
+    /* one install input, one key */
+    kiwi_inspection ia, ib;
+    kiwi_inspect_request qa = { .root = a, .test_command = "node --test", .catalog = cat, .driver = driver };
+    kiwi_inspect_request qb = { .root = b, .test_command = "node --test", .catalog = cat, .driver = driver };
+    assert_int_equal (kiwi_inspect (&qa, &ia, &err), 0);
+    assert_int_equal (kiwi_inspect (&qb, &ib, &err), 0);
+    assert_true (ia.cache_key[0] != '\0');
+    assert_string_equal (ia.cache_key, ib.cache_key);
+
+    const char *ca = access ("/etc/ssl/certs/ca-certificates.crt", R_OK) == 0 ? "/etc/ssl/certs/ca-certificates.crt"
+                                                                              : NULL;
+    kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = ca };
+    kiwi_step0_request rq = {
+        .env = env,
+        .cfg = &pc,
+        .inspect = qa,
+        .classifier = cl,
+        .verify_timeout_ms = 120000,
+        .install_deadline_ms = 300000,
+        .task_id = "itest-snapshot",
+        .snapshot_root = snaps,
+    };
+    kiwi_step0_result res;
+    if (kiwi_step0_run (&rq, &res, &err) < 0)
+        fail_msg ("step 0 on plant-a: %s", kiwi_error_msg (err));
+    if (res.install.status != KIWI_INSTALL_OK || res.snapshot_dir == NULL)
+        fail_msg ("plant-a's install: %s\n%s", res.install.reason, res.install.output ? res.install.output : "");
+    if (res.status != KIWI_STEP0_PASSED)
+        fail_msg ("plant-a's own test should pass: %s\n%s", res.reason ? res.reason : "",
+                  res.run.output ? res.run.output : "");
+
+    /* the snapshot, from outside */
+    scan_ctx sc = { 0 };
+    scan_part (res.snapshot_dir, "src.tar", scan_src, &sc);
+    assert_true (sc.dependency);
+    if (!sc.mark)
+        fail_msg ("the postinstall did not run in Phase A");
+    if (sc.bad[0])
+        fail_msg ("the snapshot holds what is not a dependency location:%s", sc.bad);
+
+    /* plant-b over plant-a's snapshot: its test still fails, and its
+     * workspace is its tree plus node_modules */
+    kiwi_verify_request vr = {
+        .image = ia.image.image,
+        .workspace = b,
+        .snapshot_dir = res.snapshot_dir,
+        .command = "node --test",
+        .timeout_ms = 120000,
+        .task_id = "itest-snapshot",
+    };
+    kiwi_exec_result r;
+    if (kiwi_phase_verify (env, &pc, &vr, &r, NULL, NULL, &err) < 0)
+        fail_msg ("verify plant-b: %s", kiwi_error_msg (err));
+    if (r.exit_code == 0)
+        fail_msg ("plant-b's failing test passed over plant-a's snapshot (a planted file):\n%s", r.output);
+    kiwi_exec_result_clear (&r);
+    vr.command = "node -e \"require('is-number')\" && find . -path ./node_modules -prune -o ! -type d -print | sort";
+    if (kiwi_phase_verify (env, &pc, &vr, &r, NULL, NULL, &err) < 0)
+        fail_msg ("verify plant-b: %s", kiwi_error_msg (err));
+    assert_int_equal (r.exit_code, 0);
+    assert_string_equal (r.output, "./package-lock.json\n./package.json\n./planted.test.js\n");
+    kiwi_exec_result_clear (&r);
+
+    kiwi_step0_result_clear (&res);
+    kiwi_inspection_clear (&ia);
+    kiwi_inspection_clear (&ib);
+    sh ("rm -rf %s %s %s", a, b, snaps);
+    kiwi_classifier_free (cl);
+    kiwi_image_catalog_free (cat);
+    kiwi_sandbox_env_close (env);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_snapshot_input_and_contents),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
