@@ -174,7 +174,7 @@ failure_digest() {
 
 build_and_test() { # DIR LABEL [cmake args...]
   # explicit checks: errexit does not apply inside a function called from `if`
-  local dir=$1 label=$2 rc=0 left= stage_labels=("${labels[@]}"); shift 2
+  local dir=$1 label=$2 rc=0 left='' stage_labels=("${labels[@]}"); shift 2
   # the sanitizer stage leaves out the tests labelled release-only (each
   # says why in its CMake file), and says which
   if [ "$label" = asan ]; then
