@@ -5,15 +5,18 @@
 #
 # Usage: ops/images/build.sh [--list] [--force] [IMAGE...]
 #
-#   IMAGE    a name (base node18 node20 node22 python3.11 go1.19 rust1.63
-#            ruby3.1 php8.2 java17) or a reference (kiwi/node:20); default all
+#   IMAGE    a name (base node18 node20 node22 python3.11 python3.13 go1.19
+#            go1.27 rust1.63 rust1.96 ruby3.1 php8.2 java17 java21) or a
+#            reference (kiwi/node:20); default all
 #   --list   show each image, its recipe hash and whether it is up to date
 #   --force  rebuild even when the image's org.kiwi.recipe label matches,
 #            starting again from a fresh debootstrap
 #   --help   this text
 #
 # An image whose org.kiwi.recipe label equals the sha256 of its recipe inputs
-# (lib/rootfs.sh, recipes/base.sh, recipes/IMAGE.sh) is skipped. Images are
+# (lib/rootfs.sh, its base stage's recipe -- recipes/base.sh, or the recipe
+# named by the image's BASE, such as base-trixie for a Debian 13 image --
+# and recipes/IMAGE.sh) is skipped. Images are
 # built one after another. Runs as root; needs debootstrap, unshare (util-linux)
 # and a docker daemon (DOCKER_HOST, default unix:///var/lib/kiwi/run/docker.sock).
 # Caches live in ${KIWI_STATE_DIR:-/var/lib/kiwi}/images/. See README.md.
@@ -125,21 +128,30 @@ img_log "docker $DOCKER_HOST; state $KIWI_IMAGES_STATE; images: ${selected[*]}$(
 
 # ------------------------------------------------------------------ builds ---
 
-base_hash=$(recipe_hash base)
-BASE_TAR=$CACHE/base-$base_hash.tar
-MINBASE_TAR=$CACHE/minbase-$KIWI_DEBIAN_SUITE.tar
-base_fresh=0   # base rootfs rebuilt during this run (for --force)
+declare -A BASE_FRESH   # base stages rebuilt during this run (for --force)
 
-# ensure_base_tar: the base root file system as a tar (and its versions file),
-# built unless cached (or --force and not yet rebuilt in this run).
+# use_base BASE: selects a base stage (base, base-trixie): its suite becomes
+# KIWI_DEBIAN_SUITE (read by lib/rootfs.sh) and BASE_TAR, MINBASE_TAR its
+# caches (images/cache/BASE-<hash>.tar, images/cache/minbase-<suite>.tar).
+use_base() {
+  BASE_NAME=$1
+  KIWI_DEBIAN_SUITE=$(recipe_suite "$BASE_NAME")
+  BASE_HASH=$(recipe_hash "$BASE_NAME")
+  BASE_TAR=$CACHE/$BASE_NAME-$BASE_HASH.tar
+  MINBASE_TAR=$CACHE/minbase-$KIWI_DEBIAN_SUITE.tar
+}
+
+# ensure_base_tar: the base root file system of the selected base stage
+# (use_base) as a tar (and its versions file), built unless cached (or
+# --force and not yet rebuilt in this run).
 ensure_base_tar() {
-  if [[ -f $BASE_TAR && -f $BASE_TAR.versions ]] && ! [[ $opt_force == 1 && $base_fresh == 0 ]]; then
+  if [[ -f $BASE_TAR && -f $BASE_TAR.versions ]] && ! [[ $opt_force == 1 && -z ${BASE_FRESH[$BASE_NAME]:-} ]]; then
     return 0
   fi
-  local saved_image=$CUR_IMAGE t0 r=$WORK/base
-  CUR_IMAGE=base-rootfs
+  local saved_image=$CUR_IMAGE t0 r=$WORK/$BASE_NAME
+  CUR_IMAGE=$BASE_NAME-rootfs
   t0=$(now_ms)
-  recipe_load base
+  recipe_load "$BASE_NAME"
   rootfs_remove "$r"
   WORK_DIRS+=("$r")
   if [[ -f $MINBASE_TAR && $opt_force == 0 ]]; then
@@ -174,10 +186,12 @@ ensure_base_tar() {
   tar --numeric-owner --xattrs -C "$r" -cf "$BASE_TAR.tmp" .
   printf '%s\n' "$versions" >"$BASE_TAR.versions"
   mv "$BASE_TAR.tmp" "$BASE_TAR"
-  find "$CACHE" -maxdepth 1 -name 'base-*.tar*' ! -name "base-$base_hash.tar*" -delete
+  # Older builds of this base stage (BASE-<64 hex>.tar*; not another stage's).
+  find "$CACHE" -maxdepth 1 -regextype posix-extended -regex ".*/$BASE_NAME-[0-9a-f]{64}\.tar.*" \
+    ! -name "$BASE_NAME-$BASE_HASH.tar*" -delete
   rootfs_remove "$r"
-  base_fresh=1
-  img_log "[base-rootfs] done in $(fmt_ms $(($(now_ms) - t0)))"
+  BASE_FRESH[$BASE_NAME]=1
+  img_log "[$BASE_NAME-rootfs] done in $(fmt_ms $(($(now_ms) - t0)))"
   CUR_IMAGE=$saved_image
 }
 
@@ -215,6 +229,7 @@ import_image() {
 build_image() {
   local name=$1 hash r versions t0
   hash=$(recipe_hash "$name")
+  use_base "$(recipe_base "$name")"
   recipe_load "$name"
   CUR_IMAGE=$name
   if [[ $opt_force == 0 && $(image_label "$REF" org.kiwi.recipe || true) == "$hash" ]]; then
@@ -227,7 +242,7 @@ build_image() {
   ensure_base_tar
   recipe_load "$name"
   CUR_IMAGE=$name
-  if [[ $name == base ]]; then
+  if [[ $name == "$BASE_NAME" ]]; then
     step "docker import $REF"
     import_image "$BASE_TAR" "$name" "$hash" "$(cat "$BASE_TAR.versions")"
   else

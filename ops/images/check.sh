@@ -154,7 +154,7 @@ for name in "${names[@]}"; do
 
   # 1. versions, as the image's user, without network.
   script='cd /workspace || exit 1'$'\n'
-  all_checks=("${KIWI_COMMON_CHECKS[@]}" "${CHECKS[@]}")
+  all_checks=("${KIWI_COMMON_CHECKS[@]}" "${CHECKS[@]}") runtime_out=
   for c in "${all_checks[@]}"; do
     IFS='|' read -r cname cre ccmd <<<"$c"
     script+="echo '=====kiwi:$cname'; bash -c $(printf '%q' "$ccmd") 2>&1; echo \"=====kiwi-rc:\$?\""$'\n'
@@ -176,7 +176,26 @@ for name in "${names[@]}"; do
       printf '  %-14s FAIL (exit %s): %s  [expected /%s/ from: %s]\n' "$cname" "${crc:-?}" "$first" "$cre" "$ccmd"
       bad=1
     fi
+    if [[ $c == "${CHECKS[0]}" ]]; then runtime_out=$first; fi
   done
+
+  # 2. the runtime's version is the one the tag and the catalogue promise:
+  # the recipe's first check (the runtime's own --version) names VERSION,
+  # and so does the image's org.kiwi.version label.
+  if [[ $VERSION != '*' ]]; then
+    vre="(^|[^0-9.])v?${VERSION//./\\.}([^0-9]|$)"
+    if grep -Eq -- "$vre" <<<"$runtime_out"; then
+      printf '  %-14s %s\n' "version" "$VERSION ($RUNTIME)"
+    else
+      printf '  %-14s FAIL: the runtime reports "%s", the tag says %s\n' "version" "$runtime_out" "$VERSION"
+      bad=1
+    fi
+    vlabel=$(image_label "$REF" org.kiwi.version)
+    if [[ $vlabel != "$VERSION" ]]; then
+      printf '  %-14s FAIL: label org.kiwi.version is "%s", the recipe says %s\n' "version-label" "$vlabel" "$VERSION"
+      bad=1
+    fi
+  fi
 
   check_trust_store "$REF" "$tmp/$name" || bad=1
 

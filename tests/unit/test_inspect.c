@@ -174,9 +174,22 @@ test_catalogue (void **state)
     assert_false (sat);
     assert_string_equal (choose (local, "node", "16", KIWI_PREFER_HIGHEST, &sat), "kiwi/node:18");
     assert_false (sat);
-    assert_string_equal (choose (local, "go", ">=1.21", KIWI_PREFER_HIGHEST, &sat), "kiwi/go:1.19");
+    assert_string_equal (choose (local, "go", ">=1.21", KIWI_PREFER_HIGHEST, &sat), "kiwi/go:1.27");
+    assert_true (sat);
+    assert_string_equal (choose (local, "go", ">=1.19", KIWI_PREFER_HIGHEST, &sat), "kiwi/go:1.27");
+    assert_string_equal (choose (local, "go", "1.19", KIWI_PREFER_HIGHEST, &sat), "kiwi/go:1.19");
+    assert_true (sat);
+    assert_string_equal (choose (local, "go", ">=1.99", KIWI_PREFER_HIGHEST, &sat), "kiwi/go:1.27");
     assert_false (sat);
     assert_string_equal (choose (local, "java", ">=11", KIWI_PREFER_LOWEST, &sat), "kiwi/java:17");
+    assert_true (sat);
+    assert_string_equal (choose (local, "java", ">=21", KIWI_PREFER_LOWEST, &sat), "kiwi/java:21");
+    assert_true (sat);
+    assert_string_equal (choose (local, "python", "3.13", KIWI_PREFER_HIGHEST, &sat), "kiwi/python:3.13");
+    assert_true (sat);
+    assert_string_equal (choose (local, "python", NULL, KIWI_PREFER_HIGHEST, &sat), "kiwi/python:3.11");
+    assert_string_equal (choose (local, "rust", NULL, KIWI_PREFER_HIGHEST, &sat), "kiwi/rust:1.96");
+    assert_string_equal (choose (local, "rust", ">=1.70", KIWI_PREFER_HIGHEST, &sat), "kiwi/rust:1.96");
     assert_true (sat);
     assert_string_equal (choose (local, "deno", NULL, KIWI_PREFER_HIGHEST, &sat), "(none)");
     assert_string_equal (kiwi_image_catalog_by_ref (local, "kiwi/java:17")->runtime, "java");
@@ -399,11 +412,11 @@ test_resolution_order (void **state)
     put (r, "web/package.json", "{ \"scripts\": { \"test\": \"node --test\" }, \"dependencies\": { \"x\": \"1\" } }");
     put (r, "web/package-lock.json", "{}");
     put (r, "web/.nvmrc", "20\n");
-    expect_resolve (r, "go test ./...", local, "kiwi/go:1.19", KIWI_IMAGE_FROM_COMMAND);
+    expect_resolve (r, "go test ./...", local, "kiwi/go:1.27", KIWI_IMAGE_FROM_COMMAND);
     expect_resolve (r, "cd web && npm test", local, "kiwi/node:20", KIWI_IMAGE_FROM_COMMAND);
-    expect_resolve (r, "make test", local, "kiwi/go:1.19", KIWI_IMAGE_FROM_MARKERS);
+    expect_resolve (r, "make test", local, "kiwi/go:1.27", KIWI_IMAGE_FROM_MARKERS);
     /* a command runtime the catalogue lacks falls through to the markers */
-    expect_resolve (r, "deno test", local, "kiwi/go:1.19", KIWI_IMAGE_FROM_MARKERS);
+    expect_resolve (r, "deno test", local, "kiwi/go:1.27", KIWI_IMAGE_FROM_MARKERS);
     /* the devcontainer comes first */
     put (r, ".devcontainer/devcontainer.json", "{ // JSONC\n \"image\": \"kiwi/python:3.11\", }\n");
     expect_resolve (r, "go test ./...", local, "kiwi/python:3.11", KIWI_IMAGE_FROM_DEVCONTAINER);
@@ -427,14 +440,14 @@ test_resolution_order (void **state)
     /* markers one directory down */
     r = repo_new ();
     put (r, "service/Cargo.toml", "[package]\nname = \"s\"\nversion = \"0.1.0\"\n");
-    expect_resolve (r, "./ci.sh", local, "kiwi/rust:1.63", KIWI_IMAGE_FROM_MARKERS);
+    expect_resolve (r, "./ci.sh", local, "kiwi/rust:1.96", KIWI_IMAGE_FROM_MARKERS);
     assert_int_equal (kiwi_image_resolve (r, "./ci.sh", local, &res, &err), 0);
     assert_string_equal (res.project_dir, "service");
     kiwi_image_resolution_clear (&res);
     /* a version no image has: the nearest, marked unsatisfied */
-    put (r, "go.mod", "module x\n\ngo 1.22\n");
+    put (r, "go.mod", "module x\n\ngo 1.99\n");
     assert_int_equal (kiwi_image_resolve (r, "go test ./...", local, &res, &err), 0);
-    assert_string_equal (res.image, "kiwi/go:1.19");
+    assert_string_equal (res.image, "kiwi/go:1.27");
     assert_false (res.satisfied);
     assert_non_null (strstr (res.reason, "no image in the catalogue has"));
     kiwi_image_resolution_clear (&res);
@@ -445,7 +458,7 @@ test_resolution_order (void **state)
     assert_int_equal (kiwi_image_catalog_default (&def, &err), 0);
     r = repo_new ();
     put (r, "go.mod", "module x\n\ngo 1.22\n");
-    expect_resolve (r, "go test ./...", def, "golang:1.22-bookworm", KIWI_IMAGE_FROM_COMMAND);
+    expect_resolve (r, "go test ./...", def, "golang:1.27-bookworm", KIWI_IMAGE_FROM_COMMAND);
     repo_free (r);
     kiwi_image_catalog_free (def);
 }
@@ -920,7 +933,7 @@ test_inspect_whole (void **state)
     kiwi_inspection in;
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
-    assert_string_equal (in.image.image, "kiwi/go:1.19");
+    assert_string_equal (in.image.image, "kiwi/go:1.27");
     assert_string_equal (in.install.display, "go mod download");
     assert_int_equal (strlen (in.cache_key), 64);
     char *d = kiwi_inspection_describe (&in);
@@ -1031,11 +1044,16 @@ test_step0_decisions (void **state)
     decide (n, "node --test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/node:22", ".nvmrc");
     repo_free (n);
 
-    /* a version the output states, which no image has: stop, named */
+    /* a version the output states: the newer Go swaps in; one no image
+     * has: stop, named */
     n = repo_new ();
     put (n, "go.mod", "module x\n\ngo 1.22.1\n");
+    put (n, ".devcontainer.json", "{ \"image\": \"kiwi/go:1.19\" }");
     c = cls (KIWI_FAILURE_VERSION_MISMATCH, "go-invalid-version", "runtime", "go", "version", "1.22.1");
-    decide (n, "go test ./...", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs go >=1.22.1");
+    decide (n, "go test ./...", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/go:1.27", "swap kiwi/go:1.19 -> kiwi/go:1.27");
+    put (n, "go.mod", "module x\n\ngo 1.99.1\n");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "go-invalid-version", "runtime", "go", "version", "1.99.1");
+    decide (n, "go test ./...", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs go >=1.99.1");
     kiwi_image_catalog *def = NULL;
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_image_catalog_default (&def, &err), 0);
@@ -1043,12 +1061,21 @@ test_step0_decisions (void **state)
     c = cls (KIWI_FAILURE_VERSION_MISMATCH, "go-module-requires", "runtime", "go", "version", "1.21");
     put (n, "go.mod", "module x\n\ngo 1.21\n");
     put (n, ".devcontainer.json", "{ \"image\": \"golang:1.19\" }");
-    decide (n, "go test ./...", def, &c, "verify", KIWI_STEP0_SWAP, "golang:1.22-bookworm", NULL);
+    decide (n, "go test ./...", def, &c, "verify", KIWI_STEP0_SWAP, "golang:1.27-bookworm", NULL);
     repo_free (n);
     c = cls (KIWI_FAILURE_VERSION_MISMATCH, "java-class-version", "runtime", "java", "version", "classfile:65");
-    decide (r, "java -cp out Hello", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs java >=21");
+    decide (r, "java -cp out Hello", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/java:21", "java >=21");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "java-class-version", "runtime", "java", "version", "classfile:69");
+    decide (r, "java -cp out Hello", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs java >=25");
+    /* Rust: the devcontainer's 1.63 cannot build edition 2024, 1.96 can */
+    n = repo_new ();
+    put (n, "Cargo.toml", "[package]\nname = \"s\"\nversion = \"0.1.0\"\nedition = \"2024\"\n");
+    put (n, ".devcontainer.json", "{ \"image\": \"kiwi/rust:1.63\" }");
     c = cls (KIWI_FAILURE_VERSION_MISMATCH, "cargo-edition", "runtime", "rust", "version", "edition:2024");
-    decide (r, "cargo test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs rust >=1.85");
+    decide (n, "cargo test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/rust:1.96", "rust >=1.85");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "cargo-rust-version", "runtime", "rust", "version", "1.99");
+    decide (n, "cargo test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs rust >=1.99");
+    repo_free (n);
 
     /* a runtime no image provides: stop, named */
     kiwi_image_catalog *small = NULL;

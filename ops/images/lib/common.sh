@@ -9,7 +9,8 @@ KIWI_IMAGES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KIWI_IMAGES_LOG_NAME=${KIWI_IMAGES_LOG_NAME:-images}
 
 # Images in build order. The name is the recipe file recipes/NAME.sh.
-KIWI_IMAGE_NAMES=(base node18 node20 node22 python3.11 go1.19 rust1.63 ruby3.1 php8.2 java17)
+KIWI_IMAGE_NAMES=(base node18 node20 node22 python3.11 python3.13 go1.19 go1.27 rust1.63 rust1.96 ruby3.1 php8.2
+  java17 java21)
 
 # Checks of every image, run before the recipe's own (NAME|REGEX|COMMAND):
 # nothing left in the temporary directories, the workspace or kiwi's home by
@@ -71,27 +72,41 @@ img_resolve() {
 recipe_load() {
   local f=$KIWI_IMAGES_DIR/recipes/$1.sh
   [[ -f $f ]] || { img_warn "no recipe $f"; return 1; }
-  unset NAME REF RUNTIME VERSION DESCRIPTION APT_PACKAGES DOWNLOADS IMAGE_ENV CHECKS
+  unset NAME REF RUNTIME VERSION DESCRIPTION APT_PACKAGES DOWNLOADS IMAGE_ENV CHECKS SUITE BASE
   unset -f recipe_install
   # shellcheck disable=SC1090
   . "$f"
   [[ $NAME == "$1" ]] || { img_warn "$f sets NAME=$NAME, expected $1"; return 1; }
 }
 
-# recipe_get NAME VAR: prints one scalar variable of a recipe.
-recipe_get() { ( recipe_load "$1" >/dev/null && eval "printf '%s\n' \"\${$2}\"" ); }
+# recipe_get NAME VAR [DEFAULT]: prints one scalar variable of a recipe
+# (DEFAULT when the recipe leaves it unset).
+recipe_get() { ( recipe_load "$1" >/dev/null && eval "printf '%s\n' \"\${$2-${3:-}}\"" ); }
+
+# recipe_base NAME: the base stage an image starts from: the recipe's BASE
+# (default "base", Debian bookworm); a base stage (RUNTIME=base) is its own.
+recipe_base() {
+  if [[ $(recipe_get "$1" RUNTIME) == base ]]; then echo "$1"; else recipe_get "$1" BASE base; fi
+}
+
+# recipe_suite NAME: the Debian suite of an image: the SUITE of its base
+# stage (default bookworm).
+recipe_suite() { recipe_get "$(recipe_base "$1")" SUITE "$KIWI_DEBIAN_DEFAULT_SUITE"; }
 
 # recipe_hash NAME: sha256 of everything that decides an image's content:
 # the recipe format, the Debian suite, lib/rootfs.sh (the build steps), the
-# base recipe and, for the other images, the image's own recipe.
+# base stage's recipe and, for the other images, the image's own recipe.
 KIWI_RECIPE_FORMAT=1
-KIWI_DEBIAN_SUITE=bookworm
+KIWI_DEBIAN_DEFAULT_SUITE=bookworm
+# The suite being built (lib/rootfs.sh reads it; build.sh sets it per image).
+KIWI_DEBIAN_SUITE=$KIWI_DEBIAN_DEFAULT_SUITE
 recipe_hash() {
-  local name=$1
+  local name=$1 base
+  base=$(recipe_base "$name")
   {
-    printf 'kiwi-images recipe format %s\nsuite %s\n' "$KIWI_RECIPE_FORMAT" "$KIWI_DEBIAN_SUITE"
-    cat "$KIWI_IMAGES_DIR/lib/rootfs.sh" "$KIWI_IMAGES_DIR/recipes/base.sh"
-    [[ $name == base ]] || cat "$KIWI_IMAGES_DIR/recipes/$name.sh"
+    printf 'kiwi-images recipe format %s\nsuite %s\n' "$KIWI_RECIPE_FORMAT" "$(recipe_suite "$name")"
+    cat "$KIWI_IMAGES_DIR/lib/rootfs.sh" "$KIWI_IMAGES_DIR/recipes/$base.sh"
+    [[ $name == "$base" ]] || cat "$KIWI_IMAGES_DIR/recipes/$name.sh"
   } | sha256sum | cut -d' ' -f1
 }
 

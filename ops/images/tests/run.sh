@@ -132,6 +132,29 @@ recipes_complete() {
 }
 t "every recipe has a reference, runtime, version, checks and pinned downloads" recipes_complete
 
+base_stages_valid() { # every image's base stage is a base recipe; its suite is the image's
+  local n b
+  for n in "${KIWI_IMAGE_NAMES[@]}"; do
+    b=$(recipe_base "$n")
+    [[ $(recipe_get "$b" RUNTIME) == base ]] || { echo "$n: base stage $b is not a base recipe"; return 1; }
+    [[ $(recipe_suite "$n") == "$(recipe_get "$b" SUITE "$KIWI_DEBIAN_DEFAULT_SUITE")" ]] ||
+      { echo "$n: suite differs from its base stage $b"; return 1; }
+  done
+  [[ $(recipe_base base) == base && $(recipe_suite base) == bookworm ]] || { echo "base is not bookworm"; return 1; }
+  [[ $(recipe_base python3.13) == base-trixie && $(recipe_suite python3.13) == trixie ]] ||
+    { echo "python3.13 is not built on the trixie stage"; return 1; }
+  [[ $(recipe_suite java21) == trixie && $(recipe_suite go1.27) == bookworm ]] || { echo "suites"; return 1; }
+}
+t "every image's base stage is a base recipe of the image's suite" base_stages_valid
+
+base_stage_in_hash() { # the base stage's recipe and suite are part of an image's hash
+  local a b
+  a=$(recipe_hash python3.13)
+  b=$(KIWI_DEBIAN_DEFAULT_SUITE=trixie recipe_hash python3.11)
+  [[ $a =~ ^[0-9a-f]{64}$ && $a != "$(recipe_hash python3.11)" && $b != "$(recipe_hash python3.11)" ]]
+}
+t "the base stage and its suite are part of the recipe hash" base_stage_in_hash
+
 recipe_hash_changes() {
   local a b
   a=$(recipe_hash node20)
