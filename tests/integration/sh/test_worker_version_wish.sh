@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_worker_version_wish.sh: a version the catalogue lacks is answered.
 # One `kiwi-worker --once` run of tests/fixtures/repos/python-version-wish
-# (.python-version 3.13, the local catalogue has Python 3.11 only, the code
-# uses 3.13's warnings.deprecated): the step-0 event names the version
+# (.python-version 3.14, the local catalogue's newest Python is 3.13, the
+# code uses 3.14's os.reload_environ): the step-0 event names the version
 # asked, the file that asked and the image that ran; step 0 stops on the
 # version mismatch, so no round runs; the result is not_fixed (neither
 # needs_network nor the repository's bug) and its reason says the same.
@@ -10,8 +10,8 @@ set -euo pipefail
 # shellcheck source=tests/integration/sh/lib.sh
 . "$(dirname "$0")/lib.sh"
 need_services
-"${DOCKER[@]}" image inspect kiwi/python:3.11 >/dev/null 2>&1 \
-  || { echo "SKIP: kiwi/python:3.11 is not built (ops/images/build.sh)"; exit 77; }
+"${DOCKER[@]}" image inspect kiwi/python:3.13 >/dev/null 2>&1 \
+  || { echo "SKIP: kiwi/python:3.13 is not built (ops/images/build.sh)"; exit 77; }
 
 src="$TMP/repo"
 cp -a "$ROOT/tests/fixtures/repos/python-version-wish" "$src"
@@ -32,17 +32,17 @@ version=$(once_payload "$out" step0 version)
 reason=$(once_payload "$out" result reason)
 log "step 0 $(once_payload "$out" step0 status): version $version"
 log "result $(once_payload "$out" result status) after $(once_payload "$out" result rounds) rounds: $reason"
-want='{"asked": "3.13", "from": ".python-version", "runtime": "python", "satisfied": false, "used": "kiwi/python:3.11"}'
+want='{"asked": "3.14", "from": ".python-version", "runtime": "python", "satisfied": false, "used": "kiwi/python:3.13"}'
 [ "$version" = "$want" ] || fail "the step-0 event's version is '$version', want '$want'"
 [ "$(once_payload "$out" step0 status)" = stopped ] || fail "step 0 did not stop on the version mismatch"
 case "$(once_payload "$out" step0 note)" in
-  *".python-version asks for python 3.13, which no image in the catalogue has; kiwi/python:3.11 ran instead"*) ;;
+  *".python-version asks for python 3.14, which no image in the catalogue has; kiwi/python:3.13 ran instead"*) ;;
   *) fail "the step-0 event's note is '$(once_payload "$out" step0 note)'" ;;
 esac
 [ "$(once_payload "$out" result status)" = not_fixed ] || fail "the result is '$(once_payload "$out" result status)'"
 [ "$(once_payload "$out" result rounds)" = 0 ] || fail "rounds were spent on a version mismatch"
 case "$reason" in
-  *"python-stdlib-name"*".python-version asks for python 3.13"*"kiwi/python:3.11 ran instead"*) ;;
+  *"python-stdlib-name"*".python-version asks for python 3.14"*"kiwi/python:3.13 ran instead"*) ;;
   *) fail "the result's reason does not answer the version wish: $reason" ;;
 esac
 echo "1 passed, 0 failed"
