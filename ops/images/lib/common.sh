@@ -99,6 +99,7 @@ recipe_suite() { recipe_get "$(recipe_base "$1")" SUITE "$KIWI_DEBIAN_DEFAULT_SU
 KIWI_RECIPE_FORMAT=1
 KIWI_DEBIAN_DEFAULT_SUITE=bookworm
 # The suite being built (lib/rootfs.sh reads it; build.sh sets it per image).
+# shellcheck disable=SC2034 # read by lib/rootfs.sh, which the build sources after this file
 KIWI_DEBIAN_SUITE=$KIWI_DEBIAN_DEFAULT_SUITE
 recipe_hash() {
   local name=$1 base
