@@ -815,6 +815,7 @@ result_not_delivered (daemon_t *d, slot *s, const char *why)
     if (s->revoked || d->draining) {
         kiwi_warn ("task %s: result not delivered (%s); left uncommitted for the partition's next owner", s->task_id,
                    why);
+        lease_release (d, s->task_id); /* the next owner publishes it at once */
         finish_slot (d, s);
         return;
     }
@@ -837,6 +838,7 @@ abandon_retries (daemon_t *d)
             kiwi_warn ("task %s: stopping: its result, not delivered yet, is left uncommitted for the partition's "
                        "next owner",
                        s->task_id);
+            lease_release (d, s->task_id);
             finish_slot (d, s);
         }
     }
@@ -1280,15 +1282,29 @@ refuse_reused_id (daemon_t *d, decide_ctx *c, const char *mine, const char *stor
     free (buf);
 }
 
+/* True while a slot of this worker holds task_id (running it, or
+ * publishing its result). */
+static bool
+slot_holds (const daemon_t *d, const char *task_id)
+{
+    for (int i = 0; i < d->nslots; i++) {
+        const slot *s = &d->slots[i];
+        if (s->state != SLOT_FREE && s->task_id != NULL && strcmp (s->task_id, task_id) == 0)
+            return true;
+    }
+    return false;
+}
+
 static void
 done_cb (redisAsyncContext *ac, void *r, void *privdata)
 {
     decide_ctx *c = privdata;
     daemon_t *d = c->d;
     redisReply *reply = r;
-    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 4
         && reply->element[0]->type == REDIS_REPLY_STRING) {
-        const redisReply *res = reply->element[0], *pub = reply->element[1], *hash = reply->element[2];
+        const redisReply *res = reply->element[0], *pub = reply->element[1], *hash = reply->element[2],
+                         *holder = reply->element[3];
         bool published = pub->type == REDIS_REPLY_STRING && strcmp (pub->str, "1") == 0;
         char mine[65] = "";
         if (hash->type == REDIS_REPLY_STRING && hash->len > 0 && !same_body (c, hash->str, mine)) {
@@ -1298,6 +1314,14 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
         } else if (published) {
             kiwi_info ("task %s: delivered again after it finished; its result stands", c->task_id);
             offset_done (d, &c->from);
+        } else if (slot_holds (d, c->task_id)
+                   || (holder->type == REDIS_REPLY_STRING && strcmp (holder->str, d->cfg->worker_id) != 0)) {
+            /* the worker that finished it (this one, or the lease's holder)
+             * is still publishing: its acknowledgement marks the record */
+            kiwi_info ("task %s: finished, its result on its way (lease: %s); looking again later", c->task_id,
+                       holder->type == REDIS_REPLY_STRING ? holder->str : "this worker");
+            park (d, c);
+            return;
         } else {
             kiwi_info ("task %s: finished before but its result was never acknowledged; publishing it again",
                        c->task_id);
@@ -1329,6 +1353,15 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
                        d->cfg->worker_id, (long long) d->cfg->lease_ttl_s * 1000);
 }
 
+/* The finished record's result, published flag and body hash, and who
+ * holds the task's lease (nil: nobody), read in one step: a worker that
+ * finished the task keeps its lease until the broker has acknowledged the
+ * result, so a record still unpublished under someone's lease is a result
+ * on its way, not one to produce again. */
+static const char lua_done_look[]
+    = "local r = redis.call('hmget', KEYS[1], 'result', 'published', 'hash') "
+      "r[4] = redis.call('get', KEYS[2]) return r";
+
 static void
 decide (daemon_t *d, decide_ctx *c)
 {
@@ -1343,8 +1376,8 @@ decide (daemon_t *d, decide_ctx *c)
         decide_free (c);
         return;
     }
-    redisAsyncCommand (d->redis, done_cb, c, "HMGET %s%s result published hash", KIWI_REDIS_DONE_PREFIX,
-                       c->task_id);
+    redisAsyncCommand (d->redis, done_cb, c, "EVAL %s 2 %s%s %s%s", lua_done_look, KIWI_REDIS_DONE_PREFIX,
+                       c->task_id, KIWI_REDIS_LEASE_PREFIX, c->task_id);
 }
 
 /* A consumed task: looked up now if a slot is free, else queued. */
