@@ -1254,6 +1254,111 @@ cmp_path (const void *a, const void *b)
     return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
+/* A manifest's `file:` reference (package.json's `"dep": "file:vendor/x.tgz"`,
+ * a lockfile's `"resolved": "file:..."`): what the install reads from the
+ * tree besides the manifests (a vendored tarball, a local package's
+ * directory). `spec` is resolved against the manifest's directory; only a
+ * path inside the tree whose every directory is a real one (no symlink on
+ * the way) is added: a file as it is, a directory whole. */
+static void
+add_file_reference (walk_ctx *w, const char *root, const char *manifest, const char *spec)
+{
+    const char *slash = strrchr (manifest, '/');
+    cleanup_free char *base = slash ? strndup (manifest, (size_t) (slash - manifest)) : strdup ("");
+    if (base == NULL || spec[0] == '/' || spec[0] == '\0') {
+        w->failed = base == NULL;
+        return;
+    }
+    /* the components of base/spec, "." dropped, ".." popped; leaving the
+     * tree refuses the reference */
+    char path[PATH_MAX];
+    int n = snprintf (path, sizeof path, "%s%s%s", base, base[0] ? "/" : "", spec);
+    if (n < 0 || (size_t) n >= sizeof path)
+        return;
+    char out[PATH_MAX] = "";
+    size_t ol = 0;
+    char *save = NULL;
+    for (char *c = strtok_r (path, "/", &save); c; c = strtok_r (NULL, "/", &save)) {
+        if (strcmp (c, ".") == 0)
+            continue;
+        if (strcmp (c, "..") == 0) {
+            if (ol == 0)
+                return;
+            char *cut = strrchr (out, '/');
+            ol = cut ? (size_t) (cut - out) : 0;
+            out[ol] = '\0';
+            continue;
+        }
+        if (strcasecmp (c, ".git") == 0)
+            return;
+        if (ol > 0 && !kiwi__has_dir (root, out))
+            return; /* a symlink (or nothing) on the way */
+        int m = snprintf (out + ol, sizeof out - ol, "%s%s", ol ? "/" : "", c);
+        if (m < 0 || (size_t) m >= sizeof out - ol)
+            return;
+        ol += (size_t) m;
+    }
+    if (ol == 0)
+        return;
+    if (kiwi__has_file (root, out)) {
+        for (size_t i = 0; i < w->out->n; i++)
+            if (strcmp (w->out->v[i], out) == 0)
+                return;
+        if (w->out->n < HASH_MAX_FILES && kiwi_strv_add (w->out, out) < 0)
+            w->failed = true;
+    } else if (kiwi__has_dir (root, out))
+        walk (w, root, out, HASH_MAX_DEPTH, true);
+}
+
+/* Every string of a JSON document that is a `file:` reference. */
+static void
+scan_file_references (walk_ctx *w, const char *root, const char *manifest, const json_t *j, int depth)
+{
+    if (depth > 8 || w->failed)
+        return;
+    if (json_is_string (j)) {
+        const char *v = json_string_value (j);
+        if (strncmp (v, "file:", 5) == 0)
+            add_file_reference (w, root, manifest, v + 5);
+    } else if (json_is_object (j)) {
+        const char *k;
+        const json_t *x;
+        json_object_foreach ((json_t *) j, k, x)
+            scan_file_references (w, root, manifest, x, depth + 1);
+    } else if (json_is_array (j)) {
+        size_t i;
+        const json_t *x;
+        json_array_foreach (j, i, x)
+            scan_file_references (w, root, manifest, x, depth + 1);
+    }
+}
+
+/* The `file:` references of the npm manifests and lockfiles found so far. */
+static void
+add_node_file_references (walk_ctx *w, const char *root, size_t from)
+{
+    size_t end = w->out->n;
+    for (size_t i = from; i < end && !w->failed; i++) {
+        const char *rel = w->out->v[i];
+        const char *nm = strrchr (rel, '/');
+        nm = nm ? nm + 1 : rel;
+        if (strcmp (nm, "package.json") != 0 && strcmp (nm, "package-lock.json") != 0
+            && strcmp (nm, "npm-shrinkwrap.json") != 0)
+            continue;
+        size_t len = 0;
+        cleanup_free char *text = kiwi__read_rel (root, rel, &len);
+        json_t *j = text ? json_loadb (text, len, 0, NULL) : NULL;
+        if (j == NULL)
+            continue;
+        cleanup_free char *manifest = strdup (rel); /* the list may move as it grows */
+        if (manifest == NULL)
+            w->failed = true;
+        else
+            scan_file_references (w, root, manifest, j, 0);
+        json_decref (j);
+    }
+}
+
 int
 kiwi_install_hashed_files (const char *root, const kiwi_install_plan *plan, kiwi_strv *files, kiwi_error_t *err)
 {
@@ -1270,10 +1375,25 @@ kiwi_install_hashed_files (const char *root, const kiwi_install_plan *plan, kiwi
         return 0;
     size_t before = files->n;
     walk (&w, root, "", 0, false);
+    for (size_t s = 0; s < w.nsets; s++)
+        if (w.sets[s] == node_input)
+            add_node_file_references (&w, root, before);
     if (w.failed)
         return kiwi_error_make (err, ENOMEM, "install input");
-    if (files->n > before)
+    if (files->n > before) {
         qsort (files->v + before, files->n - before, sizeof *files->v, cmp_path);
+        /* a referenced directory may repeat a manifest the walk found */
+        size_t k = before;
+        for (size_t i = before; i < files->n; i++) {
+            if (k > before && strcmp (files->v[k - 1], files->v[i]) == 0) {
+                free (files->v[i]);
+                continue;
+            }
+            files->v[k++] = files->v[i];
+        }
+        files->n = k;
+        files->v[k] = NULL; /* kiwi_strv stays NULL-terminated */
+    }
     return 0;
 }
 

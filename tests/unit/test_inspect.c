@@ -717,6 +717,43 @@ test_install_input_table (void **state)
     kiwi_install_plan_clear (&p);
     repo_free (r);
 
+    /* npm: what a manifest or lockfile names with file: (a vendored tarball,
+     * a local package's directory) is input too; nothing outside the tree,
+     * nothing behind a symlink, nothing of .git */
+    r = repo_new ();
+    put (r, "package.json",
+         "{ \"dependencies\": { \"dep\": \"file:vendor/dep-1.0.0.tgz\", \"loc\": \"file:./libs/loc\", "
+         "\"out\": \"file:../outside.tgz\", \"via\": \"file:linked/x.tgz\", \"g\": \"file:.git/config\" } }");
+    put (r, "package-lock.json",
+         "{ \"lockfileVersion\": 3, \"packages\": { \"node_modules/dep\": "
+         "{ \"resolved\": \"file:vendor/dep-1.0.0.tgz\" }, \"node_modules/old\": { \"version\": \"file:vendor/old.tgz\" } } }");
+    put (r, "vendor/dep-1.0.0.tgz", "tgz");
+    put (r, "vendor/old.tgz", "tgz");
+    put (r, "vendor/unreferenced.tgz", "tgz");
+    put (r, "libs/loc/package.json", "{ \"name\": \"loc\" }");
+    put (r, "libs/loc/index.js", "module.exports = 2;\n");
+    put (r, "elsewhere/x.tgz", "tgz");
+    put (r, ".git/config", "[core]\n");
+    {
+        char *lnk = NULL, *tgt = NULL;
+        assert_true (asprintf (&lnk, "%s/linked", r) > 0 && asprintf (&tgt, "%s/elsewhere", r) > 0);
+        assert_int_equal (symlink (tgt, lnk), 0);
+        free (lnk);
+        free (tgt);
+    }
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    const char *want_refs[] = { "libs/loc/index.js", "libs/loc/package.json", "package-lock.json", "package.json",
+                                "vendor/dep-1.0.0.tgz", "vendor/old.tgz" };
+    for (size_t i = 0; i < files.n; i++)
+        print_message ("input: %s\n", files.v[i]);
+    assert_int_equal (files.n, sizeof want_refs / sizeof want_refs[0]);
+    for (size_t i = 0; i < files.n; i++)
+        assert_string_equal (files.v[i], want_refs[i]);
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+
     /* Maven: the wrapper and its directory; Gradle: the wrapper, gradle/ */
     r = repo_new ();
     put (r, "pom.xml", "<project/>");
