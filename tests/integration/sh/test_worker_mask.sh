@@ -221,7 +221,10 @@ for log in ("worker-once.log", "worker-a.log"):
 
 redis = read("redis.txt")
 clean("redis", redis, random_canaries)
-shows("redis", redis, "APP_TEST_TOKEN=***")
+# a run that holds credentials is never kept in the verify cache (its output
+# is that task's alone), so what Redis holds of these tasks is the pool
+# task's finished record: its result, the diff masked
+shows("redis", redis, "+token=***")
 for f in failures:
     print("FAIL:", f)
 if failures:
