@@ -38,6 +38,7 @@
 #include "admission.h"
 #include "heartbeat.h"
 #include "kafka-conf.h"
+#include "lease.h"
 #include "log.h"
 #include "offsets.h"
 #include "policy.h"
@@ -379,25 +380,14 @@ redis_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
         redis_connect (d);
 }
 
-/* Compare-and-delete / compare-and-extend: a lease is only touched by its
- * holder. A lease that is gone while its task is unfinished (Redis was down
- * or restarted for longer than the lease) is taken again: nobody else holds
- * it, and stopping the task would lose it. */
-static const char lua_release[]
-    = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-static const char lua_renew[]
-    = "local v = redis.call('get', KEYS[1]) "
-      "if v == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end "
-      "if not v and redis.call('exists', KEYS[2]) == 0 then "
-      "redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end "
-      "return 0";
+/* The lease's scripts (compare-and-delete, compare-and-extend): lease.h. */
 
 static void
 lease_release (daemon_t *d, const char *task_id)
 {
     if (!d->redis_ok)
         return;
-    redisAsyncCommand (d->redis, NULL, NULL, "EVAL %s 1 %s%s %s", lua_release, KIWI_REDIS_LEASE_PREFIX, task_id,
+    redisAsyncCommand (d->redis, NULL, NULL, "EVAL %s 1 %s%s %s", kiwi_lua_lease_release, KIWI_REDIS_LEASE_PREFIX, task_id,
                        d->cfg->worker_id);
 }
 
@@ -1189,14 +1179,12 @@ attempt_cb (redisAsyncContext *ac, void *r, void *privdata)
  * Redis across every worker (kiwi:attempt:<id>, kept as long as its done
  * record), so that a run after a redelivery is told apart from the one
  * before it in the progress events. Then starts it (attempt_cb). */
-static const char lua_attempt[]
-    = "local n = redis.call('incr', KEYS[1]) redis.call('expire', KEYS[1], ARGV[1]) return n";
 
 static void
 fetch_attempt (daemon_t *d, decide_ctx *c)
 {
     if (d->redis_ok
-        && redisAsyncCommand (d->redis, attempt_cb, c, "EVAL %s 1 %s%s %lld", lua_attempt, KIWI_REDIS_ATTEMPT_PREFIX,
+        && redisAsyncCommand (d->redis, attempt_cb, c, "EVAL %s 1 %s%s %lld", kiwi_lua_attempt, KIWI_REDIS_ATTEMPT_PREFIX,
                               c->task_id, (long long) d->cfg->done_ttl_s)
                == REDIS_OK)
         return;
@@ -1353,14 +1341,8 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
                        d->cfg->worker_id, (long long) d->cfg->lease_ttl_s * 1000);
 }
 
-/* The finished record's result, published flag and body hash, and who
- * holds the task's lease (nil: nobody), read in one step: a worker that
- * finished the task keeps its lease until the broker has acknowledged the
- * result, so a record still unpublished under someone's lease is a result
- * on its way, not one to produce again. */
-static const char lua_done_look[]
-    = "local r = redis.call('hmget', KEYS[1], 'result', 'published', 'hash') "
-      "r[4] = redis.call('get', KEYS[2]) return r";
+/* The finished record and the lease's holder, read in one step
+ * (kiwi_kiwi_lua_done_look, lease.h). */
 
 static void
 decide (daemon_t *d, decide_ctx *c)
@@ -1376,7 +1358,7 @@ decide (daemon_t *d, decide_ctx *c)
         decide_free (c);
         return;
     }
-    redisAsyncCommand (d->redis, done_cb, c, "EVAL %s 2 %s%s %s%s", lua_done_look, KIWI_REDIS_DONE_PREFIX,
+    redisAsyncCommand (d->redis, done_cb, c, "EVAL %s 2 %s%s %s%s", kiwi_lua_done_look, KIWI_REDIS_DONE_PREFIX,
                        c->task_id, KIWI_REDIS_LEASE_PREFIX, c->task_id);
 }
 
@@ -1717,7 +1699,7 @@ lease_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
         if (s->state != SLOT_RUNNING || !s->leased)
             continue;
         uintptr_t v = (uintptr_t) i | ((uintptr_t) (s->generation & 0xffff) << 16);
-        redisAsyncCommand (d->redis, renew_cb, (void *) v, "EVAL %s 2 %s%s %s%s %s %lld", lua_renew,
+        redisAsyncCommand (d->redis, renew_cb, (void *) v, "EVAL %s 2 %s%s %s%s %s %lld", kiwi_lua_lease_renew,
                            KIWI_REDIS_LEASE_PREFIX, s->task_id, KIWI_REDIS_DONE_PREFIX, s->task_id,
                            d->cfg->worker_id, (long long) d->cfg->lease_ttl_s * 1000);
     }

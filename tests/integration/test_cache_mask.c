@@ -18,6 +18,7 @@
 #include "defaults.h"
 #include "mask.h"
 #include "need.h"
+#include "redis-client.h"
 
 static const char *host, *user, *password;
 static int port;
@@ -25,22 +26,9 @@ static int port;
 static redisContext *
 raw_client (void)
 {
-    host = kiwi_test_env_or ("KIWI_REDIS_HOST", "127.0.0.1");
-    port = atoi (kiwi_test_env_or ("KIWI_REDIS_PORT", "16379"));
-    struct timeval tv = { 5, 0 };
-    redisContext *c = redisConnectWithTimeout (host, port, tv);
-    KIWI_NEED (c != NULL && c->err == 0, "redis at %s:%d: %s", host, port, c ? c->errstr : "out of memory");
-    /* the stack's Redis has a password (ops/stack.sh, KIWI_REDIS_PASSWORD) */
-    user = kiwi_test_env ("KIWI_REDIS_USER");
-    password = kiwi_test_env ("KIWI_REDIS_PASSWORD");
-    if (password && *password) {
-        redisReply *r = user && *user ? redisCommand (c, "AUTH %s %s", user, password)
-                                      : redisCommand (c, "AUTH %s", password);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR)
-            fail_msg ("AUTH with KIWI_REDIS_PASSWORD: %s", r ? r->str : c->errstr);
-        freeReplyObject (r);
-    }
-    return c;
+    kiwi_test_redis_addr a = kiwi_test_redis_address ();
+    host = a.host, port = a.port, user = a.user, password = a.password;
+    return kiwi_test_redis_connect ();
 }
 
 static void
