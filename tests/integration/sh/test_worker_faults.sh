@@ -439,9 +439,15 @@ part_kafka() {
     sleep 0.5
   done
   # from outside, immediately before the restart: a task is accepted and
-  # has no result yet (else the restart hit no task in flight)
-  local inflight
-  inflight=$(in_flight "${ids[@]}")
+  # has no result yet (else the restart hit no task in flight); its accepted
+  # event may still be on its way to the broker: up to 10 s (the tasks run
+  # for 8 s and more)
+  local inflight=
+  for _ in $(seq 1 20); do
+    inflight=$(in_flight "${ids[@]}")
+    [ -n "$inflight" ] && break
+    sleep 0.5
+  done
   [ -n "$inflight" ] || fail "no task in flight at the broker restart (kcat: none accepted without a result)"
   log "$n task(s) in their sandboxes; in flight by kcat: $(echo "$inflight" | tr '\n' ' '); restarting the broker"
   stack down kafka
