@@ -1,7 +1,8 @@
 /*
  * task-input.h: building a Task from what people write — command-line
  * flags, TSV cells and JSON objects — for `kiwi submit`, `kiwi batch` and
- * `kiwi ci-event`.
+ * `kiwi ci-event`, and for `kiwi-worker --once` (it lives with the wire format
+ * so that both programs read people's tasks the same way).
  *
  * The JSON shape is the Task's own (schemas/task.md, and what `kiwi tail
  * tasks` prints): {"id", "repo": {"url", "ref", "subdir"}, "test_command",
@@ -17,8 +18,8 @@
  * Errors name the field as the schema does ("task.limits.max_rounds:
  * expected integer, got string") with code KIWI_WIRE_EINVALID.
  */
-#ifndef KIWI_PRODUCER_TASK_INPUT_H
-#define KIWI_PRODUCER_TASK_INPUT_H
+#ifndef KIWI_SCHEMAS_TASK_INPUT_H
+#define KIWI_SCHEMAS_TASK_INPUT_H
 
 #include <jansson.h>
 #include <stddef.h>
