@@ -25,4 +25,7 @@
 #define KIWI_REDIS_VERIFY_PREFIX "kiwi:verify:"   /* kiwi:verify:<hash> = verify record */
 #define KIWI_REDIS_DIFF_PREFIX "kiwi:diff:"       /* kiwi:diff:<id> = a whole diff too large for the results topic */
 
+/* What the egress checks fetch (KIWI_EGRESS_PROBE_URL) */
+#define KIWI_EGRESS_PROBE_URL_DEFAULT "https://registry.npmjs.org/"
+
 #endif

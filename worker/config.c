@@ -174,6 +174,17 @@ static const setting settings[] = {
       OFF (egress_stop_when_degraded), "true", 0, 0, NULL, "take no new tasks while an isolation check fails" },
     { "health.egress_apply", "KIWI_EGRESS_APPLY", "egress-apply", T_BOOL, OFF (egress_apply), "false", 0, 0, NULL,
       "apply the egress rules (ops/egress/egress.sh apply) when the worker starts: they do not survive a reboot" },
+    { "egress.script", "KIWI_EGRESS_SCRIPT", "egress-script", T_STR, OFF (egress_script), NULL, 0, 0, NULL,
+      "the egress rules script run for KIWI_EGRESS_APPLY and the checks (unset: egress.sh in ../libexec/kiwi "
+      "beside the kiwi-worker binary, where `cmake --install` puts ops/egress/egress.sh and the build tree has it)" },
+    { "egress.proxy_script", "KIWI_EGRESS_PROXY_SCRIPT", "egress-proxy-script", T_STR,
+      OFF (egress_proxy_script), NULL, 0, 0, NULL,
+      "the egress proxy's script (unset: proxy.sh in ../libexec/kiwi beside the kiwi-worker binary)" },
+    { "egress.probe_url", "KIWI_EGRESS_PROBE_URL", "egress-probe-url", T_STR, OFF (egress_probe_url),
+      KIWI_EGRESS_PROBE_URL_DEFAULT, 0, 0, NULL,
+      "https URL the egress checks fetch: Phase A must reach it, Phase B must not" },
+    { "egress.image", "KIWI_EGRESS_IMAGE", "egress-image", T_STR, OFF (egress_image), "kiwi/base:bookworm",
+      0, 0, NULL, "image the egress checks' sandboxes run" },
     { "worker.drain_timeout", "KIWI_DRAIN_TIMEOUT", "drain-timeout", T_INT, OFF (drain_timeout_s), "120", 0, 86400,
       NULL, "seconds in-flight tasks may take to finish after SIGTERM" },
     { "kafka.delivery_timeout", "KIWI_DELIVERY_TIMEOUT", "delivery-timeout", T_INT, OFF (delivery_timeout_s), "300", 5,
@@ -579,6 +590,21 @@ kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char *co
     if (c->gc_disk_low >= c->gc_disk_high)
         return kiwi_error_make (err, 0, "KIWI_GC_DISK_LOW (%lld) must be below KIWI_GC_DISK_HIGH (%lld)",
                                 (long long) c->gc_disk_low, (long long) c->gc_disk_high);
+    /* the scripts' defaults are where this binary is: --print-config shows them */
+    char **scripts[] = { &c->egress_script, &c->egress_proxy_script };
+    const char *names[] = { "egress.sh", "proxy.sh" };
+    for (int k = 0; k < 2; k++) {
+        if (*scripts[k] != NULL && **scripts[k])
+            continue;
+        char buf[PATH_MAX];
+        const char *path = kiwi_worker_libexec (NULL, names[k], buf, sizeof buf);
+        if (path == NULL)
+            return kiwi_error_make (err, errno, "where kiwi-worker is cannot be read, so neither can %s's default "
+                                                "(set %s)", names[k], k ? "KIWI_EGRESS_PROXY_SCRIPT" : "KIWI_EGRESS_SCRIPT");
+        free (*scripts[k]);
+        if ((*scripts[k] = strdup (path)) == NULL)
+            return kiwi_error_make (err, ENOMEM, "settings");
+    }
     return 0;
 }
 
@@ -636,4 +662,26 @@ kiwi_worker_config_dump (const kiwi_worker_config *c, FILE *out)
             fprintf (out, "# %s%s = (set, not shown)\n", KIWI_KAFKA_PROPERTY_PREFIX, c->kafka_props[i]);
         else
             fprintf (out, "%s%s = %s\n", KIWI_KAFKA_PROPERTY_PREFIX, c->kafka_props[i], c->kafka_props[i + 1]);
+}
+
+const char *
+kiwi_worker_libexec (const char *path, const char *name, char *buf, size_t cap)
+{
+    if (path != NULL && *path)
+        return path;
+    char self[PATH_MAX];
+    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    char *slash = strrchr (self, '/');
+    if (slash == NULL)
+        return NULL;
+    *slash = '\0';
+    int w = snprintf (buf, cap, "%s/../libexec/kiwi/%s", self, name);
+    if (w < 0 || (size_t) w >= cap) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    return buf;
 }

@@ -99,6 +99,12 @@ typedef struct kiwi_worker_config {
     int64_t egress_interval_s;
     bool egress_stop_when_degraded;
     bool egress_apply;       /* apply ops/egress rules at start */
+    /* the egress scripts (NULL: the installed ones, kiwi_worker_libexec),
+     * the URL the checks fetch and the image they run in */
+    char *egress_script;
+    char *egress_proxy_script;
+    char *egress_probe_url;
+    char *egress_image;
     int64_t drain_timeout_s;
     int64_t delivery_timeout_s; /* Kafka delivery attempts of one produce; a failed result is produced again */
     char *log_level;
@@ -113,6 +119,13 @@ typedef struct kiwi_worker_config {
 } kiwi_worker_config;
 
 void kiwi_worker_config_init (kiwi_worker_config *c);
+
+/* The path of a script installed with kiwi-worker: `path` when given
+ * (a setting), else NAME in ../libexec/kiwi beside the running binary
+ * (`cmake --install` puts ops/egress's scripts there, and the build tree
+ * has them in the same place). Returns buf, or NULL when the binary's own
+ * path cannot be read. */
+const char *kiwi_worker_libexec (const char *path, const char *name, char *buf, size_t cap);
 void kiwi_worker_config_clear (kiwi_worker_config *c);
 
 /* Loads defaults, then the config file (`file`, or $KIWI_CONFIG, or none),

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -177,14 +178,15 @@ kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error
 /* ---------- the process ---------- */
 
 static int
-script_argv (kiwi_strv *argv, const char *command, const char *dir, kiwi_error_t *err)
+script_argv (const kiwi_worker_config *cfg, kiwi_strv *argv, const char *command, const char *dir, kiwi_error_t *err)
 {
-    const char *script = getenv ("KIWI_EGRESS_PROXY_SCRIPT");
-    if (kiwi_strv_add (argv, "bash") < 0
-        || (script && *script ? kiwi_strv_add (argv, script)
-                              : kiwi_strv_addf (argv, "%s/ops/egress/proxy.sh", KIWI_SOURCE_DIR))
-               < 0
-        || kiwi_strv_add (argv, command) < 0 || kiwi_strv_add (argv, "--dir") < 0 || kiwi_strv_add (argv, dir) < 0)
+    char buf[PATH_MAX];
+    const char *script = kiwi_worker_libexec (cfg->egress_proxy_script, "proxy.sh", buf, sizeof buf);
+    if (script == NULL)
+        return kiwi_error_make (err, errno, "proxy.sh %s: where kiwi-worker is installed cannot be read (set "
+                                            "KIWI_EGRESS_PROXY_SCRIPT)", command);
+    if (kiwi_strv_add (argv, "bash") < 0 || kiwi_strv_add (argv, script) < 0 || kiwi_strv_add (argv, command) < 0
+        || kiwi_strv_add (argv, "--dir") < 0 || kiwi_strv_add (argv, dir) < 0)
         return kiwi_error_make (err, ENOMEM, "proxy.sh %s", command);
     return 0;
 }
@@ -194,7 +196,7 @@ kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, c
                   const char *dir, pid_t *pid, kiwi_error_t *err)
 {
     cleanup_strv kiwi_strv conf = KIWI_STRV_INIT;
-    if (script_argv (&conf, "conf", dir, err) < 0)
+    if (script_argv (cfg, &conf, "conf", dir, err) < 0)
         return -1;
     if (kiwi_strv_add (&conf, "--listen") < 0 || kiwi_strv_add (&conf, gateway) < 0
         || kiwi_strv_add (&conf, "--ports") < 0 || kiwi_strv_add (&conf, cfg->install_proxy_ports) < 0
@@ -206,7 +208,7 @@ kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, c
     if (kiwi_proc_check (kiwi_strv_list (&conf), NULL, NULL, 60000, err) < 0)
         return kiwi_error_wrap (err, "writing the egress proxy's configuration");
     cleanup_strv kiwi_strv run = KIWI_STRV_INIT;
-    if (script_argv (&run, "run", dir, err) < 0)
+    if (script_argv (cfg, &run, "run", dir, err) < 0)
         return -1;
     posix_spawnattr_t at;
     posix_spawnattr_init (&at);

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <jansson.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "defaults.h"
 #include "egress-proxy.h"
 #include "events.h"
 #include "phases.h"
@@ -195,12 +197,12 @@ static int
 egress_argv (const kiwi_worker_config *cfg, const char *command, kiwi_strv *argv, kiwi_egress_targets *t,
              kiwi_error_t *err)
 {
-    const char *script = getenv ("KIWI_EGRESS_SCRIPT");
-    if (kiwi_strv_add (argv, "bash") < 0
-        || (script && *script ? kiwi_strv_add (argv, script)
-                              : kiwi_strv_addf (argv, "%s/ops/egress/egress.sh", KIWI_SOURCE_DIR))
-               < 0
-        || kiwi_strv_add (argv, command) < 0)
+    char buf[PATH_MAX];
+    const char *script = kiwi_worker_libexec (cfg->egress_script, "egress.sh", buf, sizeof buf);
+    if (script == NULL)
+        return kiwi_error_make (err, errno, "egress.sh %s: where kiwi-worker is installed cannot be read "
+                                            "(set KIWI_EGRESS_SCRIPT)", command);
+    if (kiwi_strv_add (argv, "bash") < 0 || kiwi_strv_add (argv, script) < 0 || kiwi_strv_add (argv, command) < 0)
         return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
     if (kiwi_egress_targets_collect (cfg, t, err) < 0)
         return -1;
@@ -242,10 +244,16 @@ report (const char *name, bool ok, const char *detail)
 }
 
 static const char *
-probe_url (void)
+probe_url (const kiwi_worker_config *cfg)
 {
-    const char *u = getenv ("KIWI_EGRESS_PROBE_URL");
+    const char *u = cfg->egress_probe_url;
     return u && *u ? u : KIWI_EGRESS_PROBE_URL_DEFAULT;
+}
+
+static const char *
+check_image (const kiwi_worker_config *cfg)
+{
+    return cfg->egress_image && *cfg->egress_image ? cfg->egress_image : "kiwi/base:bookworm";
 }
 
 static void
@@ -263,9 +271,9 @@ phase_b (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
     snprintf (script, sizeof script,
               "ifs=$(cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' ' | tr '\\n' ' '); echo \"interfaces: $ifs\"; "
               "if command -v curl >/dev/null; then curl -sS -m 5 -o /dev/null %s 2>&1 && echo REACHED; fi; true",
-              probe_url ());
+              probe_url (cfg));
     const char *argv[] = { "/bin/sh", "-c", script, NULL };
-    kiwi_sandbox_spec spec = { .image = getenv ("KIWI_EGRESS_IMAGE") ?: "kiwi/base:bookworm",
+    kiwi_sandbox_spec spec = { .image = check_image (cfg),
                                .network = KIWI_NET_NONE, .task_id = "egress-check", .phase = "verify",
                                .limits = { .disk_mb = 64 } };
     kiwi_exec_spec x = { .argv = argv, .timeout_ms = 60000, .output_cap = 2048 };
@@ -424,10 +432,10 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
     }
     char script[6144];
     snprintf (script, sizeof script, "curl -sS -m 20 -o /dev/null -w 'HTTP %%{http_code}' %s%s %s 2>&1; echo; %s%s",
-              cfg->ca_bundle ? "--cacert " : "", cfg->ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url (),
+              cfg->ca_bundle ? "--cacert " : "", cfg->ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url (cfg),
               proxied ? PROXY_PROBES : "", fleet);
     const char *argv[] = { "/bin/sh", "-c", script, NULL };
-    kiwi_sandbox_spec spec = { .image = getenv ("KIWI_EGRESS_IMAGE") ?: "kiwi/base:bookworm",
+    kiwi_sandbox_spec spec = { .image = check_image (cfg),
                                .network = KIWI_NET_INSTALL, .env = kiwi_strv_list (&e), .task_id = "egress-check",
                                .phase = "install", .limits = { .disk_mb = 64 } };
     kiwi_sandbox *sb = NULL;
@@ -448,7 +456,7 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
     }
     trim (r.output);
     ok = r.exit_code == 0 && r.output && strncmp (r.output, "HTTP 2", 6) == 0;
-    snprintf (detail, cap, "%s: %.*s", probe_url (), r.output ? (int) strcspn (r.output, "\n") : 0,
+    snprintf (detail, cap, "%s: %.*s", probe_url (cfg), r.output ? (int) strcspn (r.output, "\n") : 0,
               r.output ? r.output : "");
     if (fleet[0])
         *fleet_ok = fleet_verdict (&t.probe, r.output, fleet_detail, fleet_cap);

@@ -33,8 +33,6 @@
 #include "error.h"
 #include "strv.h"
 
-#define KIWI_EGRESS_PROBE_URL_DEFAULT "https://registry.npmjs.org/"
-
 /* Whether a check's failure means isolation is broken (vs. degraded service). */
 bool kiwi_egress_is_isolation_check (const char *name);
 

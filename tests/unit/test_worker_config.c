@@ -107,6 +107,38 @@ test_bad_values_named (void **state)
 
 /* KIWI_METRICS_ADDR: off by default, HOST:PORT accepted, anything else
  * refused naming the setting and the accepted form */
+/* The egress scripts: unset, they are ../libexec/kiwi beside the running
+ * binary (never the checkout's path); set, the setting's value. */
+static void
+test_egress_scripts_beside_binary (void **state)
+{
+    char self[4096], want[4200];
+    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+    assert_true (n > 0);
+    self[n] = '\0';
+    *strrchr (self, '/') = '\0';
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    kiwi_error_t err = NULL;
+    char *none[] = { "kiwi-worker", NULL };
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, NULL, 1, none, 1, NULL, &err), 0);
+    snprintf (want, sizeof want, "%s/../libexec/kiwi/egress.sh", self);
+    assert_string_equal (c.egress_script, want);
+    snprintf (want, sizeof want, "%s/../libexec/kiwi/proxy.sh", self);
+    assert_string_equal (c.egress_proxy_script, want);
+    assert_string_equal (c.egress_image, "kiwi/base:bookworm");
+    assert_string_equal (c.egress_probe_url, "https://registry.npmjs.org/");
+    const char *env[] = { "KIWI_EGRESS_SCRIPT=/opt/kiwi/egress.sh", NULL };
+    char *flag[] = { "kiwi-worker", "--egress-proxy-script", "/opt/kiwi/proxy.sh", NULL };
+    assert_int_equal (kiwi_worker_config_load (&c, NULL, env, 3, flag, 1, NULL, &err), 0);
+    assert_string_equal (c.egress_script, "/opt/kiwi/egress.sh");
+    assert_string_equal (c.egress_proxy_script, "/opt/kiwi/proxy.sh");
+    char buf[64];
+    assert_string_equal (kiwi_worker_libexec ("/given", "egress.sh", buf, sizeof buf), "/given");
+    assert_null (kiwi_worker_libexec (NULL, "a-name-longer-than-the-buffer-can-hold.sh", buf, 8));
+    kiwi_worker_config_clear (&c);
+}
+
 static void
 test_metrics_addr (void **state)
 {
@@ -237,6 +269,7 @@ main (void)
         cmocka_unit_test (test_kiwi_sandbox_wins_over_runtime_alias),
         cmocka_unit_test (test_bad_values_named),
         cmocka_unit_test (test_metrics_addr),
+        cmocka_unit_test (test_egress_scripts_beside_binary),
         cmocka_unit_test (test_bad_file_line_named),
         cmocka_unit_test (test_redis_password_is_secret),
         cmocka_unit_test (test_kafka_properties_file_then_env),
