@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "cleanup.h"
 
 typedef struct form {
@@ -87,33 +88,6 @@ add_form (kiwi_mask *m, const char *s, size_t n)
     return 1;
 }
 
-static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* Standard base64 with padding of n bytes. New string, or NULL. */
-static char *
-base64 (const unsigned char *in, size_t n, size_t *out_len)
-{
-    size_t ol = (n + 2) / 3 * 4;
-    char *o = malloc (ol + 1);
-    if (o == NULL)
-        return NULL;
-    size_t j = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t) in[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t) in[i + 1] << 8;
-        if (i + 2 < n)
-            v |= in[i + 2];
-        o[j++] = b64_alphabet[(v >> 18) & 63];
-        o[j++] = b64_alphabet[(v >> 12) & 63];
-        o[j++] = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
-        o[j++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
-    }
-    o[j] = '\0';
-    *out_len = j;
-    return o;
-}
-
 /* A base64 form and, when it differs, its URL-safe spelling (-_ for +/,
  * no padding). */
 static int
@@ -147,7 +121,7 @@ add_b64_whole (kiwi_mask *m, const char *prefix, const char *v, size_t vn, const
     memcpy (in + pl, v, vn);
     memcpy (in + pl + vn, suffix, sl);
     size_t on = 0;
-    cleanup_free char *o = base64 (in, pl + vn + sl, &on);
+    cleanup_free char *o = kiwi_base64_form (in, pl + vn + sl, false, true, &on);
     if (o == NULL)
         return -1;
     return add_b64_form (m, o, on);
@@ -166,7 +140,7 @@ add_b64_core (kiwi_mask *m, const char *v, size_t vn, int shift)
         return -1;
     memcpy (in + shift, v, vn);
     size_t on = 0;
-    cleanup_free char *o = base64 (in, total, &on);
+    cleanup_free char *o = kiwi_base64_form (in, total, false, true, &on);
     if (o == NULL)
         return -1;
     size_t from = shift == 0 ? 0 : (size_t) shift + 1;

@@ -1,6 +1,7 @@
 /*
- * sha256.h: SHA-256 (FIPS 180-4), streaming, and of a NUL-terminated string
- * as 64 hex digits. For names and cache keys, not for secrets.
+ * sha256.h: SHA-256, streaming, and of a NUL-terminated string as 64 hex
+ * digits (libcrypto's, sha256.c). For names, cache keys and content
+ * digests, not for secrets.
  */
 #ifndef KIWI_COMMON_SHA256_H
 #define KIWI_COMMON_SHA256_H
@@ -8,11 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The hash state: libcrypto's SHA256_CTX held by value (no allocation, so
+ * no step can fail); opaque here so that includers need no OpenSSL header. */
 typedef struct kiwi_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t nbuf;
+    _Alignas (8) unsigned char state[128];
 } kiwi_sha256;
 
 void kiwi_sha256_init (kiwi_sha256 *s);

@@ -53,33 +53,6 @@ kiwi_msg_type_from_short (const char *s, kiwi_msg_type *out)
     return -1;
 }
 
-char *
-kiwi_base64 (const void *buf, size_t len)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *p = buf;
-    char *out = malloc ((len + 2) / 3 * 4 + 1);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0, i = 0;
-    for (; i + 2 < len; i += 3) {
-        unsigned v = (unsigned) p[i] << 16 | (unsigned) p[i + 1] << 8 | p[i + 2];
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-        out[o++] = tab[v >> 6 & 63];
-        out[o++] = tab[v & 63];
-    }
-    if (i < len) {
-        unsigned v = (unsigned) p[i] << 16 | (i + 1 < len ? (unsigned) p[i + 1] << 8 : 0);
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-        out[o++] = i + 1 < len ? tab[v >> 6 & 63] : '=';
-        out[o++] = '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* Decodes with the type's schema: JSON and task id, or < 0 with *err. */
 static int
 decode (kiwi_msg_type type, const void *buf, size_t len, char **json, char **task_id, kiwi_error_t *err)

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base64.h" /* kiwi_base64: the bytes of an undecodable message */
 #include "error.h"
 
 /* Message types: enum, type name, short topic name. */
@@ -61,8 +62,5 @@ typedef struct kiwi_msg_meta {
  * Fails only when memory runs out. */
 int kiwi_render_message (kiwi_msg_type type, const kiwi_msg_meta *m, const void *buf, size_t len, bool wrap,
                          char **json, char **task_id, bool *decoded, kiwi_error_t *err);
-
-/* RFC 4648 base64 with padding. Returns a malloc'd string, or NULL. */
-char *kiwi_base64 (const void *buf, size_t len);
 
 #endif

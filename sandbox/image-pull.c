@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "cleanup.h"
 
 /* ------------------------------------------------------------- references */
@@ -158,35 +159,14 @@ kiwi_registry_auth_free (char *value)
 static char *
 b64_decode (const char *in)
 {
-    size_t n = strlen (in);
-    if (n == 0 || n % 4 != 0 || n > 65536)
-        return NULL;
-    unsigned char *out = malloc (n / 4 * 3 + 1);
-    if (out == NULL)
-        return NULL;
-    int got = EVP_DecodeBlock (out, (const unsigned char *) in, (int) n);
-    if (got < 0) {
-        free (out);
-        return NULL;
-    }
-    size_t pad = (in[n - 1] == '=') + (in[n - 2] == '=');
-    got -= (int) pad;
-    out[got] = '\0';
-    return (char *) out;
+    return (char *) kiwi_base64_decode (in, 65536, NULL);
 }
 
 /* base64url with padding (Go's base64.URLEncoding, as dockerd decodes it). */
 static char *
 b64url_encode (const char *in)
 {
-    size_t n = strlen (in);
-    char *out = malloc ((n + 2) / 3 * 4 + 1);
-    if (out == NULL)
-        return NULL;
-    EVP_EncodeBlock ((unsigned char *) out, (const unsigned char *) in, (int) n);
-    for (char *c = out; *c; c++)
-        *c = *c == '+' ? '-' : *c == '/' ? '_' : *c;
-    return out;
+    return kiwi_base64_form (in, strlen (in), true, true, NULL);
 }
 
 static json_t *

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
+
 void
 kiwi__json_init (kiwi__json *j)
 {
@@ -299,29 +301,14 @@ kiwi__json_double (kiwi__json *j, double v)
 void
 kiwi__json_base64 (kiwi__json *j, const char *p, size_t n)
 {
-    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *u = (const unsigned char *) p;
+    /* in pieces of 189 bytes: 252 characters each */
     char chunk[256];
-    size_t o = 0;
-
     pre_value (j);
     put (j, "\"", 1);
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t) u[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t) u[i + 1] << 8;
-        if (i + 2 < n)
-            v |= u[i + 2];
-        chunk[o++] = alphabet[(v >> 18) & 63];
-        chunk[o++] = alphabet[(v >> 12) & 63];
-        chunk[o++] = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
-        chunk[o++] = i + 2 < n ? alphabet[v & 63] : '=';
-        if (o + 4 > sizeof chunk) {
-            put (j, chunk, o);
-            o = 0;
-        }
+    for (size_t i = 0; i < n; i += 189) {
+        size_t k = n - i < 189 ? n - i : 189;
+        put (j, chunk, kiwi_base64_into (chunk, p + i, k));
     }
-    put (j, chunk, o);
     put (j, "\"", 1);
 }
 

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "proc.h"
@@ -33,31 +34,6 @@ extern char **environ;
 
 #define GIT_TIMEOUT_MS 120000
 #define DIFF_MAX (16u * 1024 * 1024)
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *
-base64 (const char *in)
-{
-    size_t n = strlen (in);
-    char *out = malloc (4 * ((n + 2) / 3) + 1);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t) (unsigned char) in[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t) (unsigned char) in[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (unsigned char) in[i + 2];
-        out[o++] = b64[(v >> 18) & 63];
-        out[o++] = b64[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? b64[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
 
 /* ---------- the one git command line ---------- */
 
@@ -151,7 +127,7 @@ kiwi__git_command (const kiwi__git_call *c, const char *const *args, const char 
         cleanup_free char *cred = NULL;
         if (asprintf (&cred, "x-access-token:%s", c->token) < 0)
             return -1;
-        cleanup_free char *enc = base64 (cred);
+        cleanup_free char *enc = kiwi_base64 (cred, strlen (cred));
         if (enc == NULL)
             return -1;
         bad |= kiwi_strv_add (env, "GIT_CONFIG_COUNT=1");
