@@ -1,0 +1,211 @@
+/*
+ * phases-env.c: the environments each phase may see (phases.h): Phase A's
+ * (locale, proxy settings without credentials, the CA bundle's variables,
+ * never a secret), the install key's share of it, and Phase B's and the
+ * session's (the task's test credentials when the operator allows them,
+ * never a model key). See spec/sandbox-isolation.md.
+ */
+#include "phases.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "sha256.h"
+
+static const char *const model_keys[] = {
+#define KIWI__KEY(k) k,
+    KIWI_MODEL_KEYS (KIWI__KEY)
+#undef KIWI__KEY
+        NULL,
+};
+
+/* Worker variables that Phase A may see, copied as they are. */
+static const char *const install_passthrough[] = {
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", NULL,
+};
+
+/* Proxy settings: passed to Phase A, refused when they carry credentials. */
+static const char *const proxy_vars[] = {
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy", NULL,
+};
+
+/* Variables package managers read for a CA bundle (Phase A only). */
+static const char *const ca_vars[] = {
+    "SSL_CERT_FILE",      "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CAFILE", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+    "CURL_CA_BUNDLE",     "GIT_SSL_CAINFO",      "CARGO_HTTP_CAINFO", "COMPOSER_CAFILE",    "BUNDLE_SSL_CA_CERT",
+    "YARN_CAFILE",        NULL,
+};
+
+static const char *
+host_get (const kiwi_phase_config *cfg, const char *name)
+{
+    size_t nl = strlen (name);
+    for (size_t i = 0; cfg->host_env && cfg->host_env[i]; i++)
+        if (strncmp (cfg->host_env[i], name, nl) == 0 && cfg->host_env[i][nl] == '=')
+            return cfg->host_env[i] + nl + 1;
+    return NULL;
+}
+
+bool
+kiwi_phase_is_secret_name (const kiwi_phase_config *cfg, const char *name)
+{
+    for (size_t i = 0; model_keys[i]; i++)
+        if (strcmp (name, model_keys[i]) == 0)
+            return true;
+    for (size_t i = 0; cfg->extra_model_keys && cfg->extra_model_keys[i]; i++)
+        if (strcmp (name, cfg->extra_model_keys[i]) == 0)
+            return true;
+    /* Kiwi's own settings and secrets (the git token, webhook secrets, the
+     * Redis password), and the Redis password as redis-cli reads it
+     * (ops/stack.sh writes both to stack.env) */
+    if (strncmp (name, "KIWI_", 5) == 0 || strcmp (name, "REDISCLI_AUTH") == 0)
+        return true;
+    return false;
+}
+
+/* True when a proxy URL carries user information ("user:pass@"). */
+static bool
+proxy_has_credentials (const char *url)
+{
+    const char *p = strstr (url, "://");
+    p = p ? p + 3 : url;
+    size_t auth_len = strcspn (p, "/?#");
+    const char *at = memchr (p, '@', auth_len);
+    return at != NULL;
+}
+
+static int
+base_env (kiwi_strv *out)
+{
+    if (kiwi_strv_add (out, "HOME=" KIWI_SANDBOX_HOME) < 0 || kiwi_strv_add (out, "TMPDIR=" KIWI_SANDBOX_TMP) < 0
+        || kiwi_strv_add (out, "CI=true") < 0)
+        return -1;
+    return 0;
+}
+
+static int
+add_extra (kiwi_strv *out, const kiwi_phase_config *cfg, const char *const *extra, kiwi_error_t *err)
+{
+    for (size_t i = 0; extra && extra[i]; i++) {
+        const char *eq = strchr (extra[i], '=');
+        if (eq == NULL || eq == extra[i])
+            return kiwi_error_make (err, 0, "sandbox environment entry `%s` is not KEY=VALUE", extra[i]);
+        char name[256];
+        snprintf (name, sizeof name, "%.*s", (int) (eq - extra[i]), extra[i]);
+        if (kiwi_phase_is_secret_name (cfg, name))
+            return kiwi_error_make (err, 0, "refusing to put `%s` into a sandbox environment", name);
+        if (kiwi_strv_add (out, extra[i]) < 0)
+            return kiwi_error_make (err, ENOMEM, "sandbox environment");
+    }
+    return 0;
+}
+
+int
+kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out, kiwi_error_t *err)
+{
+    if (base_env (out) < 0)
+        return kiwi_error_make (err, ENOMEM, "install environment");
+    for (size_t i = 0; install_passthrough[i]; i++) {
+        const char *v = host_get (cfg, install_passthrough[i]);
+        if (v != NULL && kiwi_strv_addf (out, "%s=%s", install_passthrough[i], v) < 0)
+            return kiwi_error_make (err, ENOMEM, "install environment");
+    }
+    for (size_t i = 0; cfg->proxy_env && cfg->proxy_env[i]; i++)
+        if (kiwi_strv_add (out, cfg->proxy_env[i]) < 0)
+            return kiwi_error_make (err, ENOMEM, "install environment");
+    for (size_t i = 0; !cfg->proxy_env && proxy_vars[i]; i++) {
+        const char *v = host_get (cfg, proxy_vars[i]);
+        if (v == NULL)
+            continue;
+        if (proxy_has_credentials (v))
+            return kiwi_error_make (err, 0,
+                                    "%s carries credentials; Phase A never holds a secret, so it is refused "
+                                    "(use a proxy that needs none, or an allow-listing proxy)",
+                                    proxy_vars[i]);
+        if (kiwi_strv_addf (out, "%s=%s", proxy_vars[i], v) < 0)
+            return kiwi_error_make (err, ENOMEM, "install environment");
+    }
+    if (cfg->ca_bundle != NULL)
+        for (size_t i = 0; ca_vars[i]; i++)
+            if (kiwi_strv_addf (out, "%s=%s", ca_vars[i], KIWI_SANDBOX_CA_FILE) < 0)
+                return kiwi_error_make (err, ENOMEM, "install environment");
+    return add_extra (out, cfg, extra, err);
+}
+
+int
+kiwi_phase_install_key_env (const kiwi_phase_config *cfg, kiwi_strv *out, kiwi_error_t *err)
+{
+    if (kiwi_phase_install_env (cfg, NULL, out, err) < 0)
+        return -1;
+    if (cfg->ca_bundle == NULL)
+        return 0;
+    kiwi_sha256 h;
+    kiwi_sha256_init (&h);
+    cleanup_close int fd = open (cfg->ca_bundle, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "reading the CA bundle %s (KIWI_CA_BUNDLE)", cfg->ca_bundle);
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read (fd, chunk, sizeof chunk)) > 0)
+        kiwi_sha256_update (&h, chunk, (size_t) n);
+    if (n < 0)
+        return kiwi_error_make (err, errno, "reading the CA bundle %s", cfg->ca_bundle);
+    unsigned char d[32];
+    char hex[65];
+    kiwi_sha256_final (&h, d);
+    kiwi_sha256_digest_hex (d, hex);
+    if (kiwi_strv_addf (out, "kiwi-ca-bundle-sha256=%s", hex) < 0)
+        return kiwi_error_make (err, ENOMEM, "install environment");
+    return 0;
+}
+
+static int
+creds_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds, bool pass_creds,
+           kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    if (base_env (out) < 0)
+        return kiwi_error_make (err, ENOMEM, "verify environment");
+    for (size_t i = 0; install_passthrough[i]; i++) {
+        const char *v = host_get (cfg, install_passthrough[i]);
+        if (v != NULL && kiwi_strv_addf (out, "%s=%s", install_passthrough[i], v) < 0)
+            return kiwi_error_make (err, ENOMEM, "verify environment");
+    }
+    if (add_extra (out, cfg, extra, err) < 0)
+        return -1;
+    for (size_t i = 0; creds && creds[i]; i++) {
+        const char *name = creds[i];
+        if (!pass_creds || kiwi_phase_is_secret_name (cfg, name)) {
+            if (withheld && kiwi_strv_add (withheld, name) < 0)
+                return kiwi_error_make (err, ENOMEM, "verify environment");
+            continue;
+        }
+        const char *v = host_get (cfg, name);
+        if (v == NULL) {
+            if (missing && kiwi_strv_add (missing, name) < 0)
+                return kiwi_error_make (err, ENOMEM, "verify environment");
+            continue;
+        }
+        if (kiwi_strv_addf (out, "%s=%s", name, v) < 0)
+            return kiwi_error_make (err, ENOMEM, "verify environment");
+    }
+    return 0;
+}
+
+int
+kiwi_phase_verify_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds,
+                       kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    return creds_env (cfg, extra, creds, true, out, withheld, missing, err);
+}
+
+int
+kiwi_phase_session_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds,
+                        kiwi_strv *out, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    return creds_env (cfg, extra, creds, cfg->session_allow_test_creds, out, withheld, missing, err);
+}
