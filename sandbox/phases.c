@@ -21,7 +21,6 @@
 #include "clock.h"
 #include "lockfile.h"
 #include "log.h"
-#include "sha256.h"
 
 
 const char *
