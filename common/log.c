@@ -30,20 +30,11 @@ kiwi_log_level_parse (const char *s, kiwi_log_level *out)
     return -1;
 }
 
-int
-kiwi_log_init (const char *program, kiwi_error_t *err)
+void
+kiwi_log_init (const char *program)
 {
     if (program != NULL)
         snprintf (program_name, sizeof program_name, "%s", program);
-    const char *lv = getenv ("KIWI_LOG_LEVEL");
-    if (lv != NULL && *lv != '\0') {
-        kiwi_log_level l;
-        if (kiwi_log_level_parse (lv, &l) < 0)
-            return kiwi_error_make (err, 0,
-                                    "KIWI_LOG_LEVEL: invalid value `%s` (accepted: debug, info, warn, error)", lv);
-        threshold = l;
-    }
-    return 0;
 }
 
 void

@@ -1,8 +1,8 @@
 /*
  * log.h: one line per event on stderr:
  *   2026-11-29T22:14:22.123Z kiwi-worker[1234] warn: message
- * The threshold comes from KIWI_LOG_LEVEL (debug, info, warn, error; default
- * info), read once by kiwi_log_init(). Safe to call before init (uses info).
+ * The threshold is info until the program sets it (kiwi_log_set_level, from
+ * its log.level setting, KIWI_LOG_LEVEL). Safe to call before init.
  *
  * Every line is masked (mask.h) with the process's mask, the one piece of
  * process-wide masking state: the daemon sets it to the worker's own keys
@@ -17,9 +17,8 @@
 
 typedef enum { KIWI_LOG_DEBUG, KIWI_LOG_INFO, KIWI_LOG_WARN, KIWI_LOG_ERROR } kiwi_log_level;
 
-/* Sets the program name shown in each line and reads KIWI_LOG_LEVEL.
- * Returns < 0 with *err naming the accepted values on a bad level. */
-int kiwi_log_init (const char *program, kiwi_error_t *err);
+/* Sets the program name shown in each line. */
+void kiwi_log_init (const char *program);
 
 /* Parses "debug", "info", "warn" or "error". Returns < 0 on anything else. */
 int kiwi_log_level_parse (const char *s, kiwi_log_level *out);

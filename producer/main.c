@@ -11,12 +11,7 @@
 int
 main (int argc, char **argv)
 {
-    kiwi_error_t err = NULL;
-    if (kiwi_log_init ("kiwi", &err) < 0) {
-        fprintf (stderr, "kiwi: %s\n", kiwi_error_msg (err));
-        kiwi_error_free (&err);
-        return KIWI_EXIT_USAGE;
-    }
+    kiwi_log_init ("kiwi");
     if (argc < 2) {
         kiwi_cli_help (stderr);
         return KIWI_EXIT_USAGE;

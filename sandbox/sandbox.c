@@ -67,18 +67,6 @@ kiwi_sandbox_driver_find (const char *name, kiwi_error_t *err)
     return NULL;
 }
 
-const char *
-kiwi_sandbox_driver_from_env (void)
-{
-    const char *v = getenv ("KIWI_SANDBOX");
-    if (v != NULL && *v != '\0')
-        return v;
-    v = getenv ("KIWI_SANDBOX_RUNTIME");
-    if (v != NULL && *v != '\0')
-        return v;
-    return "docker";
-}
-
 int
 kiwi_sandbox_env_open (const kiwi_sandbox_driver *drv, const kiwi_sandbox_config *cfg, kiwi_sandbox_env **out,
                        kiwi_error_t *err)

@@ -224,10 +224,6 @@ const kiwi_sandbox_driver *kiwi_sandbox_driver_find (const char *name, kiwi_erro
 /* Comma-separated list of the known names, for help texts. Static. */
 const char *kiwi_sandbox_driver_names (void);
 
-/* Which driver the environment asks for: KIWI_SANDBOX, then
- * KIWI_SANDBOX_RUNTIME, then "docker". Returns the name (static or from the
- * environment). */
-const char *kiwi_sandbox_driver_from_env (void);
 
 int kiwi_sandbox_env_open (const kiwi_sandbox_driver *drv, const kiwi_sandbox_config *cfg, kiwi_sandbox_env **out,
                            kiwi_error_t *err);

@@ -108,7 +108,7 @@ main (int argc, char **argv)
     free (rest);
     kiwi_log_level lv = KIWI_LOG_INFO;
     kiwi_log_level_parse (cfg.log_level, &lv);
-    kiwi_log_init (task_child ? "kiwi-task" : "kiwi-worker", NULL);
+    kiwi_log_init (task_child ? "kiwi-task" : "kiwi-worker");
     kiwi_log_set_level (lv);
     /* the worker's own keys and token never appear in a log line (a task
      * process masks its task's secrets on top, pipeline.c) */

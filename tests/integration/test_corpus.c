@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sandbox-driver.h"
 #include "cleanup.h"
 #include "need.h"
 #include "step0.h"
@@ -298,7 +299,7 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
 static void
 test_corpus (void **state)
 {
-    const char *driver = kiwi_sandbox_driver_from_env ();
+    const char *driver = kiwi_test_sandbox_driver ();
     kiwi_error_t err = NULL;
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
     assert_non_null (drv);

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sandbox-driver.h"
 #include "archive.h"
 #include "classify.h"
 #include "image.h"
@@ -98,7 +99,7 @@ scan_part (const char *snapshot, const char *part, kiwi_archive_list_fn fn, void
 static void
 test_snapshot_input_and_contents (void **state)
 {
-    const char *driver = kiwi_sandbox_driver_from_env ();
+    const char *driver = kiwi_test_sandbox_driver ();
     kiwi_error_t err = NULL;
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
     assert_non_null (drv);
