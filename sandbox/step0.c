@@ -370,6 +370,15 @@ ensure_image (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t
         kiwi_error_make_code (&e, KIWI_SBE_NO_IMAGE, "%s", rq->unavailable_why ? rq->unavailable_why : "unavailable");
     else if (kiwi_sandbox_ensure_image (rq->env, image, rq->pull_progress, rq->pull_userdata, &pulled, &e) == 0) {
         res->pulled = res->pulled || pulled;
+        if (!pulled)
+            return 0;
+        /* it was not here when it was inspected: its digest, and the
+         * install key that names it, are known only now */
+        kiwi_inspection ni;
+        if (kiwi_inspect_with_image (&rq->inspect, &res->insp.image, &ni, err) < 0)
+            return -1;
+        kiwi_inspection_clear (&res->insp);
+        res->insp = ni; /* now owned by the result */
         return 0;
     }
     if (res->insp.image.source != KIWI_IMAGE_FROM_DEVCONTAINER || kiwi_error_code (e) == KIWI_SBE_CANCELLED

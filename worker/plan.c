@@ -109,6 +109,36 @@ inspect_request (kiwi_plan *p, const char *root, const char *test_command, const
                                     .kiwi_env = kiwi_strv_list (&p->key_env) };
 }
 
+/* The verify cache's key of the plan into key, or "" when the plan's image
+ * has no known digest (or the key cannot be made): such a run is not
+ * cached. */
+static void
+verify_key (const kiwi_plan *plan, const char *tree, const char *sub, const char *command, const char *driver,
+            char key[65])
+{
+    key[0] = '\0';
+    if (plan->image_id == NULL || plan->image_id[0] == '\0')
+        return;
+    kiwi_plan_verify_key_input vk = { .tree = tree, .subdir = sub, .command = command, .install_key = plan->cache_key,
+                                      .image = plan->image, .image_id = plan->image_id, .driver = driver };
+    if (kiwi_plan_verify_key (&vk, key) < 0)
+        key[0] = '\0';
+}
+
+/* The plan's inspection made again for the same image, now that it is
+ * present: its digest and the install key that names it. */
+static int
+replan_with_image (kiwi_plan *p, const char *root, const char *test_command, const char *driver, kiwi_error_t *err)
+{
+    kiwi_inspect_request rq = inspect_request (p, root, test_command, driver);
+    kiwi_inspection ni;
+    if (kiwi_inspect_with_image (&rq, &p->insp.image, &ni, err) < 0)
+        return -1;
+    kiwi_inspection_clear (&p->insp);
+    p->insp = ni; /* now owned by the plan */
+    return kiwi_plan_from_inspection (p, &p->insp, err);
+}
+
 int
 kiwi_plan_make (const kiwi_worker_config *cfg, const char *root, const char *test_command, kiwi_plan *p,
                 kiwi_error_t *err)
@@ -237,22 +267,17 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     /* a run that holds credentials is neither served from the cache nor
      * kept in it: its output is that task's alone (another task on the
      * same tree and command must not read what it printed) */
-    if (task->n_test_credentials == 0 && kiwi_repo_tree_id (checkout, &tree, NULL) == 0) {
-        kiwi_plan_verify_key_input vk = { .tree = tree, .subdir = sub, .command = task->test_command,
-                                          .install_key = plan->cache_key, .image = plan->image,
-                                          .image_id = plan->image_id, .driver = driver };
-        if (kiwi_plan_verify_key (&vk, key) < 0)
-            key[0] = '\0';
-    }
+    bool cacheable = task->n_test_credentials == 0 && kiwi_repo_tree_id (checkout, &tree, NULL) == 0;
     /* a cached run is of the plan's image, which must be here (pulled if
-     * need be): one that cannot be had leaves it to step 0's resolution */
+     * need be) for its digest to be in the key: one that cannot be had
+     * leaves it to step 0's resolution */
     pull_events pe = { .events = events };
     bool pulled = false;
     cleanup_free char *unavailable = NULL, *unavailable_ref = NULL;
-    if (key[0]) {
+    if (cacheable) {
         kiwi_error_t e = NULL;
         if (kiwi_sandbox_ensure_image (sb, plan->image, on_pull, &pe, &pulled, &e) < 0) {
-            key[0] = '\0';
+            cacheable = false;
             /* step 0 is told, and does not pull it again */
             if (kiwi_error_code (e) != KIWI_SBE_CANCELLED && kiwi_error_code (e) != KIWI_SBE_UNAVAILABLE) {
                 unavailable = strdup (kiwi_error_msg (e));
@@ -261,6 +286,14 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         }
         kiwi_error_free (&e);
     }
+    /* an image that was not here when the plan was made had no digest, nor
+     * had the keys that name it: the plan is made again with the image
+     * present (an entry under an unknown digest would answer for whatever
+     * image the tag names on the next host that pulls it) */
+    if (cacheable && pulled && replan_with_image (plan, root, task->test_command, driver, err) < 0)
+        return -1;
+    if (cacheable)
+        verify_key (plan, tree, sub, task->test_command, driver, key);
     kiwi_verify_entry ve;
     if (key[0] && kiwi_cache_get_verify (cache, key, &ve) == 1) {
         /* the install still has to be in place for the session */

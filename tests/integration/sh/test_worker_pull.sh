@@ -86,6 +86,27 @@ log "pulled: step 0 $(field pulled step0 status) in $(field pulled step0 image);
 [ "$(field pulled image_pull bytes)" -gt 0 ] || fail "pulled: the last image_pull event has no bytes"
 passed=$((passed + 1))
 
+# The verify cache keys a run by the image's digest, which is known only
+# once the image is here: the run that pulled it is kept under that digest
+# (a second run, the image now present, is answered from the cache), and a
+# new image pushed under the same tag is pulled and run, never answered
+# with the old image's result.
+cp "$TMP/task-pulled.json" "$TMP/task-again.json"
+run_once again
+[ "$(field again step0 cached)" = true ] \
+  || fail "again: the same task on the image just pulled was not answered from the verify cache (cached: $(field again step0 cached)); the pulling run was kept under another key"
+"${DOCKER[@]}" tag kiwi/node:22 "$IMAGE"
+"${DOCKER[@]}" push -q "$IMAGE" >"$TMP/push.log" 2>&1 || fail "push of the new $IMAGE: $(tail -n 3 "$TMP/push.log")"
+"${DOCKER[@]}" rmi "$IMAGE" >/dev/null
+cp "$TMP/task-pulled.json" "$TMP/task-moved.json"
+run_once moved
+log "moved: the tag now names kiwi/node:22's image: step 0 $(field moved step0 status), pulled $(field moved step0 pulled), cached $(field moved step0 cached)"
+[ "$(field moved step0 pulled)" = true ] || fail "moved: the new image under $IMAGE was not pulled"
+[ "$(field moved step0 cached)" = false ] \
+  || fail "moved: the run on the new image under $IMAGE was answered from the old image's cached result"
+[ "$(field moved step0 status)" = passed ] || fail "moved: step 0 '$(field moved step0 status)'"
+passed=$((passed + 1))
+
 check_fallback() { # NAME IMAGE WHY
   local note
   note=$(field "$1" step0 image_note)
