@@ -180,6 +180,23 @@ cmd_run() {
     for _ in $(seq 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$old" 2>/dev/null || true
   fi
+  # Squid ends with its caller however the caller ends (a worker killed
+  # with SIGKILL cannot stop it, and Squid's change to the user proxy
+  # clears a parent-death signal): a watcher in Squid's process group
+  # (which the caller stops as a group) looks for the caller every second
+  # and stops Squid when it is gone. Squid is the watcher's parent (this
+  # shell, after the exec); a watcher whose parent is no longer Squid ends
+  # without a kill, so it never signals a pid that was reused.
+  local caller=$PPID self=$$
+  (
+    me=$BASHPID
+    parent() { local s; s=$(cat "/proc/$me/stat" 2>/dev/null) || return 1; s=${s##*) }; set -- $s; echo "$2"; }
+    while kill -0 "$caller" 2>/dev/null; do
+      [ "$(parent)" = "$self" ] || exit 0
+      sleep 1
+    done
+    [ "$(parent)" = "$self" ] && kill "$self" 2>/dev/null
+  ) </dev/null >/dev/null 2>&1 &
   exec "$(squid_bin)" -N -f "$dir/squid.conf"
 }
 

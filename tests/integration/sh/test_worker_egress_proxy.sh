@@ -6,7 +6,7 @@
 # egress check's Phase A probe reaches the registry through it and a host
 # off the list is refused by it (`install_denied_host`); killed, it is
 # started again and the heartbeat counts the restart; the worker stopped,
-# no Squid is left.
+# or killed with SIGKILL, no Squid is left.
 #
 # The test adds no iptables rule (the enforcement, egress.sh --proxy, is
 # test_egress_proxy's, on a bridge of its own): other tests' installs on
@@ -72,4 +72,19 @@ kill -0 "$WORKER_PID_a" 2>/dev/null && fail "the worker still runs 30 s after SI
 for _ in $(seq 1 20); do kill -0 "$new_pid" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$new_pid" 2>/dev/null && fail "squid $new_pid outlived the worker"
 ss -ltn | grep -q "$gw:$P1 " && fail "something still listens on $gw:$P1"
+
+# 5. the worker killed with SIGKILL (no chance to stop it): its Squid dies
+# with it, and a worker started after it has the ports
+worker_start b KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
+  KIWI_STATE_DIR="$STATE" KIWI_INSTALL_EGRESS="registries" KIWI_INSTALL_PROXY_PORTS="$PORTS"
+wait_hb b 'checks.get("egress_proxy", {}).get("ok") is True' 40 ||
+  fail "worker b: no egress_proxy check passing: $(hb_of b 'checks.get("egress_proxy")' 2>&1)"
+b_squid=$(hb_of b 'checks["egress_proxy"]["detail"].split()[2]')
+# shellcheck disable=SC2154  # set by worker_start
+kill -9 "$WORKER_PID_b"
+for _ in $(seq 1 40); do kill -0 "$b_squid" 2>/dev/null || break; sleep 0.25; done
+kill -0 "$b_squid" 2>/dev/null && fail "squid $b_squid outlived worker b killed with SIGKILL ($(ps -o ppid=,args= -p "$b_squid"))"
+for _ in $(seq 1 40); do ss -ltn | grep -q "$gw:$P1 " || break; sleep 0.25; done
+ss -ltn | grep -q "$gw:$P1 " && fail "something still listens on $gw:$P1 after worker b was killed"
+log "worker b killed with SIGKILL: its squid $b_squid went with it"
 log "PASS"
