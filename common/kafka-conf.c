@@ -10,17 +10,7 @@
 #include <string.h>
 
 #include "cleanup.h"
-
-static char *
-trim (char *s)
-{
-    while (isspace ((unsigned char) *s))
-        s++;
-    size_t n = strlen (s);
-    while (n > 0 && isspace ((unsigned char) s[n - 1]))
-        s[--n] = '\0';
-    return s;
-}
+#include "config-file.h"
 
 static bool
 name_ok (const char *n)
@@ -41,10 +31,10 @@ add_item (char *item, const char *origin, unsigned index, kiwi_strv *pairs, kiwi
     if (eq == NULL) {
         /* no '=': the whole item might be a value; show its length only */
         return kiwi_error_make (err, 0, "%s: item %u (%zu characters) is not name=value", origin, index,
-                                strlen (trim (item)));
+                                strlen (kiwi_trim (item)));
     }
     *eq = '\0';
-    char *name = trim (item), *value = trim (eq + 1);
+    char *name = kiwi_trim (item), *value = kiwi_trim (eq + 1);
     if (!name_ok (name))
         return kiwi_error_make (err, 0,
                                 "%s: item %u: `%.64s` is not a librdkafka property name (lower-case letters, "
@@ -77,7 +67,7 @@ kiwi_kafka_props_parse (const char *spec, const char *origin, kiwi_strv *pairs, 
         }
         item[n] = '\0';
         index++;
-        if (*trim (item) != '\0' && add_item (item, origin, index, pairs, err) < 0)
+        if (*kiwi_trim (item) != '\0' && add_item (item, origin, index, pairs, err) < 0)
             return -1;
         n = 0;
         if (*p == '\0')

@@ -12,13 +12,39 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "config-file.h"
 #include "kafka-conf.h"
 #include "log.h"
 #include "opts.h"
+#include "setting-keys.h"
+
+/* Each setting's config-file key: the same spelling as kiwi-worker's where
+ * both read it (common/setting-keys.h). */
+#define KIWI__FILE_KEY_CONFIG "config"
+#define KIWI__FILE_KEY_STATE_DIR "state.dir"
+#define KIWI__FILE_KEY_STACK_ENV "stack.env"
+#define KIWI__FILE_KEY_BROKERS "kafka.brokers"
+#define KIWI__FILE_KEY_KAFKA_PROPERTIES "kafka.properties"
+#define KIWI__FILE_KEY_TOPIC_TASKS "topic.tasks"
+#define KIWI__FILE_KEY_TOPIC_PROGRESS "topic.progress"
+#define KIWI__FILE_KEY_TOPIC_RESULTS "topic.results"
+#define KIWI__FILE_KEY_TOPIC_HEARTBEATS "topic.heartbeats"
+#define KIWI__FILE_KEY_TOPIC_DLQ "topic.dlq"
+#define KIWI__FILE_KEY_DELIVERY_TIMEOUT "kafka.delivery_timeout"
+#define KIWI__FILE_KEY_CI_TEST_COMMAND "ci.test_command"
+#define KIWI__FILE_KEY_CI_GOAL "ci.goal"
+#define KIWI__FILE_KEY_CI_WEBHOOK_SECRET "ci.webhook_secret"
+#define KIWI__FILE_KEY_CI_MAX_BODY "ci.max_body"
+#define KIWI__FILE_KEY_LOG_LEVEL "log.level"
+#define KIWI__FILE_KEY_BATCH_DIR "batch.dir"
+#define KIWI__FILE_KEY_PROGRESS_INTERVAL "batch.progress_interval"
+#define KIWI__FILE_KEY_REFRESH "cli.refresh"
+#define KIWI__FILE_KEY_CLOCK_SKEW "cli.clock_skew"
+#define KIWI__FILE_KEY_GONE_AFTER "fleet.gone_after"
 
 static const kiwi_setting_def defs[KIWI_SETTING__COUNT] = {
 #define KIWI__SETTING_DEF(id_, field, env_, flag_, type_, def_, min_, max_, help_)                             \
-    [KIWI_SETTING_##id_] = { .id = KIWI_SETTING_##id_, .key = #field, .env = env_, .flag = flag_,               \
+    [KIWI_SETTING_##id_] = { .id = KIWI_SETTING_##id_, .key = KIWI__FILE_KEY_##id_, .env = env_, .flag = flag_, \
                              .type = KIWI_SETTING_TYPE_##type_, .def = def_, .min = min_, .max = max_,          \
                              .help = help_ },
     KIWI_CLI_SETTINGS (KIWI__SETTING_DEF)
@@ -406,17 +432,6 @@ env_get (char *const *envp, const char *name)
     return NULL;
 }
 
-static char *
-trim (char *s)
-{
-    while (isspace ((unsigned char) *s))
-        s++;
-    size_t n = strlen (s);
-    while (n > 0 && isspace ((unsigned char) s[n - 1]))
-        s[--n] = '\0';
-    return s;
-}
-
 /* Strips one pair of matching quotes. */
 static char *
 unquote (char *v)
@@ -443,11 +458,11 @@ read_stack_env (layer *l, const char *path, kiwi_error_t *err)
     cleanup_free char *line = NULL;
     size_t cap = 0;
     while (getline (&line, &cap, f) >= 0) {
-        char *s = trim (line);
+        char *s = kiwi_trim (line);
         if (*s == '#' || *s == '\0')
             continue;
         if (strncmp (s, "export ", 7) == 0)
-            s = trim (s + 7);
+            s = kiwi_trim (s + 7);
         char *eq = strchr (s, '=');
         if (eq == NULL)
             continue;
@@ -462,50 +477,45 @@ read_stack_env (layer *l, const char *path, kiwi_error_t *err)
     return 0;
 }
 
-/* The config file: "key = value" lines, '#' comments, blank lines. Keys
- * this table does not know are ignored (the file may be kiwi-worker's). */
+/* One entry of the config file (common/config-file.h): a setting of this
+ * table, a kafka.property.NAME, or a key of kiwi-worker's (ignored: the
+ * file may be shared); any other key is refused (common/setting-keys.h). */
+typedef struct {
+    layer *l;
+    kiwi_strv *kafka_props;
+} config_ctx;
+
+static int
+config_entry (const char *key, const char *val, const char *origin, void *ud, kiwi_error_t *err)
+{
+    config_ctx *c = ud;
+    size_t pl = strlen (KIWI_CLI_KAFKA_PROPERTY_PREFIX);
+    if (strncmp (key, KIWI_CLI_KAFKA_PROPERTY_PREFIX, pl) == 0) {
+        const char *name = key + pl;
+        if (*name == '\0' || strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen (name))
+            return kiwi_error_make_code (err, KIWI_CLI_EUSAGE, "%s: `%s` is not a librdkafka property name", origin,
+                                         name);
+        if (kiwi_strv_add (c->kafka_props, name) < 0 || kiwi_strv_add (c->kafka_props, val) < 0)
+            return kiwi_error_make (err, ENOMEM, "%s", origin);
+        return 0;
+    }
+    const kiwi_setting_def *d = kiwi_setting_by_key (key);
+    if (d == NULL) {
+        if (kiwi_setting_key_foreign (key, KIWI_PROGRAM_KIWI, "kiwi", origin, KIWI_CLI_EUSAGE, err) < 0)
+            return -1;
+        kiwi_debug ("%s: `%s` is kiwi-worker's; ignored", origin, key);
+        return 0;
+    }
+    if (d->id == KIWI_SETTING_CONFIG)
+        return kiwi_error_make_code (err, KIWI_CLI_EUSAGE, "%s: `config` cannot be set in a config file", origin);
+    return layer_set (c->l, d->id, val, strdup (origin), err);
+}
+
 static int
 read_config (layer *l, kiwi_strv *kafka_props, const char *path, kiwi_error_t *err)
 {
-    cleanup_fclose FILE *f = fopen (path, "r");
-    if (f == NULL)
-        return kiwi_error_make (err, errno, "config: cannot open `%s`", path);
-    cleanup_free char *line = NULL;
-    size_t cap = 0;
-    unsigned lineno = 0;
-    while (getline (&line, &cap, f) >= 0) {
-        lineno++;
-        char *s = trim (line);
-        if (*s == '#' || *s == '\0')
-            continue;
-        char *eq = strchr (s, '=');
-        if (eq == NULL)
-            return kiwi_error_make_code (err, KIWI_CLI_EUSAGE, "%s:%u: expected `key = value`", path, lineno);
-        *eq = '\0';
-        char *key = trim (s);
-        const char *val = unquote (trim (eq + 1));
-        size_t pl = strlen (KIWI_CLI_KAFKA_PROPERTY_PREFIX);
-        if (strncmp (key, KIWI_CLI_KAFKA_PROPERTY_PREFIX, pl) == 0) {
-            const char *name = key + pl;
-            if (*name == '\0' || strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen (name))
-                return kiwi_error_make_code (err, KIWI_CLI_EUSAGE, "%s:%u: `%s` is not a librdkafka property name",
-                                             path, lineno, name);
-            if (kiwi_strv_add (kafka_props, name) < 0 || kiwi_strv_add (kafka_props, val) < 0)
-                return kiwi_error_make (err, ENOMEM, "%s", path);
-            continue;
-        }
-        const kiwi_setting_def *d = kiwi_setting_by_key (key);
-        if (d == NULL) {
-            kiwi_debug ("%s:%u: key `%s` is not a setting of the kiwi command; ignored", path, lineno, key);
-            continue;
-        }
-        if (d->id == KIWI_SETTING_CONFIG)
-            return kiwi_error_make_code (err, KIWI_CLI_EUSAGE, "%s:%u: `config` cannot be set in a config file", path,
-                                         lineno);
-        if (layer_set (l, d->id, val, fmt ("%s:%u", path, lineno), err) < 0)
-            return -1;
-    }
-    return 0;
+    config_ctx c = { l, kafka_props };
+    return kiwi_config_file_read (path, KIWI_CLI_EUSAGE, config_entry, &c, err);
 }
 
 /* The winning value of setting i among the layers, highest first. */

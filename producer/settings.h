@@ -60,7 +60,7 @@
     X (TOPIC_DLQ, topic_dlq, "KIWI_TOPIC_DLQ", "dlq-topic", TOPIC, KIWI_TOPIC_DLQ_DEFAULT, 0, 0,              \
        "dead-letter topic")                                                                                  \
     X (DELIVERY_TIMEOUT, delivery_timeout, "KIWI_DELIVERY_TIMEOUT", "delivery-timeout", SECONDS, "30", 1,     \
-       3600, "seconds a produced task may take to be acknowledged by the broker")                            \
+       86400, "seconds a produced task may take to be acknowledged by the broker (kiwi-worker: 300)")        \
     X (CI_TEST_COMMAND, ci_test_command, "KIWI_CI_TEST_COMMAND", NULL, TEXT, "", 0, 0,                        \
        "test command of tasks made from CI events (ci-event --test overrides)")                              \
     X (CI_GOAL, ci_goal, "KIWI_CI_GOAL", NULL, TEMPLATE, KIWI_CI_GOAL_DEFAULT, 0, 0,                          \

@@ -10,9 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config-file.h"
 #include "defaults.h"
 #include "kafka-conf.h"
+#include "log.h"
 #include "metrics-http.h"
+#include "setting-keys.h"
 #include "strv.h"
 
 /* T_LIST: a comma-separated list that may be empty; T_SECRET: a string
@@ -187,10 +190,10 @@ static const setting settings[] = {
       0, 0, NULL, "image the egress checks' sandboxes run" },
     { "worker.drain_timeout", "KIWI_DRAIN_TIMEOUT", "drain-timeout", T_INT, OFF (drain_timeout_s), "120", 0, 86400,
       NULL, "seconds in-flight tasks may take to finish after SIGTERM" },
-    { "kafka.delivery_timeout", "KIWI_DELIVERY_TIMEOUT", "delivery-timeout", T_INT, OFF (delivery_timeout_s), "300", 5,
+    { "kafka.delivery_timeout", "KIWI_DELIVERY_TIMEOUT", "delivery-timeout", T_INT, OFF (delivery_timeout_s), "300", 1,
       86400, NULL,
       "seconds Kafka may take to acknowledge a message (then it failed; a result is produced again, its task's "
-      "offset uncommitted until then)" },
+      "offset uncommitted until then; kiwi: 30, a person waits on it)" },
     { "log.level", "KIWI_LOG_LEVEL", "log-level", T_ENUM, OFF (log_level), "info", 0, 0, "debug|info|warn|error",
       "log threshold" },
     { "gc.mirror_idle", "KIWI_GC_MIRROR_IDLE", "gc-mirror-idle", T_INT, OFF (gc_mirror_idle_s), "604800", 600,
@@ -465,48 +468,26 @@ kiwi_worker_config_clear (kiwi_worker_config *c)
     c->n_kafka_props = 0;
 }
 
-static char *
-trim (char *s)
+/* One entry of the config file (common/config-file.h): a setting of this
+ * table or a kafka.property.NAME; a key of kiwi's is ignored (the file may
+ * be shared), any other refused (common/setting-keys.h). */
+static int
+config_entry (const char *key, const char *val, const char *origin, void *ud, kiwi_error_t *err)
 {
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t l = strlen (s);
-    while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\t' || s[l - 1] == '\r' || s[l - 1] == '\n'))
-        s[--l] = '\0';
-    return s;
+    kiwi_worker_config *c = ud;
+    if (strncmp (key, KIWI_KAFKA_PROPERTY_PREFIX, strlen (KIWI_KAFKA_PROPERTY_PREFIX)) != 0 && find (key) == NULL) {
+        if (kiwi_setting_key_foreign (key, KIWI_PROGRAM_WORKER, "kiwi-worker", origin, 0, err) < 0)
+            return -1;
+        kiwi_debug ("%s: `%s` is kiwi's; ignored", origin, key);
+        return 0;
+    }
+    return kiwi_worker_config_set (c, key, val, origin, err);
 }
 
 static int
 load_file (kiwi_worker_config *c, const char *path, kiwi_error_t *err)
 {
-    FILE *f = fopen (path, "re");
-    if (f == NULL)
-        return kiwi_error_make (err, errno, "config file %s", path);
-    char line[4096];
-    int n = 0, rc = 0;
-    while (rc == 0 && fgets (line, sizeof line, f)) {
-        n++;
-        char *l = trim (line);
-        if (*l == '#' || *l == '\0')
-            continue;
-        char *eq = strchr (l, '=');
-        char origin[512];
-        snprintf (origin, sizeof origin, "%s:%d", path, n);
-        if (eq == NULL) {
-            rc = kiwi_error_make (err, 0, "%s: expected `key = value`", origin);
-            break;
-        }
-        *eq = '\0';
-        char *key = trim (l), *val = trim (eq + 1);
-        size_t vl = strlen (val);
-        if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
-            val[vl - 1] = '\0';
-            val++;
-        }
-        rc = kiwi_worker_config_set (c, key, val, origin, err);
-    }
-    fclose (f);
-    return rc;
+    return kiwi_config_file_read (path, 0, config_entry, c, err);
 }
 
 int
@@ -684,4 +665,14 @@ kiwi_worker_libexec (const char *path, const char *name, char *buf, size_t cap)
         return NULL;
     }
     return buf;
+}
+
+const char *
+kiwi_worker_setting_key (size_t i, const char **env)
+{
+    if (i >= NSETTINGS)
+        return NULL;
+    if (env)
+        *env = settings[i].env;
+    return settings[i].key;
 }

@@ -120,6 +120,10 @@ typedef struct kiwi_worker_config {
 
 void kiwi_worker_config_init (kiwi_worker_config *c);
 
+/* The i-th setting's config-file key and (in *env, may be NULL) its
+ * environment variable, or NULL past the last one. */
+const char *kiwi_worker_setting_key (size_t i, const char **env);
+
 /* The path of a script installed with kiwi-worker: `path` when given
  * (a setting), else NAME in ../libexec/kiwi beside the running binary
  * (`cmake --install` puts ops/egress's scripts there, and the build tree

@@ -169,12 +169,12 @@ static void
 test_config_file (void **state)
 {
     char *conf = write_file ("kiwi.conf", "# shared with kiwi-worker\n"
-                                          "brokers = 127.0.0.1:49092\n"
-                                          "topic_dlq = 'team.dlq'\n"
-                                          "slots = 4\n"
-                                          "ci_test_command = make check\n"
+                                          "kafka.brokers = 127.0.0.1:49092\n"
+                                          "topic.dlq = 'team.dlq'\n"
+                                          "worker.slots = 4\n"
+                                          "ci.test_command = make check\n"
                                           "\n"
-                                          "delivery_timeout=12\n");
+                                          "kafka.delivery_timeout=12\n");
     char *e1 = NULL;
     assert_true (asprintf (&e1, "KIWI_CONFIG=%s", conf) > 0);
     char e2[] = "KIWI_TOPIC_DLQ=env.dlq";
@@ -197,7 +197,7 @@ test_config_file (void **state)
     assert_string_equal (s.topic_dlq, "env.dlq");
     kiwi_cli_settings_clear (&s);
 
-    char *bad = write_file ("bad.conf", "brokers = 127.0.0.1:1\nthis line has no equals sign\n");
+    char *bad = write_file ("bad.conf", "kafka.brokers = 127.0.0.1:1\nthis line has no equals sign\n");
     const char *flags[KIWI_SETTING__COUNT] = { 0 };
     flags[KIWI_SETTING_CONFIG] = bad;
     assert_int_equal (load (&s, flags, envp, &err), -1);
@@ -246,21 +246,21 @@ bad (kiwi_setting_id id, const char *value, const char *want_key, const char *wa
 static void
 test_bad_values (void **state)
 {
-    bad (KIWI_SETTING_BROKERS, "localhost", "brokers", "entry without host:port", "accepted: host:port[,host:port...]");
-    bad (KIWI_SETTING_BROKERS, "a:1,,b:2", "brokers", "empty entry", "host:port");
-    bad (KIWI_SETTING_BROKERS, "a:99999", "brokers", "port out of range", "host:port");
-    bad (KIWI_SETTING_BROKERS, "a:x1", "brokers", "port is not a number", "host:port");
-    bad (KIWI_SETTING_BROKERS, "a: 1", "brokers", "whitespace", "host:port");
-    bad (KIWI_SETTING_TOPIC_TASKS, "my tasks", "topic_tasks", "invalid character", "A-Z a-z 0-9 . _ -");
-    bad (KIWI_SETTING_TOPIC_RESULTS, "..", "topic_results", "not topic names", "Kafka topic name");
-    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "abc", "delivery_timeout", "not a number", "whole seconds from 1 to 3600");
-    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "0", "delivery_timeout", "out of range", "whole seconds from 1 to 3600");
-    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "3601", "delivery_timeout", "out of range", "from 1 to 3600");
-    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "-5", "delivery_timeout", "not a number", "from 1 to 3600");
-    bad (KIWI_SETTING_CI_MAX_BODY, "10X", "ci_max_body", "not a number", "optionally with a K, M or G suffix");
-    bad (KIWI_SETTING_CI_MAX_BODY, "2G", "ci_max_body", "out of range", "bytes from 1024 to 1073741824");
-    bad (KIWI_SETTING_CI_MAX_BODY, "99999999999999999999", "ci_max_body", "too large", "bytes");
-    bad (KIWI_SETTING_LOG_LEVEL, "loud", "log_level", "unknown level", "debug, info, warn, error");
+    bad (KIWI_SETTING_BROKERS, "localhost", "kafka.brokers", "entry without host:port", "accepted: host:port[,host:port...]");
+    bad (KIWI_SETTING_BROKERS, "a:1,,b:2", "kafka.brokers", "empty entry", "host:port");
+    bad (KIWI_SETTING_BROKERS, "a:99999", "kafka.brokers", "port out of range", "host:port");
+    bad (KIWI_SETTING_BROKERS, "a:x1", "kafka.brokers", "port is not a number", "host:port");
+    bad (KIWI_SETTING_BROKERS, "a: 1", "kafka.brokers", "whitespace", "host:port");
+    bad (KIWI_SETTING_TOPIC_TASKS, "my tasks", "topic.tasks", "invalid character", "A-Z a-z 0-9 . _ -");
+    bad (KIWI_SETTING_TOPIC_RESULTS, "..", "topic.results", "not topic names", "Kafka topic name");
+    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "abc", "kafka.delivery_timeout", "not a number", "whole seconds from 1 to 86400");
+    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "0", "kafka.delivery_timeout", "out of range", "whole seconds from 1 to 86400");
+    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "86401", "kafka.delivery_timeout", "out of range", "from 1 to 86400");
+    bad (KIWI_SETTING_DELIVERY_TIMEOUT, "-5", "kafka.delivery_timeout", "not a number", "from 1 to 86400");
+    bad (KIWI_SETTING_CI_MAX_BODY, "10X", "ci.max_body", "not a number", "optionally with a K, M or G suffix");
+    bad (KIWI_SETTING_CI_MAX_BODY, "2G", "ci.max_body", "out of range", "bytes from 1024 to 1073741824");
+    bad (KIWI_SETTING_CI_MAX_BODY, "99999999999999999999", "ci.max_body", "too large", "bytes");
+    bad (KIWI_SETTING_LOG_LEVEL, "loud", "log.level", "unknown level", "debug, info, warn, error");
 }
 
 static void
@@ -272,7 +272,7 @@ test_env_values_are_checked_too (void **state)
     kiwi_error_t err = NULL;
     assert_int_equal (load (&s, NULL, envp, &err), -1);
     assert_string_equal (kiwi_error_msg (err),
-                         "ci_goal: invalid value `fix {nope} now` (from environment KIWI_CI_GOAL): unknown placeholder "
+                         "ci.goal: invalid value `fix {nope} now` (from environment KIWI_CI_GOAL): unknown placeholder "
                          "(accepted: text with the placeholders {name} {sha} {branch} {url} {repo} {event})");
     kiwi_error_free (&err);
 
@@ -304,8 +304,8 @@ test_sizes_and_secret (void **state)
     kiwi_cli_settings_dump (&s, f);
     fclose (f);
     assert_null (strstr (out, "hunter2"));
-    assert_non_null (strstr (out, "# ci_webhook_secret = (set, not shown)"));
-    assert_non_null (strstr (out, "# KIWI_CI_MAX_BODY, from environment KIWI_CI_MAX_BODY\nci_max_body = 2097152\n"));
+    assert_non_null (strstr (out, "# ci.webhook_secret = (set, not shown)"));
+    assert_non_null (strstr (out, "# KIWI_CI_MAX_BODY, from environment KIWI_CI_MAX_BODY\nci.max_body = 2097152\n"));
 
     /* the dump is a config file that loads back to the same values */
     char *conf = write_file ("dump.conf", out);
@@ -352,7 +352,7 @@ test_kafka_properties (void **state)
     assert_null (strstr (out, "hunter2"));
     assert_non_null (strstr (out, "\nkafka.property.security.protocol = SASL_SSL\n"));
     assert_non_null (strstr (out, "# kafka.property.sasl.password = (set, not shown)"));
-    assert_non_null (strstr (out, "# kafka_properties = (set, not shown)"));
+    assert_non_null (strstr (out, "# kafka.properties = (set, not shown)"));
     free (out);
     kiwi_cli_settings_clear (&s);
     /* a list that does not parse: named with where it came from */
