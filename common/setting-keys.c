@@ -121,7 +121,7 @@ kiwi_setting_key_foreign (const char *key, unsigned self, const char *program, c
                                             "and kiwi-worker)",
                                     origin, key, kiwi_setting_keys[i].key);
     return kiwi_error_make_code (err, code,
-                                 "%s: unknown key `%s`: neither kiwi nor kiwi-worker reads it (`kiwi --help` and "
+                                 "%s: unknown key `%s`: neither kiwi nor kiwi-worker reads it (`kiwi --help-config` and "
                             "`kiwi-worker --help-config` list their settings)",
                             origin, key);
 }

@@ -215,6 +215,7 @@ kiwi_cli_help (FILE *out)
 {
     fputs ("Usage: kiwi COMMAND [OPTIONS] [ARGS]\n"
            "       kiwi COMMAND --help\n"
+           "       kiwi --help-config   (the settings below alone)\n"
            "       kiwi --version\n"
            "\n"
            "The command line of Kiwi: put tasks on the tasks topic and read what the workers say.\n"

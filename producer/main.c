@@ -27,6 +27,10 @@ main (int argc, char **argv)
         kiwi_cli_help (stdout);
         return KIWI_EXIT_OK;
     }
+    if (strcmp (name, "--help-config") == 0) {
+        kiwi_cli_settings_help (stdout);
+        return KIWI_EXIT_OK;
+    }
     if (strcmp (name, "--version") == 0 || strcmp (name, "version") == 0) {
         printf ("kiwi %s\n", KIWI_VERSION);
         return KIWI_EXIT_OK;
