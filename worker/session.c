@@ -27,6 +27,7 @@
 #define TOOL_CALLS_PER_ROUND 40
 #define MAP_ENTRIES 400
 #define MAX_TOKENS 8192
+#define N_TOOLS 7 /* tool_defs, below */
 
 static const char architect_system[]
     = "You are the Architect in Kiwi, a system that fixes code so that a repository's tests pass. You read the "
@@ -43,7 +44,7 @@ static const char implementer_system[]
 typedef struct session {
     const kiwi_session_env *env;
     const kiwi_task *task;
-    kiwi_model_tool tools[7];
+    kiwi_model_tool tools[N_TOOLS];
     uint64_t tokens_in, tokens_out;
     uint64_t budget_tokens;   /* 0: none */
     uint64_t budget_micros;   /* 0: none */
@@ -62,46 +63,6 @@ schema (const char *json)
 {
     json_error_t e;
     return json_loads (json, 0, &e);
-}
-
-static void
-tools_init (session *s)
-{
-    s->tools[0] = (kiwi_model_tool) { "list_files", "List files and directories under a directory of the "
-                                                    "repository (recursively, to a depth).",
-                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\","
-                                              "\"description\":\"directory relative to the repository root; "
-                                              "empty for the root\"},\"depth\":{\"type\":\"integer\"}},"
-                                              "\"required\":[]}") };
-    s->tools[1] = (kiwi_model_tool) { "read_file", "Read a file of the repository (at most 64 KiB from an offset).",
-                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
-                                              "\"offset\":{\"type\":\"integer\"}},\"required\":[\"path\"]}") };
-    s->tools[2] = (kiwi_model_tool) { "write_file", "Create or replace a whole file of the repository.",
-                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
-                                              "\"content\":{\"type\":\"string\"}},\"required\":[\"path\","
-                                              "\"content\"]}") };
-    s->tools[3] = (kiwi_model_tool) { "edit_file", "Replace exactly one occurrence of old_text by new_text in a "
-                                                   "file.",
-                                      schema ("{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
-                                              "\"old_text\":{\"type\":\"string\"},\"new_text\":{\"type\":"
-                                              "\"string\"}},\"required\":[\"path\",\"old_text\",\"new_text\"]}") };
-    s->tools[4] = (kiwi_model_tool) { "search", "Find lines containing a text in the repository's files.",
-                                      schema ("{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"},"
-                                              "\"path\":{\"type\":\"string\"}},\"required\":[\"text\"]}") };
-    s->tools[5] = (kiwi_model_tool) { "run", "Run a shell command in the repository's sandbox (no network). "
-                                             "Output is truncated to its last 16 KiB.",
-                                      schema ("{\"type\":\"object\",\"properties\":{\"command\":{\"type\":"
-                                              "\"string\"}},\"required\":[\"command\"]}") };
-    s->tools[6] = (kiwi_model_tool) { "run_tests", "Run the repository's test command in a fresh sandbox (no "
-                                                   "network) and report the result. Ends the round.",
-                                      schema ("{\"type\":\"object\",\"properties\":{},\"required\":[]}") };
-}
-
-static void
-tools_clear (session *s)
-{
-    for (size_t i = 0; i < 7; i++)
-        json_decref (s->tools[i].parameters);
 }
 
 static int64_t
@@ -302,6 +263,194 @@ arg_str (json_t *args, const char *key)
     return json_string_value (json_object_get (args, key));
 }
 
+/* ---------- the Implementer's tools: one table of name, description,
+ * parameters and handler ---------- */
+
+/* A tool's handler: its content (caller frees), or NULL with *err set (a
+ * NULL without *err is out of memory). `path` is the call's "path"
+ * argument, checked for NUL bytes, or NULL. Each adds its line to
+ * s->actions. */
+typedef char *(*tool_fn) (session *s, json_t *args, const char *path, kiwi_error_t *err);
+
+static char *
+tool_list_files (session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    kiwi_strv files = KIWI_STRV_INIT;
+    json_t *d = json_object_get (args, "depth");
+    int depth = json_is_integer (d) ? (int) json_integer_value (d) : 2;
+    if (depth < 1 || depth > 8)
+        depth = 2;
+    if (kiwi_ws_list (s->env->workspace, path ? path : "", depth, 500, &files, err) < 0)
+        return NULL;
+    char *out = kiwi_strv_join_lines (&files);
+    kiwi_strv_free (&files);
+    kiwi_strv_addf (&s->actions, "list %s", path && *path ? path : ".");
+    return out;
+}
+
+static char *
+tool_read_file (session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    json_t *o = json_object_get (args, "offset");
+    size_t off = json_is_integer (o) && json_integer_value (o) > 0 ? (size_t) json_integer_value (o) : 0;
+    char *data = NULL, *out = NULL;
+    size_t len = 0;
+    int truncated = 0;
+    if (path == NULL) {
+        kiwi_error_make (err, 0, "read_file needs a path");
+        return NULL;
+    }
+    if (kiwi_ws_read (s->env->workspace, path, off, READ_MAX, &data, &len, &truncated, err) < 0)
+        return NULL;
+    if (truncated) {
+        if (asprintf (&out, "%s\n[... truncated: read again with offset %zu ...]", data, off + len) < 0)
+            out = NULL;
+        free (data);
+    } else
+        out = data;
+    kiwi_strv_addf (&s->actions, "read %s", path);
+    return out;
+}
+
+static char *
+tool_write_file (session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    const char *content = arg_str (args, "content");
+    char *out = NULL;
+    if (path == NULL || content == NULL) {
+        kiwi_error_make (err, 0, "write_file needs path and content");
+        return NULL;
+    }
+    if (kiwi_ws_write (s->env->workspace, path, content, strlen (content), err) < 0)
+        return NULL;
+    kiwi_strv_addf (&s->actions, "write %s", path);
+    if (asprintf (&out, "wrote %zu bytes to %s", strlen (content), path) < 0)
+        out = NULL;
+    return out;
+}
+
+static char *
+tool_edit_file (session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    const char *old = arg_str (args, "old_text"), *nw = arg_str (args, "new_text");
+    char *out = NULL;
+    if (path == NULL || old == NULL || nw == NULL) {
+        kiwi_error_make (err, 0, "edit_file needs path, old_text and new_text");
+        return NULL;
+    }
+    if (kiwi_ws_edit (s->env->workspace, path, old, nw, err) < 0)
+        return NULL;
+    kiwi_strv_addf (&s->actions, "edit %s", path);
+    if (asprintf (&out, "edited %s", path) < 0)
+        out = NULL;
+    return out;
+}
+
+static char *
+tool_search (session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    const char *text = arg_str (args, "text");
+    kiwi_strv hits = KIWI_STRV_INIT;
+    if (kiwi_ws_search (s->env->workspace, path ? path : "", text, 200, &hits, err) < 0)
+        return NULL;
+    char *out = hits.n ? kiwi_strv_join_lines (&hits) : strdup ("no matches\n");
+    kiwi_strv_free (&hits);
+    kiwi_strv_addf (&s->actions, "search %.60s", text ? text : "");
+    return out;
+}
+
+static char *
+tool_run (session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    (void) path;
+    const char *cmd = arg_str (args, "command");
+    char *out = NULL;
+    if (cmd == NULL) {
+        kiwi_error_make (err, 0, "run needs a command");
+        return NULL;
+    }
+    if (box_ready (s, err) < 0)
+        return NULL;
+    const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    int64_t t = remaining_ms (s);
+    kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > 600000 || t == 0 ? 600000 : t, .output_cap = OUTPUT_TAIL };
+    kiwi_exec_result r;
+    if (kiwi_sandbox_exec (s->box, &x, &r, err) < 0) {
+        box_drop (s);
+        return NULL;
+    }
+    if (asprintf (&out, "exit status %d%s%s\n%s", r.exit_code, r.timed_out ? " (timed out)" : "",
+                  r.sandbox_lost ? " (the sandbox died)" : "", r.output ? r.output : "")
+        < 0)
+        out = NULL;
+    if (r.timed_out || r.sandbox_lost)
+        box_drop (s);
+    kiwi_exec_result_clear (&r);
+    kiwi_strv_addf (&s->actions, "run %.80s", cmd);
+    return out;
+}
+
+static char *
+tool_run_tests (session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    (void) args;
+    (void) path;
+    (void) err;
+    s->tests_requested = 1;
+    kiwi_strv_add (&s->actions, "run_tests");
+    return strdup ("running the tests: the result follows at the end of the round");
+}
+
+static const struct {
+    const char *name;
+    const char *description;
+    const char *parameters; /* JSON Schema of the arguments */
+    tool_fn run;
+} tool_defs[N_TOOLS] = {
+    { "list_files", "List files and directories under a directory of the repository (recursively, to a depth).",
+      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"description\":\"directory relative to "
+      "the repository root; empty for the root\"},\"depth\":{\"type\":\"integer\"}},\"required\":[]}",
+      tool_list_files },
+    { "read_file", "Read a file of the repository (at most 64 KiB from an offset).",
+      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"offset\":{\"type\":\"integer\"}},"
+      "\"required\":[\"path\"]}",
+      tool_read_file },
+    { "write_file", "Create or replace a whole file of the repository.",
+      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"}},"
+      "\"required\":[\"path\",\"content\"]}",
+      tool_write_file },
+    { "edit_file", "Replace exactly one occurrence of old_text by new_text in a file.",
+      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"old_text\":{\"type\":\"string\"},"
+      "\"new_text\":{\"type\":\"string\"}},\"required\":[\"path\",\"old_text\",\"new_text\"]}",
+      tool_edit_file },
+    { "search", "Find lines containing a text in the repository's files.",
+      "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"}},"
+      "\"required\":[\"text\"]}",
+      tool_search },
+    { "run", "Run a shell command in the repository's sandbox (no network). Output is truncated to its last 16 KiB.",
+      "{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\"}},\"required\":[\"command\"]}",
+      tool_run },
+    { "run_tests",
+      "Run the repository's test command in a fresh sandbox (no network) and report the result. Ends the round.",
+      "{\"type\":\"object\",\"properties\":{},\"required\":[]}", tool_run_tests },
+};
+
+/* The tools as the model client takes them (their parameters parsed). */
+static void
+tools_init (session *s)
+{
+    for (size_t i = 0; i < N_TOOLS; i++)
+        s->tools[i] = (kiwi_model_tool) { tool_defs[i].name, tool_defs[i].description,
+                                          schema (tool_defs[i].parameters) };
+}
+
+static void
+tools_clear (session *s)
+{
+    for (size_t i = 0; i < N_TOOLS; i++)
+        json_decref (s->tools[i].parameters);
+}
+
 /* Runs one tool call; returns its content (caller frees) and sets *is_error. */
 static char *
 run_tool (session *s, const char *name, json_t *args, bool *is_error)
@@ -309,111 +458,18 @@ run_tool (session *s, const char *name, json_t *args, bool *is_error)
     kiwi_error_t err = NULL;
     char *out = NULL;
     *is_error = false;
-    const char *root = s->env->workspace;
     const char *path = arg_str (args, "path");
     if (path != NULL && strlen (path) != json_string_length (json_object_get (args, "path"))) {
         kiwi_error_make (&err, 0, "a path with a NUL byte is not allowed");
         path = NULL;
         goto fail;
     }
-    if (strcmp (name, "list_files") == 0) {
-        kiwi_strv files = KIWI_STRV_INIT;
-        json_t *d = json_object_get (args, "depth");
-        int depth = json_is_integer (d) ? (int) json_integer_value (d) : 2;
-        if (depth < 1 || depth > 8)
-            depth = 2;
-        if (kiwi_ws_list (root, path ? path : "", depth, 500, &files, &err) < 0)
-            goto fail;
-        out = kiwi_strv_join_lines (&files);
-        kiwi_strv_free (&files);
-        kiwi_strv_addf (&s->actions, "list %s", path && *path ? path : ".");
-        return out;
-    }
-    if (strcmp (name, "read_file") == 0) {
-        json_t *o = json_object_get (args, "offset");
-        size_t off = json_is_integer (o) && json_integer_value (o) > 0 ? (size_t) json_integer_value (o) : 0;
-        char *data = NULL;
-        size_t len = 0;
-        int truncated = 0;
-        if (path == NULL || kiwi_ws_read (root, path, off, READ_MAX, &data, &len, &truncated, &err) < 0)
-            goto fail;
-        if (truncated) {
-            if (asprintf (&out, "%s\n[... truncated: read again with offset %zu ...]", data, off + len) < 0)
-                out = NULL;
-            free (data);
-        } else
-            out = data;
-        kiwi_strv_addf (&s->actions, "read %s", path);
-        return out;
-    }
-    if (strcmp (name, "write_file") == 0) {
-        const char *content = arg_str (args, "content");
-        if (path == NULL || content == NULL) {
-            kiwi_error_make (&err, 0, "write_file needs path and content");
+    for (size_t i = 0; i < N_TOOLS; i++)
+        if (strcmp (name, tool_defs[i].name) == 0) {
+            if ((out = tool_defs[i].run (s, args, path, &err)) != NULL || err == NULL)
+                return out;
             goto fail;
         }
-        if (kiwi_ws_write (root, path, content, strlen (content), &err) < 0)
-            goto fail;
-        kiwi_strv_addf (&s->actions, "write %s", path);
-        if (asprintf (&out, "wrote %zu bytes to %s", strlen (content), path) < 0)
-            out = NULL;
-        return out;
-    }
-    if (strcmp (name, "edit_file") == 0) {
-        const char *old = arg_str (args, "old_text"), *nw = arg_str (args, "new_text");
-        if (path == NULL || old == NULL || nw == NULL) {
-            kiwi_error_make (&err, 0, "edit_file needs path, old_text and new_text");
-            goto fail;
-        }
-        if (kiwi_ws_edit (root, path, old, nw, &err) < 0)
-            goto fail;
-        kiwi_strv_addf (&s->actions, "edit %s", path);
-        if (asprintf (&out, "edited %s", path) < 0)
-            out = NULL;
-        return out;
-    }
-    if (strcmp (name, "search") == 0) {
-        const char *text = arg_str (args, "text");
-        kiwi_strv hits = KIWI_STRV_INIT;
-        if (kiwi_ws_search (root, path ? path : "", text, 200, &hits, &err) < 0)
-            goto fail;
-        out = hits.n ? kiwi_strv_join_lines (&hits) : strdup ("no matches\n");
-        kiwi_strv_free (&hits);
-        kiwi_strv_addf (&s->actions, "search %.60s", text ? text : "");
-        return out;
-    }
-    if (strcmp (name, "run") == 0) {
-        const char *cmd = arg_str (args, "command");
-        if (cmd == NULL) {
-            kiwi_error_make (&err, 0, "run needs a command");
-            goto fail;
-        }
-        if (box_ready (s, &err) < 0)
-            goto fail;
-        const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-        int64_t t = remaining_ms (s);
-        kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > 600000 || t == 0 ? 600000 : t,
-                             .output_cap = OUTPUT_TAIL };
-        kiwi_exec_result r;
-        if (kiwi_sandbox_exec (s->box, &x, &r, &err) < 0) {
-            box_drop (s);
-            goto fail;
-        }
-        if (asprintf (&out, "exit status %d%s%s\n%s", r.exit_code, r.timed_out ? " (timed out)" : "",
-                      r.sandbox_lost ? " (the sandbox died)" : "", r.output ? r.output : "")
-            < 0)
-            out = NULL;
-        if (r.timed_out || r.sandbox_lost)
-            box_drop (s);
-        kiwi_exec_result_clear (&r);
-        kiwi_strv_addf (&s->actions, "run %.80s", cmd);
-        return out;
-    }
-    if (strcmp (name, "run_tests") == 0) {
-        s->tests_requested = 1;
-        kiwi_strv_add (&s->actions, "run_tests");
-        return strdup ("running the tests: the result follows at the end of the round");
-    }
     kiwi_error_make (&err, 0, "unknown tool `%s`", name);
 fail:
     *is_error = true;
@@ -434,7 +490,7 @@ call (session *s, const char *system, kiwi_model_conversation *conv, bool with_t
         .system = system,
         .conversation = conv,
         .tools = with_tools ? s->tools : NULL,
-        .n_tools = with_tools ? 7 : 0,
+        .n_tools = with_tools ? N_TOOLS : 0,
         .max_tokens = MAX_TOKENS,
     };
     memset (resp, 0, sizeof *resp);
