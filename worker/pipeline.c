@@ -561,25 +561,25 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         rc = -1;
         goto done;
     }
-    if (s0.verdict == KIWI_STEP0_INSTALL_FAILS) {
+    if (s0.status == KIWI_STEP0_INSTALL_FAILED) {
         result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s%s%s%s", s0.reason ? s0.reason : "install failed",
                       s0.note ? " (" : "", s0.note ? s0.note : "", s0.note ? ")" : "");
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
-    if (s0.verdict == KIWI_STEP0_NEEDS_NETWORK) {
+    if (s0.status == KIWI_STEP0_STOPPED && s0.needs_network) {
         result_error (out, KIWI_RESULT_NEEDS_NETWORK, "%s", s0.reason);
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
-    if (s0.verdict == KIWI_STEP0_UNVERIFIABLE) {
+    if (s0.status == KIWI_STEP0_STOPPED) {
         /* not the repository's bug: no round is spent on it */
         result_error (out, KIWI_RESULT_NOT_FIXED, "%s%s%s%s", s0.reason, s0.note ? " (" : "", s0.note ? s0.note : "",
                       s0.note ? ")" : "");
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
-    if (s0.verdict == KIWI_STEP0_PASSES) {
+    if (s0.status == KIWI_STEP0_PASSED) {
         result_error (out, KIWI_RESULT_NOT_FIXED, "the tests already pass at %s: nothing to fix%s%s%s", task->repo.ref,
                       s0.note ? " (" : "", s0.note ? s0.note : "", s0.note ? ")" : "");
         kiwi_step0_outcome_clear (&s0);

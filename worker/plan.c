@@ -253,6 +253,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
                  kiwi_step0_outcome *o, kiwi_error_t *err)
 {
     memset (o, 0, sizeof *o);
+    o->status = KIWI_STEP0_FAILED;
     cleanup_strv kiwi_strv creds = KIWI_STRV_INIT;
     for (size_t i = 0; i < task->n_test_credentials; i++)
         kiwi_strv_add (&creds, task->test_credentials[i]);
@@ -300,7 +301,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         kiwi_install_result ir;
         memset (&ir, 0, sizeof ir);
         if (install (install_ud, &plan->insp, &ir, &o->snapshot, err) < 0) {
-            o->verdict = KIWI_STEP0_INSTALL_FAILS;
+            o->status = KIWI_STEP0_INSTALL_FAILED;
             o->reason = strdup (ir.reason[0] ? ir.reason : kiwi_error_msg (*err));
             kiwi_error_free (err);
             kiwi_install_result_clear (&ir);
@@ -310,9 +311,9 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         o->exit_code = ve.exit_code;
         o->output = steal_pointer (&ve.output);
         kiwi_verify_entry_clear (&ve);
-        o->verdict = o->exit_code == 0 ? KIWI_STEP0_PASSES : KIWI_STEP0_FAILS;
+        o->status = o->exit_code == 0 ? KIWI_STEP0_PASSED : KIWI_STEP0_FAILED;
         json_t *cev = json_pack ("{s:b,s:b,s:i,s:s,s:s,s:b}", "cached", 1, "pulled", pulled, "exit_code",
-                                 o->exit_code, "status", o->verdict == KIWI_STEP0_PASSES ? "passed" : "failed",
+                                 o->exit_code, "status", kiwi_step0_status_str (o->status),
                                  "image", plan->image, "swapped", 0);
         json_t *ver = version_json (&plan->insp.image);
         if (ver)
@@ -361,21 +362,11 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     o->output = r.run.output ? strdup (r.run.output) : NULL;
     o->snapshot = r.snapshot_dir ? strdup (r.snapshot_dir) : NULL;
     o->reason = strdup (r.reason ? r.reason : r.decision.reason);
-    switch (r.status) {
-    case KIWI_STEP0_PASSED:
-        o->verdict = KIWI_STEP0_PASSES;
-        break;
-    case KIWI_STEP0_FAILED:
-        o->verdict = KIWI_STEP0_FAILS;
-        break;
-    case KIWI_STEP0_STOPPED:
-        o->verdict = r.first.cls == KIWI_FAILURE_NEEDS_NETWORK ? KIWI_STEP0_NEEDS_NETWORK : KIWI_STEP0_UNVERIFIABLE;
-        break;
-    case KIWI_STEP0_INSTALL_FAILED:
-        o->verdict = KIWI_STEP0_INSTALL_FAILS;
+    o->status = r.status;
+    o->needs_network = r.status == KIWI_STEP0_STOPPED && r.first.cls == KIWI_FAILURE_NEEDS_NETWORK;
+    if (r.status == KIWI_STEP0_INSTALL_FAILED) {
         free (o->reason);
         o->reason = strdup (r.install.reason[0] ? r.install.reason : (r.reason ? r.reason : "install failed"));
-        break;
     }
     size_t ol = o->output ? strlen (o->output) : 0;
     json_t *ev = json_pack ("{s:b,s:s,s:i,s:s,s:b,s:s,s:s,s:i,s:I,s:s}", "cached", 0, "status",

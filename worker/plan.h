@@ -56,14 +56,6 @@ int kiwi_plan_verify_key (const kiwi_plan_verify_key_input *k, char out[65]);
 int kiwi_plan_make (const kiwi_worker_config *cfg, const char *root, const char *test_command, kiwi_plan *p,
                     kiwi_error_t *err);
 
-typedef enum {
-    KIWI_STEP0_FAILS,          /* an honest failing test: the session starts */
-    KIWI_STEP0_PASSES,         /* nothing to fix */
-    KIWI_STEP0_NEEDS_NETWORK,  /* the build needs the network: stop with the cause */
-    KIWI_STEP0_INSTALL_FAILS,  /* Phase A failed (also after a swap): the reason is in `reason` */
-    KIWI_STEP0_UNVERIFIABLE,   /* no image here runs it (a version or runtime the catalogue lacks): stop, named */
-} kiwi_step0_verdict;
-
 /* Phase A for a plan's inspection, or its cached snapshot: the pipeline's
  * install, called by step 0 for the first image and again after a swap.
  * Returns 0 with *snapshot set (NULL when nothing to install) or < 0 with
@@ -72,7 +64,13 @@ typedef int (*kiwi_plan_install_fn) (void *userdata, const kiwi_inspection *in, 
                                      char **snapshot, kiwi_error_t *err);
 
 typedef struct kiwi_step0_outcome {
-    kiwi_step0_verdict verdict;
+    /* step 0's own status (step0.h): passed (nothing to fix), failed (an
+     * honest failure: the session starts), stopped (the environment cannot
+     * verify it: needs_network tells a build that needs the network from
+     * one no image here runs, a version or runtime the catalogue lacks),
+     * install_failed (the reason is in `reason`) */
+    kiwi_step0_status status;
+    bool needs_network;
     int exit_code;
     char *output;             /* the verify's output tail, for the Architect */
     char *reason;             /* NEEDS_NETWORK: the cause by name, the host, the command */
