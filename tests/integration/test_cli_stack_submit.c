@@ -168,7 +168,7 @@ test_invalid_task_produces_nothing (void **state)
 
     const char *argv4[] = { "submit", "--brokers", cli_brokers (), "--tasks-topic", "bad topic", NULL };
     assert_int_equal (cli_run (argv4, NULL, 0, &out, &err, 30), 2);
-    assert_non_null (strstr (err, "topic_tasks: invalid value `bad topic` (from flag --tasks-topic)"));
+    assert_non_null (strstr (err, "topic.tasks: invalid value `bad topic` (from flag --tasks-topic)"));
     free (out), free (err);
 
     assert_false (cli_topic_exists (topic));
