@@ -155,20 +155,6 @@ kiwi_registry_auth_free (char *value)
     free (value);
 }
 
-/* Decodes standard base64 into a new NUL-terminated string, or NULL. */
-static char *
-b64_decode (const char *in)
-{
-    return (char *) kiwi_base64_decode (in, 65536, NULL);
-}
-
-/* base64url with padding (Go's base64.URLEncoding, as dockerd decodes it). */
-static char *
-b64url_encode (const char *in)
-{
-    return kiwi_base64_form (in, strlen (in), true, true, NULL);
-}
-
 static json_t *
 auth_entry (json_t *auths, const char *domain)
 {
@@ -203,7 +189,7 @@ kiwi_registry_auth_header (const char *auth_file, const char *domain, char **val
     const char *token = json_string_value (json_object_get (e, "identitytoken"));
     const char *auth = json_string_value (json_object_get (e, "auth"));
     if (auth != NULL && *auth) {
-        decoded = b64_decode (auth);
+        decoded = (char *) kiwi_base64_decode (auth, 65536, NULL);
         char *colon = decoded ? strchr (decoded, ':') : NULL;
         if (colon == NULL) {
             rc = kiwi_error_make (err, EINVAL, "registry credentials %s: the entry for %s has an `auth` that is not "
@@ -234,7 +220,8 @@ kiwi_registry_auth_header (const char *auth_file, const char *domain, char **val
     char *text = hdr ? json_dumps (hdr, JSON_COMPACT) : NULL;
     json_decref (hdr);
     if (text != NULL) {
-        *value = b64url_encode (text);
+        /* base64url with padding (Go's base64.URLEncoding, as dockerd decodes it) */
+        *value = kiwi_base64_form (text, strlen (text), true, true, NULL);
         kiwi_registry_auth_free (text);
     }
     rc = *value ? 1 : kiwi_error_make (err, ENOMEM, "registry credentials");

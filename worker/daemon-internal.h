@@ -42,6 +42,10 @@
 
 extern char **environ;
 
+/* Held messages are bounded: past this a new message is refused as though
+ * the producer had refused it (its task stays uncommitted). */
+#define KIWI__OUTBOX_MAX_BYTES (64u * 1024u * 1024u)
+
 typedef enum { SLOT_FREE = 0, SLOT_STARTING, SLOT_RUNNING, SLOT_PUBLISHING } slot_state;
 
 typedef struct daemon daemon_t;
@@ -158,7 +162,8 @@ struct daemon {
     bool isolation_failed;    /* a failed isolation check: degraded */
     char degraded_reason[1024];
     rd_kafka_resp_err_t produce_err; /* why the last produce() was refused */
-    kiwi_outbox outbox;              /* held while the producer's queue is full (outbox.h) */
+    kiwi_outbox outbox;              /* held while the producer's queue is full (outbox.h), at most
+                                      * KIWI__OUTBOX_MAX_BYTES */
     ev_timer outbox_timer;           /* the next offer of what the outbox holds */
     pid_t gc_pid;                    /* the clean-up process (kiwi-worker --gc) running, or 0 */
     ev_child gc_child;

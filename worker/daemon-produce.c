@@ -16,10 +16,6 @@
 #include "log.h"
 #include "task.h"
 
-/* Held messages are bounded: past this a new message is refused as though
- * the producer had refused it (its task stays uncommitted). */
-#define OUTBOX_MAX_BYTES (64u * 1024u * 1024u)
-
 /* Marks a message finished and commits its partition up to the first
  * unfinished message (offsets.h). */
 void
@@ -164,7 +160,6 @@ kiwi__produce (daemon_t *d, const char *topic, const char *key, const void *buf,
     if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         bool first = kiwi_outbox_head (&d->outbox) == NULL;
         kiwi_error_t err = NULL;
-        d->outbox.max_bytes = OUTBOX_MAX_BYTES;
         if (kiwi_outbox_push (&d->outbox, topic, key, buf, len, a, kiwi_now_ms (), &err) == 0) {
             if (first) {
                 kiwi_warn ("producer queue full (broker slow or away): holding messages and offering them again");

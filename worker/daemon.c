@@ -238,7 +238,11 @@ timer_start (daemon_t *d, ev_timer *t, void (*cb) (struct ev_loop *, ev_timer *,
 int
 kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error_t *err)
 {
-    daemon_t d = { .cfg = cfg, .self_exe = self_exe, .nslots = (int) cfg->slots, .egress_fd = -1 };
+    daemon_t d = { .cfg = cfg,
+                   .self_exe = self_exe,
+                   .nslots = (int) cfg->slots,
+                   .egress_fd = -1,
+                   .outbox = { .max_bytes = KIWI__OUTBOX_MAX_BYTES } };
     d.egress = json_object ();
     d.loop = ev_default_loop (EVFLAG_AUTO);
     d.started_ms = kiwi_now_ms ();
