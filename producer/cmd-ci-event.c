@@ -333,7 +333,8 @@ listen_loop (ci_cmd *cc, const char *addr)
     }
     mainq = rd_kafka_queue_get_main (cc->rk);
     rd_kafka_queue_io_event_enable (mainq, wake[1], "1", 1);
-    cc->srv = kiwi_http_server_new (addr, cc->s->ci_max_body, on_request, cc, &err);
+    kiwi_http_limits lim = { .max_body = cc->s->ci_max_body };
+    cc->srv = kiwi_http_server_new (addr, &lim, on_request, cc, &err);
     if (cc->srv == NULL)
         goto fail;
 

@@ -1,21 +1,23 @@
 /*
- * http.h: a small HTTP/1.1 server on one thread with poll(), enough to
- * receive webhooks: one request per connection (every response says
- * "Connection: close"), bodies framed by Content-Length only, bounded head
- * and body sizes, per-connection deadlines, and responses that the handler
- * may give later (after a Kafka delivery report, say).
+ * http.h: the webhook listener's HTTP server, libmicrohttpd driven from the
+ * caller's poll() loop (one thread, no server thread): one request per
+ * connection (every response says "Connection: close"), a bounded body,
+ * per-connection timeouts, connection limits, and responses that the
+ * handler may give later (after a Kafka delivery report, say).
  *
- * What it refuses, before the handler sees anything: a head over 64 KiB
- * (431), a malformed request line or header (400), HTTP other than 1.0/1.1
- * (505), Transfer-Encoding (501: GitHub sends Content-Length), a POST or
- * PUT without Content-Length (411), a body over the limit (413, answered
- * from the head, so an `Expect: 100-continue` client never sends it), a
- * request not complete within 30 s (408). `Expect: 100-continue` is
- * answered with 100 Continue.
+ * What it refuses before the handler sees anything, with {"error": ...}: a
+ * POST without a Content-Length or a chunked body (411), a Content-Length
+ * over the bound (413 from the head, so an `Expect: 100-continue` client
+ * never sends the body), a chunked body that grows over the bound (413 at
+ * once, the rest unread). libmicrohttpd refuses malformed requests (400),
+ * heads over 64 KiB (431) and HTTP other than 1.x (505), answers
+ * `Expect: 100-continue`, closes connections idle for the timeout (no
+ * answer), leaves connections over the total limit waiting to be accepted
+ * and closes those over the per-address limit at once.
  *
  * Ownership: the server owns its connections and their buffers; a request
  * passed to the handler is valid only during the call (its connection id
- * stays valid until the response is given or the client goes away).
+ * stays valid until the response is given or the server is freed).
  */
 #ifndef KIWI_PRODUCER_HTTP_H
 #define KIWI_PRODUCER_HTTP_H
@@ -26,39 +28,32 @@
 #include "error.h"
 
 #define KIWI_HTTP_HEAD_MAX (64 * 1024)
-#define KIWI_HTTP_HEADERS_MAX 100
 #define KIWI_HTTP_CONNS_MAX 128
-#define KIWI_HTTP_REQUEST_TIMEOUT_MS 30000
+#define KIWI_HTTP_PER_IP_MAX 64
+#define KIWI_HTTP_TIMEOUT_S 30
 
-typedef struct kiwi_http_header {
-    const char *name;
-    const char *value;
-} kiwi_http_header;
+struct MHD_Connection;
 
 typedef struct kiwi_http_request {
     uint64_t conn;          /* for kiwi_http_respond */
     const char *method;     /* "POST" */
-    const char *target;     /* "/github" */
-    int minor_version;      /* HTTP/1.<minor> */
-    kiwi_http_header headers[KIWI_HTTP_HEADERS_MAX];
-    size_t n_headers;
-    long long content_length; /* -1 when absent */
+    const char *target;     /* the path, "/github" (a ?query is not part of it) */
     const char *body;
     size_t body_len;
     const char *peer;       /* "127.0.0.1:50112" */
+    struct MHD_Connection *mhd; /* for kiwi_http_header_get */
 } kiwi_http_request;
 
-/* The value of the first header called `name` (case-insensitive), or NULL. */
+/* The value of the header called `name` (case-insensitive), or NULL. */
 const char *kiwi_http_header_get (const kiwi_http_request *r, const char *name);
 
-/* Parses the head in buf[0..len) in place (NUL-terminates the pieces).
- * Returns 0 when no complete head is there yet, > 0 (the head's length,
- * blank line included) when it parsed, < 0 when the request must be
- * refused, with *status set to the HTTP status and *err to why. */
-int kiwi_http_parse_head (char *buf, size_t len, kiwi_http_request *req, int *status, kiwi_error_t *err);
-
-/* The reason phrase of a status ("Accepted"). */
-const char *kiwi_http_reason (int status);
+/* The server's bounds; a 0 field takes the default named beside it. */
+typedef struct kiwi_http_limits {
+    size_t max_body;        /* bytes; required */
+    unsigned timeout_s;     /* idle connection closed after; KIWI_HTTP_TIMEOUT_S */
+    unsigned conns_max;     /* connections at once; KIWI_HTTP_CONNS_MAX */
+    unsigned per_ip_max;    /* from one address; KIWI_HTTP_PER_IP_MAX */
+} kiwi_http_limits;
 
 typedef struct kiwi_http_server kiwi_http_server;
 
@@ -68,20 +63,20 @@ typedef void (*kiwi_http_handler) (kiwi_http_server *srv, const kiwi_http_reques
 
 /* Listens on "HOST:PORT" ("127.0.0.1:8080", "[::1]:0", ":8080" for every
  * address; port 0 picks a free one). */
-kiwi_http_server *kiwi_http_server_new (const char *listen, size_t max_body, kiwi_http_handler handler, void *ctx,
-                                        kiwi_error_t *err);
+kiwi_http_server *kiwi_http_server_new (const char *listen, const kiwi_http_limits *limits, kiwi_http_handler handler,
+                                        void *ctx, kiwi_error_t *err);
 
 /* The bound address, "127.0.0.1:43127". Borrowed. */
 const char *kiwi_http_server_address (const kiwi_http_server *srv);
 
-/* One round: polls the listening socket, the connections and `extra_fd`
- * (if >= 0) for at most timeout_ms, then serves what is ready. Returns 1
- * when extra_fd is readable, 0 otherwise, < 0 on a poll failure. EINTR
+/* One round: polls the server's sockets and `extra_fd`, `extra_fd2` (each
+ * if >= 0) for at most timeout_ms, then serves what is ready. Returns 1
+ * when an extra fd is readable, 0 otherwise, < 0 on a poll failure. EINTR
  * counts as a normal return. */
 int kiwi_http_server_poll (kiwi_http_server *srv, int extra_fd, int extra_fd2, int timeout_ms, kiwi_error_t *err);
 
-/* Answers request `conn` and closes the connection once written. Returns
- * < 0 if that connection is gone (the client left or timed out). */
+/* Answers request `conn` (a copy of body is taken); the connection closes
+ * once it is written. Returns < 0 if `conn` is not waiting for an answer. */
 int kiwi_http_respond (kiwi_http_server *srv, uint64_t conn, int status, const char *content_type, const char *body,
                        size_t len);
 
@@ -91,6 +86,7 @@ void kiwi_http_server_stop_accepting (kiwi_http_server *srv);
 /* Connections open (reading, waiting for their handler or writing). */
 size_t kiwi_http_server_open_connections (const kiwi_http_server *srv);
 
+/* Answers what still waits with 503, then closes everything. */
 void kiwi_http_server_free (kiwi_http_server *srv);
 
 #endif

@@ -1,10 +1,12 @@
 /*
- * test_cli_http.c: the webhook listener's HTTP/1.1 server: the head parser
- * (what it accepts and the status of each refusal), and the server on a
- * loopback socket: a request answered now, one answered later, 413 from the
- * head, Expect: 100-continue, a client that leaves, many clients at once.
+ * test_cli_http.c: the webhook listener's HTTP server on a loopback socket:
+ * a request answered now, one answered later, a chunked body, 413 from the
+ * head and while reading, Expect: 100-continue, a client that leaves, many
+ * clients at once; the refusals (411, 413, 400, 505, 431), a slow client
+ * timed out, the connection limits, the answer to what waits at the end.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,120 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "http.h"
-
-/* ---------------------------------------------------------------- parser */
-
-static int
-parse (const char *text, kiwi_http_request *req, int *status, char **msg)
-{
-    static char buf[KIWI_HTTP_HEAD_MAX + 16];
-    size_t n = strlen (text);
-    memcpy (buf, text, n + 1);
-    kiwi_error_t err = NULL;
-    *status = 0;
-    int r = kiwi_http_parse_head (buf, n, req, status, &err);
-    if (msg)
-        *msg = err ? strdup (kiwi_error_msg (err)) : NULL;
-    kiwi_error_free (&err);
-    return r;
-}
-
-static void
-test_parse_ok (void **state)
-{
-    kiwi_http_request req;
-    int status;
-    const char *text = "POST /github?x=1 HTTP/1.1\r\n"
-                       "Host: kiwi.example.test\r\n"
-                       "X-GitHub-Event:   workflow_run  \r\n"
-                       "x-hub-signature-256: sha256=abc\r\n"
-                       "Content-Length: 12\r\n"
-                       "\r\n"
-                       "{\"a\": true}\n";
-    int r = parse (text, &req, &status, NULL);
-    assert_int_equal (r, (int) (strlen (text) - 12));
-    assert_string_equal (req.method, "POST");
-    assert_string_equal (req.target, "/github?x=1");
-    assert_int_equal (req.minor_version, 1);
-    assert_int_equal (req.content_length, 12);
-    assert_int_equal (req.n_headers, 4);
-    assert_string_equal (kiwi_http_header_get (&req, "x-github-event"), "workflow_run");
-    assert_string_equal (kiwi_http_header_get (&req, "X-Hub-Signature-256"), "sha256=abc");
-    assert_null (kiwi_http_header_get (&req, "X-GitHub-Delivery"));
-
-    /* bare LF line ends, leading empty line, HTTP/1.0, GET without a length */
-    r = parse ("\r\nGET /healthz HTTP/1.0\nUser-Agent: t\n\n", &req, &status, NULL);
-    assert_true (r > 0);
-    assert_string_equal (req.method, "GET");
-    assert_int_equal (req.minor_version, 0);
-    assert_int_equal (req.content_length, -1);
-}
-
-static void
-test_parse_incomplete (void **state)
-{
-    kiwi_http_request req;
-    int status;
-    assert_int_equal (parse ("POST /github HTTP/1.1\r\nContent-Length: 3\r\n", &req, &status, NULL), 0);
-    assert_int_equal (parse ("", &req, &status, NULL), 0);
-    assert_int_equal (parse ("GET / HTTP/1.1\r\n\r", &req, &status, NULL), 0);
-}
-
-static void
-refused (const char *text, int want_status, const char *want_msg)
-{
-    kiwi_http_request req;
-    int status;
-    char *msg = NULL;
-    int r = parse (text, &req, &status, &msg);
-    if (r >= 0)
-        fail_msg ("accepted: %s", text);
-    assert_int_equal (status, want_status);
-    assert_string_equal (msg, want_msg);
-    free (msg);
-}
-
-static void
-test_parse_refusals (void **state)
-{
-    refused ("POST /github HTTP/1.1\r\n\r\n", 411, "Content-Length required");
-    refused ("POST /github HTTP/1.1\r\nContent-Length: 12x\r\n\r\n", 400, "malformed Content-Length");
-    refused ("POST /github HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, "malformed Content-Length");
-    refused ("POST /github HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400,
-             "conflicting Content-Length headers");
-    refused ("POST /github HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501,
-             "Transfer-Encoding is not supported; send Content-Length");
-    refused ("POST /github HTTP/2.0\r\n\r\n", 505, "only HTTP/1.x is supported");
-    refused ("POST /github\r\n\r\n", 400, "malformed request line");
-    refused ("POST  /github HTTP/1.1\r\n\r\n", 400, "malformed request line");
-    refused ("POST /github HTTP/1.1 extra\r\n\r\n", 400, "malformed request line");
-    refused ("PO(ST /github HTTP/1.1\r\n\r\n", 400, "malformed method");
-    refused ("POST /github HTTP/1.x\r\n\r\n", 400, "malformed HTTP version");
-    refused ("GET / HTTP/1.1\r\nNo colon here\r\n\r\n", 400, "malformed header");
-    refused ("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", 400, "malformed header name");
-    refused ("GET / HTTP/1.1\r\nA: b\r\n  folded\r\n\r\n", 400, "obsolete header line folding");
-    refused ("GET / HTTP/1.1\r\nA: b\x01\r\n\r\n", 400, "control character in a header value");
-
-    /* a head that never ends within 64 KiB */
-    char *big = malloc (KIWI_HTTP_HEAD_MAX + 8);
-    strcpy (big, "GET / HTTP/1.1\r\nX-Big: ");
-    size_t n = strlen (big);
-    memset (big + n, 'a', KIWI_HTTP_HEAD_MAX - n);
-    big[KIWI_HTTP_HEAD_MAX] = '\0';
-    refused (big, 431, "request head larger than 64 KiB");
-    free (big);
-
-    /* more than 100 headers */
-    char many[8192];
-    size_t m = (size_t) snprintf (many, sizeof many, "GET / HTTP/1.1\r\n");
-    for (int i = 0; i < 101; i++)
-        m += (size_t) snprintf (many + m, sizeof many - m, "H%d: v\r\n", i);
-    snprintf (many + m, sizeof many - m, "\r\n");
-    refused (many, 431, "more than 100 headers");
-}
 
 /* ---------------------------------------------------------------- server */
 
@@ -198,15 +90,15 @@ send_all (int fd, const char *buf, size_t len)
     }
 }
 
-/* Reads until the server closes (or 5 s pass). */
+/* Reads until the server closes (or ms pass without a byte). */
 static char *
-recv_all (int fd)
+recv_for (int fd, int ms)
 {
     size_t cap = 65536, n = 0;
     char *buf = malloc (cap);
     for (;;) {
         struct pollfd p = { fd, POLLIN, 0 };
-        if (poll (&p, 1, 5000) <= 0)
+        if (poll (&p, 1, ms) <= 0)
             break;
         ssize_t r = recv (fd, buf + n, cap - 1 - n, 0);
         if (r <= 0)
@@ -217,6 +109,12 @@ recv_all (int fd)
     }
     buf[n] = '\0';
     return buf;
+}
+
+static char *
+recv_all (int fd)
+{
+    return recv_for (fd, 5000);
 }
 
 static char *
@@ -234,7 +132,7 @@ test_server (void **state)
 {
     srv_ctx c = { 0 };
     kiwi_error_t err = NULL;
-    c.srv = kiwi_http_server_new ("127.0.0.1:0", 1024 * 1024, handler, &c, &err);
+    c.srv = kiwi_http_server_new ("127.0.0.1:0", &(kiwi_http_limits) { .max_body = 1024 * 1024 }, handler, &c, &err);
     assert_non_null (c.srv);
     assert_true (strncmp (kiwi_http_server_address (c.srv), "127.0.0.1:", 10) == 0);
     assert_true (atoi (strrchr (kiwi_http_server_address (c.srv), ':') + 1) > 0);
@@ -304,10 +202,20 @@ test_server (void **state)
     assert_non_null (strstr (resp, "POST /x 4 -"));
     free (resp);
 
-    /* malformed */
-    const char *bad = "POST /github HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
-    resp = exchange (c.srv, bad, strlen (bad));
-    assert_true (strncmp (resp, "HTTP/1.1 501 Not Implemented\r\n", 30) == 0);
+    /* a body many times a connection's buffer, within the limit */
+    char *body = malloc (600000 + 128);
+    int bl = sprintf (body, "POST /big HTTP/1.1\r\nContent-Length: 600000\r\n\r\n");
+    memset (body + bl, 'b', 600000);
+    resp = exchange (c.srv, body, (size_t) bl + 600000);
+    assert_non_null (strstr (resp, "POST /big 600000 -"));
+    free (resp);
+    free (body);
+
+    /* a chunked body within the limit */
+    const char *chunked = "POST /chunked HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\n!!!\r\n0\r\n\r\n";
+    resp = exchange (c.srv, chunked, strlen (chunked));
+    assert_true (strncmp (resp, "HTTP/1.1 202 Accepted\r\n", 23) == 0);
+    assert_non_null (strstr (resp, "POST /chunked 8 -"));
     free (resp);
 
     /* a client that leaves half way is dropped; the server goes on */
@@ -335,37 +243,192 @@ test_server (void **state)
 
     c.stop = 1;
     pthread_join (th, NULL);
-    assert_int_equal (c.requests, 3 + N);
+    assert_int_equal (c.requests, 5 + N);
     kiwi_http_server_free (c.srv);
+}
+
+/* Starts a server with `lim` on its own thread. */
+static void
+start (srv_ctx *c, pthread_t *th, kiwi_http_limits lim)
+{
+    kiwi_error_t err = NULL;
+    memset (c, 0, sizeof *c);
+    c->srv = kiwi_http_server_new ("127.0.0.1:0", &lim, handler, c, &err);
+    assert_non_null (c->srv);
+    pthread_create (th, NULL, serve, c);
+}
+
+static void
+finish (srv_ctx *c, pthread_t th)
+{
+    c->stop = 1;
+    pthread_join (th, NULL);
+    kiwi_http_server_free (c->srv);
+}
+
+static void
+assert_status (kiwi_http_server *srv, const char *request, const char *status_line, const char *body)
+{
+    char *resp = exchange (srv, request, strlen (request));
+    if (strncmp (resp, status_line, strlen (status_line)) != 0)
+        fail_msg ("for %.40s: %s", request, resp);
+    if (body != NULL && strstr (resp, body) == NULL)
+        fail_msg ("no %s in %s", body, resp);
+    free (resp);
+}
+
+/* What the server refuses before the handler sees it. */
+static void
+test_refusals (void **state)
+{
+    srv_ctx c;
+    pthread_t th;
+    start (&c, &th, (kiwi_http_limits) { .max_body = 100 });
+    assert_status (c.srv, "POST /github HTTP/1.1\r\n\r\n", "HTTP/1.1 411 ",
+                   "{\"error\":\"Content-Length (or a chunked body) required\"}");
+    assert_status (c.srv, "POST /github HTTP/1.1\r\nContent-Length: 101\r\n\r\n", "HTTP/1.1 413 Content Too Large\r\n",
+                   "{\"error\":\"body of 101 bytes is over the limit of 100 bytes\"}");
+    /* a chunked body that grows over the bound: 413 once it does, the rest unread */
+    char big[512];
+    int n = snprintf (big, sizeof big, "POST /github HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n%064d\r\n40\r\n%064d\r\n",
+                      0, 0);
+    int fd = connect_to (c.srv);
+    send_all (fd, big, (size_t) n); /* no last chunk: the server answers before the end */
+    char *resp = recv_all (fd);
+    close (fd);
+    assert_true (strncmp (resp, "HTTP/1.1 413 ", 13) == 0);
+    assert_non_null (strstr (resp, "{\"error\":\"body over the limit of 100 bytes\"}"));
+    free (resp);
+    /* malformed, a version other than 1.x, a head over 64 KiB */
+    assert_status (c.srv, "POST /github\r\n\r\n", "HTTP/1.1 400 ", NULL);
+    assert_status (c.srv, "POST /github HTTP/2.0\r\n\r\n", "HTTP/1.1 505 ", NULL);
+    char *head = malloc (KIWI_HTTP_HEAD_MAX + 64);
+    n = sprintf (head, "GET / HTTP/1.1\r\nX-Big: ");
+    memset (head + n, 'a', KIWI_HTTP_HEAD_MAX);
+    strcpy (head + n + KIWI_HTTP_HEAD_MAX, "\r\n\r\n");
+    assert_status (c.srv, head, "HTTP/1.1 431 ", NULL);
+    free (head);
+    finish (&c, th);
+    assert_int_equal (c.requests, 0);
+}
+
+/* A client that does not finish its request is closed after the timeout. */
+static void
+test_slow_client (void **state)
+{
+    srv_ctx c;
+    pthread_t th;
+    start (&c, &th, (kiwi_http_limits) { .max_body = 100, .timeout_s = 1 });
+    int fd = connect_to (c.srv);
+    const char *half = "POST /github HTTP/1.1\r\nContent-Length: 10\r\n\r\n01234";
+    send_all (fd, half, strlen (half));
+    struct timespec t0, t1;
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    char *resp = recv_all (fd); /* returns when the server closes, or after 5 s */
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    close (fd);
+    assert_string_equal (resp, "");
+    free (resp);
+    assert_true (t1.tv_sec - t0.tv_sec < 4);
+    finish (&c, th);
+    assert_int_equal (c.requests, 0);
+}
+
+/* `allowed` connections held open; one more: it waits in the backlog
+ * (queued = true: the total limit) or is closed at once (the per-address
+ * limit); the held ones are served. */
+static void
+limit (kiwi_http_limits lim, int allowed, bool queued)
+{
+    srv_ctx c;
+    pthread_t th;
+    start (&c, &th, lim);
+    int fds[16];
+    for (int i = 0; i < allowed; i++)
+        fds[i] = connect_to (c.srv);
+    usleep (100000);
+    int over = connect_to (c.srv);
+    send_all (over, "GET / HTTP/1.1\r\n\r\n", 18);
+    char *resp = recv_for (over, 500);
+    assert_string_equal (resp, "");
+    free (resp);
+    for (int i = 0; i < allowed; i++) {
+        char one[64];
+        int n = snprintf (one, sizeof one, "POST /n/%d HTTP/1.1\r\nContent-Length: 1\r\n\r\nx", i);
+        send_all (fds[i], one, (size_t) n);
+        resp = recv_all (fds[i]);
+        assert_true (strncmp (resp, "HTTP/1.1 202 ", 13) == 0);
+        free (resp);
+        close (fds[i]);
+    }
+    if (queued) { /* served once there is room */
+        resp = recv_all (over);
+        assert_non_null (strstr (resp, "GET / 0 -"));
+        free (resp);
+    }
+    close (over);
+    finish (&c, th);
+    assert_int_equal (c.requests, allowed + queued);
+}
+
+static void
+test_connection_limits (void **state)
+{
+    limit ((kiwi_http_limits) { .max_body = 100, .conns_max = 3 }, 3, true);
+    limit ((kiwi_http_limits) { .max_body = 100, .conns_max = 10, .per_ip_max = 2 }, 2, false);
+}
+
+/* A request still waiting for its answer when the server is freed gets 503. */
+static void
+test_free_answers_waiting (void **state)
+{
+    kiwi_error_t err = NULL;
+    srv_ctx c = { 0 };
+    c.srv = kiwi_http_server_new ("127.0.0.1:0", &(kiwi_http_limits) { .max_body = 100 }, handler, &c, &err);
+    assert_non_null (c.srv);
+    int fd = connect_to (c.srv);
+    send_all (fd, "GET /later HTTP/1.1\r\n\r\n", 23);
+    for (int i = 0; i < 50 && c.deferred == 0; i++)
+        assert_true (kiwi_http_server_poll (c.srv, -1, -1, 20, &err) >= 0);
+    assert_true (c.deferred != 0);
+    assert_int_equal (kiwi_http_server_open_connections (c.srv), 1);
+    kiwi_http_server_stop_accepting (c.srv);
+    kiwi_http_server_free (c.srv);
+    char *resp = recv_all (fd);
+    close (fd);
+    if (*resp != '\0') /* the answer may not be written before the close */
+        assert_true (strncmp (resp, "HTTP/1.1 503 ", 13) == 0);
+    free (resp);
 }
 
 static void
 test_listen_addresses (void **state)
 {
+    const kiwi_http_limits small = { .max_body = 1024 };
     kiwi_error_t err = NULL;
     static const char *bad[] = { "localhost", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:99999999" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        kiwi_http_server *s = kiwi_http_server_new (bad[i], 1024, handler, NULL, &err);
+        kiwi_http_server *s = kiwi_http_server_new (bad[i], &small, handler, NULL, &err);
         if (s != NULL)
             fail_msg ("accepted %s", bad[i]);
         assert_non_null (err);
         kiwi_error_free (&err);
     }
-    kiwi_http_server *s = kiwi_http_server_new ("[::1]:0", 1024, handler, NULL, &err);
+    kiwi_http_server *s = kiwi_http_server_new ("[::1]:0", &small, handler, NULL, &err);
     if (s != NULL) { /* IPv6 loopback may be absent in a container */
         assert_true (strncmp (kiwi_http_server_address (s), "[::1]:", 6) == 0);
         kiwi_http_server_free (s);
     }
     kiwi_error_free (&err);
-    s = kiwi_http_server_new (":0", 1024, handler, NULL, &err);
+    s = kiwi_http_server_new (":0", &small, handler, NULL, &err);
     assert_non_null (s);
     kiwi_http_server_free (s);
     /* a port in use */
-    kiwi_http_server *a = kiwi_http_server_new ("127.0.0.1:0", 1024, handler, NULL, &err);
+    kiwi_http_server *a = kiwi_http_server_new ("127.0.0.1:0", &small, handler, NULL, &err);
     assert_non_null (a);
     char again[64];
     snprintf (again, sizeof again, "%s", kiwi_http_server_address (a));
-    kiwi_http_server *b = kiwi_http_server_new (again, 1024, handler, NULL, &err);
+    kiwi_http_server *b = kiwi_http_server_new (again, &small, handler, NULL, &err);
     assert_null (b);
     assert_non_null (strstr (kiwi_error_msg (err), "Address already in use"));
     kiwi_error_free (&err);
@@ -376,8 +439,10 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_parse_ok),      cmocka_unit_test (test_parse_incomplete),
-        cmocka_unit_test (test_parse_refusals), cmocka_unit_test (test_server),
+         
+        cmocka_unit_test (test_server),        cmocka_unit_test (test_refusals),
+        cmocka_unit_test (test_slow_client),   cmocka_unit_test (test_connection_limits),
+        cmocka_unit_test (test_free_answers_waiting),
         cmocka_unit_test (test_listen_addresses),
     };
     return cmocka_run_group_tests_name ("cli_http", tests, NULL, NULL);
