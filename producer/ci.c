@@ -167,48 +167,99 @@ ignored (char **why, const char *fmt, ...)
     va_end (ap);
 }
 
+/* An event other than a completed failure is ignored (*why says so);
+ * KIWI_CI_TASK lets it go on. `runs` names what the event is about. */
 static kiwi_ci_outcome
-workflow_run (const json_t *root, const kiwi_ci_options *o, kiwi_task *out, char **why, kiwi_error_t *err)
+completed_failure (const json_t *root, const char *event, const char *runs, char **why)
 {
+    char path[64];
+    snprintf (path, sizeof path, "%s.conclusion", event);
     const char *action = str_at (root, "action");
-    const char *conclusion = str_at (root, "workflow_run.conclusion");
+    const char *conclusion = str_at (root, path);
     if (action == NULL || strcmp (action, "completed") != 0) {
-        ignored (why, "workflow_run event with action `%s`: only completed runs are turned into tasks",
-                 action ? action : "(none)");
+        ignored (why, "%s event with action `%s`: only completed %s are turned into tasks", event,
+                 action ? action : "(none)", runs);
         return KIWI_CI_IGNORED;
     }
     if (conclusion == NULL || strcmp (conclusion, "failure") != 0) {
-        ignored (why, "workflow_run completed with conclusion `%s`: only failures are turned into tasks",
+        ignored (why, "%s completed with conclusion `%s`: only failures are turned into tasks", event,
                  conclusion ? conclusion : "(none)");
         return KIWI_CI_IGNORED;
     }
+    return KIWI_CI_TASK;
+}
+
+/* The fields both events have where they have them: the clone URL, the
+ * head commit (EVENT.head_sha), the repository's name. */
+static int
+common_fields (const json_t *root, ci_fields *f, kiwi_error_t *err)
+{
+    char sha[64];
+    snprintf (sha, sizeof sha, "%s.head_sha", f->event);
+    if (require_str (root, f->event, "repository.clone_url", &f->clone_url, err) < 0
+        || require_str (root, f->event, sha, &f->sha, err) < 0)
+        return -1;
+    f->repo_name = str_at (root, "repository.full_name");
+    return 0;
+}
+
+/* The event's id (an integer at path) in buf, or an error. */
+static int
+required_id (const json_t *root, const char *event, const char *path, char *buf, size_t cap, kiwi_error_t *err)
+{
+    int_at (root, path, buf, cap);
+    if (buf[0] == '\0')
+        return kiwi_error_make_code (err, KIWI_WIRE_EINVALID, "%s event: %s: required field missing", event, path);
+    return 0;
+}
+
+/* The task from f, once its CI context (written to m) is complete. */
+static kiwi_ci_outcome
+finish (ci_fields *f, FILE *m, const kiwi_ci_options *o, kiwi_task *out, kiwi_error_t *err)
+{
+    fclose (m);
+    if (f->context != NULL)
+        keep_tail (f->context, CI_CONTEXT_MAX);
+    kiwi_ci_outcome r = build (f, o, out, err);
+    free (f->context);
+    return r;
+}
+
+/* A stream for f's CI context, or NULL with *err. */
+static FILE *
+context_stream (ci_fields *f, kiwi_error_t *err)
+{
+    size_t len = 0;
+    FILE *m = open_memstream (&f->context, &len);
+    if (m == NULL)
+        kiwi_error_make (err, errno, "building the CI context");
+    return m;
+}
+
+static kiwi_ci_outcome
+workflow_run (const json_t *root, const kiwi_ci_options *o, kiwi_task *out, char **why, kiwi_error_t *err)
+{
+    if (completed_failure (root, "workflow_run", "runs", why) != KIWI_CI_TASK)
+        return KIWI_CI_IGNORED;
     ci_fields f = { .event = "workflow_run" };
-    if (require_str (root, f.event, "repository.clone_url", &f.clone_url, err) < 0
-        || require_str (root, f.event, "workflow_run.head_sha", &f.sha, err) < 0)
+    if (common_fields (root, &f, err) < 0)
         return KIWI_CI_ERROR;
     f.branch = str_at (root, "workflow_run.head_branch");
     f.url = str_at (root, "workflow_run.html_url");
-    f.repo_name = str_at (root, "repository.full_name");
     f.name = str_at (root, "workflow_run.name");
     if (f.name == NULL || *f.name == '\0')
         f.name = str_at (root, "workflow.name");
     if (f.name == NULL || *f.name == '\0')
         f.name = "workflow";
     char run_id[32], attempt[32];
-    int_at (root, "workflow_run.id", run_id, sizeof run_id);
-    int_at (root, "workflow_run.run_attempt", attempt, sizeof attempt);
-    if (run_id[0] == '\0') {
-        kiwi_error_make_code (err, KIWI_WIRE_EINVALID, "workflow_run event: workflow_run.id: required field missing");
+    if (required_id (root, f.event, "workflow_run.id", run_id, sizeof run_id, err) < 0)
         return KIWI_CI_ERROR;
-    }
+    int_at (root, "workflow_run.run_attempt", attempt, sizeof attempt);
     snprintf (f.id, sizeof f.id, "gh-run-%s-%s", run_id, attempt[0] ? attempt : "1");
 
-    size_t len = 0;
-    FILE *m = open_memstream (&f.context, &len);
-    if (m == NULL) {
-        kiwi_error_make (err, errno, "building the CI context");
+    FILE *m = context_stream (&f, err);
+    if (m == NULL)
         return KIWI_CI_ERROR;
-    }
     fprintf (m, "GitHub Actions workflow run failed.\n");
     line (m, "workflow", f.name);
     line (m, "workflow file", str_at (root, "workflow_run.path"));
@@ -220,53 +271,30 @@ workflow_run (const json_t *root, const kiwi_ci_options *o, kiwi_task *out, char
     line (m, "commit", f.sha);
     line (m, "commit message", str_at (root, "workflow_run.head_commit.message"));
     line (m, "logs", str_at (root, "workflow_run.logs_url"));
-    fclose (m);
-    if (f.context != NULL)
-        keep_tail (f.context, CI_CONTEXT_MAX);
-    kiwi_ci_outcome r = build (&f, o, out, err);
-    free (f.context);
-    return r;
+    return finish (&f, m, o, out, err);
 }
 
 static kiwi_ci_outcome
 check_run (const json_t *root, const kiwi_ci_options *o, kiwi_task *out, char **why, kiwi_error_t *err)
 {
-    const char *action = str_at (root, "action");
-    const char *conclusion = str_at (root, "check_run.conclusion");
-    if (action == NULL || strcmp (action, "completed") != 0) {
-        ignored (why, "check_run event with action `%s`: only completed check runs are turned into tasks",
-                 action ? action : "(none)");
+    if (completed_failure (root, "check_run", "check runs", why) != KIWI_CI_TASK)
         return KIWI_CI_IGNORED;
-    }
-    if (conclusion == NULL || strcmp (conclusion, "failure") != 0) {
-        ignored (why, "check_run completed with conclusion `%s`: only failures are turned into tasks",
-                 conclusion ? conclusion : "(none)");
-        return KIWI_CI_IGNORED;
-    }
     ci_fields f = { .event = "check_run" };
-    if (require_str (root, f.event, "repository.clone_url", &f.clone_url, err) < 0
-        || require_str (root, f.event, "check_run.head_sha", &f.sha, err) < 0)
+    if (common_fields (root, &f, err) < 0)
         return KIWI_CI_ERROR;
     f.branch = str_at (root, "check_run.check_suite.head_branch");
     f.url = str_at (root, "check_run.html_url");
-    f.repo_name = str_at (root, "repository.full_name");
     f.name = str_at (root, "check_run.name");
     if (f.name == NULL || *f.name == '\0')
         f.name = "check";
     char check_id[32];
-    int_at (root, "check_run.id", check_id, sizeof check_id);
-    if (check_id[0] == '\0') {
-        kiwi_error_make_code (err, KIWI_WIRE_EINVALID, "check_run event: check_run.id: required field missing");
+    if (required_id (root, f.event, "check_run.id", check_id, sizeof check_id, err) < 0)
         return KIWI_CI_ERROR;
-    }
     snprintf (f.id, sizeof f.id, "gh-check-%s", check_id);
 
-    size_t len = 0;
-    FILE *m = open_memstream (&f.context, &len);
-    if (m == NULL) {
-        kiwi_error_make (err, errno, "building the CI context");
+    FILE *m = context_stream (&f, err);
+    if (m == NULL)
         return KIWI_CI_ERROR;
-    }
     fprintf (m, "GitHub check run failed.\n");
     line (m, "check", f.name);
     line (m, "app", str_at (root, "check_run.app.name"));
@@ -283,12 +311,7 @@ check_run (const json_t *root, const kiwi_ci_options *o, kiwi_task *out, char **
         if (v != NULL && *v != '\0')
             fprintf (m, "\n%s\n", v);
     }
-    fclose (m);
-    if (f.context != NULL)
-        keep_tail (f.context, CI_CONTEXT_MAX);
-    kiwi_ci_outcome r = build (&f, o, out, err);
-    free (f.context);
-    return r;
+    return finish (&f, m, o, out, err);
 }
 
 kiwi_ci_outcome
