@@ -140,6 +140,36 @@ put_line (FILE *f, const char *line, unsigned width)
     fputc ('\n', f);
 }
 
+/* The fleet's totals over the workers not gone. */
+typedef struct fleet_sum {
+    unsigned up, degraded, gone;
+    uint64_t busy, total, hits, lookups;
+    double tpm;
+} fleet_sum;
+
+static void
+fleet_sum_of (const kiwi_fleet *f, int64_t now_ms, fleet_sum *s)
+{
+    memset (s, 0, sizeof *s);
+    for (size_t i = 0; i < f->n; i++) {
+        const kiwi_fleet_worker *w = &f->workers[i];
+        const char *st = kiwi_fleet_state (f, w, now_ms);
+        if (strcmp (st, "gone") == 0) {
+            s->gone++;
+            continue;
+        }
+        if (strcmp (st, "degraded") == 0)
+            s->degraded++;
+        else
+            s->up++;
+        s->busy += w->hb.slots_busy;
+        s->total += w->hb.slots_total;
+        s->hits += w->hb.cache_hits;
+        s->lookups += w->hb.cache_hits + w->hb.cache_misses;
+        s->tpm += kiwi_fleet_tasks_per_min (w);
+    }
+}
+
 char *
 kiwi_fleet_table (const kiwi_fleet *f, int64_t now_ms, unsigned width)
 {
@@ -148,34 +178,16 @@ kiwi_fleet_table (const kiwi_fleet *f, int64_t now_ms, unsigned width)
     FILE *o = open_memstream (&out, &len);
     if (o == NULL)
         return NULL;
-    unsigned up = 0, degraded = 0, gone = 0;
-    uint64_t busy = 0, total = 0, hits = 0, lookups = 0;
-    double tpm = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        const kiwi_fleet_worker *w = &f->workers[i];
-        const char *st = kiwi_fleet_state (f, w, now_ms);
-        if (strcmp (st, "gone") == 0) {
-            gone++;
-            continue;
-        }
-        if (strcmp (st, "degraded") == 0)
-            degraded++;
-        else
-            up++;
-        busy += w->hb.slots_busy;
-        total += w->hb.slots_total;
-        hits += w->hb.cache_hits;
-        lookups += w->hb.cache_hits + w->hb.cache_misses;
-        tpm += kiwi_fleet_tasks_per_min (w);
-    }
+    fleet_sum t;
+    fleet_sum_of (f, now_ms, &t);
     char line[8192], hr[16];
-    if (lookups > 0)
-        snprintf (hr, sizeof hr, "%.0f%%", 100.0 * (double) hits / (double) lookups);
+    if (t.lookups > 0)
+        snprintf (hr, sizeof hr, "%.0f%%", 100.0 * (double) t.hits / (double) t.lookups);
     else
         snprintf (hr, sizeof hr, "-");
     snprintf (line, sizeof line,
-              "workers: %u up, %u degraded, %u gone | slots %llu/%llu busy | %.1f tasks/min | cache hits %s", up,
-              degraded, gone, (unsigned long long) busy, (unsigned long long) total, tpm, hr);
+              "workers: %u up, %u degraded, %u gone | slots %llu/%llu busy | %.1f tasks/min | cache hits %s", t.up,
+              t.degraded, t.gone, (unsigned long long) t.busy, (unsigned long long) t.total, t.tpm, hr);
     put_line (o, line, width);
     snprintf (line, sizeof line, "%-24s %-8s %9s %7s %7s %9s %5s %5s %6s  %s", "WORKER", "STATE", "SLOTS", "DONE",
               "FAILED", "TASKS/MIN", "CACHE", "REDIS", "SEEN", "EGRESS");
@@ -222,9 +234,6 @@ kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err)
 {
     json_t *doc = json_object ();
     json_t *arr = json_array ();
-    unsigned up = 0, degraded = 0, gone = 0;
-    uint64_t busy = 0, total = 0;
-    double tpm = 0;
     for (size_t i = 0; i < f->n; i++) {
         const kiwi_fleet_worker *w = &f->workers[i];
         const char *st = kiwi_fleet_state (f, w, now_ms);
@@ -243,24 +252,15 @@ kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err)
                                lookups ? json_real ((double) w->hb.cache_hits / (double) lookups) : json_null (),
                                "heartbeat", hb ? hb : json_null ());
         json_array_append_new (arr, o);
-        if (strcmp (st, "gone") == 0) {
-            gone++;
-            continue;
-        }
-        if (strcmp (st, "degraded") == 0)
-            degraded++;
-        else
-            up++;
-        busy += w->hb.slots_busy;
-        total += w->hb.slots_total;
-        tpm += kiwi_fleet_tasks_per_min (w);
     }
+    fleet_sum t;
+    fleet_sum_of (f, now_ms, &t);
     json_object_set_new (doc, "ts", json_integer (now_ms));
     json_object_set_new (doc, "workers", arr);
     json_object_set_new (doc, "summary",
-                         json_pack ("{s:i, s:i, s:i, s:I, s:I, s:f}", "up", (int) up, "degraded", (int) degraded,
-                                    "gone", (int) gone, "slots_busy", (json_int_t) busy, "slots_total",
-                                    (json_int_t) total, "tasks_per_min", tpm));
+                         json_pack ("{s:i, s:i, s:i, s:I, s:I, s:f}", "up", (int) t.up, "degraded", (int) t.degraded,
+                                    "gone", (int) t.gone, "slots_busy", (json_int_t) t.busy, "slots_total",
+                                    (json_int_t) t.total, "tasks_per_min", t.tpm));
     char *s = json_dumps (doc, JSON_COMPACT);
     json_decref (doc);
     if (s == NULL)
