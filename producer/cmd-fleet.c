@@ -281,10 +281,7 @@ out:
     }
     if (raw)
         tcsetattr (STDIN_FILENO, TCSANOW, &saved);
-    if (rk != NULL) {
-        rd_kafka_consumer_close (rk);
-        rd_kafka_destroy (rk);
-    }
+    kiwi_cli_consumer_free (rk);
     if (sigfd >= 0)
         close (sigfd);
     free (caught);

@@ -242,10 +242,7 @@ kiwi_cmd_tail (int argc, char **argv)
         rd_kafka_message_destroy (m);
     }
 out:
-    if (rk != NULL) {
-        rd_kafka_consumer_close (rk);
-        rd_kafka_destroy (rk);
-    }
+    kiwi_cli_consumer_free (rk);
     if (sigfd >= 0)
         close (sigfd);
     free (ends);

@@ -232,10 +232,7 @@ kiwi_cmd_wait (int argc, char **argv)
                    (long long) (kiwi_mono_ms () - started));
     }
 out:
-    if (rk != NULL) {
-        rd_kafka_consumer_close (rk);
-        rd_kafka_destroy (rk);
-    }
+    kiwi_cli_consumer_free (rk);
     if (sigfd >= 0)
         close (sigfd);
     kiwi_args_clear (&args);

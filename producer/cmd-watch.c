@@ -523,8 +523,7 @@ kiwi_cli_watch (const kiwi_cli_settings *s, kiwi_watch *w, kiwi_cli_watch_opts *
     free (l.park);
     free (l.tasks_end);
     free (l.tasks_caught);
-    rd_kafka_consumer_close (l.rk);
-    rd_kafka_destroy (l.rk);
+    kiwi_cli_consumer_free (l.rk);
     return code;
 }
 

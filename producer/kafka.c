@@ -214,6 +214,15 @@ kiwi_cli_consumer_new (const kiwi_cli_settings *s, kiwi_error_t *err)
     return rk;
 }
 
+void
+kiwi_cli_consumer_free (rd_kafka_t *rk)
+{
+    if (rk == NULL)
+        return;
+    rd_kafka_consumer_close (rk);
+    rd_kafka_destroy (rk);
+}
+
 int
 kiwi_cli_topic_partitions (rd_kafka_t *rk, const char *topic, int timeout_ms, kiwi_error_t *err)
 {

@@ -66,6 +66,9 @@ int kiwi_cli_produce_wait (rd_kafka_t *rk, kiwi_delivery *d, int timeout_ms, kiw
 /* Creates the consumer (no group membership, no commits, EOF events on). */
 rd_kafka_t *kiwi_cli_consumer_new (const kiwi_cli_settings *s, kiwi_error_t *err);
 
+/* Closes and destroys a consumer from kiwi_cli_consumer_new; NULL is fine. */
+void kiwi_cli_consumer_free (rd_kafka_t *rk);
+
 /* The number of partitions of `topic`. Returns 0 when it does not exist,
  * > 0 otherwise, < 0 with *err when the broker cannot be asked. */
 int kiwi_cli_topic_partitions (rd_kafka_t *rk, const char *topic, int timeout_ms, kiwi_error_t *err);
