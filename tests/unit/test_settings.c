@@ -116,16 +116,14 @@ test_each_type (void **state)
     accepts (KIWI_SETTING_FC_BOOT_TIMEOUT_MS, "1500");
     refuses (KIWI_SETTING_FC_BOOT_TIMEOUT_MS, "soon", "an integer from 1 to 3600000");
 
-    /* a secret's value is never in the message */
+    /* a refused value is named in the message (a secret's never is:
+     * test_git_token_read_when_loaded, test_worker_config's dump) */
     kiwi_error_t err = NULL;
-    kiwi_setting_def d = *kiwi_setting_get (KIWI_SETTING_SLOTS);
-    d.type = KIWI_SETTING_TYPE_SECRET;
-    assert_int_equal (kiwi_setting_check (&d, "hunter2", "t", 0, &err), 0);
     kiwi_settings s;
     memset (&s, 0, sizeof s);
-    const char *envp[] = { "KIWI_FC_BOOT_TIMEOUT_MS=hunter2", NULL };
+    const char *envp[] = { "KIWI_FC_BOOT_TIMEOUT_MS=later", NULL };
     assert_int_equal (kiwi_settings_load (&s, KIWI_PROGRAM_WORKER, NULL, envp, 0, &err), -1);
-    assert_non_null (strstr (kiwi_error_msg (err), "hunter2")); /* not a secret */
+    assert_non_null (strstr (kiwi_error_msg (err), "`later`"));
     kiwi_error_free (&err);
 }
 
