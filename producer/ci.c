@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "cleanup.h"
-#include "settings.h"
+#include "cli-settings.h"
 #include "task-input.h"
 #include "wire.h"
 

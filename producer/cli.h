@@ -16,7 +16,7 @@
 #include "error.h"
 #include "opts.h"
 #include "result.h"
-#include "settings.h"
+#include "cli-settings.h"
 
 /* Exit statuses shared by every command. */
 #define KIWI_EXIT_MAP(X)                                                                                      \

@@ -35,21 +35,14 @@
 
 /* ---------------------------------------------------------------- manifests */
 
-/* The manifest directory: the batch_dir setting, else ~/.kiwi/batches. */
+/* The manifest directory: the batch_dir setting, which the loader makes
+ * ~/.kiwi/batches when it is not set; NULL when neither it nor HOME is. */
 static char *
 manifest_dir (const kiwi_cli_settings *s)
 {
-    char *d = NULL;
-    if (s->batch_dir != NULL && *s->batch_dir != '\0')
-        d = strdup (s->batch_dir);
-    else {
-        const char *home = getenv ("HOME");
-        if (home == NULL || *home == '\0')
-            return NULL;
-        if (asprintf (&d, "%s/.kiwi/batches", home) < 0)
-            d = NULL;
-    }
-    return d;
+    if (s->batch_dir == NULL || *s->batch_dir == '\0')
+        return NULL;
+    return strdup (s->batch_dir);
 }
 
 /* mkdir -p for the manifest directory (at most two levels are missing:

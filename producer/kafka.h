@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "settings.h"
+#include "cli-settings.h"
 
 /* Set by the signal handlers of kiwi_cli_signals_install(). */
 extern volatile sig_atomic_t kiwi_cli_stop;

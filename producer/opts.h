@@ -26,7 +26,7 @@
 #include <stdio.h>
 
 #include "error.h"
-#include "settings.h"
+#include "cli-settings.h"
 
 /* Option ids below KIWI_OPT_OWN are task fields (task-input.h: the option
  * --max-rounds has id KIWI_TF_MAX_ROUNDS); a command's own options start at

@@ -14,27 +14,16 @@
 
 #include "fc-api.h"
 #include "sandbox.h"
+#include "settings.h"
 #include "strv.h"
 
-/* Settings of the driver, from the environment (one table in
- * driver-firecracker.c: name, default, validator). */
-typedef struct kiwi__fc_settings {
-    char *bin;            /* KIWI_FC_BIN: the firecracker executable */
-    char *kernel;         /* KIWI_FC_KERNEL: uncompressed guest kernel (vmlinux) */
-    char *initrd;         /* KIWI_FC_INITRD: optional initrd */
-    char *images;         /* KIWI_FC_IMAGES: directory of root filesystem images */
-    char *boot_args;      /* KIWI_FC_BOOT_ARGS: appended to Kiwi's own */
-    char *kvm_device;     /* KIWI_FC_KVM_DEVICE */
-    char *install_bridge; /* KIWI_FC_INSTALL_BRIDGE: bridge for Phase A taps; "" refuses Phase A */
-    char *install_net;    /* KIWI_FC_INSTALL_NET: "a.b.c.0/24": gateway .1, guests .2-.254 */
-    char *install_dns;    /* KIWI_FC_INSTALL_DNS: resolver for Phase A guests */
-    int64_t boot_timeout_ms; /* KIWI_FC_BOOT_TIMEOUT_MS */
-    bool skip_kvm_check;  /* KIWI_FC_SKIP_KVM_CHECK: go to Firecracker even without /dev/kvm (tests) */
-} kiwi__fc_settings;
+/* Settings of the driver: the firecracker.* rows of the settings table
+ * (common/settings.h), loaded by kiwi-worker with the rest and given in
+ * kiwi_sandbox_config.firecracker. */
+typedef kiwi_fc_settings kiwi__fc_settings;
 
-/* Reads the settings from the environment. Returns < 0 with *err naming
- * the variable and the accepted values. */
-int kiwi__fc_settings_load (kiwi__fc_settings *s, kiwi_error_t *err);
+/* A copy of `given`, or of the table's defaults when it is NULL. */
+int kiwi__fc_settings_load (kiwi__fc_settings *s, const kiwi_fc_settings *given, kiwi_error_t *err);
 void kiwi__fc_settings_clear (kiwi__fc_settings *s);
 
 /* The words every error about a missing KVM starts with. */

@@ -52,85 +52,31 @@
 #define FC_ROOTFS_AGENT "/sbin/kiwi-fc-agent"
 #define FC_API_TIMEOUT_MS 10000
 
-/* ----- settings: one table ----- */
+/* ----- settings: the firecracker.* rows of the settings table ----- */
 
-typedef enum { SET_STR, SET_PATH, SET_MS, SET_BOOL } setting_kind;
-
-static const struct {
-    const char *name;
-    setting_kind kind;
-    size_t offset;
-    const char *dflt;
-    const char *help;
-} settings[] = {
-    { "KIWI_FC_BIN", SET_PATH, offsetof (kiwi__fc_settings, bin), "firecracker", "the firecracker executable" },
-    { "KIWI_FC_KERNEL", SET_PATH, offsetof (kiwi__fc_settings, kernel), "/var/lib/kiwi/firecracker/vmlinux",
-      "uncompressed guest kernel" },
-    { "KIWI_FC_INITRD", SET_STR, offsetof (kiwi__fc_settings, initrd), "", "initrd for the guest, or empty" },
-    { "KIWI_FC_IMAGES", SET_PATH, offsetof (kiwi__fc_settings, images), "/var/lib/kiwi/firecracker/images",
-      "directory of root filesystem images" },
-    { "KIWI_FC_BOOT_ARGS", SET_STR, offsetof (kiwi__fc_settings, boot_args), "", "extra kernel arguments" },
-    { "KIWI_FC_KVM_DEVICE", SET_PATH, offsetof (kiwi__fc_settings, kvm_device), "/dev/kvm", "the KVM device" },
-    { "KIWI_FC_INSTALL_BRIDGE", SET_STR, offsetof (kiwi__fc_settings, install_bridge), "",
-      "bridge for Phase A tap devices; empty refuses Phase A" },
-    { "KIWI_FC_INSTALL_NET", SET_STR, offsetof (kiwi__fc_settings, install_net), "172.30.0.0/24",
-      "Phase A addresses: a /24, gateway .1" },
-    { "KIWI_FC_INSTALL_DNS", SET_STR, offsetof (kiwi__fc_settings, install_dns), "",
-      "resolver for Phase A guests; empty = the gateway" },
-    { "KIWI_FC_BOOT_TIMEOUT_MS", SET_MS, offsetof (kiwi__fc_settings, boot_timeout_ms), "30000",
-      "how long a guest may take to answer" },
-    { "KIWI_FC_SKIP_KVM_CHECK", SET_BOOL, offsetof (kiwi__fc_settings, skip_kvm_check), "false",
-      "skip the up-front /dev/kvm check (tests)" },
-};
-
+/* Copies the driver's settings (common/settings.h), or the table's defaults
+ * when none are given. */
 int
-kiwi__fc_settings_load (kiwi__fc_settings *s, kiwi_error_t *err)
+kiwi__fc_settings_load (kiwi__fc_settings *s, const kiwi_fc_settings *given, kiwi_error_t *err)
 {
-    memset (s, 0, sizeof *s);
-    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-        const char *v = getenv (settings[i].name);
-        if (v == NULL)
-            v = settings[i].dflt;
-        void *field = (char *) s + settings[i].offset;
-        switch (settings[i].kind) {
-        case SET_PATH:
-            if (*v == '\0') {
-                kiwi__fc_settings_clear (s);
-                return kiwi_error_make_code (err, KIWI_SBE_INVALID, "%s is empty: it names %s", settings[i].name,
-                                             settings[i].help);
-            }
-            /* fall through */
-        case SET_STR:
-            if ((*(char **) field = strdup (v)) == NULL) {
-                kiwi__fc_settings_clear (s);
-                return kiwi_error_make (err, ENOMEM, "settings");
-            }
-            break;
-        case SET_MS: {
-            char *end = NULL;
-            errno = 0;
-            long long n = strtoll (v, &end, 10);
-            if (errno || *end || n <= 0 || n > 3600000) {
-                kiwi__fc_settings_clear (s);
-                return kiwi_error_make_code (err, KIWI_SBE_INVALID,
-                                             "%s=`%s`: milliseconds between 1 and 3600000 expected (%s)",
-                                             settings[i].name, v, settings[i].help);
-            }
-            *(int64_t *) field = n;
-            break;
-        }
-        case SET_BOOL:
-            if (strcmp (v, "1") == 0 || strcasecmp (v, "true") == 0 || strcasecmp (v, "yes") == 0)
-                *(bool *) field = true;
-            else if (*v == '\0' || strcmp (v, "0") == 0 || strcasecmp (v, "false") == 0 || strcasecmp (v, "no") == 0)
-                *(bool *) field = false;
-            else {
-                kiwi__fc_settings_clear (s);
-                return kiwi_error_make_code (err, KIWI_SBE_INVALID, "%s=`%s`: true or false expected (%s)",
-                                             settings[i].name, v, settings[i].help);
-            }
-            break;
-        }
+    kiwi_settings dflt;
+    if (given == NULL) {
+        if (kiwi_settings_defaults (&dflt, KIWI_PROGRAM_WORKER, err) < 0)
+            return -1;
+        given = &dflt.fc;
+    }
+    *s = *given;
+    char **strs[] = { &s->bin, &s->kernel, &s->initrd, &s->images, &s->boot_args,
+                      &s->kvm_device, &s->install_bridge, &s->install_net, &s->install_dns };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if ((*strs[i] = strdup (*strs[i] ? *strs[i] : "")) == NULL)
+            rc = -1;
+    if (given == &dflt.fc)
+        kiwi_settings_clear (&dflt);
+    if (rc < 0) {
+        kiwi__fc_settings_clear (s);
+        return kiwi_error_make (err, ENOMEM, "settings");
     }
     return 0;
 }
@@ -138,12 +84,12 @@ kiwi__fc_settings_load (kiwi__fc_settings *s, kiwi_error_t *err)
 void
 kiwi__fc_settings_clear (kiwi__fc_settings *s)
 {
-    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
-        if (settings[i].kind == SET_STR || settings[i].kind == SET_PATH) {
-            char **f = (char **) ((char *) s + settings[i].offset);
-            free (*f);
-            *f = NULL;
-        }
+    char **strs[] = { &s->bin, &s->kernel, &s->initrd, &s->images, &s->boot_args,
+                      &s->kvm_device, &s->install_bridge, &s->install_net, &s->install_dns };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        free (*strs[i]);
+        *strs[i] = NULL;
+    }
 }
 
 /* ----- KVM ----- */
@@ -536,7 +482,7 @@ fc_open (const kiwi_sandbox_config *cfg, void **priv, kiwi_error_t *err)
     fc_priv *p = calloc (1, sizeof *p);
     if (p == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox driver");
-    if (kiwi__fc_settings_load (&p->set, err) < 0) {
+    if (kiwi__fc_settings_load (&p->set, cfg ? cfg->firecracker : NULL, err) < 0) {
         free (p);
         return -1;
     }

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "settings.h"
 
 /* Error codes carried by kiwi_error_code() on sandbox failures. */
 #define KIWI_SANDBOX_ERRORS(X)                                                                               \
@@ -163,6 +164,9 @@ typedef struct kiwi_sandbox_config {
     const char *registry_auth_file;
     int64_t pull_timeout_ms;
     int64_t pull_max_mb;
+    /* The firecracker driver's settings (common/settings.h), borrowed;
+     * NULL: the settings table's defaults. */
+    const kiwi_fc_settings *firecracker;
 } kiwi_sandbox_config;
 
 #define KIWI_PULL_DEFAULT_REGISTRIES "docker.io"

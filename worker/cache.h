@@ -90,7 +90,7 @@ int kiwi_cache_install_exists (kiwi_cache *c, const char *key);
  * which install entries expired (when Redis is reachable; without it,
  * snapshots go by idle age only). Logs what went. < 0 when the state dir
  * cannot be read. */
-struct kiwi_worker_config;
-int kiwi_cache_gc_main (const struct kiwi_worker_config *cfg);
+struct kiwi_settings; /* kiwi_worker_config (config.h) */
+int kiwi_cache_gc_main (const struct kiwi_settings *cfg);
 
 #endif

@@ -108,7 +108,7 @@ void
 kiwi__outbox_flush (daemon_t *d, int block_ms)
 {
     int64_t until = kiwi_now_ms () + block_ms;
-    int64_t timeout_ms = d->cfg->delivery_timeout_s * 1000;
+    int64_t timeout_ms = (int64_t) d->cfg->delivery_timeout * 1000;
     const kiwi_outbox_msg *m;
     while ((m = kiwi_outbox_head (&d->outbox)) != NULL) {
         rd_kafka_resp_err_t e = producev (d, m->topic, m->key, m->value, m->len, m->opaque);

@@ -177,7 +177,7 @@ setup_kafka (daemon_t *d, kiwi_error_t *err)
     rd_kafka_conf_set (pc, "acks", "all", errstr, sizeof errstr);
     rd_kafka_conf_set (pc, "linger.ms", "2", errstr, sizeof errstr);
     char timeout_ms[32];
-    snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) d->cfg->delivery_timeout_s * 1000);
+    snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) d->cfg->delivery_timeout * 1000);
     rd_kafka_conf_set (pc, "message.timeout.ms", timeout_ms, errstr, sizeof errstr);
     rd_kafka_conf_set_dr_msg_cb (pc, kiwi__dr_msg_cb);
     rd_kafka_conf_set_opaque (pc, d);
@@ -272,7 +272,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         /* sandboxes a crashed run of this worker left behind */
         const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, NULL);
         kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
-                                   .worker_id = cfg->worker_id };
+                                   .worker_id = cfg->worker_id, .firecracker = &cfg->fc };
         kiwi_sandbox_env *env = NULL;
         kiwi_error_t e = NULL;
         int removed = 0;

@@ -497,7 +497,7 @@ kiwi_egress_check_main (const kiwi_worker_config *cfg)
     kiwi_error_t err = NULL;
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
     kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
-                               .worker_id = cfg->worker_id };
+                               .worker_id = cfg->worker_id, .firecracker = &cfg->fc };
     kiwi_sandbox_env *env = NULL;
     char detail[2048];
     if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &env, &err) < 0) {

@@ -24,6 +24,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "settings.h"
 
 struct kiwi_metrics_server {
     struct MHD_Daemon *mhd;
@@ -31,55 +32,6 @@ struct kiwi_metrics_server {
     void *ud;
     int port;
 };
-
-/* Splits HOST:PORT (HOST possibly [v6]) into host and port; checks the
- * syntax. */
-static int
-split (const char *addr, char *host, size_t hcap, int *port, bool *v6, kiwi_error_t *err)
-{
-    const char *colon;
-    size_t hl;
-    *v6 = addr[0] == '[';
-    if (*v6) {
-        const char *close = strchr (addr, ']');
-        if (close == NULL || close[1] != ':')
-            return kiwi_error_make (err, 0, "an IPv6 address is written [ADDRESS]:PORT");
-        colon = close + 1;
-        addr++;
-        hl = (size_t) (close - addr);
-    } else {
-        colon = strrchr (addr, ':');
-        if (colon == NULL)
-            return kiwi_error_make (err, 0, "no `:PORT`");
-        hl = (size_t) (colon - addr);
-    }
-    if (hl == 0 || hl >= hcap)
-        return kiwi_error_make (err, 0, "no host before the port");
-    memcpy (host, addr, hl);
-    host[hl] = '\0';
-    if (*v6) {
-        struct in6_addr a6;
-        if (inet_pton (AF_INET6, host, &a6) != 1)
-            return kiwi_error_make (err, 0, "`%s` is not an IPv6 address", host);
-    } else if (strspn (host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != hl)
-        return kiwi_error_make (err, 0, "`%s` is not an IPv4 address or host name (an IPv6 address goes in [])",
-                                host);
-    const char *p = colon + 1;
-    size_t pl = strlen (p);
-    if (pl == 0 || pl > 5 || strspn (p, "0123456789") != pl || atoi (p) < 1 || atoi (p) > 65535)
-        return kiwi_error_make (err, 0, "`%s` is not a port from 1 to 65535", p);
-    *port = atoi (p);
-    return 0;
-}
-
-int
-kiwi_metrics_addr_check (const char *addr, kiwi_error_t *err)
-{
-    char host[256];
-    int port;
-    bool v6;
-    return split (addr, host, sizeof host, &port, &v6, err);
-}
 
 static void
 mhd_log (void *cls, const char *fmt, va_list ap)
@@ -171,7 +123,7 @@ kiwi_metrics_server_start (const char *addr, kiwi_metrics_render_fn render, void
     char host[256];
     int port;
     bool v6;
-    if (split (addr, host, sizeof host, &port, &v6, err) < 0) {
+    if (kiwi_hostport_split (addr, host, sizeof host, &port, &v6, err) < 0) {
         kiwi_error_wrap (err, "metrics address `%s`", addr);
         return NULL;
     }

@@ -17,12 +17,8 @@
 
 #include "error.h"
 
-/* The accepted form of an address, for help texts and errors. */
-#define KIWI_METRICS_ADDR_FORM "HOST:PORT (HOST an IPv4 address, [IPv6 address] or host name; PORT 1-65535)"
-
-/* Checks that `addr` has the accepted form (syntax only: nothing is
- * resolved). Returns < 0 with *err saying what is wrong. */
-int kiwi_metrics_addr_check (const char *addr, kiwi_error_t *err);
+/* The accepted form of an address (KIWI_METRICS_ADDR_FORM) and its check,
+ * kiwi_hostport_split, are the settings table's (common/settings.h). */
 
 typedef char *(*kiwi_metrics_render_fn) (void *ud, size_t *len);
 

@@ -455,7 +455,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
 
     /* 1. the repository */
     /* the token only where the operator sends it (KIWI_GIT_TOKEN_HOSTS, https) */
-    const char *token = pol->git_token && cfg->git_token_var ? getenv (cfg->git_token_var) : NULL;
+    const char *token = pol->git_token ? cfg->git_token : NULL; /* read when the settings were loaded */
     kiwi_repo_opts ro = { .state_dir = cfg->state_dir, .token = token, .timeout_ms = cfg->clone_timeout_s * 1000,
                           .max_mb = cfg->clone_max_mb, .max_checkout_mb = cfg->checkout_max_mb,
                           .max_checkout_files = cfg->checkout_max_files,
@@ -495,7 +495,8 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
                                .worker_id = cfg->worker_id, .on_start = sandbox_started,
                                .on_start_userdata = p->events, .registries = cfg->image_registries,
                                .registry_auth_file = cfg->registry_auth_file,
-                               .pull_timeout_ms = cfg->pull_timeout_s * 1000, .pull_max_mb = cfg->pull_max_mb };
+                               .pull_timeout_ms = cfg->pull_timeout_s * 1000, .pull_max_mb = cfg->pull_max_mb,
+                               .firecracker = &cfg->fc };
     if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &sb, &err) < 0) {
         result_error (out, KIWI_RESULT_ERROR, "sandbox: %s", kiwi_error_msg (err));
         goto done;

@@ -50,6 +50,7 @@
 
 #include "driver-firecracker-internal.h"
 #include "sandbox.h"
+#include "settings.h"
 #include "skip.h"
 #include "stack-env.h"
 
@@ -459,12 +460,28 @@ slurp (const char *path)
     return buf;
 }
 
+/* Opens the driver as kiwi-worker does: its firecracker.* settings loaded
+ * with the rest (here from the test's environment, which the fixtures set)
+ * and handed over in the config. */
+static int
+open_driver (const char *state, kiwi_sandbox_env **env, kiwi_error_t *err)
+{
+    extern char **environ;
+    kiwi_settings set;
+    memset (&set, 0, sizeof set);
+    if (kiwi_settings_load (&set, KIWI_PROGRAM_WORKER, NULL, (const char *const *) environ, 0, err) < 0)
+        return -1;
+    kiwi_sandbox_config cfg = { .state_dir = state, .worker_id = "w1", .firecracker = &set.fc };
+    int rc = kiwi_sandbox_env_open (&kiwi_sandbox_driver_firecracker, &cfg, env, err);
+    kiwi_settings_clear (&set); /* the driver keeps a copy */
+    return rc;
+}
+
 static int
 create_once (const fixture *f, kiwi_net_mode net, kiwi_error_t *err)
 {
-    kiwi_sandbox_config cfg = { .state_dir = f->state, .worker_id = "w1" };
     kiwi_sandbox_env *env = NULL;
-    if (kiwi_sandbox_env_open (&kiwi_sandbox_driver_firecracker, &cfg, &env, err) < 0)
+    if (open_driver (f->state, &env, err) < 0)
         return -1;
     const char *senv[] = { "PATH=/usr/bin:/bin", NULL };
     kiwi_sandbox_spec spec = {
@@ -676,10 +693,9 @@ test_reap_removes_leftovers (void **state)
     snprintf (pidtext, sizeof pidtext, "%d", (int) pid);
     sh ("echo %s > %s/pid", pidtext, dir);
     usleep (100000);
-    kiwi_sandbox_config cfg = { .state_dir = f.state, .worker_id = "w1" };
     kiwi_sandbox_env *env = NULL;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_sandbox_env_open (&kiwi_sandbox_driver_firecracker, &cfg, &env, &err), 0);
+    assert_int_equal (open_driver (f.state, &env, &err), 0);
     int removed = -1;
     assert_int_equal (kiwi_sandbox_reap (env, &removed, &err), 0);
     assert_int_equal (removed, 1);

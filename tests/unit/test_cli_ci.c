@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "ci.h"
-#include "settings.h"
+#include "cli-settings.h"
 #include "task-input.h"
 #include "wire.h"
 

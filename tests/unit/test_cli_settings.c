@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "settings.h"
+#include "cli-settings.h"
 
 static char dir[] = "/tmp/kiwi-test-settings-XXXXXX";
 
@@ -80,13 +80,14 @@ test_every_entry_is_complete (void **state)
 {
     for (int i = 0; i < KIWI_SETTING__COUNT; i++) {
         const kiwi_setting_def *d = kiwi_setting_def_get ((kiwi_setting_id) i);
-        assert_non_null (d);
+        if (d == NULL) /* kiwi-worker's only */
+            continue;
         assert_int_equal (d->id, i);
         assert_non_null (d->key);
         assert_true (strncmp (d->env, "KIWI_", 5) == 0);
         assert_non_null (d->help);
         kiwi_error_t err = NULL;
-        if (kiwi_setting_check (d, d->def, "default", &err) < 0)
+        if (kiwi_setting_check (d, kiwi_setting_default (d, KIWI_PROGRAM_KIWI), "default", 0, &err) < 0)
             fail_msg ("default of %s fails its own check: %s", d->key, kiwi_error_msg (err));
         assert_ptr_equal (kiwi_setting_by_key (d->key), d);
         if (d->flag)

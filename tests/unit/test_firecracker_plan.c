@@ -174,39 +174,45 @@ test_rootfs_naming (void **state)
     free (p);
 }
 
+/* The driver's settings are the firecracker.* rows of the settings table:
+ * the driver copies what it is given, or takes the table's defaults; the
+ * table refuses a bad value naming the key and its variable. */
 static void
 test_settings_table (void **state)
 {
     kiwi__fc_settings s;
     kiwi_error_t err = NULL;
-    unsetenv ("KIWI_FC_BOOT_TIMEOUT_MS");
-    unsetenv ("KIWI_FC_SKIP_KVM_CHECK");
-    setenv ("KIWI_FC_KERNEL", "/k/vmlinux", 1);
-    assert_int_equal (kiwi__fc_settings_load (&s, &err), 0);
-    assert_string_equal (s.kernel, "/k/vmlinux");
+    assert_int_equal (kiwi__fc_settings_load (&s, NULL, &err), 0);
+    assert_string_equal (s.kernel, "/var/lib/kiwi/firecracker/vmlinux");
     assert_string_equal (s.kvm_device, "/dev/kvm");
     assert_int_equal (s.boot_timeout_ms, 30000);
     assert_false (s.skip_kvm_check);
     assert_string_equal (s.install_bridge, "");
     kiwi__fc_settings_clear (&s);
 
-    setenv ("KIWI_FC_BOOT_TIMEOUT_MS", "soon", 1);
-    assert_int_equal (kiwi__fc_settings_load (&s, &err), -1);
-    assert_non_null (strstr (kiwi_error_msg (err), "KIWI_FC_BOOT_TIMEOUT_MS=`soon`"));
-    kiwi_error_free (&err);
-    unsetenv ("KIWI_FC_BOOT_TIMEOUT_MS");
+    kiwi_settings all;
+    const char *envp[] = { "KIWI_FC_KERNEL=/k/vmlinux", NULL };
+    memset (&all, 0, sizeof all);
+    assert_int_equal (kiwi_settings_load (&all, KIWI_PROGRAM_WORKER, NULL, envp, 0, &err), 0);
+    assert_int_equal (kiwi__fc_settings_load (&s, &all.fc, &err), 0);
+    assert_string_equal (s.kernel, "/k/vmlinux");
+    assert_ptr_not_equal (s.kernel, all.fc.kernel); /* a copy */
+    kiwi__fc_settings_clear (&s);
 
-    setenv ("KIWI_FC_SKIP_KVM_CHECK", "maybe", 1);
-    assert_int_equal (kiwi__fc_settings_load (&s, &err), -1);
+    const char *bad1[] = { "KIWI_FC_BOOT_TIMEOUT_MS=soon", NULL };
+    assert_int_equal (kiwi_settings_load (&all, KIWI_PROGRAM_WORKER, NULL, bad1, 0, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "firecracker.boot_timeout_ms: invalid value `soon` "
+                                                   "(from environment KIWI_FC_BOOT_TIMEOUT_MS)"));
+    kiwi_error_free (&err);
+    const char *bad2[] = { "KIWI_FC_SKIP_KVM_CHECK=maybe", NULL };
+    assert_int_equal (kiwi_settings_load (&all, KIWI_PROGRAM_WORKER, NULL, bad2, 0, &err), -1);
     assert_non_null (strstr (kiwi_error_msg (err), "KIWI_FC_SKIP_KVM_CHECK"));
     kiwi_error_free (&err);
-    unsetenv ("KIWI_FC_SKIP_KVM_CHECK");
-
-    setenv ("KIWI_FC_KERNEL", "", 1);
-    assert_int_equal (kiwi__fc_settings_load (&s, &err), -1);
-    assert_non_null (strstr (kiwi_error_msg (err), "KIWI_FC_KERNEL is empty"));
+    const char *bad3[] = { "KIWI_FC_KERNEL=", NULL };
+    assert_int_equal (kiwi_settings_load (&all, KIWI_PROGRAM_WORKER, NULL, bad3, 0, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "firecracker.kernel: invalid value ``"));
     kiwi_error_free (&err);
-    unsetenv ("KIWI_FC_KERNEL");
+    kiwi_settings_clear (&all);
 }
 
 static void
@@ -240,14 +246,17 @@ test_driver_is_selectable (void **state)
 static void
 test_open_refuses_without_kvm (void **state)
 {
-    setenv ("KIWI_FC_KVM_DEVICE", "/nonexistent/kvm", 1);
-    kiwi_sandbox_config cfg = { .state_dir = "/tmp", .worker_id = "t" };
-    kiwi_sandbox_env *env = NULL;
+    kiwi_settings all;
     kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_settings_defaults (&all, KIWI_PROGRAM_WORKER, &err), 0);
+    free (all.fc.kvm_device);
+    all.fc.kvm_device = strdup ("/nonexistent/kvm");
+    kiwi_sandbox_config cfg = { .state_dir = "/tmp", .worker_id = "t", .firecracker = &all.fc };
+    kiwi_sandbox_env *env = NULL;
     assert_int_equal (kiwi_sandbox_env_open (&kiwi_sandbox_driver_firecracker, &cfg, &env, &err), -1);
     assert_non_null (strstr (kiwi_error_msg (err), "opening the firecracker sandbox driver: KVM is not available"));
     kiwi_error_free (&err);
-    unsetenv ("KIWI_FC_KVM_DEVICE");
+    kiwi_settings_clear (&all);
 }
 
 static void
