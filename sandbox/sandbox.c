@@ -5,8 +5,11 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "log.h"
 
 struct kiwi_sandbox_env {
     const kiwi_sandbox_driver *drv;
@@ -183,7 +186,13 @@ kiwi_sandbox_destroy (kiwi_sandbox *sb, kiwi_error_t *err)
 {
     if (sb == NULL)
         return 0;
+    char name[256];
+    snprintf (name, sizeof name, "%s", sb->env->drv->id (sb->priv));
     int rc = sb->env->drv->destroy (sb->priv, err);
+    if (rc < 0)
+        kiwi_error_wrap (err, "removing sandbox %s (reap removes what is left)", name);
+    else
+        kiwi_debug ("sandbox %s: removed", name);
     free (sb);
     return rc;
 }

@@ -196,6 +196,7 @@ typedef struct kiwi_sandbox_driver {
     int (*exec) (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
     int (*commit) (void *sb, const char *ref, char **image_id, kiwi_error_t *err); /* may be NULL */
     int (*inspect) (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
+    /* removes and frees sb; kiwi_sandbox_destroy names the sandbox in the error */
     int (*destroy) (void *sb, kiwi_error_t *err);
     int (*reap) (void *priv, int *removed, kiwi_error_t *err); /* may be NULL */
     /* One command in a fresh sandbox that is removed afterwards: the files
