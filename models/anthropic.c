@@ -64,6 +64,13 @@ encode_block (const kiwi_model_block *b)
     return NULL;
 }
 
+/* Empty text blocks are refused. */
+static bool
+keep_block (const kiwi_model_block *b)
+{
+    return b->kind != KIWI_MODEL_BLOCK_TEXT || b->text[0] != '\0';
+}
+
 static json_t *
 encode_tool (const kiwi_model_tool *t)
 {
@@ -92,29 +99,13 @@ anthropic_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *
         if (msg == NULL || json_array_append_new (messages, msg) < 0)
             goto oom;
         /* tool results first (the API requires them before any text), then the rest in order */
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t j = 0; j < m->n_blocks; j++) {
-                const kiwi_model_block *b = &m->blocks[j];
-                if ((b->kind == KIWI_MODEL_BLOCK_TOOL_RESULT) != (pass == 0))
-                    continue;
-                if (b->kind == KIWI_MODEL_BLOCK_TEXT && b->text[0] == '\0')
-                    continue; /* empty text blocks are refused */
-                json_t *jb = encode_block (b);
-                if (jb == NULL || json_array_append_new (content, jb) < 0)
-                    goto oom;
-            }
-        if (json_array_size (content) == 0) {
-            json_decref (root);
-            kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "message %zu has only empty text", i);
-            return NULL;
-        }
-    }
-    if (req->n_tools > 0) {
-        json_t *tools = json_array ();
-        if (tools == NULL || json_object_set_new (root, "tools", tools) < 0
-            || kiwi__model_encode_tools (tools, req, encode_tool) < 0)
+        if (kiwi__model_encode_blocks (content, m, keep_block, encode_block) < 0)
             goto oom;
+        if (json_array_size (content) == 0)
+            return kiwi__model_empty_message (root, i, err);
     }
+    if (kiwi__model_add_tools (root, req, encode_tool) < 0)
+        goto oom;
     return root;
 oom:
     return kiwi__model_encode_oom (root, err);

@@ -147,6 +147,13 @@ encode_part (const kiwi_model_block *b)
     return part;
 }
 
+/* An empty text part is left out unless it carries a thoughtSignature. */
+static bool
+keep_part (const kiwi_model_block *b)
+{
+    return b->kind != KIWI_MODEL_BLOCK_TEXT || b->text[0] != '\0' || b->signature != NULL;
+}
+
 /* A functionDeclaration for one tool, its schema in Gemini's subset. */
 static json_t *
 encode_decl (const kiwi_model_tool *t)
@@ -177,22 +184,10 @@ gemini_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opt
                                parts);
         if (c == NULL || json_array_append_new (contents, c) < 0)
             goto oom;
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t j = 0; j < m->n_blocks; j++) {
-                const kiwi_model_block *b = &m->blocks[j];
-                if ((b->kind == KIWI_MODEL_BLOCK_TOOL_RESULT) != (pass == 0))
-                    continue;
-                if (b->kind == KIWI_MODEL_BLOCK_TEXT && b->text[0] == '\0' && b->signature == NULL)
-                    continue;
-                json_t *p = encode_part (b);
-                if (p == NULL || json_array_append_new (parts, p) < 0)
-                    goto oom;
-            }
-        if (json_array_size (parts) == 0) {
-            json_decref (root);
-            kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "message %zu has only empty text", i);
-            return NULL;
-        }
+        if (kiwi__model_encode_blocks (parts, m, keep_part, encode_part) < 0)
+            goto oom;
+        if (json_array_size (parts) == 0)
+            return kiwi__model_empty_message (root, i, err);
     }
     if (req->n_tools > 0) {
         json_t *decls = json_array ();

@@ -109,6 +109,21 @@ int kiwi__model_key_header (struct curl_slist **list, const char *prefix, const 
 int kiwi__model_encode_tools (json_t *into, const kiwi_model_request *req,
                               json_t *(*encode_tool) (const kiwi_model_tool *t));
 
+/* Sets root's "tools" to the array of encode_tool's objects when req has
+ * tools (Anthropic's and OpenAI's shape). < 0 out of memory. */
+int kiwi__model_add_tools (json_t *root, const kiwi_model_request *req,
+                           json_t *(*encode_tool) (const kiwi_model_tool *t));
+
+/* Appends encode(b) (a new reference, or NULL out of memory) for each block
+ * of m that keep(b) accepts, tool results first and then the rest in order.
+ * < 0 out of memory. */
+int kiwi__model_encode_blocks (json_t *into, const kiwi_model_message *m, bool (*keep) (const kiwi_model_block *b),
+                               json_t *(*encode) (const kiwi_model_block *b));
+
+/* An encoder's exit for message i with nothing left to send: releases root
+ * and sets a KIWI_MODEL_E_INVALID error. Returns NULL. */
+json_t *kiwi__model_empty_message (json_t *root, size_t i, kiwi_error_t *err);
+
 /* An encoder's out-of-memory exit: releases root (may be NULL) and sets a
  * KIWI_MODEL_E_INVALID error. Returns NULL. */
 json_t *kiwi__model_encode_oom (json_t *root, kiwi_error_t *err);

@@ -138,12 +138,8 @@ openai_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opt
     for (size_t i = 0; i < req->conversation->n_messages; i++)
         if (encode_message (messages, &req->conversation->messages[i]) < 0)
             goto oom;
-    if (req->n_tools > 0) {
-        json_t *tools = json_array ();
-        if (tools == NULL || json_object_set_new (root, "tools", tools) < 0
-            || kiwi__model_encode_tools (tools, req, encode_tool) < 0)
-            goto oom;
-    }
+    if (kiwi__model_add_tools (root, req, encode_tool) < 0)
+        goto oom;
     return root;
 oom:
     return kiwi__model_encode_oom (root, err);

@@ -37,6 +37,41 @@ kiwi__model_encode_tools (json_t *into, const kiwi_model_request *req,
     return 0;
 }
 
+int
+kiwi__model_add_tools (json_t *root, const kiwi_model_request *req, json_t *(*encode_tool) (const kiwi_model_tool *t))
+{
+    if (req->n_tools == 0)
+        return 0;
+    json_t *tools = json_array ();
+    if (tools == NULL || json_object_set_new (root, "tools", tools) < 0)
+        return -1;
+    return kiwi__model_encode_tools (tools, req, encode_tool);
+}
+
+int
+kiwi__model_encode_blocks (json_t *into, const kiwi_model_message *m, bool (*keep) (const kiwi_model_block *b),
+                           json_t *(*encode) (const kiwi_model_block *b))
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t j = 0; j < m->n_blocks; j++) {
+            const kiwi_model_block *b = &m->blocks[j];
+            if ((b->kind == KIWI_MODEL_BLOCK_TOOL_RESULT) != (pass == 0) || !keep (b))
+                continue;
+            json_t *jb = encode (b);
+            if (jb == NULL || json_array_append_new (into, jb) < 0)
+                return -1;
+        }
+    return 0;
+}
+
+json_t *
+kiwi__model_empty_message (json_t *root, size_t i, kiwi_error_t *err)
+{
+    json_decref (root);
+    kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "message %zu has only empty text", i);
+    return NULL;
+}
+
 json_t *
 kiwi__model_encode_oom (json_t *root, kiwi_error_t *err)
 {
