@@ -37,12 +37,7 @@ gemini_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
                               req->model);
         return NULL;
     }
-    char *url = NULL;
-    if (asprintf (&url, "%s/models/%s:generateContent", base, model) < 0) {
-        kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building the URL");
-        return NULL;
-    }
-    return url;
+    return kiwi__model_url (err, "%s/models/%s:generateContent", base, model);
 }
 
 static int

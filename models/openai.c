@@ -21,12 +21,7 @@
 static char *
 openai_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
 {
-    char *url = NULL;
-    if (asprintf (&url, "%s/chat/completions", base) < 0) {
-        kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building the URL");
-        return NULL;
-    }
-    return url;
+    return kiwi__model_url (err, "%s/chat/completions", base);
 }
 
 static int

@@ -1,14 +1,30 @@
 /*
  * provider-util.c: what the three providers' pure functions share (see
- * models-internal.h): the auth header that holds the key, the tools list
+ * models-internal.h): the endpoint URL, the auth header that holds the key, the tools list
  * of a request body, and the errors an encoder or decoder ends with.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
 #include "models-internal.h"
+
+char *
+kiwi__model_url (kiwi_error_t *err, const char *fmt, ...)
+{
+    char *url = NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    int r = vasprintf (&url, fmt, ap);
+    va_end (ap);
+    if (r < 0) {
+        kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building the URL");
+        return NULL;
+    }
+    return url;
+}
 
 int
 kiwi__model_key_header (struct curl_slist **list, const char *prefix, const char *key, kiwi_error_t *err)
