@@ -215,12 +215,7 @@ kiwi__docker_create_container (kiwi__docker_priv *p, const kiwi_sandbox_spec *sp
     if (s == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox");
     s->p = p;
-    unsigned rnd = 0;
-    FILE *ur = fopen ("/dev/urandom", "re");
-    if (ur == NULL || fread (&rnd, sizeof rnd, 1, ur) != 1)
-        rnd = (unsigned) kiwi_mono_ms () ^ (unsigned) getpid ();
-    if (ur)
-        fclose (ur);
+    unsigned rnd = kiwi_sandbox_name_nonce ();
     if (asprintf (&s->name, "kiwi-%s-%08x", p->worker_id, rnd) < 0) {
         free (s);
         return kiwi_error_make (err, ENOMEM, "sandbox");

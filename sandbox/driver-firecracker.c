@@ -558,12 +558,7 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
     if (s == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox");
     s->p = p;
-    unsigned rnd = 0;
-    FILE *ur = fopen ("/dev/urandom", "re");
-    if (ur == NULL || fread (&rnd, sizeof rnd, 1, ur) != 1)
-        rnd = (unsigned) kiwi_fcp_now_ms () ^ (unsigned) getpid ();
-    if (ur)
-        fclose (ur);
+    unsigned rnd = kiwi_sandbox_name_nonce ();
     if (asprintf (&s->name, "kiwi-fc-%s-%08x", p->worker_id, rnd) < 0)
         s->name = NULL;
     if (s->name == NULL || (s->dir = kiwi__fc_path_in (p->base, s->name)) == NULL

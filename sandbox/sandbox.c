@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 struct kiwi_sandbox_env {
@@ -248,6 +250,18 @@ bool
 kiwi_sandbox_cancelled (void)
 {
     return cancel_flag != NULL && *cancel_flag != 0;
+}
+
+unsigned
+kiwi_sandbox_name_nonce (void)
+{
+    unsigned rnd = 0;
+    FILE *ur = fopen ("/dev/urandom", "re");
+    if (ur == NULL || fread (&rnd, sizeof rnd, 1, ur) != 1)
+        rnd = (unsigned) kiwi_mono_ms () ^ (unsigned) getpid ();
+    if (ur)
+        fclose (ur);
+    return rnd;
 }
 
 void

@@ -264,6 +264,10 @@ int kiwi_sandbox_reap (kiwi_sandbox_env *env, int *removed, kiwi_error_t *err);
 void kiwi_sandbox_set_cancel (volatile int *flag);
 bool kiwi_sandbox_cancelled (void);
 
+/* For drivers naming a sandbox: 32 random bits from /dev/urandom, or the
+ * monotonic clock and the pid when it cannot be read. */
+unsigned kiwi_sandbox_name_nonce (void);
+
 /* Runs one command in a fresh sandbox with `puts` unpacked first, and
  * removes the sandbox on every path. Uses the driver's run_once when it has
  * one, else create + put + exec + destroy: the result is the same. */
