@@ -18,7 +18,7 @@
 static char *
 anthropic_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
 {
-    return kiwi__model_url (err, "%s/v1/messages", base);
+    return kiwi__model_url (base, "/v1/messages", "", "", err);
 }
 
 static int

@@ -37,7 +37,7 @@ gemini_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
                               req->model);
         return NULL;
     }
-    return kiwi__model_url (err, "%s/models/%s:generateContent", base, model);
+    return kiwi__model_url (base, "/models/", model, ":generateContent", err);
 }
 
 static int

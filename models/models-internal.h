@@ -100,9 +100,11 @@ char *kiwi__strdup0 (const char *s);
 
 /* Shared by the providers (provider-util.c). */
 
-/* A provider's endpoint URL, formatted. New string, or NULL with a
- * KIWI_MODEL_E_INVALID error out of memory. */
-char *kiwi__model_url (kiwi_error_t *err, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+/* A provider's endpoint URL: base, path, model and suffix joined (model
+ * and suffix may be ""). New string, or NULL with a KIWI_MODEL_E_INVALID
+ * error out of memory. */
+char *kiwi__model_url (const char *base, const char *path, const char *model, const char *suffix,
+                       kiwi_error_t *err);
 
 /* Appends the header "<prefix><key>" (e.g. "x-api-key: "), wiping the
  * copy it formats. < 0 with KIWI_MODEL_E_INVALID out of memory. */

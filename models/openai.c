@@ -21,7 +21,7 @@
 static char *
 openai_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
 {
-    return kiwi__model_url (err, "%s/chat/completions", base);
+    return kiwi__model_url (base, "/chat/completions", "", "", err);
 }
 
 static int

@@ -3,7 +3,6 @@
  * models-internal.h): the endpoint URL, the auth header that holds the key, the tools list
  * of a request body, and the errors an encoder or decoder ends with.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +11,10 @@
 #include "models-internal.h"
 
 char *
-kiwi__model_url (kiwi_error_t *err, const char *fmt, ...)
+kiwi__model_url (const char *base, const char *path, const char *model, const char *suffix, kiwi_error_t *err)
 {
     char *url = NULL;
-    va_list ap;
-    va_start (ap, fmt);
-    int r = vasprintf (&url, fmt, ap);
-    va_end (ap);
-    if (r < 0) {
+    if (asprintf (&url, "%s%s%s%s", base, path, model, suffix) < 0) {
         kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building the URL");
         return NULL;
     }
