@@ -18,12 +18,7 @@
 static char *
 anthropic_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
 {
-    char *url = NULL;
-    if (asprintf (&url, "%s/v1/messages", base) < 0) {
-        kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building the URL");
-        return NULL;
-    }
-    return url;
+    return kiwi__model_url (base, "/v1/messages", "", "", err);
 }
 
 static int
@@ -33,17 +28,7 @@ anthropic_headers (struct curl_slist **list, const char *key, kiwi_error_t *err)
     if (l == NULL)
         return kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building headers");
     *list = l;
-    if (key != NULL) {
-        cleanup_free char *h = NULL;
-        if (asprintf (&h, "x-api-key: %s", key) < 0 || (l = curl_slist_append (*list, h)) == NULL) {
-            if (h != NULL)
-                explicit_bzero (h, strlen (h));
-            return kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building headers");
-        }
-        explicit_bzero (h, strlen (h));
-        *list = l;
-    }
-    return 0;
+    return key != NULL ? kiwi__model_key_header (list, "x-api-key: ", key, err) : 0;
 }
 
 static json_t *
@@ -74,6 +59,20 @@ encode_block (const kiwi_model_block *b)
     return NULL;
 }
 
+/* Empty text blocks are refused. */
+static bool
+keep_block (const kiwi_model_block *b)
+{
+    return b->kind != KIWI_MODEL_BLOCK_TEXT || b->text[0] != '\0';
+}
+
+static json_t *
+encode_tool (const kiwi_model_tool *t)
+{
+    return json_pack ("{s:s, s:s, s:O}", "name", t->name, "description", t->description, "input_schema",
+                      t->parameters);
+}
+
 static json_t *
 anthropic_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opts, kiwi_error_t *err)
 {
@@ -95,65 +94,34 @@ anthropic_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *
         if (msg == NULL || json_array_append_new (messages, msg) < 0)
             goto oom;
         /* tool results first (the API requires them before any text), then the rest in order */
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t j = 0; j < m->n_blocks; j++) {
-                const kiwi_model_block *b = &m->blocks[j];
-                if ((b->kind == KIWI_MODEL_BLOCK_TOOL_RESULT) != (pass == 0))
-                    continue;
-                if (b->kind == KIWI_MODEL_BLOCK_TEXT && b->text[0] == '\0')
-                    continue; /* empty text blocks are refused */
-                json_t *jb = encode_block (b);
-                if (jb == NULL || json_array_append_new (content, jb) < 0)
-                    goto oom;
-            }
-        if (json_array_size (content) == 0) {
-            json_decref (root);
-            kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "message %zu has only empty text", i);
-            return NULL;
-        }
-    }
-    if (req->n_tools > 0) {
-        json_t *tools = json_array ();
-        if (tools == NULL || json_object_set_new (root, "tools", tools) < 0)
+        if (kiwi__model_encode_blocks (content, m, keep_block, encode_block) < 0)
             goto oom;
-        for (size_t i = 0; i < req->n_tools; i++) {
-            const kiwi_model_tool *t = &req->tools[i];
-            json_t *jt = json_pack ("{s:s, s:s, s:O}", "name", t->name, "description", t->description,
-                                    "input_schema", t->parameters);
-            if (jt == NULL || json_array_append_new (tools, jt) < 0)
-                goto oom;
-        }
+        if (json_array_size (content) == 0)
+            return kiwi__model_empty_message (root, i, err);
     }
+    if (kiwi__model_add_tools (root, req, encode_tool) < 0)
+        goto oom;
     return root;
 oom:
-    if (root != NULL)
-        json_decref (root);
-    kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory encoding the request");
-    return NULL;
-}
-
-static int
-malformed (kiwi_error_t *err, const char *what)
-{
-    return kiwi_error_make_code (err, KIWI_MODEL_E_MALFORMED_RESPONSE, "%s", what);
+    return kiwi__model_encode_oom (root, err);
 }
 
 static int
 anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
 {
     if (!json_is_object (body))
-        return malformed (err, "response is not a JSON object");
+        return kiwi__model_malformed (err, "response is not a JSON object");
     const char *type = kiwi__model_json_str (body, "type");
     if (type == NULL || strcmp (type, "message") != 0)
-        return malformed (err, "response type is not \"message\"");
+        return kiwi__model_malformed (err, "response type is not \"message\"");
     json_t *content = json_object_get (body, "content");
     if (!json_is_array (content))
-        return malformed (err, "response has no content array");
+        return kiwi__model_malformed (err, "response has no content array");
     json_t *usage = json_object_get (body, "usage");
     uint64_t in = 0, out = 0;
     if (!json_is_object (usage) || !kiwi__json_uint (usage, "input_tokens", &in)
         || !kiwi__json_uint (usage, "output_tokens", &out))
-        return malformed (err, "response has no usage.input_tokens/output_tokens");
+        return kiwi__model_malformed (err, "response has no usage.input_tokens/output_tokens");
     uint64_t extra = 0;
     /* cached prompt tokens are input too (billed at their own rates) */
     if (kiwi__json_uint (usage, "cache_creation_input_tokens", &extra))
@@ -170,18 +138,18 @@ anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     {
         const char *bt = kiwi__model_json_str (b, "type");
         if (bt == NULL)
-            return malformed (err, "a content block has no type");
+            return kiwi__model_malformed (err, "a content block has no type");
         if (strcmp (bt, "text") == 0) {
             const char *text = kiwi__model_json_str (b, "text");
             if (text == NULL)
-                return malformed (err, "a text block has no text");
+                return kiwi__model_malformed (err, "a text block has no text");
             if (kiwi_model_message_add_text (&resp->message, text, err) < 0)
                 return -1;
         } else if (strcmp (bt, "tool_use") == 0) {
             const char *id = kiwi__model_json_str (b, "id"), *name = kiwi__model_json_str (b, "name");
             json_t *input = json_object_get (b, "input");
             if (id == NULL || id[0] == '\0' || name == NULL || !json_is_object (input))
-                return malformed (err, "a tool_use block lacks id, name or an input object");
+                return kiwi__model_malformed (err, "a tool_use block lacks id, name or an input object");
             if (kiwi_model_message_add_tool_call (&resp->message, id, name, input, err) < 0)
                 return -1;
         }
@@ -191,7 +159,7 @@ anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     json_t *sr = json_object_get (body, "stop_reason");
     const char *stop = json_is_string (sr) ? json_string_value (sr) : NULL;
     if (sr != NULL && !json_is_null (sr) && stop == NULL)
-        return malformed (err, "stop_reason is not a string");
+        return kiwi__model_malformed (err, "stop_reason is not a string");
     resp->stop_raw = kiwi__strdup0 (stop);
     if (stop == NULL)
         resp->stop = KIWI_MODEL_STOP_OTHER;
@@ -204,7 +172,7 @@ anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     else
         resp->stop = KIWI_MODEL_STOP_OTHER;
     if (resp->stop == KIWI_MODEL_STOP_TOOL_USE && kiwi_model_message_n_tool_calls (&resp->message) == 0)
-        return malformed (err, "stop_reason tool_use without a tool_use block");
+        return kiwi__model_malformed (err, "stop_reason tool_use without a tool_use block");
     resp->request_id = kiwi__strdup0 (kiwi__model_json_str (body, "id"));
     return 0;
 }

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "models-internal.h"
+#include "strbuf.h"
 
 /* ------------------------------------------------------------ selector --- */
 
@@ -430,20 +431,7 @@ on_body (char *data, size_t size, size_t nmemb, void *userdata)
         x->too_large = true;
         return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
     }
-    if (x->len + n + 1 > x->cap) {
-        size_t cap = x->cap ? x->cap : 16384;
-        while (cap < x->len + n + 1)
-            cap *= 2;
-        char *nb = realloc (x->body, cap);
-        if (nb == NULL)
-            return 0;
-        x->body = nb;
-        x->cap = cap;
-    }
-    memcpy (x->body + x->len, data, n);
-    x->len += n;
-    x->body[x->len] = '\0';
-    return n;
+    return kiwi_strbuf_append (&x->body, &x->len, &x->cap, data, n) < 0 ? 0 : n;
 }
 
 /* If the header line is `name: value`, a copy of the trimmed value. */
@@ -531,12 +519,9 @@ attempt_set (attempt *a, kiwi_model_failure f, bool retryable, const char *fmt, 
 {
     a->failure = f;
     a->retryable = retryable;
-    free (a->detail);
-    a->detail = NULL;
     va_list ap;
     va_start (ap, fmt);
-    if (vasprintf (&a->detail, fmt, ap) < 0)
-        a->detail = NULL;
+    kiwi_str_vset (&a->detail, fmt, ap);
     va_end (ap);
 }
 

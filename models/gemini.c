@@ -37,29 +37,13 @@ gemini_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
                               req->model);
         return NULL;
     }
-    char *url = NULL;
-    if (asprintf (&url, "%s/models/%s:generateContent", base, model) < 0) {
-        kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building the URL");
-        return NULL;
-    }
-    return url;
+    return kiwi__model_url (base, "/models/", model, ":generateContent", err);
 }
 
 static int
 gemini_headers (struct curl_slist **list, const char *key, kiwi_error_t *err)
 {
-    if (key == NULL)
-        return 0;
-    cleanup_free char *h = NULL;
-    struct curl_slist *l = NULL;
-    if (asprintf (&h, "x-goog-api-key: %s", key) < 0 || (l = curl_slist_append (*list, h)) == NULL) {
-        if (h != NULL)
-            explicit_bzero (h, strlen (h));
-        return kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building headers");
-    }
-    explicit_bzero (h, strlen (h));
-    *list = l;
-    return 0;
+    return key != NULL ? kiwi__model_key_header (list, "x-goog-api-key: ", key, err) : 0;
 }
 
 /* Keywords of Gemini's Schema (an OpenAPI 3.0 subset). */
@@ -158,6 +142,23 @@ encode_part (const kiwi_model_block *b)
     return part;
 }
 
+/* An empty text part is left out unless it carries a thoughtSignature. */
+static bool
+keep_part (const kiwi_model_block *b)
+{
+    return b->kind != KIWI_MODEL_BLOCK_TEXT || b->text[0] != '\0' || b->signature != NULL;
+}
+
+/* A functionDeclaration for one tool, its schema in Gemini's subset. */
+static json_t *
+encode_decl (const kiwi_model_tool *t)
+{
+    json_t *params = gemini_schema (t->parameters, 0);
+    return params != NULL ? json_pack ("{s:s, s:s, s:o}", "name", t->name, "description", t->description,
+                                       "parameters", params)
+                          : NULL;
+}
+
 static json_t *
 gemini_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opts, kiwi_error_t *err)
 {
@@ -178,37 +179,17 @@ gemini_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opt
                                parts);
         if (c == NULL || json_array_append_new (contents, c) < 0)
             goto oom;
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t j = 0; j < m->n_blocks; j++) {
-                const kiwi_model_block *b = &m->blocks[j];
-                if ((b->kind == KIWI_MODEL_BLOCK_TOOL_RESULT) != (pass == 0))
-                    continue;
-                if (b->kind == KIWI_MODEL_BLOCK_TEXT && b->text[0] == '\0' && b->signature == NULL)
-                    continue;
-                json_t *p = encode_part (b);
-                if (p == NULL || json_array_append_new (parts, p) < 0)
-                    goto oom;
-            }
-        if (json_array_size (parts) == 0) {
-            json_decref (root);
-            kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "message %zu has only empty text", i);
-            return NULL;
-        }
+        if (kiwi__model_encode_blocks (parts, m, keep_part, encode_part) < 0)
+            goto oom;
+        if (json_array_size (parts) == 0)
+            return kiwi__model_empty_message (root, i, err);
     }
     if (req->n_tools > 0) {
         json_t *decls = json_array ();
         json_t *tools = json_pack ("[{s:o}]", "functionDeclarations", decls);
-        if (tools == NULL || json_object_set_new (root, "tools", tools) < 0)
+        if (tools == NULL || json_object_set_new (root, "tools", tools) < 0
+            || kiwi__model_encode_tools (decls, req, encode_decl) < 0)
             goto oom;
-        for (size_t i = 0; i < req->n_tools; i++) {
-            const kiwi_model_tool *t = &req->tools[i];
-            json_t *params = gemini_schema (t->parameters, 0);
-            json_t *d = params != NULL ? json_pack ("{s:s, s:s, s:o}", "name", t->name, "description", t->description,
-                                                    "parameters", params)
-                                       : NULL;
-            if (d == NULL || json_array_append_new (decls, d) < 0)
-                goto oom;
-        }
     }
     json_t *gc = json_pack ("{s:i}", "maxOutputTokens", req->max_tokens);
     if (gc == NULL || json_object_set_new (root, "generationConfig", gc) < 0)
@@ -217,16 +198,7 @@ gemini_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opt
         goto oom;
     return root;
 oom:
-    if (root != NULL)
-        json_decref (root);
-    kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory encoding the request");
-    return NULL;
-}
-
-static int
-malformed (kiwi_error_t *err, const char *what)
-{
-    return kiwi_error_make_code (err, KIWI_MODEL_E_MALFORMED_RESPONSE, "%s", what);
+    return kiwi__model_encode_oom (root, err);
 }
 
 static char *
@@ -244,11 +216,11 @@ static int
 gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
 {
     if (!json_is_object (body))
-        return malformed (err, "response is not a JSON object");
+        return kiwi__model_malformed (err, "response is not a JSON object");
     resp->message.role = KIWI_MODEL_ROLE_ASSISTANT;
     json_t *usage = json_object_get (body, "usageMetadata");
     if (usage != NULL && !json_is_object (usage))
-        return malformed (err, "usageMetadata is not an object");
+        return kiwi__model_malformed (err, "usageMetadata is not an object");
     uint64_t v = 0;
     if (kiwi__json_uint (usage, "promptTokenCount", &v))
         resp->usage.input_tokens = v;
@@ -260,11 +232,11 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
 
     json_t *cands = json_object_get (body, "candidates");
     if (cands != NULL && !json_is_array (cands))
-        return malformed (err, "candidates is not an array");
+        return kiwi__model_malformed (err, "candidates is not an array");
     if (json_array_size (cands) == 0) {
         const char *block = kiwi__model_json_str (json_object_get (body, "promptFeedback"), "blockReason");
         if (block == NULL)
-            return malformed (err, "response has no candidates");
+            return kiwi__model_malformed (err, "response has no candidates");
         resp->stop = KIWI_MODEL_STOP_OTHER;
         if (asprintf (&resp->stop_raw, "prompt blocked: %s", block) < 0)
             resp->stop_raw = NULL;
@@ -272,19 +244,19 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     }
     json_t *cand = json_array_get (cands, 0);
     if (!json_is_object (cand))
-        return malformed (err, "candidates[0] is not an object");
+        return kiwi__model_malformed (err, "candidates[0] is not an object");
     json_t *content = json_object_get (cand, "content");
     json_t *parts = json_object_get (content, "parts");
     if (content != NULL && !json_is_object (content))
-        return malformed (err, "candidates[0].content is not an object");
+        return kiwi__model_malformed (err, "candidates[0].content is not an object");
     if (parts != NULL && !json_is_array (parts))
-        return malformed (err, "candidates[0].content.parts is not an array");
+        return kiwi__model_malformed (err, "candidates[0].content.parts is not an array");
     size_t i;
     json_t *part;
     json_array_foreach (parts, i, part)
     {
         if (!json_is_object (part))
-            return malformed (err, "a part is not an object");
+            return kiwi__model_malformed (err, "a part is not an object");
         const char *sig = kiwi__model_json_str (part, "thoughtSignature");
         json_t *fc = json_object_get (part, "functionCall");
         const char *text = kiwi__model_json_str (part, "text");
@@ -294,7 +266,7 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
             const char *name = kiwi__model_json_str (fc, "name");
             json_t *args = json_object_get (fc, "args");
             if (name == NULL || (args != NULL && !json_is_object (args)))
-                return malformed (err, "a functionCall lacks a name or has non-object args");
+                return kiwi__model_malformed (err, "a functionCall lacks a name or has non-object args");
             const char *id = kiwi__model_json_str (fc, "id");
             cleanup_free char *made = NULL;
             if (id == NULL || id[0] == '\0')
@@ -311,7 +283,7 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
             kiwi_model_block *b = &resp->message.blocks[resp->message.n_blocks - 1];
             b->signature = strdup (sig);
             if (b->signature == NULL)
-                return malformed (err, "out of memory decoding");
+                return kiwi__model_malformed (err, "out of memory decoding");
         }
     }
     const char *finish = kiwi__model_json_str (cand, "finishReason");
@@ -326,7 +298,7 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     else
         resp->stop = KIWI_MODEL_STOP_OTHER;
     if (resp->message.n_blocks == 0 && resp->stop == KIWI_MODEL_STOP_END_TURN)
-        return malformed (err, "candidates[0] finished with STOP but has no parts");
+        return kiwi__model_malformed (err, "candidates[0] finished with STOP but has no parts");
     return 0;
 }
 

@@ -98,4 +98,43 @@ bool kiwi__json_uint (json_t *obj, const char *key, uint64_t *out);
 /* strdup that takes NULL. */
 char *kiwi__strdup0 (const char *s);
 
+/* Shared by the providers (provider-util.c). */
+
+/* A provider's endpoint URL: base, path, model and suffix joined (model
+ * and suffix may be ""). New string, or NULL with a KIWI_MODEL_E_INVALID
+ * error out of memory. */
+char *kiwi__model_url (const char *base, const char *path, const char *model, const char *suffix,
+                       kiwi_error_t *err);
+
+/* Appends the header "<prefix><key>" (e.g. "x-api-key: "), wiping the
+ * copy it formats. < 0 with KIWI_MODEL_E_INVALID out of memory. */
+int kiwi__model_key_header (struct curl_slist **list, const char *prefix, const char *key, kiwi_error_t *err);
+
+/* Appends encode_tool's object (a new reference, or NULL out of memory)
+ * for each of req's tools to the array `into`. < 0 out of memory. */
+int kiwi__model_encode_tools (json_t *into, const kiwi_model_request *req,
+                              json_t *(*encode_tool) (const kiwi_model_tool *t));
+
+/* Sets root's "tools" to the array of encode_tool's objects when req has
+ * tools (Anthropic's and OpenAI's shape). < 0 out of memory. */
+int kiwi__model_add_tools (json_t *root, const kiwi_model_request *req,
+                           json_t *(*encode_tool) (const kiwi_model_tool *t));
+
+/* Appends encode(b) (a new reference, or NULL out of memory) for each block
+ * of m that keep(b) accepts, tool results first and then the rest in order.
+ * < 0 out of memory. */
+int kiwi__model_encode_blocks (json_t *into, const kiwi_model_message *m, bool (*keep) (const kiwi_model_block *b),
+                               json_t *(*encode) (const kiwi_model_block *b));
+
+/* An encoder's exit for message i with nothing left to send: releases root
+ * and sets a KIWI_MODEL_E_INVALID error. Returns NULL. */
+json_t *kiwi__model_empty_message (json_t *root, size_t i, kiwi_error_t *err);
+
+/* An encoder's out-of-memory exit: releases root (may be NULL) and sets a
+ * KIWI_MODEL_E_INVALID error. Returns NULL. */
+json_t *kiwi__model_encode_oom (json_t *root, kiwi_error_t *err);
+
+/* A decoder's failure: KIWI_MODEL_E_MALFORMED_RESPONSE saying `what`. Returns -1. */
+int kiwi__model_malformed (kiwi_error_t *err, const char *what);
+
 #endif

@@ -21,29 +21,13 @@
 static char *
 openai_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)
 {
-    char *url = NULL;
-    if (asprintf (&url, "%s/chat/completions", base) < 0) {
-        kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building the URL");
-        return NULL;
-    }
-    return url;
+    return kiwi__model_url (base, "/chat/completions", "", "", err);
 }
 
 static int
 openai_headers (struct curl_slist **list, const char *key, kiwi_error_t *err)
 {
-    if (key == NULL)
-        return 0;
-    cleanup_free char *h = NULL;
-    struct curl_slist *l = NULL;
-    if (asprintf (&h, "Authorization: Bearer %s", key) < 0 || (l = curl_slist_append (*list, h)) == NULL) {
-        if (h != NULL)
-            explicit_bzero (h, strlen (h));
-        return kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory building headers");
-    }
-    explicit_bzero (h, strlen (h));
-    *list = l;
-    return 0;
+    return key != NULL ? kiwi__model_key_header (list, "Authorization: Bearer ", key, err) : 0;
 }
 
 /* Appends the messages for one conversation message. */
@@ -122,6 +106,13 @@ encode_message (json_t *messages, const kiwi_model_message *m)
 }
 
 static json_t *
+encode_tool (const kiwi_model_tool *t)
+{
+    return json_pack ("{s:s, s:{s:s, s:s, s:O}}", "type", "function", "function", "name", t->name, "description",
+                      t->description, "parameters", t->parameters);
+}
+
+static json_t *
 openai_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opts, kiwi_error_t *err)
 {
     json_t *root = json_pack ("{s:s}", "model", req->model);
@@ -142,44 +133,25 @@ openai_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opt
     for (size_t i = 0; i < req->conversation->n_messages; i++)
         if (encode_message (messages, &req->conversation->messages[i]) < 0)
             goto oom;
-    if (req->n_tools > 0) {
-        json_t *tools = json_array ();
-        if (tools == NULL || json_object_set_new (root, "tools", tools) < 0)
-            goto oom;
-        for (size_t i = 0; i < req->n_tools; i++) {
-            const kiwi_model_tool *t = &req->tools[i];
-            json_t *jt = json_pack ("{s:s, s:{s:s, s:s, s:O}}", "type", "function", "function", "name", t->name,
-                                    "description", t->description, "parameters", t->parameters);
-            if (jt == NULL || json_array_append_new (tools, jt) < 0)
-                goto oom;
-        }
-    }
+    if (kiwi__model_add_tools (root, req, encode_tool) < 0)
+        goto oom;
     return root;
 oom:
-    if (root != NULL)
-        json_decref (root);
-    kiwi_error_make_code (err, KIWI_MODEL_E_INVALID, "out of memory encoding the request");
-    return NULL;
-}
-
-static int
-malformed (kiwi_error_t *err, const char *what)
-{
-    return kiwi_error_make_code (err, KIWI_MODEL_E_MALFORMED_RESPONSE, "%s", what);
+    return kiwi__model_encode_oom (root, err);
 }
 
 static int
 openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
 {
     if (!json_is_object (body))
-        return malformed (err, "response is not a JSON object");
+        return kiwi__model_malformed (err, "response is not a JSON object");
     json_t *choices = json_object_get (body, "choices");
     if (!json_is_array (choices) || json_array_size (choices) == 0)
-        return malformed (err, "response has no choices");
+        return kiwi__model_malformed (err, "response has no choices");
     json_t *choice = json_array_get (choices, 0);
     json_t *message = json_object_get (choice, "message");
     if (!json_is_object (message))
-        return malformed (err, "choices[0] has no message");
+        return kiwi__model_malformed (err, "choices[0] has no message");
     resp->message.role = KIWI_MODEL_ROLE_ASSISTANT;
 
     json_t *content = json_object_get (message, "content");
@@ -188,11 +160,11 @@ openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
             && kiwi_model_message_add_text (&resp->message, json_string_value (content), err) < 0)
             return -1;
     } else if (content != NULL && !json_is_null (content)) {
-        return malformed (err, "message content is neither a string nor null");
+        return kiwi__model_malformed (err, "message content is neither a string nor null");
     }
     json_t *calls = json_object_get (message, "tool_calls");
     if (calls != NULL && !json_is_null (calls) && !json_is_array (calls))
-        return malformed (err, "message tool_calls is not an array");
+        return kiwi__model_malformed (err, "message tool_calls is not an array");
     size_t i;
     json_t *call;
     json_array_foreach (calls, i, call)
@@ -201,7 +173,7 @@ openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
         json_t *fn = json_object_get (call, "function");
         const char *name = kiwi__model_json_str (fn, "name"), *args = kiwi__model_json_str (fn, "arguments");
         if (id == NULL || id[0] == '\0' || name == NULL || args == NULL)
-            return malformed (err, "a tool call lacks id, function.name or function.arguments");
+            return kiwi__model_malformed (err, "a tool call lacks id, function.name or function.arguments");
         json_t *parsed = NULL;
         if (args[strspn (args, " \t\r\n")] == '\0') {
             parsed = json_object (); /* no arguments at all */
@@ -236,15 +208,15 @@ openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     else
         resp->stop = KIWI_MODEL_STOP_OTHER;
     if (resp->stop == KIWI_MODEL_STOP_TOOL_USE && n_calls == 0)
-        return malformed (err, "finish_reason tool_calls without a tool call");
+        return kiwi__model_malformed (err, "finish_reason tool_calls without a tool call");
 
     json_t *usage = json_object_get (body, "usage");
     if (json_is_object (usage)) {
         if (!kiwi__json_uint (usage, "prompt_tokens", &resp->usage.input_tokens)
             || !kiwi__json_uint (usage, "completion_tokens", &resp->usage.output_tokens))
-            return malformed (err, "usage lacks prompt_tokens or completion_tokens");
+            return kiwi__model_malformed (err, "usage lacks prompt_tokens or completion_tokens");
     } else if (usage != NULL && !json_is_null (usage)) {
-        return malformed (err, "usage is not an object");
+        return kiwi__model_malformed (err, "usage is not an object");
     }
     resp->request_id = kiwi__strdup0 (kiwi__model_json_str (body, "id"));
     return 0;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cleanup.h"
+#include "strbuf.h"
 
 struct kiwi_docker {
     CURL *curl;
@@ -38,32 +39,12 @@ typedef struct {
     size_t len, cap;
 } growbuf;
 
-static int
-growbuf_append (growbuf *g, const char *data, size_t n)
-{
-    if (g->len + n + 1 > g->cap) {
-        size_t cap = g->cap ? g->cap : 1024;
-        while (cap < g->len + n + 1)
-            cap *= 2;
-        char *nb = realloc (g->buf, cap);
-        if (nb == NULL)
-            return -1;
-        g->buf = nb;
-        g->cap = cap;
-    }
-    memcpy (g->buf + g->len, data, n);
-    g->len += n;
-    g->buf[g->len] = '\0';
-    return 0;
-}
-
 static size_t
 collect_cb (char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     size_t n = size * nmemb;
-    if (growbuf_append ((growbuf *) userdata, ptr, n) < 0)
-        return 0;
-    return n;
+    growbuf *g = userdata;
+    return kiwi_strbuf_append (&g->buf, &g->len, &g->cap, ptr, n) < 0 ? 0 : n;
 }
 
 typedef struct {
@@ -91,7 +72,7 @@ stream_cb (char *ptr, size_t size, size_t nmemb, void *userdata)
         s->checked = 1;
     }
     if (s->failed_status)
-        return growbuf_append (&s->error_body, ptr, n) < 0 ? 0 : n;
+        return kiwi_strbuf_append (&s->error_body.buf, &s->error_body.len, &s->error_body.cap, ptr, n) < 0 ? 0 : n;
     return s->sink (ptr, n, s->userdata) < 0 ? 0 : n;
 }
 

@@ -1,12 +1,16 @@
 /*
- * driver-docker-internal.h: pieces of the Docker driver exposed to unit
- * tests (the network lock test builds the create request without a daemon).
+ * driver-docker-internal.h: what the files of the Docker driver share
+ * (driver-docker.c: lifecycle; driver-docker-plan.c: the container body;
+ * driver-docker-exec.c: commands and files; driver-docker-pull.c: image
+ * pulls), and the pieces unit tests use (the network lock test builds the
+ * create request without a daemon).
  */
 #ifndef KIWI_SANDBOX_DRIVER_DOCKER_INTERNAL_H
 #define KIWI_SANDBOX_DRIVER_DOCKER_INTERNAL_H
 
 #include <jansson.h>
 
+#include "disk.h"
 #include "docker-api.h"
 #include "sandbox.h"
 
@@ -63,5 +67,57 @@ typedef struct kiwi__docker_pull_cfg {
 /* The driver's ensure_image over `api` (driver-docker-pull.c). */
 int kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, const char *image,
                                kiwi_pull_progress_cb progress, void *userdata, bool *pulled, kiwi_error_t *err);
+
+/* The driver's state (one per open driver). Strings owned; api and probe
+ * owned and closed by the driver's close. */
+typedef struct kiwi__docker_priv {
+    const kiwi__docker_flavour *flavour;
+    kiwi_docker *api;
+    kiwi_docker *probe; /* second connection: liveness checks during a streamed exec */
+    char *state_dir;
+    char *worker_id;
+    kiwi__docker_pull_cfg pull;
+    char *resolv_path; /* <state>/gvisor-resolv.conf under a flavour with install_resolv_conf, else NULL */
+} kiwi__docker_priv;
+
+/* One sandbox: a container and its disk. id, name and disk owned;
+ * p borrowed from the driver. */
+typedef struct kiwi__docker_sb {
+    kiwi__docker_priv *p;
+    char *id;   /* container id */
+    char *name; /* container and disk name */
+    kiwi_disk *disk;
+} kiwi__docker_sb;
+
+/* A JSON array of the strings of a NULL-terminated list (NULL: empty). New
+ * reference (driver-docker-plan.c). */
+json_t *kiwi__docker_string_array (const char *const *list);
+
+/* Lifecycle (driver-docker.c). */
+
+/* Frees s and its strings; the container and disk must be gone
+ * (kiwi__docker_remove_all) or handed on. */
+void kiwi__docker_sb_free (kiwi__docker_sb *s);
+
+/* Removes the container (if any) and the disk; frees nothing else. err may
+ * be NULL; the first failure is kept. */
+int kiwi__docker_remove_all (kiwi__docker_sb *s, kiwi_error_t *err);
+
+/* Creates the disk and the container for `spec`; `oneshot` as in
+ * kiwi__docker_create_body. The container is not started. *out owned by
+ * the caller (kiwi__docker_remove_all, kiwi__docker_sb_free). */
+int kiwi__docker_create_container (kiwi__docker_priv *p, const kiwi_sandbox_spec *spec, const kiwi_exec_spec *oneshot,
+                                   kiwi__docker_sb **out, kiwi_error_t *err);
+
+/* Starts a created container. */
+int kiwi__docker_start_container (kiwi__docker_sb *s, const kiwi_sandbox_spec *spec, kiwi_error_t *err);
+
+/* Commands and files (driver-docker-exec.c): the driver operations of the
+ * same names in sandbox.h, over a kiwi__docker_sb or kiwi__docker_priv. */
+int kiwi__docker_put_archive (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
+int kiwi__docker_get_archive (void *sb, const char *inner, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err);
+int kiwi__docker_exec (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
+int kiwi__docker_run_once (void *priv, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts, size_t nputs,
+                           const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err);
 
 #endif

@@ -1,8 +1,11 @@
 /*
- * driver-firecracker-internal.h: the pieces of the firecracker driver that
- * tests reach directly: its settings, the configuration plan (the API
- * calls that make a microVM, as data), the KVM check, and the host side of
- * the agent protocol over an already connected descriptor.
+ * driver-firecracker-internal.h: what the files of the firecracker driver
+ * share, and the pieces tests reach directly: its settings, the
+ * configuration plan (the API calls that make a microVM, as data), the KVM
+ * check, the host side of the agent protocol over an already connected
+ * descriptor (driver-firecracker-conn.c), the Firecracker process
+ * (driver-firecracker-vm.c) and the exec and archive operations
+ * (driver-firecracker-exec.c).
  */
 #ifndef KIWI_SANDBOX_DRIVER_FIRECRACKER_INTERNAL_H
 #define KIWI_SANDBOX_DRIVER_FIRECRACKER_INTERNAL_H
@@ -145,5 +148,90 @@ int kiwi__fc_put (int fd, const char *dir, const char *user, const void *tar, si
 /* Streams `path` out as tar to sink(1, ...). */
 int kiwi__fc_get (int fd, const char *path, kiwi_archive_sink sink, void *userdata, int64_t deadline_ms,
                   kiwi_error_t *err);
+
+/* ----- the driver's state, shared by its files ----- */
+
+/* One open driver (driver-firecracker.c). Settings and strings owned. */
+typedef struct kiwi__fc_priv {
+    kiwi__fc_settings set;
+    char *base;      /* <state>/firecracker */
+    char *worker_id;
+} kiwi__fc_priv;
+
+/* One sandbox: a Firecracker process and its directory under p->base.
+ * Strings and env owned; p borrowed from the driver. */
+typedef struct kiwi__fc_sb {
+    kiwi__fc_priv *p;
+    char *name;
+    char *dir;
+    char *api_sock;
+    char *vsock_uds;
+    char *workspace;
+    char *log;
+    char *tap;       /* NULL without network */
+    char *lease;     /* lease file of the guest's address, or NULL */
+    char *user;
+    kiwi_strv env;
+    int64_t pids;
+    pid_t pid;       /* the Firecracker process; 0 once reaped */
+    int status;      /* its wait status once reaped */
+    bool killed;     /* by Kiwi (deadline) */
+} kiwi__fc_sb;
+
+/* Whether a Firecracker message blames KVM itself (opening /dev/kvm,
+ * creating the VM) rather than the guest (driver-firecracker.c). */
+bool kiwi__fc_blames_kvm (const char *s);
+
+/* Kills the process and removes everything on the host: tap, lease, the
+ * sandbox directory. Frees nothing; err may be NULL (driver-firecracker.c). */
+int kiwi__fc_remove_all (kiwi__fc_sb *s, kiwi_error_t *err);
+
+/* ----- the Firecracker process on the host (driver-firecracker-vm.c) ----- */
+
+/* "<dir>/<file>", or NULL out of memory. Caller frees. */
+char *kiwi__fc_path_in (const char *dir, const char *file);
+
+/* Writes `text` to a new 0600 file at path. < 0 with errno on failure. */
+int kiwi__fc_write_file (const char *path, const char *text);
+
+/* Removes dir and everything below it; a missing dir is fine. */
+int kiwi__fc_remove_tree (const char *dir, kiwi_error_t *err);
+
+/* Whether the Firecracker process still runs; reaps it when not. */
+bool kiwi__fc_vm_alive (kiwi__fc_sb *s);
+
+/* Why the process stopped, for messages (the telling part of its log). */
+void kiwi__fc_describe_exit (kiwi__fc_sb *s, char *why, size_t len);
+
+/* A kiwi__fc_alive_fn over a kiwi__fc_sb. */
+bool kiwi__fc_alive (void *sb, char *why, size_t len);
+
+/* Kills the process (SIGKILL) and reaps it. */
+void kiwi__fc_kill_vm (kiwi__fc_sb *s);
+
+/* Starts Firecracker on s->api_sock with its output in s->log, and writes
+ * the pid file that reap reads. */
+int kiwi__fc_spawn (kiwi__fc_sb *s, kiwi_error_t *err);
+
+/* An error for a process that exited `when` ("during start-up"), blaming
+ * KVM (KIWI_SBE_UNAVAILABLE, KIWI_FC_NO_KVM) when its output does. */
+int kiwi__fc_exited_error (kiwi__fc_sb *s, const char *when, kiwi_error_t *err);
+
+/* Waits up to 5 s for the API socket to answer. */
+int kiwi__fc_wait_api (kiwi__fc_sb *s, kiwi_fc_api *api, kiwi_error_t *err);
+
+/* Waits up to the boot timeout for the guest agent's hello. */
+int kiwi__fc_wait_agent (kiwi__fc_sb *s, kiwi_error_t *err);
+
+/* The driver's reap: removes what sandboxes of this worker left under the
+ * driver's directory, killing their Firecracker processes. */
+int kiwi__fc_reap (void *priv, int *removed, kiwi_error_t *err);
+
+/* ----- commands and files (driver-firecracker-exec.c) ----- */
+
+/* The driver operations of the same names in sandbox.h, over a kiwi__fc_sb. */
+int kiwi__fc_op_exec (void *sb, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err);
+int kiwi__fc_op_put_archive (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
+int kiwi__fc_op_get_archive (void *sb, const char *path, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err);
 
 #endif

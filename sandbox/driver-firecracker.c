@@ -21,6 +21,13 @@
  *
  * A deadline kills the microVM (the Firecracker process); every exit path
  * removes the process, the sockets and the drive files.
+ *
+ * This file is the driver itself: its settings, the KVM check, the plan,
+ * and a sandbox's making and removal (directory, workspace drive, Phase A
+ * tap and lease, the microVM configured and started, inspect, destroy).
+ * The Firecracker process is handled in driver-firecracker-vm.c, commands
+ * and files in driver-firecracker-exec.c, the agent protocol in
+ * driver-firecracker-conn.c.
  */
 #include "driver-firecracker-internal.h"
 
@@ -112,8 +119,8 @@ kiwi__fc_check_kvm (const char *device, kiwi_error_t *err)
 /* Whether a Firecracker message blames KVM itself (opening /dev/kvm,
  * creating the VM): "Kvm error: ..." or a /dev/kvm path. A guest that a
  * working KVM could not run (KVM_EXIT_INTERNAL_ERROR) is not that. */
-static bool
-blames_kvm (const char *s)
+bool
+kiwi__fc_blames_kvm (const char *s)
 {
     return s != NULL && (strcasestr (s, "kvm error") != NULL || strstr (s, "/dev/kvm") != NULL);
 }
@@ -230,7 +237,7 @@ kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *p, kiwi_error_t *err)
         if (kiwi_fc_api_call (api, s->method, s->path, s->body, FC_API_TIMEOUT_MS, NULL, NULL, &fault, err) == 0)
             continue;
         bool start = strcmp (s->path, "/actions") == 0;
-        if (start && blames_kvm (fault)) {
+        if (start && kiwi__fc_blames_kvm (fault)) {
             one_line (fault);
             kiwi_error_free (err);
             return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
@@ -263,36 +270,8 @@ kiwi__fc_rootfs_path (const char *images_dir, const char *image)
 
 /* ----- the driver ----- */
 
-typedef struct {
-    kiwi__fc_settings set;
-    char *base;      /* <state>/firecracker */
-    char *worker_id;
-} fc_priv;
-
-typedef struct {
-    fc_priv *p;
-    char *name;
-    char *dir;
-    char *api_sock;
-    char *vsock_uds;
-    char *workspace;
-    char *log;
-    char *tap;       /* NULL without network */
-    char *lease;     /* lease file of the guest's address, or NULL */
-    char *user;
-    kiwi_strv env;
-    int64_t pids;
-    pid_t pid;       /* the Firecracker process; 0 once reaped */
-    int status;      /* its wait status once reaped */
-    bool killed;     /* by Kiwi (deadline) */
-} fc_sb;
-
-static char *
-path_in (const char *dir, const char *file)
-{
-    char *p = NULL;
-    return asprintf (&p, "%s/%s", dir, file) < 0 ? NULL : p;
-}
+/* The driver's state (driver-firecracker-internal.h). */
+typedef kiwi__fc_priv fc_priv;
 
 static int
 mkdir_p (const char *path, mode_t mode)
@@ -310,126 +289,7 @@ mkdir_p (const char *path, mode_t mode)
 }
 
 static int
-rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    if (flag == FTW_DP)
-        return rmdir (path) < 0 && errno != ENOENT ? -1 : 0;
-    return unlink (path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int
-remove_tree (const char *dir, kiwi_error_t *err)
-{
-    if (nftw (dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
-        return kiwi_error_make (err, errno, "removing %s", dir);
-    return 0;
-}
-
-/* Last bytes of Firecracker's log, one line, for error messages. */
-static void
-log_tail_n (const char *log, char *out, size_t outsz)
-{
-    out[0] = '\0';
-    cleanup_close int fd = open (log, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || outsz < 2)
-        return;
-    off_t end = lseek (fd, 0, SEEK_END);
-    off_t want = (off_t) outsz - 1;
-    off_t from = end > want ? end - want : 0;
-    ssize_t n = pread (fd, out, (size_t) want, from);
-    if (n <= 0) {
-        out[0] = '\0';
-        return;
-    }
-    out[n] = '\0';
-    for (char *c = out; *c; c++)
-        if (*c == '\n' || *c == '\r' || *c == '\t')
-            *c = ' ';
-    char *s = out;
-    while (*s == ' ')
-        s++;
-    size_t len = strlen (s);
-    while (len > 0 && s[len - 1] == ' ')
-        s[--len] = '\0';
-    memmove (out, s, len + 1);
-}
-
-static void
-log_tail (const char *log, char *out, size_t outsz)
-{
-    log_tail_n (log, out, outsz);
-}
-
-/* The part of Firecracker's log that says why a microVM stopped: from a
- * KVM exit or a guest kernel panic when there is one, else the end. */
-static void
-telling_tail (const char *log, char *out, size_t outsz)
-{
-    char big[4096];
-    log_tail_n (log, big, sizeof big);
-    static const char *const marks[] = { "Kernel panic", "KVM_EXIT_", "kiwi-fc-agent:" };
-    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
-        char *m = strstr (big, marks[i]);
-        if (m != NULL) {
-            snprintf (out, outsz, "%s", m);
-            return;
-        }
-    }
-    size_t n = strlen (big);
-    snprintf (out, outsz, "%s", n >= outsz ? big + n - (outsz - 1) : big);
-}
-
-/* Whether the Firecracker process still runs; reaps it when not. */
-static bool
-vm_alive (fc_sb *s)
-{
-    if (s->pid <= 0)
-        return false;
-    pid_t w = waitpid (s->pid, &s->status, WNOHANG);
-    if (w == s->pid || (w < 0 && errno == ECHILD)) {
-        s->pid = 0;
-        return false;
-    }
-    return true;
-}
-
-static void
-describe_exit (fc_sb *s, char *why, size_t len)
-{
-    char tail[160];
-    telling_tail (s->log, tail, sizeof tail);
-    if (s->killed)
-        snprintf (why, len, "the microVM was killed at the deadline");
-    else if (WIFEXITED (s->status))
-        snprintf (why, len, "the microVM stopped (firecracker exited with %d)%s%s", WEXITSTATUS (s->status),
-                  *tail ? ": " : "", tail);
-    else
-        snprintf (why, len, "the microVM stopped (firecracker killed by signal %d)", WTERMSIG (s->status));
-}
-
-static bool
-alive_cb (void *ud, char *why, size_t len)
-{
-    fc_sb *s = ud;
-    if (vm_alive (s))
-        return true;
-    describe_exit (s, why, len);
-    return false;
-}
-
-static void
-kill_vm (fc_sb *s)
-{
-    if (s->pid > 0) {
-        kill (s->pid, SIGKILL);
-        while (waitpid (s->pid, &s->status, 0) < 0 && errno == EINTR)
-            ;
-        s->pid = 0;
-    }
-}
-
-static int
-release_net (fc_sb *s, kiwi_error_t *err)
+release_net (kiwi__fc_sb *s, kiwi_error_t *err)
 {
     int rc = 0;
     if (s->tap != NULL) {
@@ -446,13 +306,13 @@ release_net (fc_sb *s, kiwi_error_t *err)
 }
 
 /* Kills the process and removes everything on the host; frees nothing. */
-static int
-remove_all (fc_sb *s, kiwi_error_t *err)
+int
+kiwi__fc_remove_all (kiwi__fc_sb *s, kiwi_error_t *err)
 {
-    kill_vm (s);
+    kiwi__fc_kill_vm (s);
     kiwi_error_t e = NULL;
     int rc = release_net (s, &e);
-    if (s->dir != NULL && remove_tree (s->dir, e ? NULL : &e) < 0)
+    if (s->dir != NULL && kiwi__fc_remove_tree (s->dir, e ? NULL : &e) < 0)
         rc = -1;
     if (rc < 0 && err != NULL && *err == NULL)
         *err = kiwi_error_steal (&e);
@@ -461,7 +321,7 @@ remove_all (fc_sb *s, kiwi_error_t *err)
 }
 
 static void
-sb_free (fc_sb *s)
+sb_free (kiwi__fc_sb *s)
 {
     free (s->name);
     free (s->dir);
@@ -527,31 +387,21 @@ fc_close (void *priv)
     free (p);
 }
 
-static int
-write_file (const char *path, const char *text)
-{
-    cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t n = strlen (text);
-    return write (fd, text, n) == (ssize_t) n ? 0 : -1;
-}
-
 /* The workspace drive: a sparse file of disk_mb formatted as ext4 with
  * src/ home/ tmp/ owned by the sandbox user, without mounting anything on
  * the host (mkfs.ext4 -d copies a seed directory). */
 static int
-make_workspace (fc_sb *s, int64_t disk_mb, kiwi_error_t *err)
+make_workspace (kiwi__fc_sb *s, int64_t disk_mb, kiwi_error_t *err)
 {
     if (disk_mb < 16)
         return kiwi_error_make_code (err, KIWI_SBE_INVALID, "disk ceiling of %lld MB is below the minimum of 16 MB",
                                      (long long) disk_mb);
-    cleanup_free char *seed = path_in (s->dir, "seed");
+    cleanup_free char *seed = kiwi__fc_path_in (s->dir, "seed");
     if (seed == NULL || mkdir (seed, 0755) < 0 || chown (seed, FC_UID, FC_GID) < 0)
         return kiwi_error_make (err, errno, "creating the workspace seed in %s", s->dir);
     static const char *const subdirs[] = { "src", "home", "tmp" };
     for (size_t i = 0; i < 3; i++) {
-        cleanup_free char *d = path_in (seed, subdirs[i]);
+        cleanup_free char *d = kiwi__fc_path_in (seed, subdirs[i]);
         if (d == NULL || mkdir (d, i == 2 ? 01777 : 0755) < 0 || chown (d, FC_UID, FC_GID) < 0
             || (i == 2 && chmod (d, 01777) < 0))
             return kiwi_error_make (err, errno, "creating the workspace seed in %s", s->dir);
@@ -568,7 +418,7 @@ make_workspace (fc_sb *s, int64_t disk_mb, kiwi_error_t *err)
                            "-L", "kiwi-work", s->workspace, NULL };
     int rc = kiwi_proc_check (mkfs, NULL, NULL, 120000, err);
     kiwi_error_t e = NULL;
-    remove_tree (seed, &e);
+    kiwi__fc_remove_tree (seed, &e);
     kiwi_error_free (&e);
     return rc < 0 ? kiwi_error_wrap (err, "formatting the workspace drive") : 0;
 }
@@ -588,7 +438,7 @@ phase_a_ready (const kiwi__fc_settings *set, kiwi_error_t *err)
 
 /* Phase A: a tap on the configured bridge and an address from the pool. */
 static int
-make_net (fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t *err)
+make_net (kiwi__fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t *err)
 {
     const kiwi__fc_settings *set = &s->p->set;
     unsigned a, b, c, d, bits;
@@ -596,12 +446,12 @@ make_net (fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t *err)
         || c > 255)
         return kiwi_error_make_code (err, KIWI_SBE_INVALID, "KIWI_FC_INSTALL_NET=`%s`: a.b.c.0/24 expected",
                                      set->install_net);
-    cleanup_free char *leases = path_in (s->p->base, "leases");
+    cleanup_free char *leases = kiwi__fc_path_in (s->p->base, "leases");
     if (leases == NULL || mkdir_p (leases, 0700) < 0)
         return kiwi_error_make (err, errno, "creating the lease directory");
     for (unsigned host = 2; host < 255 && s->lease == NULL; host++) {
         snprintf (guest_ip, 16, "%u.%u.%u.%u", a, b, c, host);
-        char *lp = path_in (leases, guest_ip);
+        char *lp = kiwi__fc_path_in (leases, guest_ip);
         if (lp == NULL)
             return kiwi_error_make (err, ENOMEM, "lease");
         int fd = open (lp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -619,125 +469,19 @@ make_net (fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t *err)
         return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, "no free Phase A address left in %s",
                                      set->install_net);
     snprintf (gateway, 16, "%u.%u.%u.1", a, b, c);
-    cleanup_free char *leasefile = path_in (s->dir, "lease");
-    cleanup_free char *tapfile = path_in (s->dir, "tap");
+    cleanup_free char *leasefile = kiwi__fc_path_in (s->dir, "lease");
+    cleanup_free char *tapfile = kiwi__fc_path_in (s->dir, "tap");
     if (asprintf (&s->tap, "kfc%.8s", s->name + strlen (s->name) - 8) < 0) {
         s->tap = NULL;
         return kiwi_error_make (err, ENOMEM, "tap name");
     }
-    write_file (leasefile, s->lease);
-    write_file (tapfile, s->tap);
+    kiwi__fc_write_file (leasefile, s->lease);
+    kiwi__fc_write_file (tapfile, s->tap);
     const char *add[] = { "ip", "tuntap", "add", "dev", s->tap, "mode", "tap", NULL };
     const char *master[] = { "ip", "link", "set", "dev", s->tap, "master", set->install_bridge, "up", NULL };
     if (kiwi_proc_check (add, NULL, NULL, 10000, err) < 0 || kiwi_proc_check (master, NULL, NULL, 10000, err) < 0)
         return kiwi_error_wrap (err, "creating tap %s on bridge %s", s->tap, set->install_bridge);
     return 0;
-}
-
-static int
-spawn_firecracker (fc_sb *s, kiwi_error_t *err)
-{
-    cleanup_close int logfd = open (s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (logfd < 0)
-        return kiwi_error_make (err, errno, "creating %s", s->log);
-    char id[64];
-    snprintf (id, sizeof id, "kiwi-%s", s->name + strlen (s->name) - 8);
-    const char *argv[] = { s->p->set.bin, "--api-sock", s->api_sock, "--id", id, NULL };
-    pid_t pid = fork ();
-    if (pid < 0)
-        return kiwi_error_make (err, errno, "starting firecracker");
-    if (pid == 0) {
-        setsid ();
-        int devnull = open ("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2 (devnull, 0);
-        dup2 (logfd, 1);
-        dup2 (logfd, 2);
-        closefrom (3);
-        execvp (argv[0], (char *const *) argv);
-        dprintf (2, "kiwi: cannot run %s: %s\n", argv[0], strerror (errno));
-        _exit (127);
-    }
-    s->pid = pid;
-    char pidtext[32];
-    snprintf (pidtext, sizeof pidtext, "%d\n", (int) pid);
-    cleanup_free char *pidfile = path_in (s->dir, "pid");
-    if (pidfile == NULL || write_file (pidfile, pidtext) < 0)
-        return kiwi_error_make (err, errno, "writing the pid file in %s", s->dir);
-    return 0;
-}
-
-/* An error for a Firecracker process that exited, blaming KVM when its
- * output does. */
-static int
-exited_error (fc_sb *s, const char *when, kiwi_error_t *err)
-{
-    char why[400];
-    describe_exit (s, why, sizeof why);
-    char tail[400];
-    log_tail (s->log, tail, sizeof tail);
-    if (blames_kvm (tail))
-        return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, KIWI_FC_NO_KVM ": firecracker exited %s: %s (%s)",
-                                     when, tail, KIWI_FC_KVM_HINT);
-    return kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, "%s %s", why, when);
-}
-
-static int
-wait_api (fc_sb *s, kiwi_fc_api *api, kiwi_error_t *err)
-{
-    int64_t deadline = kiwi_fcp_now_ms () + 5000;
-    for (;;) {
-        if (!vm_alive (s))
-            return exited_error (s, "during start-up", err);
-        kiwi_error_t e = NULL;
-        json_t *info = NULL;
-        if (access (s->api_sock, F_OK) == 0 && kiwi_fc_api_call (api, "GET", "/", NULL, 2000, &info, NULL, NULL, &e) == 0) {
-            json_decref (info);
-            return 0;
-        }
-        if (kiwi_fcp_now_ms () > deadline) {
-            *err = e ? kiwi_error_steal (&e) : NULL;
-            return kiwi_error_wrap (err, "firecracker did not answer on %s within 5 s", s->api_sock);
-        }
-        kiwi_error_free (&e);
-        usleep (20000);
-    }
-}
-
-static int
-wait_agent (fc_sb *s, kiwi_error_t *err)
-{
-    int64_t deadline = kiwi_fcp_now_ms () + s->p->set.boot_timeout_ms;
-    kiwi_error_t last = NULL;
-    for (;;) {
-        if (!vm_alive (s)) {
-            kiwi_error_free (&last);
-            return exited_error (s, "while the guest was booting", err);
-        }
-        int fd = -1;
-        kiwi_error_free (&last);
-        int64_t step = kiwi_fcp_now_ms () + 2000;
-        if (kiwi__fc_vsock_connect (s->vsock_uds, KIWI_FCP_PORT, step, &fd, &last) == 0) {
-            int rc = kiwi__fc_hello (fd, step, &last);
-            close (fd);
-            if (rc == 0)
-                return 0;
-            if (kiwi_error_code (last) == KIWI_FCP_EPROTO) {
-                *err = kiwi_error_steal (&last);
-                return -1;
-            }
-        }
-        if (kiwi_fcp_now_ms () > deadline) {
-            char tail[400];
-            log_tail (s->log, tail, sizeof tail);
-            kiwi_error_make_code (err, KIWI_SBE_TIMEOUT,
-                                  "the guest agent did not answer within %lld ms (%s); console: %s",
-                                  (long long) s->p->set.boot_timeout_ms, kiwi_error_msg (last), tail);
-            kiwi_error_free (&last);
-            return -1;
-        }
-        usleep (50000);
-    }
 }
 
 static int
@@ -756,23 +500,18 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
                                      "no root filesystem for image %s at %s (build it with "
                                      "ops/firecracker/mkrootfs.sh %s)",
                                      spec->image, rootfs, spec->image);
-    fc_sb *s = calloc (1, sizeof *s);
+    kiwi__fc_sb *s = calloc (1, sizeof *s);
     if (s == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox");
     s->p = p;
-    unsigned rnd = 0;
-    FILE *ur = fopen ("/dev/urandom", "re");
-    if (ur == NULL || fread (&rnd, sizeof rnd, 1, ur) != 1)
-        rnd = (unsigned) kiwi_fcp_now_ms () ^ (unsigned) getpid ();
-    if (ur)
-        fclose (ur);
+    unsigned rnd = kiwi_sandbox_name_nonce ();
     if (asprintf (&s->name, "kiwi-fc-%s-%08x", p->worker_id, rnd) < 0)
         s->name = NULL;
-    if (s->name == NULL || (s->dir = path_in (p->base, s->name)) == NULL
-        || (s->api_sock = path_in (s->dir, "api.sock")) == NULL
-        || (s->vsock_uds = path_in (s->dir, "vsock.sock")) == NULL
-        || (s->workspace = path_in (s->dir, "workspace.ext4")) == NULL
-        || (s->log = path_in (s->dir, "firecracker.log")) == NULL
+    if (s->name == NULL || (s->dir = kiwi__fc_path_in (p->base, s->name)) == NULL
+        || (s->api_sock = kiwi__fc_path_in (s->dir, "api.sock")) == NULL
+        || (s->vsock_uds = kiwi__fc_path_in (s->dir, "vsock.sock")) == NULL
+        || (s->workspace = kiwi__fc_path_in (s->dir, "workspace.ext4")) == NULL
+        || (s->log = kiwi__fc_path_in (s->dir, "firecracker.log")) == NULL
         || (s->user = strdup (spec->user ? spec->user : "1000:1000")) == NULL) {
         sb_free (s);
         return kiwi_error_make (err, ENOMEM, "sandbox");
@@ -820,20 +559,21 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
     kiwi__fc_sizes (&spec->limits, &vm.vcpus, &vm.mem_mib);
     if (kiwi__fc_plan_build (&vm, &plan, err) < 0)
         goto fail;
-    if (spawn_firecracker (s, err) < 0 || kiwi_fc_api_open (s->api_sock, &api, err) < 0 || wait_api (s, api, err) < 0)
+    if (kiwi__fc_spawn (s, err) < 0 || kiwi_fc_api_open (s->api_sock, &api, err) < 0
+        || kiwi__fc_wait_api (s, api, err) < 0)
         goto fail;
     if (kiwi__fc_plan_run (api, &plan, err) < 0) {
         /* the process may have died under the sequence: say so */
-        if (!vm_alive (s) && kiwi_error_code (*err) != KIWI_SBE_UNAVAILABLE) {
+        if (!kiwi__fc_vm_alive (s) && kiwi_error_code (*err) != KIWI_SBE_UNAVAILABLE) {
             kiwi_error_free (err);
-            exited_error (s, "while being configured", err);
+            kiwi__fc_exited_error (s, "while being configured", err);
         }
         goto fail;
     }
     kiwi__fc_plan_clear (&plan);
     kiwi_fc_api_close (api);
     api = NULL;
-    if (wait_agent (s, err) < 0)
+    if (kiwi__fc_wait_agent (s, err) < 0)
         goto fail;
     kiwi_debug ("sandbox %s: microVM from %s (%s, %d vCPU, %lld MiB, network %s)", s->name, spec->image,
                 spec->phase ? spec->phase : "-", vm.vcpus, (long long) vm.mem_mib,
@@ -843,7 +583,7 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
 fail:
     kiwi__fc_plan_clear (&plan);
     kiwi_fc_api_close (api);
-    remove_all (s, NULL);
+    kiwi__fc_remove_all (s, NULL);
     kiwi_error_wrap (err, "creating sandbox %s from %s", s->name, spec->image);
     sb_free (s);
     return -1;
@@ -852,121 +592,15 @@ fail:
 static const char *
 fc_id (void *sb)
 {
-    return ((fc_sb *) sb)->name;
-}
-
-static int
-gone_error (fc_sb *s, kiwi_error_t *err)
-{
-    char why[400];
-    describe_exit (s, why, sizeof why);
-    return kiwi_error_make_code (err, KIWI_SBE_GONE, "sandbox %s is gone: %s", s->name, why);
-}
-
-/* A fresh connection to the agent. */
-static int
-connect_agent (fc_sb *s, int *fd, kiwi_error_t *err)
-{
-    if (!vm_alive (s))
-        return gone_error (s, err);
-    if (kiwi__fc_vsock_connect (s->vsock_uds, KIWI_FCP_PORT, kiwi_fcp_now_ms () + 10000, fd, err) < 0) {
-        if (!vm_alive (s)) {
-            kiwi_error_free (err);
-            return gone_error (s, err);
-        }
-        return kiwi_error_wrap (err, "reaching the guest agent of sandbox %s", s->name);
-    }
-    return 0;
-}
-
-static size_t
-key_len (const char *kv)
-{
-    const char *eq = strchr (kv, '=');
-    return eq ? (size_t) (eq - kv) : strlen (kv);
-}
-
-/* The sandbox's environment with the command's own on top (same keys
- * replaced, as Docker's exec does). */
-int
-kiwi__fc_merge_env (const kiwi_strv *base, const char *const *extra, kiwi_strv *out)
-{
-    for (size_t i = 0; i < base->n; i++) {
-        bool overridden = false;
-        for (size_t j = 0; extra && extra[j] && !overridden; j++)
-            overridden = key_len (extra[j]) == key_len (base->v[i])
-                         && strncmp (extra[j], base->v[i], key_len (base->v[i])) == 0;
-        if (!overridden && kiwi_strv_add (out, base->v[i]) < 0)
-            return -1;
-    }
-    for (size_t j = 0; extra && extra[j]; j++)
-        if (kiwi_strv_add (out, extra[j]) < 0)
-            return -1;
-    return 0;
-}
-
-static int
-fc_exec (void *sb, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err)
-{
-    fc_sb *s = sb;
-    memset (res, 0, sizeof *res);
-    res->exit_code = -1;
-    if (x->argv == NULL || x->argv[0] == NULL)
-        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "exec in sandbox %s: empty command", s->name);
-    cleanup_strv kiwi_strv env = KIWI_STRV_INIT;
-    if (kiwi__fc_merge_env (&s->env, x->env, &env) < 0)
-        return kiwi_error_make (err, ENOMEM, "exec environment");
-    cleanup_close int fd = -1;
-    if (connect_agent (s, &fd, err) < 0)
-        return -1;
-    kiwi__fc_exec_req req = {
-        .argv = x->argv,
-        .env = kiwi_strv_list (&env),
-        .workdir = x->workdir ? x->workdir : KIWI_SANDBOX_SRC,
-        .user = s->user,
-        .timeout_ms = x->timeout_ms,
-        .nproc = s->pids,
-    };
-    if (kiwi__fc_exec (fd, &req, x, alive_cb, s, res, err) < 0)
-        return kiwi_error_wrap (err, "running `%s` in sandbox %s", x->argv[0], s->name);
-    if (res->timed_out) {
-        /* a deadline ends the sandbox, as with the other drivers */
-        s->killed = true;
-        kill_vm (s);
-    }
-    return 0;
-}
-
-static int
-fc_put_archive (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err)
-{
-    fc_sb *s = sb;
-    cleanup_close int fd = -1;
-    if (connect_agent (s, &fd, err) < 0)
-        return -1;
-    if (kiwi__fc_put (fd, dir, s->user, tar, len, kiwi_fcp_now_ms () + 300000, err) < 0)
-        return kiwi_error_wrap (err, "copying files into sandbox %s at %s", s->name, dir);
-    return 0;
-}
-
-static int
-fc_get_archive (void *sb, const char *path, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err)
-{
-    fc_sb *s = sb;
-    cleanup_close int fd = -1;
-    if (connect_agent (s, &fd, err) < 0)
-        return -1;
-    if (kiwi__fc_get (fd, path, sink, userdata, kiwi_fcp_now_ms () + 300000, err) < 0)
-        return kiwi_error_wrap (err, "copying %s out of sandbox %s", path, s->name);
-    return 0;
+    return ((kiwi__fc_sb *) sb)->name;
 }
 
 static int
 fc_inspect (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err)
 {
-    fc_sb *s = sb;
+    kiwi__fc_sb *s = sb;
     memset (info, 0, sizeof *info);
-    info->running = vm_alive (s);
+    info->running = kiwi__fc_vm_alive (s);
     info->exit_code = info->running ? 0 : WIFEXITED (s->status) ? WEXITSTATUS (s->status) : -1;
     snprintf (info->runtime, sizeof info->runtime, "firecracker");
     snprintf (info->network_mode, sizeof info->network_mode, "%s%s", s->tap ? "tap:" : "none",
@@ -977,96 +611,9 @@ fc_inspect (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err)
 static int
 fc_destroy (void *sb, kiwi_error_t *err)
 {
-    fc_sb *s = sb;
-    int rc = remove_all (s, err);
-    if (rc < 0)
-        kiwi_error_wrap (err, "removing sandbox %s (reap removes what is left)", s->name);
-    else
-        kiwi_debug ("sandbox %s: removed", s->name);
+    kiwi__fc_sb *s = sb;
+    int rc = kiwi__fc_remove_all (s, err);
     sb_free (s);
-    return rc;
-}
-
-/* Kills a Firecracker process left by a crashed worker: only when its
- * command line names this sandbox's API socket (pids are reused). */
-static void
-kill_leftover (const char *dir)
-{
-    cleanup_free char *pidfile = path_in (dir, "pid");
-    cleanup_fclose FILE *f = pidfile ? fopen (pidfile, "re") : NULL;
-    int pid = 0;
-    if (f == NULL || fscanf (f, "%d", &pid) != 1 || pid <= 1)
-        return;
-    char procf[64];
-    snprintf (procf, sizeof procf, "/proc/%d/cmdline", pid);
-    cleanup_close int fd = open (procf, O_RDONLY | O_CLOEXEC);
-    char cmd[4096];
-    ssize_t n = fd >= 0 ? read (fd, cmd, sizeof cmd - 1) : -1;
-    if (n <= 0)
-        return;
-    cmd[n] = '\0';
-    cleanup_free char *api = path_in (dir, "api.sock");
-    bool ours = false;
-    for (char *a = cmd; a < cmd + n; a += strlen (a) + 1)
-        if (api && strcmp (a, api) == 0)
-            ours = true;
-    if (!ours)
-        return;
-    kill (pid, SIGKILL);
-    for (int i = 0; i < 50 && kill (pid, 0) == 0; i++) {
-        waitpid (pid, NULL, WNOHANG);
-        usleep (20000);
-    }
-}
-
-static char *
-read_small (const char *dir, const char *file)
-{
-    cleanup_free char *p = path_in (dir, file);
-    cleanup_fclose FILE *f = p ? fopen (p, "re") : NULL;
-    char line[PATH_MAX];
-    if (f == NULL || fgets (line, sizeof line, f) == NULL)
-        return NULL;
-    line[strcspn (line, "\n")] = '\0';
-    return strdup (line);
-}
-
-static int
-fc_reap (void *priv, int *removed, kiwi_error_t *err)
-{
-    fc_priv *p = priv;
-    *removed = 0;
-    char prefix[256];
-    snprintf (prefix, sizeof prefix, "kiwi-fc-%s-", p->worker_id);
-    DIR *d = opendir (p->base);
-    if (d == NULL)
-        return errno == ENOENT ? 0 : kiwi_error_make (err, errno, "reading %s", p->base);
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir (d)) != NULL) {
-        if (strncmp (e->d_name, prefix, strlen (prefix)) != 0)
-            continue;
-        fc_sb s = { .p = p };
-        s.dir = path_in (p->base, e->d_name);
-        if (s.dir == NULL)
-            continue;
-        kill_leftover (s.dir);
-        s.tap = read_small (s.dir, "tap");
-        s.lease = read_small (s.dir, "lease");
-        kiwi_error_t one = NULL;
-        if (remove_all (&s, &one) < 0) {
-            kiwi_warn ("reap: %s", kiwi_error_msg (one));
-            if (rc == 0)
-                *err = kiwi_error_steal (&one);
-            rc = -1;
-        } else
-            (*removed)++;
-        kiwi_error_free (&one);
-        free (s.dir);
-        free (s.tap);
-        free (s.lease);
-    }
-    closedir (d);
     return rc;
 }
 
@@ -1077,12 +624,12 @@ const kiwi_sandbox_driver kiwi_sandbox_driver_firecracker = {
     .close = fc_close,
     .create = fc_create,
     .id = fc_id,
-    .put_archive = fc_put_archive,
-    .get_archive = fc_get_archive,
-    .exec = fc_exec,
+    .put_archive = kiwi__fc_op_put_archive,
+    .get_archive = kiwi__fc_op_get_archive,
+    .exec = kiwi__fc_op_exec,
     .commit = NULL,
     .inspect = fc_inspect,
     .destroy = fc_destroy,
-    .reap = fc_reap,
+    .reap = kiwi__fc_reap,
     .run_once = NULL,
 };

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
+
 struct kiwi_fc_api {
     CURL *curl;
     char *socket_path;
@@ -39,7 +41,7 @@ kiwi_fc_api_close (kiwi_fc_api *a)
 
 typedef struct {
     char *buf;
-    size_t len;
+    size_t len, cap;
 } body_buf;
 
 static size_t
@@ -49,14 +51,7 @@ collect (char *ptr, size_t size, size_t nmemb, void *ud)
     size_t n = size * nmemb;
     if (b->len + n > (1u << 20))
         return 0; /* Firecracker's answers are small; anything else is not Firecracker */
-    char *nb = realloc (b->buf, b->len + n + 1);
-    if (nb == NULL)
-        return 0;
-    memcpy (nb + b->len, ptr, n);
-    b->buf = nb;
-    b->len += n;
-    b->buf[b->len] = '\0';
-    return n;
+    return kiwi_strbuf_append (&b->buf, &b->len, &b->cap, ptr, n) < 0 ? 0 : n;
 }
 
 int

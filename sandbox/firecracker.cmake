@@ -5,6 +5,8 @@
 target_sources(kiwi_sandbox PRIVATE
                ${CMAKE_CURRENT_LIST_DIR}/fc-api.c
                ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker.c
+               ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker-vm.c
+               ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker-exec.c
                ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker-conn.c
                ${CMAKE_CURRENT_LIST_DIR}/fc-agent/proto.c)
 target_include_directories(kiwi_sandbox PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fc-agent)

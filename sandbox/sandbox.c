@@ -5,8 +5,13 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
 
 struct kiwi_sandbox_env {
     const kiwi_sandbox_driver *drv;
@@ -183,7 +188,13 @@ kiwi_sandbox_destroy (kiwi_sandbox *sb, kiwi_error_t *err)
 {
     if (sb == NULL)
         return 0;
+    char name[256];
+    snprintf (name, sizeof name, "%s", sb->env->drv->id (sb->priv));
     int rc = sb->env->drv->destroy (sb->priv, err);
+    if (rc < 0)
+        kiwi_error_wrap (err, "removing sandbox %s (reap removes what is left)", name);
+    else
+        kiwi_debug ("sandbox %s: removed", name);
     free (sb);
     return rc;
 }
@@ -239,6 +250,18 @@ bool
 kiwi_sandbox_cancelled (void)
 {
     return cancel_flag != NULL && *cancel_flag != 0;
+}
+
+unsigned
+kiwi_sandbox_name_nonce (void)
+{
+    unsigned rnd = 0;
+    FILE *ur = fopen ("/dev/urandom", "re");
+    if (ur == NULL || fread (&rnd, sizeof rnd, 1, ur) != 1)
+        rnd = (unsigned) kiwi_mono_ms () ^ (unsigned) getpid ();
+    if (ur)
+        fclose (ur);
+    return rnd;
 }
 
 void

@@ -200,6 +200,7 @@ typedef struct kiwi_sandbox_driver {
     int (*exec) (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
     int (*commit) (void *sb, const char *ref, char **image_id, kiwi_error_t *err); /* may be NULL */
     int (*inspect) (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
+    /* removes and frees sb; kiwi_sandbox_destroy names the sandbox in the error */
     int (*destroy) (void *sb, kiwi_error_t *err);
     int (*reap) (void *priv, int *removed, kiwi_error_t *err); /* may be NULL */
     /* One command in a fresh sandbox that is removed afterwards: the files
@@ -266,6 +267,10 @@ int kiwi_sandbox_reap (kiwi_sandbox_env *env, int *removed, kiwi_error_t *err);
  * it off. */
 void kiwi_sandbox_set_cancel (volatile int *flag);
 bool kiwi_sandbox_cancelled (void);
+
+/* For drivers naming a sandbox: 32 random bits from /dev/urandom, or the
+ * monotonic clock and the pid when it cannot be read. */
+unsigned kiwi_sandbox_name_nonce (void);
 
 /* Runs one command in a fresh sandbox with `puts` unpacked first, and
  * removes the sandbox on every path. Uses the driver's run_once when it has

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,22 +249,31 @@ kiwi__json_str (kiwi__json *j, const char *s)
     kiwi__json_str_n (j, s, s != NULL ? strlen (s) : 0);
 }
 
+/* One integer value, written as printf writes it. */
+static void number (kiwi__json *j, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+number (kiwi__json *j, const char *fmt, ...)
+{
+    char b[24];
+    va_list ap;
+    pre_value (j);
+    va_start (ap, fmt);
+    int n = vsnprintf (b, sizeof b, fmt, ap);
+    va_end (ap);
+    put (j, b, (size_t) n);
+}
+
 void
 kiwi__json_u64 (kiwi__json *j, uint64_t v)
 {
-    char b[24];
-    pre_value (j);
-    int n = snprintf (b, sizeof b, "%" PRIu64, v);
-    put (j, b, (size_t) n);
+    number (j, "%" PRIu64, v);
 }
 
 void
 kiwi__json_i64 (kiwi__json *j, int64_t v)
 {
-    char b[24];
-    pre_value (j);
-    int n = snprintf (b, sizeof b, "%" PRId64, v);
-    put (j, b, (size_t) n);
+    number (j, "%" PRId64, v);
 }
 
 void
@@ -312,35 +322,7 @@ kiwi__json_base64 (kiwi__json *j, const char *p, size_t n)
     put (j, "\"", 1);
 }
 
-void
-kiwi__json_kstr (kiwi__json *j, const char *key, const char *s)
-{
-    if (s == NULL)
-        return;
-    kiwi__json_key (j, key);
-    kiwi__json_str (j, s);
-}
-
-void
-kiwi__json_ku64 (kiwi__json *j, const char *key, uint64_t v)
-{
-    kiwi__json_key (j, key);
-    kiwi__json_u64 (j, v);
-}
-
-void
-kiwi__json_ki64 (kiwi__json *j, const char *key, int64_t v)
-{
-    kiwi__json_key (j, key);
-    kiwi__json_i64 (j, v);
-}
-
-void
-kiwi__json_kbool (kiwi__json *j, const char *key, bool v)
-{
-    kiwi__json_key (j, key);
-    kiwi__json_bool (j, v);
-}
+KIWI__KEYED_WRITERS (kiwi__json, kiwi__json)
 
 int
 kiwi__json_msgpack (kiwi__json *j, const msgpack_object *o, int depth, kiwi_error_t *err)

@@ -45,9 +45,15 @@ int kiwi__fail (kiwi_error_t *err, const char *path, const char *key, const char
 /* Sets *err to "<what>: out of memory" with errno ENOMEM. Returns -1. */
 int kiwi__nomem (kiwi_error_t *err, const char *what);
 
+/* Copies path into dst, truncated at KIWI__PATH_MAX - 1 bytes. */
+void kiwi__path_copy (char dst[KIWI__PATH_MAX], const char *path);
 /* Writes "<path>.<key>" (or "<path>[<index>]" when key is NULL) into dst. */
 void kiwi__wire_path_join (char dst[KIWI__PATH_MAX], const char *path, const char *key);
 void kiwi__path_index (char dst[KIWI__PATH_MAX], const char *path, size_t index);
+
+/* Copies s[0..n) into dst (cap bytes) fit for an error message: printable
+ * ASCII, at most 48 bytes, then "...". */
+void kiwi__printable_key (char *dst, size_t cap, const char *s, size_t n);
 
 /* "string", "integer", ... for "expected X, got Y" messages. */
 const char *kiwi__type_name (const msgpack_object *o);
@@ -258,5 +264,35 @@ void kiwi__json_ki64 (kiwi__json *j, const char *key, int64_t v);
 void kiwi__json_kbool (kiwi__json *j, const char *key, bool v);
 /* Moves the text to *out (caller frees) or fails with ENOMEM. */
 int kiwi__json_finish (kiwi__json *j, const char *what, char **out, kiwi_error_t *err);
+
+/* ---------------------------------------------------------------- keyed writers */
+
+/* Defines the keyed writers of an encoder type T whose functions are named
+ * P_key, P_str, P_u64, P_i64, P_bool: P_kstr, P_ku64, P_ki64, P_kbool write
+ * a key and its value at once, leaving out an optional string that is NULL.
+ * One definition serves the msgpack encoder and the JSON writer alike. */
+#define KIWI__KEYED_WRITERS(T, P)                                                                                      \
+    void P##_kstr (T *w, const char *key, const char *s)                                                              \
+    {                                                                                                                  \
+        if (s == NULL)                                                                                                 \
+            return;                                                                                                    \
+        P##_key (w, key);                                                                                              \
+        P##_str (w, s);                                                                                                \
+    }                                                                                                                  \
+    void P##_ku64 (T *w, const char *key, uint64_t v)                                                                 \
+    {                                                                                                                  \
+        P##_key (w, key);                                                                                              \
+        P##_u64 (w, v);                                                                                                \
+    }                                                                                                                  \
+    void P##_ki64 (T *w, const char *key, int64_t v)                                                                  \
+    {                                                                                                                  \
+        P##_key (w, key);                                                                                              \
+        P##_i64 (w, v);                                                                                                \
+    }                                                                                                                  \
+    void P##_kbool (T *w, const char *key, bool v)                                                                    \
+    {                                                                                                                  \
+        P##_key (w, key);                                                                                              \
+        P##_bool (w, v);                                                                                               \
+    }
 
 #endif

@@ -116,36 +116,63 @@ note_alternates (const char *ws, kiwi_strv *borrowed)
     fclose (f);
 }
 
+/* What one collection pass works with; each directory walk uses its part. */
+typedef struct gc_pass {
+    const kiwi_gc_opts *o;
+    int64_t now;
+    kiwi_strv *borrowed; /* objects directories that live workspaces borrow */
+    kiwi_gc_stats *st;
+    struct cand **v;     /* mirror and snapshot candidates */
+    size_t *n, *cap;
+} gc_pass;
+
+/* One entry of a directory under the state directory. */
+typedef struct gc_entry {
+    const char *base; /* <state>/<sub> */
+    const char *name;
+    const char *path; /* <base>/<name> */
+    struct stat sb;   /* lstat of path */
+} gc_entry;
+
+/* Calls fn for each entry of <state>/<sub> whose name does not start with
+ * '.' and that lstat can read; a missing directory has none. */
 static void
-gc_workspaces (const kiwi_gc_opts *o, int64_t now, kiwi_strv *borrowed, kiwi_gc_stats *st)
+each_entry (const gc_pass *g, const char *sub, void (*fn) (const gc_pass *g, const gc_entry *e))
 {
     char base[PATH_MAX];
-    snprintf (base, sizeof base, "%s/work", o->state_dir);
+    snprintf (base, sizeof base, "%s/%s", g->o->state_dir, sub);
     DIR *d = opendir (base);
     if (d == NULL)
         return;
-    const char *exe = o->owner_exe ? o->owner_exe : "kiwi-worker";
-    struct dirent *e;
-    while ((e = readdir (d)) != NULL) {
-        if (e->d_name[0] == '.')
+    struct dirent *de;
+    while ((de = readdir (d)) != NULL) {
+        if (de->d_name[0] == '.')
             continue;
         char path[PATH_MAX + 256];
-        snprintf (path, sizeof path, "%s/%s", base, e->d_name);
-        struct stat sb;
-        if (lstat (path, &sb) < 0 || !S_ISDIR (sb.st_mode))
-            continue;
-        pid_t pid = name_pid (e->d_name, "-");
-        bool alive = pid > 0 && owner_alive (pid, exe);
-        bool too_old = now - (int64_t) sb.st_mtime > KIWI_GC_WORKSPACE_MAX_AGE_S;
-        if (alive && !too_old) {
-            note_alternates (path, borrowed);
-            continue;
-        }
-        kiwi_info ("clean-up: workspace %s (%s)", path, alive ? "older than any task" : "its task process is gone");
-        if (rm_entry (path) == 0)
-            st->workspaces++;
+        snprintf (path, sizeof path, "%s/%s", base, de->d_name);
+        gc_entry e = { .base = base, .name = de->d_name, .path = path };
+        if (lstat (path, &e.sb) == 0)
+            fn (g, &e);
     }
     closedir (d);
+}
+
+static void
+gc_workspace (const gc_pass *g, const gc_entry *e)
+{
+    if (!S_ISDIR (e->sb.st_mode))
+        return;
+    const char *exe = g->o->owner_exe ? g->o->owner_exe : "kiwi-worker";
+    pid_t pid = name_pid (e->name, "-");
+    bool alive = pid > 0 && owner_alive (pid, exe);
+    bool too_old = g->now - (int64_t) e->sb.st_mtime > KIWI_GC_WORKSPACE_MAX_AGE_S;
+    if (alive && !too_old) {
+        note_alternates (e->path, g->borrowed);
+        return;
+    }
+    kiwi_info ("clean-up: workspace %s (%s)", e->path, alive ? "older than any task" : "its task process is gone");
+    if (rm_entry (e->path) == 0)
+        g->st->workspaces++;
 }
 
 /* ----- candidates: mirrors and snapshots ----- */
@@ -221,101 +248,59 @@ add_cand (cand **v, size_t *n, size_t *cap, const cand *c)
 }
 
 static void
-list_mirrors (const kiwi_gc_opts *o, cand **v, size_t *n, size_t *cap)
+list_mirror (const gc_pass *g, const gc_entry *e)
 {
-    char base[PATH_MAX];
-    snprintf (base, sizeof base, "%s/mirrors", o->state_dir);
-    DIR *d = opendir (base);
-    if (d == NULL)
+    size_t l = strlen (e->name);
+    if (l < 5 || strcmp (e->name + l - 4, ".git") != 0 || l > 200 || !S_ISDIR (e->sb.st_mode))
         return;
-    struct dirent *e;
-    while ((e = readdir (d)) != NULL) {
-        size_t l = strlen (e->d_name);
-        if (e->d_name[0] == '.' || l < 5 || strcmp (e->d_name + l - 4, ".git") != 0 || l > 200)
-            continue;
-        cand c = { .kind = C_MIRROR };
-        snprintf (c.path, sizeof c.path, "%s/%s", base, e->d_name);
-        struct stat sb;
-        if (lstat (c.path, &sb) < 0 || !S_ISDIR (sb.st_mode))
-            continue;
-        snprintf (c.lock, sizeof c.lock, "%s/%.*s.lock", base, (int) (l - 4), e->d_name);
-        char fh[PATH_MAX + 16];
-        snprintf (fh, sizeof fh, "%s/FETCH_HEAD", c.path);
-        c.last_use = (int64_t) sb.st_mtime;
-        int64_t t = mtime_of (c.lock);
-        if (t > c.last_use)
-            c.last_use = t;
-        t = mtime_of (fh);
-        if (t > c.last_use)
-            c.last_use = t;
-        add_cand (v, n, cap, &c);
-    }
-    closedir (d);
+    cand c = { .kind = C_MIRROR };
+    snprintf (c.path, sizeof c.path, "%s", e->path);
+    snprintf (c.lock, sizeof c.lock, "%s/%.*s.lock", e->base, (int) (l - 4), e->name);
+    char fh[PATH_MAX + 16];
+    snprintf (fh, sizeof fh, "%s/FETCH_HEAD", c.path);
+    c.last_use = (int64_t) e->sb.st_mtime;
+    int64_t t = mtime_of (c.lock);
+    if (t > c.last_use)
+        c.last_use = t;
+    t = mtime_of (fh);
+    if (t > c.last_use)
+        c.last_use = t;
+    add_cand (g->v, g->n, g->cap, &c);
 }
 
 static void
-list_snapshots (const kiwi_gc_opts *o, int64_t now, cand **v, size_t *n, size_t *cap, kiwi_gc_stats *st)
+list_snapshot (const gc_pass *g, const gc_entry *e)
 {
-    char base[PATH_MAX];
-    snprintf (base, sizeof base, "%s/snapshots", o->state_dir);
-    DIR *d = opendir (base);
-    if (d == NULL)
+    if (strlen (e->name) >= 200 || !S_ISDIR (e->sb.st_mode))
         return;
-    struct dirent *e;
-    while ((e = readdir (d)) != NULL) {
-        if (e->d_name[0] == '.' || strlen (e->d_name) >= 200)
-            continue;
-        char path[PATH_MAX];
-        snprintf (path, sizeof path, "%s/%s", base, e->d_name);
-        struct stat sb;
-        if (lstat (path, &sb) < 0 || !S_ISDIR (sb.st_mode))
-            continue;
-        const char *partial = strstr (e->d_name, ".partial");
-        if (partial != NULL) {
-            /* <key>.<pid>.partial: an install in progress, or interrupted */
-            char head[256];
-            snprintf (head, sizeof head, "%.*s", (int) (partial - e->d_name), e->d_name);
-            pid_t pid = name_pid (head, ".");
-            bool alive = pid > 0 && (kill (pid, 0) == 0 || errno == EPERM);
-            if (!alive || now - (int64_t) sb.st_mtime > KIWI_GC_PARTIAL_MAX_AGE_S) {
-                kiwi_info ("clean-up: interrupted install snapshot %s", path);
-                if (rm_entry (path) == 0)
-                    st->partials++;
-            }
-            continue;
+    const char *partial = strstr (e->name, ".partial");
+    if (partial != NULL) {
+        /* <key>.<pid>.partial: an install in progress, or interrupted */
+        char head[256];
+        snprintf (head, sizeof head, "%.*s", (int) (partial - e->name), e->name);
+        pid_t pid = name_pid (head, ".");
+        bool alive = pid > 0 && (kill (pid, 0) == 0 || errno == EPERM);
+        if (!alive || g->now - (int64_t) e->sb.st_mtime > KIWI_GC_PARTIAL_MAX_AGE_S) {
+            kiwi_info ("clean-up: interrupted install snapshot %s", e->path);
+            if (rm_entry (e->path) == 0)
+                g->st->partials++;
         }
-        cand c = { .kind = C_SNAPSHOT, .last_use = (int64_t) sb.st_mtime };
-        snprintf (c.path, sizeof c.path, "%s", path);
-        snprintf (c.lock, sizeof c.lock, "%s/lock", path);
-        snprintf (c.key, sizeof c.key, "%s", e->d_name);
-        add_cand (v, n, cap, &c);
+        return;
     }
-    closedir (d);
+    cand c = { .kind = C_SNAPSHOT, .last_use = (int64_t) e->sb.st_mtime };
+    snprintf (c.path, sizeof c.path, "%s", e->path);
+    snprintf (c.lock, sizeof c.lock, "%s/lock", e->path);
+    snprintf (c.key, sizeof c.key, "%s", e->name);
+    add_cand (g->v, g->n, g->cap, &c);
 }
 
 static void
-gc_results (const kiwi_gc_opts *o, int64_t now, kiwi_gc_stats *st)
+gc_result (const gc_pass *g, const gc_entry *e)
 {
-    if (o->results_max_age_s <= 0)
+    if (!S_ISREG (e->sb.st_mode) || g->now - (int64_t) e->sb.st_mtime <= g->o->results_max_age_s)
         return;
-    char base[PATH_MAX];
-    snprintf (base, sizeof base, "%s/results", o->state_dir);
-    DIR *d = opendir (base);
-    if (d == NULL)
-        return;
-    struct dirent *e;
-    while ((e = readdir (d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[PATH_MAX + 256];
-        snprintf (path, sizeof path, "%s/%s", base, e->d_name);
-        struct stat sb;
-        if (lstat (path, &sb) < 0 || !S_ISREG (sb.st_mode) || now - (int64_t) sb.st_mtime <= o->results_max_age_s)
-            continue;
-        if (unlink (path) == 0)
-            st->results++;
-    }
-    closedir (d);
+    if (unlink (e->path) == 0)
+        g->st->results++;
 }
 
 int
@@ -328,13 +313,14 @@ kiwi_gc_run (const kiwi_gc_opts *o, kiwi_gc_stats *st, kiwi_error_t *err)
         return kiwi_error_make (err, errno ? errno : ENOTDIR, "clean-up: state directory %s", o->state_dir);
     int64_t now = o->now_s > 0 ? o->now_s : (int64_t) time (NULL);
     cleanup_strv kiwi_strv borrowed = KIWI_STRV_INIT;
-    gc_workspaces (o, now, &borrowed, st);
-    gc_results (o, now, st);
-
     cand *v = NULL;
     size_t n = 0, cap = 0;
-    list_mirrors (o, &v, &n, &cap);
-    list_snapshots (o, now, &v, &n, &cap, st);
+    gc_pass g = { .o = o, .now = now, .borrowed = &borrowed, .st = st, .v = &v, .n = &n, .cap = &cap };
+    each_entry (&g, "work", gc_workspace);
+    if (o->results_max_age_s > 0)
+        each_entry (&g, "results", gc_result);
+    each_entry (&g, "mirrors", list_mirror);
+    each_entry (&g, "snapshots", list_snapshot);
 
     /* by age */
     for (size_t i = 0; i < n; i++) {

@@ -34,6 +34,7 @@
 #include "secrets.h"
 #include "session.h"
 #include "store.h"
+#include "strbuf.h"
 #include "task-input.h"
 #include "term.h"
 #include "worker-metrics.h"
@@ -47,12 +48,9 @@ static void
 result_error (kiwi_result *out, kiwi_result_status st, const char *fmt, ...)
 {
     out->status = st;
-    free (out->reason);
-    out->reason = NULL;
     va_list ap;
     va_start (ap, fmt);
-    if (vasprintf (&out->reason, fmt, ap) < 0)
-        out->reason = NULL;
+    kiwi_str_vset (&out->reason, fmt, ap);
     va_end (ap);
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "strbuf.h"
 
 #define MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
 #define MANIFEST_MAX ((size_t) 1 << 20)
@@ -228,18 +229,7 @@ on_body (char *data, size_t size, size_t n, void *ud)
         r->len += len;
         return len;
     }
-    if (r->len + len + 1 > r->cap) {
-        size_t cap = (r->len + len + 1) * 2;
-        char *b = realloc (r->body, cap);
-        if (b == NULL)
-            return 0;
-        r->body = b;
-        r->cap = cap;
-    }
-    memcpy (r->body + r->len, data, len);
-    r->len += len;
-    r->body[r->len] = '\0';
-    return len;
+    return kiwi_strbuf_append (&r->body, &r->len, &r->cap, data, len) < 0 ? 0 : len;
 }
 
 static void
