@@ -124,6 +124,7 @@ typedef struct gc_pass {
     kiwi_gc_stats *st;
     struct cand **v;     /* mirror and snapshot candidates */
     size_t *n, *cap;
+    bool *oom;           /* set when a candidate could not be kept */
 } gc_pass;
 
 /* One entry of a directory under the state directory. */
@@ -238,13 +239,19 @@ remove_unheld (cand *c, const kiwi_strv *borrowed, kiwi_gc_stats *st)
 }
 
 static void
-add_cand (cand **v, size_t *n, size_t *cap, const cand *c)
+add_cand (const gc_pass *g, const cand *c)
 {
-    if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 32;
-        *v = realloc (*v, *cap * sizeof **v);
+    if (*g->n == *g->cap) {
+        size_t cap = *g->cap ? *g->cap * 2 : 32;
+        cand *v = realloc (*g->v, cap * sizeof *v);
+        if (v == NULL) {
+            *g->oom = true;
+            return;
+        }
+        *g->v = v;
+        *g->cap = cap;
     }
-    (*v)[(*n)++] = *c;
+    (*g->v)[(*g->n)++] = *c;
 }
 
 static void
@@ -265,7 +272,7 @@ list_mirror (const gc_pass *g, const gc_entry *e)
     t = mtime_of (fh);
     if (t > c.last_use)
         c.last_use = t;
-    add_cand (g->v, g->n, g->cap, &c);
+    add_cand (g, &c);
 }
 
 static void
@@ -291,7 +298,7 @@ list_snapshot (const gc_pass *g, const gc_entry *e)
     snprintf (c.path, sizeof c.path, "%s", e->path);
     snprintf (c.lock, sizeof c.lock, "%s/lock", e->path);
     snprintf (c.key, sizeof c.key, "%s", e->name);
-    add_cand (g->v, g->n, g->cap, &c);
+    add_cand (g, &c);
 }
 
 static void
@@ -315,12 +322,17 @@ kiwi_gc_run (const kiwi_gc_opts *o, kiwi_gc_stats *st, kiwi_error_t *err)
     cleanup_strv kiwi_strv borrowed = KIWI_STRV_INIT;
     cand *v = NULL;
     size_t n = 0, cap = 0;
-    gc_pass g = { .o = o, .now = now, .borrowed = &borrowed, .st = st, .v = &v, .n = &n, .cap = &cap };
+    bool oom = false;
+    gc_pass g = { .o = o, .now = now, .borrowed = &borrowed, .st = st, .v = &v, .n = &n, .cap = &cap, .oom = &oom };
     each_entry (&g, "work", gc_workspace);
     if (o->results_max_age_s > 0)
         each_entry (&g, "results", gc_result);
     each_entry (&g, "mirrors", list_mirror);
     each_entry (&g, "snapshots", list_snapshot);
+    if (oom) {
+        free (v);
+        return kiwi_error_make (err, ENOMEM, "clean-up: the list of mirrors and snapshots");
+    }
 
     /* by age */
     for (size_t i = 0; i < n; i++) {
