@@ -1,7 +1,14 @@
 # kiwi_archive: the tar code (archive.h), one library for the sandbox drivers
 # and the Firecracker guest agent (which links it statically). It needs only
 # kiwi_common_base.
-add_library(kiwi_archive STATIC ${CMAKE_CURRENT_LIST_DIR}/archive.c)
+set(KIWI_ARCHIVE_SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/archive-util.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-raw.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-write.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-read.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-extract.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-meter.c)
+add_library(kiwi_archive STATIC ${KIWI_ARCHIVE_SOURCES})
 target_include_directories(kiwi_archive PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(kiwi_archive PUBLIC kiwi_common_base)
 target_link_libraries(kiwi_sandbox PUBLIC kiwi_archive)
