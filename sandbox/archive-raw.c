@@ -4,8 +4,9 @@
  *
  * The tests build hostile archives with it: absolute names, `..`,
  * hardlinks, devices, GNU long-name records, made-up types and pax records
- * that lie. A library writer (libarchive) refuses to make most of these,
- * which is why this small writer exists.
+ * that lie. libarchive's writer (archive-write.c) refuses to make most of
+ * these, which is why this small writer exists; it is linked into the
+ * tests only (tests/unit/archive.cmake), not into kiwi_archive.
  */
 #include "archive.h"
 #include "archive-internal.h"

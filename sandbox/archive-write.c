@@ -1,9 +1,24 @@
 /*
  * archive-write.c: the writer (archive.h): the builders and the directory
  * walk.
+ *
+ * libarchive makes the bytes: headers, checksums, numeric fields, the
+ * "restricted pax" format (ustar, with a pax extended header only for what
+ * ustar cannot hold: long or non-ASCII names and link targets, large sizes,
+ * ids and times) and the end-of-archive marker. A non-ASCII name goes into
+ * a pax `path` record as UTF-8, or, where the locale cannot say it is
+ * UTF-8, as its bytes marked hdrcharset=BINARY.
+ *
+ * Kiwi keeps what decides the content: the walk with openat and O_NOFOLLOW
+ * (a symlink is stored, never followed; a file that changes under the walk
+ * is refused), names sorted bytewise at every level, the owner, mode and
+ * mtime written in every header (so archives are reproducible), the
+ * exclusions, and the byte ceiling, checked as the bytes arrive in the
+ * output buffer.
  */
 #include "archive.h"
 #include "archive-internal.h"
+#include "archive-la.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,15 +32,141 @@
 
 #include "cleanup.h"
 
-#define BLOCK KIWI__TAR_BLOCK
+/* -------------------------------------------------------------------------
+ * A libarchive writer appending to a kiwi_buf under a ceiling.
+ */
+typedef struct tar_writer {
+    struct archive *a;  /* owned */
+    kiwi_buf *out;      /* borrowed */
+    size_t max_bytes;   /* 0 = none */
+    bool over;          /* the ceiling refused bytes */
+    bool nomem;
+} tar_writer;
+
+static la_ssize_t
+sink_write (struct archive *a, void *userdata, const void *buf, size_t n)
+{
+    tar_writer *w = userdata;
+    if (w->max_bytes && (w->out->len > w->max_bytes || n > w->max_bytes - w->out->len)) {
+        w->over = true;
+        archive_set_error (a, EFBIG, "the ceiling of %zu bytes", w->max_bytes);
+        return -1;
+    }
+    if (kiwi_buf_append (w->out, buf, n, NULL) < 0) {
+        w->nomem = true;
+        archive_set_error (a, ENOMEM, "out of memory");
+        return -1;
+    }
+    return (la_ssize_t) n;
+}
+
+static int
+writer_open (tar_writer *w, kiwi_buf *out, size_t max_bytes, kiwi_error_t *err)
+{
+    memset (w, 0, sizeof *w);
+    w->out = out;
+    w->max_bytes = max_bytes;
+    w->a = archive_write_new ();
+    if (w->a == NULL)
+        return kiwi_error_make (err, ENOMEM, "making a tar writer");
+    /* no blocking: the archive is exactly its entries and the end marker */
+    if (archive_write_set_format_pax_restricted (w->a) != ARCHIVE_OK
+        || archive_write_set_bytes_per_block (w->a, 0) != ARCHIVE_OK
+        || archive_write_open2 (w->a, w, NULL, sink_write, NULL, NULL) != ARCHIVE_OK) {
+        kiwi_error_make (err, archive_errno (w->a), "making a tar writer: %s", archive_error_string (w->a));
+        archive_write_free (w->a);
+        w->a = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Frees the writer; with `trailer`, after writing the end-of-archive marker. */
+static int
+writer_close (tar_writer *w, bool trailer, const char *what, kiwi_error_t *err)
+{
+    int rc = 0;
+    if (w->a == NULL)
+        return 0;
+    if (!trailer)
+        archive_write_fail (w->a); /* nothing more is written, not even the marker */
+    else if (archive_write_close (w->a) != ARCHIVE_OK) {
+        if (w->over)
+            rc = kiwi_error_make (err, 0, "%s exceeds the ceiling of %zu bytes", what, w->max_bytes);
+        else
+            rc = kiwi_error_make (err, w->nomem ? ENOMEM : archive_errno (w->a), "%s: %s", what,
+                                  archive_error_string (w->a));
+    }
+    archive_write_free (w->a);
+    w->a = NULL;
+    return rc;
+}
+
+/* One entry: AE_IFREG (data, len), AE_IFDIR or AE_IFLNK (link). On error
+ * out->len is what it was. */
+static int
+writer_add (tar_writer *w, unsigned type, const char *name, const char *link, uint32_t mode, const kiwi_archive_opts *o,
+            int64_t mtime, const void *data, size_t len, kiwi_error_t *err)
+{
+    size_t start = w->out->len;
+    struct archive_entry *e = archive_entry_new ();
+    if (e == NULL)
+        return kiwi_error_make (err, ENOMEM, "archive entry `%s`", kiwi__show (name).s);
+    archive_entry_copy_pathname (e, name);
+    archive_entry_set_filetype (e, type);
+    archive_entry_set_perm (e, mode & 0777);
+    archive_entry_set_uid (e, o->uid);
+    archive_entry_set_gid (e, o->gid);
+    archive_entry_set_mtime (e, (time_t) mtime, 0);
+    archive_entry_set_size (e, type == AE_IFREG ? (la_int64_t) len : 0);
+    if (link)
+        archive_entry_copy_symlink (e, link);
+    /* ARCHIVE_WARN: a name not convertible to UTF-8 in this locale, stored
+     * as its bytes with hdrcharset=BINARY */
+    int rc = archive_write_header (w->a, e);
+    if (rc == ARCHIVE_WARN)
+        rc = ARCHIVE_OK;
+    if (rc == ARCHIVE_OK && type == AE_IFREG && len > 0) {
+        la_ssize_t n = archive_write_data (w->a, data, len);
+        rc = n == (la_ssize_t) len ? ARCHIVE_OK : ARCHIVE_FATAL;
+    }
+    if (rc == ARCHIVE_OK)
+        rc = archive_write_finish_entry (w->a);
+    archive_entry_free (e);
+    if (rc == ARCHIVE_OK)
+        return 0;
+    w->out->len = start;
+    if (w->over)
+        return kiwi_error_make (err, 0, "archive would exceed the ceiling of %zu bytes at `%s`", w->max_bytes,
+                                kiwi__show (name).s);
+    return kiwi_error_make (err, w->nomem ? ENOMEM : archive_errno (w->a), "archive entry `%s`: %s",
+                            kiwi__show (name).s, archive_error_string (w->a));
+}
+
+/* A builder's one entry, appended without an end marker. */
+static int
+builder_add (kiwi_buf *out, unsigned type, const char *name, const char *link, uint32_t mode,
+             const kiwi_archive_opts *o, int64_t mtime, const void *data, size_t len, kiwi_error_t *err)
+{
+    tar_writer w;
+    if (writer_open (&w, out, o->max_bytes, err) < 0)
+        return -1;
+    int rc = writer_add (&w, type, name, link, mode, o, mtime, data, len, err);
+    writer_close (&w, false, NULL, NULL);
+    return rc;
+}
 
 int
 kiwi_archive_finish (kiwi_buf *out, kiwi_error_t *err)
 {
-    if (kiwi_buf_reserve (out, 2 * BLOCK, err) < 0)
+    tar_writer w;
+    size_t start = out->len;
+    if (writer_open (&w, out, 0, err) < 0)
         return -1;
-    memset (out->data + out->len, 0, 2 * BLOCK);
-    out->len += 2 * BLOCK;
+    if (writer_close (&w, true, "the end-of-archive marker", err) < 0) {
+        out->len = start;
+        return -1;
+    }
     return 0;
 }
 
@@ -60,9 +201,7 @@ kiwi_archive_add_file (kiwi_buf *out, const char *path, const void *data, size_t
     cleanup_free char *name = NULL;
     if (builder_path (path, &name, err) < 0)
         return -1;
-    kiwi__tar_raw e = { .typeflag = '0', .name = name, .mode = (uint32_t) mode & 0777, .uid = o->uid,
-                        .gid = o->gid, .mtime = builder_mtime (o), .data = data, .len = len };
-    return kiwi__archive_write_raw (out, &e, o->max_bytes, err);
+    return builder_add (out, AE_IFREG, name, NULL, (uint32_t) mode, o, builder_mtime (o), data, len, err);
 }
 
 int
@@ -76,9 +215,7 @@ kiwi_archive_add_dir (kiwi_buf *out, const char *path, int mode, const kiwi_arch
     cleanup_free char *name = NULL;
     if (asprintf (&name, "%s/", clean) < 0)
         return kiwi_error_make (err, ENOMEM, "archive entry `%s`", kiwi__show (path).s);
-    kiwi__tar_raw e = { .typeflag = '5', .name = name, .mode = (uint32_t) mode & 0777, .uid = o->uid,
-                        .gid = o->gid, .mtime = builder_mtime (o) };
-    return kiwi__archive_write_raw (out, &e, o->max_bytes, err);
+    return builder_add (out, AE_IFDIR, name, NULL, (uint32_t) mode, o, builder_mtime (o), NULL, 0, err);
 }
 
 int
@@ -93,9 +230,7 @@ kiwi_archive_add_symlink (kiwi_buf *out, const char *path, const char *target, c
     if (target == NULL || target[0] == '\0' || strlen (target) > KIWI_ARCHIVE_MAX_PATH)
         return kiwi_error_make (err, 0, "archive entry `%s`: symlink target empty or longer than %d bytes",
                                 kiwi__show (path).s, KIWI_ARCHIVE_MAX_PATH);
-    kiwi__tar_raw e = { .typeflag = '2', .name = name, .linkname = target, .mode = 0777, .uid = o->uid,
-                        .gid = o->gid, .mtime = builder_mtime (o) };
-    return kiwi__archive_write_raw (out, &e, o->max_bytes, err);
+    return builder_add (out, AE_IFLNK, name, target, 0777, o, builder_mtime (o), NULL, 0, err);
 }
 
 /* -------------------------------------------------------------------------
@@ -103,6 +238,7 @@ kiwi_archive_add_symlink (kiwi_buf *out, const char *path, const char *target, c
  */
 typedef struct walk {
     const kiwi_archive_opts *o;
+    tar_writer tw;
     kiwi_buf *out;
     kiwi_archive_stats *st;
     const char *root;     /* for messages */
@@ -174,16 +310,14 @@ read_file (walk *w, int dfd, const char *name, const struct stat *lst, kiwi_erro
 }
 
 static int
-add_walk_entry (walk *w, char type, const char *link, const struct stat *st, const void *data, size_t len,
+add_walk_entry (walk *w, unsigned type, const char *link, const struct stat *st, const void *data, size_t len,
                 kiwi_error_t *err)
 {
     if (strlen (w->name.data) > KIWI_ARCHIVE_MAX_PATH)
         return kiwi_error_make (err, 0, "archiving `%s`: `%s` is longer than %d bytes", w->root,
                                 kiwi__show (w->name.data).s, KIWI_ARCHIVE_MAX_PATH);
-    kiwi__tar_raw e = { .typeflag = type, .name = w->name.data, .linkname = link,
-                        .mode = type == '2' ? 0777 : (uint32_t) st->st_mode & 0777, .uid = w->o->uid,
-                        .gid = w->o->gid, .mtime = entry_mtime (w, st), .data = data, .len = len };
-    if (kiwi__archive_write_raw (w->out, &e, w->o->max_bytes, err) < 0)
+    uint32_t mode = type == AE_IFLNK ? 0777 : (uint32_t) st->st_mode & 0777;
+    if (writer_add (&w->tw, type, w->name.data, link, mode, w->o, entry_mtime (w, st), data, len, err) < 0)
         return kiwi_error_wrap (err, "archiving `%s`", w->root);
     return 0;
 }
@@ -219,7 +353,7 @@ walk_entry (walk *w, int dfd, const char *name, size_t depth, kiwi_error_t *err)
     if (S_ISREG (st.st_mode)) {
         if (read_file (w, dfd, name, &st, err) < 0)
             return -1;
-        if (add_walk_entry (w, '0', NULL, &st, w->scratch.data, w->scratch.len, err) < 0)
+        if (add_walk_entry (w, AE_IFREG, NULL, &st, w->scratch.data, w->scratch.len, err) < 0)
             return -1;
         w->st->files++;
         w->st->bytes += w->scratch.len;
@@ -236,7 +370,7 @@ walk_entry (walk *w, int dfd, const char *name, size_t depth, kiwi_error_t *err)
         if (n == 0)
             return kiwi_error_make (err, 0, "symlink `%s` in `%s`: empty target", kiwi__show (rel).s, w->root);
         target[n] = '\0';
-        if (add_walk_entry (w, '2', target, &st, NULL, 0, err) < 0)
+        if (add_walk_entry (w, AE_IFLNK, target, &st, NULL, 0, err) < 0)
             return -1;
         w->st->symlinks++;
         return 0;
@@ -258,7 +392,7 @@ walk_entry (walk *w, int dfd, const char *name, size_t depth, kiwi_error_t *err)
             close (sub);
             return -1;
         }
-        int rc = add_walk_entry (w, '5', NULL, &st, NULL, 0, err);
+        int rc = add_walk_entry (w, AE_IFDIR, NULL, &st, NULL, 0, err);
         if (rc == 0)
             w->st->dirs++;
         if (rc == 0)
@@ -350,6 +484,10 @@ kiwi_archive_from_dir (const char *dir, const kiwi_archive_opts *opts, kiwi_buf 
     int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return kiwi_error_make (err, errno, "opening directory `%s` to archive", dir);
+    if (writer_open (&w.tw, out, w.o->max_bytes, err) < 0) {
+        close (fd);
+        return -1;
+    }
     int rc = kiwi__buf_terminate (&w.name, err);
     if (rc == 0 && w.o->prefix && w.o->prefix[0]) {
         cleanup_free char *prefix = NULL;
@@ -360,16 +498,18 @@ kiwi_archive_from_dir (const char *dir, const kiwi_archive_opts *opts, kiwi_buf 
             rc = kiwi_error_wrap (err, "archive prefix `%s`", kiwi__show (w.o->prefix).s);
         w.rel_off = w.name.len;
         if (rc == 0)
-            rc = add_walk_entry (&w, '5', NULL, &st, NULL, 0, err);
+            rc = add_walk_entry (&w, AE_IFDIR, NULL, &st, NULL, 0, err);
     }
     if (rc == 0)
         rc = walk_dir (&w, fd, 0, err); /* fd owned by walk_dir */
     else
         close (fd);
-    if (rc == 0 && w.o->max_bytes && (out->len > w.o->max_bytes || 2 * BLOCK > w.o->max_bytes - out->len))
-        rc = kiwi_error_make (err, 0, "archive of `%s` exceeds the ceiling of %zu bytes", dir, w.o->max_bytes);
+    cleanup_free char *what = NULL;
+    if (rc == 0 && asprintf (&what, "archive of `%s`", dir) < 0)
+        rc = kiwi_error_make (err, ENOMEM, "archiving `%s`", dir);
+    int closed = writer_close (&w.tw, rc == 0, what, err); /* the end marker, under the ceiling */
     if (rc == 0)
-        rc = kiwi_archive_finish (out, err);
+        rc = closed;
     kiwi_buf_free (&w.name);
     kiwi_buf_free (&w.scratch);
     if (rc < 0)
