@@ -1,5 +1,15 @@
 /*
  * archive-meter.c: a tar stream's size as it arrives (kiwi_tar_meter).
+ *
+ * Hand-written, not libarchive: the meter is pushed the bytes of a stream
+ * (kiwi_tar_meter_feed(), called from the Docker response callback in
+ * phases.c), a piece at a time, and must return at once, while libarchive's
+ * reader pulls its input through a read callback that blocks until bytes
+ * come. Feeding one from the other needs a thread, or the whole stream held
+ * back until it ends, and the meter exists to stop an oversized stream
+ * before it ends. It reads only the size field and type byte of each
+ * header (and a pax `size=` record), never validates, and counts every
+ * byte, so a malformed stream is still measured by its length.
  */
 #include "archive.h"
 
