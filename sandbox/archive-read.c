@@ -92,6 +92,16 @@ reader_open (kiwi_tar_reader *r, kiwi_error_t *err)
     return 0;
 }
 
+/* The name field of the header at `off`, as far as the archive has it. */
+static kiwi__shown
+header_name (const kiwi_tar_reader *r, size_t off)
+{
+    if (off >= r->len)
+        return kiwi__show ("");
+    size_t w = r->len - off < W_NAME ? r->len - off : W_NAME;
+    return kiwi__show_field (r->tar + off + H_NAME, w);
+}
+
 /* libarchive's end of the archive: the end-of-archive marker must be there. */
 static int
 check_end (kiwi_tar_reader *r, kiwi_error_t *err)
@@ -106,7 +116,7 @@ check_end (kiwi_tar_reader *r, kiwi_error_t *err)
     const unsigned char *h = r->tar + off;
     if (!is_zero_block (h))
         return kiwi_error_make (err, 0, "malformed archive: a header with no entry at offset %zu (`%s`)", off,
-                                kiwi__show_field (h + H_NAME, W_NAME).s);
+                                header_name (r, off).s);
     if (r->len - off < 2 * BLOCK)
         return kiwi_error_make (err, 0, "truncated archive: end-of-archive marker incomplete at offset %zu", off);
     if (!is_zero_block (h + BLOCK))
@@ -225,7 +235,7 @@ read_entry (kiwi_tar_reader *r, kiwi_tar_entry *e, kiwi_error_t *err)
         return check_end (r, err) < 0 ? -1 : 0;
     if (rc == ARCHIVE_RETRY) /* libarchive's answer to a header whose checksum is wrong */
         return kiwi_error_make (err, 0, "bad header checksum at offset %zu (entry `%s`): %s", off,
-                                kiwi__show_field (r->tar + off + H_NAME, W_NAME).s, archive_error_string (r->a));
+                                header_name (r, off).s, archive_error_string (r->a));
     /* A name libarchive cannot convert from UTF-8 to this thread's locale
      * (any non-ASCII name in the C locale) is a warning with libarchive's
      * private ARCHIVE_ERRNO_FILE_FORMAT, EILSEQ on Linux, and the entry
@@ -238,7 +248,7 @@ read_entry (kiwi_tar_reader *r, kiwi_tar_entry *e, kiwi_error_t *err)
     if (rc != ARCHIVE_OK)
         return kiwi_error_make (err, 0, "malformed archive entry `%s` at offset %zu (bad header, pax record or "
                                         "long-name record): %s",
-                                raw_name ? kiwi__show (raw_name).s : kiwi__show_field (r->tar + off + H_NAME, W_NAME).s,
+                                raw_name ? kiwi__show (raw_name).s : header_name (r, off).s,
                                 off, archive_error_string (r->a));
     if (raw_name == NULL || raw_name[0] == '\0')
         return kiwi_error_make (err, 0, "archive entry at offset %zu has an empty name", off);

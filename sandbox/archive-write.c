@@ -41,22 +41,24 @@ typedef struct tar_writer {
     size_t max_bytes;   /* 0 = none */
     bool over;          /* the ceiling refused bytes */
     bool nomem;
+    bool discard;       /* closing without the end marker: bytes are dropped */
 } tar_writer;
 
+/* Never fails towards libarchive: a failed write would leave its writer in
+ * the fatal state, whose buffers libarchive 3.6 does not free. Bytes over
+ * the ceiling (or without memory) are dropped and noted; the caller looks
+ * at the notes after each call and rolls the buffer back. */
 static la_ssize_t
 sink_write (struct archive *a, void *userdata, const void *buf, size_t n)
 {
+    (void) a;
     tar_writer *w = userdata;
-    if (w->max_bytes && (w->out->len > w->max_bytes || n > w->max_bytes - w->out->len)) {
+    if (w->discard || w->over || w->nomem)
+        return (la_ssize_t) n;
+    if (w->max_bytes && (w->out->len > w->max_bytes || n > w->max_bytes - w->out->len))
         w->over = true;
-        archive_set_error (a, EFBIG, "the ceiling of %zu bytes", w->max_bytes);
-        return -1;
-    }
-    if (kiwi_buf_append (w->out, buf, n, NULL) < 0) {
+    else if (kiwi_buf_append (w->out, buf, n, NULL) < 0)
         w->nomem = true;
-        archive_set_error (a, ENOMEM, "out of memory");
-        return -1;
-    }
     return (la_ssize_t) n;
 }
 
@@ -81,25 +83,26 @@ writer_open (tar_writer *w, kiwi_buf *out, size_t max_bytes, kiwi_error_t *err)
     return 0;
 }
 
-/* Frees the writer; with `trailer`, after writing the end-of-archive marker. */
+/* Frees the writer; with `trailer`, after writing the end-of-archive marker
+ * (under the ceiling), else dropping it. */
 static int
 writer_close (tar_writer *w, bool trailer, const char *what, kiwi_error_t *err)
 {
-    int rc = 0;
     if (w->a == NULL)
         return 0;
-    if (!trailer)
-        archive_write_fail (w->a); /* nothing more is written, not even the marker */
-    else if (archive_write_close (w->a) != ARCHIVE_OK) {
-        if (w->over)
-            rc = kiwi_error_make (err, 0, "%s exceeds the ceiling of %zu bytes", what, w->max_bytes);
-        else
-            rc = kiwi_error_make (err, w->nomem ? ENOMEM : archive_errno (w->a), "%s: %s", what,
-                                  archive_error_string (w->a));
-    }
+    size_t start = w->out->len;
+    w->discard = !trailer;
+    int rc = archive_write_close (w->a);
     archive_write_free (w->a);
     w->a = NULL;
-    return rc;
+    if (!trailer)
+        return 0;
+    if (rc == ARCHIVE_OK && !w->over && !w->nomem)
+        return 0;
+    w->out->len = start;
+    if (w->over)
+        return kiwi_error_make (err, 0, "%s exceeds the ceiling of %zu bytes", what, w->max_bytes);
+    return kiwi_error_make (err, ENOMEM, "%s: the end-of-archive marker", what);
 }
 
 /* One entry: AE_IFREG (data, len), AE_IFDIR or AE_IFLNK (link). On error
@@ -133,7 +136,7 @@ writer_add (tar_writer *w, unsigned type, const char *name, const char *link, ui
     if (rc == ARCHIVE_OK)
         rc = archive_write_finish_entry (w->a);
     archive_entry_free (e);
-    if (rc == ARCHIVE_OK)
+    if (rc == ARCHIVE_OK && !w->over && !w->nomem)
         return 0;
     w->out->len = start;
     if (w->over)
@@ -160,14 +163,9 @@ int
 kiwi_archive_finish (kiwi_buf *out, kiwi_error_t *err)
 {
     tar_writer w;
-    size_t start = out->len;
     if (writer_open (&w, out, 0, err) < 0)
         return -1;
-    if (writer_close (&w, true, "the end-of-archive marker", err) < 0) {
-        out->len = start;
-        return -1;
-    }
-    return 0;
+    return writer_close (&w, true, "the end-of-archive marker", err);
 }
 
 static int
