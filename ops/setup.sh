@@ -53,6 +53,9 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   libmicrohttpd-dev
+  # the tar format (sandbox/archive-*.c); the static guest agent also needs
+  # the .a files of what libarchive links (pkg-config --static --libs libarchive)
+  libarchive-dev libacl1-dev libzstd-dev liblz4-dev libbz2-dev liblzma-dev libxml2-dev nettle-dev zlib1g-dev
   e2fsprogs mount util-linux findutils
   redis-server docker.io runsc debootstrap kcat tmux shellcheck
   # the metrics test scrapes kiwi-worker with a real Prometheus (and promtool)

@@ -1,5 +1,6 @@
 /*
- * archive-internal.h: the pieces of archive.c that tests reach directly.
+ * archive-internal.h: what the parts of the tar code (archive-*.c) share,
+ * and the pieces tests reach directly.
  *
  * kiwi__archive_write_raw() writes one entry exactly as described, without
  * the checks the public builders make: tests use it to build hostile
@@ -16,6 +17,51 @@
 #include "archive.h"
 
 #define KIWI__TAR_BLOCK 512
+
+/* Header field offsets and widths (POSIX ustar). */
+enum {
+    H_NAME = 0, W_NAME = 100,
+    H_MODE = 100, W_MODE = 8,
+    H_UID = 108, W_UID = 8,
+    H_GID = 116, W_GID = 8,
+    H_SIZE = 124, W_SIZE = 12,
+    H_MTIME = 136, W_MTIME = 12,
+    H_CHKSUM = 148, W_CHKSUM = 8,
+    H_TYPE = 156,
+    H_LINK = 157, W_LINK = 100,
+    H_MAGIC = 257, W_MAGIC = 6,
+    H_VERSION = 263,
+    H_DEVMAJOR = 329, W_DEVMAJOR = 8,
+    H_DEVMINOR = 337, W_DEVMINOR = 8,
+    H_PREFIX = 345, W_PREFIX = 155,
+};
+
+/* n rounded up to whole blocks. */
+static inline size_t
+kiwi__tar_padded (size_t n)
+{
+    return (n + KIWI__TAR_BLOCK - 1) / KIWI__TAR_BLOCK * KIWI__TAR_BLOCK;
+}
+
+/* Names in messages: archive names are hostile, so control bytes are
+ * escaped and long names shortened. The struct is returned by value; its
+ * storage lives until the end of the full expression using it. */
+typedef struct kiwi__shown {
+    char s[400];
+} kiwi__shown;
+
+kiwi__shown kiwi__show (const char *name);
+/* The same for a fixed-width header field (not necessarily NUL-terminated,
+ * at most 155 bytes). */
+kiwi__shown kiwi__show_field (const unsigned char *f, size_t w);
+
+/* Appends a string without its NUL. */
+int kiwi__buf_append_str (kiwi_buf *b, const char *s, kiwi_error_t *err);
+/* Keeps the content NUL-terminated without counting the NUL in len. */
+int kiwi__buf_terminate (kiwi_buf *b, kiwi_error_t *err);
+
+/* opts, or the defaults (kiwi_archive_opts_init) in *storage. */
+const kiwi_archive_opts *kiwi__archive_opts_or_default (const kiwi_archive_opts *opts, kiwi_archive_opts *storage);
 
 /* One raw entry. Strings are borrowed. */
 typedef struct kiwi__tar_raw {

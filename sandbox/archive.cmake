@@ -1,7 +1,19 @@
 # kiwi_archive: the tar code (archive.h), one library for the sandbox drivers
 # and the Firecracker guest agent (which links it statically). It needs only
-# kiwi_common_base.
-add_library(kiwi_archive STATIC ${CMAKE_CURRENT_LIST_DIR}/archive.c)
+# kiwi_common_base and libarchive (the tar format).
+set(KIWI_ARCHIVE_SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/archive-util.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-write.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-read.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-extract.c
+    ${CMAKE_CURRENT_LIST_DIR}/archive-meter.c)
+add_library(kiwi_archive STATIC ${KIWI_ARCHIVE_SOURCES})
 target_include_directories(kiwi_archive PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(kiwi_archive PUBLIC kiwi_common_base)
+# libarchive's archive.h by its path: sandbox/archive.h shadows the name
+find_file(KIWI_LIBARCHIVE_H archive.h HINTS ${LIBARCHIVE_INCLUDEDIR} ${LIBARCHIVE_INCLUDE_DIRS} NO_CMAKE_PATH
+          REQUIRED)
+target_compile_definitions(kiwi_archive PRIVATE KIWI_LIBARCHIVE_H="${KIWI_LIBARCHIVE_H}")
+# by -l flags, not the imported target's full path of libarchive.so, so that
+# the statically linked guest agent (fc-agent/) gets libarchive.a
+target_link_libraries(kiwi_archive PUBLIC kiwi_common_base ${LIBARCHIVE_LDFLAGS})
 target_link_libraries(kiwi_sandbox PUBLIC kiwi_archive)

@@ -1,7 +1,9 @@
 /*
- * archive.h: tar archives in memory, written and read without any external
- * library, for moving a task's repository into and out of a sandbox through
- * the Docker Engine API (PUT/GET /containers/{id}/archive).
+ * archive.h: tar archives in memory, for moving a task's repository into and
+ * out of a sandbox through the Docker Engine API (PUT/GET
+ * /containers/{id}/archive). libarchive reads and writes the format
+ * (archive-read.c, archive-write.c); the walk, the checks and extraction
+ * are Kiwi's.
  *
  * Writing: kiwi_archive_from_dir() packs a host directory into POSIX ustar,
  * with pax extended headers for what ustar cannot hold (long paths and link
@@ -195,14 +197,17 @@ typedef struct kiwi_tar_entry {
 } kiwi_tar_entry;
 
 /* Iterator over an archive in memory. Init never fails; clear frees what the
- * reader allocated (names from long-name records). */
+ * reader allocated (libarchive's reader, names). */
+struct archive;
 typedef struct kiwi_tar_reader {
     const unsigned char *tar;
     size_t len;
-    size_t pos;
+    size_t pos;          /* offset of the next header */
     bool done;
-    char *name;      /* owned: the current entry's full name */
-    char *linkname;  /* owned */
+    bool failed;
+    struct archive *a;   /* owned: libarchive's reader, made by the first kiwi_tar_reader_next() */
+    char *name;          /* owned: the current entry's full name */
+    char *linkname;      /* owned */
 } kiwi_tar_reader;
 
 void kiwi_tar_reader_init (kiwi_tar_reader *r, const void *tar, size_t len);
@@ -213,7 +218,8 @@ void kiwi_tar_reader_clear (kiwi_tar_reader *r);
  * where there is one) for: a bad header checksum, a truncated archive
  * (including a missing end marker), a size beyond the remaining bytes, a
  * malformed numeric field or pax record, an unsupported entry type (sparse,
- * multi-volume). Once it returned <= 0 it keeps returning that. */
+ * multi-volume). Once it returned <= 0 it keeps returning that. An entry's
+ * data stays valid as long as the archive bytes do. */
 int kiwi_tar_reader_next (kiwi_tar_reader *r, kiwi_tar_entry *e, kiwi_error_t *err);
 
 /* Called once per entry by kiwi_archive_list(). Return < 0 (with *err set)

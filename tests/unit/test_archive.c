@@ -6,7 +6,8 @@
  * archives: escapes by `..`, absolute names, symlinks made by the archive or
  * already in the destination, hardlinks, devices, truncation at every byte
  * offset, garbage and bit flips (seeded; the seed is printed and
- * KIWI_TEST_SEED replays it), and a racing symlink swap. Each hostile case
+ * KIWI_TEST_SEED replays it), a racing symlink swap, GNU sparse files, an
+ * unknown type and a hostile GNU long link. Each hostile case
  * checks that nothing appeared outside the destination: a sentinel
  * directory next to it stays empty, a file next to it keeps its content, and
  * no new name appears next to it. The meter: a stream sized by its bytes
@@ -1481,6 +1482,52 @@ test_symlink_swap_race (void **state)
 }
 
 
+/* Paths the format library could take: a real GNU sparse file (gnu 'S'
+ * headers with a map, pax GNU.sparse 1.0 records), a type byte no reader
+ * knows, a GNU long link ('K') naming a hardlink target outside. All are
+ * refused, and nothing is written. */
+static void
+test_sparse_unknown_and_long_links (void **state)
+{
+    fixture *f = *state;
+    kiwi_buf b = KIWI_BUF_INIT;
+    raw (&b, 'Z', "mystery", NULL, "x", 0644);
+    finish (&b);
+    expect_reject (f, &b, NULL, "unsupported type");
+    kiwi_buf_free (&b);
+
+    char target[300];
+    snprintf (target, sizeof target, "%s/../../outside.txt", long_component);
+    kiwi_buf c = KIWI_BUF_INIT;
+    raw (&c, '0', "ok", NULL, "ok", 0644);
+    kiwi__tar_raw h = { .typeflag = '1', .name = "h", .linkname = target, .mode = 0644, .gnu_long = true };
+    assert_int_equal (kiwi__archive_write_raw (&c, &h, 0, NULL), 0);
+    finish (&c);
+    expect_reject (f, &c, NULL, "`h`");
+    assert_int_equal (count_entries (f->dest), 0);
+    kiwi_buf_free (&c);
+
+    if (!have_gnu_tar ())
+        return;
+    char p[400], tarpath[400];
+    path_join (p, sizeof p, f->src, "holes.bin");
+    run ("truncate -s 4M '%s' && printf data | dd of='%s' bs=1 seek=2000000 conv=notrunc status=none", p, p);
+    path_join (tarpath, sizeof tarpath, f->top, "x.tar");
+    static const char *const formats[] = { "gnu", "pax" };
+    for (size_t i = 0; i < 2; i++) {
+        run ("tar --format=%s --sparse --sparse-version=1.0 -cf '%s' -C '%s' holes.bin 2>/dev/null || "
+             "tar --format=%s --sparse -cf '%s' -C '%s' holes.bin",
+             formats[i], tarpath, f->src, formats[i], tarpath, f->src);
+        size_t len;
+        char *data = read_all (tarpath, &len);
+        assert_non_null (data);
+        kiwi_buf t = { data, len, len };
+        expect_reject (f, &t, NULL, "sparse");
+        assert_int_equal (count_entries (f->dest), 0);
+        kiwi_buf_free (&t);
+    }
+}
+
 /* The meter, fed in one piece and a byte at a time: the same count. */
 static uint64_t
 meter_both (const void *data, size_t len, uint64_t *announced)
@@ -1594,6 +1641,7 @@ main (void)
         T (test_truncated_at_every_offset),
         T (test_garbage_and_bit_flips),
         T (test_symlink_swap_race),
+        T (test_sparse_unknown_and_long_links),
         T (test_meter_counts_bytes_and_sizes),
         T (test_meter_pax_and_base256),
     };
