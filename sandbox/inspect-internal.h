@@ -1,7 +1,7 @@
 /*
  * inspect-internal.h: helpers shared by the repository inspection modules
- * (inspect.c, image.c, lockfile.c, classify.c, step0.c). Not part of the
- * public interface; tests may include it.
+ * (inspect.c, image-*.c, lockfile*.c, runtime.c, classify.c, step0.c). Not
+ * part of the public interface; tests may include it.
  *
  * Everything here reads a repository that is untrusted input: files are read
  * with a size bound, never through a symlink (a symlinked manifest is
@@ -14,7 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "error.h"
+#include "image.h"
+#include "lockfile.h"
 #include "sha256.h"
 
 /* Largest manifest or lockfile read whole (lockfiles of big monorepos reach
@@ -72,5 +76,91 @@ bool kiwi__toml_array_nonempty (const char *array_text);
 /* Feeds a regular file (not a symlink) into `s` in chunks. Returns < 0
  * with *err when it cannot be read. */
 int kiwi__sha256_file (kiwi_sha256 *s, const char *path, uint64_t *size, kiwi_error_t *err);
+
+/* ----- the per-inspection context: every manifest read (and parsed) once
+ * for the image choice, the install plan and the cache key ----- */
+
+typedef struct kiwi__inspect_ctx kiwi__inspect_ctx;
+
+/* A context for the repository at `root` (borrowed: it must outlive the
+ * context). NULL on allocation failure. */
+kiwi__inspect_ctx *kiwi__ctx_new (const char *root);
+void kiwi__ctx_free (kiwi__inspect_ctx *ctx);
+
+const char *kiwi__ctx_root (const kiwi__inspect_ctx *ctx);
+
+/* dir/file's text as kiwi__read_rel reads it, read on the first call and
+ * kept: borrowed, valid until kiwi__ctx_free; NULL when absent or
+ * unreadable. *len (optional) is its length. */
+const char *kiwi__ctx_text (kiwi__inspect_ctx *ctx, const char *dir, const char *file, size_t *len);
+
+/* The text of `rel` if the context has already read it (nothing is read
+ * here), else NULL. */
+const char *kiwi__ctx_cached (const kiwi__inspect_ctx *ctx, const char *rel, size_t *len);
+
+/* An owned copy of the same (for readers that cut it up), or NULL. */
+char *kiwi__ctx_copy (kiwi__inspect_ctx *ctx, const char *dir, const char *file);
+
+/* dir/file parsed as JSON (once): borrowed, NULL when absent or not JSON. */
+json_t *kiwi__ctx_json (kiwi__inspect_ctx *ctx, const char *dir, const char *file);
+
+/* True once an allocation in the context failed (what it returned then
+ * looked like an absent file): the inspection reports ENOMEM. */
+bool kiwi__ctx_failed (const kiwi__inspect_ctx *ctx);
+
+/* Fails with ENOMEM (in *err) when the context failed; 0 otherwise. */
+int kiwi__ctx_check (const kiwi__inspect_ctx *ctx, kiwi_error_t *err);
+
+/* Where Phase A keeps its scratch files: emptied before the snapshot, so
+ * nothing here reaches Phase B. */
+#define KIWI__SCRATCH "/kiwi/tmp/kiwi"
+#define KIWI__TRUSTSTORE KIWI__SCRATCH "/truststore.p12"
+/* Kiwi's shims (corepack's yarn), kept for Phase B. */
+#define KIWI__SHIM_DIR "/kiwi/home/.kiwi/bin"
+/* Where a pinned pnpm is installed (packageManager pnpm@V). */
+#define KIWI__PNPM_PIN_DIR "/kiwi/home/.kiwi/pnpm"
+
+/* ----- install steps as the planners (lockfile-*.c) add them ----- */
+
+typedef struct kiwi__steps {
+    kiwi_install_step *v;
+    size_t n;
+} kiwi__steps;
+
+void kiwi__steps_free (kiwi__steps *s);
+
+/* Appends a step (the strings copied). */
+int kiwi__add_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, bool locked, const char *summary,
+                    const char *script, const char *why, kiwi_error_t *err);
+
+/* Sets the last step's prelude (copied). */
+int kiwi__set_prelude (kiwi__steps *s, const char *prelude, kiwi_error_t *err);
+
+/* True if root/dir/file is a regular file. */
+bool kiwi__has_in (const char *root, const char *dir, const char *file);
+
+/* ----- what image resolution and install planning do with a context ----- */
+
+/* kiwi_image_resolve (`refused` NULL) or kiwi_image_resolve_past_devcontainer
+ * (`refused`: why the devcontainer is skipped) over the context. */
+int kiwi__image_resolve_ctx (kiwi__inspect_ctx *ctx, const char *test_command, const kiwi_image_catalog *cat,
+                             const char *refused, kiwi_image_resolution *out, kiwi_error_t *err);
+/* kiwi_version_markers over the context. */
+int kiwi__version_markers_ctx (kiwi__inspect_ctx *ctx, const char *dir, const char *runtime, char **requirement,
+                               char **from, kiwi_version_prefer *prefer, kiwi_error_t *err);
+
+/* kiwi_install_plan_make, kiwi_install_hashed_files and
+ * kiwi_install_cache_key over the context (the key hashes the files the
+ * context holds from memory, the others from the tree). */
+int kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, kiwi_install_plan *plan,
+                                 kiwi_error_t *err);
+int kiwi__install_hashed_files_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan, kiwi_strv *files,
+                                    kiwi_error_t *err);
+int kiwi__install_cache_key_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan,
+                                 const kiwi_install_key_input *k, const kiwi_strv *input, char out[65],
+                                 kiwi_error_t *err);
+
+/* Compares two version families ("1.21" < "1.22"); unparsable ones are 0. */
+int kiwi__family_cmp (const char *a, const char *b);
 
 #endif

@@ -1,10 +1,12 @@
 /*
- * inspect-util.c: bounded file reading, a minimal TOML reader and a
- * streaming SHA-256 for repository inspection (see inspect-internal.h).
+ * inspect-util.c: bounded file reading, a minimal TOML reader, a streaming
+ * SHA-256 and the directories one level down, for repository inspection
+ * (see inspect-internal.h).
  */
 #include "inspect-internal.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,20 +17,36 @@
 
 #include "cleanup.h"
 
+/* Opens a regular file (not a symlink) for reading; *st is its status.
+ * Returns the descriptor, or < 0 with *err. */
+static int
+open_regular (const char *path, struct stat *st, kiwi_error_t *err)
+{
+    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "opening %s", path);
+    if (fstat (fd, st) < 0) {
+        int e = errno;
+        close (fd);
+        return kiwi_error_make (err, e, "reading %s", path);
+    }
+    if (!S_ISREG (st->st_mode)) {
+        close (fd);
+        return kiwi_error_make (err, 0, "%s is not a regular file", path);
+    }
+    return fd;
+}
+
 int
 kiwi__read_file (const char *path, size_t max, char **out, size_t *len, kiwi_error_t *err)
 {
     *out = NULL;
     if (len)
         *len = 0;
-    cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return kiwi_error_make (err, errno, "opening %s", path);
     struct stat st;
-    if (fstat (fd, &st) < 0)
-        return kiwi_error_make (err, errno, "reading %s", path);
-    if (!S_ISREG (st.st_mode))
-        return kiwi_error_make (err, 0, "%s is not a regular file", path);
+    cleanup_close int fd = open_regular (path, &st, err);
+    if (fd < 0)
+        return -1;
     if ((uint64_t) st.st_size > max)
         return kiwi_error_make (err, 0, "%s is larger than %zu bytes", path, max);
     size_t cap = (size_t) st.st_size + 1;
@@ -80,20 +98,33 @@ kiwi__read_rel (const char *root, const char *rel, size_t *len)
     return out;
 }
 
-bool
-kiwi__has_file (const char *root, const char *rel)
+/* True if root/rel is of the file type `type` (S_IFREG, S_IFDIR), not
+ * following a symlink. */
+static bool
+has_type (const char *root, const char *rel, mode_t type)
 {
     cleanup_free char *p = kiwi__path_join (root, rel);
     struct stat st;
-    return p != NULL && lstat (p, &st) == 0 && S_ISREG (st.st_mode);
+    return p != NULL && lstat (p, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+bool
+kiwi__has_file (const char *root, const char *rel)
+{
+    return has_type (root, rel, S_IFREG);
 }
 
 bool
 kiwi__has_dir (const char *root, const char *rel)
 {
-    cleanup_free char *p = kiwi__path_join (root, rel);
-    struct stat st;
-    return p != NULL && lstat (p, &st) == 0 && S_ISDIR (st.st_mode);
+    return has_type (root, rel, S_IFDIR);
+}
+
+bool
+kiwi__has_in (const char *root, const char *dir, const char *file)
+{
+    cleanup_free char *rel = kiwi__path_join (dir, file);
+    return rel && kiwi__has_file (root, rel);
 }
 
 void
@@ -419,14 +450,10 @@ kiwi__toml_array_nonempty (const char *a)
 int
 kiwi__sha256_file (kiwi_sha256 *s, const char *path, uint64_t *size, kiwi_error_t *err)
 {
-    cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return kiwi_error_make (err, errno, "opening %s", path);
     struct stat st;
-    if (fstat (fd, &st) < 0)
-        return kiwi_error_make (err, errno, "reading %s", path);
-    if (!S_ISREG (st.st_mode))
-        return kiwi_error_make (err, 0, "%s is not a regular file", path);
+    cleanup_close int fd = open_regular (path, &st, err);
+    if (fd < 0)
+        return -1;
     char buf[65536];
     uint64_t total = 0;
     for (;;) {
@@ -444,4 +471,48 @@ kiwi__sha256_file (kiwi_sha256 *s, const char *path, uint64_t *size, kiwi_error_
     if (size)
         *size = total;
     return 0;
+}
+
+static int
+cmp_str (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+char **
+kiwi__subdirs (const char *root)
+{
+    static const char *const skip[] = { "node_modules", "vendor", "target", "build", "dist", "out", "venv",
+                                        "__pycache__", "bin", "obj", "tmp", NULL };
+    DIR *d = opendir (root);
+    char **v = calloc (1, sizeof *v);
+    size_t n = 0;
+    if (v == NULL) {
+        if (d)
+            closedir (d);
+        return NULL;
+    }
+    if (d == NULL)
+        return v;
+    struct dirent *e;
+    while ((e = readdir (d)) != NULL && n < 256) {
+        if (e->d_name[0] == '.')
+            continue;
+        bool skipped = false;
+        for (size_t i = 0; skip[i]; i++)
+            skipped = skipped || strcmp (e->d_name, skip[i]) == 0;
+        if (skipped || !kiwi__has_dir (root, e->d_name))
+            continue;
+        char **nv = realloc (v, (n + 2) * sizeof *nv);
+        if (nv == NULL)
+            break;
+        v = nv;
+        v[n] = strdup (e->d_name);
+        if (v[n] == NULL)
+            break;
+        v[++n] = NULL;
+    }
+    closedir (d);
+    qsort (v, n, sizeof *v, cmp_str);
+    return v;
 }

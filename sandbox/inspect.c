@@ -1,5 +1,7 @@
 /*
- * inspect.c: image, install plan and cache key of a repository (inspect.h).
+ * inspect.c: image, install plan and cache key of a repository (inspect.h),
+ * over one per-inspection context so that each manifest is read and parsed
+ * once for all three.
  */
 #include "inspect.h"
 
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "inspect-internal.h"
 
 void
 kiwi_inspection_clear (kiwi_inspection *in)
@@ -41,9 +44,9 @@ dup_resolution (const kiwi_image_resolution *src, kiwi_image_resolution *dst, ki
 }
 
 static int
-plan_and_key (const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t *err)
+plan_and_key (kiwi__inspect_ctx *ctx, const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t *err)
 {
-    if (kiwi_install_plan_make (rq->root, out->image.runtime, &out->install, err) < 0)
+    if (kiwi__install_plan_make_ctx (ctx, out->image.runtime, &out->install, err) < 0)
         return kiwi_error_wrap (err, "inspecting %s", rq->root);
     out->cache_key[0] = '\0';
     kiwi_error_t ierr = NULL;
@@ -58,8 +61,8 @@ plan_and_key (const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t
         return 0;
     kiwi_install_key_input k = { .image = out->image.image, .image_id = out->image_id, .driver = rq->driver,
                                  .kiwi_env = rq->kiwi_env };
-    if (kiwi_install_hashed_files (rq->root, &out->install, &out->input, err) < 0
-        || kiwi_install_cache_key (rq->root, &out->install, &k, &out->input, out->cache_key, err) < 0)
+    if (kiwi__install_hashed_files_ctx (ctx, &out->install, &out->input, err) < 0
+        || kiwi__install_cache_key_ctx (ctx, &out->install, &k, &out->input, out->cache_key, err) < 0)
         return kiwi_error_wrap (err, "inspecting %s", rq->root);
     return 0;
 }
@@ -68,13 +71,16 @@ int
 kiwi_inspect (const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t *err)
 {
     memset (out, 0, sizeof *out);
-    if (kiwi_image_resolve (rq->root, rq->test_command, rq->catalog, &out->image, err) < 0)
-        return kiwi_error_wrap (err, "inspecting %s", rq->root);
-    if (plan_and_key (rq, out, err) < 0) {
+    kiwi__inspect_ctx *ctx = kiwi__ctx_new (rq->root);
+    if (ctx == NULL)
+        return kiwi_error_make (err, ENOMEM, "inspection");
+    int rc = kiwi__image_resolve_ctx (ctx, rq->test_command, rq->catalog, NULL, &out->image, err);
+    if (rc < 0)
+        kiwi_error_wrap (err, "inspecting %s", rq->root);
+    else if ((rc = plan_and_key (ctx, rq, out, err)) < 0)
         kiwi_inspection_clear (out);
-        return -1;
-    }
-    return 0;
+    kiwi__ctx_free (ctx);
+    return rc;
 }
 
 int
@@ -84,11 +90,12 @@ kiwi_inspect_with_image (const kiwi_inspect_request *rq, const kiwi_image_resolu
     memset (out, 0, sizeof *out);
     if (dup_resolution (image, &out->image, err) < 0)
         return -1;
-    if (plan_and_key (rq, out, err) < 0) {
+    kiwi__inspect_ctx *ctx = kiwi__ctx_new (rq->root);
+    int rc = ctx ? plan_and_key (ctx, rq, out, err) : kiwi_error_make (err, ENOMEM, "inspection");
+    if (rc < 0)
         kiwi_inspection_clear (out);
-        return -1;
-    }
-    return 0;
+    kiwi__ctx_free (ctx);
+    return rc;
 }
 
 char *

@@ -33,8 +33,18 @@ kiwi_embed_file(kiwi__catalog_default_tsv ${CMAKE_SOURCE_DIR}/ops/images/catalog
 target_sources(kiwi_sandbox PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/inspect.c
   ${CMAKE_CURRENT_LIST_DIR}/inspect-util.c
-  ${CMAKE_CURRENT_LIST_DIR}/image.c
+  ${CMAKE_CURRENT_LIST_DIR}/inspect-ctx.c
+  ${CMAKE_CURRENT_LIST_DIR}/runtime.c
+  ${CMAKE_CURRENT_LIST_DIR}/image-catalog.c
+  ${CMAKE_CURRENT_LIST_DIR}/image-command.c
+  ${CMAKE_CURRENT_LIST_DIR}/image-markers.c
+  ${CMAKE_CURRENT_LIST_DIR}/image-resolve.c
   ${CMAKE_CURRENT_LIST_DIR}/lockfile.c
+  ${CMAKE_CURRENT_LIST_DIR}/lockfile-node.c
+  ${CMAKE_CURRENT_LIST_DIR}/lockfile-python.c
+  ${CMAKE_CURRENT_LIST_DIR}/lockfile-jvm.c
+  ${CMAKE_CURRENT_LIST_DIR}/lockfile-simple.c
+  ${CMAKE_CURRENT_LIST_DIR}/lockfile-input.c
   ${CMAKE_CURRENT_LIST_DIR}/classify.c
   ${CMAKE_CURRENT_LIST_DIR}/step0.c
   ${CMAKE_CURRENT_BINARY_DIR}/classify-table.c

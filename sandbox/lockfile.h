@@ -48,25 +48,26 @@
 #include "error.h"
 #include "strv.h"
 
-/* name, the runtime whose images can run it */
-#define KIWI_ECOSYSTEMS(X)                                                                                   \
-    X (KIWI_ECO_NPM, "npm", "node")                                                                          \
-    X (KIWI_ECO_PNPM, "pnpm", "node")                                                                        \
-    X (KIWI_ECO_YARN, "yarn", "node")                                                                        \
-    X (KIWI_ECO_YARN_BERRY, "yarn-berry", "node")                                                            \
-    X (KIWI_ECO_GO, "go", "go")                                                                              \
-    X (KIWI_ECO_UV, "uv", "python")                                                                          \
-    X (KIWI_ECO_POETRY, "poetry", "python")                                                                  \
-    X (KIWI_ECO_PIPENV, "pipenv", "python")                                                                  \
-    X (KIWI_ECO_PIP, "pip", "python")                                                                        \
-    X (KIWI_ECO_CARGO, "cargo", "rust")                                                                      \
-    X (KIWI_ECO_BUNDLER, "bundler", "ruby")                                                                  \
-    X (KIWI_ECO_COMPOSER, "composer", "php")                                                                 \
-    X (KIWI_ECO_MAVEN, "maven", "maven")                                                                     \
-    X (KIWI_ECO_GRADLE, "gradle", "gradle")
+/* name (the runtime whose images run each is in the runtime table,
+ * sandbox/runtime.c) */
+#define KIWI_ECOSYSTEMS(X)                                                                                \
+    X (KIWI_ECO_NPM, "npm")                                                                               \
+    X (KIWI_ECO_PNPM, "pnpm")                                                                             \
+    X (KIWI_ECO_YARN, "yarn")                                                                             \
+    X (KIWI_ECO_YARN_BERRY, "yarn-berry")                                                                 \
+    X (KIWI_ECO_GO, "go")                                                                                 \
+    X (KIWI_ECO_UV, "uv")                                                                                 \
+    X (KIWI_ECO_POETRY, "poetry")                                                                         \
+    X (KIWI_ECO_PIPENV, "pipenv")                                                                         \
+    X (KIWI_ECO_PIP, "pip")                                                                               \
+    X (KIWI_ECO_CARGO, "cargo")                                                                           \
+    X (KIWI_ECO_BUNDLER, "bundler")                                                                       \
+    X (KIWI_ECO_COMPOSER, "composer")                                                                     \
+    X (KIWI_ECO_MAVEN, "maven")                                                                           \
+    X (KIWI_ECO_GRADLE, "gradle")
 
 typedef enum {
-#define KIWI__ECO_ENUM(name, str, runtime) name,
+#define KIWI__ECO_ENUM(name, str) name,
     KIWI_ECOSYSTEMS (KIWI__ECO_ENUM)
 #undef KIWI__ECO_ENUM
 } kiwi_ecosystem;
@@ -117,9 +118,9 @@ void kiwi_install_plan_clear (kiwi_install_plan *plan);
 
 /* The install's input: the files whose contents decide what Phase A
  * installs (manifests, lockfiles, workspace members' manifests, the package
- * manager's project config, patch directories, wrapper scripts; the table
- * in lockfile.c, docs/inspection.md), as paths relative to root in the
- * order they are hashed (bytewise sorted), appended to *files. Phase A's
+ * manager's project config, patch directories, wrapper scripts; the
+ * runtime table in runtime.c, docs/inspection.md), as paths relative to
+ * root in the order they are hashed (bytewise sorted), appended to *files. Phase A's
  * /kiwi/src holds exactly these and nothing else of the tree. */
 int kiwi_install_hashed_files (const char *root, const kiwi_install_plan *plan, kiwi_strv *files,
                                kiwi_error_t *err);
