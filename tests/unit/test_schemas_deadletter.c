@@ -16,35 +16,6 @@
 
 #include "test_schemas_util.h"
 
-static char *base;
-static size_t base_len;
-
-static int
-setup (void **state)
-{
-    kiwi_deadletter d;
-    kiwi_error_t err = NULL;
-    kiwi_deadletter_init (&d);
-    sample_deadletter_full (&d);
-    int r = kiwi_deadletter_encode (&d, &base, &base_len, &err);
-    kiwi_deadletter_clear (&d);
-    kiwi_error_free (&err);
-    return r;
-}
-
-static int
-teardown (void **state)
-{
-    free (base);
-    return 0;
-}
-
-static void
-edit (const char *path, edit_op op, msgpack_object value, const char *msg)
-{
-    expect_edit (decode_deadletter, base, base_len, path, op, value, msg);
-}
-
 static void
 test_roundtrip (void **state)
 {
@@ -195,5 +166,5 @@ main (void)
         cmocka_unit_test (test_encode_validates),
         cmocka_unit_test (test_to_json),
     };
-    return cmocka_run_group_tests_name ("schemas_deadletter", tests, setup, teardown);
+    return cmocka_run_group_tests_name ("schemas_deadletter", tests, base_setup_deadletter, base_teardown);
 }

@@ -15,35 +15,6 @@
 
 #include "test_schemas_util.h"
 
-static char *base;
-static size_t base_len;
-
-static int
-setup (void **state)
-{
-    kiwi_progress p;
-    kiwi_error_t err = NULL;
-    kiwi_progress_init (&p);
-    sample_progress_full (&p);
-    int r = kiwi_progress_encode (&p, &base, &base_len, &err);
-    kiwi_progress_clear (&p);
-    kiwi_error_free (&err);
-    return r;
-}
-
-static int
-teardown (void **state)
-{
-    free (base);
-    return 0;
-}
-
-static void
-edit (const char *path, edit_op op, msgpack_object value, const char *msg)
-{
-    expect_edit (decode_progress, base, base_len, path, op, value, msg);
-}
-
 static void
 test_roundtrip (void **state)
 {
@@ -334,5 +305,5 @@ main (void)
         cmocka_unit_test (test_encode_validates),
         cmocka_unit_test (test_to_json),
     };
-    return cmocka_run_group_tests_name ("schemas_progress", tests, setup, teardown);
+    return cmocka_run_group_tests_name ("schemas_progress", tests, base_setup_progress, base_teardown);
 }

@@ -16,23 +16,21 @@
 
 #include "test_schemas_util.h"
 
-static char *base; /* status fixed */
-static size_t base_len;
-static char *base_nf; /* status needs_network */
+/* base (shared) is status fixed; base_nf is status needs_network. */
+static char *base_nf;
 static size_t base_nf_len;
 
 static int
 setup (void **state)
 {
+    int rc = base_setup_result (state);
+    if (rc != 0)
+        return rc;
     kiwi_result r;
     kiwi_error_t err = NULL;
     kiwi_result_init (&r);
-    sample_result_fixed (&r);
-    int rc = kiwi_result_encode (&r, &base, &base_len, &err);
-    kiwi_result_clear (&r);
     sample_result_not_fixed (&r);
-    if (rc == 0)
-        rc = kiwi_result_encode (&r, &base_nf, &base_nf_len, &err);
+    rc = kiwi_result_encode (&r, &base_nf, &base_nf_len, &err);
     kiwi_result_clear (&r);
     kiwi_error_free (&err);
     return rc;
@@ -41,15 +39,8 @@ setup (void **state)
 static int
 teardown (void **state)
 {
-    free (base);
     free (base_nf);
-    return 0;
-}
-
-static void
-edit (const char *path, edit_op op, msgpack_object value, const char *msg)
-{
-    expect_edit (decode_result, base, base_len, path, op, value, msg);
+    return base_teardown (state);
 }
 
 static void

@@ -16,35 +16,6 @@
 
 #include "test_schemas_util.h"
 
-static char *base;
-static size_t base_len;
-
-static int
-setup (void **state)
-{
-    kiwi_task t;
-    kiwi_error_t err = NULL;
-    kiwi_task_init (&t);
-    sample_task_full (&t);
-    int r = kiwi_task_encode (&t, &base, &base_len, &err);
-    kiwi_task_clear (&t);
-    kiwi_error_free (&err);
-    return r;
-}
-
-static int
-teardown (void **state)
-{
-    free (base);
-    return 0;
-}
-
-static void
-edit (const char *path, edit_op op, msgpack_object value, const char *msg)
-{
-    expect_edit (decode_task, base, base_len, path, op, value, msg);
-}
-
 static void
 test_roundtrip_full (void **state)
 {
@@ -651,5 +622,5 @@ main (void)
         cmocka_unit_test (test_decode_failure_leaves_nothing),
         cmocka_unit_test (test_to_json),
     };
-    return cmocka_run_group_tests_name ("schemas_task", tests, setup, teardown);
+    return cmocka_run_group_tests_name ("schemas_task", tests, base_setup_task, base_teardown);
 }
