@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shell.h"
 #include "config.h"
 #include "policy.h"
 #include "task.h"
@@ -35,18 +36,6 @@ set (kiwi_worker_config *c, const char *name, const char *value)
     kiwi_error_t err = NULL;
     if (kiwi_worker_config_set (c, name, value, "test", &err) < 0)
         fail_msg ("%s=%s: %s", name, value, kiwi_error_msg (err));
-}
-
-static void
-sh (const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (cmd, sizeof cmd, fmt, ap);
-    va_end (ap);
-    if (system (cmd) != 0)
-        fail_msg ("`%s` failed", cmd);
 }
 
 static int
@@ -73,7 +62,7 @@ static int
 teardown (void **state)
 {
     fixture *f = *state;
-    sh ("rm -rf '%s'", f->tmp);
+    kiwi_test_must ("rm -rf '%s'", f->tmp);
     kiwi_task_clear (&f->task);
     kiwi_worker_config_clear (&f->cfg);
     free (f);
@@ -289,7 +278,7 @@ test_local_repos (void **state)
     kiwi_task_policy pol;
     char path[PATH_MAX + 64], url[PATH_MAX + 80];
     snprintf (path, sizeof path, "%s/repo", f->tmp);
-    sh ("git init -q --bare '%s'", path);
+    kiwi_test_must ("git init -q --bare '%s'", path);
     repo (f, path);
     char want[PATH_MAX + 200];
     snprintf (want, sizeof want, "task.repo.url: %s is a local repository, and KIWI_ALLOW_LOCAL_REPOS is false", path);
@@ -310,7 +299,7 @@ test_local_repos (void **state)
     /* another tenant's mirror under the state directory: refused, however named */
     char mirror[PATH_MAX + 64];
     snprintf (mirror, sizeof mirror, "%s/mirrors/0123abcd.git", f->state);
-    sh ("mkdir -p '%s/mirrors' && git init -q --bare '%s'", f->state, mirror);
+    kiwi_test_must ("mkdir -p '%s/mirrors' && git init -q --bare '%s'", f->state, mirror);
     repo (f, mirror);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     snprintf (url, sizeof url, "file://%s", mirror);
@@ -321,17 +310,17 @@ test_local_repos (void **state)
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a symlink to it */
     snprintf (url, sizeof url, "%s/link.git", f->tmp);
-    sh ("ln -s '%s' '%s'", mirror, url);
+    kiwi_test_must ("ln -s '%s' '%s'", mirror, url);
     repo (f, url);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a gitfile pointing at it */
     snprintf (url, sizeof url, "%s/gitfile-repo", f->tmp);
-    sh ("mkdir -p '%s' && printf 'gitdir: %s\\n' > '%s/.git'", url, mirror, url);
+    kiwi_test_must ("mkdir -p '%s' && printf 'gitdir: %s\\n' > '%s/.git'", url, mirror, url);
     repo (f, url);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a repository borrowing its objects through alternates */
     snprintf (url, sizeof url, "%s/borrower.git", f->tmp);
-    sh ("git init -q --bare '%s' && echo '%s/objects' > '%s/objects/info/alternates'", url, mirror, url);
+    kiwi_test_must ("git init -q --bare '%s' && echo '%s/objects' > '%s/objects/info/alternates'", url, mirror, url);
     repo (f, url);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* the state directory itself */
@@ -339,7 +328,7 @@ test_local_repos (void **state)
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a sibling whose name starts like it is not inside */
     snprintf (url, sizeof url, "%s/state-other", f->tmp);
-    sh ("git init -q --bare '%s'", url);
+    kiwi_test_must ("git init -q --bare '%s'", url);
     expect_repo (f, url, "");
 }
 
