@@ -312,37 +312,60 @@ test_tree_with_dotgit_refused (void **state)
         fail_msg ("the canary %s was created", canary);
 }
 
+/* A bare repository tmp/<name>.git whose main is one commit (message name)
+ * of the tree that the shell commands tree_sh, run inside it, leave in $t;
+ * the state directory tmp/state-<name> with its work directory, and the
+ * workspace path tmp/state-<name>/work/<name>-1. Paths to bare, st, ws. */
+static void
+crafted_repo (const char *name, const char *tree_sh, char bare[160], char st[160], char ws[160])
+{
+    snprintf (bare, 160, "%s/%s.git", tmp, name);
+    snprintf (st, 160, "%s/state-%s", tmp, name);
+    snprintf (ws, 160, "%s/work/%s-1", st, name);
+    kiwi_test_must ("mkdir -p %s/work && git init -q --bare %s && cd %s && %s && c=$(" GITC " commit-tree -m %s $t) && "
+                    "git update-ref refs/heads/main $c && git symbolic-ref HEAD refs/heads/main",
+                    st, bare, bare, tree_sh, name);
+}
+
+/* The checkout of bare into ws under o is refused as too large, with a
+ * message naming want_a and want_b; ws is not written and the state
+ * directory st grows by less than slack_kb (the mirror's fetch). what
+ * names the case in the log. */
+static void
+expect_too_large (const kiwi_repo_opts *o, const char *bare, const char *ws, const char *st, const char *what,
+                  const char *want_a, const char *want_b, long slack_kb)
+{
+    long before = du_kb (st);
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    assert_int_equal (kiwi_repo_checkout (o, bare, "HEAD", ws, &commit, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
+    if (strstr (kiwi_error_msg (err), want_a) == NULL || strstr (kiwi_error_msg (err), want_b) == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    assert_int_not_equal (access (ws, F_OK), 0);
+    long after = du_kb (st);
+    fprintf (stderr, "%s: state dir %ld KB before, %ld KB after (mirror included)\n", what, before, after);
+    assert_true (after - before < slack_kb);
+    kiwi_repo_remove (ws);
+}
+
 /* 10 entries per level, each naming the level below, 8 levels deep: 10^8
  * paths from a few hundred bytes of objects. */
 static void
 test_git_bomb_refused (void **state)
 {
-    char bare[128], ws[160], st[160];
-    snprintf (bare, sizeof bare, "%s/bomb.git", tmp);
-    snprintf (ws, sizeof ws, "%s/state-bomb/work/bomb-1", tmp);
-    snprintf (st, sizeof st, "%s/state-bomb", tmp);
-    kiwi_test_must ("mkdir -p %s/work && git init -q --bare %s && cd %s && t=$(echo boom | git hash-object -w "
-                    "--stdin) && kind=blob mode=100644 && for level in 1 2 3 4 5 6 7 8 9; do "
-                    "t=$(for i in 0 1 2 3 4 5 6 7 8 9; do printf '%%s %%s %%s\\td%%s\\n' $mode $kind $t $i; done | "
-                    "git mktree); kind=tree mode=040000; done && c=$(" GITC " commit-tree -m bomb $t) && git "
-                    "update-ref refs/heads/main $c && git symbolic-ref HEAD refs/heads/main",
-                    st, bare, bare);
-    long before = du_kb (st);
+    char bare[160], ws[160], st[160];
+    crafted_repo ("bomb",
+                  "t=$(echo boom | git hash-object -w --stdin) && kind=blob mode=100644 && "
+                  "for level in 1 2 3 4 5 6 7 8 9; do "
+                  "t=$(for i in 0 1 2 3 4 5 6 7 8 9; do printf '%s %s %s\\td%s\\n' $mode $kind $t $i; done | "
+                  "git mktree); "
+                  "kind=tree mode=040000; done",
+                  bare, st, ws);
     kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 120000, .max_checkout_mb = 2048,
                          .max_checkout_files = 200000 };
-    kiwi_error_t err = NULL;
-    char *commit = NULL;
-    assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), -1);
-    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
-    if (strstr (kiwi_error_msg (err), "more than 200000 files") == NULL
-        || strstr (kiwi_error_msg (err), "KIWI_CHECKOUT_MAX_FILES") == NULL)
-        fail_msg ("%s", kiwi_error_msg (err));
-    kiwi_error_free (&err);
-    assert_int_not_equal (access (ws, F_OK), 0);
-    long after = du_kb (st);
-    fprintf (stderr, "git bomb: state dir %ld KB before, %ld KB after (mirror included)\n", before, after);
-    assert_true (after - before < 1024);
-    kiwi_repo_remove (ws);
+    expect_too_large (&o, bare, ws, st, "git bomb", "more than 200000 files", "KIWI_CHECKOUT_MAX_FILES", 1024);
 }
 
 /* A 300 MB file of zeros compresses to a few hundred KB of mirror; with a
@@ -350,32 +373,17 @@ test_git_bomb_refused (void **state)
 static void
 test_big_blob_refused (void **state)
 {
-    char bare[128], ws[160], st[160];
-    snprintf (bare, sizeof bare, "%s/big.git", tmp);
-    snprintf (ws, sizeof ws, "%s/state-big/work/big-1", tmp);
-    snprintf (st, sizeof st, "%s/state-big", tmp);
-    kiwi_test_must ("mkdir -p %s/work && git init -q --bare %s && cd %s && "
-                    "b=$(head -c 300M /dev/zero | git hash-object -w --stdin) && o=$(echo ok | git hash-object -w "
-                    "--stdin) && t=$(printf '100644 blob %%s\\tzeros.bin\\n100644 blob %%s\\tREADME\\n' $b $o | git "
-                    "mktree) && c=$(" GITC " commit-tree -m big $t) && git update-ref refs/heads/main $c && "
-                    "git symbolic-ref HEAD refs/heads/main",
-                    st, bare, bare);
-    long before = du_kb (st);
+    char bare[160], ws[160], st[160];
+    crafted_repo ("big",
+                  "b=$(head -c 300M /dev/zero | git hash-object -w --stdin) && "
+                  "o=$(echo ok | git hash-object -w --stdin) && "
+                  "t=$(printf '100644 blob %s\\tzeros.bin\\n100644 blob %s\\tREADME\\n' $b $o | git mktree)",
+                  bare, st, ws);
     kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 120000, .max_checkout_mb = 100, .max_checkout_files = 200000 };
+    expect_too_large (&o, bare, ws, st, "big blob", "KIWI_CHECKOUT_MAX_MB=100", "bytes", 5 * 1024);
+    /* under the ceiling, the same repository checks out */
     kiwi_error_t err = NULL;
     char *commit = NULL;
-    assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), -1);
-    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
-    if (strstr (kiwi_error_msg (err), "KIWI_CHECKOUT_MAX_MB=100") == NULL
-        || strstr (kiwi_error_msg (err), "bytes") == NULL)
-        fail_msg ("%s", kiwi_error_msg (err));
-    kiwi_error_free (&err);
-    assert_int_not_equal (access (ws, F_OK), 0);
-    long after = du_kb (st);
-    fprintf (stderr, "big blob: state dir %ld KB before, %ld KB after (mirror included)\n", before, after);
-    assert_true (after - before < 5 * 1024);
-    kiwi_repo_remove (ws);
-    /* under the ceiling, the same repository checks out */
     o.max_checkout_mb = 400;
     assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), 0);
     free (commit);
