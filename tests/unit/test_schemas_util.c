@@ -251,6 +251,22 @@ ROUNDTRIP (result, kiwi_result)
 ROUNDTRIP (heartbeat, kiwi_heartbeat)
 ROUNDTRIP (deadletter, kiwi_deadletter)
 
+#define ENCODE_REFUSED(name, type)                                              \
+    void expect_encode_refused_##name (const type *in, const char *msg)         \
+    {                                                                           \
+        kiwi_error_t err = NULL;                                                \
+        char *out = NULL;                                                       \
+        size_t len = 0;                                                         \
+        expect_invalid (kiwi_##name##_encode (in, &out, &len, &err), &err, msg); \
+        free (out);                                                             \
+    }
+
+ENCODE_REFUSED (task, kiwi_task)
+ENCODE_REFUSED (progress, kiwi_progress)
+ENCODE_REFUSED (result, kiwi_result)
+ENCODE_REFUSED (heartbeat, kiwi_heartbeat)
+ENCODE_REFUSED (deadletter, kiwi_deadletter)
+
 #define DECODER(name, type)                                                     \
     int decode_##name (const char *buf, size_t len, kiwi_error_t *err)          \
     {                                                                           \

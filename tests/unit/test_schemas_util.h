@@ -69,6 +69,13 @@ int base_teardown (void **state);
 /* expect_edit on base with the decoder of the kind base_setup_* encoded. */
 void edit (const char *path, edit_op op, msgpack_object value, const char *msg);
 
+/* Asserts that the encoder refuses *in with exactly msg (expect_invalid). */
+void expect_encode_refused_task (const kiwi_task *in, const char *msg);
+void expect_encode_refused_progress (const kiwi_progress *in, const char *msg);
+void expect_encode_refused_result (const kiwi_result *in, const char *msg);
+void expect_encode_refused_heartbeat (const kiwi_heartbeat *in, const char *msg);
+void expect_encode_refused_deadletter (const kiwi_deadletter *in, const char *msg);
+
 /* Encodes *t, decodes again, and asserts the JSON renderings are equal. */
 void roundtrip_task (const kiwi_task *t);
 void roundtrip_progress (const kiwi_progress *p);
