@@ -1,13 +1,15 @@
 /*
  * bench-util.h: what the benchmarks share: a monotonic clock in ms, the
- * median of a sample, and a command run to its end (the Docker CLI, the
- * baseline every benchmark measures against).
+ * median of a sample, a command run to its end (the Docker CLI, the
+ * baseline every benchmark measures against) and the options of the
+ * sandbox benchmarks.
  */
 #ifndef KIWI_BENCH_UTIL_H
 #define KIWI_BENCH_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "proc.h"
@@ -51,6 +53,31 @@ cli (const char *const *argv)
         fprintf (stderr, "bench: `%s %s` exited %d: %s\n", argv[0], argv[1], rc, r.output);
     kiwi_proc_result_clear (&r);
     return rc;
+}
+
+/* The options every sandbox benchmark takes: --driver, --image, --runs. */
+typedef struct bench_opts {
+    const char *driver;
+    const char *image;
+    int runs;
+} bench_opts;
+
+/* When argv[*i] is one of bench_opts' options and has its value, takes
+ * both into *o (advancing *i past the value) and returns 1; 0 otherwise. */
+static inline int
+bench_opt (int argc, char **argv, int *i, bench_opts *o)
+{
+    if (*i + 1 >= argc)
+        return 0;
+    if (strcmp (argv[*i], "--driver") == 0)
+        o->driver = argv[++*i];
+    else if (strcmp (argv[*i], "--image") == 0)
+        o->image = argv[++*i];
+    else if (strcmp (argv[*i], "--runs") == 0)
+        o->runs = atoi (argv[++*i]);
+    else
+        return 0;
+    return 1;
 }
 
 /* Opens the sandbox environment of `driver` on the stack's dockerd

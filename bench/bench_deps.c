@@ -89,17 +89,13 @@ report (const char *what, const char *a, double *av, const char *b, double *bv, 
 int
 main (int argc, char **argv)
 {
-    const char *driver = "docker", *image = "kiwi/node:22", *work = "/var/tmp/kiwi-bench-deps";
+    bench_opts o = { .driver = "docker", .image = "kiwi/node:22", .runs = 5 };
+    const char *work = "/var/tmp/kiwi-bench-deps";
     const char *command = "npx jest", *given = NULL;
-    int runs = 5;
     for (int i = 1; i < argc; i++) {
-        if (strcmp (argv[i], "--driver") == 0 && i + 1 < argc)
-            driver = argv[++i];
-        else if (strcmp (argv[i], "--image") == 0 && i + 1 < argc)
-            image = argv[++i];
-        else if (strcmp (argv[i], "--runs") == 0 && i + 1 < argc)
-            runs = atoi (argv[++i]);
-        else if (strcmp (argv[i], "--work") == 0 && i + 1 < argc)
+        if (bench_opt (argc, argv, &i, &o))
+            continue;
+        if (strcmp (argv[i], "--work") == 0 && i + 1 < argc)
             work = argv[++i];
         else if (strcmp (argv[i], "--command") == 0 && i + 1 < argc)
             command = argv[++i];
@@ -111,8 +107,8 @@ main (int argc, char **argv)
             return strcmp (argv[i], "--help") == 0 ? 0 : 2;
         }
     }
-    if (runs < 3)
-        runs = 3;
+    const char *driver = o.driver, *image = o.image;
+    int runs = o.runs < 3 ? 3 : o.runs;
     const char *store_url = getenv ("KIWI_STORE_URL");
     const kiwi_sandbox_driver *drv = NULL;
     kiwi_sandbox_env *env = bench_env_open (driver, &drv);

@@ -44,22 +44,15 @@ rss_kib (void)
 int
 main (int argc, char **argv)
 {
-    const char *driver = "docker", *image = "kiwi/base:bookworm";
-    int runs = 15;
+    bench_opts o = { .driver = "docker", .image = "kiwi/base:bookworm", .runs = 15 };
     for (int i = 1; i < argc; i++) {
-        if (strcmp (argv[i], "--driver") == 0 && i + 1 < argc)
-            driver = argv[++i];
-        else if (strcmp (argv[i], "--image") == 0 && i + 1 < argc)
-            image = argv[++i];
-        else if (strcmp (argv[i], "--runs") == 0 && i + 1 < argc)
-            runs = atoi (argv[++i]);
-        else {
+        if (!bench_opt (argc, argv, &i, &o)) {
             fprintf (stderr, "usage: bench_sandbox [--driver docker|gvisor] [--image IMAGE] [--runs N]\n");
             return strcmp (argv[i], "--help") == 0 ? 0 : 2;
         }
     }
-    if (runs < 3)
-        runs = 3;
+    const char *driver = o.driver, *image = o.image;
+    int runs = o.runs < 3 ? 3 : o.runs;
     const kiwi_sandbox_driver *drv = NULL;
     kiwi_sandbox_env *env = bench_env_open (driver, &drv);
     if (env == NULL)

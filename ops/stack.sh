@@ -178,14 +178,62 @@ ensure_dirs() {
   mkdir -p "$KIWI_RUN_DIR" "$KIWI_LOG_DIR"
 }
 
-# ------------------------------------------------------------------- kafka
+# ------------------------------------------------- kafka, redis and store
 
-kafka_pid() {
+# The pid in pid file $1 when it is a live process whose command line
+# matches $2; nothing otherwise.
+pidfile_pid() {
   local pid
-  pid=$(read_pidfile "$KAFKA_PIDFILE")
-  [[ -n $pid ]] && pid_matches "$pid" kafka.Kafka && echo "$pid"
+  pid=$(read_pidfile "$1")
+  [[ -n $pid ]] && pid_matches "$pid" "$2" && echo "$pid"
   return 0
 }
+
+# Stops component $1 (kafka, redis, store: its pid from ${1}_pid) when
+# stack.sh started it, and removes its pid file $2; one that stack.sh did
+# not start is left running.
+service_down() {
+  local name=$1 pidfile=$2 pid own
+  pid=$("${name}_pid")
+  own=$(owned_pid "$name")
+  if [[ -z $pid ]]; then
+    log "$name: not running"
+    clear_owned "$name"
+    return 0
+  fi
+  if [[ $own != "$pid" ]]; then
+    log "$name: pid $pid was not started by stack.sh; left running"
+    return 0
+  fi
+  log "$name: stopping pid $pid"
+  stop_pid "$pid" "$name" "$STOP_TIMEOUT" || die "$name: pid $pid did not exit"
+  clear_owned "$name"
+  rm -f "$pidfile"
+  log "$name: stopped"
+}
+
+# The status line of component $1 (kafka, redis) on 127.0.0.1:$2, asked
+# with ${1}_answers: 0 when it runs and answers.
+service_status() {
+  local name=$1 port=$2 pid own how=owned
+  pid=$("${name}_pid")
+  own=$(owned_pid "$name")
+  [[ -n $pid && $own != "$pid" ]] && how=adopted
+  if [[ -n $pid ]] && "${name}_answers" "$port"; then
+    status_line "$name" running "$pid" "127.0.0.1:$port" "$how"
+    return 0
+  fi
+  if [[ -n $pid ]]; then
+    status_line "$name" starting "$pid" "127.0.0.1:$port" "$how (not answering)"
+  else
+    status_line "$name" stopped - "127.0.0.1:$port" -
+  fi
+  return 1
+}
+
+# ------------------------------------------------------------------- kafka
+
+kafka_pid() { pidfile_pid "$KAFKA_PIDFILE" kafka.Kafka; }
 
 kafka_answers() {
   kcat -b "127.0.0.1:$1" -L -m 3 2>/dev/null | grep -q ' brokers:'
@@ -283,51 +331,13 @@ kafka_up() {
   log "kafka: started (pid $pid, 127.0.0.1:$KAFKA_PORT, controller 127.0.0.1:$KAFKA_CTRL_PORT) in $(fmt_ms $(($(now_ms) - t0)))"
 }
 
-kafka_down() {
-  local pid own
-  pid=$(kafka_pid)
-  own=$(owned_pid kafka)
-  if [[ -z $pid ]]; then
-    log "kafka: not running"
-    clear_owned kafka
-    return 0
-  fi
-  if [[ $own != "$pid" ]]; then
-    log "kafka: pid $pid was not started by stack.sh; left running"
-    return 0
-  fi
-  log "kafka: stopping pid $pid"
-  stop_pid "$pid" kafka "$STOP_TIMEOUT" || die "kafka: pid $pid did not exit"
-  clear_owned kafka
-  rm -f "$KAFKA_PIDFILE"
-  log "kafka: stopped"
-}
+kafka_down() { service_down kafka "$KAFKA_PIDFILE"; }
 
-kafka_status() {
-  local pid own how=owned
-  pid=$(kafka_pid)
-  own=$(owned_pid kafka)
-  [[ -n $pid && $own != "$pid" ]] && how=adopted
-  if [[ -n $pid ]] && kafka_answers "$KAFKA_PORT"; then
-    status_line kafka running "$pid" "127.0.0.1:$KAFKA_PORT" "$how"
-    return 0
-  fi
-  if [[ -n $pid ]]; then
-    status_line kafka starting "$pid" "127.0.0.1:$KAFKA_PORT" "$how (not answering)"
-  else
-    status_line kafka stopped - "127.0.0.1:$KAFKA_PORT" -
-  fi
-  return 1
-}
+kafka_status() { service_status kafka "$KAFKA_PORT"; }
 
 # ------------------------------------------------------------------- redis
 
-redis_pid() {
-  local pid
-  pid=$(read_pidfile "$REDIS_PIDFILE")
-  [[ -n $pid ]] && pid_matches "$pid" redis-server && echo "$pid"
-  return 0
-}
+redis_pid() { pidfile_pid "$REDIS_PIDFILE" redis-server; }
 
 # The password: made once (48 hex digits from /dev/urandom), kept in
 # $REDIS_PASSFILE (0600), never printed. Hex only: no quoting needed in the
@@ -430,42 +440,9 @@ redis_up() {
   log "redis: started (pid $pid, 127.0.0.1:$REDIS_PORT) in $(fmt_ms $(($(now_ms) - t0)))"
 }
 
-redis_down() {
-  local pid own
-  pid=$(redis_pid)
-  own=$(owned_pid redis)
-  if [[ -z $pid ]]; then
-    log "redis: not running"
-    clear_owned redis
-    return 0
-  fi
-  if [[ $own != "$pid" ]]; then
-    log "redis: pid $pid was not started by stack.sh; left running"
-    return 0
-  fi
-  log "redis: stopping pid $pid"
-  stop_pid "$pid" redis "$STOP_TIMEOUT" || die "redis: pid $pid did not exit"
-  clear_owned redis
-  rm -f "$REDIS_PIDFILE"
-  log "redis: stopped"
-}
+redis_down() { service_down redis "$REDIS_PIDFILE"; }
 
-redis_status() {
-  local pid own how=owned
-  pid=$(redis_pid)
-  own=$(owned_pid redis)
-  [[ -n $pid && $own != "$pid" ]] && how=adopted
-  if [[ -n $pid ]] && redis_answers "$REDIS_PORT"; then
-    status_line redis running "$pid" "127.0.0.1:$REDIS_PORT" "$how"
-    return 0
-  fi
-  if [[ -n $pid ]]; then
-    status_line redis starting "$pid" "127.0.0.1:$REDIS_PORT" "$how (not answering)"
-  else
-    status_line redis stopped - "127.0.0.1:$REDIS_PORT" -
-  fi
-  return 1
-}
+redis_status() { service_status redis "$REDIS_PORT"; }
 
 # ------------------------------------------------------------------ docker
 
@@ -739,12 +716,7 @@ docker_status() {
 
 # ------------------------------------------------------------------- store
 
-store_pid() {
-  local pid
-  pid=$(read_pidfile "$STORE_PIDFILE")
-  [[ -n $pid ]] && pid_matches "$pid" docker-registry && echo "$pid"
-  return 0
-}
+store_pid() { pidfile_pid "$STORE_PIDFILE" docker-registry; }
 
 store_answers() {
   curl -fsS -o /dev/null "http://127.0.0.1:$1/v2/"
@@ -801,24 +773,7 @@ store_up() {
   log "store: started (pid $pid, 127.0.0.1:$STORE_PORT) in $(fmt_ms $(($(now_ms) - t0)))"
 }
 
-store_down() {
-  local pid own
-  pid=$(store_pid)
-  own=$(owned_pid store)
-  if [[ -z $pid ]]; then
-    log "store: not running"
-    clear_owned store
-    return 0
-  fi
-  if [[ $own != "$pid" ]]; then
-    log "store: pid $pid was not started by stack.sh; left running"
-    return 0
-  fi
-  stop_pid "$pid" store "$STOP_TIMEOUT" || die "store: pid $pid did not exit"
-  clear_owned store
-  rm -f "$STORE_PIDFILE"
-  log "store: stopped"
-}
+store_down() { service_down store "$STORE_PIDFILE"; }
 
 store_status() {
   local pid

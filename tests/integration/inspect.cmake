@@ -2,7 +2,7 @@
 # through the CA bundle), the real Phase B and step 0, one row per case
 # against tests/fixtures/repos/*/expect.json.
 kiwi_add_test(test_corpus LABEL integration SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_corpus.c
-              LIBS kiwi_sandbox kiwi_test_support TIMEOUT 1800)
+              LIBS kiwi_sandbox kiwi_test_sandbox_env kiwi_test_support TIMEOUT 1800)
 # The same corpus under gVisor: every case passes under runsc as under runc
 # (Phase A under runsc-net, gVisor's own network stack; Phase B under runsc
 # with no network). Label release-only: tests/run.sh leaves it out of the

@@ -34,9 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shell.h"
 #include "sandbox-driver.h"
 #include "cleanup.h"
 #include "need.h"
+#include "sandbox-env.h"
 #include "step0.h"
 
 extern char **environ;
@@ -49,20 +51,6 @@ now_ms (void)
     struct timespec ts;
     clock_gettime (CLOCK_MONOTONIC, &ts);
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int
-sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
-
-static int
-sh (const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (cmd, sizeof cmd, fmt, ap);
-    va_end (ap);
-    return system (cmd);
 }
 
 /* ----- the install cache: snapshot directories named by the cache key ----- */
@@ -102,7 +90,7 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
     }
     char tmp[1100];
     snprintf (tmp, sizeof tmp, "%s.partial-%d", dir, (int) getpid ());
-    sh ("rm -rf '%s' '%s'", tmp, dir);
+    kiwi_test_shf ("rm -rf '%s' '%s'", tmp, dir);
     cleanup_strv kiwi_strv dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;
     if (kiwi_install_dep_locations (&in->install, &dep_src, &dep_home, err) < 0)
         return -1;
@@ -120,7 +108,7 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
     if (kiwi_phase_install (c->env, c->cfg, &ir, r, err) < 0)
         return -1;
     if (r->status != KIWI_INSTALL_OK) {
-        sh ("rm -rf '%s'", tmp);
+        kiwi_test_shf ("rm -rf '%s'", tmp);
         return 0;
     }
     if (rename (tmp, dir) < 0)
@@ -206,8 +194,8 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
     snprintf (r->command, sizeof r->command, "%s", command);
     char ws[512];
     snprintf (ws, sizeof ws, "/tmp/kiwi-corpus-%d/%s-%zu", (int) getpid (), repo, idx);
-    assert_int_equal (sh ("rm -rf '%s' && mkdir -p '%s' && cp -a '%s/%s/.' '%s/' && rm -f '%s/expect.json'", ws, ws,
-                          REPOS, repo, ws, ws),
+    assert_int_equal (kiwi_test_shf ("rm -rf '%s' && mkdir -p '%s' && cp -a '%s/%s/.' '%s/' && rm -f '%s/expect.json'",
+                                     ws, ws, REPOS, repo, ws, ws),
                       0);
     ictx->workspace = ws;
     kiwi_step0_request rq = {
@@ -231,7 +219,7 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
         snprintf (r->why, sizeof r->why, "%s", kiwi_error_msg (err));
         kiwi_error_free (&err);
         kiwi_step0_result_clear (&res);
-        sh ("rm -rf '%s'", ws);
+        kiwi_test_shf ("rm -rf '%s'", ws);
         return;
     }
     snprintf (r->install, sizeof r->install, "%s%s", res.insp.install.display, ictx->cached ? " [cached]" : "");
@@ -293,24 +281,15 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
             fprintf (stderr, "  verify output (tail):\n%.6000s\n", res.run.output);
     }
     kiwi_step0_result_clear (&res);
-    sh ("rm -rf '%s'", ws);
+    kiwi_test_shf ("rm -rf '%s'", ws);
 }
 
 static void
 test_corpus (void **state)
 {
     const char *driver = kiwi_test_sandbox_driver ();
+    kiwi_sandbox_env *env = kiwi_test_sandbox_env (driver, "itest-corpus");
     kiwi_error_t err = NULL;
-    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
-    assert_non_null (drv);
-    kiwi_sandbox_config scfg = {
-        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
-        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
-        .worker_id = "itest-corpus",
-    };
-    kiwi_sandbox_env *env = NULL;
-    int rc = kiwi_sandbox_env_open (drv, &scfg, &env, &err);
-    KIWI_NEED (rc == 0, "%s driver: %s", driver, kiwi_error_msg (err));
 
     const char *catpath = getenv ("KIWI_IMAGE_CATALOG");
     kiwi_image_catalog *cat = NULL;
@@ -333,9 +312,9 @@ test_corpus (void **state)
     else
         snprintf (cache_dir, sizeof cache_dir, "%s/cache/corpus-run-%d", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
                   (int) getpid ());
-    assert_int_equal (sh ("mkdir -p '%s'", cache_dir), 0);
+    assert_int_equal (kiwi_test_shf ("mkdir -p '%s'", cache_dir), 0);
     if (!keep)
-        assert_int_equal (sh ("rm -rf '%s'/*", cache_dir), 0);
+        assert_int_equal (kiwi_test_shf ("rm -rf '%s'/*", cache_dir), 0);
     install_ctx ictx = { .env = env, .cfg = &pc, .cache_dir = cache_dir, .use_cache = !(uc && strcmp (uc, "0") == 0) };
 
     /* the repositories, sorted */
@@ -419,9 +398,9 @@ test_corpus (void **state)
             nr, nn, bad, total, driver, kiwi_image_catalog_origin (cat),
             !ictx.use_cache ? "off" : keep ? "kept across runs" : "this run only: every install real");
     fflush (stdout);
-    sh ("rm -rf /tmp/kiwi-corpus-%d", (int) getpid ());
+    kiwi_test_shf ("rm -rf /tmp/kiwi-corpus-%d", (int) getpid ());
     if (!keep)
-        sh ("rm -rf '%s'", cache_dir);
+        kiwi_test_shf ("rm -rf '%s'", cache_dir);
     kiwi_classifier_free (cl);
     kiwi_image_catalog_free (cat);
     kiwi_sandbox_env_close (env);

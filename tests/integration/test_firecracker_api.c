@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shell.h"
 #include "driver-firecracker-internal.h"
 #include "sandbox.h"
 #include "settings.h"
@@ -393,17 +394,6 @@ typedef struct {
     char log[128];
 } fixture;
 
-static void
-sh (const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (cmd, sizeof cmd, fmt, ap);
-    va_end (ap);
-    assert_int_equal (system (cmd), 0);
-}
-
 /* A kernel, an image directory with kiwi/base:bookworm's (empty) root
  * filesystem, a state directory, the settings pointing at them. */
 static void
@@ -413,8 +403,9 @@ fixture_make (fixture *f, const char *bin)
     assert_non_null (mkdtemp (f->root));
     snprintf (f->state, sizeof f->state, "%s/state", f->root);
     snprintf (f->log, sizeof f->log, "%s/contract.log", f->root);
-    sh ("mkdir -p %s/images %s && printf 'not a kernel' > %s/vmlinux && truncate -s 8M %s/images/kiwi+base@bookworm.ext4",
-        f->root, f->state, f->root, f->root);
+    kiwi_test_must ("mkdir -p %s/images %s && printf 'not a kernel' > %s/vmlinux && truncate -s 8M "
+                    "%s/images/kiwi+base@bookworm.ext4",
+                    f->root, f->state, f->root, f->root);
     char p[256];
     snprintf (p, sizeof p, "%s/vmlinux", f->root);
     setenv ("KIWI_FC_KERNEL", p, 1);
@@ -429,7 +420,7 @@ fixture_make (fixture *f, const char *bin)
 static void
 fixture_clear (fixture *f)
 {
-    sh ("rm -rf %s", f->root);
+    kiwi_test_must ("rm -rf %s", f->root);
 }
 
 /* Nothing of any sandbox left in the state directory. */
@@ -658,7 +649,7 @@ test_contract_phase_a_tap_on_bridge (void **state)
     char lease[256];
     snprintf (lease, sizeof lease, "%s/firecracker/leases/172.30.250.2", f.state);
     assert_int_equal (access (lease, F_OK), -1); /* the address is free again */
-    sh ("ip link del kiwi-fct0");
+    kiwi_test_must ("ip link del kiwi-fct0");
     unsetenv ("KIWI_FC_INSTALL_BRIDGE");
     unsetenv ("KIWI_FC_INSTALL_NET");
     assert_no_leftovers (&f);
@@ -673,8 +664,9 @@ test_reap_removes_leftovers (void **state)
     char dir[256], other[256];
     snprintf (dir, sizeof dir, "%s/firecracker/kiwi-fc-w1-deadbeef", f.state);
     snprintf (other, sizeof other, "%s/firecracker/kiwi-fc-w2-cafecafe", f.state);
-    sh ("mkdir -p %s %s && truncate -s 64M %s/workspace.ext4 && touch %s/vsock.sock && echo kfcnotthere > %s/tap",
-        dir, other, dir, dir, dir);
+    kiwi_test_must ("mkdir -p %s %s && truncate -s 64M %s/workspace.ext4 && touch %s/vsock.sock && echo kfcnotthere > "
+                    "%s/tap",
+                    dir, other, dir, dir, dir);
     /* a leftover "firecracker": a process whose command line names the
      * sandbox's API socket */
     pid_t pid = fork ();
@@ -691,7 +683,7 @@ test_reap_removes_leftovers (void **state)
     }
     char pidtext[32];
     snprintf (pidtext, sizeof pidtext, "%d", (int) pid);
-    sh ("echo %s > %s/pid", pidtext, dir);
+    kiwi_test_must ("echo %s > %s/pid", pidtext, dir);
     usleep (100000);
     kiwi_sandbox_env *env = NULL;
     kiwi_error_t err = NULL;

@@ -1246,13 +1246,94 @@ hx_check_dump (hx *h, const char *what, const char *out, const char *who)
     fprintf (stderr, "# %s %s: the %s hook's environment (npm_* left out): %s\n", h->c->runtime, what, who, names);
     json_decref (loot);
 }
+/* No listener of h->rec recorded a connection during `what`. */
+static void
+hx_assert_no_listener_reached (hx *h, const char *what)
+{
+    for (size_t i = 0; i < h->rec.n; i++)
+        if (hx_hits (&h->rec, i) != 0)
+            fail_msg ("%s: %s reached listener %s (%d)", h->c->runtime, what, h->rec.l[i].label,
+                      hx_hits (&h->rec, i));
+}
+
+/* The stack's Redis port and Kafka brokers, from its env file: what the
+ * tests of the worker's own services aim at. */
+static void
+hx_need_stack (const char **redis, const char **kafka)
+{
+    *redis = kiwi_test_env ("KIWI_REDIS_PORT");
+    *kafka = kiwi_test_env ("KIWI_KAFKA_BROKERS");
+    KIWI_NEED (*redis && *kafka, "the stack's env file (KIWI_REDIS_PORT, KIWI_KAFKA_BROKERS)");
+}
+
+/* The repository `repo` in h->ws, the metadata namespace up and a listener
+ * on the host's loopback, whose index in h->rec goes to *lo. The caller
+ * adds any other listener and starts the recorder. */
+static hx_metadata
+hx_probe_up (hx *h, const char *repo, size_t *lo)
+{
+    hx_repo (h, repo);
+    hx_metadata m = hx_metadata_up (h);
+    *lo = hx_listen (&h->rec, "host-lo", "127.0.0.1", 0, SOCK_STREAM, -1);
+    return m;
+}
+
+/* `npm ci` (scripts in the foreground) as Phase A of the probe repository
+ * in h->ws, with targets still contained after it and the output echoed;
+ * fails unless the install succeeded and, with done non-NULL, the output
+ * holds done. Returns the output (h's, valid until the next run). */
+static const char *
+hx_probe_install (hx *h, json_t *targets, const char *done)
+{
+    static const char *const argv[] = { "npm", "ci", "--no-audit", "--no-fund", "--foreground-scripts", NULL };
+    kiwi_install_result ir = hx_install (h, argv, 0, 0);
+    hx_assert_targets_contained (h, targets);
+    const char *out = hx_output (h);
+    hx_echo (h, "Phase A", out, hx_probe_lines);
+    if (ir.status != KIWI_INSTALL_OK || (done != NULL && strstr (out, done) == NULL))
+        fail_msg ("%s: install: %s\n%s", h->c->runtime, ir.reason, out);
+    kiwi_install_result_clear (&ir);
+    hx_settle (500);
+    return out;
+}
+
+/* `command` as Phase B (see hx_verify), with targets still contained after
+ * it and the output echoed; fails unless it exited 0 with done in its
+ * output. Returns the output (h's, valid until the next run). */
+static const char *
+hx_probe_verify (hx *h, json_t *targets, const char *command, const char *const *creds, int64_t timeout_ms,
+                 bool snapshot, kiwi_strv *withheld, const char *done)
+{
+    kiwi_exec_result vr = hx_verify (h, command, creds, (kiwi_sandbox_limits) { 0 }, timeout_ms, snapshot, withheld);
+    hx_assert_targets_contained (h, targets);
+    const char *out = hx_output (h);
+    hx_echo (h, "Phase B", out, hx_probe_lines);
+    if (vr.exit_code != 0 || strstr (out, done) == NULL)
+        fail_msg ("%s: Phase B `%s`: exit %d\n%s", h->c->runtime, command, vr.exit_code, out);
+    kiwi_exec_result_clear (&vr);
+    hx_settle (500);
+    return out;
+}
+
+/* Listeners on the host's install and docker bridge gateways (those it
+ * has): their indexes in h->rec go to gw; returns how many. */
+static size_t
+hx_listen_gateways (hx *h, size_t gw[2])
+{
+    size_t ngw = 0;
+    if (h->install_gw[0])
+        gw[ngw++] = hx_listen (&h->rec, "install-gateway", h->install_gw, 0, SOCK_STREAM, -1);
+    if (h->docker_gw[0])
+        gw[ngw++] = hx_listen (&h->rec, "docker-gateway", h->docker_gw, 0, SOCK_STREAM, -1);
+    return ngw;
+}
+
 static void
 test_exfil (void **state)
 {
     hx *h = *state;
-    hx_repo (h, "exfil");
-    hx_metadata m = hx_metadata_up (h);
-    size_t lo = hx_listen (&h->rec, "host-lo", "127.0.0.1", 0, SOCK_STREAM, -1);
+    size_t lo;
+    hx_metadata m = hx_probe_up (h, "exfil", &lo);
     hx_recorder_start (&h->rec);
     hx_selfcheck_listeners (h);
 
@@ -1272,15 +1353,7 @@ test_exfil (void **state)
     hx_write_targets (h, targets);
 
     /* Phase A: npm ci runs evil-dep's postinstall and the repository's */
-    const char *argv[] = { "npm", "ci", "--no-audit", "--no-fund", "--foreground-scripts", NULL };
-    kiwi_install_result ir = hx_install (h, argv, 0, 0);
-    hx_assert_targets_contained (h, targets);
-    const char *out = hx_output (h);
-    hx_echo (h, "Phase A", out, hx_probe_lines);
-    if (ir.status != KIWI_INSTALL_OK)
-        fail_msg ("%s: install: %s\n%s", h->c->runtime, ir.reason, out);
-    kiwi_install_result_clear (&ir);
-    hx_settle (500);
+    const char *out = hx_probe_install (h, targets, NULL);
 
     /* the hooks ran and their dumps are real dumps */
     static const char *const who[] = { "dep", "root" };
@@ -1322,14 +1395,7 @@ test_exfil (void **state)
     hx_recorder_reset (&h->rec);
     const char *creds[] = { "ANTHROPIC_API_KEY", "KIWI_GIT_TOKEN", "HOSTILE_TEST_CRED", NULL };
     kiwi_strv withheld = KIWI_STRV_INIT;
-    kiwi_exec_result vr = hx_verify (h, "npm test", creds, (kiwi_sandbox_limits) { 0 }, 120000, true, &withheld);
-    hx_assert_targets_contained (h, targets);
-    out = hx_output (h);
-    hx_echo (h, "Phase B", out, hx_probe_lines);
-    if (vr.exit_code != 0 || strstr (out, "STEAL-DONE verify") == NULL)
-        fail_msg ("%s: Phase B run of the hook: exit %d\n%s", h->c->runtime, vr.exit_code, out);
-    kiwi_exec_result_clear (&vr);
-    hx_settle (500);
+    out = hx_probe_verify (h, targets, "npm test", creds, 120000, true, &withheld, "STEAL-DONE verify");
     if (strstr (out, h->test_cred) == NULL)
         fail_msg ("%s: control: the named test credential did not reach Phase B\n%s", h->c->runtime, out);
     hx_check_dump (h, "Phase B", out, "verify");
@@ -1339,9 +1405,7 @@ test_exfil (void **state)
     hx_assert_no_secret (h, "Phase B's output", out, h->out.len);
     assert_null (strstr (out, "SENT verify host-lo@127.0.0.1 open"));
     assert_null (strstr (out, "SENT verify metadata:53 open"));
-    for (size_t i = 0; i < h->rec.n; i++)
-        if (hx_hits (&h->rec, i) != 0)
-            fail_msg ("%s: Phase B reached listener %s", h->c->runtime, h->rec.l[i].label);
+    hx_assert_no_listener_reached (h, "Phase B");
     json_decref (targets);
 }
 
@@ -1352,13 +1416,11 @@ static void
 test_phase_a_host (void **state)
 {
     hx *h = *state;
-    const char *redis = kiwi_test_env ("KIWI_REDIS_PORT");
-    const char *kafka = kiwi_test_env ("KIWI_KAFKA_BROKERS");
+    const char *redis, *kafka;
+    hx_need_stack (&redis, &kafka);
     const char *ctrl = kiwi_test_env ("KIWI_KAFKA_CONTROLLER");
-    KIWI_NEED (redis && kafka, "the stack's env file (KIWI_REDIS_PORT, KIWI_KAFKA_BROKERS)");
-    hx_repo (h, "net-probe");
-    hx_metadata m = hx_metadata_up (h);
-    size_t lo = hx_listen (&h->rec, "host-lo", "127.0.0.1", 0, SOCK_STREAM, -1);
+    size_t lo;
+    hx_metadata m = hx_probe_up (h, "net-probe", &lo);
     hx_recorder_start (&h->rec);
     hx_selfcheck_listeners (h);
 
@@ -1391,15 +1453,7 @@ test_phase_a_host (void **state)
     hx_assert_targets_contained (h, targets);
     hx_write_targets (h, targets);
 
-    const char *argv[] = { "npm", "ci", "--no-audit", "--no-fund", "--foreground-scripts", NULL };
-    kiwi_install_result ir = hx_install (h, argv, 0, 0);
-    hx_assert_targets_contained (h, targets);
-    const char *out = hx_output (h);
-    hx_echo (h, "Phase A", out, hx_probe_lines);
-    if (ir.status != KIWI_INSTALL_OK || strstr (out, "PROBE-DONE") == NULL)
-        fail_msg ("%s: install: %s\n%s", h->c->runtime, ir.reason, out);
-    kiwi_install_result_clear (&ir);
-    hx_settle (500);
+    const char *out = hx_probe_install (h, targets, "PROBE-DONE");
 
     /* controls: the client works, and Phase A does have a network */
     HX_EXPECT_PROBE (out, "control/sandbox-lo", "open");
@@ -1458,11 +1512,7 @@ test_phase_a_metadata (void **state)
     hx_metadata m = hx_metadata_up (h);
     hx_apply_egress (h);
     size_t gw[2];
-    size_t ngw = 0;
-    if (h->install_gw[0])
-        gw[ngw++] = hx_listen (&h->rec, "install-gateway", h->install_gw, 0, SOCK_STREAM, -1);
-    if (h->docker_gw[0])
-        gw[ngw++] = hx_listen (&h->rec, "docker-gateway", h->docker_gw, 0, SOCK_STREAM, -1);
+    size_t ngw = hx_listen_gateways (h, gw);
     assert_true (ngw > 0);
     hx_recorder_start (&h->rec);
     hx_selfcheck_listeners (h);
@@ -1477,15 +1527,7 @@ test_phase_a_metadata (void **state)
     hx_assert_targets_contained (h, targets);
     hx_write_targets (h, targets);
 
-    const char *argv[] = { "npm", "ci", "--no-audit", "--no-fund", "--foreground-scripts", NULL };
-    kiwi_install_result ir = hx_install (h, argv, 0, 0);
-    hx_assert_targets_contained (h, targets);
-    const char *out = hx_output (h);
-    hx_echo (h, "Phase A", out, hx_probe_lines);
-    if (ir.status != KIWI_INSTALL_OK || strstr (out, "PROBE-DONE") == NULL)
-        fail_msg ("%s: install: %s\n%s", h->c->runtime, ir.reason, out);
-    kiwi_install_result_clear (&ir);
-    hx_settle (500);
+    const char *out = hx_probe_install (h, targets, "PROBE-DONE");
 
     HX_EXPECT_PROBE (out, "control/sandbox-lo", "open");
     /* the same address is reachable on its DNS port: the route works, and
@@ -1510,18 +1552,12 @@ static void
 test_phase_b_network (void **state)
 {
     hx *h = *state;
-    const char *redis = kiwi_test_env ("KIWI_REDIS_PORT");
-    const char *kafka = kiwi_test_env ("KIWI_KAFKA_BROKERS");
-    KIWI_NEED (redis && kafka, "the stack's env file (KIWI_REDIS_PORT, KIWI_KAFKA_BROKERS)");
-    hx_repo (h, "net-probe");
-    hx_metadata m = hx_metadata_up (h);
-    size_t lo = hx_listen (&h->rec, "host-lo", "127.0.0.1", 0, SOCK_STREAM, -1);
+    const char *redis, *kafka;
+    hx_need_stack (&redis, &kafka);
+    size_t lo;
+    hx_metadata m = hx_probe_up (h, "net-probe", &lo);
     size_t gw[2];
-    size_t ngw = 0;
-    if (h->docker_gw[0])
-        gw[ngw++] = hx_listen (&h->rec, "docker-gateway", h->docker_gw, 0, SOCK_STREAM, -1);
-    if (h->install_gw[0])
-        gw[ngw++] = hx_listen (&h->rec, "install-gateway", h->install_gw, 0, SOCK_STREAM, -1);
+    size_t ngw = hx_listen_gateways (h, gw);
     hx_recorder_start (&h->rec);
     hx_selfcheck_listeners (h);
     (void) m;
@@ -1552,14 +1588,7 @@ test_phase_b_network (void **state)
     hx_assert_targets_contained (h, targets);
     hx_write_targets (h, targets);
 
-    kiwi_exec_result vr = hx_verify (h, "node probe.js verify", NULL, (kiwi_sandbox_limits) { 0 }, 180000, false, NULL);
-    hx_assert_targets_contained (h, targets);
-    const char *out = hx_output (h);
-    hx_echo (h, "Phase B", out, hx_probe_lines);
-    if (vr.exit_code != 0 || strstr (out, "PROBE-DONE") == NULL)
-        fail_msg ("%s: Phase B probe: exit %d\n%s", h->c->runtime, vr.exit_code, out);
-    kiwi_exec_result_clear (&vr);
-    hx_settle (500);
+    const char *out = hx_probe_verify (h, targets, "node probe.js verify", NULL, 180000, false, NULL, "PROBE-DONE");
 
     HX_EXPECT_PROBE (out, "interfaces", "lo");
     assert_null (strstr (out, "PROBE guard tripped"));
@@ -1573,10 +1602,7 @@ test_phase_b_network (void **state)
     HX_EXPECT_BLOCKED (out, "dns@metadata");
     HX_EXPECT_BLOCKED (out, "dns@ns");
     HX_EXPECT_BLOCKED (out, "dns@system");
-    for (i = 0; i < h->rec.n; i++)
-        if (hx_hits (&h->rec, i) != 0)
-            fail_msg ("%s: Phase B reached listener %s (%d)", h->c->runtime, h->rec.l[i].label,
-                      hx_hits (&h->rec, i));
+    hx_assert_no_listener_reached (h, "Phase B");
     json_decref (targets);
 }
 

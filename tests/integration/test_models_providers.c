@@ -182,21 +182,57 @@ assert_contains (const char *hay, const char *needle)
         fail_msg ("expected \"%s\" in \"%s\"", needle, hay != NULL ? hay : "(null)");
 }
 
+/* What most tests start from: a client of p on the script "<p>-<suffix>"
+ * (open_client) whose sleeps go to s (really slept with real_sleep), and the
+ * fixture's request. Closed by session_end. */
+typedef struct session {
+    sleeper s;
+    char *script;
+    kiwi_model_client *c;
+    fixture f;
+} session;
+
+static void
+session_open (session *ses, const prov *p, const char *suffix, bool real_sleep)
+{
+    memset (ses, 0, sizeof *ses);
+    ses->s.real = real_sleep;
+    ses->c = open_client (p, suffix, &ses->s, NULL, &ses->script);
+    fixture_init (&ses->f, p);
+}
+
+/* One call of the session's request that must succeed, into *r; what names
+ * it when it fails. */
+static void
+session_call (session *ses, kiwi_model_response *r, const char *what)
+{
+    kiwi_error_t err = NULL;
+    if (kiwi_model_client_call (ses->c, &ses->f.req, r, &err) < 0)
+        fail_msg ("%s: %s", what, kiwi_error_msg (err));
+}
+
+/* The end of a test: no violation recorded for the session's script, the
+ * session closed. */
+static void
+session_end (session *ses)
+{
+    assert_no_violations (ses->script);
+    fixture_clear (&ses->f);
+    kiwi_model_client_close (ses->c);
+    free (ses->script);
+}
+
 /* ------------------------------------------------------------------ tests --- */
 
 static void
 tool_use_conversation (const prov *p)
 {
-    sleeper s = { 0 };
-    cleanup_free char *script = NULL;
-    kiwi_model_client *c = open_client (p, "tool-use", &s, NULL, &script);
-    fixture f;
-    fixture_init (&f, p);
+    session ses;
+    session_open (&ses, p, "tool-use", false);
     kiwi_error_t err = NULL;
     kiwi_model_response r = { 0 };
 
-    if (kiwi_model_client_call (c, &f.req, &r, &err) < 0)
-        fail_msg ("turn 1: %s", kiwi_error_msg (err));
+    session_call (&ses, &r, "turn 1");
     assert_int_equal (r.stop, KIWI_MODEL_STOP_TOOL_USE);
     assert_int_equal (r.attempts, 1);
     assert_int_equal (kiwi_model_message_n_tool_calls (&r.message), 1);
@@ -209,103 +245,86 @@ tool_use_conversation (const prov *p)
     kiwi_model_usage u1 = r.usage;
     cleanup_free char *call_id = strdup (call->id);
 
-    assert_int_equal (kiwi_model_conv_take_message (&f.conv, &r.message, &err), 0);
-    assert_int_equal (kiwi_model_conv_add_tool_result (&f.conv, call_id, "read_file",
+    assert_int_equal (kiwi_model_conv_take_message (&ses.f.conv, &r.message, &err), 0);
+    assert_int_equal (kiwi_model_conv_add_tool_result (&ses.f.conv, call_id, "read_file",
                                                       "module.exports = (a, b) => a - b;\n", false, &err),
                       0);
     kiwi_model_response_clear (&r);
 
-    if (kiwi_model_client_call (c, &f.req, &r, &err) < 0)
-        fail_msg ("turn 2: %s", kiwi_error_msg (err));
+    session_call (&ses, &r, "turn 2");
     assert_int_equal (r.stop, KIWI_MODEL_STOP_END_TURN);
     assert_int_equal (kiwi_model_message_n_tool_calls (&r.message), 0);
     cleanup_free char *text = kiwi_model_message_text (&r.message);
     assert_contains (text, "return a + b;");
-    kiwi_model_usage total = kiwi_model_client_usage (c);
+    kiwi_model_usage total = kiwi_model_client_usage (ses.c);
     assert_int_equal (total.input_tokens, u1.input_tokens + r.usage.input_tokens);
     assert_int_equal (total.output_tokens, u1.output_tokens + r.usage.output_tokens);
-    assert_int_equal (kiwi_model_client_calls (c), 2);
-    assert_int_equal (kiwi_model_client_attempts (c), 2);
-    assert_int_equal (s.n, 0);
+    assert_int_equal (kiwi_model_client_calls (ses.c), 2);
+    assert_int_equal (kiwi_model_client_attempts (ses.c), 2);
+    assert_int_equal (ses.s.n, 0);
     kiwi_model_response_clear (&r);
 
-    assert_int_equal (kiwi_scripted_provider_requests (&server, script), 2);
-    assert_no_violations (script);
-    fixture_clear (&f);
-    kiwi_model_client_close (c);
+    assert_int_equal (kiwi_scripted_provider_requests (&server, ses.script), 2);
+    session_end (&ses);
 }
 
 static void
 parallel_tool_calls (const prov *p)
 {
-    sleeper s = { 0 };
-    cleanup_free char *script = NULL;
-    kiwi_model_client *c = open_client (p, "parallel", &s, NULL, &script);
-    fixture f;
-    fixture_init (&f, p);
+    session ses;
+    session_open (&ses, p, "parallel", false);
     kiwi_error_t err = NULL;
     kiwi_model_response r = { 0 };
-    if (kiwi_model_client_call (c, &f.req, &r, &err) < 0)
-        fail_msg ("turn 1: %s", kiwi_error_msg (err));
+    session_call (&ses, &r, "turn 1");
     assert_int_equal (r.stop, KIWI_MODEL_STOP_TOOL_USE);
     assert_int_equal (kiwi_model_message_n_tool_calls (&r.message), 2);
     cleanup_free char *id0 = strdup (kiwi_model_message_tool_call (&r.message, 0)->id);
     cleanup_free char *id1 = strdup (kiwi_model_message_tool_call (&r.message, 1)->id);
     assert_string_not_equal (id0, id1);
     assert_string_equal (kiwi_model_message_tool_call (&r.message, 1)->name, "run_tests");
-    assert_int_equal (kiwi_model_conv_take_message (&f.conv, &r.message, &err), 0);
-    assert_int_equal (kiwi_model_conv_add_tool_result (&f.conv, id0, "read_file", "module.exports = 1;", false, &err),
-                      0);
-    assert_int_equal (kiwi_model_conv_add_tool_result (&f.conv, id1, "run_tests", "1 failing", true, &err), 0);
-    assert_int_equal (f.conv.n_messages, 3); /* both results in one user message */
+    assert_int_equal (kiwi_model_conv_take_message (&ses.f.conv, &r.message, &err), 0);
+    assert_int_equal (
+        kiwi_model_conv_add_tool_result (&ses.f.conv, id0, "read_file", "module.exports = 1;", false, &err), 0);
+    assert_int_equal (kiwi_model_conv_add_tool_result (&ses.f.conv, id1, "run_tests", "1 failing", true, &err), 0);
+    assert_int_equal (ses.f.conv.n_messages, 3); /* both results in one user message */
     kiwi_model_response_clear (&r);
-    if (kiwi_model_client_call (c, &f.req, &r, &err) < 0)
-        fail_msg ("turn 2: %s", kiwi_error_msg (err));
+    session_call (&ses, &r, "turn 2");
     assert_int_equal (r.stop, KIWI_MODEL_STOP_END_TURN);
     kiwi_model_response_clear (&r);
-    assert_no_violations (script);
-    fixture_clear (&f);
-    kiwi_model_client_close (c);
+    session_end (&ses);
 }
 
 /* One call expected to succeed after `retries` retries. */
 static void
 succeeds_after (const prov *p, const char *suffix, int retries, bool real_sleep, long want_wait_ms)
 {
-    sleeper s = { .real = real_sleep };
-    cleanup_free char *script = NULL;
-    kiwi_model_client *c = open_client (p, suffix, &s, NULL, &script);
-    fixture f;
-    fixture_init (&f, p);
-    kiwi_error_t err = NULL;
+    session ses;
+    session_open (&ses, p, suffix, real_sleep);
     kiwi_model_response r = { 0 };
     long t0 = mono_ms ();
-    if (kiwi_model_client_call (c, &f.req, &r, &err) < 0)
-        fail_msg ("%s: %s", script, kiwi_error_msg (err));
+    session_call (&ses, &r, ses.script);
     long took = mono_ms () - t0;
     assert_int_equal (r.attempts, retries + 1);
-    assert_int_equal (s.n, retries);
-    assert_int_equal (kiwi_scripted_provider_requests (&server, script), (size_t) retries + 1);
-    assert_int_equal (kiwi_model_client_attempts (c), (uint64_t) retries + 1);
+    assert_int_equal (ses.s.n, retries);
+    assert_int_equal (kiwi_scripted_provider_requests (&server, ses.script), (size_t) retries + 1);
+    assert_int_equal (kiwi_model_client_attempts (ses.c), (uint64_t) retries + 1);
     if (want_wait_ms >= 0) {
-        assert_int_equal (s.waits[0], want_wait_ms);
+        assert_int_equal (ses.s.waits[0], want_wait_ms);
         if (real_sleep)
             assert_true (took >= want_wait_ms);
     } else {
         /* backoff with jitter: base 200 ms, doubling, within [d/2, d] */
         for (int i = 0; i < retries && i < 16; i++) {
             long d = 200L << i;
-            assert_in_range (s.waits[i], d / 2, d);
+            assert_in_range (ses.s.waits[i], d / 2, d);
         }
     }
     cleanup_free char *text = kiwi_model_message_text (&r.message);
     assert_contains (text, "scripted provider");
-    kiwi_model_usage u = kiwi_model_client_usage (c);
+    kiwi_model_usage u = kiwi_model_client_usage (ses.c);
     assert_int_equal (u.input_tokens, r.usage.input_tokens);
     kiwi_model_response_clear (&r);
-    assert_no_violations (script);
-    fixture_clear (&f);
-    kiwi_model_client_close (c);
+    session_end (&ses);
 }
 
 /* One call expected to fail with `failure` after `attempts` attempts;
@@ -463,14 +482,11 @@ test_key_not_in_logs (void **state)
     fflush (stderr);
     int saved = dup (STDERR_FILENO);
     dup2 (fd, STDERR_FILENO);
-    sleeper s = { 0 };
-    cleanup_free char *script = NULL;
-    kiwi_model_client *c = open_client (p, "500-echo-key", &s, NULL, &script);
-    fixture f;
-    fixture_init (&f, p);
+    session ses;
+    session_open (&ses, p, "500-echo-key", false);
     kiwi_error_t err = NULL;
     kiwi_model_response r = { 0 };
-    int rc = kiwi_model_client_call (c, &f.req, &r, &err);
+    int rc = kiwi_model_client_call (ses.c, &ses.f.req, &r, &err);
     fflush (stderr);
     dup2 (saved, STDERR_FILENO);
     close (saved);
@@ -487,9 +503,7 @@ test_key_not_in_logs (void **state)
     if (strstr (logged, key) != NULL)
         fail_msg ("the key shows on stderr: %s", logged);
     kiwi_model_response_clear (&r);
-    assert_no_violations (script);
-    fixture_clear (&f);
-    kiwi_model_client_close (c);
+    session_end (&ses);
 }
 
 static void

@@ -20,28 +20,12 @@
 
 #include "archive.h"
 #include "need.h"
+#include "sandbox-env.h"
 #include "phases.h"
 
 extern char **environ;
 
 static const char *drivers[] = { "docker", "gvisor" };
-
-static kiwi_sandbox_env *
-open_env (const char *name)
-{
-    kiwi_error_t err = NULL;
-    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (name, &err);
-    assert_non_null (drv);
-    kiwi_sandbox_config cfg = {
-        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
-        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
-        .worker_id = "itest-phases",
-    };
-    kiwi_sandbox_env *env = NULL;
-    int rc = kiwi_sandbox_env_open (drv, &cfg, &env, &err);
-    KIWI_NEED (rc == 0, "%s driver: %s", name, kiwi_error_msg (err));
-    return env;
-}
 
 static const char *
 node_image (void)
@@ -90,7 +74,7 @@ static void
 test_install_then_verify_offline (void **state)
 {
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest-phases");
         char *ws = copy_fixture ("npm-tiny");
         char stale[512];
         snprintf (stale, sizeof stale, "%s/stale.js", ws);
@@ -186,7 +170,7 @@ static void
 test_install_failure_and_timeout_are_named (void **state)
 {
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest-phases");
         char *ws = copy_fixture ("npm-tiny");
         kiwi_phase_config cfg = { .host_env = (const char *const *) environ, .install_timeout_ms = 3000 };
         const char *fail_argv[] = { "/bin/sh", "-c", "echo resolving; echo 'E404 no such package' >&2; exit 7", NULL };
@@ -243,7 +227,7 @@ test_sparse_snapshot_is_bounded (void **state)
     const char *size = kiwi_test_env_or ("KIWI_TEST_SPARSE_SIZE", "8G");
     const char *state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi");
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest-phases");
         char *ws = NULL, *parent = NULL, *snap = NULL, *extra = NULL;
         assert_true (asprintf (&ws, "/tmp/kiwi-phases-%d-sparse", (int) getpid ()) > 0);
         char cmd[2048];

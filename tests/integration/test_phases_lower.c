@@ -19,29 +19,13 @@
 
 #include "archive.h"
 #include "need.h"
+#include "sandbox-env.h"
 #include "phases.h"
 
 extern char **environ;
 
 static const char *drivers[] = { "docker", "gvisor" };
 static const char dep_js[] = "module.exports = function pad (s) { return ' ' + s; };\n";
-
-static kiwi_sandbox_env *
-open_env (const char *name)
-{
-    kiwi_error_t err = NULL;
-    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (name, &err);
-    assert_non_null (drv);
-    kiwi_sandbox_config cfg = {
-        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
-        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
-        .worker_id = "itest-lower",
-    };
-    kiwi_sandbox_env *env = NULL;
-    int rc = kiwi_sandbox_env_open (drv, &cfg, &env, &err);
-    KIWI_NEED (rc == 0, "%s driver: %s", name, kiwi_error_msg (err));
-    return env;
-}
 
 static void
 write_tar (const char *path, kiwi_buf *tar)
@@ -121,7 +105,7 @@ test_lower_immune_to_the_sandbox (void **state)
 {
     (void) state;
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest-lower");
         char base[256], ws[300], snap[300], p[600];
         snprintf (base, sizeof base, "/tmp/kiwi-lower-%d-%s", (int) getpid (), drivers[i]);
         snprintf (ws, sizeof ws, "%s/ws", base);

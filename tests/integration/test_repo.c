@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shell.h"
 #include "cleanup.h"
 #include "repo.h"
 #include "stack-env.h"
@@ -47,21 +48,6 @@ teardown (void **state)
     return system (cmd) == 0 ? 0 : -1;
 }
 
-static void
-sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
-
-static void
-sh (const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (cmd, sizeof cmd, fmt, ap);
-    va_end (ap);
-    if (kiwi_test_sh (cmd, NULL, 0) != 0)
-        fail_msg ("`%s` failed", cmd);
-}
-
 static int
 sh_out (char *out, size_t cap, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
 
@@ -85,9 +71,9 @@ sh_out (char *out, size_t cap, const char *fmt, ...)
 static void
 make_src (const char *name, const char *extra)
 {
-    sh ("mkdir -p %s/%s && cp -a %s/tests/fixtures/examples/js-sum/. %s/%s/ && cd %s/%s && " GITC " init -q && "
-        "{ %s; } && " GITC " add -A && " GITC " commit -q -m init",
-        tmp, name, KIWI_SOURCE_DIR, tmp, name, tmp, name, extra ? extra : ":");
+    kiwi_test_must ("mkdir -p %s/%s && cp -a %s/tests/fixtures/examples/js-sum/. %s/%s/ && cd %s/%s && " GITC " init "
+                    "-q && { %s; } && " GITC " add -A && " GITC " commit -q -m init",
+                    tmp, name, KIWI_SOURCE_DIR, tmp, name, tmp, name, extra ? extra : ":");
 }
 
 static long
@@ -129,7 +115,7 @@ test_layout_diff_and_clean_tree (void **state)
     char src[128], ws[128], cmd[512];
     snprintf (src, sizeof src, "%s/plain", tmp);
     snprintf (ws, sizeof ws, "%s/state/work/plain-1", tmp);
-    sh ("mkdir -p %s/state/work", tmp);
+    kiwi_test_must ("mkdir -p %s/state/work", tmp);
     cleanup_free char *commit = NULL;
     checkout (src, ws, NULL, &commit);
     char head[64] = "";
@@ -148,7 +134,7 @@ test_layout_diff_and_clean_tree (void **state)
     assert_int_equal (kiwi_ws_edit (ws, "sum.js", "return a - b;", "return a + b;", &err), 0);
     assert_int_equal (kiwi_ws_write (ws, "lib/new.js", "module.exports = 1;\n", 20, &err), 0);
     assert_int_equal (kiwi_ws_write (ws, "blob.bin", "\0\1\2\3new", 7, &err), 0);
-    sh ("rm %s/old.txt && chmod +x %s/run.sh", ws, ws);
+    kiwi_test_must ("rm %s/old.txt && chmod +x %s/run.sh", ws, ws);
     cleanup_free char *tree = NULL;
     if (kiwi_repo_tree_id (ws, &tree, &err) < 0)
         fail_msg ("tree id: %s", kiwi_error_msg (err));
@@ -169,15 +155,15 @@ test_layout_diff_and_clean_tree (void **state)
     FILE *f = fopen (patch, "w");
     fputs (diff, f);
     fclose (f);
-    sh ("git clone -q %s %s/fresh && cd %s/fresh && git apply --check --binary %s && git apply --binary %s && "
-        "diff -r -x .git . %s",
-        src, tmp, tmp, patch, patch, ws);
+    kiwi_test_must ("git clone -q %s %s/fresh && cd %s/fresh && git apply --check --binary %s && git apply --binary "
+                    "%s && diff -r -x .git . %s",
+                    src, tmp, tmp, patch, patch, ws);
     /* and so does the clean tree the deciding verify runs on */
     char clean[256];
     kiwi_repo_clean_dir (ws, clean, sizeof clean);
     if (kiwi_repo_materialise (ws, commit, diff, clean, &err) < 0)
         fail_msg ("materialise: %s", kiwi_error_msg (err));
-    sh ("diff -r %s %s && test -x %s/run.sh", clean, ws, clean);
+    kiwi_test_must ("diff -r %s %s && test -x %s/run.sh", clean, ws, clean);
     assert_int_equal (dotgit_count (clean), 0);
     /* no change at all: an empty diff, a clean tree equal to the commit */
     kiwi_repo_discard (clean);
@@ -194,7 +180,7 @@ test_ignored_files_named (void **state)
     char src[128], ws[128];
     snprintf (src, sizeof src, "%s/ignored", tmp);
     snprintf (ws, sizeof ws, "%s/state/work/ignored-1", tmp);
-    sh ("mkdir -p %s/state/work", tmp);
+    kiwi_test_must ("mkdir -p %s/state/work", tmp);
     cleanup_free char *commit = NULL;
     checkout (src, ws, NULL, &commit);
     kiwi_error_t err = NULL;
@@ -247,7 +233,7 @@ test_planted_config_never_runs (void **state)
     char src[128], ws[128];
     snprintf (src, sizeof src, "%s/planted", tmp);
     snprintf (ws, sizeof ws, "%s/state/work/planted-1", tmp);
-    sh ("mkdir -p %s/state/work", tmp);
+    kiwi_test_must ("mkdir -p %s/state/work", tmp);
     cleanup_free char *commit = NULL;
     checkout (src, ws, NULL, &commit);
     assert_int_equal (dotgit_count (ws), 0);
@@ -257,8 +243,8 @@ test_planted_config_never_runs (void **state)
     kiwi_error_free (&err);
     /* and were a .git to appear in the work tree anyway, it is just a file
      * to git: the git directory is explicit */
-    sh ("mkdir -p %s/.git/hooks && cp %s/config %s/.git/config && cp %s/hooks/pre-commit %s/.git/hooks/", ws, ws, ws,
-        ws, ws);
+    kiwi_test_must ("mkdir -p %s/.git/hooks && cp %s/config %s/.git/config && cp %s/hooks/pre-commit %s/.git/hooks/",
+                    ws, ws, ws, ws, ws);
     assert_int_equal (kiwi_ws_edit (ws, "sum.js", "return a - b;", "return a + b;", &err), 0);
     cleanup_free char *tree = NULL, *diff = NULL;
     assert_int_equal (kiwi_repo_tree_id (ws, &tree, &err), 0);
@@ -272,13 +258,13 @@ test_planted_config_never_runs (void **state)
     kiwi_repo_clean_dir (ws, clean, sizeof clean);
     assert_int_equal (kiwi_repo_materialise (ws, commit, diff, clean, &err), 0);
     /* the attributes changed nothing: the checkout is the blobs, byte for byte */
-    sh ("cmp %s/config %s/config && cmp %s/sum.js %s/sum.js", src, ws, clean, ws);
+    kiwi_test_must ("cmp %s/config %s/config && cmp %s/sum.js %s/sum.js", src, ws, clean, ws);
     if (access (canary, F_OK) == 0)
         fail_msg ("the canary %s was created: a planted configuration ran", canary);
     /* control: the same configuration where plain git does find it runs */
-    sh ("git init -q %s/control && cp %s/.git/config %s/control/.git/config && cd %s/control && echo x > f && "
-        "{ git -c core.bare=false add -A >/dev/null 2>&1; true; }",
-        tmp, ws, tmp, tmp);
+    kiwi_test_must ("git init -q %s/control && cp %s/.git/config %s/control/.git/config && cd %s/control && echo x > "
+                    "f && { git -c core.bare=false add -A >/dev/null 2>&1; true; }",
+                    tmp, ws, tmp, tmp);
     assert_int_equal (access (canary, F_OK), 0);
     unlink (canary);
     kiwi_repo_remove (ws);
@@ -298,16 +284,17 @@ test_tree_with_dotgit_refused (void **state)
         snprintf (bare, sizeof bare, "%s/crafted-%zu.git", tmp, i);
         snprintf (ws, sizeof ws, "%s/state/work/crafted-%zu", tmp, i);
         /* the entry is a gitdir file pointing at a repository with a planted config */
-        sh ("mkdir -p %s/state/work && git init -q --bare %s && mkdir -p %s/elsewhere && git init -q %s/elsewhere && "
-            "git -C %s/elsewhere config core.fsmonitor 'touch %s' && cd %s && "
-            "b=$(printf 'gitdir: %s/elsewhere/.git\\n' | git hash-object -w --stdin) && "
-            "o=$(echo ok | git hash-object -w --stdin) && "
-            "t=$(printf '100644 blob %%s\\t%s\\n100644 blob %%s\\tok\\n' $b $o | git mktree) && "
-            "if [ -n '%s' ]; then t=$(printf '040000 tree %%s\\t%s\\n' $t | git mktree); fi && "
-            "top=$(printf '040000 tree %%s\\t%s\\n100644 blob %%s\\tREADME\\n' $t $o | git mktree) && "
-            "c=$(" GITC " commit-tree -m crafted $top) && git update-ref refs/heads/main $c && "
-            "git symbolic-ref HEAD refs/heads/main",
-            tmp, bare, tmp, tmp, tmp, canary, bare, tmp, cases[i].leaf, cases[i].mid, cases[i].mid, cases[i].top);
+        kiwi_test_must ("mkdir -p %s/state/work && git init -q --bare %s && mkdir -p %s/elsewhere && git init -q "
+                        "%s/elsewhere && git -C %s/elsewhere config core.fsmonitor 'touch %s' && cd %s && "
+                        "b=$(printf 'gitdir: %s/elsewhere/.git\\n' | git hash-object -w --stdin) && "
+                        "o=$(echo ok | git hash-object -w --stdin) && "
+                        "t=$(printf '100644 blob %%s\\t%s\\n100644 blob %%s\\tok\\n' $b $o | git mktree) && "
+                        "if [ -n '%s' ]; then t=$(printf '040000 tree %%s\\t%s\\n' $t | git mktree); fi && "
+                        "top=$(printf '040000 tree %%s\\t%s\\n100644 blob %%s\\tREADME\\n' $t $o | git mktree) && "
+                        "c=$(" GITC " commit-tree -m crafted $top) && git update-ref refs/heads/main $c && "
+                        "git symbolic-ref HEAD refs/heads/main",
+                        tmp, bare, tmp, tmp, tmp, canary, bare, tmp, cases[i].leaf, cases[i].mid, cases[i].mid,
+                        cases[i].top);
         char st[128];
         snprintf (st, sizeof st, "%s/state", tmp);
         kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 60000, .max_checkout_files = 1000 };
@@ -325,37 +312,60 @@ test_tree_with_dotgit_refused (void **state)
         fail_msg ("the canary %s was created", canary);
 }
 
+/* A bare repository tmp/<name>.git whose main is one commit (message name)
+ * of the tree that the shell commands tree_sh, run inside it, leave in $t;
+ * the state directory tmp/state-<name> with its work directory, and the
+ * workspace path tmp/state-<name>/work/<name>-1. Paths to bare, st, ws. */
+static void
+crafted_repo (const char *name, const char *tree_sh, char bare[160], char st[160], char ws[160])
+{
+    snprintf (bare, 160, "%s/%s.git", tmp, name);
+    snprintf (st, 160, "%s/state-%s", tmp, name);
+    snprintf (ws, 160, "%s/work/%s-1", st, name);
+    kiwi_test_must ("mkdir -p %s/work && git init -q --bare %s && cd %s && %s && c=$(" GITC " commit-tree -m %s $t) && "
+                    "git update-ref refs/heads/main $c && git symbolic-ref HEAD refs/heads/main",
+                    st, bare, bare, tree_sh, name);
+}
+
+/* The checkout of bare into ws under o is refused as too large, with a
+ * message naming want_a and want_b; ws is not written and the state
+ * directory st grows by less than slack_kb (the mirror's fetch). what
+ * names the case in the log. */
+static void
+expect_too_large (const kiwi_repo_opts *o, const char *bare, const char *ws, const char *st, const char *what,
+                  const char *want_a, const char *want_b, long slack_kb)
+{
+    long before = du_kb (st);
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    assert_int_equal (kiwi_repo_checkout (o, bare, "HEAD", ws, &commit, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
+    if (strstr (kiwi_error_msg (err), want_a) == NULL || strstr (kiwi_error_msg (err), want_b) == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    assert_int_not_equal (access (ws, F_OK), 0);
+    long after = du_kb (st);
+    fprintf (stderr, "%s: state dir %ld KB before, %ld KB after (mirror included)\n", what, before, after);
+    assert_true (after - before < slack_kb);
+    kiwi_repo_remove (ws);
+}
+
 /* 10 entries per level, each naming the level below, 8 levels deep: 10^8
  * paths from a few hundred bytes of objects. */
 static void
 test_git_bomb_refused (void **state)
 {
-    char bare[128], ws[160], st[160];
-    snprintf (bare, sizeof bare, "%s/bomb.git", tmp);
-    snprintf (ws, sizeof ws, "%s/state-bomb/work/bomb-1", tmp);
-    snprintf (st, sizeof st, "%s/state-bomb", tmp);
-    sh ("mkdir -p %s/work && git init -q --bare %s && cd %s && t=$(echo boom | git hash-object -w --stdin) && "
-        "kind=blob mode=100644 && for level in 1 2 3 4 5 6 7 8 9; do "
-        "t=$(for i in 0 1 2 3 4 5 6 7 8 9; do printf '%%s %%s %%s\\td%%s\\n' $mode $kind $t $i; done | git mktree); "
-        "kind=tree mode=040000; done && c=$(" GITC " commit-tree -m bomb $t) && git update-ref refs/heads/main $c && "
-        "git symbolic-ref HEAD refs/heads/main",
-        st, bare, bare);
-    long before = du_kb (st);
+    char bare[160], ws[160], st[160];
+    crafted_repo ("bomb",
+                  "t=$(echo boom | git hash-object -w --stdin) && kind=blob mode=100644 && "
+                  "for level in 1 2 3 4 5 6 7 8 9; do "
+                  "t=$(for i in 0 1 2 3 4 5 6 7 8 9; do printf '%s %s %s\\td%s\\n' $mode $kind $t $i; done | "
+                  "git mktree); "
+                  "kind=tree mode=040000; done",
+                  bare, st, ws);
     kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 120000, .max_checkout_mb = 2048,
                          .max_checkout_files = 200000 };
-    kiwi_error_t err = NULL;
-    char *commit = NULL;
-    assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), -1);
-    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
-    if (strstr (kiwi_error_msg (err), "more than 200000 files") == NULL
-        || strstr (kiwi_error_msg (err), "KIWI_CHECKOUT_MAX_FILES") == NULL)
-        fail_msg ("%s", kiwi_error_msg (err));
-    kiwi_error_free (&err);
-    assert_int_not_equal (access (ws, F_OK), 0);
-    long after = du_kb (st);
-    fprintf (stderr, "git bomb: state dir %ld KB before, %ld KB after (mirror included)\n", before, after);
-    assert_true (after - before < 1024);
-    kiwi_repo_remove (ws);
+    expect_too_large (&o, bare, ws, st, "git bomb", "more than 200000 files", "KIWI_CHECKOUT_MAX_FILES", 1024);
 }
 
 /* A 300 MB file of zeros compresses to a few hundred KB of mirror; with a
@@ -363,32 +373,17 @@ test_git_bomb_refused (void **state)
 static void
 test_big_blob_refused (void **state)
 {
-    char bare[128], ws[160], st[160];
-    snprintf (bare, sizeof bare, "%s/big.git", tmp);
-    snprintf (ws, sizeof ws, "%s/state-big/work/big-1", tmp);
-    snprintf (st, sizeof st, "%s/state-big", tmp);
-    sh ("mkdir -p %s/work && git init -q --bare %s && cd %s && "
-        "b=$(head -c 300M /dev/zero | git hash-object -w --stdin) && o=$(echo ok | git hash-object -w --stdin) && "
-        "t=$(printf '100644 blob %%s\\tzeros.bin\\n100644 blob %%s\\tREADME\\n' $b $o | git mktree) && "
-        "c=$(" GITC " commit-tree -m big $t) && git update-ref refs/heads/main $c && "
-        "git symbolic-ref HEAD refs/heads/main",
-        st, bare, bare);
-    long before = du_kb (st);
+    char bare[160], ws[160], st[160];
+    crafted_repo ("big",
+                  "b=$(head -c 300M /dev/zero | git hash-object -w --stdin) && "
+                  "o=$(echo ok | git hash-object -w --stdin) && "
+                  "t=$(printf '100644 blob %s\\tzeros.bin\\n100644 blob %s\\tREADME\\n' $b $o | git mktree)",
+                  bare, st, ws);
     kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 120000, .max_checkout_mb = 100, .max_checkout_files = 200000 };
+    expect_too_large (&o, bare, ws, st, "big blob", "KIWI_CHECKOUT_MAX_MB=100", "bytes", 5 * 1024);
+    /* under the ceiling, the same repository checks out */
     kiwi_error_t err = NULL;
     char *commit = NULL;
-    assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), -1);
-    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
-    if (strstr (kiwi_error_msg (err), "KIWI_CHECKOUT_MAX_MB=100") == NULL
-        || strstr (kiwi_error_msg (err), "bytes") == NULL)
-        fail_msg ("%s", kiwi_error_msg (err));
-    kiwi_error_free (&err);
-    assert_int_not_equal (access (ws, F_OK), 0);
-    long after = du_kb (st);
-    fprintf (stderr, "big blob: state dir %ld KB before, %ld KB after (mirror included)\n", before, after);
-    assert_true (after - before < 5 * 1024);
-    kiwi_repo_remove (ws);
-    /* under the ceiling, the same repository checks out */
     o.max_checkout_mb = 400;
     assert_int_equal (kiwi_repo_checkout (&o, bare, "HEAD", ws, &commit, &err), 0);
     free (commit);
@@ -405,7 +400,7 @@ test_protocol_list_enforced (void **state)
     snprintf (src, sizeof src, "%s/proto", tmp);
     snprintf (st, sizeof st, "%s/state-proto", tmp);
     snprintf (ws, sizeof ws, "%s/work/proto-1", st);
-    sh ("mkdir -p %s/work", st);
+    kiwi_test_must ("mkdir -p %s/work", st);
     kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 60000, .protocols = "https:ssh" };
     kiwi_error_t err = NULL;
     char *commit = NULL;

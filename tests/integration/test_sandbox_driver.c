@@ -17,6 +17,7 @@
 
 #include "docker-api.h"
 #include "need.h"
+#include "sandbox-env.h"
 #include "sandbox.h"
 
 static const char *drivers[] = { "docker", "gvisor" };
@@ -25,23 +26,6 @@ static const char *
 image (void)
 {
     return kiwi_test_env_or ("KIWI_TEST_IMAGE", "kiwi/base:bookworm");
-}
-
-static kiwi_sandbox_env *
-open_env (const char *name)
-{
-    kiwi_error_t err = NULL;
-    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (name, &err);
-    assert_non_null (drv);
-    kiwi_sandbox_config cfg = {
-        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
-        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
-        .worker_id = "itest",
-    };
-    kiwi_sandbox_env *env = NULL;
-    int rc = kiwi_sandbox_env_open (drv, &cfg, &env, &err);
-    KIWI_NEED (rc == 0, "%s driver: %s", name, kiwi_error_msg (err));
-    return env;
 }
 
 static kiwi_sandbox *
@@ -88,7 +72,7 @@ static void
 test_exec_output_and_status (void **state)
 {
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest");
         kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { 0 });
         kiwi_exec_result r = run (sb, "echo out; echo err >&2; id -u; echo $KIWI_TEST_VAR; pwd; exit 3", 60000);
         assert_int_equal (r.exit_code, 3);
@@ -133,7 +117,7 @@ static void
 test_deadline_kills_and_is_named (void **state)
 {
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest");
         kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { 0 });
         kiwi_exec_result r = run (sb, "echo started; sleep infinity", 2000);
         assert_true (r.timed_out);
@@ -150,7 +134,7 @@ static void
 test_disk_ceiling (void **state)
 {
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest");
         kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { .disk_mb = 64 });
         kiwi_exec_result r = run (sb, "dd if=/dev/zero of=/kiwi/src/fill bs=1M count=200 2>&1; echo rc=$?", 120000);
         assert_non_null (strstr (r.output, "No space left on device"));
@@ -173,7 +157,7 @@ static void
 test_pids_and_memory_limits (void **state)
 {
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest");
         kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { .pids = 64, .memory_mb = 128 });
         /* a memory hog is killed by the ceiling, and that is named */
         kiwi_exec_result r = run (sb, "head -c 400m /dev/zero | tail > /dev/null", 120000);
@@ -210,7 +194,7 @@ test_pids_and_memory_limits (void **state)
 static void
 test_destroy_removes_everything_and_reap (void **state)
 {
-    kiwi_sandbox_env *env = open_env ("docker");
+    kiwi_sandbox_env *env = kiwi_test_sandbox_env ("docker", "itest");
     kiwi_sandbox *sb = make (env, (kiwi_sandbox_limits) { 0 });
     char name[256];
     snprintf (name, sizeof name, "%s", kiwi_sandbox_id (sb));
@@ -240,7 +224,7 @@ static void
 test_run_once_output_timeout_and_files (void **state)
 {
     for (size_t i = 0; i < 2; i++) {
-        kiwi_sandbox_env *env = open_env (drivers[i]);
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest");
         const char *e[] = { "HOME=/kiwi/home", NULL };
         kiwi_sandbox_spec spec = { .image = image (), .network = KIWI_NET_NONE, .env = e, .task_id = "itest",
                                    .phase = "verify" };

@@ -27,28 +27,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "shell.h"
 #include "sandbox-driver.h"
 #include "archive.h"
 #include "classify.h"
 #include "image.h"
 #include "need.h"
+#include "sandbox-env.h"
 #include "phases.h"
 #include "step0.h"
 
 extern char **environ;
 
 #define FIXTURES KIWI_SOURCE_DIR "/tests/fixtures/snapshot"
-
-static void
-sh (const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (cmd, sizeof cmd, fmt, ap);
-    va_end (ap);
-    assert_int_equal (system (cmd), 0);
-}
 
 typedef struct {
     bool dependency, mark;
@@ -100,17 +91,8 @@ static void
 test_snapshot_input_and_contents (void **state)
 {
     const char *driver = kiwi_test_sandbox_driver ();
+    kiwi_sandbox_env *env = kiwi_test_sandbox_env (driver, "itest-snapshot");
     kiwi_error_t err = NULL;
-    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (driver, &err);
-    assert_non_null (drv);
-    kiwi_sandbox_config scfg = {
-        .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
-        .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
-        .worker_id = "itest-snapshot",
-    };
-    kiwi_sandbox_env *env = NULL;
-    int rc = kiwi_sandbox_env_open (drv, &scfg, &env, &err);
-    KIWI_NEED (rc == 0, "%s driver: %s", driver, kiwi_error_msg (err));
     kiwi_image_catalog *cat = NULL;
     if (kiwi_image_catalog_open (KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv", &cat, &err) < 0)
         fail_msg ("%s", kiwi_error_msg (err));
@@ -122,7 +104,8 @@ test_snapshot_input_and_contents (void **state)
     snprintf (a, sizeof a, "/tmp/kiwi-snapshot-%d-a", (int) getpid ());
     snprintf (b, sizeof b, "/tmp/kiwi-snapshot-%d-b", (int) getpid ());
     snprintf (snaps, sizeof snaps, "/tmp/kiwi-snapshot-%d-snaps", (int) getpid ());
-    sh ("rm -rf %s %s %s && cp -a %s/plant-a %s && cp -a %s/plant-b %s", a, b, snaps, FIXTURES, a, FIXTURES, b);
+    kiwi_test_must ("rm -rf %s %s %s && cp -a %s/plant-a %s && cp -a %s/plant-b %s", a, b, snaps, FIXTURES, a, FIXTURES,
+                    b);
 
     /* one install input, one key */
     kiwi_inspection ia, ib;
@@ -190,7 +173,7 @@ test_snapshot_input_and_contents (void **state)
     kiwi_step0_result_clear (&res);
     kiwi_inspection_clear (&ia);
     kiwi_inspection_clear (&ib);
-    sh ("rm -rf %s %s %s", a, b, snaps);
+    kiwi_test_must ("rm -rf %s %s %s", a, b, snaps);
     kiwi_classifier_free (cl);
     kiwi_image_catalog_free (cat);
     kiwi_sandbox_env_close (env);

@@ -159,6 +159,19 @@ def _need(cond, msg):
         raise Invalid(msg)
 
 
+def _check_tool_name(d, w, names, bad_name, duplicate, no_description, name_re=None):
+    """The name and description of the tool definition d at w, refused in
+    the provider's words (each a format of w): a name TOOL_NAME_RE (and
+    name_re) accepts that no earlier tool of the request has (names: theirs;
+    this one is added), and a description that is not empty."""
+    name = d.get("name")
+    _need(isinstance(name, str) and TOOL_NAME_RE.match(name) and (name_re is None or name_re.match(name)),
+          bad_name % w)
+    _need(name not in names, duplicate % w)
+    names.add(name)
+    _need(isinstance(d.get("description"), str) and d["description"], no_description % w)
+
+
 def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -258,11 +271,8 @@ def validate_anthropic(headers, body, key):
         w = "tools.%d" % i
         _need(isinstance(t, dict), "%s: must be an object" % w)
         _unknown(t, {"name", "description", "input_schema", "cache_control", "type"}, w)
-        _need(isinstance(t.get("name"), str) and TOOL_NAME_RE.match(t["name"]),
-              "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'" % w)
-        _need(t["name"] not in names, "%s.name: tool names must be unique" % w)
-        names.add(t["name"])
-        _need(isinstance(t.get("description"), str) and t["description"], "%s.description: Field required" % w)
+        _check_tool_name(t, w, names, "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'",
+                         "%s.name: tool names must be unique", "%s.description: Field required")
         check_object_schema(t.get("input_schema"), w + ".input_schema")
     msgs = body.get("messages")
     _need(isinstance(msgs, list) and msgs, "messages: at least one message is required")
@@ -358,11 +368,9 @@ def validate_openai(headers, body, key):
         fn = t.get("function")
         _need(isinstance(fn, dict), "Missing required parameter: '%s.function'" % w)
         _unknown(fn, {"name", "description", "parameters", "strict"}, w + ".function")
-        _need(isinstance(fn.get("name"), str) and TOOL_NAME_RE.match(fn["name"]),
-              "Invalid '%s.function.name': string does not match pattern '^[a-zA-Z0-9_-]+$'" % w)
-        _need(fn["name"] not in names, "%s.function.name: duplicate tool name" % w)
-        names.add(fn["name"])
-        _need(isinstance(fn.get("description"), str) and fn["description"], "%s.function.description: required" % w)
+        _check_tool_name(fn, w + ".function", names,
+                         "Invalid '%s.name': string does not match pattern '^[a-zA-Z0-9_-]+$'",
+                         "%s.name: duplicate tool name", "%s.description: required")
         check_object_schema(fn.get("parameters"), w + ".function.parameters")
     msgs = body.get("messages")
     _need(isinstance(msgs, list) and msgs, "Invalid 'messages': empty array. Expected an array with minimum length 1")
@@ -495,11 +503,8 @@ def validate_gemini(headers, body, key, query):
             for k in d:
                 _need(k in ("name", "description", "parameters", "parametersJsonSchema", "response", "behavior"),
                       "Invalid JSON payload received. Unknown name \"%s\" at '%s'." % (k, dw))
-            _need(isinstance(d.get("name"), str) and GEMINI_NAME_RE.match(d["name"])
-                  and TOOL_NAME_RE.match(d["name"]), "%s.name: invalid function name" % dw)
-            _need(d["name"] not in names, "%s.name: duplicate function name" % dw)
-            names.add(d["name"])
-            _need(isinstance(d.get("description"), str) and d["description"], "%s.description: required" % dw)
+            _check_tool_name(d, dw, names, "%s.name: invalid function name", "%s.name: duplicate function name",
+                             "%s.description: required", GEMINI_NAME_RE)
             _need("parameters" in d or "parametersJsonSchema" in d, "%s.parameters: required" % dw)
             if "parameters" in d:
                 check_object_schema(d["parameters"], dw + ".parameters")

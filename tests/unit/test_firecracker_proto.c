@@ -96,6 +96,24 @@ run (const char *const *argv, const char *const *env, const char *workdir, int64
     return rc;
 }
 
+/* Runs argv through a fresh agent (env and workdir as run() takes them,
+ * 10 s, the whole output kept) and asserts its exit code and its output:
+ * exactly output, or, with part, holding output. */
+static void
+expect_run (const char *const *argv, const char *const *env, const char *workdir, int exit_code, const char *output,
+            bool part)
+{
+    kiwi_exec_result r;
+    kiwi_error_t err = NULL;
+    assert_int_equal (run (argv, env, workdir, 10000, 0, NULL, &r, &err), 0);
+    assert_int_equal (r.exit_code, exit_code);
+    if (part)
+        assert_non_null (strstr (r.output, output));
+    else
+        assert_string_equal (r.output, output);
+    kiwi_exec_result_clear (&r);
+}
+
 static void
 test_hello (void **state)
 {
@@ -133,12 +151,7 @@ test_exec_environment_is_whole (void **state)
 {
     const char *argv[] = { "/usr/bin/env", NULL };
     const char *env[] = { "FOO=bar baz", NULL };
-    kiwi_exec_result r;
-    kiwi_error_t err = NULL;
-    assert_int_equal (run (argv, env, NULL, 10000, 0, NULL, &r, &err), 0);
-    assert_int_equal (r.exit_code, 0);
-    assert_string_equal (r.output, "FOO=bar baz\n");
-    kiwi_exec_result_clear (&r);
+    expect_run (argv, env, NULL, 0, "FOO=bar baz\n", false);
 }
 
 static void
@@ -147,19 +160,11 @@ test_exec_workdir (void **state)
     char dir[] = "/tmp/kiwi-fcp-XXXXXX";
     assert_non_null (mkdtemp (dir));
     const char *argv[] = { "/bin/pwd", NULL };
-    kiwi_exec_result r;
-    kiwi_error_t err = NULL;
-    assert_int_equal (run (argv, NULL, dir, 10000, 0, NULL, &r, &err), 0);
-    assert_int_equal (r.exit_code, 0);
     char want[64];
     snprintf (want, sizeof want, "%s\n", dir);
-    assert_string_equal (r.output, want);
-    kiwi_exec_result_clear (&r);
+    expect_run (argv, NULL, dir, 0, want, false);
     /* a missing working directory is the command's failure, named */
-    assert_int_equal (run (argv, NULL, "/nonexistent/dir", 10000, 0, NULL, &r, &err), 0);
-    assert_int_equal (r.exit_code, 126);
-    assert_non_null (strstr (r.output, "cannot enter the working directory /nonexistent/dir"));
-    kiwi_exec_result_clear (&r);
+    expect_run (argv, NULL, "/nonexistent/dir", 126, "cannot enter the working directory /nonexistent/dir", true);
     rmdir (dir);
 }
 
@@ -183,12 +188,7 @@ test_exec_command_not_found (void **state)
 {
     const char *argv[] = { "kiwi-no-such-command", NULL };
     const char *env[] = { "PATH=/usr/bin:/bin", NULL };
-    kiwi_exec_result r;
-    kiwi_error_t err = NULL;
-    assert_int_equal (run (argv, env, NULL, 10000, 0, NULL, &r, &err), 0);
-    assert_int_equal (r.exit_code, 127);
-    assert_non_null (strstr (r.output, "cannot run `kiwi-no-such-command`"));
-    kiwi_exec_result_clear (&r);
+    expect_run (argv, env, NULL, 127, "cannot run `kiwi-no-such-command`", true);
 }
 
 static void

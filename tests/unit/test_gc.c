@@ -77,6 +77,15 @@ make_dir (const char *rel)
     assert_int_equal (mkdir (p, 0700), 0);
 }
 
+/* make_dir of <prefix><pid><suffix>, a name that says which process owns
+ * it; the name goes to out (n bytes). */
+static void
+make_pid_dir (char *out, size_t n, const char *prefix, pid_t pid, const char *suffix)
+{
+    snprintf (out, n, "%s%d%s", prefix, (int) pid, suffix);
+    make_dir (out);
+}
+
 static void
 make_file (const char *rel, const char *text)
 {
@@ -179,14 +188,9 @@ test_workspaces_mirrors_snapshots_by_owner_and_age (void **st)
     char rel[256];
     pid_t dead = dead_pid (), me = getpid ();
     /* workspaces */
-    snprintf (rel, sizeof rel, "work/task-dead-%d", (int) dead);
-    make_dir (rel);
-    char ws_dead[256];
-    snprintf (ws_dead, sizeof ws_dead, "%s", rel);
-    snprintf (rel, sizeof rel, "work/task-live-%d", (int) me);
-    make_dir (rel);
-    char ws_live[256];
-    snprintf (ws_live, sizeof ws_live, "%s", rel);
+    char ws_dead[256], ws_live[256];
+    make_pid_dir (ws_dead, sizeof ws_dead, "work/task-dead-", dead, "");
+    make_pid_dir (ws_live, sizeof ws_live, "work/task-live-", me, "");
     make_dir ("work/task-init-1"); /* pid 1 is alive but no task process */
     /* mirrors: old, old but locked (a fetch), old but borrowed by the live
      * workspace, recent */
@@ -216,14 +220,9 @@ test_workspaces_mirrors_snapshots_by_owner_and_age (void **st)
     int hold = kiwi_gc_snapshot_hold (p);
     assert_true (hold >= 0);
     age ("snapshots/held", 8 * DAY); /* the lock file made it look used */
-    snprintf (rel, sizeof rel, "snapshots/k1.%d.partial", (int) dead);
-    make_dir (rel);
-    char part_dead[256];
-    snprintf (part_dead, sizeof part_dead, "%s", rel);
-    snprintf (rel, sizeof rel, "snapshots/k2.%d.partial", (int) me);
-    make_dir (rel);
-    char part_live[256];
-    snprintf (part_live, sizeof part_live, "%s", rel);
+    char part_dead[256], part_live[256];
+    make_pid_dir (part_dead, sizeof part_dead, "snapshots/k1.", dead, ".partial");
+    make_pid_dir (part_live, sizeof part_live, "snapshots/k2.", me, ".partial");
     /* whole diffs */
     make_file ("results/t-old.diff", "diff\n");
     age ("results/t-old.diff", 8 * DAY);

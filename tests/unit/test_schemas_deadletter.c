@@ -16,35 +16,6 @@
 
 #include "test_schemas_util.h"
 
-static char *base;
-static size_t base_len;
-
-static int
-setup (void **state)
-{
-    kiwi_deadletter d;
-    kiwi_error_t err = NULL;
-    kiwi_deadletter_init (&d);
-    sample_deadletter_full (&d);
-    int r = kiwi_deadletter_encode (&d, &base, &base_len, &err);
-    kiwi_deadletter_clear (&d);
-    kiwi_error_free (&err);
-    return r;
-}
-
-static int
-teardown (void **state)
-{
-    free (base);
-    return 0;
-}
-
-static void
-edit (const char *path, edit_op op, msgpack_object value, const char *msg)
-{
-    expect_edit (decode_deadletter, base, base_len, path, op, value, msg);
-}
-
 static void
 test_roundtrip (void **state)
 {
@@ -128,25 +99,19 @@ static void
 test_encode_validates (void **state)
 {
     kiwi_deadletter d;
-    kiwi_error_t err = NULL;
-    char *out = NULL;
-    size_t len;
     kiwi_deadletter_init (&d);
-    expect_invalid (kiwi_deadletter_encode (&d, &out, &len, &err), &err, "deadletter.reason: required field missing");
+    expect_encode_refused_deadletter (&d, "deadletter.reason: required field missing");
     sample_deadletter_full (&d);
     size_t n = d.original_len;
     d.original_len = KIWI_DEADLETTER_ORIGINAL_MAX + 1;
-    expect_invalid (kiwi_deadletter_encode (&d, &out, &len, &err), &err,
-                    "deadletter.original: longer than 16777216 bytes");
+    expect_encode_refused_deadletter (&d, "deadletter.original: longer than 16777216 bytes");
     d.original_len = n;
     char *saved = d.original;
     d.original = NULL;
-    expect_invalid (kiwi_deadletter_encode (&d, &out, &len, &err), &err,
-                    "deadletter.original: length 11 but no buffer");
+    expect_encode_refused_deadletter (&d, "deadletter.original: length 11 but no buffer");
     d.original = saved;
     d.partition = -7;
-    expect_invalid (kiwi_deadletter_encode (&d, &out, &len, &err), &err,
-                    "deadletter.partition: must be between -1 and 2147483647, got -7");
+    expect_encode_refused_deadletter (&d, "deadletter.partition: must be between -1 and 2147483647, got -7");
     kiwi_deadletter_clear (&d);
 }
 
@@ -195,5 +160,5 @@ main (void)
         cmocka_unit_test (test_encode_validates),
         cmocka_unit_test (test_to_json),
     };
-    return cmocka_run_group_tests_name ("schemas_deadletter", tests, setup, teardown);
+    return cmocka_run_group_tests_name ("schemas_deadletter", tests, base_setup_deadletter, base_teardown);
 }

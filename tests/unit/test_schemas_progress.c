@@ -15,35 +15,6 @@
 
 #include "test_schemas_util.h"
 
-static char *base;
-static size_t base_len;
-
-static int
-setup (void **state)
-{
-    kiwi_progress p;
-    kiwi_error_t err = NULL;
-    kiwi_progress_init (&p);
-    sample_progress_full (&p);
-    int r = kiwi_progress_encode (&p, &base, &base_len, &err);
-    kiwi_progress_clear (&p);
-    kiwi_error_free (&err);
-    return r;
-}
-
-static int
-teardown (void **state)
-{
-    free (base);
-    return 0;
-}
-
-static void
-edit (const char *path, edit_op op, msgpack_object value, const char *msg)
-{
-    expect_edit (decode_progress, base, base_len, path, op, value, msg);
-}
-
 static void
 test_roundtrip (void **state)
 {
@@ -150,9 +121,6 @@ test_at_limits (void **state)
     memset (p.payload + 8, 0xab, body);
     roundtrip_progress (&p);
 
-    kiwi_error_t err = NULL;
-    char *out;
-    size_t len;
     p.payload_len++;
     p.payload = realloc (p.payload, p.payload_len);
     body++;
@@ -161,7 +129,7 @@ test_at_limits (void **state)
     p.payload[6] = (char) (body >> 8);
     p.payload[7] = (char) body;
     p.payload[p.payload_len - 1] = 0;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.payload: larger than 1048576 bytes");
+    expect_encode_refused_progress (&p, "progress.payload: larger than 1048576 bytes");
     kiwi_progress_clear (&p);
 }
 
@@ -259,13 +227,13 @@ test_encode_validates (void **state)
     sample_progress_full (&p);
 
     p.phase = KIWI_PHASE_UNSET;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.phase: required field missing");
+    expect_encode_refused_progress (&p, "progress.phase: required field missing");
     p.phase = KIWI_PHASE__END;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.phase: unknown phase 6");
+    expect_encode_refused_progress (&p, "progress.phase: unknown phase 6");
     p.phase = KIWI_PHASE_FINISHED;
 
     p.seq = 0;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.seq: must be at least 1, got 0");
+    expect_encode_refused_progress (&p, "progress.seq: must be at least 1, got 0");
     p.seq = 1;
 
     /* The payload must be exactly one map. */
@@ -273,19 +241,18 @@ test_encode_validates (void **state)
     size_t saved_len = p.payload_len;
     p.payload = "\x91\x01";
     p.payload_len = 2;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.payload: expected map");
+    expect_encode_refused_progress (&p, "progress.payload: expected map");
     p.payload = "\x80\x80";
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.payload: trailing bytes after the map");
+    expect_encode_refused_progress (&p, "progress.payload: trailing bytes after the map");
     p.payload = "\x81\xa1x";
     p.payload_len = 3;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.payload: truncated message (3 bytes)");
+    expect_encode_refused_progress (&p, "progress.payload: truncated message (3 bytes)");
     p.payload = "";
     p.payload_len = 0;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err,
-                    "progress.payload: empty buffer (leave payload NULL when absent)");
+    expect_encode_refused_progress (&p, "progress.payload: empty buffer (leave payload NULL when absent)");
     p.payload = NULL;
     p.payload_len = 4;
-    expect_invalid (kiwi_progress_encode (&p, &out, &len, &err), &err, "progress.payload: length 4 but no buffer");
+    expect_encode_refused_progress (&p, "progress.payload: length 4 but no buffer");
     p.payload = saved;
     p.payload_len = saved_len;
     expect_ok (kiwi_progress_encode (&p, &out, &len, &err), &err);
@@ -334,5 +301,5 @@ main (void)
         cmocka_unit_test (test_encode_validates),
         cmocka_unit_test (test_to_json),
     };
-    return cmocka_run_group_tests_name ("schemas_progress", tests, setup, teardown);
+    return cmocka_run_group_tests_name ("schemas_progress", tests, base_setup_progress, base_teardown);
 }

@@ -16,23 +16,21 @@
 
 #include "test_schemas_util.h"
 
-static char *base; /* status fixed */
-static size_t base_len;
-static char *base_nf; /* status needs_network */
+/* base (shared) is status fixed; base_nf is status needs_network. */
+static char *base_nf;
 static size_t base_nf_len;
 
 static int
 setup (void **state)
 {
+    int rc = base_setup_result (state);
+    if (rc != 0)
+        return rc;
     kiwi_result r;
     kiwi_error_t err = NULL;
     kiwi_result_init (&r);
-    sample_result_fixed (&r);
-    int rc = kiwi_result_encode (&r, &base, &base_len, &err);
-    kiwi_result_clear (&r);
     sample_result_not_fixed (&r);
-    if (rc == 0)
-        rc = kiwi_result_encode (&r, &base_nf, &base_nf_len, &err);
+    rc = kiwi_result_encode (&r, &base_nf, &base_nf_len, &err);
     kiwi_result_clear (&r);
     kiwi_error_free (&err);
     return rc;
@@ -41,15 +39,8 @@ setup (void **state)
 static int
 teardown (void **state)
 {
-    free (base);
     free (base_nf);
-    return 0;
-}
-
-static void
-edit (const char *path, edit_op op, msgpack_object value, const char *msg)
-{
-    expect_edit (decode_result, base, base_len, path, op, value, msg);
+    return base_teardown (state);
 }
 
 static void
@@ -172,21 +163,20 @@ test_encode_validates (void **state)
     char *out = NULL;
     size_t len;
     kiwi_result_init (&r);
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.task_id: required field missing");
+    expect_encode_refused_result (&r, "result.task_id: required field missing");
     sample_result_fixed (&r);
     r.status = KIWI_RESULT_UNSET;
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.status: required field missing");
+    expect_encode_refused_result (&r, "result.status: required field missing");
     r.status = (kiwi_result_status) 42;
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.status: unknown status 42");
+    expect_encode_refused_result (&r, "result.status: unknown status 42");
     r.status = KIWI_RESULT_TIMED_OUT;
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err,
-                    "result.diff: only allowed when status is fixed, status is timed_out");
+    expect_encode_refused_result (&r, "result.diff: only allowed when status is fixed, status is timed_out");
     free (r.diff);
     r.diff = NULL;
     expect_ok (kiwi_result_encode (&r, &out, &len, &err), &err);
     free (out);
     r.status = KIWI_RESULT_FIXED;
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.diff: required when status is fixed");
+    expect_encode_refused_result (&r, "result.diff: required when status is fixed");
     kiwi_result_clear (&r);
 }
 
@@ -242,21 +232,19 @@ test_truncated_diff_fields (void **state)
     r.diff_bytes = 0;
     free (r.diff);
     r.diff = xstrdup ("abc");
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err,
-                    "result.diff_bytes: 0 is less than the diff carried (3 bytes)");
+    expect_encode_refused_result (&r, "result.diff_bytes: 0 is less than the diff carried (3 bytes)");
     r.diff_bytes = 3;
     r.diff_sha256[0] = 'A';
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.diff_sha256: not lowercase hex");
+    expect_encode_refused_result (&r, "result.diff_sha256: not lowercase hex");
     free (r.diff_sha256);
     r.diff_sha256 = xstrdup ("abc");
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err, "result.diff_sha256: shorter than 64 bytes");
+    expect_encode_refused_result (&r, "result.diff_sha256: shorter than 64 bytes");
     free (r.diff_sha256);
     r.diff_sha256 = NULL;
     r.status = KIWI_RESULT_NOT_FIXED;
     free (r.diff);
     r.diff = NULL;
-    expect_invalid (kiwi_result_encode (&r, &out, &len, &err), &err,
-                    "result.diff_truncated: only allowed with a diff (status fixed)");
+    expect_encode_refused_result (&r, "result.diff_truncated: only allowed with a diff (status fixed)");
     kiwi_result_clear (&r);
 }
 

@@ -251,6 +251,22 @@ ROUNDTRIP (result, kiwi_result)
 ROUNDTRIP (heartbeat, kiwi_heartbeat)
 ROUNDTRIP (deadletter, kiwi_deadletter)
 
+#define ENCODE_REFUSED(name, type)                                              \
+    void expect_encode_refused_##name (const type *in, const char *msg)         \
+    {                                                                           \
+        kiwi_error_t err = NULL;                                                \
+        char *out = NULL;                                                       \
+        size_t len = 0;                                                         \
+        expect_invalid (kiwi_##name##_encode (in, &out, &len, &err), &err, msg); \
+        free (out);                                                             \
+    }
+
+ENCODE_REFUSED (task, kiwi_task)
+ENCODE_REFUSED (progress, kiwi_progress)
+ENCODE_REFUSED (result, kiwi_result)
+ENCODE_REFUSED (heartbeat, kiwi_heartbeat)
+ENCODE_REFUSED (deadletter, kiwi_deadletter)
+
 #define DECODER(name, type)                                                     \
     int decode_##name (const char *buf, size_t len, kiwi_error_t *err)          \
     {                                                                           \
@@ -281,4 +297,45 @@ expect_edit (decode_fn dec, const char *buf, size_t len, const char *path, edit_
         return;
     }
     expect_invalid (r, &err, msg);
+}
+
+char *base;
+size_t base_len;
+static decode_fn base_decode;
+
+#define BASE_SETUP(name, type, sample)                                          \
+    int base_setup_##name (void **state)                                        \
+    {                                                                           \
+        (void) state;                                                           \
+        type m;                                                                 \
+        kiwi_error_t err = NULL;                                                \
+        kiwi_##name##_init (&m);                                                \
+        sample (&m);                                                            \
+        int r = kiwi_##name##_encode (&m, &base, &base_len, &err);              \
+        kiwi_##name##_clear (&m);                                               \
+        kiwi_error_free (&err);                                                 \
+        base_decode = decode_##name;                                            \
+        return r;                                                               \
+    }
+
+BASE_SETUP (task, kiwi_task, sample_task_full)
+BASE_SETUP (progress, kiwi_progress, sample_progress_full)
+BASE_SETUP (result, kiwi_result, sample_result_fixed)
+BASE_SETUP (heartbeat, kiwi_heartbeat, sample_heartbeat_full)
+BASE_SETUP (deadletter, kiwi_deadletter, sample_deadletter_full)
+
+int
+base_teardown (void **state)
+{
+    (void) state;
+    free (base);
+    base = NULL;
+    base_len = 0;
+    return 0;
+}
+
+void
+edit (const char *path, edit_op op, msgpack_object value, const char *msg)
+{
+    expect_edit (base_decode, base, base_len, path, op, value, msg);
 }

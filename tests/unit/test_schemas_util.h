@@ -54,6 +54,28 @@ int decode_deadletter (const char *buf, size_t len, kiwi_error_t *err);
 void expect_edit (decode_fn dec, const char *buf, size_t len, const char *path, edit_op op,
                   msgpack_object value, const char *msg);
 
+/* The suite's base message: the encoding of one kind's full sample (for
+ * results, sample_result_fixed), made by that kind's base_setup_* (a cmocka
+ * group set-up; nonzero when the encoder refused) and freed by base_teardown.
+ * base is owned here; tests read it and never free it. */
+extern char *base;
+extern size_t base_len;
+int base_setup_task (void **state);
+int base_setup_progress (void **state);
+int base_setup_result (void **state);
+int base_setup_heartbeat (void **state);
+int base_setup_deadletter (void **state);
+int base_teardown (void **state);
+/* expect_edit on base with the decoder of the kind base_setup_* encoded. */
+void edit (const char *path, edit_op op, msgpack_object value, const char *msg);
+
+/* Asserts that the encoder refuses *in with exactly msg (expect_invalid). */
+void expect_encode_refused_task (const kiwi_task *in, const char *msg);
+void expect_encode_refused_progress (const kiwi_progress *in, const char *msg);
+void expect_encode_refused_result (const kiwi_result *in, const char *msg);
+void expect_encode_refused_heartbeat (const kiwi_heartbeat *in, const char *msg);
+void expect_encode_refused_deadletter (const kiwi_deadletter *in, const char *msg);
+
 /* Encodes *t, decodes again, and asserts the JSON renderings are equal. */
 void roundtrip_task (const kiwi_task *t);
 void roundtrip_progress (const kiwi_progress *p);

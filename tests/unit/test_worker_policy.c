@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shell.h"
 #include "config.h"
 #include "policy.h"
 #include "task.h"
@@ -35,18 +36,6 @@ set (kiwi_worker_config *c, const char *name, const char *value)
     kiwi_error_t err = NULL;
     if (kiwi_worker_config_set (c, name, value, "test", &err) < 0)
         fail_msg ("%s=%s: %s", name, value, kiwi_error_msg (err));
-}
-
-static void
-sh (const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (cmd, sizeof cmd, fmt, ap);
-    va_end (ap);
-    if (system (cmd) != 0)
-        fail_msg ("`%s` failed", cmd);
 }
 
 static int
@@ -73,7 +62,7 @@ static int
 teardown (void **state)
 {
     fixture *f = *state;
-    sh ("rm -rf '%s'", f->tmp);
+    kiwi_test_must ("rm -rf '%s'", f->tmp);
     kiwi_task_clear (&f->task);
     kiwi_worker_config_clear (&f->cfg);
     free (f);
@@ -115,6 +104,47 @@ base_url (fixture *f, const char *url)
     f->task.model.name = strdup ("m");
     free (f->task.model.base_url);
     f->task.model.base_url = url ? strdup (url) : NULL;
+}
+
+/* The policy's verdict on the task as it is now: want exactly ("" when
+ * accepted), or, with want NULL, any refusal. */
+static void
+expect_verdict (fixture *f, const char *want)
+{
+    const char *got = decide (f, NULL);
+    if (want == NULL)
+        assert_string_not_equal (got, "");
+    else
+        assert_string_equal (got, want);
+}
+
+/* The task's repository URL set to url, then expect_verdict. */
+static void
+expect_repo (fixture *f, const char *url, const char *want)
+{
+    repo (f, url);
+    expect_verdict (f, want);
+}
+
+/* The task's repository URL set to url: accepted, and with Kiwi's git
+ * token for its host exactly when token. */
+static void
+expect_token (fixture *f, const char *url, bool token)
+{
+    kiwi_task_policy pol;
+    repo (f, url);
+    assert_string_equal (decide (f, &pol), "");
+    if (pol.git_token != token)
+        fail_msg ("%s: git token %s, expected %s", url, pol.git_token ? "given" : "withheld",
+                  token ? "given" : "withheld");
+}
+
+/* The task's model base URL set to url, then expect_verdict. */
+static void
+expect_base_url (fixture *f, const char *url, const char *want)
+{
+    base_url (f, url);
+    expect_verdict (f, want);
 }
 
 /* ---------- URLs ---------- */
@@ -191,14 +221,11 @@ test_model_base_url (void **state)
     set (&f->cfg, "KIWI_MODEL_BASE_URLS", "");
     assert_string_not_equal (decide (f, NULL), "");
     set (&f->cfg, "KIWI_MODEL_BASE_URLS", "https://allowed.example, http://127.0.0.1:4000/script/");
-    base_url (f, "https://allowed.example.evil.com/v1");
-    assert_string_equal (decide (f, NULL),
-                         "task.model.base_url: https://allowed.example.evil.com/v1 is not in KIWI_MODEL_BASE_URLS "
-                         "(https://allowed.example, http://127.0.0.1:4000/script/)");
-    base_url (f, "https://allowed.example@evil/");
-    assert_string_not_equal (decide (f, NULL), "");
-    base_url (f, "http://127.0.0.1:4000/other");
-    assert_string_not_equal (decide (f, NULL), "");
+    expect_base_url (f, "https://allowed.example.evil.com/v1",
+                     "task.model.base_url: https://allowed.example.evil.com/v1 is not in KIWI_MODEL_BASE_URLS "
+                     "(https://allowed.example, http://127.0.0.1:4000/script/)");
+    expect_base_url (f, "https://allowed.example@evil/", NULL);
+    expect_base_url (f, "http://127.0.0.1:4000/other", NULL);
     base_url (f, "http://127.0.0.1:4000/script/two-rounds");
     assert_string_equal (decide (f, &pol), "");
     assert_string_equal (pol.model_base_url, "http://127.0.0.1:4000/script/two-rounds");
@@ -221,30 +248,19 @@ test_repo_schemes (void **state)
     assert_string_equal (decide (f, &pol), "");
     assert_string_equal (pol.git_protocols, "https:ssh");
     assert_false (pol.local_repo);
-    repo (f, "ssh://git@example.com/o/r.git");
-    assert_string_equal (decide (f, NULL), "");
-    repo (f, "git+ssh://git@example.com/o/r.git");
-    assert_string_equal (decide (f, NULL), "");
-    repo (f, "git@example.com:o/r.git"); /* scp form */
-    assert_string_equal (decide (f, NULL), "");
-    repo (f, "example.com:o/r.git");
-    assert_string_equal (decide (f, NULL), "");
-    repo (f, "-oProxyCommand=x:o/r.git");
-    assert_string_equal (decide (f, NULL), "task.repo.url: -oProxyCommand=x:o/r.git names no ssh host");
-    repo (f, "ssh://-oProxyCommand=x/r.git");
-    assert_string_not_equal (decide (f, NULL), "");
-    repo (f, "git://127.0.0.1:9418/r.git");
-    assert_string_equal (decide (f, NULL),
-                         "task.repo.url: git://127.0.0.1:9418/r.git: scheme git is not in KIWI_REPO_SCHEMES (https,ssh)");
-    repo (f, "http://example.com/r.git");
-    assert_string_not_equal (decide (f, NULL), "");
-    repo (f, "ftp://example.com/r.git");
-    assert_string_not_equal (decide (f, NULL), "");
-    repo (f, "ext::sh -c touch% /tmp/pwned");
-    assert_string_equal (decide (f, NULL),
-                         "task.repo.url: ext::sh -c touch% /tmp/pwned: git's transport::address form is not accepted");
-    repo (f, "fd::3");
-    assert_string_not_equal (decide (f, NULL), "");
+    expect_repo (f, "ssh://git@example.com/o/r.git", "");
+    expect_repo (f, "git+ssh://git@example.com/o/r.git", "");
+    expect_repo (f, "git@example.com:o/r.git", ""); /* scp form */
+    expect_repo (f, "example.com:o/r.git", "");
+    expect_repo (f, "-oProxyCommand=x:o/r.git", "task.repo.url: -oProxyCommand=x:o/r.git names no ssh host");
+    expect_repo (f, "ssh://-oProxyCommand=x/r.git", NULL);
+    expect_repo (f, "git://127.0.0.1:9418/r.git",
+                 "task.repo.url: git://127.0.0.1:9418/r.git: scheme git is not in KIWI_REPO_SCHEMES (https,ssh)");
+    expect_repo (f, "http://example.com/r.git", NULL);
+    expect_repo (f, "ftp://example.com/r.git", NULL);
+    expect_repo (f, "ext::sh -c touch% /tmp/pwned",
+                 "task.repo.url: ext::sh -c touch% /tmp/pwned: git's transport::address form is not accepted");
+    expect_repo (f, "fd::3", NULL);
     set (&f->cfg, "KIWI_REPO_SCHEMES", "https,ssh,git");
     repo (f, "git://127.0.0.1:9418/r.git");
     assert_string_equal (decide (f, &pol), "");
@@ -252,8 +268,7 @@ test_repo_schemes (void **state)
     set (&f->cfg, "KIWI_REPO_SCHEMES", "https,gopher");
     assert_string_not_equal (decide (f, NULL), "");
     set (&f->cfg, "KIWI_REPO_SCHEMES", "ssh");
-    repo (f, "https://github.com/o/r.git");
-    assert_string_not_equal (decide (f, NULL), "");
+    expect_repo (f, "https://github.com/o/r.git", NULL);
 }
 
 static void
@@ -263,33 +278,28 @@ test_local_repos (void **state)
     kiwi_task_policy pol;
     char path[PATH_MAX + 64], url[PATH_MAX + 80];
     snprintf (path, sizeof path, "%s/repo", f->tmp);
-    sh ("git init -q --bare '%s'", path);
+    kiwi_test_must ("git init -q --bare '%s'", path);
     repo (f, path);
     char want[PATH_MAX + 200];
     snprintf (want, sizeof want, "task.repo.url: %s is a local repository, and KIWI_ALLOW_LOCAL_REPOS is false", path);
     assert_string_equal (decide (f, NULL), want);
     snprintf (url, sizeof url, "file://%s", path);
-    repo (f, url);
-    assert_string_not_equal (decide (f, NULL), "");
+    expect_repo (f, url, NULL);
     set (&f->cfg, "KIWI_ALLOW_LOCAL_REPOS", "true");
     assert_string_equal (decide (f, &pol), "");
     assert_true (pol.local_repo);
     assert_string_equal (pol.git_protocols, "https:ssh:file");
     snprintf (url, sizeof url, "file://localhost%s", path);
-    repo (f, url);
-    assert_string_equal (decide (f, NULL), "");
-    repo (f, path);
-    assert_string_equal (decide (f, NULL), "");
-    repo (f, "file://otherhost/srv/r.git");
-    assert_string_not_equal (decide (f, NULL), "");
+    expect_repo (f, url, "");
+    expect_repo (f, path, "");
+    expect_repo (f, "file://otherhost/srv/r.git", NULL);
     snprintf (url, sizeof url, "%s/none", f->tmp);
-    repo (f, url);
-    assert_string_not_equal (decide (f, NULL), "");
+    expect_repo (f, url, NULL);
 
     /* another tenant's mirror under the state directory: refused, however named */
     char mirror[PATH_MAX + 64];
     snprintf (mirror, sizeof mirror, "%s/mirrors/0123abcd.git", f->state);
-    sh ("mkdir -p '%s/mirrors' && git init -q --bare '%s'", f->state, mirror);
+    kiwi_test_must ("mkdir -p '%s/mirrors' && git init -q --bare '%s'", f->state, mirror);
     repo (f, mirror);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     snprintf (url, sizeof url, "file://%s", mirror);
@@ -300,17 +310,17 @@ test_local_repos (void **state)
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a symlink to it */
     snprintf (url, sizeof url, "%s/link.git", f->tmp);
-    sh ("ln -s '%s' '%s'", mirror, url);
+    kiwi_test_must ("ln -s '%s' '%s'", mirror, url);
     repo (f, url);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a gitfile pointing at it */
     snprintf (url, sizeof url, "%s/gitfile-repo", f->tmp);
-    sh ("mkdir -p '%s' && printf 'gitdir: %s\\n' > '%s/.git'", url, mirror, url);
+    kiwi_test_must ("mkdir -p '%s' && printf 'gitdir: %s\\n' > '%s/.git'", url, mirror, url);
     repo (f, url);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a repository borrowing its objects through alternates */
     snprintf (url, sizeof url, "%s/borrower.git", f->tmp);
-    sh ("git init -q --bare '%s' && echo '%s/objects' > '%s/objects/info/alternates'", url, mirror, url);
+    kiwi_test_must ("git init -q --bare '%s' && echo '%s/objects' > '%s/objects/info/alternates'", url, mirror, url);
     repo (f, url);
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* the state directory itself */
@@ -318,9 +328,8 @@ test_local_repos (void **state)
     assert_non_null (strstr (decide (f, NULL), "inside the worker's state directory"));
     /* a sibling whose name starts like it is not inside */
     snprintf (url, sizeof url, "%s/state-other", f->tmp);
-    sh ("git init -q --bare '%s'", url);
-    repo (f, url);
-    assert_string_equal (decide (f, NULL), "");
+    kiwi_test_must ("git init -q --bare '%s'", url);
+    expect_repo (f, url, "");
 }
 
 static void
@@ -330,42 +339,20 @@ test_git_token_hosts (void **state)
     kiwi_task_policy pol;
     assert_string_equal (decide (f, &pol), "");
     assert_true (pol.git_token); /* default: github.com */
-    repo (f, "https://GitHub.com:443/o/r.git");
-    decide (f, &pol);
-    assert_true (pol.git_token);
-    repo (f, "https://github.com.evil.com/o/r.git");
-    assert_string_equal (decide (f, &pol), ""); /* fetched, without the token */
-    assert_false (pol.git_token);
-    repo (f, "https://github.com@evil.com/o/r.git");
-    decide (f, &pol);
-    assert_false (pol.git_token);
-    repo (f, "https://github.com:8443/o/r.git");
-    decide (f, &pol);
-    assert_false (pol.git_token);
-    repo (f, "https://127.0.0.1:4443/o/r.git");
-    decide (f, &pol);
-    assert_false (pol.git_token);
+    expect_token (f, "https://GitHub.com:443/o/r.git", true);
+    expect_token (f, "https://github.com.evil.com/o/r.git", false); /* fetched, without the token */
+    expect_token (f, "https://github.com@evil.com/o/r.git", false);
+    expect_token (f, "https://github.com:8443/o/r.git", false);
+    expect_token (f, "https://127.0.0.1:4443/o/r.git", false);
     set (&f->cfg, "KIWI_REPO_SCHEMES", "https,http,ssh");
-    repo (f, "http://github.com/o/r.git"); /* never over plain http */
-    assert_string_equal (decide (f, &pol), "");
-    assert_false (pol.git_token);
-    repo (f, "git@github.com:o/r.git");
-    decide (f, &pol);
-    assert_false (pol.git_token);
+    expect_token (f, "http://github.com/o/r.git", false); /* never over plain http */
+    expect_token (f, "git@github.com:o/r.git", false);
     set (&f->cfg, "KIWI_GIT_TOKEN_HOSTS", "git.internal:8443, gitlab.example");
-    repo (f, "https://git.internal:8443/o/r.git");
-    decide (f, &pol);
-    assert_true (pol.git_token);
-    repo (f, "https://gitlab.example/o/r.git");
-    decide (f, &pol);
-    assert_true (pol.git_token);
-    repo (f, "https://github.com/o/r.git");
-    decide (f, &pol);
-    assert_false (pol.git_token);
+    expect_token (f, "https://git.internal:8443/o/r.git", true);
+    expect_token (f, "https://gitlab.example/o/r.git", true);
+    expect_token (f, "https://github.com/o/r.git", false);
     set (&f->cfg, "KIWI_GIT_TOKEN_HOSTS", "");
-    repo (f, "https://gitlab.example/o/r.git");
-    decide (f, &pol);
-    assert_false (pol.git_token);
+    expect_token (f, "https://gitlab.example/o/r.git", false);
 }
 
 /* ---------- limits ---------- */

@@ -200,3 +200,18 @@ commit_dir() {
   git -C "$1" -c user.email=kiwi@test -c user.name=kiwi add -A
   git -C "$1" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "$2"
 }
+
+# fresh_npm_repo FIXTURE DIR WHAT: tests/fixtures/examples/FIXTURE copied to
+# DIR as a repository whose install input no earlier run has seen: its
+# package.json's description is "WHAT $RUN_ID"; committed on main as WHAT.
+fresh_npm_repo() {
+  cp -a "$ROOT/tests/fixtures/examples/$1" "$2"
+  python3 - "$2/package.json" "$3 $RUN_ID" <<'EOF'
+import json, sys
+p, description = sys.argv[1], sys.argv[2]
+d = json.load(open(p))
+d["description"] = description
+json.dump(d, open(p, "w"), indent=2)
+EOF
+  commit_dir "$2" "$3"
+}

@@ -18,17 +18,7 @@ mkdir -p "$STATE"
 # a repository whose install input no earlier run has seen: the fixture with
 # a run-unique description in its manifest
 src="$TMP/repo"
-cp -a "$ROOT/tests/fixtures/examples/js-tiny-dep" "$src"
-python3 - "$src/package.json" "$RUN_ID" <<'EOF'
-import json, sys
-p, run = sys.argv[1], sys.argv[2]
-d = json.load(open(p))
-d["description"] = f"install race {run}"
-json.dump(d, open(p, "w"), indent=2)
-EOF
-git -C "$src" init -q -b main
-git -C "$src" -c user.email=kiwi@test -c user.name=kiwi add -A
-git -C "$src" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "install race"
+fresh_npm_repo js-tiny-dep "$src" "install race"
 
 task_file() { # N: a task on that repository
   cat >"$TMP/task-$1.json" <<EOF

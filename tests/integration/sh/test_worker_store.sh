@@ -92,17 +92,7 @@ PIDS+=($!)
 # ---- a repository whose install input no earlier run has seen (its one
 # dependency vendored as a tarball: the install needs no network)
 src="$TMP/repo"
-cp -a "$ROOT/tests/fixtures/examples/js-local-dep" "$src"
-python3 - "$src/package.json" "$RUN_ID" <<'EOF'
-import json, sys
-p, run = sys.argv[1], sys.argv[2]
-d = json.load(open(p))
-d["description"] = f"one install per fleet {run}"
-json.dump(d, open(p, "w"), indent=2)
-EOF
-git -C "$src" init -q -b main
-git -C "$src" -c user.email=kiwi@test -c user.name=kiwi add -A
-git -C "$src" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "one install per fleet"
+fresh_npm_repo js-local-dep "$src" "one install per fleet"
 # host B's test command differs, so its verify is not the one host A cached
 # (the verify cache is keyed by the command too) and runs on host B's
 # dockerd; the install key, which the command is not part of, is the same
