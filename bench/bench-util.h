@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "proc.h"
-#include "sandbox.h"
+#include "common/proc.h"
+#include "sandbox/sandbox.h"
 
 static inline double
 now_ms (void)

@@ -31,10 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "result.h"
-#include "task-input.h"
-#include "task.h"
-#include "watch.h"
+#include "schemas/result.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
+#include "producer/watch.h"
 
 extern char **environ;
 

@@ -32,9 +32,9 @@
 #include <unistd.h>
 
 #include "bench-util.h"
-#include "phases.h"
-#include "sandbox.h"
-#include "store.h"
+#include "sandbox/phases.h"
+#include "sandbox/sandbox.h"
+#include "worker/store.h"
 
 extern char **environ;
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mask.h"
+#include "common/mask.h"
 
 static double
 now_us (void)

@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "bench-util.h"
-#include "phases.h"
-#include "proc.h"
-#include "sandbox.h"
+#include "sandbox/phases.h"
+#include "common/proc.h"
+#include "sandbox/sandbox.h"
 
 extern char **environ;
 

@@ -1,7 +1,7 @@
 /*
  * base64.c: base64.h over libcrypto's block encoder and decoder.
  */
-#include "base64.h"
+#include "common/base64.h"
 
 #include <openssl/evp.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * config-file.c: the reader of config-file.h.
  */
-#include "config-file.h"
+#include "common/config-file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 char *
 kiwi_trim (char *s)

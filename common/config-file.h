@@ -9,7 +9,7 @@
 #ifndef KIWI_COMMON_CONFIG_FILE_H
 #define KIWI_COMMON_CONFIG_FILE_H
 
-#include "error.h"
+#include "common/error.h"
 
 /* Called for each entry in file order; origin is "PATH:LINE". Returns 0 to
  * go on, < 0 (with *err) to stop the read. */

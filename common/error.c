@@ -1,7 +1,7 @@
 /*
  * error.c: the error value used by every Kiwi module (see error.h).
  */
-#include "error.h"
+#include "common/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,15 +2,15 @@
  * kafka-conf.c: parsing and applying operator-given librdkafka properties
  * (see kafka-conf.h).
  */
-#include "kafka-conf.h"
+#include "common/kafka-conf.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "config-file.h"
+#include "common/cleanup.h"
+#include "common/config-file.h"
 
 static bool
 name_ok (const char *n)

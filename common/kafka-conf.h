@@ -21,8 +21,8 @@
 #include <librdkafka/rdkafka.h>
 #include <stdbool.h>
 
-#include "error.h"
-#include "strv.h"
+#include "common/error.h"
+#include "common/strv.h"
 
 /* Appends the pairs of `spec` to *pairs. An item without '=' or with an
  * empty or malformed name is an error naming the item (the name only, never

@@ -1,7 +1,7 @@
 /*
  * log.c: timestamped, masked log lines on stderr (see log.h).
  */
-#include "log.h"
+#include "common/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -12,8 +12,8 @@
 #ifndef KIWI_COMMON_LOG_H
 #define KIWI_COMMON_LOG_H
 
-#include "error.h"
-#include "mask.h"
+#include "common/error.h"
+#include "common/mask.h"
 
 typedef enum { KIWI_LOG_DEBUG, KIWI_LOG_INFO, KIWI_LOG_WARN, KIWI_LOG_ERROR } kiwi_log_level;
 

@@ -6,8 +6,8 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "mask.h"
+#include "common/cleanup.h"
+#include "common/mask.h"
 
 int
 kiwi_mask_json (const kiwi_mask *m, json_t *j)

@@ -5,7 +5,7 @@
  * the mask marks the bytes each form covers in a work array, then copies the
  * text over itself with each marked run replaced by "***".
  */
-#include "mask.h"
+#include "common/mask.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
-#include "cleanup.h"
+#include "common/base64.h"
+#include "common/cleanup.h"
 
 typedef struct form {
     char *s;

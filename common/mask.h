@@ -46,7 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 #define KIWI_MASK_MIN_LEN 6
 #define KIWI_MASK_MIN_PARTIAL 8

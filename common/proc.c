@@ -1,9 +1,9 @@
 /*
  * proc.c: spawn a program with a deadline and a bounded output tail.
  */
-#include "proc.h"
+#include "common/proc.h"
 
-#include "clock.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

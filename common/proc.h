@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 typedef struct kiwi_proc_result {
     int exit_code;   /* exit status, or 128+signal; -1 if it could not run */

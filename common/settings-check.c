@@ -3,7 +3,7 @@
  * (settings.h), with the words each accepts; HOST:PORT addresses; goal
  * templates.
  */
-#include "settings-internal.h"
+#include "common/settings-internal.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "log.h"
+#include "common/log.h"
 
 const char *
 kiwi_setting_accepted (const kiwi_setting_def *d, char *buf, size_t cap)

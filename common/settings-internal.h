@@ -6,7 +6,7 @@
 #ifndef KIWI_COMMON_SETTINGS_INTERNAL_H
 #define KIWI_COMMON_SETTINGS_INTERNAL_H
 
-#include "settings.h"
+#include "common/settings.h"
 
 extern const kiwi_setting_def kiwi__settings[KIWI_SETTING__COUNT];
 

@@ -5,7 +5,7 @@
  * place below main that reads the environment, through the envp it is
  * given.
  */
-#include "settings-internal.h"
+#include "common/settings-internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "config-file.h"
-#include "log.h"
+#include "common/cleanup.h"
+#include "common/config-file.h"
+#include "common/log.h"
 
 /* One candidate value per row while the sources are layered. */
 typedef struct layer {

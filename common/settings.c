@@ -3,13 +3,13 @@
  * in settings-rows.def), its lookups, defaults, the rule for a key of
  * another program, --help-config and the dump.
  */
-#include "settings-internal.h"
+#include "common/settings-internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kafka-conf.h"
+#include "common/kafka-conf.h"
 
 #define K KIWI_PROGRAM_KIWI
 #define W KIWI_PROGRAM_WORKER
@@ -21,7 +21,7 @@ const kiwi_setting_def kiwi__settings[KIWI_SETTING__COUNT] = {
                              .type = KIWI_SETTING_TYPE_##type_, .offset = offsetof (kiwi_settings, field),       \
                              .def = def_, .def_kiwi = kdef, .min = min_, .max = max_, .values = values_,         \
                              .programs = programs_, .was = was_, .help = help_ },
-#include "settings-rows.def"
+#include "common/settings-rows.def"
 #undef ROW
 };
 

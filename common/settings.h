@@ -38,9 +38,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "defaults.h"
-#include "error.h"
-#include "strv.h"
+#include "common/defaults.h"
+#include "common/error.h"
+#include "common/strv.h"
 
 #define KIWI_CI_GOAL_DEFAULT "CI run {name} failed on {sha}: make it pass"
 #define KIWI_KAFKA_PROPERTY_PREFIX "kafka.property."
@@ -50,7 +50,7 @@ enum { KIWI_PROGRAM_KIWI = 1, KIWI_PROGRAM_WORKER = 2 };
 
 typedef enum {
 #define ROW(id, ...) KIWI_SETTING_##id,
-#include "settings-rows.def"
+#include "common/settings-rows.def"
 #undef ROW
     KIWI_SETTING__COUNT
 } kiwi_setting_id;

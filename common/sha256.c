@@ -9,7 +9,7 @@
  * states the level this file is written for).
  */
 #define OPENSSL_API_COMPAT 10101
-#include "sha256.h"
+#include "common/sha256.h"
 
 #include <openssl/sha.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * strbuf.c: strings built in place (see strbuf.h).
  */
-#include "strbuf.h"
+#include "common/strbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * strv.c: NULL-terminated string vectors (see strv.h).
  */
-#include "strv.h"
+#include "common/strv.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "models-internal.h"
+#include "common/cleanup.h"
+#include "models/models-internal.h"
 
 static char *
 anthropic_url (const char *base, const kiwi_model_request *req, kiwi_error_t *err)

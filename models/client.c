@@ -16,10 +16,10 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "log.h"
-#include "models-internal.h"
-#include "strbuf.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "models/models-internal.h"
+#include "common/strbuf.h"
 
 /* ------------------------------------------------------------ selector --- */
 

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "models-internal.h"
+#include "common/cleanup.h"
+#include "models/models-internal.h"
 
 #define SYNTHETIC_ID_PREFIX "kiwi-call-"
 

@@ -13,7 +13,7 @@
 #include <curl/curl.h>
 #include <time.h>
 
-#include "models.h"
+#include "models/models.h"
 
 /* What a provider's error body says. Strings owned (free with
  * kiwi__model_error_info_clear). */

@@ -40,8 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "mask.h"
+#include "common/error.h"
+#include "common/mask.h"
 
 /* ------------------------------------------------------------ failures --- */
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "models-internal.h"
+#include "common/cleanup.h"
+#include "models/models-internal.h"
 
 char *
 kiwi__model_url (const char *base, const char *path, const char *model, const char *suffix, kiwi_error_t *err)

@@ -2,7 +2,7 @@
  * batch.c: parsing `kiwi batch` lines, JSON lines or TSV, into tasks (see
  * batch.h).
  */
-#include "batch.h"
+#include "producer/batch.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "wire.h"
+#include "schemas/wire.h"
 
 struct kiwi__batch_id {
     char *id;              /* NULL: empty slot */

@@ -32,9 +32,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "task-input.h"
-#include "task.h"
+#include "common/error.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
 
 #define KIWI_BATCH_LINE_MAX (4 * 1024 * 1024)
 

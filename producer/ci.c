@@ -3,7 +3,7 @@
  * X-Hub-Signature-256 verification with OpenSSL's HMAC, and the ring of
  * deliveries already turned into tasks (see ci.h).
  */
-#include "ci.h"
+#include "producer/ci.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "cli-settings.h"
-#include "task-input.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "producer/cli-settings.h"
+#include "schemas/task-input.h"
+#include "schemas/wire.h"
 
 /* ci_context is at most 262144 bytes (task.md). */
 #define CI_CONTEXT_MAX 262144

@@ -27,8 +27,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "task.h"
+#include "common/error.h"
+#include "schemas/task.h"
 
 typedef struct kiwi_ci_options {
     const char *test_command;  /* required */

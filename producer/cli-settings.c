@@ -2,11 +2,11 @@
  * cli-settings.c: the kiwi command's side of the settings table (see
  * cli-settings.h): its lookups, its error code and its flag list.
  */
-#include "cli-settings.h"
+#include "producer/cli-settings.h"
 
 #include <string.h>
 
-#include "opts.h"
+#include "producer/opts.h"
 
 #define K KIWI_PROGRAM_KIWI
 

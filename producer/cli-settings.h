@@ -15,10 +15,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "defaults.h"
-#include "error.h"
-#include "settings.h"
-#include "strv.h"
+#include "common/defaults.h"
+#include "common/error.h"
+#include "common/settings.h"
+#include "common/strv.h"
 
 typedef kiwi_settings kiwi_cli_settings;
 

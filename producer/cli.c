@@ -2,7 +2,7 @@
  * cli.c: what every kiwi command shares (see cli.h), the command table and
  * `kiwi config`.
  */
-#include "cli.h"
+#include "producer/cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,12 +10,12 @@
 
 #include <jansson.h>
 
-#include "cleanup.h"
-#include "kafka.h"
-#include "log.h"
-#include "task-input.h"
-#include "task.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "producer/kafka.h"
+#include "common/log.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
+#include "schemas/wire.h"
 
 extern char **environ;
 

@@ -13,10 +13,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "error.h"
-#include "opts.h"
-#include "result.h"
-#include "cli-settings.h"
+#include "common/error.h"
+#include "producer/opts.h"
+#include "schemas/result.h"
+#include "producer/cli-settings.h"
 
 /* Exit statuses shared by every command. */
 #define KIWI_EXIT_MAP(X)                                                                                      \

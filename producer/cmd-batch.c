@@ -20,14 +20,14 @@
 
 #include <jansson.h>
 
-#include "batch.h"
-#include "cleanup.h"
-#include "cli.h"
-#include "kafka.h"
-#include "log.h"
-#include "task-input.h"
-#include "task.h"
-#include "watch.h"
+#include "producer/batch.h"
+#include "common/cleanup.h"
+#include "producer/cli.h"
+#include "producer/kafka.h"
+#include "common/log.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
+#include "producer/watch.h"
 
 enum { OPT_FORMAT = KIWI_OPT_OWN, OPT_JSON, OPT_QUIET, OPT_DRY_RUN, OPT_BATCH_ID, OPT_WAIT, OPT_RESULTS, OPT_WAIT_TIMEOUT };
 

@@ -14,16 +14,16 @@
 
 #include <jansson.h>
 
-#include "ci.h"
-#include "cleanup.h"
-#include "cli.h"
-#include "clock.h"
-#include "http.h"
-#include "kafka.h"
-#include "log.h"
-#include "task-input.h"
-#include "task.h"
-#include "wire.h"
+#include "producer/ci.h"
+#include "common/cleanup.h"
+#include "producer/cli.h"
+#include "common/clock.h"
+#include "producer/http.h"
+#include "producer/kafka.h"
+#include "common/log.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
+#include "schemas/wire.h"
 
 enum { OPT_EVENT = KIWI_OPT_OWN, OPT_LISTEN, OPT_SECRET_FILE, OPT_INSECURE, OPT_JSON, OPT_DRY_RUN };
 

@@ -16,13 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cli.h"
-#include "clock.h"
-#include "fleet.h"
-#include "heartbeat.h"
-#include "kafka.h"
-#include "log.h"
+#include "common/cleanup.h"
+#include "producer/cli.h"
+#include "common/clock.h"
+#include "producer/fleet.h"
+#include "schemas/heartbeat.h"
+#include "producer/kafka.h"
+#include "common/log.h"
 
 enum { OPT_JSON = KIWI_OPT_OWN, OPT_ONCE };
 

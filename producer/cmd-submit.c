@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "cli.h"
-#include "log.h"
-#include "task-input.h"
-#include "task.h"
+#include "common/cleanup.h"
+#include "producer/cli.h"
+#include "common/log.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
 
 /* Largest task file: ci_context (256 KiB) and goal (64 KiB) fit many times. */
 #define TASK_FILE_MAX (4 * 1024 * 1024)

@@ -11,12 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cli.h"
-#include "clock.h"
-#include "kafka.h"
-#include "log.h"
-#include "render.h"
+#include "common/cleanup.h"
+#include "producer/cli.h"
+#include "common/clock.h"
+#include "producer/kafka.h"
+#include "common/log.h"
+#include "producer/render.h"
 
 enum { OPT_FOLLOW = KIWI_OPT_OWN, OPT_FROM_BEGINNING, OPT_FROM_END, OPT_TASK, OPT_LIMIT, OPT_TYPE, OPT_META };
 

@@ -13,14 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cli.h"
-#include "clock.h"
-#include "kafka.h"
-#include "log.h"
-#include "render.h"
-#include "result.h"
-#include "watch.h"
+#include "common/cleanup.h"
+#include "producer/cli.h"
+#include "common/clock.h"
+#include "producer/kafka.h"
+#include "common/log.h"
+#include "producer/render.h"
+#include "schemas/result.h"
+#include "producer/watch.h"
 
 enum { OPT_TIMEOUT = KIWI_OPT_OWN, OPT_PROGRESS, OPT_SINCE, OPT_STATS };
 

@@ -24,14 +24,14 @@
 
 #include <jansson.h>
 
-#include "cleanup.h"
-#include "cli.h"
-#include "clock.h"
-#include "kafka.h"
-#include "log.h"
-#include "result.h"
-#include "task.h"
-#include "watch.h"
+#include "common/cleanup.h"
+#include "producer/cli.h"
+#include "common/clock.h"
+#include "producer/kafka.h"
+#include "common/log.h"
+#include "schemas/result.h"
+#include "schemas/task.h"
+#include "producer/watch.h"
 
 /* ---------------------------------------------------------------- manifests */
 

@@ -2,7 +2,7 @@
  * fleet.c: the fleet from heartbeats (see fleet.h): one record per worker,
  * its state at a given time, and the table and JSON renderings.
  */
-#include "fleet.h"
+#include "producer/fleet.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 void
 kiwi_fleet_init (kiwi_fleet *f, int64_t gone_after_ms)

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "heartbeat.h"
+#include "common/error.h"
+#include "schemas/heartbeat.h"
 
 #define KIWI_FLEET_GONE_DEFAULT_MS 30000
 

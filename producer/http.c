@@ -16,7 +16,7 @@
  * bodies collected for the handler, and JSON error bodies for its own
  * refusals.
  */
-#include "http.h"
+#include "producer/http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,8 +33,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "opts.h"
+#include "common/log.h"
+#include "producer/opts.h"
 
 /* A connection's memory in libmicrohttpd: its head (parsed in place) and
  * read buffer; a head that does not fit is refused with 431. */

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "common/error.h"
 
 #define KIWI_HTTP_HEAD_MAX (64 * 1024)
 #define KIWI_HTTP_CONNS_MAX 128

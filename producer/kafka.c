@@ -2,7 +2,7 @@
  * kafka.c: producer and consumer set-up, delivery tracking and signal
  * handling shared by the kiwi commands (see kafka.h).
  */
-#include "kafka.h"
+#include "producer/kafka.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "kafka-conf.h"
-#include "log.h"
+#include "common/clock.h"
+#include "common/kafka-conf.h"
+#include "common/log.h"
 
 volatile sig_atomic_t kiwi_cli_stop;
 static int signal_pipe_w = -1;

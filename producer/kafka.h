@@ -20,8 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "cli-settings.h"
+#include "common/error.h"
+#include "producer/cli-settings.h"
 
 /* Set by the signal handlers of kiwi_cli_signals_install(). */
 extern volatile sig_atomic_t kiwi_cli_stop;

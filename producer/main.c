@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "log.h"
+#include "producer/cli.h"
+#include "common/log.h"
 
 int
 main (int argc, char **argv)

@@ -2,8 +2,8 @@
  * opts.c: parsing command lines against a command's option table, and the
  * --help text made from the same table (see opts.h).
  */
-#include "opts.h"
-#include "task-input.h"
+#include "producer/opts.h"
+#include "schemas/task-input.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -25,8 +25,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
-#include "cli-settings.h"
+#include "common/error.h"
+#include "producer/cli-settings.h"
 
 /* Option ids below KIWI_OPT_OWN are task fields (task-input.h: the option
  * --max-rounds has id KIWI_TF_MAX_ROUNDS); a command's own options start at

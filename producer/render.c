@@ -1,20 +1,20 @@
 /*
  * render.c: one Kafka message, one JSON line (see render.h).
  */
-#include "render.h"
+#include "producer/render.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "deadletter.h"
-#include "heartbeat.h"
-#include "progress.h"
-#include "result.h"
-#include "task.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "schemas/deadletter.h"
+#include "schemas/heartbeat.h"
+#include "schemas/progress.h"
+#include "schemas/result.h"
+#include "schemas/task.h"
+#include "schemas/wire.h"
 
 static const struct {
     const char *name, *short_topic;

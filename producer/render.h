@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base64.h" /* kiwi_base64: the bytes of an undecodable message */
-#include "error.h"
+#include "common/base64.h" /* kiwi_base64: the bytes of an undecodable message */
+#include "common/error.h"
 
 /* Message types: enum, type name, short topic name. */
 #define KIWI_MSG_TYPE_MAP(X)                    \

@@ -3,7 +3,7 @@
  * the times in kiwi's ids, the task id set, the rate window, the results
  * file and the progress line and outcome table.
  */
-#include "watch.h"
+#include "producer/watch.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -14,10 +14,10 @@
 
 #include <jansson.h>
 
-#include "cleanup.h"
-#include "log.h"
-#include "task-input.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "schemas/task-input.h"
+#include "schemas/wire.h"
 
 /* ---------------------------------------------------------------- ids and times */
 

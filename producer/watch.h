@@ -25,8 +25,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
-#include "result.h"
+#include "common/error.h"
+#include "schemas/result.h"
 
 #define KIWI_BATCH_ID_MAX 128
 

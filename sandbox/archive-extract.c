@@ -3,8 +3,8 @@
  * made from the whole archive first, then executed with descriptor-relative
  * calls only.
  */
-#include "archive.h"
-#include "archive-internal.h"
+#include "sandbox/archive.h"
+#include "sandbox/archive-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 /* -------------------------------------------------------------------------
  * Extraction, part one: the plan. Every entry is read, its name cleaned,

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "archive.h"
+#include "sandbox/archive.h"
 
 #define KIWI__TAR_BLOCK 512
 

@@ -11,7 +11,7 @@
  * header (and a pax `size=` record), never validates, and counts every
  * byte, so a malformed stream is still measured by its length.
  */
-#include "archive.h"
+#include "sandbox/archive.h"
 
 #include <string.h>
 

@@ -8,8 +8,8 @@
  * these, which is why this small writer exists; it is linked into the
  * tests only (tests/unit/archive.cmake), not into kiwi_archive.
  */
-#include "archive.h"
-#include "archive-internal.h"
+#include "sandbox/archive.h"
+#include "sandbox/archive-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 #define BLOCK KIWI__TAR_BLOCK
 

@@ -21,9 +21,9 @@
  * record blocks. Names are returned as libarchive
  * gives them, unsanitised; extraction (archive-extract.c) checks them.
  */
-#include "archive.h"
-#include "archive-internal.h"
-#include "archive-la.h"
+#include "sandbox/archive.h"
+#include "sandbox/archive-internal.h"
+#include "sandbox/archive-la.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 #define BLOCK KIWI__TAR_BLOCK
 

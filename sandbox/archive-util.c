@@ -4,15 +4,15 @@
  * safe for messages, the entry-type names, the writer's default options and
  * the name check extraction and the builders apply.
  */
-#include "archive.h"
-#include "archive-internal.h"
+#include "sandbox/archive.h"
+#include "sandbox/archive-internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 /* -------------------------------------------------------------------------
  * Names in messages (archive-internal.h).

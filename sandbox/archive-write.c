@@ -16,9 +16,9 @@
  * exclusions, and the byte ceiling, checked as the bytes arrive in the
  * output buffer.
  */
-#include "archive.h"
-#include "archive-internal.h"
-#include "archive-la.h"
+#include "sandbox/archive.h"
+#include "sandbox/archive-internal.h"
+#include "sandbox/archive-la.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 /* -------------------------------------------------------------------------
  * A libarchive writer appending to a kiwi_buf under a ceiling.

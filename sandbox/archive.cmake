@@ -8,11 +8,7 @@ set(KIWI_ARCHIVE_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/archive-extract.c
     ${CMAKE_CURRENT_LIST_DIR}/archive-meter.c)
 add_library(kiwi_archive STATIC ${KIWI_ARCHIVE_SOURCES})
-target_include_directories(kiwi_archive PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-# libarchive's archive.h by its path: sandbox/archive.h shadows the name
-find_file(KIWI_LIBARCHIVE_H archive.h HINTS ${LIBARCHIVE_INCLUDEDIR} ${LIBARCHIVE_INCLUDE_DIRS} NO_CMAKE_PATH
-          REQUIRED)
-target_compile_definitions(kiwi_archive PRIVATE KIWI_LIBARCHIVE_H="${KIWI_LIBARCHIVE_H}")
+target_include_directories(kiwi_archive PUBLIC ${PROJECT_SOURCE_DIR})
 # by -l flags, not the imported target's full path of libarchive.so, so that
 # the statically linked guest agent (fc-agent/) gets libarchive.a
 target_link_libraries(kiwi_archive PUBLIC kiwi_common_base ${LIBARCHIVE_LDFLAGS})

@@ -41,7 +41,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "error.h"
+#include "common/error.h"
 
 /* -------------------------------------------------------------------------
  * A growable byte buffer. Zero-initialised (KIWI_BUF_INIT) it is empty; data

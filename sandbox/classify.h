@@ -31,7 +31,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 #define KIWI_FAILURE_CLASSES(X)                                                                              \
     X (KIWI_FAILURE_NONE, "none")                                                                            \

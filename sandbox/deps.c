@@ -1,7 +1,7 @@
 /*
  * deps.c: extracting a dependency snapshot once per key (see deps.h).
  */
-#include "deps.h"
+#include "sandbox/deps.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "archive.h"
-#include "cleanup.h"
-#include "proc.h"
+#include "sandbox/archive.h"
+#include "common/cleanup.h"
+#include "common/proc.h"
 
 /* nftw offers no user data: the owner goes through thread-local storage. */
 static _Thread_local uid_t chown_uid;

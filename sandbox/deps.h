@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "common/error.h"
 
 /* The extracted tree of the snapshot at `snapshot_dir`, extracted now when
  * it is not there yet. *lower receives its path (free() it). */

@@ -2,7 +2,7 @@
  * disk.c: a loop-mounted ext4 file per sandbox, as the disk ceiling (see
  * disk.h for why).
  */
-#include "disk.h"
+#include "sandbox/disk.h"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "proc.h"
+#include "common/cleanup.h"
+#include "common/proc.h"
 
 struct kiwi_disk {
     char *dir;   /* <state>/sandboxes/<name> */

@@ -2,7 +2,7 @@
  * docker-api.c: the Docker Engine API over a unix socket with libcurl.
  * See docker-api.h for the contract.
  */
-#include "docker-api.h"
+#include "sandbox/docker-api.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "strbuf.h"
+#include "common/cleanup.h"
+#include "common/strbuf.h"
 
 struct kiwi_docker {
     CURL *curl;

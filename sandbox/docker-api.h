@@ -16,7 +16,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 #define KIWI_DOCKER_API_MIN "1.40"
 #define KIWI_DOCKER_API_MAX "1.43"

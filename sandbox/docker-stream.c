@@ -2,7 +2,7 @@
  * docker-stream.c: incremental decoder for Docker's stdout/stderr
  * multiplexing, and the bounded tail buffer for command output.
  */
-#include "docker-stream.h"
+#include "sandbox/docker-stream.h"
 
 #include <stdlib.h>
 #include <string.h>

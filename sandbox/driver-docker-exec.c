@@ -5,7 +5,7 @@
  * and the sandbox dying under a command; the one-shot container whose
  * first process is the command; tar archives through the archive API.
  */
-#include "driver-docker-internal.h"
+#include "sandbox/driver-docker-internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,13 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "clock.h"
-#include "disk.h"
-#include "docker-api.h"
-#include "docker-stream.h"
-#include "log.h"
-#include "resolv.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "sandbox/disk.h"
+#include "sandbox/docker-api.h"
+#include "sandbox/docker-stream.h"
+#include "common/log.h"
+#include "sandbox/resolv.h"
 
 static int
 archive_path (kiwi__docker_sb *s, const char *verb_path, const char *inner, char *out, size_t outsz,

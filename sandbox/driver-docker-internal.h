@@ -10,9 +10,9 @@
 
 #include <jansson.h>
 
-#include "disk.h"
-#include "docker-api.h"
-#include "sandbox.h"
+#include "sandbox/disk.h"
+#include "sandbox/docker-api.h"
+#include "sandbox/sandbox.h"
 
 /* How one driver flavour runs containers. */
 typedef struct kiwi__docker_flavour {

@@ -4,7 +4,7 @@
  * /containers/create, the one place a container's network, runtime,
  * privileges, mounts and limits are decided (see driver-docker-internal.h).
  */
-#include "driver-docker-internal.h"
+#include "sandbox/driver-docker-internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,13 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "clock.h"
-#include "disk.h"
-#include "docker-api.h"
-#include "docker-stream.h"
-#include "log.h"
-#include "resolv.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "sandbox/disk.h"
+#include "sandbox/docker-api.h"
+#include "sandbox/docker-stream.h"
+#include "common/log.h"
+#include "sandbox/resolv.h"
 
 const kiwi__docker_flavour kiwi__docker_flavour_runc = {
     .runtime = "runc",

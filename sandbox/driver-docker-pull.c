@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "clock.h"
-#include "docker-api.h"
-#include "driver-docker-internal.h"
-#include "image-pull.h"
-#include "log.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "sandbox/docker-api.h"
+#include "sandbox/driver-docker-internal.h"
+#include "sandbox/image-pull.h"
+#include "common/log.h"
 
 typedef struct {
     kiwi_pull_stream st;

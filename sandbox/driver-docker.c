@@ -17,7 +17,7 @@
  * driver-docker-plan.c, commands and file copies in driver-docker-exec.c,
  * image pulls in driver-docker-pull.c.
  */
-#include "driver-docker-internal.h"
+#include "sandbox/driver-docker-internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,13 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "clock.h"
-#include "disk.h"
-#include "docker-api.h"
-#include "docker-stream.h"
-#include "log.h"
-#include "resolv.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "sandbox/disk.h"
+#include "sandbox/docker-api.h"
+#include "sandbox/docker-stream.h"
+#include "common/log.h"
+#include "sandbox/resolv.h"
 
 /* Creates the install network if it is missing (racing workers: a 409 from
  * the loser is fine). */

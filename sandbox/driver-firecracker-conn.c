@@ -5,7 +5,7 @@
  * descriptor. Nothing here knows about Firecracker processes, so the tests
  * drive it over a socketpair with the agent on the other end.
  */
-#include "driver-firecracker-internal.h"
+#include "sandbox/driver-firecracker-internal.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -16,9 +16,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "docker-stream.h"
-#include "proto.h"
+#include "common/cleanup.h"
+#include "sandbox/docker-stream.h"
+#include "sandbox/fc-agent/proto.h"
 
 int
 kiwi__fc_vsock_connect (const char *uds_path, unsigned port, int64_t deadline_ms, int *out, kiwi_error_t *err)

@@ -4,7 +4,7 @@
  * connection to the guest agent per request, the sandbox's environment
  * merged under the command's, and a deadline that ends the microVM.
  */
-#include "driver-firecracker-internal.h"
+#include "sandbox/driver-firecracker-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "log.h"
-#include "proto.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "sandbox/fc-agent/proto.h"
 
 static int
 gone_error (kiwi__fc_sb *s, kiwi_error_t *err)

@@ -15,10 +15,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "fc-api.h"
-#include "sandbox.h"
-#include "settings.h"
-#include "strv.h"
+#include "sandbox/fc-api.h"
+#include "sandbox/sandbox.h"
+#include "common/settings.h"
+#include "common/strv.h"
 
 /* Settings of the driver: the firecracker.* rows of the settings table
  * (common/settings.h), loaded by kiwi-worker with the rest and given in

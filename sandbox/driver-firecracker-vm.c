@@ -5,7 +5,7 @@
  * it still runs and why it stopped (from its log), killing it, and reaping
  * what a crashed worker left behind.
  */
-#include "driver-firecracker-internal.h"
+#include "sandbox/driver-firecracker-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,9 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "log.h"
-#include "proto.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "sandbox/fc-agent/proto.h"
 
 char *
 kiwi__fc_path_in (const char *dir, const char *file)

@@ -29,7 +29,7 @@
  * and files in driver-firecracker-exec.c, the agent protocol in
  * driver-firecracker-conn.c.
  */
-#include "driver-firecracker-internal.h"
+#include "sandbox/driver-firecracker-internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -48,11 +48,11 @@
 #include <unistd.h>
 #include <dirent.h>
 
-#include "cleanup.h"
-#include "log.h"
-#include "proc.h"
-#include "proto.h"
-#include "strv.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "sandbox/fc-agent/proto.h"
+#include "common/strv.h"
 
 #define FC_UID 1000
 #define FC_GID 1000

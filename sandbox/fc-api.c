@@ -2,14 +2,14 @@
  * fc-api.c: the Firecracker HTTP API over a unix socket with libcurl (see
  * fc-api.h).
  */
-#include "fc-api.h"
+#include "sandbox/fc-api.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strbuf.h"
+#include "common/strbuf.h"
 
 struct kiwi_fc_api {
     CURL *curl;

@@ -9,5 +9,4 @@ target_sources(kiwi_sandbox PRIVATE
                ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker-exec.c
                ${CMAKE_CURRENT_LIST_DIR}/driver-firecracker-conn.c
                ${CMAKE_CURRENT_LIST_DIR}/fc-agent/proto.c)
-target_include_directories(kiwi_sandbox PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fc-agent)
 add_subdirectory(${CMAKE_CURRENT_LIST_DIR}/fc-agent ${CMAKE_CURRENT_BINARY_DIR}/fc-agent)

@@ -4,7 +4,7 @@
  * choosing a row for a runtime and a requirement (see image.h and
  * docs/inspection.md).
  */
-#include "image.h"
+#include "sandbox/image.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "inspect-internal.h"
+#include "common/cleanup.h"
+#include "sandbox/inspect-internal.h"
 
 /* The default catalogue compiled in from ops/images/catalog.default.tsv. */
 extern const unsigned char kiwi__catalog_default_tsv[];

@@ -4,14 +4,14 @@
  * executables) and which runtime an image's name tells (see image.h and
  * docs/inspection.md).
  */
-#include "image.h"
+#include "sandbox/image.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "sandbox/runtime.h"
 
 static const char *
 base_name (const char *path)

@@ -7,7 +7,7 @@
  * .java-version and the Maven and Gradle wrappers (docs/inspection.md).
  * Every file comes through the inspection's context (read once).
  */
-#include "image.h"
+#include "sandbox/image.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 static bool
 marker_set (kiwi__marker *m, const char *dir, const char *file, const char *req, kiwi_version_prefer prefer)

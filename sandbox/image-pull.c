@@ -7,7 +7,7 @@
  * library parses it for C, so it is written out. JSON is jansson's, base64
  * libcrypto's.
  */
-#include "image-pull.h"
+#include "sandbox/image-pull.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base64.h"
-#include "cleanup.h"
+#include "common/base64.h"
+#include "common/cleanup.h"
 
 /* ------------------------------------------------------------- references */
 

@@ -5,7 +5,7 @@
  * down), the base image; and the swap to another runtime's image (see
  * image.h and docs/inspection.md).
  */
-#include "image.h"
+#include "sandbox/image.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 int
 kiwi_jsonc_to_json (const char *in, size_t len, char **out, size_t *out_len, kiwi_error_t *err)

@@ -38,7 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 /* ----- the catalogue ----- */
 

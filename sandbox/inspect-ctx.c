@@ -4,13 +4,13 @@
  * read from the tree once, and a JSON one parsed once. A short list, not a
  * hash table: an inspection reads a few dozen files.
  */
-#include "inspect-internal.h"
+#include "sandbox/inspect-internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 typedef struct entry {
     struct entry *next;

@@ -16,10 +16,10 @@
 
 #include <jansson.h>
 
-#include "error.h"
-#include "image.h"
-#include "lockfile.h"
-#include "sha256.h"
+#include "common/error.h"
+#include "sandbox/image.h"
+#include "sandbox/lockfile.h"
+#include "common/sha256.h"
 
 /* Largest manifest or lockfile read whole (lockfiles of big monorepos reach
  * tens of MB; they are hashed in a stream, see kiwi__sha256_file). */

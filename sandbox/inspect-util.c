@@ -3,7 +3,7 @@
  * SHA-256 and the directories one level down, for repository inspection
  * (see inspect-internal.h).
  */
-#include "inspect-internal.h"
+#include "sandbox/inspect-internal.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 /* Opens a regular file (not a symlink) for reading; *st is its status.
  * Returns the descriptor, or < 0 with *err. */

@@ -3,15 +3,15 @@
  * over one per-inspection context so that each manifest is read and parsed
  * once for all three.
  */
-#include "inspect.h"
+#include "sandbox/inspect.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "inspect-internal.h"
+#include "common/cleanup.h"
+#include "sandbox/inspect-internal.h"
 
 void
 kiwi_inspection_clear (kiwi_inspection *in)

@@ -24,9 +24,9 @@
 #ifndef KIWI_SANDBOX_INSPECT_H
 #define KIWI_SANDBOX_INSPECT_H
 
-#include "error.h"
-#include "image.h"
-#include "lockfile.h"
+#include "common/error.h"
+#include "sandbox/image.h"
+#include "sandbox/lockfile.h"
 
 typedef struct kiwi_inspect_request {
     const char *root;                /* the repository's working tree on the worker */

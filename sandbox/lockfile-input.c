@@ -14,7 +14,7 @@
  * project directory at any depth; `home` entries are relative to
  * /kiwi/home.
  */
-#include "lockfile.h"
+#include "sandbox/lockfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,8 +25,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 #define HASH_MAX_DEPTH 4
 #define HASH_MAX_FILES 4096

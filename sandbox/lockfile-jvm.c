@@ -4,7 +4,7 @@
  * Java trust store program Phase A runs for them (see lockfile.h,
  * docs/inspection.md).
  */
-#include "lockfile.h"
+#include "sandbox/lockfile.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 static const char *const java_trust_source =
     "// KiwiTrust.java: a Java trust store (PKCS12, password changeit) of the JDK's own certificates and every\n"

@@ -4,15 +4,15 @@
  * (yarnPath or corepack), chosen by packageManager and lockfiles (see
  * lockfile.h, docs/inspection.md).
  */
-#include "lockfile.h"
+#include "sandbox/lockfile.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 /* `yarn` for Yarn 2+ through corepack, in both phases. A script, not
  * corepack enable's symlink: that points out of /kiwi, and Docker refuses to

@@ -4,15 +4,15 @@
  * pyproject.toml [project], setup.py) (see lockfile.h,
  * docs/inspection.md).
  */
-#include "lockfile.h"
+#include "sandbox/lockfile.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 /* -------------------------------------------------------------- Python */
 

@@ -4,13 +4,13 @@
  * install) and PHP (composer install) (see lockfile.h,
  * docs/inspection.md).
  */
-#include "lockfile.h"
+#include "sandbox/lockfile.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 /* ------------------------------------------------------------------ Go */
 

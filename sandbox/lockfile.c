@@ -5,7 +5,7 @@
  * Phase B prelude (see lockfile.h, docs/inspection.md). The planners are
  * lockfile-*.c, the install's input and cache key lockfile-input.c.
  */
-#include "lockfile.h"
+#include "sandbox/lockfile.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "runtime.h"
+#include "common/cleanup.h"
+#include "sandbox/runtime.h"
 
 #define STD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

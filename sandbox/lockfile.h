@@ -45,8 +45,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "strv.h"
+#include "common/error.h"
+#include "common/strv.h"
 
 /* name (the runtime whose images run each is in the runtime table,
  * sandbox/runtime.c) */

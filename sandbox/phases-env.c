@@ -5,7 +5,7 @@
  * session's (the task's test credentials when the operator allows them,
  * never a model key). See spec/sandbox-isolation.md.
  */
-#include "phases.h"
+#include "sandbox/phases.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "sha256.h"
+#include "common/cleanup.h"
+#include "common/sha256.h"
 
 static const char *const model_keys[] = {
 #define KIWI__KEY(k) k,

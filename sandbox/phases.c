@@ -2,7 +2,7 @@
  * phases.c: Phase A (install) and Phase B (verify), and the environments
  * each may see. See phases.h and spec/sandbox-isolation.md.
  */
-#include "phases.h"
+#include "sandbox/phases.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "archive.h"
-#include "deps.h"
-#include "cleanup.h"
-#include "clock.h"
-#include "lockfile.h"
-#include "log.h"
+#include "sandbox/archive.h"
+#include "sandbox/deps.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "sandbox/lockfile.h"
+#include "common/log.h"
 
 
 const char *

@@ -29,9 +29,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "sandbox.h"
-#include "strv.h"
+#include "common/error.h"
+#include "sandbox/sandbox.h"
+#include "common/strv.h"
 
 #define KIWI_INSTALL_TIMEOUT_DEFAULT_S 300
 /* The disk ceiling a sandbox gets when its limits name none (the drivers'

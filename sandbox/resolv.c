@@ -1,7 +1,7 @@
 /*
  * resolv.c: see resolv.h.
  */
-#include "resolv.h"
+#include "sandbox/resolv.h"
 
 #include <errno.h>
 #include <stdbool.h>

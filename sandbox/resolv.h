@@ -18,7 +18,7 @@
 #ifndef KIWI_SANDBOX_RESOLV_H
 #define KIWI_SANDBOX_RESOLV_H
 
-#include "error.h"
+#include "common/error.h"
 
 #define KIWI_RESOLV_HOST "/etc/resolv.conf"
 #define KIWI_RESOLV_NAME "gvisor-resolv.conf" /* in the state directory */

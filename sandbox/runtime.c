@@ -4,7 +4,7 @@
  * managers, install planner, install input and dependency locations.
  * docs/inspection.md documents every entry.
  */
-#include "runtime.h"
+#include "sandbox/runtime.h"
 
 #include <string.h>
 

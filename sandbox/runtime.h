@@ -17,9 +17,9 @@
 
 #include <stdbool.h>
 
-#include "image.h"
-#include "inspect-internal.h"
-#include "lockfile.h"
+#include "sandbox/image.h"
+#include "sandbox/inspect-internal.h"
+#include "sandbox/lockfile.h"
 
 /* Which phase a setting is for: A (install), B (verify) or both. */
 enum { KIWI__PHASE_A = 1, KIWI__PHASE_B = 2, KIWI__PHASE_AB = 3 };

@@ -2,7 +2,7 @@
  * sandbox.c: driver selection and the calls that dispatch through a
  * driver's vtable (see sandbox.h).
  */
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 struct kiwi_sandbox_env {
     const kiwi_sandbox_driver *drv;

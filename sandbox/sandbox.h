@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "settings.h"
+#include "common/error.h"
+#include "common/settings.h"
 
 /* Error codes carried by kiwi_error_code() on sandbox failures. */
 #define KIWI_SANDBOX_ERRORS(X)                                                                               \

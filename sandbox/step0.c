@@ -2,7 +2,7 @@
  * step0.c: Phase A, the first verify, its classification and the one swap
  * (see step0.h, docs/inspection.md).
  */
-#include "step0.h"
+#include "sandbox/step0.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cleanup.h"
-#include "log.h"
+#include "common/cleanup.h"
+#include "common/log.h"
 
 const char *
 kiwi_step0_status_str (kiwi_step0_status s)

@@ -33,10 +33,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "classify.h"
-#include "error.h"
-#include "inspect.h"
-#include "phases.h"
+#include "sandbox/classify.h"
+#include "common/error.h"
+#include "sandbox/inspect.h"
+#include "sandbox/phases.h"
 
 #define KIWI_STEP0_STATUSES(X)                                                                               \
     X (KIWI_STEP0_PASSED, "passed")           /* the tests pass: nothing to fix */                         \

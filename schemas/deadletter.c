@@ -3,12 +3,12 @@
  * deadletter.md): field rules, msgpack encoding and decoding, JSON
  * rendering.
  */
-#include "deadletter.h"
+#include "schemas/deadletter.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 static const kiwi__str_rule R_REASON = { true, 1, KIWI_DEADLETTER_REASON_MAX, KIWI__RAW, NULL };
 static const kiwi__str_rule R_TOPIC = { true, 1, 249, KIWI__TEXT, kiwi__chars_id };

@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "wire.h"
+#include "common/error.h"
+#include "schemas/wire.h"
 
 #define KIWI_DEADLETTER_ORIGINAL_MAX (16 * 1024 * 1024)
 #define KIWI_DEADLETTER_KEY_MAX 16384

@@ -2,12 +2,12 @@
  * heartbeat.c: the Heartbeat message (see heartbeat.h and heartbeat.md):
  * field rules, msgpack encoding and decoding, JSON rendering.
  */
-#include "heartbeat.h"
+#include "schemas/heartbeat.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 static const kiwi__str_rule R_WORKER_ID = { true, 1, 128, KIWI__TEXT, kiwi__chars_id };
 static const kiwi__str_rule R_VERSION = { true, 1, 64, KIWI__TEXT, kiwi__chars_token };

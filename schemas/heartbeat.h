@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "wire.h"
+#include "common/error.h"
+#include "schemas/wire.h"
 
 #define KIWI_HEARTBEAT_EGRESS_MAX 32
 #define KIWI_HEARTBEAT_SLOTS_MAX 4096

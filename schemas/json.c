@@ -7,7 +7,7 @@
  * JavaScript consumers), and each maximal invalid UTF-8 subsequence becomes
  * one \ufffd (the Unicode recommendation, as Python and browsers decode).
  */
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
+#include "common/base64.h"
 
 void
 kiwi__json_init (kiwi__json *j)

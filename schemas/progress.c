@@ -4,13 +4,13 @@
  * an arbitrary msgpack map that travels as bytes; this module only checks
  * that it is one well-formed, bounded map.
  */
-#include "progress.h"
+#include "schemas/progress.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "task.h"
-#include "wire-internal.h"
+#include "schemas/task.h"
+#include "schemas/wire-internal.h"
 
 static const char *const phase_names[] = {
     [KIWI_PHASE_UNSET] = NULL,

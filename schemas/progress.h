@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "wire.h"
+#include "common/error.h"
+#include "schemas/wire.h"
 
 /* Phases of a task: enum constant and wire string from one table. */
 #define KIWI_PHASE_MAP(X)        \

@@ -2,13 +2,13 @@
  * result.c: the Result message (see result.h and result.md): field rules,
  * msgpack encoding and decoding, JSON rendering.
  */
-#include "result.h"
+#include "schemas/result.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "task.h"
-#include "wire-internal.h"
+#include "schemas/task.h"
+#include "schemas/wire-internal.h"
 
 static const char *const status_names[] = {
     [KIWI_RESULT_UNSET] = NULL,

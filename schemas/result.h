@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "wire.h"
+#include "common/error.h"
+#include "schemas/wire.h"
 
 /* Outcomes: enum constant and wire string from one table. */
 #define KIWI_RESULT_STATUS_MAP(X)              \

@@ -2,7 +2,7 @@
  * task-input.c: Task fields from flags, TSV cells and JSON (see
  * task-input.h).
  */
-#include "task-input.h"
+#include "schemas/task-input.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "schemas/wire.h"
 
 static const kiwi_task_field_def field_defs[] = {
     [KIWI_TF_UNSET] = { KIWI_TF_UNSET, NULL, NULL, NULL, NULL },

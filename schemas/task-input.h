@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "task.h"
+#include "common/error.h"
+#include "schemas/task.h"
 
 /* The task fields that flags and TSV columns set. Columns: ID, flag name
  * (also the TSV column name), metavar, schema path, help. */

@@ -5,12 +5,12 @@
  * Decoding checks wire types and presence, fills the struct, then runs
  * kiwi_task_validate(), so the value rules below are stated once.
  */
-#include "task.h"
+#include "schemas/task.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 static const char *const provider_names[] = {
     [KIWI_PROVIDER_UNSET] = NULL,

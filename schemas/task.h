@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "wire.h"
+#include "common/error.h"
+#include "schemas/wire.h"
 
 /* Model providers: enum constant and wire string from one table. */
 #define KIWI_PROVIDER_MAP(X)      \

@@ -5,7 +5,7 @@
  * and relative paths. Hand-written because the rules are the wire format's
  * own; no Debian library states them.
  */
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

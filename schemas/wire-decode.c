@@ -4,7 +4,7 @@
  * top-level message open, maps with string keys checked for duplicates, and
  * the typed, path-named field readers the message decoders use.
  */
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -3,7 +3,7 @@
  * wire-internal.h): a growing msgpack-c buffer whose maps and arrays count
  * their own entries, so no caller counts fields by hand.
  */
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -30,8 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "wire.h"
+#include "common/error.h"
+#include "schemas/wire.h"
 
 #define KIWI__PATH_MAX 192
 

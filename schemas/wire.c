@@ -5,7 +5,7 @@
  * field readers are in wire-decode.c, the value rules in wire-check.c, the
  * encoder in wire-encode.c.
  */
-#include "wire-internal.h"
+#include "schemas/wire-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 /* The version every encoder writes in `v`, and the newest one a decoder
  * accepts. A decoder rejects a message without `v`, with `v` = 0, or with a

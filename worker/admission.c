@@ -1,7 +1,7 @@
 /*
  * admission.c: the rules of admission.h, over the counts the daemon keeps.
  */
-#include "admission.h"
+#include "worker/admission.h"
 
 static bool
 slot_unpromised (const kiwi_admission *a)

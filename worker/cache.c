@@ -1,7 +1,7 @@
 /*
  * cache.c: the Redis install/verify cache (see cache.h).
  */
-#include "cache.h"
+#include "worker/cache.h"
 
 #include <hiredis/hiredis.h>
 #include <sys/stat.h>
@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "defaults.h"
-#include "gc.h"
-#include "log.h"
+#include "worker/config.h"
+#include "common/defaults.h"
+#include "worker/gc.h"
+#include "common/log.h"
 
 struct kiwi_cache {
     redisContext *rc;

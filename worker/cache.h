@@ -36,8 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "mask.h"
+#include "common/error.h"
+#include "common/mask.h"
 
 typedef struct kiwi_cache kiwi_cache;
 

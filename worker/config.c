@@ -2,7 +2,7 @@
  * config.c: kiwi-worker's side of the settings table (see config.h): its
  * flags, and what it derives after loading.
  */
-#include "config.h"
+#include "worker/config.h"
 
 #include <errno.h>
 #include <limits.h>

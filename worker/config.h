@@ -15,9 +15,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
-#include "settings.h"
-#include "strv.h"
+#include "common/error.h"
+#include "common/settings.h"
+#include "common/strv.h"
 
 typedef kiwi_settings kiwi_worker_config;
 

@@ -12,13 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "daemon-internal.h"
+#include "worker/daemon-internal.h"
 
-#include "cache.h"
-#include "lease.h"
-#include "log.h"
-#include "policy.h"
-#include "task.h"
+#include "worker/cache.h"
+#include "worker/lease.h"
+#include "common/log.h"
+#include "worker/policy.h"
+#include "schemas/task.h"
 
 void
 kiwi__waiting_free (waiting *w)

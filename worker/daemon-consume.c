@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "daemon-internal.h"
+#include "worker/daemon-internal.h"
 
-#include "cleanup.h"
-#include "deadletter.h"
-#include "log.h"
-#include "secrets.h"
-#include "task.h"
+#include "common/cleanup.h"
+#include "schemas/deadletter.h"
+#include "common/log.h"
+#include "worker/secrets.h"
+#include "schemas/task.h"
 
 /* A copy of the first len bytes of buf with the worker's secrets masked,
  * or NULL when there is nothing to mask (or no memory: then *failed). */

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "daemon-internal.h"
+#include "worker/daemon-internal.h"
 
-#include "egress.h"
-#include "heartbeat.h"
-#include "log.h"
+#include "worker/egress.h"
+#include "schemas/heartbeat.h"
+#include "common/log.h"
 
 void
 kiwi__publish_heartbeat (daemon_t *d)

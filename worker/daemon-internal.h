@@ -30,15 +30,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "admission.h"
-#include "config.h"
-#include "defaults.h"
-#include "events.h"
-#include "metrics-http.h"
-#include "offsets.h"
-#include "outbox.h"
-#include "proxy-runner.h"
-#include "worker-metrics.h"
+#include "worker/admission.h"
+#include "worker/config.h"
+#include "common/defaults.h"
+#include "worker/events.h"
+#include "worker/metrics-http.h"
+#include "worker/offsets.h"
+#include "worker/outbox.h"
+#include "worker/proxy-runner.h"
+#include "worker/worker-metrics.h"
 
 extern char **environ;
 

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon-internal.h"
-#include "log.h"
-#include "task.h"
+#include "worker/daemon-internal.h"
+#include "common/log.h"
+#include "schemas/task.h"
 
 /* Marks a message finished and commits its partition up to the first
  * unfinished message (offsets.h). */

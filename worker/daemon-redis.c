@@ -12,11 +12,11 @@
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <string.h>
-#include "daemon-internal.h"
+#include "worker/daemon-internal.h"
 
-#include "cache.h"
-#include "lease.h"
-#include "log.h"
+#include "worker/cache.h"
+#include "worker/lease.h"
+#include "common/log.h"
 
 /* Records why Redis is not usable; logs it when the reason changes (a
  * retry every 2 s with the same wrong password logs once). */

@@ -18,14 +18,14 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "daemon-internal.h"
+#include "worker/daemon-internal.h"
 
-#include "cache.h"
-#include "lease.h"
-#include "log.h"
-#include "policy.h"
-#include "result-fit.h"
-#include "task.h"
+#include "worker/cache.h"
+#include "worker/lease.h"
+#include "common/log.h"
+#include "worker/policy.h"
+#include "worker/result-fit.h"
+#include "schemas/task.h"
 
 static void finish_slot (daemon_t *d, slot *s);
 static void publish_result (daemon_t *d, slot *s);

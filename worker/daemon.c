@@ -12,7 +12,7 @@
  * Offsets are committed per partition up to the first message that is not
  * finished, so a slow task never lets a later commit skip it.
  */
-#include "daemon.h"
+#include "worker/daemon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,13 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "daemon-internal.h"
-#include "egress.h"
-#include "kafka-conf.h"
-#include "log.h"
-#include "sandbox.h"
-#include "strv.h"
+#include "common/cleanup.h"
+#include "worker/daemon-internal.h"
+#include "worker/egress.h"
+#include "common/kafka-conf.h"
+#include "common/log.h"
+#include "sandbox/sandbox.h"
+#include "common/strv.h"
 
 void
 kiwi__out_of_memory (daemon_t *d, const char *what)

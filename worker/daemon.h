@@ -16,8 +16,8 @@
 #ifndef KIWI_WORKER_DAEMON_H
 #define KIWI_WORKER_DAEMON_H
 
-#include "config.h"
-#include "error.h"
+#include "worker/config.h"
+#include "common/error.h"
 
 /* Runs until SIGTERM/SIGINT (then drains: no new tasks, in-flight tasks get
  * drain_timeout to finish, their sandboxes go, the consumer closes). Returns

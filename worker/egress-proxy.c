@@ -6,7 +6,7 @@
  * the format is Kiwi's (a logformat in that configuration), one line of
  * space-separated fields, which no library parses.
  */
-#include "egress-proxy.h"
+#include "worker/egress-proxy.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc.h"
-#include "sandbox.h"
+#include "common/proc.h"
+#include "sandbox/sandbox.h"
 
 extern char **environ;
 

@@ -27,9 +27,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "error.h"
-#include "strv.h"
+#include "worker/config.h"
+#include "common/error.h"
+#include "common/strv.h"
 
 /* KIWI_INSTALL_EGRESS, parsed. `hosts` holds the operator's names;
  * `registries` whether the ecosystems' registries are allowed. Owns its

@@ -1,7 +1,7 @@
 /*
  * egress.c: the egress checks of the worker (see egress.h).
  */
-#include "egress.h"
+#include "worker/egress.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,14 +16,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "defaults.h"
-#include "egress-proxy.h"
-#include "events.h"
-#include "phases.h"
-#include "proc.h"
-#include "sandbox.h"
-#include "term.h"
+#include "common/cleanup.h"
+#include "common/defaults.h"
+#include "worker/egress-proxy.h"
+#include "worker/events.h"
+#include "sandbox/phases.h"
+#include "common/proc.h"
+#include "sandbox/sandbox.h"
+#include "worker/term.h"
 
 extern char **environ;
 

@@ -29,9 +29,9 @@
 
 #include <stdbool.h>
 
-#include "config.h"
-#include "error.h"
-#include "strv.h"
+#include "worker/config.h"
+#include "common/error.h"
+#include "common/strv.h"
 
 /* Whether a check's failure means isolation is broken (vs. degraded service). */
 bool kiwi_egress_is_isolation_check (const char *name);

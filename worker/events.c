@@ -1,7 +1,7 @@
 /*
  * events.c: progress events and results from the task pipeline (events.h).
  */
-#include "events.h"
+#include "worker/events.h"
 
 #include <errno.h>
 #include <msgpack.h>

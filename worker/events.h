@@ -28,10 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "mask.h"
-#include "progress.h"
-#include "result.h"
+#include "common/error.h"
+#include "common/mask.h"
+#include "schemas/progress.h"
+#include "schemas/result.h"
 
 typedef struct kiwi_events kiwi_events;
 

@@ -2,7 +2,7 @@
  * gc.c: collecting workspaces, mirrors, snapshots and results under the
  * state directory, by owner, by age and by a disk watermark (see gc.h).
  */
-#include "gc.h"
+#include "worker/gc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "log.h"
-#include "proc.h"
-#include "strv.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "common/strv.h"
 
 void
 kiwi_gc_opts_init (kiwi_gc_opts *o, const char *state_dir)

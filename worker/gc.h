@@ -39,7 +39,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "common/error.h"
 
 #define KIWI_GC_GRACE_S 900
 /* No task outlives the longest task timeout the schema allows. */

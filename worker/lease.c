@@ -2,7 +2,7 @@
  * lease.c: the Lua scripts of lease.h. Compare-and-delete and
  * compare-and-extend: a lease is only touched by its holder.
  */
-#include "lease.h"
+#include "worker/lease.h"
 
 const char kiwi_lua_lease_release[]
     = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";

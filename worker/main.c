@@ -15,14 +15,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "daemon.h"
-#include "cache.h"
-#include "egress.h"
-#include "log.h"
-#include "pipeline.h"
-#include "secrets.h"
-#include "policy.h"
+#include "worker/config.h"
+#include "worker/daemon.h"
+#include "worker/cache.h"
+#include "worker/egress.h"
+#include "common/log.h"
+#include "worker/pipeline.h"
+#include "worker/secrets.h"
+#include "worker/policy.h"
 
 extern char **environ;
 

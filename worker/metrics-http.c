@@ -5,7 +5,7 @@
  * that is not this machine's is an error with its errno) and handed to
  * libmicrohttpd, which closes it when stopped.
  */
-#include "metrics-http.h"
+#include "worker/metrics-http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "settings.h"
+#include "common/log.h"
+#include "worker/metrics.h"
+#include "common/settings.h"
 
 struct kiwi_metrics_server {
     struct MHD_Daemon *mhd;

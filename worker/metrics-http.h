@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 /* The accepted form of an address (KIWI_METRICS_ADDR_FORM) and its check,
  * kiwi_hostport_split, are the settings table's (common/settings.h). */

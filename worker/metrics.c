@@ -2,7 +2,7 @@
  * metrics.c: counters, gauges and histograms in the Prometheus text format
  * (see metrics.h).
  */
-#include "metrics.h"
+#include "worker/metrics.h"
 
 #include <errno.h>
 #include <math.h>

@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "common/error.h"
 
 typedef enum { KIWI_METRIC_COUNTER, KIWI_METRIC_GAUGE, KIWI_METRIC_HISTOGRAM } kiwi_metric_type;
 

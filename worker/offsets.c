@@ -4,7 +4,7 @@
  * holds few messages at once (its slots and a look-ahead), so a linear scan
  * is all it needs.
  */
-#include "offsets.h"
+#include "worker/offsets.h"
 
 #include <errno.h>
 #include <stdlib.h>

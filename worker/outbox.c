@@ -1,7 +1,7 @@
 /*
  * outbox.c: the held messages of outbox.h, a FIFO list.
  */
-#include "outbox.h"
+#include "worker/outbox.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "common/error.h"
 
 /* One held message: copies of topic, key and value, and the caller's
  * opaque (not owned: the caller frees it when the message goes). */

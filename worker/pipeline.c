@@ -1,7 +1,7 @@
 /*
  * pipeline.c: one task in the task process (see pipeline.h).
  */
-#include "pipeline.h"
+#include "worker/pipeline.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,25 +19,25 @@
 #include <unistd.h>
 #include <utime.h>
 
-#include "cache.h"
-#include "cleanup.h"
-#include "clock.h"
-#include "egress-proxy.h"
-#include "gc.h"
-#include "log.h"
-#include "phases.h"
-#include "plan.h"
-#include "policy.h"
-#include "proc.h"
-#include "repo.h"
-#include "result-fit.h"
-#include "secrets.h"
-#include "session.h"
-#include "store.h"
-#include "strbuf.h"
-#include "task-input.h"
-#include "term.h"
-#include "worker-metrics.h"
+#include "worker/cache.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "worker/egress-proxy.h"
+#include "worker/gc.h"
+#include "common/log.h"
+#include "sandbox/phases.h"
+#include "worker/plan.h"
+#include "worker/policy.h"
+#include "common/proc.h"
+#include "worker/repo.h"
+#include "worker/result-fit.h"
+#include "worker/secrets.h"
+#include "worker/session.h"
+#include "worker/store.h"
+#include "common/strbuf.h"
+#include "schemas/task-input.h"
+#include "worker/term.h"
+#include "worker/worker-metrics.h"
 
 extern char **environ;
 

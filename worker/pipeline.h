@@ -16,10 +16,10 @@
 
 #include <signal.h>
 
-#include "config.h"
-#include "events.h"
-#include "result.h"
-#include "task.h"
+#include "worker/config.h"
+#include "worker/events.h"
+#include "schemas/result.h"
+#include "schemas/task.h"
 
 typedef struct kiwi_pipeline {
     const kiwi_worker_config *cfg;

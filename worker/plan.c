@@ -4,18 +4,18 @@
  * adds the worker's caches: the install snapshot (through the pipeline's
  * install callback) and the verify cache for the baseline run.
  */
-#include "plan.h"
+#include "worker/plan.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "docker-api.h"
-#include "log.h"
-#include "repo.h"
-#include "sha256.h"
+#include "common/cleanup.h"
+#include "sandbox/docker-api.h"
+#include "common/log.h"
+#include "worker/repo.h"
+#include "common/sha256.h"
 
 extern char **environ;
 

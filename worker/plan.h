@@ -8,14 +8,14 @@
 #ifndef KIWI_WORKER_PLAN_H
 #define KIWI_WORKER_PLAN_H
 
-#include "cache.h"
-#include "config.h"
-#include "events.h"
-#include "inspect.h"
-#include "phases.h"
-#include "step0.h"
-#include "strv.h"
-#include "task.h"
+#include "worker/cache.h"
+#include "worker/config.h"
+#include "worker/events.h"
+#include "sandbox/inspect.h"
+#include "sandbox/phases.h"
+#include "sandbox/step0.h"
+#include "common/strv.h"
+#include "schemas/task.h"
 
 typedef struct kiwi_plan {
     char *image;              /* the sandbox image for both phases */

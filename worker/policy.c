@@ -7,7 +7,7 @@
  * (symlinks, gitfiles, alternates) before they are compared with the state
  * directory, where other tasks' mirrors live.
  */
-#include "policy.h"
+#include "worker/policy.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "sha256.h"
+#include "common/sha256.h"
 
 #define REFUSE(err, ...) kiwi_error_make_code (err, KIWI_POLICY_E_REFUSED, __VA_ARGS__)
 

@@ -38,9 +38,9 @@
 
 #include <jansson.h>
 
-#include "config.h"
-#include "error.h"
-#include "task.h"
+#include "worker/config.h"
+#include "common/error.h"
+#include "schemas/task.h"
 
 enum { KIWI_POLICY_E_REFUSED = 300 };
 

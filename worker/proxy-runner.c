@@ -1,7 +1,7 @@
 /*
  * proxy-runner.c: the worker's egress proxy process (see proxy-runner.h).
  */
-#include "proxy-runner.h"
+#include "worker/proxy-runner.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "egress-proxy.h"
-#include "events.h"
-#include "log.h"
-#include "sandbox.h"
+#include "common/clock.h"
+#include "worker/egress-proxy.h"
+#include "worker/events.h"
+#include "common/log.h"
+#include "sandbox/sandbox.h"
 
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 30000

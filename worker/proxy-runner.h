@@ -20,8 +20,8 @@
 #include <ev.h>
 #include <jansson.h>
 
-#include "config.h"
-#include "error.h"
+#include "worker/config.h"
+#include "common/error.h"
 
 typedef struct kiwi_proxy_runner kiwi_proxy_runner;
 

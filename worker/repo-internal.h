@@ -15,7 +15,7 @@
 #ifndef KIWI_WORKER_REPO_INTERNAL_H
 #define KIWI_WORKER_REPO_INTERNAL_H
 
-#include "strv.h"
+#include "common/strv.h"
 
 typedef struct kiwi__git_call {
     const char *git_dir;    /* GIT_DIR, or NULL (clone, init: they name their directory) */

@@ -4,8 +4,8 @@
  * which keeps stdout apart from stderr (a diff is stdout alone), bounds
  * both, and can stop git early (the checkout measure).
  */
-#include "repo.h"
-#include "repo-internal.h"
+#include "worker/repo.h"
+#include "worker/repo-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,11 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base64.h"
-#include "cleanup.h"
-#include "clock.h"
-#include "proc.h"
-#include "sha256.h"
+#include "common/base64.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/proc.h"
+#include "common/sha256.h"
 
 extern char **environ;
 

@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "strv.h"
+#include "common/error.h"
+#include "common/strv.h"
 
 /* Error codes (kiwi_error_code) of repository failures. */
 enum {

@@ -1,7 +1,7 @@
 /*
  * result-fit.c: results cut to fit the results topic (see result-fit.h).
  */
-#include "result-fit.h"
+#include "worker/result-fit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "sha256.h"
+#include "common/cleanup.h"
+#include "common/sha256.h"
 
 /* The reason of a result kept short: a fitted result must leave room for
  * the diff, and the minimal one must not depend on what the task printed. */

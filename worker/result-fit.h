@@ -20,8 +20,8 @@
 
 #include <stddef.h>
 
-#include "error.h"
-#include "result.h"
+#include "common/error.h"
+#include "schemas/result.h"
 
 /* Keeps the whole diff of task `task_id` (`len` bytes) and writes where it
  * went into loc ("redis:<key> file://<host><path>", space-separated; empty

@@ -1,13 +1,13 @@
 /*
  * secrets.c: the worker's and a task's secret values (see secrets.h).
  */
-#include "secrets.h"
+#include "worker/secrets.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "phases.h"
-#include "strv.h"
+#include "sandbox/phases.h"
+#include "common/strv.h"
 
 kiwi_mask *
 kiwi_worker_mask (const kiwi_worker_config *cfg, const char *const *host_env, const kiwi_task *task,

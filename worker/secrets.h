@@ -20,9 +20,9 @@
 #ifndef KIWI_WORKER_SECRETS_H
 #define KIWI_WORKER_SECRETS_H
 
-#include "config.h"
-#include "mask.h"
-#include "task.h"
+#include "worker/config.h"
+#include "common/mask.h"
+#include "schemas/task.h"
 
 /* The mask for `task` (NULL: the worker's own secrets only) from `host_env`
  * ("K=V" list, e.g. environ). Caller frees with kiwi_mask_free. NULL with

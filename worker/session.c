@@ -7,7 +7,7 @@
  * then the round's verify runs. Tokens and cost are checked after every
  * model call.
  */
-#include "session.h"
+#include "worker/session.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "clock.h"
-#include "log.h"
-#include "repo.h"
-#include "worker-metrics.h"
-#include "wspath.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "worker/repo.h"
+#include "worker/worker-metrics.h"
+#include "worker/wspath.h"
 
 #define READ_MAX (64 * 1024)
 #define OUTPUT_TAIL (16 * 1024)

@@ -21,11 +21,11 @@
 
 #include <stdint.h>
 
-#include "events.h"
-#include "models.h"
-#include "phases.h"
-#include "result.h"
-#include "task.h"
+#include "worker/events.h"
+#include "models/models.h"
+#include "sandbox/phases.h"
+#include "schemas/result.h"
+#include "schemas/task.h"
 
 typedef struct kiwi_session_env {
     kiwi_sandbox_env *sandbox;

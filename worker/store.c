@@ -8,7 +8,7 @@
  *   PUT  /v2/<repo>/manifests/<key>                tag the snapshot
  *   GET  /v2/<repo>/manifests/<digest>, GET /v2/<repo>/blobs/<digest>
  */
-#include "store.h"
+#include "worker/store.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "strbuf.h"
+#include "common/cleanup.h"
+#include "common/strbuf.h"
 
 #define MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
 #define MANIFEST_MAX ((size_t) 1 << 20)

@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "sha256.h"
+#include "common/error.h"
+#include "common/sha256.h"
 
 #define KIWI_STORE_ARTIFACT_TYPE "application/vnd.kiwi.snapshot.v1"
 #define KIWI_STORE_CONFIG_TYPE "application/vnd.kiwi.snapshot.config.v1+json"

@@ -1,11 +1,11 @@
 /*
  * term.c: see term.h.
  */
-#include "term.h"
+#include "worker/term.h"
 
 #include <signal.h>
 
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 static volatile int stop_flag;
 

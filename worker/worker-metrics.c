@@ -2,7 +2,7 @@
  * worker-metrics.c: kiwi-worker's metric families and what feeds them (see
  * worker-metrics.h).
  */
-#include "worker-metrics.h"
+#include "worker/worker-metrics.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "result.h"
+#include "common/log.h"
+#include "worker/metrics.h"
+#include "schemas/result.h"
 
 struct kiwi_worker_metrics {
     kiwi_metrics *reg;

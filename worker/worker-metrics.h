@@ -35,8 +35,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "metrics-http.h"
+#include "common/error.h"
+#include "worker/metrics-http.h"
 
 typedef struct kiwi_worker_metrics kiwi_worker_metrics;
 

@@ -1,7 +1,7 @@
 /*
  * wspath.c: workspace file access confined to the workspace (wspath.h).
  */
-#include "wspath.h"
+#include "worker/wspath.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 #define MAX_FILE (8u * 1024 * 1024)
 

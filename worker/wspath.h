@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "error.h"
-#include "strv.h"
+#include "common/error.h"
+#include "common/strv.h"
 
 #define KIWI_WS_PATH_MAX 4096
 

@@ -12,7 +12,7 @@
  * checks as on the host. Files are unpacked with the sandbox user's
  * credentials, so they are owned by it and go nowhere it could not write.
  */
-#include "agent.h"
+#include "sandbox/fc-agent/agent.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,10 +29,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "archive.h"
-#include "cleanup.h"
-#include "proto.h"
-#include "strv.h"
+#include "sandbox/archive.h"
+#include "common/cleanup.h"
+#include "sandbox/fc-agent/proto.h"
+#include "common/strv.h"
 
 extern char **environ;
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "common/error.h"
 
 typedef struct kiwi_agent_config {
     const char *default_user;    /* "uid[:gid]" or a name, when a request names none; NULL = the agent's own */

@@ -47,8 +47,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "proto.h"
+#include "sandbox/fc-agent/agent.h"
+#include "sandbox/fc-agent/proto.h"
 
 #define TMPFS_OPTS "size=256m,mode=1777"
 

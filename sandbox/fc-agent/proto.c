@@ -2,7 +2,7 @@
  * proto.c: frames and fields of the host <-> guest agent protocol (see
  * proto.h).
  */
-#include "proto.h"
+#include "sandbox/fc-agent/proto.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -31,8 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "archive.h"
-#include "error.h"
+#include "sandbox/archive.h"
+#include "common/error.h"
 
 #define KIWI_FCP_VERSION "1"
 #define KIWI_FCP_HEADER 8

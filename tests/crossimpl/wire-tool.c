@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "error.h"
+#include "common/cleanup.h"
+#include "common/error.h"
 #include "test_schemas_samples.h"
-#include "wire.h"
+#include "schemas/wire.h"
 
 static int
 write_file (const char *dir, const char *name, const char *buf, size_t len, kiwi_error_t *err)

@@ -5,5 +5,3 @@
 kiwi_add_test(test_firecracker_api LABEL integration
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_firecracker_api.c LIBS kiwi_sandbox kiwi_test_support
               TIMEOUT 300)
-target_include_directories(test_firecracker_api PRIVATE ${PROJECT_SOURCE_DIR}/sandbox
-                           ${PROJECT_SOURCE_DIR}/sandbox/fc-agent)

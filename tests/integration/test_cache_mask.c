@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
-#include "defaults.h"
-#include "mask.h"
+#include "worker/cache.h"
+#include "common/defaults.h"
+#include "common/mask.h"
 #include "need.h"
 #include "redis-client.h"
 

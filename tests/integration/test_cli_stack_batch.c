@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "need.h"
-#include "task.h"
+#include "schemas/task.h"
 #include "test_cli_util.h"
 
 #define LINES 10000

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "heartbeat.h"
+#include "schemas/heartbeat.h"
 #include "need.h"
 #include "test_cli_util.h"
 

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "need.h"
-#include "task-input.h"
-#include "task.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
 #include "test_cli_util.h"
 
 static void

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "need.h"
-#include "render.h"
+#include "producer/render.h"
 #include "test_cli_util.h"
 #include "test_schemas_samples.h"
 

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "producer/cli.h"
 #include "need.h"
-#include "result.h"
+#include "schemas/result.h"
 #include "test_cli_util.h"
 #include "test_schemas_samples.h"
 

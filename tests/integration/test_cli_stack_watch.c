@@ -34,11 +34,11 @@
 #include <unistd.h>
 
 #include "need.h"
-#include "progress.h"
-#include "result.h"
-#include "task-input.h"
+#include "schemas/progress.h"
+#include "schemas/result.h"
+#include "schemas/task-input.h"
 #include "test_cli_util.h"
-#include "watch.h"
+#include "producer/watch.h"
 
 static void
 need_broker (void)

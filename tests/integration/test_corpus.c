@@ -36,10 +36,10 @@
 
 #include "shell.h"
 #include "sandbox-driver.h"
-#include "cleanup.h"
+#include "common/cleanup.h"
 #include "need.h"
 #include "sandbox-env.h"
-#include "step0.h"
+#include "sandbox/step0.h"
 
 extern char **environ;
 

@@ -49,9 +49,9 @@
 #include <unistd.h>
 
 #include "shell.h"
-#include "driver-firecracker-internal.h"
-#include "sandbox.h"
-#include "settings.h"
+#include "sandbox/driver-firecracker-internal.h"
+#include "sandbox/sandbox.h"
+#include "common/settings.h"
 #include "skip.h"
 #include "stack-env.h"
 

@@ -75,12 +75,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "archive.h"
-#include "docker-api.h"
-#include "driver-docker-internal.h"
+#include "sandbox/archive.h"
+#include "sandbox/docker-api.h"
+#include "sandbox/driver-docker-internal.h"
 #include "need.h"
-#include "phases.h"
-#include "sandbox.h"
+#include "sandbox/phases.h"
+#include "sandbox/sandbox.h"
 
 extern char **environ;
 

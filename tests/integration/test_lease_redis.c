@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "defaults.h"
-#include "lease.h"
+#include "common/defaults.h"
+#include "worker/lease.h"
 #include "redis-client.h"
 #include "stack-env.h"
 

@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "mask.h"
-#include "models.h"
+#include "common/cleanup.h"
+#include "common/mask.h"
+#include "models/models.h"
 #include "scripted-provider.h"
 
 static kiwi_scripted_provider server;

@@ -17,10 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "archive.h"
+#include "sandbox/archive.h"
 #include "need.h"
 #include "sandbox-env.h"
-#include "phases.h"
+#include "sandbox/phases.h"
 
 extern char **environ;
 

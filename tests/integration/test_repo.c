@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "shell.h"
-#include "cleanup.h"
-#include "repo.h"
+#include "common/cleanup.h"
+#include "worker/repo.h"
 #include "stack-env.h"
-#include "wspath.h"
+#include "worker/wspath.h"
 
 static char tmp[64], canary[128];
 

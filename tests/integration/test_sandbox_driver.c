@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "docker-api.h"
+#include "sandbox/docker-api.h"
 #include "need.h"
 #include "sandbox-env.h"
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 static const char *drivers[] = { "docker", "gvisor" };
 

@@ -18,8 +18,8 @@
 
 #include "need.h"
 #include "scripted-provider.h"
-#include "repo.h"
-#include "session.h"
+#include "worker/repo.h"
+#include "worker/session.h"
 
 extern char **environ;
 

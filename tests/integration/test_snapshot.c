@@ -29,13 +29,13 @@
 
 #include "shell.h"
 #include "sandbox-driver.h"
-#include "archive.h"
-#include "classify.h"
-#include "image.h"
+#include "sandbox/archive.h"
+#include "sandbox/classify.h"
+#include "sandbox/image.h"
 #include "need.h"
 #include "sandbox-env.h"
-#include "phases.h"
-#include "step0.h"
+#include "sandbox/phases.h"
+#include "sandbox/step0.h"
 
 extern char **environ;
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "docker-api.h"
-#include "docker-stream.h"
+#include "sandbox/docker-api.h"
+#include "sandbox/docker-stream.h"
 #include "need.h"
 
 static const char *

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "need.h"
-#include "task.h"
+#include "schemas/task.h"
 
 static const char *
 brokers (void)

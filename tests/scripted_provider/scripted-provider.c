@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 #define SERVER_PY KIWI_SOURCE_DIR "/tests/scripted_provider/server.py"
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "common/error.h"
 
 typedef struct kiwi_scripted_provider {
     pid_t pid;      /* the server, or 0 */

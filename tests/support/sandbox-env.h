@@ -7,7 +7,7 @@
 #ifndef KIWI_TESTS_SANDBOX_ENV_H
 #define KIWI_TESTS_SANDBOX_ENV_H
 
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 /* Opens driver `name`'s environment as worker `worker_id` (static string).
  * An unknown driver fails the test; one that cannot open is an absent

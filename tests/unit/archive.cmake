@@ -6,4 +6,3 @@ find_package(Threads REQUIRED)
 kiwi_add_test(test_archive LABEL unit
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_archive.c ${PROJECT_SOURCE_DIR}/sandbox/archive-raw.c
               LIBS kiwi_archive kiwi_common Threads::Threads)
-target_include_directories(test_archive PRIVATE ${PROJECT_SOURCE_DIR}/sandbox)

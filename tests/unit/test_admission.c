@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "admission.h"
+#include "worker/admission.h"
 
 static void
 test_one_beyond_free_slots (void **state)

@@ -34,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "archive-internal.h"
-#include "archive.h"
+#include "sandbox/archive-internal.h"
+#include "sandbox/archive.h"
 #include "skip.h"
 
 #define OUTSIDE_CONTENT "outside: must never change\n"

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "classify.h"
-#include "inspect-internal.h"
+#include "sandbox/classify.h"
+#include "sandbox/inspect-internal.h"
 
 #define CAPTURED KIWI_SOURCE_DIR "/tests/fixtures/captured"
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "task-input.h"
-#include "wire.h"
+#include "producer/batch.h"
+#include "schemas/task-input.h"
+#include "schemas/wire.h"
 
 /* Feeds lines (NUL-separated list ending with an empty string) through one
  * parser; the outcome of each line is written to out[] as "skip", "task",

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ci.h"
-#include "cli-settings.h"
-#include "task-input.h"
-#include "wire.h"
+#include "producer/ci.h"
+#include "producer/cli-settings.h"
+#include "schemas/task-input.h"
+#include "schemas/wire.h"
 
 #define FIXTURES KIWI_SOURCE_DIR "/tests/fixtures/ci/"
 #define SHA "9fceb02d0ae598e95dc970b74767f19372d61af8"

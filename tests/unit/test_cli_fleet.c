@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet.h"
+#include "producer/fleet.h"
 
 #define NOW 1796154600000LL
 

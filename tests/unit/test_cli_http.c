@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "producer/http.h"
 
 /* ---------------------------------------------------------------- server */
 

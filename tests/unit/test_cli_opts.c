@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "opts.h"
-#include "task-input.h"
+#include "producer/cli.h"
+#include "producer/opts.h"
+#include "schemas/task-input.h"
 
 enum { O_FOLLOW = KIWI_OPT_OWN, O_LIMIT, O_FILE };
 

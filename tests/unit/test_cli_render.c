@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "render.h"
+#include "producer/render.h"
 #include "test_schemas_samples.h"
 
 static void

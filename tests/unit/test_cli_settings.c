@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli-settings.h"
+#include "producer/cli-settings.h"
 
 static char dir[] = "/tmp/kiwi-test-settings-XXXXXX";
 

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "task-input.h"
-#include "task.h"
-#include "wire.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
+#include "schemas/wire.h"
 
 static const char full_json[]
     = "{\n"

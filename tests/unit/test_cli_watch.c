@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "task-input.h"
-#include "task.h"
-#include "watch.h"
+#include "schemas/task-input.h"
+#include "schemas/task.h"
+#include "producer/watch.h"
 
 static void
 test_batch_id (void **state)

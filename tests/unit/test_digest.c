@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
-#include "sha256.h"
+#include "common/base64.h"
+#include "common/sha256.h"
 
 static void
 streamed (const char *piece, size_t times, size_t step, char out[65])

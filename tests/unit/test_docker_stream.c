@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "docker-stream.h"
+#include "sandbox/docker-stream.h"
 
 typedef struct {
     char out[256], err[256];

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <stdlib.h>
 
-#include "config.h"
-#include "egress.h"
+#include "worker/config.h"
+#include "worker/egress.h"
 
 static int
 collect (const char *redis_host, int port, const char *brokers, const char *deny, kiwi_egress_targets *t,

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gc.h"
+#include "worker/gc.h"
 
 #define DAY 86400
 

@@ -18,12 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "classify.h"
-#include "image.h"
-#include "inspect-internal.h"
-#include "inspect.h"
-#include "lockfile.h"
-#include "step0.h"
+#include "sandbox/classify.h"
+#include "sandbox/image.h"
+#include "sandbox/inspect-internal.h"
+#include "sandbox/inspect.h"
+#include "sandbox/lockfile.h"
+#include "sandbox/step0.h"
 
 #define LOCAL_CATALOG KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv"
 

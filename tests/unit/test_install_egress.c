@@ -12,8 +12,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "egress-proxy.h"
-#include "phases.h"
+#include "worker/egress-proxy.h"
+#include "sandbox/phases.h"
 
 static void
 test_setting (void **state)

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "kafka-conf.h"
+#include "common/kafka-conf.h"
 
 static void
 test_parse_pairs_in_order (void **state)

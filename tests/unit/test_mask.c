@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mask.h"
+#include "common/mask.h"
 
 static kiwi_mask *
 mask_of (const char *const *values)

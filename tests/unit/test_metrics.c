@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "worker/metrics.h"
 #include "skip.h"
 
 static char *

@@ -22,11 +22,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "events.h"
-#include "metrics-http.h"
-#include "result.h"
+#include "worker/events.h"
+#include "worker/metrics-http.h"
+#include "schemas/result.h"
 #include "skip.h"
-#include "worker-metrics.h"
+#include "worker/worker-metrics.h"
 
 static char *
 text (kiwi_worker_metrics *wm)

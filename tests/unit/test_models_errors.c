@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "models-internal.h"
+#include "common/cleanup.h"
+#include "models/models-internal.h"
 
 static void
 test_failure_names (void **state)

@@ -22,11 +22,11 @@
 #include <limits.h>
 #include <unistd.h>
 
-#include "classify.h"
-#include "image.h"
-#include "phases.h"
-#include "sandbox.h"
-#include "step0.h"
+#include "sandbox/classify.h"
+#include "sandbox/image.h"
+#include "sandbox/phases.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/step0.h"
 
 #define MAX_REC 32
 

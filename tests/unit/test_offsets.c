@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 
-#include "offsets.h"
+#include "worker/offsets.h"
 
 static void
 add (kiwi_offsets *o, const char *topic, int32_t p, int64_t off)

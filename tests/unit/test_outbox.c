@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outbox.h"
+#include "worker/outbox.h"
 
 static void
 push (kiwi_outbox *o, const char *topic, const char *key, const char *value, void *opaque, int64_t now)

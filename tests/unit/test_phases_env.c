@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "phases.h"
+#include "sandbox/phases.h"
 
 static const char *const worker_env[] = {
     "PATH=/usr/local/sbin:/usr/bin",

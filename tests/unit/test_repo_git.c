@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "repo-internal.h"
+#include "worker/repo-internal.h"
 
 static const char *const host_env[] = {
     "PATH=/usr/bin:/bin",

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "resolv.h"
+#include "sandbox/resolv.h"
 
 static char dir[] = "/tmp/kiwi-resolv-XXXXXX";
 

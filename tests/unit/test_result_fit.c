@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "result-fit.h"
-#include "sha256.h"
+#include "worker/result-fit.h"
+#include "common/sha256.h"
 
 typedef struct {
     int calls;

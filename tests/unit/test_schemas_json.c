@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "test_schemas_util.h"
-#include "wire.h"
+#include "schemas/wire.h"
 
 /* Renders the n bytes at s and compares with want. */
 static void

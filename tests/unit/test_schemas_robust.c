@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "test_schemas_util.h"
-#include "wire.h"
+#include "schemas/wire.h"
 
 #define DEFAULT_SEED UINT64_C(0x4b6977692d777972)
 

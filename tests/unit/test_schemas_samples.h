@@ -9,11 +9,11 @@
 
 #include <stddef.h>
 
-#include "deadletter.h"
-#include "heartbeat.h"
-#include "progress.h"
-#include "result.h"
-#include "task.h"
+#include "schemas/deadletter.h"
+#include "schemas/heartbeat.h"
+#include "schemas/progress.h"
+#include "schemas/result.h"
+#include "schemas/task.h"
 
 /* Samples. Each fills an initialised struct with owned values; the caller
  * clears it. The values are mirrored in tests/crossimpl/crossimpl.py. */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "common/error.h"
 #include "test_schemas_samples.h"
 
 /* Edits of an encoded message. path is dotted; array entries by index

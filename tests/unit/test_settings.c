@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli-settings.h"
-#include "config.h"
-#include "settings.h"
+#include "producer/cli-settings.h"
+#include "worker/config.h"
+#include "common/settings.h"
 
 static char *
 write_tmp (const char *text)

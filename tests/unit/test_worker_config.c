@@ -13,7 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "worker/config.h"
 
 static void
 test_defaults (void **state)

@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "shell.h"
-#include "config.h"
-#include "policy.h"
-#include "task.h"
+#include "worker/config.h"
+#include "worker/policy.h"
+#include "schemas/task.h"
 
 typedef struct fixture {
     kiwi_worker_config cfg;

@@ -25,10 +25,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "events.h"
-#include "log.h"
-#include "secrets.h"
+#include "worker/config.h"
+#include "worker/events.h"
+#include "common/log.h"
+#include "worker/secrets.h"
 
 #define ANTHROPIC "sk-ant-canary-1111"
 #define OPENAI "sk-openai-canary-2222"

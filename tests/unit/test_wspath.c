@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "wspath.h"
+#include "worker/wspath.h"
 
 static char root[64], outside[64];
 
