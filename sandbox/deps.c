@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sandbox/archive.h"
+#include "common/fs.h"
 #include "common/cleanup.h"
 #include "common/proc.h"
 
@@ -32,13 +33,6 @@ chown_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
     if (ftw->level == 0 && strcmp (path, chown_top) == 0)
         return 0; /* the top stays root's */
     return lchown (path, chown_uid, chown_gid) < 0 ? -1 : 0;
-}
-
-static void
-remove_tree (const char *path)
-{
-    const char *argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
-    kiwi_proc_check (argv, NULL, NULL, 600000, NULL);
 }
 
 /* Extracts `dir`/`part` into `dest`. An empty or absent part is nothing. */
@@ -78,7 +72,7 @@ kiwi_deps_prepare (const char *snapshot_dir, uint64_t max_bytes, uid_t uid, gid_
         *lower = steal_pointer (&final);
         return 0;
     }
-    remove_tree (tmp);
+    kiwi_fs_remove_tree (tmp, 600000, NULL);
     if (mkdir (tmp, 0755) < 0)
         return kiwi_error_make (err, errno, "creating %s", tmp);
     kiwi_extract_opts o = { .max_bytes = max_bytes > 0 ? (size_t) max_bytes : SIZE_MAX,
@@ -91,7 +85,7 @@ kiwi_deps_prepare (const char *snapshot_dir, uint64_t max_bytes, uid_t uid, gid_
         if ((mkdir (d, 0755) < 0 && errno != EEXIST) || extract_part (snapshot_dir, parts[i], tmp, &o, err) < 0) {
             if (err && *err == NULL)
                 kiwi_error_make (err, errno, "creating %s", d);
-            remove_tree (tmp);
+            kiwi_fs_remove_tree (tmp, 600000, NULL);
             return -1;
         }
     }
@@ -100,12 +94,12 @@ kiwi_deps_prepare (const char *snapshot_dir, uint64_t max_bytes, uid_t uid, gid_
     chown_top = tmp;
     if (nftw (tmp, chown_one, 64, FTW_PHYS) != 0) {
         kiwi_error_make (err, errno, "giving %s to the sandbox user", tmp);
-        remove_tree (tmp);
+        kiwi_fs_remove_tree (tmp, 600000, NULL);
         return -1;
     }
     if (rename (tmp, final) < 0) {
         int e = errno;
-        remove_tree (tmp);
+        kiwi_fs_remove_tree (tmp, 600000, NULL);
         if (lstat (final, &st) != 0 || !S_ISDIR (st.st_mode))
             return kiwi_error_make (err, e, "keeping %s", final);
     }

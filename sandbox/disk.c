@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/cleanup.h"
 #include "common/proc.h"
 
@@ -26,23 +27,6 @@ struct kiwi_disk {
     char *fs;    /* dir/fs: where the ext4 is mounted under an overlay */
     int mounted;
 };
-
-static int
-mkdir_p (const char *path, mode_t mode)
-{
-    char tmp[PATH_MAX];
-    snprintf (tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir (tmp, mode) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    if (mkdir (tmp, mode) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
 
 /* Unmounts and removes the directory `dir`/`leaf` (lazy: a sandbox that is
  * still being torn down must not pin the mount). */
@@ -134,7 +118,7 @@ kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_
     }
     /* without a lower directory the ext4 itself is what the sandbox sees */
     const char *fs = lower != NULL ? d->fs : d->mnt;
-    if (mkdir_p (fs, 0700) < 0) {
+    if (kiwi_fs_mkdir_p (fs, 0700) < 0) {
         kiwi_error_make (err, errno, "creating %s", fs);
         goto fail;
     }

@@ -48,6 +48,7 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "common/fs.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/proc.h"
@@ -274,21 +275,6 @@ kiwi__fc_rootfs_path (const char *images_dir, const char *image)
 typedef kiwi__fc_priv fc_priv;
 
 static int
-mkdir_p (const char *path, mode_t mode)
-{
-    char tmp[PATH_MAX];
-    snprintf (tmp, sizeof tmp, "%s", path);
-    for (char *q = tmp + 1; *q; q++)
-        if (*q == '/') {
-            *q = '\0';
-            if (mkdir (tmp, mode) < 0 && errno != EEXIST)
-                return -1;
-            *q = '/';
-        }
-    return mkdir (tmp, mode) < 0 && errno != EEXIST ? -1 : 0;
-}
-
-static int
 release_net (kiwi__fc_sb *s, kiwi_error_t *err)
 {
     int rc = 0;
@@ -359,7 +345,7 @@ fc_open (const kiwi_sandbox_config *cfg, void **priv, kiwi_error_t *err)
         rc = kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
                                    "no guest kernel at %s (KIWI_FC_KERNEL; see ops/firecracker/README.md): %s",
                                    p->set.kernel, strerror (errno));
-    else if (mkdir_p (p->base, 0700) < 0)
+    else if (kiwi_fs_mkdir_p (p->base, 0700) < 0)
         rc = kiwi_error_make (err, errno, "creating %s", p->base);
     if (rc == 0 && strchr (p->set.bin, '/') != NULL && access (p->set.bin, X_OK) < 0)
         rc = kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE, "no firecracker executable at %s (KIWI_FC_BIN): %s",
@@ -447,7 +433,7 @@ make_net (kiwi__fc_sb *s, char *guest_ip, char *gateway, char *mac, kiwi_error_t
         return kiwi_error_make_code (err, KIWI_SBE_INVALID, "KIWI_FC_INSTALL_NET=`%s`: a.b.c.0/24 expected",
                                      set->install_net);
     cleanup_free char *leases = kiwi__fc_path_in (s->p->base, "leases");
-    if (leases == NULL || mkdir_p (leases, 0700) < 0)
+    if (leases == NULL || kiwi_fs_mkdir_p (leases, 0700) < 0)
         return kiwi_error_make (err, errno, "creating the lease directory");
     for (unsigned host = 2; host < 255 && s->lease == NULL; host++) {
         snprintf (guest_ip, 16, "%u.%u.%u.%u", a, b, c, host);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/proc.h"
@@ -49,9 +50,8 @@ kiwi_gc_statvfs_usage (const char *path, double *used_pct, void *userdata, kiwi_
 static int
 rm_entry (const char *path)
 {
-    const char *argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
     kiwi_error_t err = NULL;
-    int rc = kiwi_proc_check (argv, NULL, NULL, 600000, &err);
+    int rc = kiwi_fs_remove_tree (path, 600000, &err);
     if (rc < 0)
         kiwi_warn ("clean-up: removing %s: %s", path, kiwi_error_msg (err));
     kiwi_error_free (&err);

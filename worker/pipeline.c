@@ -20,6 +20,7 @@
 #include <utime.h>
 
 #include "worker/cache.h"
+#include "common/fs.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "worker/egress-proxy.h"
@@ -57,9 +58,8 @@ result_error (kiwi_result *out, kiwi_result_status st, const char *fmt, ...)
 static void
 rm_rf (const char *path)
 {
-    const char *argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
     kiwi_error_t err = NULL;
-    if (kiwi_proc_check (argv, NULL, NULL, 300000, &err) < 0)
+    if (kiwi_fs_remove_tree (path, 300000, &err) < 0)
         kiwi_warn ("removing %s: %s", path, kiwi_error_msg (err));
     kiwi_error_free (&err);
 }

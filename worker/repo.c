@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/base64.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -321,28 +322,21 @@ kiwi_repo_clean_dir (const char *workspace, char *buf, size_t cap)
     snprintf (buf, cap, "%s.clean", workspace);
 }
 
-static void
-rm_rf (const char *path)
-{
-    const char *argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
-    kiwi_proc_check (argv, NULL, NULL, 300000, NULL);
-}
-
 void
 kiwi_repo_discard (const char *dir)
 {
-    rm_rf (dir);
+    kiwi_fs_remove_tree (dir, 300000, NULL);
 }
 
 void
 kiwi_repo_remove (const char *workspace)
 {
     char p[PATH_MAX];
-    rm_rf (workspace);
+    kiwi_fs_remove_tree (workspace, 300000, NULL);
     kiwi_repo_git_dir (workspace, p, sizeof p);
-    rm_rf (p);
+    kiwi_fs_remove_tree (p, 300000, NULL);
     kiwi_repo_clean_dir (workspace, p, sizeof p);
-    rm_rf (p);
+    kiwi_fs_remove_tree (p, 300000, NULL);
 }
 
 /* The call for a checkout's git directory, its work tree at `work_tree`. */
@@ -517,7 +511,7 @@ kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *ref, c
         const char *argv[] = { "clone", "--mirror", "--quiet", "--template=", "--", url, mirror, NULL };
         rc = git_run (&cc, argv, mirrors, timeout, KIWI_REPO_E_FETCH, NULL, err);
         if (rc < 0)
-            rm_rf (mirror);
+            kiwi_fs_remove_tree (mirror, 300000, NULL);
     } else {
         const char *argv[] = { "fetch", "--prune", "--quiet", "--force", "--tags", "--", url, "+refs/*:refs/*", NULL };
         rc = git_run (&mc, argv, mirror, timeout, KIWI_REPO_E_FETCH, NULL, err);
