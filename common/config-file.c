@@ -22,6 +22,17 @@ kiwi_trim (char *s)
     return s;
 }
 
+char *
+kiwi_unquote (char *s)
+{
+    size_t n = strlen (s);
+    if (n >= 2 && (s[0] == '"' || s[0] == '\'') && s[n - 1] == s[0]) {
+        s[n - 1] = '\0';
+        s++;
+    }
+    return s;
+}
+
 int
 kiwi_config_file_read (const char *path, int syntax_code, kiwi_config_entry_fn fn, void *ud, kiwi_error_t *err)
 {
@@ -42,12 +53,7 @@ kiwi_config_file_read (const char *path, int syntax_code, kiwi_config_entry_fn f
         if (eq == NULL)
             return kiwi_error_make_code (err, syntax_code, "%s: expected `key = value`", origin);
         *eq = '\0';
-        char *key = kiwi_trim (s), *val = kiwi_trim (eq + 1);
-        size_t n = strlen (val);
-        if (n >= 2 && (val[0] == '"' || val[0] == '\'') && val[n - 1] == val[0]) {
-            val[n - 1] = '\0';
-            val++;
-        }
+        char *key = kiwi_trim (s), *val = kiwi_unquote (kiwi_trim (eq + 1));
         if (fn (key, val, origin, ud, err) < 0)
             return -1;
     }

@@ -26,4 +26,8 @@ int kiwi_config_file_read (const char *path, int syntax_code, kiwi_config_entry_
  * overwritten with NULs; the result points into s. */
 char *kiwi_trim (char *s);
 
+/* s without one pair of matching quotes (" or ') around it: the closing
+ * one is overwritten with a NUL; the result points into s. */
+char *kiwi_unquote (char *s);
+
 #endif

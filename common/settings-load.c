@@ -73,18 +73,6 @@ env_get (const char *const *envp, const char *name)
     return NULL;
 }
 
-/* Strips one pair of matching quotes. */
-static char *
-unquote (char *v)
-{
-    size_t n = strlen (v);
-    if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
-        v[n - 1] = '\0';
-        v++;
-    }
-    return v;
-}
-
 /* The stack env file: KEY=VALUE lines (shell syntax without expansion). A
  * row of `program` whose environment variable is a key of the file takes
  * its value (not the rows that locate the file). */
@@ -109,7 +97,7 @@ read_stack_env (layer *l, unsigned program, const char *path, kiwi_error_t *err)
         if (eq == NULL)
             continue;
         *eq = '\0';
-        const char *val = unquote (eq + 1);
+        const char *val = kiwi_unquote (eq + 1);
         for (int i = 0; i < KIWI_SETTING__COUNT; i++)
             if ((kiwi__settings[i].programs & program) && strcmp (kiwi__settings[i].env, s) == 0
                 && i != KIWI_SETTING_STACK_ENV && i != KIWI_SETTING_CONFIG && i != KIWI_SETTING_STATE_DIR
