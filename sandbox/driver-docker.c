@@ -335,6 +335,15 @@ docker_inspect (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err)
     snprintf (info->runtime, sizeof info->runtime, "%s", json_string_value (json_object_get (hc, "Runtime")) ?: "");
     snprintf (info->network_mode, sizeof info->network_mode, "%s",
               json_string_value (json_object_get (hc, "NetworkMode")) ?: "");
+    const char *net_name;
+    json_t *net;
+    json_object_foreach (json_object_get (json_object_get (j, "NetworkSettings"), "Networks"), net_name, net) {
+        const char *ip = json_string_value (json_object_get (net, "IPAddress"));
+        if (ip != NULL && *ip != '\0') {
+            snprintf (info->address, sizeof info->address, "%s", ip);
+            break;
+        }
+    }
     json_decref (j);
     return 0;
 }

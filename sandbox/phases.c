@@ -469,6 +469,16 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
         goto out;
     if (cfg->ca_bundle != NULL && kiwi_phase_put_ca_bundle (sb, cfg->ca_bundle, err) < 0)
         goto out;
+    if (req->on_started != NULL) {
+        kiwi_sandbox_info info;
+        kiwi_error_t ierr = NULL;
+        if (kiwi_sandbox_inspect (sb, &info, &ierr) < 0) {
+            kiwi_warn ("Phase A: %s: its egress cannot be put down to this install", kiwi_error_msg (ierr));
+            info.address[0] = '\0';
+        }
+        kiwi_error_free (&ierr);
+        req->on_started (info.address, req->userdata);
+    }
     int64_t timeout = cfg->install_timeout_ms > 0 ? cfg->install_timeout_ms : KIWI_INSTALL_TIMEOUT_DEFAULT_S * 1000;
     bool task_deadline = false;
     if (req->deadline_ms > 0 && req->deadline_ms < timeout) {

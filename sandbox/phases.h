@@ -117,6 +117,11 @@ typedef struct kiwi_install_request {
     const char *task_id;
     const char *snapshot_dir;      /* where the dependency snapshot is written (created) */
     kiwi_output_cb on_output;      /* live output, optional */
+    /* Told once the sandbox runs, before the command starts: its address on
+     * the install network ("" when the driver cannot say), so that what
+     * the egress proxy logs for that address can be put down to this
+     * install. Optional; gets `userdata`. */
+    void (*on_started) (const char *address, void *userdata);
     void *userdata;
 } kiwi_install_request;
 

@@ -142,6 +142,7 @@ typedef struct kiwi_sandbox_info {
     int exit_code;
     char runtime[32];
     char network_mode[32];
+    char address[46]; /* its IP address on its network (Phase A's bridge), or "" (none, or the driver cannot say) */
 } kiwi_sandbox_info;
 
 /* Driver-wide configuration, from the worker's settings. */
