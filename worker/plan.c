@@ -154,6 +154,12 @@ kiwi_plan_make (const kiwi_worker_config *cfg, const char *root, const char *tes
         kiwi_warn ("install cache key: %s", kiwi_error_msg (kerr));
         kiwi_error_free (&kerr);
     }
+    /* what Phase A may reach decides what it can install: a failure because
+     * a host was denied must not be served once the operator allows it */
+    if (kiwi_strv_addf (&p->key_env, "kiwi-install-egress=%s",
+                        cfg->install_egress && *cfg->install_egress ? cfg->install_egress : "registries")
+        < 0)
+        return kiwi_error_make (err, ENOMEM, "install cache key");
     kiwi_inspect_request rq = inspect_request (p, root, test_command, cfg->sandbox);
     if (kiwi_inspect (&rq, &p->insp, err) < 0)
         return -1;
