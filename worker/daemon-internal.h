@@ -85,6 +85,10 @@ typedef struct slot {
     int deliveries_failed;
     bool minimal;        /* `result` is the minimal one: the broker refused the whole as too large */
     bool counted;        /* its result is in the metrics */
+    /* its Phase A sandbox while it runs (a sandbox frame; "" otherwise):
+     * the egress proxy's denials from that address are this task's */
+    char install_address[46];
+    char install_command[1024];
 } slot;
 
 /* A task waiting for another worker's lease on it to end. */
@@ -213,6 +217,10 @@ void kiwi__redis_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
 
 /* daemon-slots.c */
 void kiwi__abandon_retries (daemon_t *d);
+/* kiwi_proxy_runner_on_denied's callback (userdata: the daemon): a denial
+ * from a running install's address becomes that task's `egress_denied`
+ * event. */
+void kiwi__on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata);
 void kiwi__on_result_acked (daemon_t *d, slot *s);
 void kiwi__result_not_delivered (daemon_t *d, slot *s, const char *why);
 void kiwi__result_too_large (daemon_t *d, slot *s, size_t len, const char *why);

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "worker/daemon-internal.h"
+#include "worker/egress-record.h"
 
 #include "worker/cache.h"
 #include "worker/lease.h"
@@ -118,11 +119,41 @@ on_frame (int type, const char *body, size_t len, void *ud)
         memcpy (s->result, body, len);
         s->result_len = len;
         s->have_result = true;
+    } else if (type == KIWI_FRAME_SANDBOX) {
+        if (kiwi_frame_sandbox_parse (body, len, s->install_address, sizeof s->install_address, s->install_command,
+                                      sizeof s->install_command)
+            < 0)
+            kiwi_warn ("task %s: an unreadable sandbox frame from the task process", s->task_id);
+        else if (s->install_address[0])
+            kiwi_debug ("task %s: Phase A sandbox at %s runs `%s`", s->task_id, s->install_address,
+                        s->install_command);
     } else if (type == KIWI_FRAME_OBSERVE) {
         kiwi_error_t err = NULL;
         if (kiwi_worker_metrics_observation (d->metrics, body, len, &err) < 0)
             kiwi_debug ("task %s: %s", s->task_id, kiwi_error_msg (err));
         kiwi_error_free (&err);
+    }
+}
+
+void
+kiwi__on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata)
+{
+    daemon_t *d = userdata;
+    if (e->client == NULL)
+        return;
+    for (int i = 0; i < d->nslots; i++) {
+        slot *s = &d->slots[i];
+        if (s->state != SLOT_RUNNING || s->install_address[0] == '\0' || strcmp (s->install_address, e->client) != 0)
+            continue;
+        json_t *p = kiwi_egress_denial_json (e, rule, d->cfg->install_egress);
+        if (p == NULL) {
+            kiwi_warn ("task %s: no memory for its egress_denied event of %s", s->task_id, e->host);
+            return;
+        }
+        json_object_set_new (p, "command", json_string (s->install_command));
+        json_object_set_new (p, "attempted_at", json_integer ((json_int_t) (e->time * 1000.0)));
+        emit_daemon_event (d, s, KIWI_PHASE_INSTALL, "egress_denied", p);
+        return;
     }
 }
 
@@ -365,6 +396,7 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
     /* drain what is left in the pipe */
     if (s->fd >= 0)
         io_cb (loop, &s->io, 0);
+    s->install_address[0] = '\0'; /* its sandboxes went with it */
     if (s->fd >= 0) {
         ev_io_stop (loop, &s->io);
         close (s->fd);

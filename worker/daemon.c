@@ -295,6 +295,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
      * network whose gateway the proxy listens on */
     if (kiwi_proxy_runner_start (d.loop, cfg, &d.proxy, err) < 0)
         goto out;
+    kiwi_proxy_runner_on_denied (d.proxy, kiwi__on_egress_denied, &d);
     if (setup_kafka (&d, err) < 0)
         goto out;
     kiwi__redis_connect (&d);

@@ -151,7 +151,7 @@ kiwi_frame_feed (kiwi_frame_reader *r, const char *data, size_t len,
             if (r->head_have < 5)
                 return 0;
             if (r->head[0] != KIWI_FRAME_PROGRESS && r->head[0] != KIWI_FRAME_RESULT
-                && r->head[0] != KIWI_FRAME_OBSERVE)
+                && r->head[0] != KIWI_FRAME_OBSERVE && r->head[0] != KIWI_FRAME_SANDBOX)
                 return kiwi_error_make (err, 0, "unknown frame type 0x%02x from the task process", r->head[0]);
             r->body_len = ((size_t) r->head[1] << 24) | ((size_t) r->head[2] << 16) | ((size_t) r->head[3] << 8)
                           | (size_t) r->head[4];
@@ -281,11 +281,51 @@ pipe_observe (kiwi_events *ev, const char *line)
     kiwi_error_free (&err);
 }
 
+static void
+pipe_sandbox (kiwi_events *ev, const char *address, const char *command)
+{
+    char body[4096];
+    int n = address ? snprintf (body, sizeof body, "%s\n%s", address, command ? command : "") : 0;
+    if (n < 0 || (size_t) n >= sizeof body)
+        n = snprintf (body, sizeof body, "%s\n", address); /* a command that long is cut: the address matters */
+    kiwi_error_t err = NULL;
+    if (kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_SANDBOX, body, (size_t) n, &err) < 0)
+        fprintf (stderr, "kiwi task: sandbox frame not delivered: %s\n", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+}
+
 void
 kiwi_events_pipe_init (kiwi_events *ev, int fd, const char *task_id, const char *worker_id)
 {
     *ev = (kiwi_events) { .progress = pipe_progress, .result = pipe_result, .observe = pipe_observe,
-                          .task_id = task_id, .worker_id = worker_id, .userdata = (void *) (intptr_t) fd };
+                          .sandbox = pipe_sandbox, .task_id = task_id, .worker_id = worker_id,
+                          .userdata = (void *) (intptr_t) fd };
+}
+
+void
+kiwi_events_sandbox (kiwi_events *ev, const char *address, const char *command)
+{
+    if (ev != NULL && ev->sandbox != NULL)
+        ev->sandbox (ev, address, command);
+}
+
+int
+kiwi_frame_sandbox_parse (const char *body, size_t len, char *address, size_t acap, char *command, size_t ccap)
+{
+    address[0] = command[0] = '\0';
+    if (len == 0)
+        return 0;
+    const char *nl = memchr (body, '\n', len);
+    if (nl == NULL || (size_t) (nl - body) >= acap)
+        return -1;
+    memcpy (address, body, (size_t) (nl - body));
+    address[nl - body] = '\0';
+    size_t cl = len - (size_t) (nl + 1 - body);
+    if (cl >= ccap)
+        cl = ccap - 1;
+    memcpy (command, nl + 1, cl);
+    command[cl] = '\0';
+    return 0;
 }
 
 void

@@ -16,9 +16,10 @@
  * written into the code a secret it read in a test's output.
  *
  * Frames on the child's pipe: 1 byte type ('P' progress, 'R' result,
- * 'M' an observation for the daemon's metrics), 4 bytes big-endian length,
- * then the encoded message (an observation: one line of text,
- * worker-metrics.h). The child's progress events carry seq 0; the parent
+ * 'M' an observation for the daemon's metrics, 'S' the Phase A sandbox
+ * now running), 4 bytes big-endian length, then the encoded message (an
+ * observation: one line of text, worker-metrics.h; a sandbox: its address,
+ * a newline and the install command, or nothing when Phase A has ended). The child's progress events carry seq 0; the parent
  * numbers them per task.
  */
 #ifndef KIWI_WORKER_EVENTS_H
@@ -44,6 +45,10 @@ struct kiwi_events {
     /* Takes one observation for the metrics (a line, worker-metrics.h), or
      * NULL: observations are dropped (kiwi-worker --once). */
     void (*observe) (kiwi_events *ev, const char *line);
+    /* Takes the address of the Phase A sandbox now running and its command,
+     * or NULL/NULL when it has ended: the daemon puts the egress proxy's
+     * denials from that address down to this task. NULL: nobody listens. */
+    void (*sandbox) (kiwi_events *ev, const char *address, const char *command);
     const char *task_id;
     const char *worker_id;
     const kiwi_mask *mask; /* secrets masked in everything sent, or NULL; borrowed */
@@ -63,6 +68,9 @@ int kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint3
  * (worker-metrics.h). Best effort, like events. */
 void kiwi_events_observe (kiwi_events *ev, const char *what, const char *label, double value);
 
+/* Says which Phase A sandbox runs now (see `sandbox` above); best effort. */
+void kiwi_events_sandbox (kiwi_events *ev, const char *address, const char *command);
+
 /* JSON object → one encoded msgpack map. Caller frees *out. */
 int kiwi_json_to_msgpack (const json_t *j, char **out, size_t *len, kiwi_error_t *err);
 
@@ -70,7 +78,7 @@ int64_t kiwi_now_ms (void);
 
 /* ----- frames ----- */
 
-enum { KIWI_FRAME_PROGRESS = 'P', KIWI_FRAME_RESULT = 'R', KIWI_FRAME_OBSERVE = 'M' };
+enum { KIWI_FRAME_PROGRESS = 'P', KIWI_FRAME_RESULT = 'R', KIWI_FRAME_OBSERVE = 'M', KIWI_FRAME_SANDBOX = 'S' };
 #define KIWI_FRAME_MAX (32u * 1024 * 1024)
 
 /* Writes one frame to fd (blocking, all or error). */
@@ -89,6 +97,11 @@ typedef struct kiwi_frame_reader {
 int kiwi_frame_feed (kiwi_frame_reader *r, const char *data, size_t len,
                      void (*fn) (int type, const char *body, size_t len, void *ud), void *ud, kiwi_error_t *err);
 void kiwi_frame_reader_clear (kiwi_frame_reader *r);
+
+/* A sandbox frame's body: the address into `address` (cap bytes) and the
+ * command into `command` (cap bytes), both "" for an ended Phase A. -1 when
+ * it is not one (no newline, an address too long). */
+int kiwi_frame_sandbox_parse (const char *body, size_t len, char *address, size_t acap, char *command, size_t ccap);
 
 /* Sinks: frames on a pipe; JSON lines on a FILE. */
 void kiwi_events_pipe_init (kiwi_events *ev, int fd, const char *task_id, const char *worker_id);

@@ -24,6 +24,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "worker/egress-proxy.h"
+#include "worker/egress-record.h"
 #include "worker/gc.h"
 #include "common/log.h"
 #include "sandbox/phases.h"
@@ -217,7 +218,70 @@ typedef struct install_ctx {
     int *hold; /* the lock holding the snapshot in force against the clean-up (gc.h), or -1 */
     int64_t install_ms; /* spent in install_cb so far (step 0's own time is the rest) */
     kiwi_store *store; /* the shared snapshot store, or NULL */
+    const char *egress_log; /* the egress proxy's access log, or NULL (KIWI_INSTALL_EGRESS=open) */
 } install_ctx;
+
+/* The Phase A sandbox running now (kiwi_install_request.on_started). */
+typedef struct install_run {
+    install_ctx *c;
+    const char *command;
+    char address[46];
+} install_run;
+
+static void
+install_started (const char *address, void *ud)
+{
+    install_run *run = ud;
+    snprintf (run->address, sizeof run->address, "%s", address);
+    if (address[0] != '\0')
+        kiwi_events_sandbox (run->c->p->events, address, run->command);
+}
+
+/* What the install sent through the egress proxy, into the install event
+ * `ev` ("egress"); a failed install's reason names the hosts it was denied
+ * and the setting that would allow each. */
+static void
+record_egress (install_ctx *c, const install_run *run, int64_t offset, kiwi_install_result *r, json_t *ev)
+{
+    if (c->egress_log == NULL || run->address[0] == '\0')
+        return;
+    kiwi_egress_record rec;
+    kiwi_error_t err = NULL;
+    if (kiwi_egress_record_read (c->egress_log, offset, run->address, c->p->cfg->install_egress, &rec, &err) < 0) {
+        json_object_set_new (ev, "egress", json_pack ("{s:s}", "error", kiwi_error_msg (err)));
+        kiwi_error_free (&err);
+        return;
+    }
+    json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I}", "hosts", rec.hosts, "requests",
+                                                 (json_int_t) rec.requests, "bytes", (json_int_t) rec.bytes,
+                                                 "denied", rec.denied, "denials", (json_int_t) rec.denials));
+    if (rec.denials > 0 && r->status != KIWI_INSTALL_OK) {
+        size_t len = strlen (r->reason), i;
+        json_t *d;
+        const char *said[3] = { NULL, NULL, NULL };
+        int nsaid = 0;
+        json_array_foreach (rec.denied, i, d) {
+            const char *host = json_string_value (json_object_get (d, "host"));
+            host = host ? host : "";
+            bool dup = false;
+            for (int k = 0; k < nsaid; k++)
+                dup = dup || strcmp (said[k], host) == 0;
+            if (dup)
+                continue;
+            if (nsaid == 3)
+                break;
+            said[nsaid++] = host;
+            int n = snprintf (r->reason + len, sizeof r->reason - len, "; the egress proxy denied %s:%d (%s; %s allows it)",
+                              host, (int) json_integer_value (json_object_get (d, "port")),
+                              json_string_value (json_object_get (d, "rule")),
+                              json_string_value (json_object_get (d, "allow_with")));
+            if (n < 0 || (size_t) n >= sizeof r->reason - len)
+                break; /* cut: the reason holds what fitted */
+            len += (size_t) n;
+        }
+    }
+    kiwi_egress_record_clear (&rec);
+}
 
 /* Fetches the snapshot `digest` from the store into `tmpdir` and publishes
  * it at `snapdir` (a concurrent fetch or install may have won the rename:
@@ -344,13 +408,24 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .task_id = c->task->id,
         .snapshot_dir = tmpdir,
     };
-    if (kiwi_phase_install (c->sb, c->pc, &req, r, err) < 0) {
+    install_run run = { .c = c, .command = in->install.display };
+    int64_t log_offset = 0;
+    if (c->egress_log != NULL) {
+        log_offset = kiwi_egress_log_mark (c->egress_log);
+        req.on_started = install_started;
+        req.userdata = &run;
+    }
+    int prc = kiwi_phase_install (c->sb, c->pc, &req, r, err);
+    if (run.address[0] != '\0')
+        kiwi_events_sandbox (p->events, NULL, NULL);
+    if (prc < 0) {
         rm_rf (tmpdir);
         return -1;
     }
     json_t *ev = json_pack ("{s:s,s:b,s:s,s:s,s:s,s:I,s:i}", "status", kiwi_install_status_str (r->status), "cached",
                             0, "key", key, "image", image, "command", in->install.display, "duration_ms",
                             (json_int_t) r->duration_ms, "exit_code", r->exit_code);
+    record_egress (c, &run, log_offset, r, ev);
     if (r->status != KIWI_INSTALL_OK) {
         size_t ol = r->output ? strlen (r->output) : 0;
         json_object_set_new (ev, "reason", json_string (r->reason));
@@ -539,8 +614,15 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
             kiwi_error_free (&serr);
         }
     }
+    char egress_log[PATH_MAX + 16];
+    if (proxied && kiwi_proxy_dir (cfg, egress_log, PATH_MAX, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        goto done;
+    }
+    strcat (egress_log, "/access.log");
     install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
-                       .deadline_ms = deadline_ms, .hold = &snapshot_hold, .store = store };
+                       .deadline_ms = deadline_ms, .hold = &snapshot_hold, .store = store,
+                       .egress_log = proxied ? egress_log : NULL };
     kiwi_step0_outcome s0;
     int64_t s0_start = kiwi_mono_ms ();
     int s0_rc = kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic,

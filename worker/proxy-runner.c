@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "worker/egress-proxy.h"
+#include "worker/egress-record.h"
 #include "worker/events.h"
 #include "common/log.h"
 #include "sandbox/sandbox.h"
@@ -41,6 +42,8 @@ struct kiwi_proxy_runner {
     json_t *hosts; /* host -> {requests, bytes} */
     char last_denied[512];
     char error[512];
+    kiwi_proxy_denied_cb on_denied;
+    void *on_denied_ud;
 };
 
 static void child_cb (struct ev_loop *loop, ev_child *w, int revents);
@@ -80,40 +83,29 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
 }
 
 static void
-count_host (kiwi_proxy_runner *r, const kiwi_proxy_log_entry *e)
-{
-    if (e->host[0] == '\0' || json_object_size (r->hosts) >= 256)
-        return;
-    json_t *h = json_object_get (r->hosts, e->host);
-    if (h == NULL) {
-        h = json_pack ("{s:I,s:I}", "requests", (json_int_t) 0, "bytes", (json_int_t) 0);
-        json_object_set_new (r->hosts, e->host, h);
-    }
-    json_object_set_new (h, "requests", json_integer (json_integer_value (json_object_get (h, "requests")) + 1));
-    json_object_set_new (h, "bytes", json_integer (json_integer_value (json_object_get (h, "bytes")) + e->bytes_out));
-}
-
-static void
 on_line (kiwi_proxy_runner *r, char *line)
 {
     kiwi_proxy_log_entry e;
-    if (kiwi_proxy_log_parse (line, &e) < 0 || e.method == NULL)
-        return;
-    const char *rule = NULL;
-    if (kiwi_proxy_log_denied (&e, &rule)) {
+    const char *rule;
+    switch (kiwi_egress_line_sort (line, &e, &rule)) {
+    case KIWI_EGRESS_LINE_DENIED:
         r->denied++;
         snprintf (r->last_denied, sizeof r->last_denied,
                   "%s:%d from %s (%s%s%s; rule: %s; KIWI_INSTALL_EGRESS=%s,%s would allow it)", e.host, e.port,
                   e.client ? e.client : "-", e.local_port == 80 || e.local_port == 443 ? "redirected" : "proxy",
                   e.sni ? ", SNI " : "", e.sni ? e.sni : "", rule, r->cfg->install_egress, e.host);
         kiwi_warn ("egress proxy: denied %s", r->last_denied);
-        return;
+        if (r->on_denied != NULL)
+            r->on_denied (&e, rule, r->on_denied_ud);
+        break;
+    case KIWI_EGRESS_LINE_REQUEST:
+        r->requests++;
+        r->bytes += e.bytes_out;
+        kiwi_egress_count_host (r->hosts, &e, 256);
+        break;
+    case KIWI_EGRESS_LINE_NONE:
+        break;
     }
-    if (e.http_status == 0 && e.bump && strcmp (e.bump, "splice") == 0)
-        return; /* the peek before a splice: its tunnel is the next line */
-    r->requests++;
-    r->bytes += e.bytes_out;
-    count_host (r, &e);
 }
 
 /* What Squid appended since the last tick; a partial last line waits. */
@@ -215,6 +207,15 @@ kiwi_proxy_runner_start (struct ev_loop *loop, const kiwi_worker_config *cfg, ki
     ev_timer_start (loop, &r->tick);
     *out = r;
     return 0;
+}
+
+void
+kiwi_proxy_runner_on_denied (kiwi_proxy_runner *r, kiwi_proxy_denied_cb fn, void *userdata)
+{
+    if (r == NULL)
+        return;
+    r->on_denied = fn;
+    r->on_denied_ud = userdata;
 }
 
 json_t *

@@ -8,7 +8,8 @@
  * down meanwhile. Every 50 ms the runner reads what Squid appended to its
  * access log: each request is counted by host, and each denied attempt is
  * logged with the host, port, SNI, rule and the setting that would allow
- * it, and counted.
+ * it, and counted; the daemon is told of each (kiwi_proxy_runner_on_denied)
+ * to publish it as the event of the task whose install it came from.
  *
  * Ownership: the runner owns its child, its log file and its counters;
  * kiwi_proxy_runner_stop() stops the child (SIGTERM to its process group,
@@ -21,6 +22,7 @@
 #include <jansson.h>
 
 #include "worker/config.h"
+#include "worker/egress-proxy.h"
 #include "common/error.h"
 
 typedef struct kiwi_proxy_runner kiwi_proxy_runner;
@@ -29,6 +31,12 @@ typedef struct kiwi_proxy_runner kiwi_proxy_runner;
  * for a bad setting or a proxy that cannot be configured or started. */
 int kiwi_proxy_runner_start (struct ev_loop *loop, const kiwi_worker_config *cfg, kiwi_proxy_runner **out,
                              kiwi_error_t *err);
+
+/* Tells fn of every denied attempt as it is read (at most 50 ms after
+ * Squid logged it), with the log entry (valid for the call only) and the
+ * rule that denied it. NULL fn: nobody is told. A NULL runner: nothing. */
+typedef void (*kiwi_proxy_denied_cb) (const kiwi_proxy_log_entry *e, const char *rule, void *userdata);
+void kiwi_proxy_runner_on_denied (kiwi_proxy_runner *r, kiwi_proxy_denied_cb fn, void *userdata);
 
 /* The `egress_proxy` check: {ok, detail, checked_at}, new reference. */
 json_t *kiwi_proxy_runner_check (const kiwi_proxy_runner *r);

