@@ -175,6 +175,17 @@ kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error
     return 0;
 }
 
+int
+kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
+{
+    if (kiwi_proxy_dir (cfg, buf, cap, err) < 0)
+        return -1;
+    size_t n = strlen (buf);
+    if (snprintf (buf + n, cap - n, "/access.log") >= (int) (cap - n))
+        return kiwi_error_make (err, ENAMETOOLONG, "the egress proxy's log");
+    return 0;
+}
+
 /* ---------- the process ---------- */
 
 static int

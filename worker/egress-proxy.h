@@ -66,6 +66,8 @@ int kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *o
 
 /* The proxy's directory under the worker's state dir ("<state>/egress-proxy/<worker id>"). */
 int kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
+/* Its access log, "<proxy dir>/access.log". */
+int kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
 
 /* Writes the configuration (proxy.sh conf) for `gateway` and starts
  * `proxy.sh run` as a child of this process in its own process group;

@@ -42,22 +42,34 @@ is_address (const char *h)
     return inet_pton (AF_INET, h, buf) == 1 || inet_pton (AF_INET6, h, buf) == 1;
 }
 
-json_t *
-kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const char *setting)
+void
+kiwi_egress_allow_with (const kiwi_proxy_log_entry *e, const char *rule, const char *setting, char *buf, size_t cap)
 {
-    bool redirected = e->local_port == 80 || e->local_port == 443;
-    const char *protocol = e->method && strcmp (e->method, "CONNECT") == 0 ? (redirected ? "tls" : "connect") : "http";
-    char allow[600];
     /* a name off the list is let in by listing it; an address, a TLS
      * connection without a name, or a Host that lies about its address is
      * let through by no list: only by turning the proxy off */
     if (e->host[0] != '\0' && !is_address (e->host) && rule != NULL && strcmp (rule, "Host does not match the address") != 0)
-        snprintf (allow, sizeof allow, "KIWI_INSTALL_EGRESS=%s,%s", setting ? setting : "registries", e->host);
+        snprintf (buf, cap, "KIWI_INSTALL_EGRESS=%s,%s", setting && *setting ? setting : "registries", e->host);
     else
-        snprintf (allow, sizeof allow, "KIWI_INSTALL_EGRESS=open");
+        snprintf (buf, cap, "KIWI_INSTALL_EGRESS=open");
+}
+
+const char *
+kiwi_egress_via (const kiwi_proxy_log_entry *e)
+{
+    return e->local_port == 80 || e->local_port == 443 ? "redirected" : "proxy";
+}
+
+json_t *
+kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const char *setting)
+{
+    const char *via = kiwi_egress_via (e);
+    bool connect = e->method && strcmp (e->method, "CONNECT") == 0;
+    const char *protocol = !connect ? "http" : strcmp (via, "redirected") == 0 ? "tls" : "connect";
+    char allow[600];
+    kiwi_egress_allow_with (e, rule, setting, allow, sizeof allow);
     return json_pack ("{s:s,s:i,s:s?,s:s,s:s,s:s,s:s}", "host", e->host, "port", e->port, "sni", e->sni, "protocol",
-                      protocol, "via", redirected ? "redirected" : "proxy", "rule", rule ? rule : "denied",
-                      "allow_with", allow);
+                      protocol, "via", via, "rule", rule ? rule : "denied", "allow_with", allow);
 }
 
 void

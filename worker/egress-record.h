@@ -38,6 +38,17 @@ kiwi_egress_line kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, con
  * given the current one `setting`)}. New reference, NULL without memory. */
 json_t *kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const char *setting);
 
+/* The denial's `allow_with` into buf: KIWI_INSTALL_EGRESS=<setting>,<host>
+ * for a name off the list; KIWI_INSTALL_EGRESS=open for an address, TLS
+ * without SNI or a Host that lies about its address (no list allows
+ * those). */
+void kiwi_egress_allow_with (const kiwi_proxy_log_entry *e, const char *rule, const char *setting, char *buf,
+                             size_t cap);
+
+/* "redirected" (a connection that ignored the proxy settings, caught on
+ * 80/443) or "proxy" (to the explicit proxy). */
+const char *kiwi_egress_via (const kiwi_proxy_log_entry *e);
+
 /* Adds one request to `hosts` (host -> {requests, bytes}), at most `max`
  * hosts (past that, a new host is not added). */
 void kiwi_egress_count_host (json_t *hosts, const kiwi_proxy_log_entry *e, size_t max);

@@ -19,8 +19,9 @@
  * 'M' an observation for the daemon's metrics, 'S' the Phase A sandbox
  * now running), 4 bytes big-endian length, then the encoded message (an
  * observation: one line of text, worker-metrics.h; a sandbox: its address,
- * a newline and the install command, or nothing when Phase A has ended). The child's progress events carry seq 0; the parent
- * numbers them per task.
+ * a newline and the install command, or nothing when Phase A has ended).
+ * The child's progress events carry seq 0; the parent numbers them per
+ * task.
  */
 #ifndef KIWI_WORKER_EVENTS_H
 #define KIWI_WORKER_EVENTS_H

@@ -615,11 +615,10 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         }
     }
     char egress_log[PATH_MAX + 16];
-    if (proxied && kiwi_proxy_dir (cfg, egress_log, PATH_MAX, &err) < 0) {
+    if (proxied && kiwi_proxy_log_path (cfg, egress_log, sizeof egress_log, &err) < 0) {
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
         goto done;
     }
-    strcat (egress_log, "/access.log");
     install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
                        .deadline_ms = deadline_ms, .hold = &snapshot_hold, .store = store,
                        .egress_log = proxied ? egress_log : NULL };

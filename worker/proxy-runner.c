@@ -88,16 +88,18 @@ on_line (kiwi_proxy_runner *r, char *line)
     kiwi_proxy_log_entry e;
     const char *rule;
     switch (kiwi_egress_line_sort (line, &e, &rule)) {
-    case KIWI_EGRESS_LINE_DENIED:
+    case KIWI_EGRESS_LINE_DENIED: {
+        char allow[600];
+        kiwi_egress_allow_with (&e, rule, r->cfg->install_egress, allow, sizeof allow);
         r->denied++;
-        snprintf (r->last_denied, sizeof r->last_denied,
-                  "%s:%d from %s (%s%s%s; rule: %s; KIWI_INSTALL_EGRESS=%s,%s would allow it)", e.host, e.port,
-                  e.client ? e.client : "-", e.local_port == 80 || e.local_port == 443 ? "redirected" : "proxy",
-                  e.sni ? ", SNI " : "", e.sni ? e.sni : "", rule, r->cfg->install_egress, e.host);
+        snprintf (r->last_denied, sizeof r->last_denied, "%s:%d from %s (%s%s%s; rule: %s; %s would allow it)", e.host,
+                  e.port, e.client ? e.client : "-", kiwi_egress_via (&e), e.sni ? ", SNI " : "", e.sni ? e.sni : "",
+                  rule, allow);
         kiwi_warn ("egress proxy: denied %s", r->last_denied);
         if (r->on_denied != NULL)
             r->on_denied (&e, rule, r->on_denied_ud);
         break;
+    }
     case KIWI_EGRESS_LINE_REQUEST:
         r->requests++;
         r->bytes += e.bytes_out;
@@ -193,11 +195,11 @@ kiwi_proxy_runner_start (struct ev_loop *loop, const kiwi_worker_config *cfg, ki
     r->egress = e;
     r->backoff_ms = BACKOFF_FIRST_MS;
     r->hosts = json_object ();
-    if (kiwi_proxy_dir (cfg, r->dir, sizeof r->dir, err) < 0 || spawn (r, err) < 0) {
+    if (kiwi_proxy_dir (cfg, r->dir, sizeof r->dir, err) < 0
+        || kiwi_proxy_log_path (cfg, r->log_path, sizeof r->log_path, err) < 0 || spawn (r, err) < 0) {
         kiwi_proxy_runner_stop (r);
         return kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS=%s", cfg->install_egress);
     }
-    snprintf (r->log_path, sizeof r->log_path, "%s/access.log", r->dir);
     /* what an earlier run logged is not this run's */
     r->log = fopen (r->log_path, "r");
     if (r->log)
