@@ -154,6 +154,14 @@ wait_hb() {
   return 1
 }
 
+# kcat_raw KIND FILE: every message of this run's KIND topic read with kcat
+# into FILE, framed for kcat_frames.py (KIWI_SH_LIB on a heredoc's
+# sys.path: `from kcat_frames import frames`).
+export KIWI_SH_LIB="$ROOT/tests/integration/sh"
+kcat_raw() {
+  kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.$1" -e -q -f '%k\t%S\t%s' >"$2" 2>>"$TMP/kcat.log" || true
+}
+
 kiwi_cli() {
   local cmd=$1; shift
   "$KIWI" "$cmd" --brokers "$KIWI_KAFKA_BROKERS" \

@@ -117,19 +117,14 @@ print("install egress: %s" % json.dumps(eg["hosts"], sort_keys=True))
 PY
 # the raw messages with kcat (framed as key, size, payload): one keyed by
 # the task whose msgpack says kind egress_denied and names the host
-kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.progress" -e -q -f '%k\t%S\t%s' \
-  >"$TMP/progress-raw.bin" 2>>"$TMP/kcat.log" || true
+kcat_raw progress "$TMP/progress-raw.bin"
 python3 - "$TMP/progress-raw.bin" "$tid" <<'PY' || fail "no egress_denied message keyed by $tid on the progress topic (kcat)"
-import sys
-raw, tid, i, n = open(sys.argv[1], "rb").read(), sys.argv[2], 0, 0
-while i < len(raw):
-    t1 = raw.index(b"\t", i)
-    t2 = raw.index(b"\t", t1 + 1)
-    key, size = raw[i:t1].decode(), int(raw[t1 + 1:t2])
-    payload = raw[t2 + 1:t2 + 1 + max(size, 0)]
-    i = t2 + 1 + max(size, 0)
-    if key == tid and b"\xa4kind\xadegress_denied" in payload and b"leak.kiwi.invalid" in payload:
-        n += 1
+import os, sys
+sys.path.insert(0, os.environ["KIWI_SH_LIB"])
+from kcat_frames import frames
+tid = sys.argv[2]
+n = sum(1 for key, payload in frames(sys.argv[1])
+        if key == tid and b"\xa4kind\xadegress_denied" in payload and b"leak.kiwi.invalid" in payload)
 print("kcat: %d egress_denied message(s) keyed by %s" % (n, tid))
 sys.exit(0 if n else 1)
 PY

@@ -174,21 +174,14 @@ kcat_keys() {
 # the raw messages, framed as key, size, payload (an accepted event's
 # msgpack holds the strings "kind" and "accepted").
 in_flight() {
-  kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.progress" -e -q -f '%k\t%S\t%s' \
-    >"$TMP/progress-raw-$PART.bin" 2>>"$TMP/kcat.log" || true
+  kcat_raw progress "$TMP/progress-raw-$PART.bin"
   kcat_keys results >"$TMP/results-keys-$PART.txt"
   python3 - "$TMP/progress-raw-$PART.bin" "$TMP/results-keys-$PART.txt" "$@" <<'PY'
-import sys
-raw, done, want = open(sys.argv[1], "rb").read(), {l.strip() for l in open(sys.argv[2]) if l.strip()}, sys.argv[3:]
-accepted, i = set(), 0
-while i < len(raw):
-    t1 = raw.index(b"\t", i)
-    t2 = raw.index(b"\t", t1 + 1)
-    key, size = raw[i:t1].decode(), int(raw[t1 + 1:t2])
-    payload = raw[t2 + 1:t2 + 1 + max(size, 0)]
-    i = t2 + 1 + max(size, 0)
-    if b"\xa4kind\xa8accepted" in payload:
-        accepted.add(key)
+import os, sys
+sys.path.insert(0, os.environ["KIWI_SH_LIB"])
+from kcat_frames import frames
+done, want = {l.strip() for l in open(sys.argv[2]) if l.strip()}, sys.argv[3:]
+accepted = {key for key, payload in frames(sys.argv[1]) if b"\xa4kind\xa8accepted" in payload}
 for w in want:
     if w in accepted and w not in done:
         print(w)
