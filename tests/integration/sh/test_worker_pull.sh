@@ -12,7 +12,11 @@
 #            event says so and the marker (package.json: Node.js) decides;
 #   absent   an image the allowed registry does not have: the same;
 #   big      an image over KIWI_IMAGE_PULL_MAX_MB: the same, and it is not
-#            left on the machine.
+#            left on the machine;
+#   private  an image of a second registry that wants a password
+#            (htpasswd): refused without KIWI_REGISTRY_AUTH_FILE (the same
+#            fallback), pulled with it; the password is in no event, no
+#            line of the worker's log and no container's configuration.
 set -euo pipefail
 # shellcheck source=tests/integration/sh/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -41,7 +45,9 @@ for _ in $(seq 1 100); do curl -sf "http://$REG/v2/" >/dev/null && break; sleep 
 curl -sf "http://$REG/v2/" >/dev/null || fail "docker-registry did not start on $REG"
 
 BIG="$REG/kiwi/big:1"
-on_cleanup() { "${DOCKER[@]}" rmi -f "$IMAGE" "$BIG" >/dev/null 2>&1 || true; }
+AREG="127.0.0.1:$(free_port)" # the registry that wants a password
+PRIVATE="$AREG/kiwi/private:1"
+on_cleanup() { "${DOCKER[@]}" rmi -f "$IMAGE" "$BIG" "$PRIVATE" >/dev/null 2>&1 || true; }
 for ref in "$IMAGE" "$BIG"; do
   "${DOCKER[@]}" tag kiwi/base:bookworm "$ref"
   "${DOCKER[@]}" push -q "$ref" >"$TMP/push.log" 2>&1 || fail "push to $REG: $(tail -n 3 "$TMP/push.log")"
@@ -65,9 +71,9 @@ EOF
 }
 run_once() { # NAME [ASSIGNMENT...]
   local name=$1; shift
-  env "$@" KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$name" KIWI_ALLOW_LOCAL_REPOS=true \
+  env KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$name" KIWI_ALLOW_LOCAL_REPOS=true \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_IMAGE_REGISTRIES="$REG" \
-    KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
+    KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" "$@" \
     "$WORKER" --once "$TMP/task-$name.json" >"$TMP/once-$name.jsonl" 2>"$TMP/once-$name.log" || true
 }
 field() { once_payload "$TMP/once-$1.jsonl" "$2" "$3"; } # NAME KIND KEY
@@ -131,4 +137,50 @@ repo big "$BIG"
 run_once big KIWI_IMAGE_PULL_MAX_MB=1
 check_fallback big "$BIG" "over 1 MB (KIWI_IMAGE_PULL_MAX_MB"
 if "${DOCKER[@]}" image inspect "$BIG" >/dev/null 2>&1; then fail "big: $BIG is on the machine after a refused pull"; fi
+
+# A registry that wants credentials. The test's pushes log in with a
+# DOCKER_CONFIG of its own; the worker gets the same credentials only in
+# KIWI_REGISTRY_AUTH_FILE (a config.json of "auths"), never in its
+# environment.
+PASS=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+python3 -c 'import crypt, sys; print("kiwi:" + crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))' \
+  "$PASS" 2>/dev/null >"$TMP/htpasswd"
+sed -e "s|$TMP/registry\$|$TMP/registry-auth|" -e "s|addr: $REG|addr: $AREG|" "$TMP/registry.yml" >"$TMP/registry-auth.yml"
+printf 'auth:\n  htpasswd:\n    realm: kiwi-test\n    path: %s\n' "$TMP/htpasswd" >>"$TMP/registry-auth.yml"
+docker-registry serve "$TMP/registry-auth.yml" >"$TMP/registry-auth.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$AREG/v2/")" = 401 ] && break; sleep 0.1; done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$AREG/v2/")" = 401 ] || fail "the registry with a password did not start on $AREG"
+export DOCKER_CONFIG="$TMP/docker-config"
+printf '%s\n' "$PASS" | "${DOCKER[@]}" login -u kiwi --password-stdin "$AREG" >"$TMP/login.log" 2>&1 \
+  || fail "docker login $AREG: $(tail -n 3 "$TMP/login.log")"
+"${DOCKER[@]}" tag kiwi/base:bookworm "$PRIVATE"
+"${DOCKER[@]}" push -q "$PRIVATE" >"$TMP/push.log" 2>&1 || fail "push to $AREG: $(tail -n 3 "$TMP/push.log")"
+"${DOCKER[@]}" logout "$AREG" >/dev/null
+"${DOCKER[@]}" rmi "$PRIVATE" >/dev/null
+unset DOCKER_CONFIG
+if "${DOCKER[@]}" pull -q "$PRIVATE" >/dev/null 2>&1; then fail "$PRIVATE can be pulled without the password"; fi
+AUTH=$(printf 'kiwi:%s' "$PASS" | base64 -w0)
+printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$AREG" "$AUTH" >"$TMP/auths.json"
+chmod 600 "$TMP/auths.json"
+
+repo anonymous "$PRIVATE"
+run_once anonymous KIWI_IMAGE_REGISTRIES="$REG $AREG"
+check_fallback anonymous "$PRIVATE" "no basic auth credentials"
+repo private "$PRIVATE"
+run_once private KIWI_IMAGE_REGISTRIES="$REG $AREG" KIWI_REGISTRY_AUTH_FILE="$TMP/auths.json"
+log "private: step 0 $(field private step0 status) in $(field private step0 image), pulled $(field private step0 pulled)"
+[ "$(field private step0 image)" = "$PRIVATE" ] || fail "private: step 0 ran in '$(field private step0 image)': $(field private step0 image_note)"
+[ "$(field private step0 pulled)" = true ] || fail "private: the step-0 event does not say the image was pulled"
+[ "$(field private step0 status)" = passed ] || fail "private: step 0 '$(field private step0 status)'"
+"${DOCKER[@]}" image inspect "$PRIVATE" >/dev/null 2>&1 || fail "private: $PRIVATE is not on the machine after the run"
+grep -q 'kiwi/private' "$TMP/registry-auth.log" || fail "private: the registry saw no request for the image"
+for f in "$TMP/once-private.jsonl" "$TMP/once-private.log" "$TMP/once-anonymous.jsonl" "$TMP/once-anonymous.log"; do
+  if grep -qF -e "$PASS" -e "$AUTH" "$f"; then fail "private: the password is in $f"; fi
+done
+# every container the runs left (none should be left) and dockerd's own view of them
+for c in $("${DOCKER[@]}" ps -aq); do
+  if "${DOCKER[@]}" inspect "$c" | grep -qF -e "$PASS" -e "$AUTH"; then fail "private: the password is in container $c"; fi
+done
+passed=$((passed + 1))
 echo "$passed passed, 0 failed"
