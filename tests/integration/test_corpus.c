@@ -4,7 +4,9 @@
  * (real package registries, through the CA bundle), the real Phase B (no
  * network) and step 0 (classification, one swap, stop, honest result).
  * Prints one row per case: repository, test command, install command,
- * image (first -> final when swapped), swapped, classification, outcome;
+ * image (first -> final when swapped), the version asked (runtime,
+ * requirement, the file that says so) and the catalogue version of the
+ * image that ran, swapped, classification, outcome;
  * fails when any row differs from the repository's expect.json.
  *
  * Phase A snapshots are cached by the install cache key
@@ -122,6 +124,24 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
 
 /* ----- rows ----- */
 
+/* "node 22": the catalogue row of `ref` for `runtime` that names a version
+ * (a "*" row only says which image is the default); "-" when none does. */
+static void
+catalogue_version (const kiwi_image_catalog *cat, const char *ref, const char *runtime, char *buf, size_t cap)
+{
+    snprintf (buf, cap, "-");
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < kiwi_image_catalog_size (cat); i++) {
+            const kiwi_image_entry *e = kiwi_image_catalog_get (cat, i);
+            if (strcmp (e->ref, ref) != 0 || strcmp (e->version, "*") == 0)
+                continue;
+            if (pass == 0 && runtime && *runtime && strcmp (e->runtime, runtime) != 0)
+                continue;
+            snprintf (buf, cap, "%s %s", e->runtime, e->version);
+            return;
+        }
+}
+
 typedef struct {
     char repo[64];
     char command[96];
@@ -130,6 +150,8 @@ typedef struct {
     char swapped[8];
     char cls[64];
     char outcome[24];
+    char asked[96];   /* the version the repository asks for, and by which file */
+    char used[48];    /* the runtime version of the image that ran, per the catalogue */
     char detail[200];
     double secs;
     bool ok;
@@ -231,6 +253,13 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
     snprintf (r->cls, sizeof r->cls, "%s%s%s%s", kiwi_failure_class_str (res.first.cls), res.first.rule[0] ? " (" : "",
               res.first.rule, res.first.rule[0] ? ")" : "");
     snprintf (r->outcome, sizeof r->outcome, "%s", kiwi_step0_status_str (res.status));
+    const kiwi_image_resolution *im = &res.insp.image;
+    if (im->requirement && *im->requirement)
+        snprintf (r->asked, sizeof r->asked, "%s %s (%s)", im->runtime && *im->runtime ? im->runtime : "?",
+                  im->requirement, im->requirement_from && *im->requirement_from ? im->requirement_from : "?");
+    else
+        snprintf (r->asked, sizeof r->asked, "-");
+    catalogue_version (cat, im->image, im->runtime, r->used, sizeof r->used);
     if (res.status == KIWI_STEP0_STOPPED)
         snprintf (r->detail, sizeof r->detail, "%s%s%s", res.first.host[0] ? "host " : "", res.first.host,
                   res.first.host[0] ? "" : res.first.version);
@@ -259,7 +288,6 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
      * the one line that says so when the catalogue could not answer it */
     json_t *wish = json_object_get (want, "version");
     if (wish != NULL) {
-        const kiwi_image_resolution *im = &res.insp.image;
         check (r, strcmp (im->requirement ? im->requirement : "", jstr (wish, "asked", "")) == 0,
                "version asked %s, want %s", im->requirement, jstr (wish, "asked", ""));
         check (r, strcmp (im->requirement_from ? im->requirement_from : "", jstr (wish, "from", "")) == 0,
@@ -364,36 +392,37 @@ test_corpus (void **state)
 
     int bad = 0;
     /* the table, columns as wide as their widest cell */
-    static const char *const head[] = { "repository", "test command", "install command", "image", "swapped",
-                                        "classification", "outcome" };
-    int w[7];
-    for (int k = 0; k < 7; k++)
+    enum { NCOL = 9 };
+    static const char *const head[NCOL] = { "repository", "test command", "install command", "image", "version asked",
+                                            "version used", "swapped", "classification", "outcome" };
+#define CELLS(r) { (r).repo, (r).command, (r).install, (r).image, (r).asked, (r).used, (r).swapped, (r).cls, (r).outcome }
+    int w[NCOL];
+    for (int k = 0; k < NCOL; k++)
         w[k] = (int) strlen (head[k]);
     for (size_t i = 0; i < nr; i++) {
-        const char *cells[7] = { rows[i].repo, rows[i].command, rows[i].install, rows[i].image, rows[i].swapped,
-                                 rows[i].cls, rows[i].outcome };
-        for (int k = 0; k < 7; k++)
+        const char *cells[NCOL] = CELLS (rows[i]);
+        for (int k = 0; k < NCOL; k++)
             if ((int) strlen (cells[k]) > w[k])
                 w[k] = (int) strlen (cells[k]);
     }
     printf ("\n");
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < NCOL; k++)
         printf ("%-*s | ", w[k], head[k]);
     printf ("detail\n");
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < NCOL; k++)
         for (int j = 0; j < w[k] + 3; j++)
             putchar ('-');
     printf ("------\n");
     for (size_t i = 0; i < nr; i++) {
-        const char *cells[7] = { rows[i].repo, rows[i].command, rows[i].install, rows[i].image, rows[i].swapped,
-                                 rows[i].cls, rows[i].outcome };
-        for (int k = 0; k < 7; k++)
+        const char *cells[NCOL] = CELLS (rows[i]);
+        for (int k = 0; k < NCOL; k++)
             printf ("%-*s | ", w[k], cells[k]);
         printf ("%s%s%s%s(%.0f s)\n", rows[i].ok ? "" : "MISMATCH: ", rows[i].ok ? "" : rows[i].why, rows[i].detail,
                 rows[i].detail[0] ? " " : "", rows[i].secs);
         if (!rows[i].ok)
             bad++;
     }
+#undef CELLS
     printf ("\n%zu cases in %zu repositories, %d mismatching, %.0f s (driver %s, catalogue %s, install cache %s)\n",
             nr, nn, bad, total, driver, kiwi_image_catalog_origin (cat),
             !ictx.use_cache ? "off" : keep ? "kept across runs" : "this run only: every install real");
