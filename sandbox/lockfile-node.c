@@ -3,10 +3,20 @@
  * pnpm (a packageManager pin installed as a package), Yarn 1 and Yarn 2+
  * (yarnPath or corepack), chosen by packageManager and lockfiles (see
  * lockfile.h, docs/inspection.md).
+ *
+ * The package's own lifecycle scripts (a root `postinstall` or `prepare`)
+ * are the repository's code: npm, pnpm and Yarn 1 would run them in Phase
+ * A, with the network on. Phase A deletes them from its copy of
+ * package.json first (`npm pkg delete`; that copy is never kept, only the
+ * dependency locations are), so the package manager runs the
+ * dependencies' install scripts alone, and the step's prelude runs the
+ * root's scripts offline at the start of Phase B, in the package manager's
+ * order, where the tree they build from is.
  */
 #include "sandbox/lockfile.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +38,51 @@ pnpm_version_ok (const char *v)
 {
     return *v != '\0' && strlen (v) < 40 && strspn (v, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-") == strlen (v)
            && isdigit ((unsigned char) v[0]);
+}
+
+/* The root lifecycle scripts each package manager runs on install, in its
+ * order (npm's docs/cli/using-npm/scripts; pnpm's and Yarn 1's own). */
+static const char *const npm_lifecycle[] = { "preinstall", "install", "postinstall", "prepublish", "preprepare",
+                                             "prepare", "postprepare", NULL };
+static const char *const pnpm_lifecycle[] = { "preinstall", "install", "postinstall", "preprepare", "prepare",
+                                              "postprepare", NULL };
+static const char *const yarn_lifecycle[] = { "preinstall", "install", "postinstall", "prepublish", "prepare", NULL };
+
+/* The step for `cmd` (summary) run by `script`, with the root's lifecycle
+ * scripts of package.json `doc` moved to Phase B's prelude: Phase A's
+ * script starts by deleting them from its copy. Yarn 2+ runs none but
+ * postinstall-like ones of its own workspaces and is left as it is. */
+static int
+add_node_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, bool locked, const char *summary,
+               const char *script, const char *why, json_t *doc, kiwi_error_t *err)
+{
+    const char *const *order = eco == KIWI_ECO_NPM    ? npm_lifecycle
+                               : eco == KIWI_ECO_PNPM ? pnpm_lifecycle
+                               : eco == KIWI_ECO_YARN ? yarn_lifecycle
+                                                      : NULL;
+    json_t *scripts = doc ? json_object_get (doc, "scripts") : NULL;
+    char del[256] = "", run[512] = "", names[160] = "";
+    size_t dl = 0, rl = 0, nl = 0;
+    const char *runner = eco == KIWI_ECO_PNPM ? "pnpm run" : eco == KIWI_ECO_YARN ? "yarn run" : "npm run";
+    for (size_t i = 0; order && json_is_object (scripts) && order[i]; i++) {
+        json_t *v = json_object_get (scripts, order[i]);
+        if (!json_is_string (v) || *json_string_value (v) == '\0')
+            continue;
+        dl += (size_t) snprintf (del + dl, sizeof del - dl, " scripts.%s", order[i]);
+        rl += (size_t) snprintf (run + rl, sizeof run - rl, "%s%s %s", rl ? " && " : "", runner, order[i]);
+        nl += (size_t) snprintf (names + nl, sizeof names - nl, "%s%s", nl ? ", " : "", order[i]);
+    }
+    if (dl == 0)
+        return kiwi__add_step (s, eco, dir, locked, summary, script, why, err);
+    cleanup_free char *a_script = NULL, *a_why = NULL;
+    if (asprintf (&a_script, "npm pkg delete%s\n%s", del, script) < 0
+        || asprintf (&a_why, "%s; the package's own %s run offline at the start of Phase B", why, names) < 0) {
+        a_script = a_why = NULL;
+        return kiwi_error_make (err, ENOMEM, "install plan");
+    }
+    if (kiwi__add_step (s, eco, dir, locked, summary, a_script, a_why, err) < 0)
+        return -1;
+    return kiwi__set_prelude (s, run, err);
 }
 
 static bool
@@ -121,13 +176,13 @@ kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
                       pin, pin, pin, cmd);
         else
             snprintf (script, sizeof script, "%s", cmd);
-        return kiwi__add_step (s, eco, dir, locked, cmd, script, why, err);
+        return add_node_step (s, eco, dir, locked, cmd, script, why, doc, err);
     }
     case KIWI_ECO_YARN:
-        return locked ? kiwi__add_step (s, eco, dir, true, "yarn install --frozen-lockfile",
-                                        "yarn install --frozen-lockfile --non-interactive", why, err)
-                      : kiwi__add_step (s, eco, dir, false, "yarn install", "yarn install --non-interactive", why,
-                                        err);
+        return locked ? add_node_step (s, eco, dir, true, "yarn install --frozen-lockfile",
+                                       "yarn install --frozen-lockfile --non-interactive", why, doc, err)
+                      : add_node_step (s, eco, dir, false, "yarn install", "yarn install --non-interactive", why, doc,
+                                       err);
     case KIWI_ECO_YARN_BERRY: {
         /* Yarn 2+ comes from the repository (yarnPath, which yarn 1 hands
          * over to) or from corepack; corepack's shims go on PATH for both
@@ -150,9 +205,9 @@ kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
         return kiwi__add_step (s, eco, dir, locked, summary, script, why, err);
     }
     default:
-        return locked ? kiwi__add_step (s, eco, dir, true, "npm ci", "npm ci --no-audit --no-fund", why, err)
-                      : kiwi__add_step (s, eco, dir, false, "npm install", "npm install --no-audit --no-fund", why,
-                                        err);
+        return locked ? add_node_step (s, eco, dir, true, "npm ci", "npm ci --no-audit --no-fund", why, doc, err)
+                      : add_node_step (s, eco, dir, false, "npm install", "npm install --no-audit --no-fund", why, doc,
+                                       err);
     }
 }
 

@@ -90,7 +90,8 @@ typedef struct kiwi_install_step {
     char *why;      /* which files decided: "package-lock.json", "packageManager pnpm@10 (yarn.lock ignored)" */
     bool locked;    /* a lockfile pins the versions (frozen/locked mode) */
     char *prelude;  /* shell text run offline at the start of Phase B, in dir: the part of the install that
-                       needs the repository's own code (Poetry's root package); NULL: none */
+                       needs the repository's own code (Poetry's root package, npm's root
+                       postinstall); NULL: none */
 } kiwi_install_step;
 
 typedef struct kiwi_install_plan {

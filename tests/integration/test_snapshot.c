@@ -9,10 +9,12 @@
  * runs Phase A and Phase B for real:
  *
  *   - both repositories have one install key;
- *   - the snapshot holds the dependency (and the postinstall's mark in
- *     node_modules) but neither the planted file nor the repository's own
- *     files, and no copy of src/secret.txt: Phase A never had it (checked
- *     from outside, in the snapshot's tar);
+ *   - the snapshot holds the dependency but neither the planted file nor
+ *     the repository's own files, no copy of src/secret.txt, and no mark
+ *     of the postinstall: the repository's own script never ran in Phase
+ *     A, with the network on (it runs offline at the start of Phase B),
+ *     and Phase A never had the secret (checked from outside, in the
+ *     snapshot's tar);
  *   - plant-b verified over plant-a's snapshot still fails its test (it
  *     passes only with ./planted-pass in the tree), and its workspace holds
  *     exactly its own tree besides node_modules.
@@ -142,8 +144,11 @@ test_snapshot_input_and_contents (void **state)
     scan_ctx sc = { 0 };
     scan_part (res.snapshot_dir, "src.tar", scan_src, &sc);
     assert_true (sc.dependency);
-    if (!sc.mark)
-        fail_msg ("the postinstall did not run in Phase A");
+    if (sc.mark)
+        fail_msg ("the repository's own postinstall ran in Phase A, with the network on");
+    if (ia.install.verify_prelude == NULL || strstr (ia.install.verify_prelude, "npm run postinstall") == NULL)
+        fail_msg ("plant-a's postinstall is not in Phase B's prelude: %s",
+                  ia.install.verify_prelude ? ia.install.verify_prelude : "(none)");
     if (sc.bad[0])
         fail_msg ("the snapshot holds what is not a dependency location:%s", sc.bad);
 

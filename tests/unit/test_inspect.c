@@ -77,6 +77,14 @@ put (const char *root, const char *rel, const char *content)
 }
 
 static void
+unlink_in (const char *root, const char *rel)
+{
+    char path[4096];
+    snprintf (path, sizeof path, "%s/%s", root, rel);
+    assert_int_equal (unlink (path), 0);
+}
+
+static void
 repo_free (char *root)
 {
     char cmd[4200];
@@ -826,6 +834,51 @@ test_dep_locations (void **state)
  * two repositories with one input and different other files share it. */
 /* packageManager pnpm@V: that pnpm from the npm registry, first on both
  * phases' PATH; a version that is not plain never reaches the shell. */
+/* The package's own lifecycle scripts leave Phase A for Phase B's prelude,
+ * in the package manager's order; its other scripts and the dependencies'
+ * install scripts are untouched. */
+static void
+test_node_root_scripts (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"scripts\": { \"test\": \"node --test\", \"prepare\": \"node gen.js\", "
+                            "\"postinstall\": \"node setup.js\", \"build\": \"tsc\" }, "
+                            "\"dependencies\": { \"a\": \"1\" } }");
+    put (r, "package-lock.json", "{}");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "npm ci");
+    assert_string_equal (p.steps[0].script, "npm pkg delete scripts.postinstall scripts.prepare\nnpm ci --no-audit --no-fund");
+    assert_string_equal (p.steps[0].prelude, "npm run postinstall && npm run prepare");
+    assert_string_equal (p.verify_prelude, "(cd '/kiwi/src' && npm run postinstall && npm run prepare)\n");
+    assert_non_null (strstr (p.steps[0].why, "the package's own postinstall, prepare run offline at the start of Phase B"));
+    assert_string_equal (p.argv.v[0], "/bin/sh");
+    kiwi_install_plan_clear (&p);
+    /* pnpm and Yarn 1 run them with their own runner */
+    put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.steps[0].prelude, "pnpm run postinstall && pnpm run prepare");
+    kiwi_install_plan_clear (&p);
+    unlink_in (r, "pnpm-lock.yaml");
+    put (r, "yarn.lock", "# yarn lockfile v1\n\n");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.steps[0].prelude, "yarn run postinstall && yarn run prepare");
+    assert_string_equal (p.steps[0].script,
+                         "npm pkg delete scripts.postinstall scripts.prepare\nyarn install --frozen-lockfile --non-interactive");
+    kiwi_install_plan_clear (&p);
+    /* no lifecycle script (an empty one is none): nothing moves */
+    unlink_in (r, "yarn.lock");
+    put (r, "package.json", "{ \"scripts\": { \"test\": \"node --test\", \"prepare\": \"\" }, "
+                            "\"dependencies\": { \"a\": \"1\" } }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.steps[0].script, "npm ci --no-audit --no-fund");
+    assert_null (p.steps[0].prelude);
+    assert_null (p.verify_prelude);
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
 static void
 test_pnpm_pin (void **state)
 {
@@ -1143,6 +1196,7 @@ main (void)
         cmocka_unit_test (test_install_input_table),
         cmocka_unit_test (test_dep_locations),
         cmocka_unit_test (test_cache_key_input),
+        cmocka_unit_test (test_node_root_scripts),
         cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),

@@ -59,23 +59,24 @@ grep -q 'egress proxy: denied denied.kiwi.invalid:443' "$TMP/worker-a.log" || fa
 log "phase A probe through the proxy; denial logged: $(grep -m1 'egress proxy: denied' "$TMP/worker-a.log")"
 
 # 3. a task whose install contacts a host off the list: npm fetches its
-# dependency from the registry through the proxy, then the repository's
-# postinstall asks for leak.kiwi.invalid (through HTTPS_PROXY, as every
-# well-behaved tool does; a tool that ignores it is caught by the redirect,
-# test_egress_proxy's). The denial is a typed progress event of that task,
-# published while Phase A still runs (before its install event); the
-# install event lists the registry with its requests and bytes and the
-# denial; the result's reason names the host and the setting that allows it.
+# dependency from the registry through the proxy, then a dependency's
+# install script (leaky-hook, a local one: the repository's own lifecycle
+# scripts do not run in Phase A) asks for leak.kiwi.invalid (through
+# HTTPS_PROXY, as every well-behaved tool does; a tool that ignores it is
+# caught by the redirect, test_egress_proxy's). The denial is a typed
+# progress event of that task, published while Phase A still runs (before
+# its install event); the install event lists the registry with its
+# requests and bytes and the denial; the result's reason names the host
+# and the setting that allows it.
 src="$TMP/leaky"
-cp -a "$ROOT/tests/fixtures/examples/js-tiny-dep" "$src"
+cp -a "$ROOT/tests/fixtures/examples/js-leaky-hook" "$src"
 python3 - "$src/package.json" "$RUN_ID" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-d["description"] = "postinstall contacting a host off the list " + sys.argv[2]
-d["scripts"]["postinstall"] = "curl -sS --max-time 20 -o /dev/null https://leak.kiwi.invalid/exfil"
+d["description"] += " Run " + sys.argv[2]
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PY
-commit_dir "$src" "leaky postinstall"
+commit_dir "$src" "leaky install script"
 tid=$(kiwi_cli submit --repo "$src" --ref main --test "npm test" --goal "Make the tests pass." --provider anthropic \
   --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:9/")
 log "submitted $tid"
