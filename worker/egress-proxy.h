@@ -2,10 +2,11 @@
  * egress-proxy.h: Phase A's egress proxy as the worker runs it.
  *
  * KIWI_INSTALL_EGRESS says what Phase A may reach:
- *   registries   (the default) the package registries of every ecosystem
- *                Kiwi installs (ops/egress/proxy.sh hosts), through the
- *                worker's Squid
- *   open         the whole internet, no proxy (the spec's minimum)
+ *   registries   the package registries of every ecosystem Kiwi installs
+ *                (ops/egress/proxy.sh hosts), through the worker's Squid
+ *   open         the whole internet, no proxy (the spec's minimum; the
+ *                setting's default while one host runs one proxying
+ *                worker at most: ops/egress/README.md)
  *   a list       comma- or space-separated host names ("registries" may be
  *                one of them, ".example.org" = a domain and its
  *                subdomains): only those, through the proxy
