@@ -41,29 +41,41 @@ pnpm_version_ok (const char *v)
 }
 
 /* The root lifecycle scripts each package manager runs on install, in its
- * order (npm's docs/cli/using-npm/scripts; pnpm's and Yarn 1's own). */
-static const char *const npm_lifecycle[] = { "preinstall", "install", "postinstall", "prepublish", "preprepare",
-                                             "prepare", "postprepare", NULL };
-static const char *const pnpm_lifecycle[] = { "preinstall", "install", "postinstall", "preprepare", "prepare",
-                                              "postprepare", NULL };
-static const char *const yarn_lifecycle[] = { "preinstall", "install", "postinstall", "prepublish", "prepare", NULL };
+ * order (npm's docs/cli/using-npm/scripts; pnpm's and Yarn 1's own), and
+ * the command that runs one of them. */
+static const struct {
+    kiwi_ecosystem eco;
+    const char *runner;
+    const char *const *order;
+} lifecycles[] = {
+    { KIWI_ECO_NPM, "npm run",
+      (const char *const[]) { "preinstall", "install", "postinstall", "prepublish", "preprepare", "prepare",
+                              "postprepare", NULL } },
+    { KIWI_ECO_PNPM, "pnpm run",
+      (const char *const[]) { "preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare", NULL } },
+    { KIWI_ECO_YARN, "yarn run",
+      (const char *const[]) { "preinstall", "install", "postinstall", "prepublish", "prepare", NULL } },
+};
 
 /* The step for `cmd` (summary) run by `script`, with the root's lifecycle
  * scripts of package.json `doc` moved to Phase B's prelude: Phase A's
- * script starts by deleting them from its copy. Yarn 2+ runs none but
- * postinstall-like ones of its own workspaces and is left as it is. */
+ * script starts by deleting them from its copy. Yarn 2+ (which runs the
+ * root's postinstall too) is not in the table and is left as it is
+ * (docs/inspection.md). */
 static int
 add_node_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, bool locked, const char *summary,
                const char *script, const char *why, json_t *doc, kiwi_error_t *err)
 {
-    const char *const *order = eco == KIWI_ECO_NPM    ? npm_lifecycle
-                               : eco == KIWI_ECO_PNPM ? pnpm_lifecycle
-                               : eco == KIWI_ECO_YARN ? yarn_lifecycle
-                                                      : NULL;
+    const char *const *order = NULL;
+    const char *runner = NULL;
+    for (size_t i = 0; i < sizeof lifecycles / sizeof lifecycles[0]; i++)
+        if (lifecycles[i].eco == eco) {
+            order = lifecycles[i].order;
+            runner = lifecycles[i].runner;
+        }
     json_t *scripts = doc ? json_object_get (doc, "scripts") : NULL;
     char del[256] = "", run[512] = "", names[160] = "";
     size_t dl = 0, rl = 0, nl = 0;
-    const char *runner = eco == KIWI_ECO_PNPM ? "pnpm run" : eco == KIWI_ECO_YARN ? "yarn run" : "npm run";
     for (size_t i = 0; order && json_is_object (scripts) && order[i]; i++) {
         json_t *v = json_object_get (scripts, order[i]);
         if (!json_is_string (v) || *json_string_value (v) == '\0')
@@ -75,11 +87,12 @@ add_node_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, bool locked,
     if (dl == 0)
         return kiwi__add_step (s, eco, dir, locked, summary, script, why, err);
     cleanup_free char *a_script = NULL, *a_why = NULL;
-    if (asprintf (&a_script, "npm pkg delete%s\n%s", del, script) < 0
-        || asprintf (&a_why, "%s; the package's own %s run offline at the start of Phase B", why, names) < 0) {
-        a_script = a_why = NULL;
+    if (asprintf (&a_script, "npm pkg delete%s\n%s", del, script) < 0)
+        a_script = NULL; /* asprintf leaves it undefined on failure */
+    if (asprintf (&a_why, "%s; the package's own %s run offline at the start of Phase B", why, names) < 0)
+        a_why = NULL;
+    if (a_script == NULL || a_why == NULL)
         return kiwi_error_make (err, ENOMEM, "install plan");
-    }
     if (kiwi__add_step (s, eco, dir, locked, summary, a_script, a_why, err) < 0)
         return -1;
     return kiwi__set_prelude (s, run, err);

@@ -830,10 +830,6 @@ test_dep_locations (void **state)
     repo_free (r);
 }
 
-/* The key: the image by digest and the environment Kiwi sets are in it;
- * two repositories with one input and different other files share it. */
-/* packageManager pnpm@V: that pnpm from the npm registry, first on both
- * phases' PATH; a version that is not plain never reaches the shell. */
 /* The package's own lifecycle scripts leave Phase A for Phase B's prelude,
  * in the package manager's order; its other scripts and the dependencies'
  * install scripts are untouched. */
@@ -879,6 +875,8 @@ test_node_root_scripts (void **state)
     repo_free (r);
 }
 
+/* packageManager pnpm@V: that pnpm from the npm registry, first on both
+ * phases' PATH; a version that is not plain never reaches the shell. */
 static void
 test_pnpm_pin (void **state)
 {
@@ -900,6 +898,8 @@ test_pnpm_pin (void **state)
     repo_free (r);
 }
 
+/* The key: the image by digest and the environment Kiwi sets are in it;
+ * two repositories with one input and different other files share it. */
 static void
 test_cache_key_input (void **state)
 {
