@@ -18,7 +18,6 @@
 typedef struct kiwi__docker_flavour {
     const char *runtime;          /* HostConfig.Runtime for Phase B and the session */
     const char *install_runtime;  /* HostConfig.Runtime for Phase A */
-    const char *install_network;  /* HostConfig.NetworkMode for Phase A */
     /* gVisor's own threads live in the container's host pids cgroup, so a
      * tight PidsLimit kills the whole sandbox; under runsc the process limit
      * is RLIMIT_NPROC, which gVisor enforces inside the sandbox, and the
@@ -51,10 +50,11 @@ extern const kiwi__docker_flavour kiwi__docker_flavour_runsc;
  * process. The one place a container's network, runtime, privileges and
  * limits are decided. Returns a new reference, or NULL with *err set. */
 /* resolv_host_path: the file bound read-only at /etc/resolv.conf in Phase A
- * when the flavour has install_resolv_conf (NULL: none). */
+ * when the flavour has install_resolv_conf (NULL: none). install_network:
+ * Phase A's HostConfig.NetworkMode (NULL: KIWI_INSTALL_NETWORK). */
 json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
                                   const char *disk_host_path, const char *resolv_host_path, const char *worker_id,
-                                  const kiwi_exec_spec *oneshot, kiwi_error_t *err);
+                                  const char *install_network, const kiwi_exec_spec *oneshot, kiwi_error_t *err);
 
 /* How missing images are pulled (from kiwi_sandbox_config; strings owned). */
 typedef struct kiwi__docker_pull_cfg {
@@ -78,6 +78,8 @@ typedef struct kiwi__docker_priv {
     char *worker_id;
     kiwi__docker_pull_cfg pull;
     char *resolv_path; /* <state>/gvisor-resolv.conf under a flavour with install_resolv_conf, else NULL */
+    char install_network[32]; /* Phase A's network and its bridge (kiwi_sandbox_config.install_bridge) */
+    char install_bridge[16];
 } kiwi__docker_priv;
 
 /* One sandbox: a container and its disk. id, name and disk owned;

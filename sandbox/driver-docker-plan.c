@@ -24,7 +24,6 @@
 const kiwi__docker_flavour kiwi__docker_flavour_runc = {
     .runtime = "runc",
     .install_runtime = "runc",
-    .install_network = KIWI_INSTALL_NETWORK,
 };
 
 /* Phase A runs under `runsc-net`: the runsc that ops/setup.sh builds from
@@ -37,7 +36,6 @@ const kiwi__docker_flavour kiwi__docker_flavour_runc = {
 const kiwi__docker_flavour kiwi__docker_flavour_runsc = {
     .runtime = "runsc",
     .install_runtime = "runsc-net",
-    .install_network = KIWI_INSTALL_NETWORK,
     .pids_via_rlimit = true,
     .install_resolv_conf = true,
 };
@@ -54,7 +52,7 @@ kiwi__docker_string_array (const char *const *list)
 json_t *
 kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec,
                           const char *disk_host_path, const char *resolv_host_path, const char *worker_id,
-                          const kiwi_exec_spec *oneshot, kiwi_error_t *err)
+                          const char *install_network, const kiwi_exec_spec *oneshot, kiwi_error_t *err)
 {
     if (spec->image == NULL || *spec->image == '\0') {
         kiwi_error_make_code (err, KIWI_SBE_INVALID, "sandbox spec has no image");
@@ -68,7 +66,8 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
 
     json_t *host = json_object ();
     /* The network decision. Everything but Phase A has no network at all. */
-    json_object_set_new (host, "NetworkMode", json_string (install ? flavour->install_network : "none"));
+    const char *net = install ? (install_network ? install_network : KIWI_INSTALL_NETWORK) : "none";
+    json_object_set_new (host, "NetworkMode", json_string (net));
     json_object_set_new (host, "Runtime", json_string (install ? flavour->install_runtime : flavour->runtime));
     json_object_set_new (host, "Privileged", json_false ());
     json_object_set_new (host, "CapDrop", json_pack ("[s]", "ALL"));

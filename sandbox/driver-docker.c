@@ -34,30 +34,35 @@
 #include "common/log.h"
 #include "sandbox/resolv.h"
 
-/* Creates the install network if it is missing (racing workers: a 409 from
- * the loser is fine). */
+/* Creates the install network `p->install_network` on bridge
+ * `p->install_bridge` if it is missing (racing workers: a 409 from the loser
+ * is fine). */
 static int
-ensure_install_network (kiwi_docker *api, kiwi_error_t *err)
+ensure_install_network (const kiwi__docker_priv *p, kiwi_error_t *err)
 {
     long status = 0;
     kiwi_error_t e = NULL;
-    if (kiwi_docker_call (api, "GET", "/networks/" KIWI_INSTALL_NETWORK, NULL, 15000, NULL, &status, &e) == 0)
+    char path[64];
+    snprintf (path, sizeof path, "/networks/%s", p->install_network);
+    if (kiwi_docker_call (p->api, "GET", path, NULL, 15000, NULL, &status, &e) == 0)
         return 0;
     kiwi_error_free (&e);
     if (status != 404)
-        return kiwi_error_make (err, 0, "checking the %s network: HTTP %ld", KIWI_INSTALL_NETWORK, status);
-    json_t *body = json_pack ("{s:s,s:s,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", KIWI_INSTALL_NETWORK, "Driver",
+        return kiwi_error_make (err, 0, "checking the %s network: HTTP %ld", p->install_network, status);
+    json_t *body = json_pack ("{s:s,s:s,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", p->install_network, "Driver",
                               "bridge", "CheckDuplicate", 1, "Options", "com.docker.network.bridge.enable_icc",
-                              "false", "com.docker.network.bridge.name", KIWI_INSTALL_BRIDGE,
+                              "false", "com.docker.network.bridge.name", p->install_bridge,
                               "com.docker.network.bridge.enable_ip_masquerade", "true", "Labels",
                               "org.kiwi.network", "install");
-    int rc = kiwi_docker_call (api, "POST", "/networks/create", body, 30000, NULL, &status, err);
+    int rc = kiwi_docker_call (p->api, "POST", "/networks/create", body, 30000, NULL, &status, err);
     json_decref (body);
     if (rc < 0 && status == 409) {
         kiwi_error_free (err);
         return 0;
     }
-    return rc < 0 ? kiwi_error_wrap (err, "creating the %s network for Phase A", KIWI_INSTALL_NETWORK) : 0;
+    return rc < 0 ? kiwi_error_wrap (err, "creating the %s network (bridge %s) for Phase A", p->install_network,
+                                     p->install_bridge)
+                  : 0;
 }
 
 static void docker_close (void *priv);
@@ -92,6 +97,12 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
     if (p == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox driver");
     p->flavour = flavour;
+    const char *bridge = cfg->install_bridge && *cfg->install_bridge ? cfg->install_bridge : KIWI_INSTALL_BRIDGE;
+    if (kiwi_install_network_name (bridge, p->install_network, sizeof p->install_network, NULL, err) < 0) {
+        free (p);
+        return -1;
+    }
+    snprintf (p->install_bridge, sizeof p->install_bridge, "%s", bridge);
     p->state_dir = strdup (cfg->state_dir ? cfg->state_dir : "/var/lib/kiwi");
     p->worker_id = strdup (cfg->worker_id ? cfg->worker_id : "worker");
     p->pull.registries = cfg->registries ? strdup (cfg->registries) : NULL;
@@ -119,7 +130,7 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
                 return -1;
             }
         json_decref (info);
-        if (ensure_install_network (p->api, err) < 0) {
+        if (ensure_install_network (p, err) < 0) {
             docker_close (p);
             return -1;
         }
@@ -228,7 +239,7 @@ kiwi__docker_create_container (kiwi__docker_priv *p, const kiwi_sandbox_spec *sp
     }
     json_t *body
         = kiwi__docker_create_body (p->flavour, spec, kiwi_disk_mountpoint (s->disk), p->resolv_path, p->worker_id,
-                                    oneshot, err);
+                                    p->install_network, oneshot, err);
     if (body == NULL)
         goto fail;
     char path[256];

@@ -55,6 +55,29 @@ kiwi_net_mode_str (kiwi_net_mode m)
     return m == KIWI_NET_INSTALL ? "install" : "none";
 }
 
+int
+kiwi_install_network_name (const char *bridge, char *buf, size_t cap, int *index, kiwi_error_t *err)
+{
+    const size_t pl = strlen (KIWI_INSTALL_BRIDGE_PREFIX);
+    const char *d = bridge && strncmp (bridge, KIWI_INSTALL_BRIDGE_PREFIX, pl) == 0 ? bridge + pl : NULL;
+    int n = -1;
+    /* one digit, or two without a leading zero */
+    if (d && d[0] >= '0' && d[0] <= '9'
+        && (d[1] == '\0' || (d[0] != '0' && d[1] >= '0' && d[1] <= '9' && d[2] == '\0')))
+        n = atoi (d);
+    if (n < 0 || n >= KIWI_INSTALL_BRIDGES)
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID,
+                                     "install bridge `%s`: not one of " KIWI_INSTALL_BRIDGE_PREFIX
+                                     "0 .. " KIWI_INSTALL_BRIDGE_PREFIX "%d",
+                                     bridge ? bridge : "(none)", KIWI_INSTALL_BRIDGES - 1);
+    int w = n == 0 ? snprintf (buf, cap, "%s", KIWI_INSTALL_NETWORK) : snprintf (buf, cap, "%s", bridge);
+    if (w < 0 || (size_t) w >= cap)
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "install bridge `%s`: name too long", bridge);
+    if (index)
+        *index = n;
+    return 0;
+}
+
 const char *
 kiwi_sandbox_driver_names (void)
 {

@@ -66,9 +66,22 @@ const char *kiwi_net_mode_str (kiwi_net_mode m);
 
 /* Phase A's network (KIWI_NET_INSTALL under Docker): a bridge of Kiwi's own
  * with inter-container traffic off, created by the driver when missing; the
- * egress rules (ops/egress) and the egress proxy are bound to its bridge. */
+ * egress rules (ops/egress) and the egress proxy are bound to its bridge.
+ * A host has up to KIWI_INSTALL_BRIDGES of them, kiwi-install0 ..
+ * kiwi-install15 (egress.sh's rules match them all as kiwi-install+), so
+ * that each worker with an egress proxy has a gateway of its own for it
+ * (worker/install-bridge.h); kiwi-install0, the default, belongs to the
+ * network "kiwi-install", the others to a network of their own name. */
 #define KIWI_INSTALL_NETWORK "kiwi-install"
 #define KIWI_INSTALL_BRIDGE "kiwi-install0"
+#define KIWI_INSTALL_BRIDGE_PREFIX "kiwi-install"
+#define KIWI_INSTALL_BRIDGES 16
+
+/* The Docker network of install bridge `bridge` into buf ("kiwi-install"
+ * for kiwi-install0, the bridge's own name for the others); its index into
+ * *index when index is not NULL. -1 with *err naming the accepted values
+ * when `bridge` is not kiwi-install0 .. kiwi-install15. */
+int kiwi_install_network_name (const char *bridge, char *buf, size_t cap, int *index, kiwi_error_t *err);
 
 /* Limits applied to one sandbox. Zero means "the driver's default". */
 typedef struct kiwi_sandbox_limits {
@@ -150,6 +163,9 @@ typedef struct kiwi_sandbox_config {
     const char *docker_socket;   /* unix socket path of dockerd */
     const char *state_dir;       /* where per-sandbox disk images live */
     const char *worker_id;       /* label value: whose sandboxes these are */
+    /* Phase A's bridge, kiwi-install0 .. kiwi-install15 (NULL or "":
+     * KIWI_INSTALL_BRIDGE); the Docker driver creates its network. */
+    const char *install_bridge;
     /* Told of every sandbox started through the env (a create that
      * succeeded, a one-shot run whose command ran), with the driver's
      * name; NULL: nobody is told. */

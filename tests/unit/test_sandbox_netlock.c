@@ -25,13 +25,13 @@ body_for (const kiwi__docker_flavour *f, kiwi_net_mode net, const char *phase)
     };
     kiwi_error_t err = NULL;
     json_t *b = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "/var/lib/kiwi/gvisor-resolv.conf", "w1",
-                                          NULL, &err);
+                                          NULL, NULL, &err);
     assert_non_null (b);
     /* a one-shot run of the same spec decides the network the same way */
     const char *argv[] = { "npm", "test", NULL };
     kiwi_exec_spec x = { .argv = argv };
     json_t *o = kiwi__docker_create_body (f, &spec, "/var/lib/kiwi/sandboxes/x/mnt", "/var/lib/kiwi/gvisor-resolv.conf", "w1",
-                                          &x, &err);
+                                          NULL, &x, &err);
     assert_non_null (o);
     json_t *bh = json_object_get (b, "HostConfig"), *oh = json_object_get (o, "HostConfig");
     const char *keys[] = { "NetworkMode", "Runtime", "Privileged", "CapDrop", "SecurityOpt", "ReadonlyRootfs",
@@ -123,6 +123,43 @@ test_install_network_is_never_the_hosts (void **state)
     json_decref (b);
 }
 
+static void
+test_install_bridges_and_their_networks (void **state)
+{
+    (void) state;
+    char net[32];
+    int idx = -1;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_network_name ("kiwi-install0", net, sizeof net, &idx, &err), 0);
+    assert_string_equal (net, KIWI_INSTALL_NETWORK);
+    assert_int_equal (idx, 0);
+    assert_int_equal (kiwi_install_network_name ("kiwi-install15", net, sizeof net, &idx, &err), 0);
+    assert_string_equal (net, "kiwi-install15");
+    assert_int_equal (idx, 15);
+    const char *bad[] = { NULL, "", "kiwi-install", "kiwi-install16", "kiwi-install01", "kiwi-install1x",
+                          "docker0", "kiwi-install+", "kiwi-install-1", "kiwi-install100" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal (kiwi_install_network_name (bad[i], net, sizeof net, NULL, &err), -1);
+        assert_non_null (strstr (kiwi_error_msg (err), "kiwi-install0 .. kiwi-install15"));
+        kiwi_error_free (&err);
+    }
+    /* the network a driver was given is Phase A's, and only Phase A's */
+    const char *env[] = { "PATH=/usr/bin:/bin", NULL };
+    kiwi_sandbox_spec spec = {
+        .image = "kiwi/base:bookworm", .network = KIWI_NET_INSTALL, .env = env, .task_id = "t1", .phase = "install",
+    };
+    json_t *b = kiwi__docker_create_body (&kiwi__docker_flavour_runc, &spec, NULL, NULL, "w1", "kiwi-install3",
+                                          NULL, &err);
+    assert_non_null (b);
+    assert_string_equal (host_str (b, "NetworkMode"), "kiwi-install3");
+    json_decref (b);
+    spec.network = KIWI_NET_NONE;
+    b = kiwi__docker_create_body (&kiwi__docker_flavour_runc, &spec, NULL, NULL, "w1", "kiwi-install3", NULL, &err);
+    assert_non_null (b);
+    assert_string_equal (host_str (b, "NetworkMode"), "none");
+    json_decref (b);
+}
+
 /* The mount at `target` in a body's HostConfig.Mounts, or NULL. */
 static json_t *
 mount_at (json_t *b, const char *target)
@@ -209,6 +246,7 @@ main (void)
         cmocka_unit_test (test_gvisor_driver_uses_runsc_everywhere),
         cmocka_unit_test (test_gvisor_phase_a_gets_the_upstream_resolvers_read_only),
         cmocka_unit_test (test_install_network_is_never_the_hosts),
+        cmocka_unit_test (test_install_bridges_and_their_networks),
         cmocka_unit_test (test_privileges_locked),
         cmocka_unit_test (test_unknown_driver_lists_known),
     };
