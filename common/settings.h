@@ -123,9 +123,10 @@ typedef struct kiwi_settings {
     int64_t redis_port;
     char *redis_password;   /* secret: AUTH on every connection */
     char *redis_user;       /* ACL user, or NULL: the default user */
-    /* what Phase A may (not) reach and the egress proxy's ports */
+    /* what Phase A may (not) reach, its bridge and the egress proxy's ports */
     char *install_deny;
     char *install_egress;
+    char *install_bridge;   /* kiwi-installN, or NULL: worker/install-bridge.h decides */
     char *install_proxy_ports;
     int64_t lease_ttl_s, cache_ttl_s, cache_fail_ttl_s, done_ttl_s;
     /* sandbox */

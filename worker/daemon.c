@@ -272,7 +272,8 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         /* sandboxes a crashed run of this worker left behind */
         const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, NULL);
         kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
-                                   .worker_id = cfg->worker_id, .firecracker = &cfg->fc };
+                                   .worker_id = cfg->worker_id,
+                                   .install_bridge = cfg->install_bridge, .firecracker = &cfg->fc };
         kiwi_sandbox_env *env = NULL;
         kiwi_error_t e = NULL;
         int removed = 0;

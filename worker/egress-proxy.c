@@ -161,9 +161,15 @@ kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *on, k
     int ports[3];
     char gw[INET_ADDRSTRLEN];
     if (kiwi_proxy_ports_parse (cfg->install_proxy_ports, ports, err) < 0
-        || kiwi_proxy_gateway (KIWI_INSTALL_BRIDGE, gw, sizeof gw, err) < 0)
+        || kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gw, sizeof gw, err) < 0)
         return kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS=%s: the egress proxy", cfg->install_egress);
     return kiwi_proxy_env (gw, ports[0], env, err);
+}
+
+const char *
+kiwi_proxy_bridge (const kiwi_worker_config *cfg)
+{
+    return cfg->install_bridge && *cfg->install_bridge ? cfg->install_bridge : KIWI_INSTALL_BRIDGE;
 }
 
 int

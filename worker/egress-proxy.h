@@ -54,6 +54,10 @@ int kiwi_proxy_ports_parse (const char *value, int ports[3], kiwi_error_t *err);
  * into addr (INET_ADDRSTRLEN). An error when it has none or is missing. */
 int kiwi_proxy_gateway (const char *bridge, char *addr, size_t cap, kiwi_error_t *err);
 
+/* This worker's install bridge: KIWI_INSTALL_BRIDGE, or KIWI_INSTALL_BRIDGE
+ * (sandbox.h) when unset (the daemon sets it: install-bridge.h). */
+const char *kiwi_proxy_bridge (const kiwi_worker_config *cfg);
+
 /* The proxy settings Phase A gets ("K=V", appended to *env) for a proxy at
  * http://GATEWAY:PORT: HTTP(S)_PROXY in both cases, npm's, and the JVM's
  * (Maven and Gradle read no environment variable); NO_PROXY empty. */

@@ -214,7 +214,13 @@ egress_argv (const kiwi_worker_config *cfg, const char *command, kiwi_strv *argv
         return -1;
     bool proxied = !ie.open;
     kiwi_install_egress_clear (&ie);
-    if (proxied && (kiwi_strv_add (argv, "--proxy") < 0 || kiwi_strv_add (argv, cfg->install_proxy_ports) < 0))
+    /* every install bridge of the host (one per proxying worker,
+     * install-bridge.h), since the rules are the host's and each worker
+     * applies them whole */
+    if (proxied
+        && (kiwi_strv_add (argv, "--proxy") < 0 || kiwi_strv_add (argv, cfg->install_proxy_ports) < 0
+            || kiwi_strv_add (argv, "--install-bridge") < 0
+            || kiwi_strv_add (argv, KIWI_INSTALL_BRIDGE_PREFIX "+") < 0))
         return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
     return 0;
 }
@@ -497,7 +503,8 @@ kiwi_egress_check_main (const kiwi_worker_config *cfg)
     kiwi_error_t err = NULL;
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
     kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
-                               .worker_id = cfg->worker_id, .firecracker = &cfg->fc };
+                               .worker_id = cfg->worker_id,
+                               .install_bridge = cfg->install_bridge, .firecracker = &cfg->fc };
     kiwi_sandbox_env *env = NULL;
     char detail[2048];
     if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &env, &err) < 0) {

@@ -9,7 +9,9 @@
  *
  * Settings: see --help-config (flags, environment, a config file).
  */
+#include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,8 @@
 #include "worker/daemon.h"
 #include "worker/cache.h"
 #include "worker/egress.h"
+#include "worker/egress-proxy.h"
+#include "worker/install-bridge.h"
 #include "common/log.h"
 #include "worker/pipeline.h"
 #include "worker/secrets.h"
@@ -50,6 +54,35 @@ usage (FILE *out)
              "\n"
              "Settings come from defaults, the config file, the environment, then flags.\n"
              "Signals: SIGTERM/SIGINT drain (no new tasks, in-flight ones get --drain-timeout).\n");
+}
+
+/* With an egress proxy, the daemon's own install bridge (install-bridge.h),
+ * into cfg and the environment its task and egress-check processes
+ * inherit; *fd holds it. In open mode nothing is claimed. */
+static int
+claim_bridge (kiwi_worker_config *cfg, int *fd, kiwi_error_t *err)
+{
+    kiwi_install_egress e;
+    if (kiwi_install_egress_parse (cfg->install_egress, &e, err) < 0)
+        return -1;
+    bool open_mode = e.open;
+    kiwi_install_egress_clear (&e);
+    if (open_mode)
+        return 0;
+    char name[16];
+    if (kiwi_install_bridge_claim (KIWI_INSTALL_BRIDGE_LOCK_DIR, cfg->install_bridge, name, sizeof name, fd, err) < 0)
+        return -1;
+    char *copy = strdup (name);
+    if (copy == NULL || setenv ("KIWI_INSTALL_BRIDGE", name, 1) < 0) {
+        free (copy);
+        close (*fd);
+        *fd = -1;
+        return kiwi_error_make (err, ENOMEM, "KIWI_INSTALL_BRIDGE");
+    }
+    free (cfg->install_bridge);
+    cfg->install_bridge = copy;
+    kiwi_info ("install bridge: %s (held while this worker runs; lock in %s)", name, KIWI_INSTALL_BRIDGE_LOCK_DIR);
+    return 0;
 }
 
 int
@@ -140,7 +173,18 @@ main (int argc, char **argv)
             return 1;
         }
         self[n] = '\0';
+        int bridge_fd = -1;
+        if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
+            fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+            kiwi_error_free (&err);
+            kiwi_log_set_mask (NULL);
+            kiwi_mask_free (mask);
+            kiwi_worker_config_clear (&cfg);
+            return 2;
+        }
         status = kiwi_daemon_run (&cfg, self, &err) < 0 ? 1 : 0;
+        if (bridge_fd >= 0)
+            close (bridge_fd);
         if (status)
             kiwi_errorf ("%s", kiwi_error_msg (err));
     }

@@ -565,7 +565,8 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     /* 3. the sandbox driver and Phase A */
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
     kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
-                               .worker_id = cfg->worker_id, .on_start = sandbox_started,
+                               .worker_id = cfg->worker_id,
+                               .install_bridge = cfg->install_bridge, .on_start = sandbox_started,
                                .on_start_userdata = p->events, .registries = cfg->image_registries,
                                .registry_auth_file = cfg->registry_auth_file,
                                .pull_timeout_ms = cfg->pull_timeout_s * 1000, .pull_max_mb = cfg->pull_max_mb,

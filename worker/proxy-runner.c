@@ -51,7 +51,7 @@ static void child_cb (struct ev_loop *loop, ev_child *w, int revents);
 static int
 spawn (kiwi_proxy_runner *r, kiwi_error_t *err)
 {
-    if (kiwi_proxy_gateway (KIWI_INSTALL_BRIDGE, r->gateway, sizeof r->gateway, err) < 0
+    if (kiwi_proxy_gateway (kiwi_proxy_bridge (r->cfg), r->gateway, sizeof r->gateway, err) < 0
         || kiwi_proxy_start (r->cfg, &r->egress, r->gateway, r->dir, &r->pid, err) < 0) {
         r->pid = 0;
         return -1;
@@ -60,7 +60,8 @@ spawn (kiwi_proxy_runner *r, kiwi_error_t *err)
     r->child.data = r;
     ev_child_start (r->loop, &r->child);
     r->error[0] = '\0';
-    kiwi_info ("egress proxy: squid (pid %d) on %s ports %s, %s", (int) r->pid, r->gateway,
+    kiwi_info ("egress proxy: squid (pid %d) on %s (%s) ports %s, %s", (int) r->pid, r->gateway,
+               kiwi_proxy_bridge (r->cfg),
                r->cfg->install_proxy_ports, r->cfg->install_egress);
     return 0;
 }
@@ -149,7 +150,8 @@ tick_cb (struct ev_loop *loop, ev_timer *w, int revents)
         char gw[INET_ADDRSTRLEN];
         kiwi_error_t gerr = NULL;
         r->next_gw_check_ms = kiwi_mono_ms () + 1000;
-        if (kiwi_proxy_gateway (KIWI_INSTALL_BRIDGE, gw, sizeof gw, &gerr) == 0 && strcmp (gw, r->gateway) != 0) {
+        if (kiwi_proxy_gateway (kiwi_proxy_bridge (r->cfg), gw, sizeof gw, &gerr) == 0
+            && strcmp (gw, r->gateway) != 0) {
             kiwi_info ("egress proxy: the install bridge's gateway is now %s (was %s): restarting squid", gw,
                        r->gateway);
             r->backoff_ms = BACKOFF_FIRST_MS;
@@ -226,9 +228,10 @@ kiwi_proxy_runner_check (const kiwi_proxy_runner *r)
     char detail[1536];
     if (r->pid > 0)
         snprintf (detail, sizeof detail,
-                  "squid pid %d on %s ports %s (%s); %lld request(s), %lld byte(s) to %zu host(s), %lld denied%s%s; "
-                  "%lld restart(s)",
-                  (int) r->pid, r->gateway, r->cfg->install_proxy_ports, r->cfg->install_egress,
+                  "squid pid %d on %s (%s) ports %s (%s); %lld request(s), %lld byte(s) to %zu host(s), %lld "
+                  "denied%s%s; %lld restart(s)",
+                  (int) r->pid, r->gateway, kiwi_proxy_bridge (r->cfg), r->cfg->install_proxy_ports,
+                  r->cfg->install_egress,
                   (long long) r->requests, (long long) r->bytes, json_object_size (r->hosts), (long long) r->denied,
                   r->last_denied[0] ? ", last: " : "", r->last_denied, (long long) r->restarts);
     else

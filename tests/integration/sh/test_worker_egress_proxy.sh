@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # test_worker_egress_proxy.sh: kiwi-worker with KIWI_INSTALL_EGRESS=registries
 # runs Phase A's egress proxy itself: Squid, its child, listening on the
-# install bridge's gateway (ports of the test's own, KIWI_INSTALL_PROXY_PORTS),
+# gateway of an install bridge of its own (ports of the test's own,
+# KIWI_INSTALL_PROXY_PORTS; a second proxying worker on the host takes
+# another bridge, the same ports on its gateway, and sees only its own
+# sandboxes; a third told to take a held bridge refuses to start),
 # reported in the heartbeat (`egress_proxy`, with what it carried); the
 # egress check's Phase A probe reaches the registry through it and a host
 # off the list is refused by it (`install_denied_host`); killed, it is
@@ -38,7 +41,10 @@ squid_pid=$(hb_field 'checks["egress_proxy"]["detail"].split()[2]')
 # shellcheck disable=SC2154  # set by worker_start
 [ "$(ps -o ppid= -p "$squid_pid" | tr -d ' ')" = "$WORKER_PID_a" ] ||
   fail "squid $squid_pid is not the worker's child ($(ps -o ppid=,args= -p "$squid_pid"))"
-gw=$(ip -4 -o addr show kiwi-install0 | awk '{print $4}' | cut -d/ -f1)
+# its own install bridge (worker/install-bridge.h), named in the detail
+bridge_of() { hb_of "$1" '__import__("re").search(r"\((kiwi-install[0-9]+)\)", checks["egress_proxy"]["detail"]).group(1)'; }
+a_br=$(bridge_of a)
+gw=$(ip -4 -o addr show "$a_br" | awk '{print $4}' | cut -d/ -f1)
 ss -ltn | grep -q "$gw:$P1 " || fail "nothing listens on $gw:$P1"
 log "egress_proxy: $(hb_field 'checks["egress_proxy"]["detail"]')"
 
@@ -57,6 +63,47 @@ grep -q 'egress proxy: denied denied.kiwi.invalid:443' "$TMP/worker-a.log" || fa
 # without egress.sh --proxy applied, DNS is open in Phase A: the check says so
 [ "$(hb_field 'checks["install_dns_closed"]["ok"]')" = False ] || fail "install_dns_closed passes without the rules"
 log "phase A probe through the proxy; denial logged: $(grep -m1 'egress proxy: denied' "$TMP/worker-a.log")"
+
+# 2b. a second proxying worker on the same host, same ports: a bridge of
+# its own, its Squid on that bridge's gateway, its egress check's probes in
+# its own log and none of them in the first one's; a third one told to
+# take the first one's bridge refuses to start and says who holds it
+worker_start c KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
+  KIWI_STATE_DIR="$STATE" KIWI_INSTALL_EGRESS="registries" KIWI_INSTALL_PROXY_PORTS="$PORTS"
+wait_hb c 'checks.get("install_denied_host", {}).get("ok") is True' 90 ||
+  fail "worker c: install_denied_host: $(hb_of c 'checks.get("egress_proxy"), checks.get("install_denied_host")' 2>&1; tail -n 20 "$TMP/worker-c.log")"
+c_br=$(bridge_of c)
+[ "$c_br" != "$a_br" ] || fail "two proxying workers share the install bridge $a_br"
+c_net=$(ip -4 -o addr show "$c_br" | awk '{print $4}')
+c_gw=${c_net%/*}
+if [ -z "$c_gw" ] || [ "$c_gw" = "$gw" ]; then fail "worker c's bridge $c_br has no gateway of its own ('$c_net' vs $gw)"; fi
+ss -ltn | grep -q "$c_gw:$P1 " || fail "nothing listens on $c_gw:$P1 (worker c's squid)"
+c_log="$STATE/egress-proxy/$RUN_ID-c/access.log"
+grep -q ' TCP_DENIED 403 CONNECT - denied.kiwi.invalid:443 ' "$c_log" || fail "worker c's denied probe is not in its own proxy log: $(cat "$c_log")"
+python3 - "$log" "$c_log" "$c_net" "$(ip -4 -o addr show "$a_br" | awk '{print $4}')" <<'PY' || fail "the two proxies' logs are not each their own bridge's"
+import ipaddress, sys
+a_log, c_log, c_net, a_net = sys.argv[1:5]
+cn, an = ipaddress.ip_network(c_net, strict=False), ipaddress.ip_network(a_net, strict=False)
+def clients(path):
+    return [ipaddress.ip_address(l.split()[1]) for l in open(path) if len(l.split()) > 2]
+ca, cc = clients(a_log), clients(c_log)
+assert cc and all(x in cn for x in cc), ("worker c's log", c_net, cc)
+assert ca and all(x in an for x in ca), ("worker a's log", a_net, ca)
+print("worker a's proxy: %d line(s), all from %s; worker c's: %d, all from %s" % (len(ca), a_net, len(cc), c_net))
+PY
+worker_start d KIWI_SLOTS=1 KIWI_STATE_DIR="$STATE" KIWI_INSTALL_EGRESS="registries" KIWI_INSTALL_PROXY_PORTS="$PORTS" \
+  KIWI_INSTALL_BRIDGE="$a_br"
+# shellcheck disable=SC2154  # set by worker_start
+for _ in $(seq 1 40); do kill -0 "$WORKER_PID_d" 2>/dev/null || break; sleep 0.25; done
+kill -0 "$WORKER_PID_d" 2>/dev/null && fail "worker d runs on $a_br, which worker a holds"
+set +e; wait "$WORKER_PID_d"; d_rc=$?; set -e
+[ "$d_rc" = 2 ] || fail "worker d exited $d_rc, not 2: $(cat "$TMP/worker-d.log")"
+grep -q "KIWI_INSTALL_BRIDGE=$a_br is held by another worker on this host (pid $WORKER_PID_a" "$TMP/worker-d.log" ||
+  fail "worker d's refusal does not name the bridge and its holder: $(cat "$TMP/worker-d.log")"
+# shellcheck disable=SC2154  # set by worker_start
+kill "$WORKER_PID_c"
+for _ in $(seq 1 120); do kill -0 "$WORKER_PID_c" 2>/dev/null || break; sleep 0.25; done
+log "worker a on $a_br ($gw), worker c on $c_br ($c_gw), same ports $PORTS; worker d refused: $(grep -m1 -o 'KIWI_INSTALL_BRIDGE=.*' "$TMP/worker-d.log")"
 
 # 3. a task whose install contacts a host off the list: npm fetches its
 # dependency from the registry through the proxy, then a dependency's
