@@ -97,7 +97,7 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
     if (p == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox driver");
     p->flavour = flavour;
-    const char *bridge = cfg->install_bridge && *cfg->install_bridge ? cfg->install_bridge : KIWI_INSTALL_BRIDGE;
+    const char *bridge = kiwi_install_bridge_or_default (cfg->install_bridge);
     if (kiwi_install_network_name (bridge, p->install_network, sizeof p->install_network, NULL, err) < 0) {
         free (p);
         return -1;

@@ -55,6 +55,12 @@ kiwi_net_mode_str (kiwi_net_mode m)
     return m == KIWI_NET_INSTALL ? "install" : "none";
 }
 
+const char *
+kiwi_install_bridge_or_default (const char *bridge)
+{
+    return bridge && *bridge ? bridge : KIWI_INSTALL_BRIDGE;
+}
+
 int
 kiwi_install_network_name (const char *bridge, char *buf, size_t cap, int *index, kiwi_error_t *err)
 {

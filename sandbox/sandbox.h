@@ -81,6 +81,9 @@ const char *kiwi_net_mode_str (kiwi_net_mode m);
  * for kiwi-install0, the bridge's own name for the others); its index into
  * *index when index is not NULL. -1 with *err naming the accepted values
  * when `bridge` is not kiwi-install0 .. kiwi-install15. */
+/* `bridge`, or KIWI_INSTALL_BRIDGE when it is NULL or "". */
+const char *kiwi_install_bridge_or_default (const char *bridge);
+
 int kiwi_install_network_name (const char *bridge, char *buf, size_t cap, int *index, kiwi_error_t *err);
 
 /* Limits applied to one sandbox. Zero means "the driver's default". */

@@ -149,13 +149,21 @@ kiwi_proxy_env (const char *gateway, int port, kiwi_strv *env, kiwi_error_t *err
 }
 
 int
-kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *on, kiwi_error_t *err)
+kiwi_install_egress_proxied (const kiwi_worker_config *cfg, bool *proxied, kiwi_error_t *err)
 {
     kiwi_install_egress e;
     if (kiwi_install_egress_parse (cfg->install_egress, &e, err) < 0)
         return -1;
-    *on = !e.open;
+    *proxied = !e.open;
     kiwi_install_egress_clear (&e);
+    return 0;
+}
+
+int
+kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *on, kiwi_error_t *err)
+{
+    if (kiwi_install_egress_proxied (cfg, on, err) < 0)
+        return -1;
     if (!*on)
         return 0;
     int ports[3];
@@ -169,7 +177,7 @@ kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *on, k
 const char *
 kiwi_proxy_bridge (const kiwi_worker_config *cfg)
 {
-    return cfg->install_bridge && *cfg->install_bridge ? cfg->install_bridge : KIWI_INSTALL_BRIDGE;
+    return kiwi_install_bridge_or_default (cfg->install_bridge);
 }
 
 int

@@ -47,6 +47,10 @@ typedef struct kiwi_install_egress {
 int kiwi_install_egress_parse (const char *value, kiwi_install_egress *out, kiwi_error_t *err);
 void kiwi_install_egress_clear (kiwi_install_egress *e);
 
+/* Whether cfg's KIWI_INSTALL_EGRESS puts Phase A behind the egress proxy
+ * (anything but open) into *proxied; -1 with *err when it does not parse. */
+int kiwi_install_egress_proxied (const kiwi_worker_config *cfg, bool *proxied, kiwi_error_t *err);
+
 /* KIWI_INSTALL_PROXY_PORTS "E,H,S" into three distinct ports. */
 int kiwi_proxy_ports_parse (const char *value, int ports[3], kiwi_error_t *err);
 

@@ -209,11 +209,9 @@ egress_argv (const kiwi_worker_config *cfg, const char *command, kiwi_strv *argv
     for (size_t i = 0; i < t->deny.n; i++)
         if (kiwi_strv_add (argv, "--deny") < 0 || kiwi_strv_add (argv, t->deny.v[i]) < 0)
             return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
-    kiwi_install_egress ie;
-    if (kiwi_install_egress_parse (cfg->install_egress, &ie, err) < 0)
+    bool proxied;
+    if (kiwi_install_egress_proxied (cfg, &proxied, err) < 0)
         return -1;
-    bool proxied = !ie.open;
-    kiwi_install_egress_clear (&ie);
     /* every install bridge of the host (one per proxying worker,
      * install-bridge.h), since the rules are the host's and each worker
      * applies them whole */

@@ -62,12 +62,10 @@ usage (FILE *out)
 static int
 claim_bridge (kiwi_worker_config *cfg, int *fd, kiwi_error_t *err)
 {
-    kiwi_install_egress e;
-    if (kiwi_install_egress_parse (cfg->install_egress, &e, err) < 0)
+    bool proxied;
+    if (kiwi_install_egress_proxied (cfg, &proxied, err) < 0)
         return -1;
-    bool open_mode = e.open;
-    kiwi_install_egress_clear (&e);
-    if (open_mode)
+    if (!proxied)
         return 0;
     char name[16];
     if (kiwi_install_bridge_claim (KIWI_INSTALL_BRIDGE_LOCK_DIR, cfg->install_bridge, name, sizeof name, fd, err) < 0)
@@ -176,17 +174,14 @@ main (int argc, char **argv)
         int bridge_fd = -1;
         if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
             fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
-            kiwi_error_free (&err);
-            kiwi_log_set_mask (NULL);
-            kiwi_mask_free (mask);
-            kiwi_worker_config_clear (&cfg);
-            return 2;
+            status = 2;
+        } else {
+            status = kiwi_daemon_run (&cfg, self, &err) < 0 ? 1 : 0;
+            if (bridge_fd >= 0)
+                close (bridge_fd);
+            if (status)
+                kiwi_errorf ("%s", kiwi_error_msg (err));
         }
-        status = kiwi_daemon_run (&cfg, self, &err) < 0 ? 1 : 0;
-        if (bridge_fd >= 0)
-            close (bridge_fd);
-        if (status)
-            kiwi_errorf ("%s", kiwi_error_msg (err));
     }
     kiwi_error_free (&err);
     kiwi_log_set_mask (NULL);
