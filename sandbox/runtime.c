@@ -36,6 +36,10 @@ static const kiwi__env_setting env_rt_node[] = {
 };
 static const kiwi__env_setting env_npm[] = {
     { A, "npm_config_cache=/kiwi/tmp/npm-cache" }, { A, "npm_config_fund=false" }, { A, "npm_config_audit=false" },
+    /* npm waits 5 minutes (its default) on a stalled download, as long as
+     * all of Phase A (KIWI_INSTALL_TIMEOUT's default): 2 minutes, then its
+     * retries (pnpm's own default is 1 minute) */
+    { A, "npm_config_fetch_timeout=120000" },
     { 0, NULL },
 };
 static const kiwi__env_setting env_pnpm[] = {

@@ -850,6 +850,10 @@ test_node_root_scripts (void **state)
     assert_string_equal (p.verify_prelude, "(cd '/kiwi/src' && npm run postinstall && npm run prepare)\n");
     assert_non_null (strstr (p.steps[0].why, "the package's own postinstall, prepare run offline at the start of Phase B"));
     assert_string_equal (p.argv.v[0], "/bin/sh");
+    /* a stalled download is retried long before Phase A's own timeout */
+    assert_string_equal (kiwi_strv_env_get (&p.install_env, "npm_config_fetch_timeout"),
+                         "npm_config_fetch_timeout=120000");
+    assert_null (kiwi_strv_env_get (&p.verify_env, "npm_config_fetch_timeout"));
     kiwi_install_plan_clear (&p);
     /* pnpm and Yarn 1 run them with their own runner */
     put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
