@@ -151,7 +151,6 @@ kiwi__on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *u
             return;
         }
         json_object_set_new (p, "command", json_string (s->install_command));
-        json_object_set_new (p, "attempted_at", json_integer ((json_int_t) (e->time * 1000.0)));
         emit_daemon_event (d, s, KIWI_PHASE_INSTALL, "egress_denied", p);
         return;
     }

@@ -14,11 +14,18 @@
 #include <limits.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "common/clock.h"
+#include "common/log.h"
 #include "common/proc.h"
 #include "sandbox/sandbox.h"
 
@@ -154,8 +161,26 @@ kiwi_install_egress_proxied (const kiwi_worker_config *cfg, bool *proxied, kiwi_
     kiwi_install_egress e;
     if (kiwi_install_egress_parse (cfg->install_egress, &e, err) < 0)
         return -1;
-    *proxied = !e.open;
+    /* the proxy listens on a Docker install bridge; the Firecracker driver's
+     * Phase A leaves by its own tap bridge (ops/firecracker/README.md) */
+    *proxied = !e.open && strcmp (cfg->sandbox ? cfg->sandbox : "", "firecracker") != 0;
     kiwi_install_egress_clear (&e);
+    return 0;
+}
+
+int
+kiwi_proxy_setting (const kiwi_worker_config *cfg, bool *on, kiwi_install_egress *e, int ports[3], kiwi_error_t *err)
+{
+    if (kiwi_install_egress_proxied (cfg, on, err) < 0)
+        return -1;
+    if (!*on)
+        return 0;
+    if (kiwi_install_egress_parse (cfg->install_egress, e, err) < 0)
+        return -1;
+    if (kiwi_proxy_ports_parse (cfg->install_proxy_ports, ports, err) < 0) {
+        kiwi_install_egress_clear (e);
+        return -1;
+    }
     return 0;
 }
 
@@ -244,6 +269,90 @@ kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, c
     if (rc != 0)
         return kiwi_error_make (err, rc, "starting the egress proxy (proxy.sh run)");
     return 0;
+}
+
+static void
+sleep_ms (long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep (&ts, NULL);
+}
+
+void
+kiwi_proxy_stop (pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill (-pid, SIGTERM);
+    int st;
+    for (int i = 0; waitpid (pid, &st, WNOHANG) == 0; i++) {
+        if (i == 50) { /* 5 s */
+            kill (-pid, SIGKILL);
+            waitpid (pid, &st, 0);
+            return;
+        }
+        sleep_ms (100);
+    }
+}
+
+/* Whether something accepts a TCP connection on addr:port. */
+static bool
+accepts (const char *addr, int port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) port) };
+    if (inet_pton (AF_INET, addr, &sa.sin_addr) != 1)
+        return false;
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool ok = connect (fd, (struct sockaddr *) &sa, sizeof sa) == 0;
+    close (fd);
+    return ok;
+}
+
+int
+kiwi_proxy_start_once (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *err)
+{
+    *pid = 0;
+    bool on;
+    kiwi_install_egress e;
+    int ports[3];
+    if (kiwi_proxy_setting (cfg, &on, &e, ports, err) < 0)
+        return -1;
+    if (!on)
+        return 0;
+    char gw[INET_ADDRSTRLEN], dir[PATH_MAX];
+    int rc = -1;
+    if (kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gw, sizeof gw, err) < 0
+        || kiwi_proxy_dir (cfg, dir, sizeof dir, err) < 0 || kiwi_proxy_start (cfg, &e, gw, dir, pid, err) < 0)
+        goto out;
+    for (int64_t until = kiwi_mono_ms () + 30000;;) {
+        if (accepts (gw, ports[0])) {
+            kiwi_info ("egress proxy: squid (pid %d) on %s (%s) ports %s, %s", (int) *pid, gw, kiwi_proxy_bridge (cfg),
+                       cfg->install_proxy_ports, cfg->install_egress);
+            rc = 0;
+            break;
+        }
+        int st;
+        if (waitpid (*pid, &st, WNOHANG) == *pid) {
+            kiwi_error_make (err, 0, "squid %s %d before it listened on %s:%d (its log: %s/cache.log)",
+                             WIFSIGNALED (st) ? "was killed by signal" : "exited with status",
+                             WIFSIGNALED (st) ? WTERMSIG (st) : WEXITSTATUS (st), gw, ports[0], dir);
+            *pid = 0;
+            break;
+        }
+        if (kiwi_mono_ms () >= until) {
+            kiwi_error_make (err, 0, "squid (pid %d) does not listen on %s:%d after 30 s (its log: %s/cache.log)",
+                             (int) *pid, gw, ports[0], dir);
+            kiwi_proxy_stop (*pid);
+            *pid = 0;
+            break;
+        }
+        sleep_ms (100);
+    }
+out:
+    kiwi_install_egress_clear (&e);
+    return rc < 0 ? kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS=%s: the egress proxy", cfg->install_egress) : 0;
 }
 
 /* ---------- the access log ---------- */

@@ -2,11 +2,11 @@
  * egress-proxy.h: Phase A's egress proxy as the worker runs it.
  *
  * KIWI_INSTALL_EGRESS says what Phase A may reach:
- *   registries   the package registries of every ecosystem Kiwi installs
- *                (ops/egress/proxy.sh hosts), through the worker's Squid
- *   open         the whole internet, no proxy (the spec's minimum; the
- *                setting's default while one host runs one proxying
- *                worker at most: ops/egress/README.md)
+ *   registries   the default: the package registries of every ecosystem
+ *                Kiwi installs (ops/egress/proxy.sh hosts), through the
+ *                worker's Squid (`kiwi-worker --once` starts its own for
+ *                the run)
+ *   open         the whole internet, no proxy (the spec's minimum)
  *   a list       comma- or space-separated host names ("registries" may be
  *                one of them, ".example.org" = a domain and its
  *                subdomains): only those, through the proxy
@@ -48,11 +48,20 @@ int kiwi_install_egress_parse (const char *value, kiwi_install_egress *out, kiwi
 void kiwi_install_egress_clear (kiwi_install_egress *e);
 
 /* Whether cfg's KIWI_INSTALL_EGRESS puts Phase A behind the egress proxy
- * (anything but open) into *proxied; -1 with *err when it does not parse. */
+ * (anything but open, under the docker and gvisor drivers: the Firecracker
+ * driver's Phase A has a bridge of its own) into *proxied; -1 with *err
+ * when it does not parse. */
 int kiwi_install_egress_proxied (const kiwi_worker_config *cfg, bool *proxied, kiwi_error_t *err);
 
 /* KIWI_INSTALL_PROXY_PORTS "E,H,S" into three distinct ports. */
 int kiwi_proxy_ports_parse (const char *value, int ports[3], kiwi_error_t *err);
+
+/* What a proxy for cfg would run with: *on false when Phase A is not behind
+ * it (kiwi_install_egress_proxied; nothing else set); otherwise *e parsed
+ * (the caller clears it) and the three ports. -1 with *err (nothing to
+ * clear) when either setting does not parse. */
+int kiwi_proxy_setting (const kiwi_worker_config *cfg, bool *on, kiwi_install_egress *e, int ports[3],
+                        kiwi_error_t *err);
 
 /* The IPv4 address of interface `bridge` (the install bridge's gateway)
  * into addr (INET_ADDRSTRLEN). An error when it has none or is missing. */
@@ -84,6 +93,19 @@ int kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, k
  * restart. */
 int kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *gateway,
                       const char *dir, pid_t *pid, kiwi_error_t *err);
+
+/* Stops a proxy kiwi_proxy_start() started: SIGTERM to its process group,
+ * SIGKILL after 5 s; reaps it. Nothing for pid <= 0. */
+void kiwi_proxy_stop (pid_t pid);
+
+/* `kiwi-worker --once`, where no daemon runs the proxy: the configuration
+ * written and Squid started (kiwi_proxy_start) on the gateway of this
+ * worker's install bridge, and waited for until its explicit port accepts
+ * a connection (at most 30 s). *pid receives it, 0 with
+ * KIWI_INSTALL_EGRESS=open (nothing started). No restarts: the caller
+ * stops it with kiwi_proxy_stop() when the run ends. An error names the
+ * setting and, when Squid exited, its status and its log. */
+int kiwi_proxy_start_once (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *err);
 
 /* One line of the access log. Strings point into the caller's buffer
  * (kiwi_proxy_log_parse writes NULs into it); "-" fields are NULL. */

@@ -68,8 +68,9 @@ kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const 
     const char *protocol = !connect ? "http" : strcmp (via, "redirected") == 0 ? "tls" : "connect";
     char allow[600];
     kiwi_egress_allow_with (e, rule, setting, allow, sizeof allow);
-    return json_pack ("{s:s,s:i,s:s?,s:s,s:s,s:s,s:s}", "host", e->host, "port", e->port, "sni", e->sni, "protocol",
-                      protocol, "via", via, "rule", rule ? rule : "denied", "allow_with", allow);
+    return json_pack ("{s:s,s:i,s:s?,s:s,s:s,s:s,s:s,s:I}", "host", e->host, "port", e->port, "sni", e->sni,
+                      "protocol", protocol, "via", via, "rule", rule ? rule : "denied", "allow_with", allow,
+                      "attempted_at", (json_int_t) (e->time * 1000.0 + 0.5));
 }
 
 void

@@ -35,7 +35,8 @@ kiwi_egress_line kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, con
  * it: {host, port, sni, protocol ("http", "connect" or "tls"), via ("proxy"
  * for the explicit proxy, "redirected" for a connection that ignored the
  * proxy settings), rule, allow_with (the setting that would let it through,
- * given the current one `setting`)}. New reference, NULL without memory. */
+ * given the current one `setting`), attempted_at (ms since the epoch, as
+ * Squid logged it)}. New reference, NULL without memory. */
 json_t *kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const char *setting);
 
 /* The denial's `allow_with` into buf: KIWI_INSTALL_EGRESS=<setting>,<host>

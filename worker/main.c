@@ -65,8 +65,13 @@ claim_bridge (kiwi_worker_config *cfg, int *fd, kiwi_error_t *err)
     bool proxied;
     if (kiwi_install_egress_proxied (cfg, &proxied, err) < 0)
         return -1;
-    if (!proxied)
+    if (!proxied) {
+        if (strcmp (cfg->sandbox, "firecracker") == 0 && strcmp (cfg->install_egress, "open") != 0)
+            kiwi_warn ("KIWI_INSTALL_EGRESS=%s is not enforced under the firecracker driver: its Phase A leaves by "
+                       "its own tap bridge, not through the egress proxy (ops/firecracker/README.md)",
+                       cfg->install_egress);
         return 0;
+    }
     char name[16];
     if (kiwi_install_bridge_claim (KIWI_INSTALL_BRIDGE_LOCK_DIR, cfg->install_bridge, name, sizeof name, fd, err) < 0)
         return -1;
@@ -155,34 +160,34 @@ main (int argc, char **argv)
         return 0;
     }
     int status;
+    int bridge_fd = -1;
     if (task_child)
         status = kiwi_pipeline_child_main (&cfg);
     else if (egress_check)
         status = kiwi_egress_check_main (&cfg);
     else if (gc)
         status = kiwi_cache_gc_main (&cfg) < 0 ? 1 : 0;
-    else if (once)
+    else if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
+        /* the daemon and --once run an egress proxy on a bridge of their own */
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        status = 2;
+    } else if (once)
         status = kiwi_pipeline_once_main (&cfg, once);
     else {
         char self[PATH_MAX];
         ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
         if (n <= 0) {
             fprintf (stderr, "kiwi-worker: cannot find its own executable\n");
-            return 1;
-        }
-        self[n] = '\0';
-        int bridge_fd = -1;
-        if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
-            fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
-            status = 2;
+            status = 1;
         } else {
+            self[n] = '\0';
             status = kiwi_daemon_run (&cfg, self, &err) < 0 ? 1 : 0;
-            if (bridge_fd >= 0)
-                close (bridge_fd);
             if (status)
                 kiwi_errorf ("%s", kiwi_error_msg (err));
         }
     }
+    if (bridge_fd >= 0)
+        close (bridge_fd);
     kiwi_error_free (&err);
     kiwi_log_set_mask (NULL);
     kiwi_mask_free (mask);

@@ -252,12 +252,23 @@ record_egress (install_ctx *c, const install_run *run, int64_t offset, kiwi_inst
         kiwi_error_free (&err);
         return;
     }
+    /* --once: no daemon publishes the denials as they happen; each is its
+     * event here, before the install event, as a daemon's would be */
+    size_t i;
+    json_t *d;
+    if (c->p->own_proxy)
+        json_array_foreach (rec.denied, i, d) {
+            json_t *ep = json_deep_copy (d);
+            if (ep != NULL && json_object_set_new (ep, "command", json_string (run->command)) == 0)
+                kiwi_events_emit (c->p->events, KIWI_PHASE_INSTALL, "egress_denied", 0, ep);
+            else
+                json_decref (ep);
+        }
     json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I}", "hosts", rec.hosts, "requests",
                                                  (json_int_t) rec.requests, "bytes", (json_int_t) rec.bytes,
                                                  "denied", rec.denied, "denials", (json_int_t) rec.denials));
     if (rec.denials > 0 && r->status != KIWI_INSTALL_OK) {
-        size_t len = strlen (r->reason), i;
-        json_t *d;
+        size_t len = strlen (r->reason);
         const char *said[3] = { NULL, NULL, NULL };
         int nsaid = 0;
         json_array_foreach (rec.denied, i, d) {
@@ -525,6 +536,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
     cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
     int snapshot_hold = -1;
+    pid_t proxy_pid = 0; /* the egress proxy this run started (own_proxy), or 0 */
 
     /* 1. the repository */
     /* the token only where the operator sends it (KIWI_GIT_TOKEN_HOSTS, https) */
@@ -584,7 +596,11 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
             k++;
     }
     bool proxied = false;
-    if (strcmp (cfg->sandbox, "firecracker") != 0 && kiwi_proxy_phase_env (cfg, &proxy_env, &proxied, &err) < 0) {
+    if (kiwi_proxy_phase_env (cfg, &proxy_env, &proxied, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        goto done;
+    }
+    if (proxied && p->own_proxy && kiwi_proxy_start_once (cfg, &proxy_pid, &err) < 0) {
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
         goto done;
     }
@@ -714,6 +730,7 @@ done:
     kiwi_cache_close (cache);
     kiwi_store_close (store);
     kiwi_sandbox_env_close (sb);
+    kiwi_proxy_stop (proxy_pid);
     kiwi_plan_clear (&plan);
     if (snapshot_hold >= 0)
         close (snapshot_hold);
@@ -816,6 +833,7 @@ kiwi_pipeline_child_main (const kiwi_worker_config *cfg)
     free (buf);
     kiwi_events ev;
     kiwi_events_pipe_init (&ev, 3, task.id, cfg->worker_id);
+    /* the daemon runs the egress proxy and publishes the denials */
     kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = stop_flag };
     kiwi_result r;
     kiwi_result_init (&r);
@@ -857,7 +875,8 @@ kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
         kiwi_events_emit (&ev, KIWI_PHASE_ACCEPTED, "accepted", 0,
                           json_pack ("{s:s,s:o}", "worker", cfg->worker_id, "limits", kiwi_policy_limits_json (&pol)));
     kiwi_error_free (&err);
-    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = stop_flag };
+    kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = stop_flag,
+                        .own_proxy = true };
     kiwi_result r;
     kiwi_result_init (&r);
     int rc = kiwi_pipeline_run (&p, &task, &r);

@@ -15,6 +15,7 @@
 #define KIWI_WORKER_PIPELINE_H
 
 #include <signal.h>
+#include <stdbool.h>
 
 #include "worker/config.h"
 #include "worker/events.h"
@@ -26,6 +27,8 @@ typedef struct kiwi_pipeline {
     const char *const *host_env; /* the worker's environment */
     kiwi_events *events;
     volatile int *stop;          /* set on SIGTERM */
+    bool own_proxy;              /* --once: no daemon runs the egress proxy; the run starts its own
+                                    (kiwi_proxy_start_once) and publishes each denial itself */
 } kiwi_pipeline;
 
 /* Runs `task`; *out always receives a result (status error with the reason

@@ -178,15 +178,13 @@ kiwi_proxy_runner_start (struct ev_loop *loop, const kiwi_worker_config *cfg, ki
                          kiwi_error_t *err)
 {
     *out = NULL;
+    bool on;
     kiwi_install_egress e;
-    if (kiwi_install_egress_parse (cfg->install_egress, &e, err) < 0)
-        return -1;
     int ports[3];
-    if (e.open || kiwi_proxy_ports_parse (cfg->install_proxy_ports, ports, err) < 0) {
-        bool open = e.open;
-        kiwi_install_egress_clear (&e);
-        return open ? 0 : -1;
-    }
+    if (kiwi_proxy_setting (cfg, &on, &e, ports, err) < 0)
+        return -1;
+    if (!on)
+        return 0;
     kiwi_proxy_runner *r = calloc (1, sizeof *r);
     if (r == NULL) {
         kiwi_install_egress_clear (&e);
@@ -249,16 +247,7 @@ kiwi_proxy_runner_stop (kiwi_proxy_runner *r)
         ev_timer_stop (r->loop, &r->tick);
     if (r->pid > 0) {
         ev_child_stop (r->loop, &r->child);
-        kill (-r->pid, SIGTERM);
-        int st;
-        for (int i = 0; i < 50 && waitpid (r->pid, &st, WNOHANG) == 0; i++) {
-            struct timespec ts = { 0, 100 * 1000000L };
-            nanosleep (&ts, NULL);
-            if (i == 49) {
-                kill (-r->pid, SIGKILL);
-                waitpid (r->pid, &st, 0);
-            }
-        }
+        kiwi_proxy_stop (r->pid);
     }
     if (r->log)
         fclose (r->log);

@@ -71,6 +71,7 @@ test_sort_and_denial (void **state)
     assert_string_equal (str (d, "rule"), "host not allowed");
     assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=registries,other.kiwi.test");
     assert_true (json_is_null (json_object_get (d, "sni"))); /* no TLS seen */
+    assert_int_equal (json_integer_value (json_object_get (d, "attempted_at")), 1796168018335LL);
     json_decref (d);
 
     char tls[] = "1796168021.773 " A " 443 NONE_NONE 0 CONNECT other.kiwi.test 198.18.139.201:443 0 0 - terminate";

@@ -48,6 +48,39 @@ test_setting (void **state)
     kiwi_error_free (&err);
 }
 
+/* The worker's own settings: the default puts Phase A behind the proxy,
+ * open does not, nor does the Firecracker driver (a bridge of its own). */
+static void
+test_default_proxied (void **state)
+{
+    (void) state;
+    kiwi_worker_config cfg;
+    kiwi_worker_config_init (&cfg);
+    kiwi_error_t err = NULL;
+    int idx = 0;
+    const char *env[] = { NULL };
+    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, env, 0, NULL, 0, &idx, &err), 0);
+    assert_string_equal (cfg.install_egress, "registries");
+    bool proxied = false;
+    assert_int_equal (kiwi_install_egress_proxied (&cfg, &proxied, &err), 0);
+    assert_true (proxied);
+    kiwi_worker_config_clear (&cfg);
+
+    const char *open_env[] = { "KIWI_INSTALL_EGRESS=open", NULL };
+    kiwi_worker_config_init (&cfg);
+    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, open_env, 0, NULL, 0, &idx, &err), 0);
+    assert_int_equal (kiwi_install_egress_proxied (&cfg, &proxied, &err), 0);
+    assert_false (proxied);
+    kiwi_worker_config_clear (&cfg);
+
+    const char *fc_env[] = { "KIWI_SANDBOX=firecracker", NULL };
+    kiwi_worker_config_init (&cfg);
+    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, fc_env, 0, NULL, 0, &idx, &err), 0);
+    assert_int_equal (kiwi_install_egress_proxied (&cfg, &proxied, &err), 0);
+    assert_false (proxied);
+    kiwi_worker_config_clear (&cfg);
+}
+
 static void
 test_ports (void **state)
 {
@@ -167,6 +200,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_setting),
+        cmocka_unit_test (test_default_proxied),
         cmocka_unit_test (test_ports),
         cmocka_unit_test (test_phase_env),
         cmocka_unit_test (test_log),

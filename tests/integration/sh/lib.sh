@@ -17,6 +17,10 @@ env_file="${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"
 : "${KIWI_KAFKA_BROKERS:=127.0.0.1:19092}"
 RUN_ID="t$$-$(date +%s)"
 TMP=$(mktemp -d "/tmp/kiwi-itest-$RUN_ID-XXXX")
+# A worker's egress proxy (KIWI_INSTALL_EGRESS=registries, the default)
+# keeps its files under the state dir, which tests put in TMP, and Squid
+# drops to the user proxy, which must reach them.
+chmod 755 "$TMP"
 PIDS=()
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

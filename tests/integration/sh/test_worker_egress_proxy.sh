@@ -11,7 +11,8 @@
 # started again and the heartbeat counts the restart; a task's install
 # denied a host is told by an `egress_denied` event, its install event's
 # host list and its result's reason; the worker stopped,
-# or killed with SIGKILL, no Squid is left.
+# or killed with SIGKILL, no Squid is left; `kiwi-worker --once` under the
+# default setting runs a Squid of its own for the run, with the same events.
 #
 # The test adds no iptables rule (the enforcement, egress.sh --proxy, is
 # test_egress_proxy's, on a bridge of its own): other tests' installs on
@@ -24,8 +25,6 @@ command -v squid >/dev/null || { [ "${KIWI_REQUIRE_SERVICES:-0}" = 1 ] && fail "
 bash "$ROOT/ops/egress/egress.sh" status >/dev/null 2>&1 && { echo "SKIP: egress rules are applied on this host (they would close the test's proxy ports)"; exit 77; }
 
 P1=$(( 20000 + $$ % 5000 * 3 )); PORTS="$P1,$((P1 + 1)),$((P1 + 2))"
-# Squid drops to the user proxy, which must reach its directory
-chmod 755 "$TMP"
 STATE="$TMP/state"
 mkdir -p "$STATE"
 worker_start a KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=10 KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
@@ -115,15 +114,20 @@ log "worker a on $a_br ($gw), worker c on $c_br ($c_gw), same ports $PORTS; work
 # its install event); the install event lists the registry with its
 # requests and bytes and the denial; the result's reason names the host
 # and the setting that allows it.
-src="$TMP/leaky"
-cp -a "$ROOT/tests/fixtures/examples/js-leaky-hook" "$src"
-python3 - "$src/package.json" "$RUN_ID" <<'PY'
+# leaky_repo DIR TAG: the fixture as a repository whose install input no
+# earlier run has seen (TAG and the run id in its description)
+leaky_repo() {
+  cp -a "$ROOT/tests/fixtures/examples/js-leaky-hook" "$1"
+  python3 - "$1/package.json" "$2 $RUN_ID" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-d["description"] += " Run " + sys.argv[2]
+d["description"] += " " + sys.argv[2]
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PY
-commit_dir "$src" "leaky install script"
+  commit_dir "$1" "leaky install script ($2)"
+}
+src="$TMP/leaky"
+leaky_repo "$src" Run
 tid=$(kiwi_cli submit --repo "$src" --ref main --test "npm test" --goal "Make the tests pass." --provider anthropic \
   --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:9/")
 log "submitted $tid"
@@ -208,4 +212,45 @@ kill -0 "$b_squid" 2>/dev/null && fail "squid $b_squid outlived worker b killed 
 for _ in $(seq 1 40); do ss -ltn | grep -q "$gw:$P1 " || break; sleep 0.25; done
 ss -ltn | grep -q "$gw:$P1 " && fail "something still listens on $gw:$P1 after worker b was killed"
 log "worker b killed with SIGKILL: its squid $b_squid went with it"
+
+# 7. kiwi-worker --once with KIWI_INSTALL_EGRESS unset (registries, the
+# default) and no daemon on the host: the run starts a Squid of its own on
+# a bridge it holds, the denial is an egress_denied event of its output
+# before its install event, the result names the host and the setting, and
+# no Squid outlives the run. A run-unique install input, so that the
+# failure cached in step 3 is not what answers.
+once_src="$TMP/leaky-once"
+leaky_repo "$once_src" Once
+cat >"$TMP/once-task.json" <<EOF
+{"id": "once-$RUN_ID", "repo": {"url": "$once_src", "ref": "main"}, "test_command": "npm test", "goal": "x"}
+EOF
+env -u KIWI_INSTALL_EGRESS -u KIWI_INSTALL_PROXY_PORTS -u KIWI_INSTALL_BRIDGE KIWI_STATE_DIR="$STATE" \
+  KIWI_WORKER_ID="$RUN_ID-once" KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" \
+  KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
+  "$WORKER" --once "$TMP/once-task.json" >"$TMP/once.jsonl" 2>"$TMP/once.log" || true
+python3 - "$TMP/once.jsonl" <<'PY' || fail "--once behind the default proxy: $(tail -n 3 "$TMP/once.jsonl"; tail -n 20 "$TMP/once.log")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+evs = [l["event"] for l in lines if l["type"] == "progress"]
+r = [l["result"] for l in lines if l["type"] == "result"][0]
+assert r["status"] == "install_failed", r
+assert "the egress proxy denied leak.kiwi.invalid:443" in r["reason"], r["reason"]
+assert "KIWI_INSTALL_EGRESS=registries,leak.kiwi.invalid allows it" in r["reason"], r["reason"]
+den = [e for e in evs if e["kind"] == "egress_denied"]
+assert den, [(e["phase"], e["kind"]) for e in evs]
+p = den[0]["payload"]
+for k, v in (("host", "leak.kiwi.invalid"), ("port", 443), ("rule", "host not allowed"),
+             ("allow_with", "KIWI_INSTALL_EGRESS=registries,leak.kiwi.invalid")):
+    assert p.get(k) == v, (k, p)
+assert p["command"].startswith("npm ci") and p["attempted_at"] > 0, p
+inst = [e for e in evs if e["kind"] == "install"][0]
+assert den[0]["seq"] < inst["seq"], (den[0]["seq"], inst["seq"])
+assert inst["payload"]["egress"]["hosts"].get("registry.npmjs.org", {}).get("requests", 0) >= 1, inst["payload"]
+print("--once: %s" % json.dumps(p, sort_keys=True))
+PY
+once_squid=$(sed -nE 's/.*egress proxy: squid \(pid ([0-9]+)\).*/\1/p' "$TMP/once.log" | head -n 1)
+[ -n "$once_squid" ] || fail "--once did not log its squid: $(cat "$TMP/once.log")"
+grep -q 'install bridge: kiwi-install[0-9]* (held while this worker runs' "$TMP/once.log" || fail "--once held no bridge: $(cat "$TMP/once.log")"
+kill -0 "$once_squid" 2>/dev/null && fail "squid $once_squid outlived kiwi-worker --once"
+log "--once: its own squid ($once_squid), the denial in its output, nothing left"
 log "PASS"
