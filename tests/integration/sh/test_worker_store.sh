@@ -4,7 +4,8 @@
 # dockerd started here: its own data root, exec root, pidfile and socket, no
 # bridge, no iptables of its own), sharing Redis and the snapshot store (an
 # OCI registry, docker-registry, started here on loopback with its storage
-# in the test's directory). Host A installs a lockfile no earlier run has
+# in the test's directory), under the runtime KIWI_SANDBOX_RUNTIME names
+# (both dockerds register the stack's runsc). Host A installs a lockfile no earlier run has
 # seen; host B then runs a task of the same repository and runs no Phase A:
 # checked from outside by the sandbox containers each dockerd created
 # (docker events, label org.kiwi.phase), by B's install event (cached and
@@ -49,7 +50,13 @@ STORE_URL="http://127.0.0.1:$STORE_PORT/kiwi/snapshots"
 # own sockets, data root and network namespace here)
 DB="$TMP/dockerd-b"
 mkdir -p "$DB/data" "$DB/exec"
-echo '{}' >"$DB/daemon.json"
+# the runtimes of the stack's dockerd (runsc, runsc-net), so that host B
+# runs its sandboxes under the same runtime as host A
+python3 - "${KIWI_STATE_DIR:-/var/lib/kiwi}/run/daemon.json" "$DB/daemon.json" <<'PY'
+import json, os, sys
+src = json.load(open(sys.argv[1])) if os.path.exists(sys.argv[1]) else {}
+json.dump({"runtimes": src.get("runtimes", {})}, open(sys.argv[2], "w"))
+PY
 SOCK_B="$DB/docker.sock"
 on_cleanup() {
   if [ -n "${DOCKERD_B:-}" ]; then
@@ -110,7 +117,7 @@ run_once() { # HOST SOCKET
   env KIWI_STATE_DIR="$TMP/state-$1" KIWI_WORKER_ID="$RUN_ID-$1" KIWI_ALLOW_LOCAL_REPOS=true \
     KIWI_DOCKER_SOCKET="$2" KIWI_STORE_URL="$STORE_URL" \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_CA_BUNDLE="${KIWI_CA_BUNDLE:-$CA_BUNDLE}" \
-    KIWI_SANDBOX_RUNTIME=docker \
+    KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
     "$WORKER" --once "$TMP/task-$1.json" >"$TMP/once-$1.jsonl" 2>"$TMP/once-$1.log" || true
 }
 
