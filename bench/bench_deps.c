@@ -15,8 +15,9 @@
  *      verify) against a warm host's verify.
  *
  * The fixture is bench/fixtures/ts-jest (typescript, jest, ts-jest,
- * eslint), installed once by Kiwi's own Phase A into --work and reused
- * afterwards; --snapshot DIR takes a snapshot made elsewhere instead (src.tar
+ * eslint), installed once by Kiwi's own Phase A as the worker runs it (the
+ * plan's command and settings, the install's input only, the dependency
+ * locations kept) into --work and reused afterwards; --snapshot DIR takes a snapshot made elsewhere instead (src.tar
  * and home.tar, as Phase A writes them).
  *
  * Usage: bench_deps [--driver docker|gvisor] [--image IMAGE] [--runs N] [--work DIR] [--command CMD]
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "bench-util.h"
+#include "sandbox/lockfile.h"
 #include "sandbox/phases.h"
 #include "sandbox/sandbox.h"
 #include "worker/store.h"
@@ -134,19 +136,34 @@ main (int argc, char **argv)
     char p[1100];
     snprintf (p, sizeof p, "%s/src.tar", snap);
     if (access (p, R_OK) != 0) {
+        /* as the worker installs: the plan's command and settings, Phase A
+         * given the install's input only, the dependency locations kept */
         kiwi_phase_config ic = { .host_env = (const char *const *) environ,
                                  .ca_bundle = "/etc/ssl/certs/ca-certificates.crt" };
-        const char *iargv[] = { "npm", "install", "--no-audit", "--no-fund", NULL };
-        kiwi_install_request ir = { .image = image, .workspace = ws, .argv = iargv, .task_id = "bench",
-                                    .snapshot_dir = snap };
+        kiwi_install_plan plan;
+        kiwi_strv input = KIWI_STRV_INIT, dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;
+        if (kiwi_install_plan_make (ws, "node", &plan, &err) < 0 || plan.argv.n == 0
+            || kiwi_install_hashed_files (ws, &plan, &input, &err) < 0
+            || kiwi_install_dep_locations (&plan, &dep_src, &dep_home, &err) < 0) {
+            fprintf (stderr, "bench: the install plan: %s\n", err ? kiwi_error_msg (err) : "no install command");
+            return 1;
+        }
+        kiwi_install_request ir = { .image = image, .workspace = ws, .input = kiwi_strv_list (&input),
+                                    .dep_src = kiwi_strv_list (&dep_src), .dep_home = kiwi_strv_list (&dep_home),
+                                    .argv = kiwi_strv_list (&plan.argv), .extra_env = kiwi_strv_list (&plan.install_env),
+                                    .task_id = "bench", .snapshot_dir = snap };
         kiwi_install_result res;
-        fprintf (stderr, "bench: installing the fixture's dependencies once (Phase A)\n");
+        fprintf (stderr, "bench: installing the fixture's dependencies once (Phase A: %s)\n", plan.display);
         if (kiwi_phase_install (env, &ic, &ir, &res, &err) < 0 || res.status != KIWI_INSTALL_OK) {
             fprintf (stderr, "bench: install: %s %s\n", err ? kiwi_error_msg (err) : res.reason,
                      res.output ? res.output : "");
             return 1;
         }
         kiwi_install_result_clear (&res);
+        kiwi_install_plan_clear (&plan);
+        kiwi_strv_free (&input);
+        kiwi_strv_free (&dep_src);
+        kiwi_strv_free (&dep_home);
     }
     char *deps = NULL;
     if (kiwi_phase_snapshot_lower (env, &lower, snap, 0, &deps, &err) < 0 || deps == NULL) {
