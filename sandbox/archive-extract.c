@@ -545,13 +545,38 @@ kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const k
         return kiwi_error_make (err, errno, "opening the extraction directory `%s`", dest_dir);
     }
     int rc = 0;
+    /* The directory of the previous entry stays open for the next: entries
+     * come directory by directory, so most share it, and walking every path
+     * from the root again cost seven opens a file on a node_modules tree. A
+     * directory, once at a path, stays there for the whole extraction
+     * (replace_leaf never removes one), so the descriptor still names it. */
+    cleanup_free char *dir_path = NULL;
+    size_t dir_len = 0;
+    int dir_fd = -1;
     for (size_t i = 0; i < p.n && rc == 0; i++) {
         op *op_ = &p.ops[i];
-        const char *leaf;
-        int dfd = open_walk (root, op_->path, false, op_->raw, &leaf, err);
-        if (dfd < 0) {
-            rc = -1;
-            break;
+        const char *slash = strrchr (op_->path, '/');
+        size_t plen = slash ? (size_t) (slash - op_->path) : 0;
+        const char *leaf = slash ? slash + 1 : op_->path;
+        int dfd = root;
+        if (plen > 0 && dir_fd >= 0 && plen == dir_len && memcmp (dir_path, op_->path, plen) == 0)
+            dfd = dir_fd;
+        else if (plen > 0) {
+            close_walk (dir_fd, root);
+            dir_fd = -1;
+            free (dir_path);
+            dir_path = strndup (op_->path, plen);
+            const char *end;
+            if (dir_path == NULL) {
+                rc = kiwi_error_make (err, ENOMEM, "archive entry `%s`", kiwi__show (op_->raw).s);
+                break;
+            }
+            if ((dir_fd = open_walk (root, dir_path, true, op_->raw, &end, err)) < 0) {
+                rc = -1;
+                break;
+            }
+            dir_len = plen;
+            dfd = dir_fd;
         }
         switch (op_->kind) {
         case OP_FILE:
@@ -575,8 +600,8 @@ kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const k
                 st->symlinks++;
             break;
         }
-        close_walk (dfd, root);
     }
+    close_walk (dir_fd, root);
     if (rc == 0)
         rc = finish_dirs (&p, root, &o, err);
     close (root);
