@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "worker/egress-proxy.h"
@@ -48,37 +49,36 @@ test_setting (void **state)
     kiwi_error_free (&err);
 }
 
+/* Whether the worker's settings loaded from `assignment` ("K=V", or NULL
+ * for none) put Phase A behind the proxy; *egress receives the setting. */
+static bool
+proxied_with (const char *assignment, char egress[64])
+{
+    kiwi_worker_config cfg;
+    kiwi_worker_config_init (&cfg);
+    kiwi_error_t err = NULL;
+    int idx = 0;
+    const char *env[] = { assignment, NULL };
+    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, env, 0, NULL, 0, &idx, &err), 0);
+    snprintf (egress, 64, "%s", cfg.install_egress);
+    bool proxied = false;
+    assert_int_equal (kiwi_install_egress_proxied (&cfg, &proxied, &err), 0);
+    kiwi_worker_config_clear (&cfg);
+    return proxied;
+}
+
 /* The worker's own settings: the default puts Phase A behind the proxy,
  * open does not, nor does the Firecracker driver (a bridge of its own). */
 static void
 test_default_proxied (void **state)
 {
     (void) state;
-    kiwi_worker_config cfg;
-    kiwi_worker_config_init (&cfg);
-    kiwi_error_t err = NULL;
-    int idx = 0;
-    const char *env[] = { NULL };
-    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, env, 0, NULL, 0, &idx, &err), 0);
-    assert_string_equal (cfg.install_egress, "registries");
-    bool proxied = false;
-    assert_int_equal (kiwi_install_egress_proxied (&cfg, &proxied, &err), 0);
-    assert_true (proxied);
-    kiwi_worker_config_clear (&cfg);
-
-    const char *open_env[] = { "KIWI_INSTALL_EGRESS=open", NULL };
-    kiwi_worker_config_init (&cfg);
-    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, open_env, 0, NULL, 0, &idx, &err), 0);
-    assert_int_equal (kiwi_install_egress_proxied (&cfg, &proxied, &err), 0);
-    assert_false (proxied);
-    kiwi_worker_config_clear (&cfg);
-
-    const char *fc_env[] = { "KIWI_SANDBOX=firecracker", NULL };
-    kiwi_worker_config_init (&cfg);
-    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, fc_env, 0, NULL, 0, &idx, &err), 0);
-    assert_int_equal (kiwi_install_egress_proxied (&cfg, &proxied, &err), 0);
-    assert_false (proxied);
-    kiwi_worker_config_clear (&cfg);
+    char egress[64];
+    assert_true (proxied_with (NULL, egress));
+    assert_string_equal (egress, "registries");
+    assert_false (proxied_with ("KIWI_INSTALL_EGRESS=open", egress));
+    assert_false (proxied_with ("KIWI_SANDBOX=firecracker", egress));
+    assert_string_equal (egress, "registries");
 }
 
 static void
