@@ -242,11 +242,12 @@ script_argv (const kiwi_worker_config *cfg, kiwi_strv *argv, const char *command
 }
 
 int
-kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *gateway,
-                  const char *dir, pid_t *pid, kiwi_error_t *err)
+kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir, char *gateway,
+                  pid_t *pid, kiwi_error_t *err)
 {
     cleanup_strv kiwi_strv conf = KIWI_STRV_INIT;
-    if (script_argv (cfg, &conf, "conf", dir, err) < 0)
+    if (kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gateway, INET_ADDRSTRLEN, err) < 0
+        || script_argv (cfg, &conf, "conf", dir, err) < 0)
         return -1;
     if (kiwi_strv_add (&conf, "--listen") < 0 || kiwi_strv_add (&conf, gateway) < 0
         || kiwi_strv_add (&conf, "--ports") < 0 || kiwi_strv_add (&conf, cfg->install_proxy_ports) < 0
@@ -268,6 +269,8 @@ kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, c
     posix_spawnattr_destroy (&at);
     if (rc != 0)
         return kiwi_error_make (err, rc, "starting the egress proxy (proxy.sh run)");
+    kiwi_info ("egress proxy: squid (pid %d) on %s (%s) ports %s, %s", (int) *pid, gateway, kiwi_proxy_bridge (cfg),
+               cfg->install_proxy_ports, cfg->install_egress);
     return 0;
 }
 
@@ -323,13 +326,10 @@ kiwi_proxy_start_once (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *
         return 0;
     char gw[INET_ADDRSTRLEN], dir[PATH_MAX];
     int rc = -1;
-    if (kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gw, sizeof gw, err) < 0
-        || kiwi_proxy_dir (cfg, dir, sizeof dir, err) < 0 || kiwi_proxy_start (cfg, &e, gw, dir, pid, err) < 0)
+    if (kiwi_proxy_dir (cfg, dir, sizeof dir, err) < 0 || kiwi_proxy_start (cfg, &e, dir, gw, pid, err) < 0)
         goto out;
     for (int64_t until = kiwi_mono_ms () + 30000;;) {
         if (accepts (gw, ports[0])) {
-            kiwi_info ("egress proxy: squid (pid %d) on %s (%s) ports %s, %s", (int) *pid, gw, kiwi_proxy_bridge (cfg),
-                       cfg->install_proxy_ports, cfg->install_egress);
             rc = 0;
             break;
         }

@@ -87,12 +87,13 @@ int kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_e
 /* Its access log, "<proxy dir>/access.log". */
 int kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
 
-/* Writes the configuration (proxy.sh conf) for `gateway` and starts
- * `proxy.sh run` as a child of this process in its own process group;
- * *pid receives it. The caller reaps it (ev_child) and calls this again to
- * restart. */
-int kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *gateway,
-                      const char *dir, pid_t *pid, kiwi_error_t *err);
+/* Finds the gateway of this worker's install bridge (kiwi_proxy_bridge)
+ * into `gateway` (INET_ADDRSTRLEN), writes the configuration (proxy.sh
+ * conf) in `dir` for it and starts `proxy.sh run` as a child of this
+ * process in its own process group; *pid receives it, and the start is
+ * logged. The caller reaps it (ev_child) and calls this again to restart. */
+int kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir, char *gateway,
+                      pid_t *pid, kiwi_error_t *err);
 
 /* Stops a proxy kiwi_proxy_start() started: SIGTERM to its process group,
  * SIGKILL after 5 s; reaps it. Nothing for pid <= 0. */

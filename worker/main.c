@@ -67,10 +67,13 @@ claim_bridge (kiwi_worker_config *cfg, int *fd, kiwi_error_t *err)
     if (kiwi_install_egress_proxied (cfg, &proxied, err) < 0)
         return -1;
     if (!proxied) {
-        if (strcmp (cfg->sandbox, "firecracker") == 0 && strcmp (cfg->install_egress, "open") != 0)
-            kiwi_warn ("KIWI_INSTALL_EGRESS=%s is not enforced under the firecracker driver: its Phase A leaves by "
-                       "its own tap bridge, not through the egress proxy (ops/firecracker/README.md)",
-                       cfg->install_egress);
+        /* not open, yet not proxied: the driver has no install bridge */
+        kiwi_install_egress e;
+        if (kiwi_install_egress_parse (cfg->install_egress, &e, NULL) == 0 && !e.open)
+            kiwi_warn ("KIWI_INSTALL_EGRESS=%s is not enforced under the %s driver: its Phase A leaves by its own "
+                       "tap bridge, not through the egress proxy (ops/firecracker/README.md)",
+                       cfg->install_egress, cfg->sandbox);
+        kiwi_install_egress_clear (&e);
         return 0;
     }
     char name[16];

@@ -51,8 +51,7 @@ static void child_cb (struct ev_loop *loop, ev_child *w, int revents);
 static int
 spawn (kiwi_proxy_runner *r, kiwi_error_t *err)
 {
-    if (kiwi_proxy_gateway (kiwi_proxy_bridge (r->cfg), r->gateway, sizeof r->gateway, err) < 0
-        || kiwi_proxy_start (r->cfg, &r->egress, r->gateway, r->dir, &r->pid, err) < 0) {
+    if (kiwi_proxy_start (r->cfg, &r->egress, r->dir, r->gateway, &r->pid, err) < 0) {
         r->pid = 0;
         return -1;
     }
@@ -60,9 +59,6 @@ spawn (kiwi_proxy_runner *r, kiwi_error_t *err)
     r->child.data = r;
     ev_child_start (r->loop, &r->child);
     r->error[0] = '\0';
-    kiwi_info ("egress proxy: squid (pid %d) on %s (%s) ports %s, %s", (int) r->pid, r->gateway,
-               kiwi_proxy_bridge (r->cfg),
-               r->cfg->install_proxy_ports, r->cfg->install_egress);
     return 0;
 }
 
