@@ -53,6 +53,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   libmicrohttpd-dev
+  # the egress rules' rejected packets, read by kiwi-worker (worker/nflog.c)
+  libnetfilter-log-dev
   # the tar format (sandbox/archive-*.c); the static guest agent also needs
   # the .a files of what libarchive links (pkg-config --static --libs libarchive)
   libarchive-dev libacl1-dev libzstd-dev liblz4-dev libbz2-dev liblzma-dev libxml2-dev nettle-dev zlib1g-dev

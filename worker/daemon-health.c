@@ -40,6 +40,18 @@ kiwi__publish_heartbeat (daemon_t *d)
     /* the proxy's state is the daemon's own, not the check process's */
     json_t *pcheck = d->proxy ? kiwi_proxy_runner_check (d->proxy) : NULL;
     bool proxy_down = pcheck && !json_is_true (json_object_get (pcheck, "ok"));
+    if (pcheck) {
+        /* and whether what the rules reject reaches the tasks' events */
+        char detail[2048];
+        if (d->nflog)
+            snprintf (detail, sizeof detail, "%s; rejected packets read from netlink log group %u (%llu lost)",
+                      json_string_value (json_object_get (pcheck, "detail")), kiwi_nflog_group (d->nflog),
+                      (unsigned long long) kiwi_nflog_dropped (d->nflog));
+        else
+            snprintf (detail, sizeof detail, "%s; rejected packets not read: %s",
+                      json_string_value (json_object_get (pcheck, "detail")), d->nflog_error);
+        json_object_set_new (pcheck, "detail", json_string (detail));
+    }
     if (pcheck)
         json_object_set (d->egress, "egress_proxy", pcheck);
     h.degraded = d->draining || !d->redis_ok || d->isolation_failed || proxy_down;

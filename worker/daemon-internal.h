@@ -35,6 +35,7 @@
 #include "common/defaults.h"
 #include "worker/events.h"
 #include "worker/metrics-http.h"
+#include "worker/nflog.h"
 #include "worker/offsets.h"
 #include "worker/outbox.h"
 #include "worker/proxy-runner.h"
@@ -89,7 +90,12 @@ typedef struct slot {
      * the egress proxy's denials from that address are this task's */
     char install_address[46];
     char install_command[1024];
+    int denials_told; /* egress_denied events of this run (at most KIWI__DENIALS_TOLD_MAX) */
 } slot;
+
+/* A sandbox denied a thousand times tells the first ones: its install event
+ * counts them all. */
+#define KIWI__DENIALS_TOLD_MAX 64
 
 /* A task waiting for another worker's lease on it to end. */
 typedef struct waiting {
@@ -174,6 +180,9 @@ struct daemon {
     kiwi_worker_metrics *metrics;    /* what /metrics shows (worker-metrics.h) */
     kiwi_metrics_server *metrics_server; /* serving it on KIWI_METRICS_ADDR, or NULL */
     kiwi_proxy_runner *proxy;        /* Phase A's egress proxy, or NULL (KIWI_INSTALL_EGRESS=open) */
+    kiwi_nflog *nflog;               /* what the rules rejected from its bridge (nflog.h), or NULL */
+    ev_io nflog_w;
+    char nflog_error[512];           /* why nflog is NULL with the proxy on */
 };
 
 /* Stops the worker as for a fatal error (the loop ends; tasks in flight are
@@ -221,6 +230,9 @@ void kiwi__abandon_retries (daemon_t *d);
  * from a running install's address becomes that task's `egress_denied`
  * event. */
 void kiwi__on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata);
+/* kiwi_nflog_open's callback (userdata: the daemon): a packet the egress
+ * rules rejected from a running install's address, the same. */
+void kiwi__on_firewall_denied (const kiwi_nflog_packet *p, void *userdata);
 void kiwi__on_result_acked (daemon_t *d, slot *s);
 void kiwi__result_not_delivered (daemon_t *d, slot *s, const char *why);
 void kiwi__result_too_large (daemon_t *d, slot *s, size_t len, const char *why);

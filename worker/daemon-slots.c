@@ -135,25 +135,63 @@ on_frame (int type, const char *body, size_t len, void *ud)
     }
 }
 
+/* The running task whose Phase A sandbox has `address`, or NULL. */
+static slot *
+install_slot (daemon_t *d, const char *address)
+{
+    for (int i = 0; i < d->nslots; i++) {
+        slot *s = &d->slots[i];
+        if (s->state == SLOT_RUNNING && s->install_address[0] != '\0' && strcmp (s->install_address, address) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+/* Publishes a denial (p, taken; NULL: no memory) as the task's
+ * `egress_denied` event, with the command its install runs; past
+ * KIWI__DENIALS_TOLD_MAX of the run, says so once in the log instead. */
+static void
+tell_denial (daemon_t *d, slot *s, json_t *p, const char *what)
+{
+    if (p == NULL) {
+        kiwi_warn ("task %s: no memory for its egress_denied event of %s", s->task_id, what);
+        return;
+    }
+    if (s->denials_told >= KIWI__DENIALS_TOLD_MAX) {
+        if (s->denials_told++ == KIWI__DENIALS_TOLD_MAX)
+            kiwi_warn ("task %s: more than %d denied attempts; the rest are counted in its install event, not "
+                       "each told",
+                       s->task_id, KIWI__DENIALS_TOLD_MAX);
+        json_decref (p);
+        return;
+    }
+    s->denials_told++;
+    json_object_set_new (p, "command", json_string (s->install_command));
+    emit_daemon_event (d, s, KIWI_PHASE_INSTALL, "egress_denied", p);
+}
+
 void
 kiwi__on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata)
 {
     daemon_t *d = userdata;
-    if (e->client == NULL)
-        return;
-    for (int i = 0; i < d->nslots; i++) {
-        slot *s = &d->slots[i];
-        if (s->state != SLOT_RUNNING || s->install_address[0] == '\0' || strcmp (s->install_address, e->client) != 0)
-            continue;
-        json_t *p = kiwi_egress_denial_json (e, rule, d->cfg->install_egress);
-        if (p == NULL) {
-            kiwi_warn ("task %s: no memory for its egress_denied event of %s", s->task_id, e->host);
-            return;
-        }
-        json_object_set_new (p, "command", json_string (s->install_command));
-        emit_daemon_event (d, s, KIWI_PHASE_INSTALL, "egress_denied", p);
+    slot *s = e->client ? install_slot (d, e->client) : NULL;
+    if (s != NULL)
+        tell_denial (d, s, kiwi_egress_denial_json (e, rule, d->cfg->install_egress), e->host);
+}
+
+void
+kiwi__on_firewall_denied (const kiwi_nflog_packet *p, void *userdata)
+{
+    daemon_t *d = userdata;
+    slot *s = install_slot (d, p->src);
+    if (s == NULL) {
+        kiwi_debug ("egress rules: rejected %s %s:%d from %s (no running install of ours)", p->protocol, p->dst,
+                    p->port, p->src);
         return;
     }
+    kiwi_info ("task %s: egress rules rejected %s to %s%s%s port %d (%s)", s->task_id, p->protocol, p->dst,
+               p->qname[0] ? ", asking for " : "", p->qname, p->port, p->rule);
+    tell_denial (d, s, kiwi_nflog_denial_json (p), p->dst);
 }
 
 static void
@@ -599,6 +637,7 @@ kiwi__start_run (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *
     from->topic = NULL;
     s->leased = leased;
     s->attempt = attempt;
+    s->denials_told = 0;
     s->started_ms = kiwi_now_ms ();
     s->fd = -1;
     d->busy++;

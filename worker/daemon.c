@@ -235,6 +235,48 @@ timer_start (daemon_t *d, ev_timer *t, void (*cb) (struct ev_loop *, ev_timer *,
     ev_timer_start (d->loop, t);
 }
 
+
+static void
+nflog_cb (struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void) loop;
+    (void) revents;
+    daemon_t *d = w->data;
+    kiwi_error_t err = NULL;
+    if (kiwi_nflog_read (d->nflog, &err) < 0) {
+        kiwi_warn ("%s", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+    }
+}
+
+/* The rules' log of this worker's install bridge (nflog.h): group
+ * KIWI_EGRESS_NFLOG_GROUP + the bridge's number. Without it the rules
+ * still reject; only the events are missing, and the log and the
+ * heartbeat's egress_proxy detail say so. */
+static void
+open_nflog (daemon_t *d)
+{
+    const char *bridge = kiwi_install_bridge_or_default (d->cfg->install_bridge);
+    char net[32];
+    int index = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_install_network_name (bridge, net, sizeof net, &index, &err) == 0
+        && kiwi_nflog_open ((uint16_t) (d->cfg->egress_nflog_group + index), kiwi__on_firewall_denied, d, &d->nflog,
+                            &err)
+               == 0) {
+        ev_io_init (&d->nflog_w, nflog_cb, kiwi_nflog_fd (d->nflog), EV_READ);
+        d->nflog_w.data = d;
+        ev_io_start (d->loop, &d->nflog_w);
+        kiwi_info ("egress rules: reading what they reject from %s (netlink log group %u)", bridge,
+                   kiwi_nflog_group (d->nflog));
+        return;
+    }
+    snprintf (d->nflog_error, sizeof d->nflog_error, "%s", kiwi_error_msg (err));
+    kiwi_warn ("egress rules: %s: what they reject from %s is not told as egress_denied events", d->nflog_error,
+               bridge);
+    kiwi_error_free (&err);
+}
+
 int
 kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error_t *err)
 {
@@ -297,6 +339,8 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     if (kiwi_proxy_runner_start (d.loop, cfg, &d.proxy, err) < 0)
         goto out;
     kiwi_proxy_runner_on_denied (d.proxy, kiwi__on_egress_denied, &d);
+    if (d.proxy != NULL)
+        open_nflog (&d);
     if (setup_kafka (&d, err) < 0)
         goto out;
     kiwi__redis_connect (&d);
@@ -368,6 +412,10 @@ out:
     if (d.egress_pid > 0)
         kiwi__stop_egress_check (d.egress_pid);
     kiwi_proxy_runner_stop (d.proxy);
+    if (d.nflog != NULL) {
+        ev_io_stop (d.loop, &d.nflog_w);
+        kiwi_nflog_close (d.nflog);
+    }
     json_decref (d.egress);
     kiwi_metrics_server_stop (d.metrics_server);
     kiwi_worker_metrics_free (d.metrics);

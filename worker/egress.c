@@ -218,7 +218,8 @@ egress_argv (const kiwi_worker_config *cfg, const char *command, kiwi_strv *argv
     if (proxied
         && (kiwi_strv_add (argv, "--proxy") < 0 || kiwi_strv_add (argv, cfg->install_proxy_ports) < 0
             || kiwi_strv_add (argv, "--install-bridge") < 0
-            || kiwi_strv_add (argv, KIWI_INSTALL_BRIDGE_PREFIX "+") < 0))
+            || kiwi_strv_add (argv, KIWI_INSTALL_BRIDGE_PREFIX "+") < 0 || kiwi_strv_add (argv, "--nflog-group") < 0
+            || kiwi_strv_addf (argv, "%lld", (long long) cfg->egress_nflog_group) < 0))
         return kiwi_error_make (err, ENOMEM, "egress.sh %s", command);
     return 0;
 }

@@ -41,6 +41,13 @@
 #                        are redirected to H and S (nat table), everything
 #                        else it sends is rejected, DNS included
 #                        (KIWI_EGRESS_PROXY="3128,3129,3130")
+#   --nflog-group N      with --proxy: what the install bridge sends and the
+#                        rules reject is first logged to netlink group N+I
+#                        for the bridge kiwi-installI (N for a bridge of
+#                        another name), at most 20 packets a second per
+#                        source address, for kiwi-worker to publish as
+#                        `egress_denied` events (KIWI_EGRESS_NFLOG_GROUP,
+#                        default 7460; 0 to 65519)
 #   --no-ipv6            IPv4 only (KIWI_EGRESS_IPV6=off); by default IPv6
 #                        rules are added whenever ip6tables works
 #
@@ -82,7 +89,7 @@ load_conf() {
 
 truthy() { case ${1,,} in 1|true|yes|on) return 0 ;; *) return 1 ;; esac; }
 
-opt_rfc1918=0 opt_ipv6=1 opt_bridge=kiwi-install0 opt_proxy=
+opt_rfc1918=0 opt_ipv6=1 opt_bridge=kiwi-install0 opt_proxy='' opt_nflog=7460
 opt_allow=() opt_dns=() opt_metadata=() opt_deny=()
 
 parse_options() {
@@ -91,6 +98,7 @@ parse_options() {
   [[ ${KIWI_EGRESS_IPV6:-auto} == off ]] && opt_ipv6=0
   opt_bridge=${KIWI_EGRESS_INSTALL_BRIDGE:-kiwi-install0}
   opt_proxy=${KIWI_EGRESS_PROXY:-}
+  opt_nflog=${KIWI_EGRESS_NFLOG_GROUP:-7460}
   # shellcheck disable=SC2206
   opt_allow=(${KIWI_EGRESS_ALLOW:+${KIWI_EGRESS_ALLOW//,/ }})
   # shellcheck disable=SC2206
@@ -117,6 +125,8 @@ parse_options() {
       --proxy) [[ $# -ge 2 ]] || die "--proxy needs E,H,S"; opt_proxy=$2; shift ;;
       --proxy=*) opt_proxy=${1#*=} ;;
       --no-proxy) opt_proxy= ;;
+      --nflog-group) [[ $# -ge 2 ]] || die "--nflog-group needs a number"; opt_nflog=$2; shift ;;
+      --nflog-group=*) opt_nflog=${1#*=} ;;
       --no-ipv6) opt_ipv6=0 ;;
       -h|--help) usage; exit 0 ;;
       *) printf 'egress: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
@@ -129,6 +139,9 @@ parse_options() {
   if [[ -n $opt_proxy ]]; then
     valid_proxy_ports "$opt_proxy" || die "bad --proxy '$opt_proxy' (want three distinct TCP ports E,H,S)"
   fi
+  [[ $opt_nflog =~ ^[0-9]{1,5}$ ]] && ((10#$opt_nflog <= 65519)) ||
+    die "bad --nflog-group '$opt_nflog' (KIWI_EGRESS_NFLOG_GROUP: a number from 0 to 65519)"
+  opt_nflog=$((10#$opt_nflog))
   for a in "${opt_metadata[@]}" "${opt_dns[@]}"; do valid_addr "$a" || die "bad address '$a'"; done
   for a in "${opt_allow[@]}"; do split_allow "$a" >/dev/null || die "bad --allow '$a' (want CIDR[:PORT], IPv6 as [CIDR]:PORT)"; done
   for a in "${opt_deny[@]}"; do split_allow "$a" >/dev/null || die "bad --deny '$a' (want ADDR[:PORT], IPv6 as [ADDR]:PORT)"; done
@@ -151,7 +164,7 @@ options_as_args() {
   for a in "${opt_metadata[@]}"; do out+=(--metadata "$a"); done
   for a in "${opt_deny[@]}"; do out+=(--deny "$a"); done
   out+=(--install-bridge "$opt_bridge")
-  [[ -n $opt_proxy ]] && out+=(--proxy "$opt_proxy")
+  [[ -n $opt_proxy ]] && out+=(--proxy "$opt_proxy" --nflog-group "$opt_nflog")
   [[ $opt_ipv6 == 0 ]] && out+=(--no-ipv6)
   printf '%s\n' "${out[*]}"
 }
@@ -260,19 +273,37 @@ chain_rules() { ipt "$1" -S "$2" 2>/dev/null | grep -- '^-A ' || true; }
 
 c() { printf -- '-m comment --comment "%s: %s"' "$TAG" "$1"; }
 
+# nflog_rules CHAIN WHAT: before CHAIN's rejects of the install bridge, each
+# packet they are about to reject goes to the netlink log group of its
+# bridge (BASE+I for kiwi-installI; a pattern "name+" is every bridge
+# name0 .. name15), prefixed "kiwi-egress WHAT" (forward: sent beyond the
+# host; host: to the host itself). One hashlimit table keyed by source
+# address bounds what one sandbox can make the host log.
+nflog_rules() {
+  local chain=$1 what=$2 i br group
+  local limit="-m hashlimit --hashlimit-upto 20/sec --hashlimit-burst 40 --hashlimit-mode srcip --hashlimit-name kiwi-egress-log"
+  local brs=()
+  if [[ $opt_bridge == *+ ]]; then
+    for i in $(seq 0 15); do brs+=("${opt_bridge%+}$i:$((opt_nflog + i))"); done
+  elif [[ $opt_bridge =~ ^kiwi-install([0-9]{1,2})$ ]] && ((10#${BASH_REMATCH[1]} <= 15)); then
+    brs+=("$opt_bridge:$((opt_nflog + 10#${BASH_REMATCH[1]}))")
+  else
+    brs+=("$opt_bridge:$opt_nflog")
+  fi
+  for i in "${brs[@]}"; do
+    br=${i%:*} group=${i##*:}
+    echo "-A $chain -i $br $limit $(c "install bridge: denied, logged") -j NFLOG --nflog-prefix \"kiwi-egress $what\" --nflog-group $group --nflog-size 512"
+  done
+}
+
 # render F: the rules of both chains for family F, one iptables-save line each.
 render() {
   local f=$1 m cidr port r reject_other icmp_p
   if [[ $f == 4 ]]; then reject_other=icmp-admin-prohibited; else reject_other=icmp6-adm-prohibited; fi
-  for m in "${opt_metadata[@]}"; do
-    if [[ $f == 6 ]]; then is_v6 "$m" || continue; [[ $m == */* ]] || m+=/128
-    else is_v6 "$m" && continue; [[ $m == */* ]] || m+=/32; fi
-    echo "-A $CHAIN -d $m -p udp -m udp --dport 53 $(c "metadata DNS allowed") -j RETURN"
-    echo "-A $CHAIN -d $m -p tcp -m tcp --dport 53 $(c "metadata DNS allowed") -j RETURN"
-    echo "-A $CHAIN -d $m -p tcp -m multiport --dports $TOKEN_PORTS $(c "metadata token ports") -j REJECT --reject-with tcp-reset"
-    echo "-A $CHAIN -d $m -p tcp $(c "metadata other TCP ports") -j REJECT --reject-with tcp-reset"
-    echo "-A $CHAIN -d $m $(c "metadata other traffic") -j REJECT --reject-with $reject_other"
-  done
+  # Before anything else (the metadata rules' DNS exception included): with
+  # the proxy, nothing from the install bridge is forwarded, and each such
+  # packet is logged first for the worker's `egress_denied` events.
+  [[ -n $opt_proxy ]] && nflog_rules "$CHAIN" forward
   # The fleet's own services: nothing from the install bridge reaches them,
   # whatever the state of the flow and whichever host they run on.
   for r in "${opt_deny[@]}"; do
@@ -291,6 +322,15 @@ render() {
     echo "-A $CHAIN -i $opt_bridge -p tcp $(c "install bridge: only through the egress proxy") -j REJECT --reject-with tcp-reset"
     echo "-A $CHAIN -i $opt_bridge $(c "install bridge: only through the egress proxy") -j REJECT --reject-with $reject_other"
   fi
+  for m in "${opt_metadata[@]}"; do
+    if [[ $f == 6 ]]; then is_v6 "$m" || continue; [[ $m == */* ]] || m+=/128
+    else is_v6 "$m" && continue; [[ $m == */* ]] || m+=/32; fi
+    echo "-A $CHAIN -d $m -p udp -m udp --dport 53 $(c "metadata DNS allowed") -j RETURN"
+    echo "-A $CHAIN -d $m -p tcp -m tcp --dport 53 $(c "metadata DNS allowed") -j RETURN"
+    echo "-A $CHAIN -d $m -p tcp -m multiport --dports $TOKEN_PORTS $(c "metadata token ports") -j REJECT --reject-with tcp-reset"
+    echo "-A $CHAIN -d $m -p tcp $(c "metadata other TCP ports") -j REJECT --reject-with tcp-reset"
+    echo "-A $CHAIN -d $m $(c "metadata other traffic") -j REJECT --reject-with $reject_other"
+  done
   if [[ $opt_rfc1918 == 1 ]]; then
     echo "-A $CHAIN -m conntrack --ctstate RELATED,ESTABLISHED $(c "private: replies and established flows") -j RETURN"
     echo "-A $CHAIN -m conntrack --ctstate DNAT $(c "private: published ports, Docker decides") -j RETURN"
@@ -330,6 +370,7 @@ render() {
     echo "-A $INCHAIN -p tcp -m tcp --dport $(proxy_port 0) $(c "install bridge: the egress proxy") -j RETURN"
     echo "-A $INCHAIN -p tcp -m multiport --dports $(proxy_port 1),$(proxy_port 2) -m conntrack --ctstate DNAT $(c "install bridge: the egress proxy, redirected") -j RETURN"
   fi
+  [[ -n $opt_proxy ]] && nflog_rules "$INCHAIN" host
   echo "-A $INCHAIN -p tcp $(c "install bridge: no new connections to the host") -j REJECT --reject-with tcp-reset"
   echo "-A $INCHAIN $(c "install bridge: no new connections to the host") -j REJECT --reject-with $reject_other"
 }
