@@ -256,14 +256,9 @@ nflog_cb (struct ev_loop *loop, ev_io *w, int revents)
 static void
 open_nflog (daemon_t *d)
 {
-    const char *bridge = kiwi_install_bridge_or_default (d->cfg->install_bridge);
-    char net[32];
-    int index = 0;
+    const char *bridge = kiwi_proxy_bridge (d->cfg);
     kiwi_error_t err = NULL;
-    if (kiwi_install_network_name (bridge, net, sizeof net, &index, &err) == 0
-        && kiwi_nflog_open ((uint16_t) (d->cfg->egress_nflog_group + index), kiwi__on_firewall_denied, d, &d->nflog,
-                            &err)
-               == 0) {
+    if (kiwi_proxy_nflog_open (d->cfg, kiwi__on_firewall_denied, d, &d->nflog, &err) == 0) {
         ev_io_init (&d->nflog_w, nflog_cb, kiwi_nflog_fd (d->nflog), EV_READ);
         d->nflog_w.data = d;
         ev_io_start (d->loop, &d->nflog_w);

@@ -206,6 +206,17 @@ kiwi_proxy_bridge (const kiwi_worker_config *cfg)
 }
 
 int
+kiwi_proxy_nflog_open (const kiwi_worker_config *cfg, kiwi_nflog_cb cb, void *userdata, kiwi_nflog **out,
+                       kiwi_error_t *err)
+{
+    char net[32];
+    int index = 0;
+    if (kiwi_install_network_name (kiwi_proxy_bridge (cfg), net, sizeof net, &index, err) < 0)
+        return -1;
+    return kiwi_nflog_open ((uint16_t) (cfg->egress_nflog_group + index), cb, userdata, out, err);
+}
+
+int
 kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
 {
     int n = snprintf (buf, cap, "%s/egress-proxy/%s", cfg->state_dir, cfg->worker_id ? cfg->worker_id : "worker");

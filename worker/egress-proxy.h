@@ -29,6 +29,7 @@
 #include <sys/types.h>
 
 #include "worker/config.h"
+#include "worker/nflog.h"
 #include "common/error.h"
 #include "common/strv.h"
 
@@ -70,6 +71,12 @@ int kiwi_proxy_gateway (const char *bridge, char *addr, size_t cap, kiwi_error_t
 /* This worker's install bridge: KIWI_INSTALL_BRIDGE, or KIWI_INSTALL_BRIDGE
  * (sandbox.h) when unset (the daemon sets it: install-bridge.h). */
 const char *kiwi_proxy_bridge (const kiwi_worker_config *cfg);
+
+/* Opens the netlink log group of this worker's install bridge: what the
+ * egress rules reject from it (nflog.h), group KIWI_EGRESS_NFLOG_GROUP plus
+ * the bridge's number, as egress.sh --nflog-group numbers them. */
+int kiwi_proxy_nflog_open (const kiwi_worker_config *cfg, kiwi_nflog_cb cb, void *userdata, kiwi_nflog **out,
+                           kiwi_error_t *err);
 
 /* The proxy settings Phase A gets ("K=V", appended to *env) for a proxy at
  * http://GATEWAY:PORT: HTTP(S)_PROXY in both cases, npm's, and the JVM's

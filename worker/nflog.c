@@ -178,7 +178,8 @@ on_packet (struct nflog_g_handle *gh, struct nfgenmsg *nfmsg, struct nflog_data 
     if (kiwi_nflog_parse (nfmsg->nfgen_family, (const uint8_t *) payload, (size_t) n, &p) < 0)
         return 0;
     l->read_now++;
-    l->cb (&p, l->userdata);
+    if (l->cb)
+        l->cb (&p, l->userdata);
     return 0;
 }
 
@@ -228,6 +229,13 @@ kiwi_nflog_open (uint16_t group, kiwi_nflog_cb cb, void *userdata, kiwi_nflog **
     }
     *out = l;
     return 0;
+}
+
+void
+kiwi_nflog_set_callback (kiwi_nflog *l, kiwi_nflog_cb cb, void *userdata)
+{
+    l->cb = cb;
+    l->userdata = userdata;
 }
 
 int

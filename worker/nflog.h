@@ -62,6 +62,9 @@ typedef void (*kiwi_nflog_cb) (const kiwi_nflog_packet *p, void *userdata);
  * nfnetlink_log in the kernel). */
 int kiwi_nflog_open (uint16_t group, kiwi_nflog_cb cb, void *userdata, kiwi_nflog **out, kiwi_error_t *err);
 
+/* Calls cb (with userdata) for the packets read from now on. */
+void kiwi_nflog_set_callback (kiwi_nflog *l, kiwi_nflog_cb cb, void *userdata);
+
 /* The socket to poll for reading (non-blocking). */
 int kiwi_nflog_fd (const kiwi_nflog *l);
 

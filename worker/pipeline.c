@@ -219,6 +219,7 @@ typedef struct install_ctx {
     int64_t install_ms; /* spent in install_cb so far (step 0's own time is the rest) */
     kiwi_store *store; /* the shared snapshot store, or NULL */
     const char *egress_log; /* the egress proxy's access log, or NULL (KIWI_INSTALL_EGRESS=open) */
+    kiwi_nflog *nflog;      /* --once: the rules' rejects from its bridge (nflog.h), or NULL */
 } install_ctx;
 
 /* The Phase A sandbox running now (kiwi_install_request.on_started). */
@@ -226,7 +227,11 @@ typedef struct install_run {
     install_ctx *c;
     const char *command;
     char address[46];
+    int told; /* egress_denied events of the rules' log told (--once) */
 } install_run;
+
+/* as the daemon's KIWI__DENIALS_TOLD_MAX */
+#define KIWI_ONCE_DENIALS_TOLD_MAX 64
 
 static void
 install_started (const char *address, void *ud)
@@ -235,6 +240,22 @@ install_started (const char *address, void *ud)
     snprintf (run->address, sizeof run->address, "%s", address);
     if (address[0] != '\0')
         kiwi_events_sandbox (run->c->p->events, address, run->command);
+}
+
+/* kiwi_nflog_read's callback (--once): a rejected packet of this install's
+ * sandbox is its egress_denied event. */
+static void
+firewall_denied (const kiwi_nflog_packet *pk, void *ud)
+{
+    install_run *run = ud;
+    if (strcmp (pk->src, run->address) != 0 || run->told >= KIWI_ONCE_DENIALS_TOLD_MAX)
+        return;
+    run->told++;
+    json_t *ep = kiwi_nflog_denial_json (pk);
+    if (ep != NULL && json_object_set_new (ep, "command", json_string (run->command)) == 0)
+        kiwi_events_emit (run->c->p->events, KIWI_PHASE_INSTALL, "egress_denied", 0, ep);
+    else
+        json_decref (ep);
 }
 
 /* What the install sent through the egress proxy, into the install event
@@ -256,6 +277,13 @@ record_egress (install_ctx *c, const install_run *run, int64_t offset, kiwi_inst
      * event here, before the install event, as a daemon's would be */
     size_t i;
     json_t *d;
+    if (c->nflog != NULL) {
+        kiwi_nflog_set_callback (c->nflog, firewall_denied, (void *) run);
+        if (kiwi_nflog_read (c->nflog, &err) < 0) {
+            kiwi_warn ("%s", kiwi_error_msg (err));
+            kiwi_error_free (&err);
+        }
+    }
     if (c->p->own_proxy)
         json_array_foreach (rec.denied, i, d) {
             json_t *ep = json_deep_copy (d);
@@ -512,6 +540,23 @@ installed_mask_clear (installed_mask *im)
 
 /* Steps 1-5 of `task` (with its effective limits) as the policy `pol`
  * decided; the result in *out. Returns < 0 when stopped by SIGTERM. */
+
+/* --once: the rules' log of the bridge its proxy is on, read after Phase A
+ * (the socket keeps what arrives meanwhile). NULL, with a warning, when it
+ * cannot be had: the rules still reject, only the events are missing. */
+static kiwi_nflog *
+once_nflog (const kiwi_worker_config *cfg)
+{
+    kiwi_nflog *l = NULL;
+    kiwi_error_t err = NULL;
+    if (kiwi_proxy_nflog_open (cfg, NULL, NULL, &l, &err) < 0) {
+        kiwi_warn ("egress rules: %s: what they reject is not told as egress_denied events", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return NULL;
+    }
+    return l;
+}
+
 static int
 run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy *pol, kiwi_result *out)
 {
@@ -537,6 +582,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
     int snapshot_hold = -1;
     pid_t proxy_pid = 0; /* the egress proxy this run started (own_proxy), or 0 */
+    kiwi_nflog *nflog = NULL; /* its rules' log (own_proxy), or NULL */
 
     /* 1. the repository */
     /* the token only where the operator sends it (KIWI_GIT_TOKEN_HOSTS, https) */
@@ -604,6 +650,8 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
         goto done;
     }
+    if (proxied && p->own_proxy)
+        nflog = once_nflog (cfg);
     kiwi_phase_config pc = {
         .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
         .host_env = p->host_env,
@@ -638,7 +686,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     }
     install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
                        .deadline_ms = deadline_ms, .hold = &snapshot_hold, .store = store,
-                       .egress_log = proxied ? egress_log : NULL };
+                       .egress_log = proxied ? egress_log : NULL, .nflog = nflog };
     kiwi_step0_outcome s0;
     int64_t s0_start = kiwi_mono_ms ();
     int s0_rc = kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic,
@@ -731,6 +779,7 @@ done:
     kiwi_store_close (store);
     kiwi_sandbox_env_close (sb);
     kiwi_proxy_stop (proxy_pid);
+    kiwi_nflog_close (nflog);
     kiwi_plan_clear (&plan);
     if (snapshot_hold >= 0)
         close (snapshot_hold);
