@@ -380,11 +380,29 @@ fleet_verdict (const kiwi_strv *probe, const char *output, char *detail, size_t 
 
 /* With the egress proxy: a host not on the list is refused by it (CONNECT
  * answered 403; the name is under .invalid, so nothing could ever answer
- * it), and a name resolves nowhere in Phase A (curl without the proxy exits
- * 6, "could not resolve host"). Lines "DENIED <code>" and "DNS rc=<n>". */
+ * it), and a name resolves nowhere in Phase A: curl without the proxy exits
+ * 6 ("could not resolve host": the resolver answered no) or 28 while still
+ * resolving (Docker's embedded resolver, its upstream queries rejected by
+ * the rules, answers nothing until curl gives up; a 28 after the name
+ * resolved, connecting, is no pass). Lines "DENIED <code>" and "DNS rc=<n>"
+ * or "DNS rc=28 (resolving timed out)". */
 #define PROXY_PROBES                                                                                                \
     "curl -sS -m 10 -o /dev/null -w 'DENIED %{http_connect}' https://denied.kiwi.invalid/ 2>/dev/null; echo; "       \
-    "curl --noproxy '*' -sS -m 10 -o /dev/null http://registry.npmjs.org/ 2>/dev/null; echo \"DNS rc=$?\"; "
+    "e=$(curl --noproxy '*' -sS -m 10 -o /dev/null http://registry.npmjs.org/ 2>&1); rc=$?; "                        \
+    "case $e in *'Resolving timed out'*) rc=\"$rc (resolving timed out)\" ;; esac; echo \"DNS rc=$rc\"; "
+
+/* The "DNS rc=..." line's verdict: no name resolved. */
+static bool
+dns_closed (const char *n)
+{
+    static const char *const closed[] = { "DNS rc=6", "DNS rc=28 (resolving timed out)" };
+    for (size_t i = 0; n && i < sizeof closed / sizeof closed[0]; i++) {
+        size_t l = strlen (closed[i]);
+        if (strncmp (n, closed[i], l) == 0 && (n[l] == '\0' || n[l] == '\n'))
+            return true;
+    }
+    return false;
+}
 
 typedef struct proxy_probe {
     bool ran, denied_ok, dns_ok;
@@ -397,7 +415,7 @@ proxy_verdict (const char *output, proxy_probe *pp)
     pp->ran = true;
     const char *d = output ? strstr (output, "DENIED ") : NULL, *n = output ? strstr (output, "DNS rc=") : NULL;
     pp->denied_ok = d && strncmp (d, "DENIED 403", 10) == 0;
-    pp->dns_ok = n && strncmp (n, "DNS rc=6", 8) == 0 && (n[8] == '\0' || n[8] == '\n');
+    pp->dns_ok = dns_closed (n);
     snprintf (pp->denied, sizeof pp->denied, "%s (a CONNECT to denied.kiwi.invalid:443 %s)",
               pp->denied_ok ? "refused by the proxy" : "NOT refused by the proxy",
               d ? (strncmp (d, "DENIED 000", 10) == 0 ? "got no answer" : "was answered") : "did not run");
