@@ -262,8 +262,6 @@ open_nflog (daemon_t *d)
         ev_io_init (&d->nflog_w, nflog_cb, kiwi_nflog_fd (d->nflog), EV_READ);
         d->nflog_w.data = d;
         ev_io_start (d->loop, &d->nflog_w);
-        kiwi_info ("egress rules: reading what they reject from %s (netlink log group %u)", bridge,
-                   kiwi_nflog_group (d->nflog));
         return;
     }
     snprintf (d->nflog_error, sizeof d->nflog_error, "%s", kiwi_error_msg (err));

@@ -213,7 +213,11 @@ kiwi_proxy_nflog_open (const kiwi_worker_config *cfg, kiwi_nflog_cb cb, void *us
     int index = 0;
     if (kiwi_install_network_name (kiwi_proxy_bridge (cfg), net, sizeof net, &index, err) < 0)
         return -1;
-    return kiwi_nflog_open ((uint16_t) (cfg->egress_nflog_group + index), cb, userdata, out, err);
+    if (kiwi_nflog_open ((uint16_t) (cfg->egress_nflog_group + index), cb, userdata, out, err) < 0)
+        return -1;
+    kiwi_info ("egress rules: reading what they reject from %s (netlink log group %u)", kiwi_proxy_bridge (cfg),
+               kiwi_nflog_group (*out));
+    return 0;
 }
 
 int
