@@ -227,7 +227,7 @@ typedef struct install_run {
     install_ctx *c;
     const char *command;
     char address[46];
-    int told; /* egress_denied events of the rules' log told (--once) */
+    json_t *denials; /* --once: the rules' and the proxy's denials to tell (tell_once_denials) */
 } install_run;
 
 /* as the daemon's KIWI__DENIALS_TOLD_MAX */
@@ -248,21 +248,65 @@ static void
 firewall_denied (const kiwi_nflog_packet *pk, void *ud)
 {
     install_run *run = ud;
-    if (strcmp (pk->src, run->address) != 0 || run->told >= KIWI_ONCE_DENIALS_TOLD_MAX)
+    if (strcmp (pk->src, run->address) != 0 || json_array_size (run->denials) >= KIWI_ONCE_DENIALS_TOLD_MAX)
         return;
-    run->told++;
-    json_t *ep = kiwi_nflog_denial_json (pk);
-    if (ep != NULL && json_object_set_new (ep, "command", json_string (run->command)) == 0)
-        kiwi_events_emit (run->c->p->events, KIWI_PHASE_INSTALL, "egress_denied", 0, ep);
-    else
-        json_decref (ep);
+    json_array_append_new (run->denials, kiwi_nflog_denial_json (pk));
+}
+
+static int
+by_attempt (const void *a, const void *b)
+{
+    json_int_t x = json_integer_value (json_object_get (*(json_t *const *) a, "attempted_at"));
+    json_int_t y = json_integer_value (json_object_get (*(json_t *const *) b, "attempted_at"));
+    return (x > y) - (x < y);
+}
+
+/* --once: no daemon publishes the denials as they happen. The rules'
+ * (read now from the NFLOG socket, which kept them) and the proxy's
+ * (`proxied`, from its log) are each an event here, before the install
+ * event, in the order they were attempted, at most
+ * KIWI_ONCE_DENIALS_TOLD_MAX of them. */
+static void
+tell_once_denials (install_ctx *c, install_run *run, json_t *proxied)
+{
+    kiwi_error_t err = NULL;
+    if (c->nflog != NULL) {
+        kiwi_nflog_set_callback (c->nflog, firewall_denied, run);
+        if (kiwi_nflog_read (c->nflog, &err) < 0) {
+            kiwi_warn ("%s", kiwi_error_msg (err));
+            kiwi_error_free (&err);
+        }
+        kiwi_nflog_set_callback (c->nflog, NULL, NULL);
+    }
+    size_t i, n = 0;
+    json_t *d;
+    json_array_foreach (proxied, i, d)
+        if (n++ < KIWI_ONCE_DENIALS_TOLD_MAX)
+            json_array_append_new (run->denials, json_deep_copy (d));
+    n = json_array_size (run->denials);
+    json_t **all = calloc (n ? n : 1, sizeof *all);
+    if (all == NULL) {
+        kiwi_warn ("no memory to tell %zu denied attempt(s)", n);
+        return;
+    }
+    for (i = 0; i < n; i++)
+        all[i] = json_array_get (run->denials, i);
+    qsort (all, n, sizeof *all, by_attempt);
+    for (i = 0; i < n && i < KIWI_ONCE_DENIALS_TOLD_MAX; i++) {
+        json_t *ep = json_deep_copy (all[i]);
+        if (ep != NULL && json_object_set_new (ep, "command", json_string (run->command)) == 0)
+            kiwi_events_emit (c->p->events, KIWI_PHASE_INSTALL, "egress_denied", 0, ep);
+        else
+            json_decref (ep);
+    }
+    free (all);
 }
 
 /* What the install sent through the egress proxy, into the install event
  * `ev` ("egress"); a failed install's reason names the hosts it was denied
  * and the setting that would allow each. */
 static void
-record_egress (install_ctx *c, const install_run *run, int64_t offset, kiwi_install_result *r, json_t *ev)
+record_egress (install_ctx *c, install_run *run, int64_t offset, kiwi_install_result *r, json_t *ev)
 {
     if (c->egress_log == NULL || run->address[0] == '\0')
         return;
@@ -273,25 +317,10 @@ record_egress (install_ctx *c, const install_run *run, int64_t offset, kiwi_inst
         kiwi_error_free (&err);
         return;
     }
-    /* --once: no daemon publishes the denials as they happen; each is its
-     * event here, before the install event, as a daemon's would be */
     size_t i;
     json_t *d;
-    if (c->nflog != NULL) {
-        kiwi_nflog_set_callback (c->nflog, firewall_denied, (void *) run);
-        if (kiwi_nflog_read (c->nflog, &err) < 0) {
-            kiwi_warn ("%s", kiwi_error_msg (err));
-            kiwi_error_free (&err);
-        }
-    }
     if (c->p->own_proxy)
-        json_array_foreach (rec.denied, i, d) {
-            json_t *ep = json_deep_copy (d);
-            if (ep != NULL && json_object_set_new (ep, "command", json_string (run->command)) == 0)
-                kiwi_events_emit (c->p->events, KIWI_PHASE_INSTALL, "egress_denied", 0, ep);
-            else
-                json_decref (ep);
-        }
+        tell_once_denials (c, run, rec.denied);
     json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I}", "hosts", rec.hosts, "requests",
                                                  (json_int_t) rec.requests, "bytes", (json_int_t) rec.bytes,
                                                  "denied", rec.denied, "denials", (json_int_t) rec.denials));
@@ -447,7 +476,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .task_id = c->task->id,
         .snapshot_dir = tmpdir,
     };
-    install_run run = { .c = c, .command = in->install.display };
+    install_run run = { .c = c, .command = in->install.display, .denials = json_array () };
     int64_t log_offset = 0;
     if (c->egress_log != NULL) {
         log_offset = kiwi_egress_log_mark (c->egress_log);
@@ -458,6 +487,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     if (run.address[0] != '\0')
         kiwi_events_sandbox (p->events, NULL, NULL);
     if (prc < 0) {
+        json_decref (run.denials);
         rm_rf (tmpdir);
         return -1;
     }
@@ -465,6 +495,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
                             0, "key", key, "image", image, "command", in->install.display, "duration_ms",
                             (json_int_t) r->duration_ms, "exit_code", r->exit_code);
     record_egress (c, &run, log_offset, r, ev);
+    json_decref (run.denials);
     if (r->status != KIWI_INSTALL_OK) {
         size_t ol = r->output ? strlen (r->output) : 0;
         json_object_set_new (ev, "reason", json_string (r->reason));

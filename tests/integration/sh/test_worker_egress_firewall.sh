@@ -12,9 +12,11 @@
 # (net-probe) tries, from the sandbox: a UDP datagram, a DNS query for a
 # name unique to the run, TCP to another port and TLS that ignores
 # HTTPS_PROXY (caught by the redirect into Squid) to an "outside" address,
-# and TCP to the install bridge's gateway (the host itself). Each must come
-# back as an egress_denied event of the task (and on the progress topic as
-# kcat reads it), before its install event, and nothing may arrive outside.
+# and TCP to the install bridge's gateway (the host itself), then a flood
+# of datagrams for 3 s. Each attempt must come back as an egress_denied event
+# of the task (and on the progress topic as kcat reads it), before its
+# install event; the flood is logged at the rules' rate and told up to the
+# worker's cap of 64 events a task; nothing may arrive outside.
 #
 # The outside is a network namespace the test creates, 198.19.K.210 on its
 # lo, routed from the host through the test's veth (`ip route get`, from
@@ -267,6 +269,26 @@ function tls(host, servername) {
     req.on('error', (e) => finish(err(e)));
   };
 }
+// datagrams to host:port for ms milliseconds, five every 10 ms
+function flood(host, port, ms) {
+  return new Promise((resolve) => {
+    const s = dgram.createSocket('udp4');
+    let n = 0, errs = 0;
+    s.on('error', () => { errs++; });
+    const end = Date.now() + ms;
+    const tick = () => {
+      if (Date.now() >= end) {
+        try { s.close(); } catch (e) { /* closed */ }
+        say('flood ' + host + ':' + port + ': ' + n + ' datagrams sent, ' + errs + ' errors');
+        resolve();
+        return;
+      }
+      for (let i = 0; i < 5; i++, n++) s.send(Buffer.from('kiwi-flood'), port, host, (e) => { if (e) errs++; });
+      setTimeout(tick, 10);
+    };
+    tick();
+  });
+}
 (async () => {
   const gw = gateway();
   say('gateway ' + gw + (gw === GW_OF_TEST ? '' : ' (the test saw ' + GW_OF_TEST + ')'));
@@ -279,6 +301,8 @@ function tls(host, servername) {
   await attempt('https ' + OUTSIDE + ':443 (other.kiwi.test)', 5000, tls(OUTSIDE, 'other.kiwi.test'));
   await sleep(1000);
   await attempt('tcp ' + gw + ':22', 3000, tcp(gw, 22));
+  await sleep(500);
+  await flood(OUTSIDE, 9999, 3000);
 })().catch((e) => say('threw ' + e.message)).finally(() => {
   try {
     fs.writeFileSync(path.join(process.env.INIT_CWD || '..', 'node_modules', '.net-probe.log'), lines.join('\n') + '\n');
@@ -348,6 +372,9 @@ want(tls, "no egress_denied via redirected, protocol tls (the HTTPS that ignored
 for e in tls:
     p = e["payload"]
     want("other.kiwi.test" in (p.get("host"), p.get("sni")) and p.get("port") == 443, "the redirected TLS: %s" % json.dumps(p))
+# the flood: the rules log at most 20 a second per sandbox, the worker
+# tells at most 64 denials of a task
+want(len(den) == 64, "%d egress_denied events, not the cap of 64, after a flood of datagrams" % len(den))
 inst = [e for e in evs if e.get("kind") == "install" and not (e.get("payload") or {}).get("cached")]
 if want(inst, "no uncached install event"):
     for e in den:
@@ -368,6 +395,17 @@ for e in den:
     print("  seq %d: %s" % (e["seq"], json.dumps(e["payload"], sort_keys=True)))
 print("largest time from attempt to event, via the firewall: %d ms" % lat)
 PY
+
+# 5b. from outside: the rules rejected the whole flood but logged a bounded
+# part of it (hashlimit, 20/s with bursts of 40, per source), and the worker
+# said it stopped telling them
+counters=$(iptables -w -vxnL KIWI-EGRESS)
+nflog_pkts=$(awk -v br="$a_br" '$3 == "NFLOG" && $6 == br { print $1 }' <<<"$counters")
+reject_pkts=$(awk '$3 == "REJECT" && $6 == "kiwi-install+" { n += $1 } END { print n + 0 }' <<<"$counters")
+[ -n "$nflog_pkts" ] && [ "$nflog_pkts" -le 150 ] && [ "$reject_pkts" -ge 300 ] ||
+  fail "the flood: $reject_pkts packet(s) rejected from the install bridges, ${nflog_pkts:-no} logged from $a_br (want >= 300 and <= 150): $counters"
+grep -q "more than 64 denied attempts" "$TMP/worker-a.log" || fail "the worker did not say it stopped telling the denials: $(grep -i denied "$TMP/worker-a.log" | tail -n 5)"
+log "the flood: $reject_pkts packet(s) rejected, $nflog_pkts logged from $a_br, 64 told"
 
 # 6. the raw messages with kcat: one keyed by the task, its msgpack naming
 # the kind, the firewall and the query's name
@@ -425,14 +463,21 @@ lines = [json.loads(l) for l in open(path) if l.strip()]
 evs = [l["event"] for l in lines if l["type"] == "progress"]
 fw = [e for e in evs if e["kind"] == "egress_denied" and e["payload"].get("via") == "firewall"]
 got = sorted((e["payload"]["protocol"], e["payload"]["port"]) for e in fw)
+assert len([e for e in evs if e["kind"] == "egress_denied"]) == 64, len(evs)
 for want in (("udp", 9999), ("dns", 53), ("tcp", 8080), ("tcp", 22)):
     assert want in got, (want, got, [(e["seq"], e["kind"]) for e in evs])
+den = [e for e in evs if e["kind"] == "egress_denied"]
+# the proxy's denial among the rules' ones, all in the order attempted
+assert any(e["payload"].get("via") == "redirected" and e["payload"].get("sni") == "other.kiwi.test" for e in den), den[:8]
+at = [e["payload"]["attempted_at"] for e in den]
+assert at == sorted(at), at
 dns = [e["payload"] for e in fw if e["payload"]["protocol"] == "dns"][0]
 assert dns["host"] == leak and dns["address"] == outside, dns
 assert all(e["payload"]["command"].startswith("npm ci") for e in fw), fw
 inst = [e for e in evs if e["kind"] == "install" and not e["payload"].get("cached")][0]
 assert all(e["seq"] < inst["seq"] for e in fw), ([e["seq"] for e in fw], inst["seq"])
-print("--once: %d egress_denied via the firewall before its install event: %s" % (len(fw), got))
+print("--once: %d egress_denied (%d via the firewall) before its install event, in the order attempted: %s"
+      % (len(den), len(fw), sorted(set(got))))
 PY2
 once_br=$(sed -nE 's/.*install bridge: (kiwi-install[0-9]+) \(held while this worker runs.*/\1/p' "$TMP/once.log" | head -n 1)
 [ -n "$once_br" ] && [ "$once_br" != "$a_br" ] || fail "--once did not hold a bridge of its own (got '$once_br', worker a holds $a_br): $(cat "$TMP/once.log")"
