@@ -51,9 +51,8 @@ kiwi__publish_heartbeat (daemon_t *d)
             snprintf (detail, sizeof detail, "%s; rejected packets not read: %s",
                       json_string_value (json_object_get (pcheck, "detail")), d->nflog_error);
         json_object_set_new (pcheck, "detail", json_string (detail));
-    }
-    if (pcheck)
         json_object_set (d->egress, "egress_proxy", pcheck);
+    }
     h.degraded = d->draining || !d->redis_ok || d->isolation_failed || proxy_down;
     /* every cause, not the first: Redis down on a worker whose egress checks
      * fail must still show */

@@ -159,8 +159,8 @@ tell_denial (daemon_t *d, slot *s, json_t *p, const char *what)
     }
     if (s->denials_told >= KIWI__DENIALS_TOLD_MAX) {
         if (s->denials_told++ == KIWI__DENIALS_TOLD_MAX)
-            kiwi_warn ("task %s: more than %d denied attempts; the rest are counted in its install event, not "
-                       "each told",
+            kiwi_warn ("task %s: more than %d denied attempts: the rest are not told as events or logged (the "
+                       "proxy's still count in its install event)",
                        s->task_id, KIWI__DENIALS_TOLD_MAX);
         json_decref (p);
         return;
@@ -189,8 +189,9 @@ kiwi__on_firewall_denied (const kiwi_nflog_packet *p, void *userdata)
                     p->port, p->src);
         return;
     }
-    kiwi_info ("task %s: egress rules rejected %s to %s%s%s port %d (%s)", s->task_id, p->protocol, p->dst,
-               p->qname[0] ? ", asking for " : "", p->qname, p->port, p->rule);
+    if (s->denials_told < KIWI__DENIALS_TOLD_MAX)
+        kiwi_info ("task %s: egress rules rejected %s to %s%s%s port %d (%s)", s->task_id, p->protocol, p->dst,
+                   p->qname[0] ? ", asking for " : "", p->qname, p->port, p->rule);
     tell_denial (d, s, kiwi_nflog_denial_json (p), p->dst);
 }
 

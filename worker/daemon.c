@@ -235,7 +235,6 @@ timer_start (daemon_t *d, ev_timer *t, void (*cb) (struct ev_loop *, ev_timer *,
     ev_timer_start (d->loop, t);
 }
 
-
 static void
 nflog_cb (struct ev_loop *loop, ev_io *w, int revents)
 {
