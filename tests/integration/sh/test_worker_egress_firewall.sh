@@ -126,6 +126,19 @@ for _ in $(seq 1 50); do grep -q ready "$TMP/arrived" && break; sleep 0.1; done
 grep -q ready "$TMP/arrived" || fail "the outside's servers did not start: $(cat "$TMP/outside.err")"
 # arrivals KIND: lines of the outside's log of that kind ("udp", "dns", "tcp", "tls", "http")
 arrivals() { grep -c "^$1 " "$TMP/arrived" || true; }
+declare -A before=()
+# mark_arrivals: the outside's counts now; no_arrivals_since_mark WHAT: none
+# of them grew since (a second's grace for what is still in flight)
+mark_arrivals() { local k; for k in udp dns tcp tls http; do before[$k]=$(arrivals "$k"); done; }
+no_arrivals_since_mark() {
+  local k a bad=""
+  sleep 1
+  for k in udp dns tcp tls http; do
+    a=$(arrivals "$k")
+    [ "$a" = "${before[$k]}" ] || bad+=" $k: $((a - before[$k]))"
+  done
+  [ -z "$bad" ] || fail "arrivals at the outside during $1:$bad; its log: $(cat "$TMP/arrived")"
+}
 # the outside counts what reaches it: a datagram and a connection from the host itself
 python3 - "$OUTSIDE" <<'PY' || fail "the host cannot reach the outside at $OUTSIDE"
 import socket, sys
@@ -313,8 +326,7 @@ JS
 commit_dir "$src" "net-probe: UDP, DNS, TCP and TLS past the proxy ($RUN_ID)"
 
 # 4. the task; the outside's counts before it
-declare -A before=()
-for k in udp dns tcp tls http; do before[$k]=$(arrivals "$k"); done
+mark_arrivals
 tid=$(kiwi_cli submit --repo "$src" --ref main --test "npm test" --goal "Make the tests pass." --provider anthropic \
   --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:9/")
 log "submitted $tid"
@@ -423,13 +435,7 @@ sys.exit(0 if n else 1)
 PY
 
 # 7. nothing reached the outside from the sandbox
-sleep 1
-bad=""
-for k in udp dns tcp tls http; do
-  a=$(arrivals "$k")
-  [ "$a" = "${before[$k]}" ] || bad+=" $k: $((a - before[$k]))"
-done
-[ -z "$bad" ] || fail "arrivals at the outside during the task:$bad; its log: $(cat "$TMP/arrived")"
+no_arrivals_since_mark "the task"
 log "the outside counted nothing from the sandbox (udp, dns, tcp, tls, http)"
 
 # 7b. kiwi-worker --once beside worker a: it takes another bridge (worker
@@ -450,7 +456,7 @@ commit_dir "$once_src" "net-probe for --once ($RUN_ID)"
 cat >"$TMP/once-task.json" <<EOF
 {"id": "once-$RUN_ID", "repo": {"url": "$once_src", "ref": "main"}, "test_command": "npm test", "goal": "x"}
 EOF
-for k in udp dns tcp tls http; do before[$k]=$(arrivals "$k"); done
+mark_arrivals
 env -u KIWI_INSTALL_EGRESS -u KIWI_INSTALL_BRIDGE -u KIWI_EGRESS_APPLY KIWI_STATE_DIR="$STATE" \
   KIWI_INSTALL_PROXY_PORTS="$PORTS" KIWI_EGRESS_NFLOG_GROUP="$NFLOG_BASE" \
   KIWI_WORKER_ID="$RUN_ID-once" KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" \
@@ -483,13 +489,7 @@ once_br=$(sed -nE 's/.*install bridge: (kiwi-install[0-9]+) \(held while this wo
 [ -n "$once_br" ] && [ "$once_br" != "$a_br" ] || fail "--once did not hold a bridge of its own (got '$once_br', worker a holds $a_br): $(cat "$TMP/once.log")"
 grep -q "netlink log group $((NFLOG_BASE + ${once_br#kiwi-install}))" "$TMP/once.log" ||
   fail "--once did not read group $((NFLOG_BASE + ${once_br#kiwi-install})) of $once_br: $(grep -i 'nflog\|netlink\|egress rules' "$TMP/once.log")"
-sleep 1
-bad=""
-for k in udp dns tcp tls http; do
-  a=$(arrivals "$k")
-  [ "$a" = "${before[$k]}" ] || bad+=" $k: $((a - before[$k]))"
-done
-[ -z "$bad" ] || fail "arrivals at the outside during --once:$bad; its log: $(cat "$TMP/arrived")"
+no_arrivals_since_mark "--once"
 log "--once on $once_br: its sandbox's rejected packets in its output, nothing outside"
 
 # 8. the worker stopped, the rules removed: Kiwi's lines as before
