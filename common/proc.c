@@ -19,6 +19,18 @@
 
 extern char **environ;
 
+void
+kiwi_proc_spawnattr_child (posix_spawnattr_t *attr)
+{
+    posix_spawnattr_setflags (attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup (attr, 0);
+    sigset_t none, all;
+    sigemptyset (&none);
+    sigfillset (&all);
+    posix_spawnattr_setsigmask (attr, &none);
+    posix_spawnattr_setsigdefault (attr, &all);
+}
+
 int
 kiwi_proc_run (const char *const *argv, const char *const *envp, const char *cwd, long timeout_ms, size_t cap,
                kiwi_proc_result *res, kiwi_error_t *err)
@@ -39,13 +51,7 @@ kiwi_proc_run (const char *const *argv, const char *const *envp, const char *cwd
     posix_spawn_file_actions_adddup2 (&fa, pipefd[1], 2);
     if (cwd != NULL)
         posix_spawn_file_actions_addchdir_np (&fa, cwd);
-    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup (&attr, 0);
-    sigset_t none, all;
-    sigemptyset (&none);
-    sigfillset (&all);
-    posix_spawnattr_setsigmask (&attr, &none);
-    posix_spawnattr_setsigdefault (&attr, &all);
+    kiwi_proc_spawnattr_child (&attr);
     pid_t pid;
     int rc = posix_spawnp (&pid, argv[0], &fa, &attr, (char *const *) argv,
                            envp ? (char *const *) envp : environ);

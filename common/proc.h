@@ -6,6 +6,7 @@
 #ifndef KIWI_COMMON_PROC_H
 #define KIWI_COMMON_PROC_H
 
+#include <spawn.h>
 #include <stddef.h>
 
 #include "common/error.h"
@@ -29,5 +30,10 @@ int kiwi_proc_check (const char *const *argv, const char *const *envp, const cha
                      kiwi_error_t *err);
 
 void kiwi_proc_result_clear (kiwi_proc_result *r);
+
+/* Sets up `attr` (initialised by the caller) as every helper is started:
+ * in a process group of its own (a deadline kills the group), with no
+ * signal blocked and every signal's default action. */
+void kiwi_proc_spawnattr_child (posix_spawnattr_t *attr);
 
 #endif

@@ -215,13 +215,7 @@ git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int6
     posix_spawn_file_actions_adddup2 (&fa, epipe[1], 2);
     if (cwd != NULL)
         posix_spawn_file_actions_addchdir_np (&fa, cwd);
-    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup (&attr, 0);
-    sigset_t none_set, all;
-    sigemptyset (&none_set);
-    sigfillset (&all);
-    posix_spawnattr_setsigmask (&attr, &none_set);
-    posix_spawnattr_setsigdefault (&attr, &all);
+    kiwi_proc_spawnattr_child (&attr);
     pid_t pid;
     int rc = posix_spawnp (&pid, "git", &fa, &attr, argv.v, env.v);
     posix_spawn_file_actions_destroy (&fa);
