@@ -36,6 +36,8 @@ typedef struct op {
     uint32_t mode;
     int64_t mtime;
     bool hardlink;
+    bool emitted;        /* kiwi_archive_rewrite: this path's entry is written */
+    size_t part;         /* kiwi_archive_rewrite: which archive the entry came from */
 } op;
 
 typedef struct plan {
@@ -173,6 +175,7 @@ typedef struct plan_ctx {
     plan *p;
     const kiwi_extract_opts *o;
     kiwi_archive_stats *st;
+    size_t part;         /* the archive being read (kiwi_archive_rewrite's parts) */
     size_t entries;
     uint64_t bytes;
 } plan_ctx;
@@ -209,6 +212,7 @@ plan_entry (const kiwi_tar_entry *e, void *userdata, kiwi_error_t *err)
     op *prev = plan_find (c->p, o.path, strlen (o.path));
     o.mode = e->mode & 0777;
     o.mtime = e->mtime;
+    o.part = c->part;
     switch (e->type) {
     case KIWI_TAR_FILE:
         o.kind = OP_FILE;
@@ -233,7 +237,7 @@ plan_entry (const kiwi_tar_entry *e, void *userdata, kiwi_error_t *err)
             goto out;
         }
         op *t = target ? plan_find (c->p, target, strlen (target)) : NULL;
-        if (t == NULL || t->kind != OP_FILE) {
+        if (t == NULL || t->kind != OP_FILE || t->part != c->part) {
             kiwi_error_make (err, 0,
                              "archive entry `%s`: hardlink to `%s`, which is not a regular file extracted earlier "
                              "from this archive",
@@ -515,9 +519,9 @@ finish_dirs (plan *p, int root, const kiwi_extract_opts *opts, kiwi_error_t *err
     return 0;
 }
 
-int
-kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const kiwi_extract_opts *opts,
-                      kiwi_extract_stats *stats, kiwi_error_t *err)
+/* The options with their defaults filled in. */
+static kiwi_extract_opts
+opts_or_default (const kiwi_extract_opts *opts)
 {
     kiwi_extract_opts o;
     memset (&o, 0, sizeof o);
@@ -527,17 +531,44 @@ kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const k
         o.max_bytes = KIWI_ARCHIVE_DEFAULT_MAX_BYTES;
     if (o.max_entries == 0)
         o.max_entries = KIWI_ARCHIVE_DEFAULT_MAX_ENTRIES;
+    return o;
+}
+
+/* Reads and checks the whole archive into *p, after what *p already holds
+ * (as if extracted into the same directory after it). */
+static int
+add_to_plan (const void *tar, size_t len, size_t part, const kiwi_extract_opts *o, kiwi_archive_stats *st, plan *p,
+             kiwi_error_t *err)
+{
+    plan_ctx c = { .p = p, .o = o, .st = st, .part = part };
+    return kiwi_archive_list (tar, len, plan_entry, &c, err);
+}
+
+/* Reads and checks the whole archive into *p (empty on error). */
+static int
+make_plan (const void *tar, size_t len, const kiwi_extract_opts *o, kiwi_archive_stats *st, plan *p,
+           kiwi_error_t *err)
+{
+    memset (st, 0, sizeof *st);
+    memset (p, 0, sizeof *p);
+    plan_ctx c = { .p = p, .o = o, .st = st };
+    if (kiwi_archive_list (tar, len, plan_entry, &c, err) < 0) {
+        plan_clear (p);
+        return -1;
+    }
+    return 0;
+}
+
+int
+kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const kiwi_extract_opts *opts,
+                      kiwi_extract_stats *stats, kiwi_error_t *err)
+{
+    kiwi_extract_opts o = opts_or_default (opts);
     kiwi_archive_stats local;
     kiwi_archive_stats *st = stats ? stats : &local;
-    memset (st, 0, sizeof *st);
-
     plan p;
-    memset (&p, 0, sizeof p);
-    plan_ctx c = { .p = &p, .o = &o, .st = st };
-    if (kiwi_archive_list (tar, len, plan_entry, &c, err) < 0) {
-        plan_clear (&p);
+    if (make_plan (tar, len, &o, st, &p, err) < 0)
         return kiwi_error_wrap (err, "extracting into `%s`", dest_dir);
-    }
 
     int root = open (dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {
@@ -609,4 +640,96 @@ kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const k
     if (rc < 0)
         return kiwi_error_wrap (err, "extracting into `%s`", dest_dir);
     return 0;
+}
+
+/* -------------------------------------------------------------------------
+ * Rewriting: the plans written out as one tar stream instead of a tree.
+ */
+
+/* One path's entry. */
+static int
+emit_op (kiwi__tar_stream *ts, const op *o, uint32_t uid, uint32_t gid, kiwi_error_t *err)
+{
+    cleanup_free char *name = NULL;
+    if (asprintf (&name, "%s%s", o->path, o->kind == OP_DIR ? "/" : "") < 0)
+        return kiwi_error_make (err, ENOMEM, "archive entry `%s`", kiwi__show (o->raw).s);
+    kiwi_tar_type t = o->kind == OP_FILE ? KIWI_TAR_FILE : o->kind == OP_DIR ? KIWI_TAR_DIR : KIWI_TAR_SYMLINK;
+    return kiwi__tar_stream_add (ts, t, name, o->target, o->mode & 0777, uid, gid, o->mtime, o->data,
+                                 o->kind == OP_FILE ? o->len : 0, err);
+}
+
+/* Every entry's directories are still directories when the archives are
+ * done: a directory made only as a parent (`d/f`, no entry for `d`) and
+ * later given to a file or symlink (`d`) is rejected here, where
+ * extraction would fail at `d` while writing. */
+static int
+check_final_parents (plan *p, kiwi_error_t *err)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const char *path = p->ops[i].path;
+        for (const char *s = strchr (path, '/'); s; s = strchr (s + 1, '/')) {
+            op *o = plan_find (p, path, (size_t) (s - path));
+            if (o == NULL || o->kind == OP_DIR)
+                continue;
+            return kiwi_error_make (err, 0, "archive entry `%s`: a %s replaces the directory `%s` needs",
+                                    kiwi__show (o->raw).s, o->kind == OP_SYMLINK ? "symlink" : "file",
+                                    kiwi__show (p->ops[i].raw).s);
+        }
+    }
+    return 0;
+}
+
+/* Every path of the plan once, where it first appears, as the archives
+ * last left it. */
+static int
+emit_plan (kiwi__tar_stream *ts, plan *p, uint32_t uid, uint32_t gid, kiwi_archive_stats *st, kiwi_error_t *err)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        op *last = plan_find (p, p->ops[i].path, strlen (p->ops[i].path));
+        if (last->emitted)
+            continue;
+        last->emitted = true;
+        if (emit_op (ts, last, uid, gid, err) < 0)
+            return -1;
+        if (last->kind == OP_FILE) {
+            if (last->hardlink)
+                st->hardlinks++;
+            else
+                st->files++;
+            st->bytes += last->len;
+        } else if (last->kind == OP_DIR)
+            st->dirs++;
+        else
+            st->symlinks++;
+    }
+    return 0;
+}
+
+int
+kiwi_archive_rewrite (const kiwi_rewrite_part *parts, size_t nparts, uint32_t uid, uint32_t gid,
+                      const kiwi_extract_opts *opts, kiwi_tar_sink_fn sink, void *userdata,
+                      kiwi_extract_stats *stats, kiwi_error_t *err)
+{
+    kiwi_extract_opts o = opts_or_default (opts);
+    kiwi_archive_stats local;
+    kiwi_archive_stats *st = stats ? stats : &local;
+    memset (st, 0, sizeof *st);
+    plan p;
+    memset (&p, 0, sizeof p);
+    int rc = 0;
+    /* every part is read and checked before a byte goes to the sink */
+    for (size_t i = 0; i < nparts && rc == 0; i++)
+        if (add_to_plan (parts[i].tar, parts[i].len, i, &o, st, &p, err) < 0)
+            rc = kiwi_error_wrap (err, "%s", parts[i].what ? parts[i].what : "archive");
+    if (rc == 0)
+        rc = check_final_parents (&p, err);
+    kiwi__tar_stream *ts = NULL;
+    if (rc == 0)
+        rc = kiwi__tar_stream_open (&ts, sink, userdata, err);
+    if (rc == 0)
+        rc = emit_plan (ts, &p, uid, gid, st, err);
+    if (ts != NULL && kiwi__tar_stream_close (ts, rc == 0, rc == 0 ? err : NULL) < 0)
+        rc = -1;
+    plan_clear (&p);
+    return rc;
 }

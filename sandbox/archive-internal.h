@@ -83,6 +83,20 @@ typedef struct kiwi__tar_raw {
  * to `out`. `max_bytes` bounds out->len (0 = none). Out unchanged on error. */
 int kiwi__archive_write_raw (kiwi_buf *out, const kiwi__tar_raw *e, size_t max_bytes, kiwi_error_t *err);
 
+/* A tar stream written entry by entry to a sink (archive.h's
+ * kiwi_tar_sink_fn), by libarchive like the other writers: files' content
+ * goes through as it is written, never gathered. Names are taken as given
+ * (the caller cleaned them); type is KIWI_TAR_FILE, _DIR (name ending in
+ * '/') or _SYMLINK. Once the sink refused bytes every call fails with its
+ * error. Close with `trailer` to end the archive (two zero blocks); close
+ * frees the stream in every case. */
+typedef struct kiwi__tar_stream kiwi__tar_stream;
+int kiwi__tar_stream_open (kiwi__tar_stream **out, kiwi_tar_sink_fn sink, void *userdata, kiwi_error_t *err);
+int kiwi__tar_stream_add (kiwi__tar_stream *s, kiwi_tar_type type, const char *name, const char *link, uint32_t mode,
+                          uint32_t uid, uint32_t gid, int64_t mtime, const void *data, size_t len,
+                          kiwi_error_t *err);
+int kiwi__tar_stream_close (kiwi__tar_stream *s, bool trailer, kiwi_error_t *err);
+
 /* Normalises an archive entry name for extraction: removes "." components
  * and repeated or trailing slashes, then the first `strip` components.
  * Rejects (error naming the entry) an empty name, an absolute name, and any

@@ -37,11 +37,14 @@
  */
 typedef struct tar_writer {
     struct archive *a;  /* owned */
-    kiwi_buf *out;      /* borrowed */
+    kiwi_buf *out;      /* borrowed; NULL when the bytes go to `sink` */
     size_t max_bytes;   /* 0 = none */
     bool over;          /* the ceiling refused bytes */
     bool nomem;
     bool discard;       /* closing without the end marker: bytes are dropped */
+    kiwi_tar_sink_fn sink; /* instead of `out`: a stream (kiwi__tar_stream) */
+    void *sink_ud;
+    kiwi_error_t sink_err; /* owned: why the sink refused bytes */
 } tar_writer;
 
 /* Never fails towards libarchive: a failed write would leave its writer in
@@ -53,8 +56,13 @@ sink_write (struct archive *a, void *userdata, const void *buf, size_t n)
 {
     (void) a;
     tar_writer *w = userdata;
-    if (w->discard || w->over || w->nomem)
+    if (w->discard || w->over || w->nomem || w->sink_err)
         return (la_ssize_t) n;
+    if (w->sink) {
+        if (w->sink (buf, n, w->sink_ud, &w->sink_err) < 0 && w->sink_err == NULL)
+            kiwi_error_make (&w->sink_err, 0, "the stream refused bytes");
+        return (la_ssize_t) n;
+    }
     if (w->max_bytes && (w->out->len > w->max_bytes || n > w->max_bytes - w->out->len))
         w->over = true;
     else if (kiwi_buf_append (w->out, buf, n, NULL) < 0)
@@ -63,10 +71,13 @@ sink_write (struct archive *a, void *userdata, const void *buf, size_t n)
 }
 
 static int
-writer_open (tar_writer *w, kiwi_buf *out, size_t max_bytes, kiwi_error_t *err)
+writer_open_to (tar_writer *w, kiwi_buf *out, kiwi_tar_sink_fn sink, void *sink_ud, size_t max_bytes,
+                kiwi_error_t *err)
 {
     memset (w, 0, sizeof *w);
     w->out = out;
+    w->sink = sink;
+    w->sink_ud = sink_ud;
     w->max_bytes = max_bytes;
     w->a = archive_write_new ();
     if (w->a == NULL)
@@ -83,6 +94,12 @@ writer_open (tar_writer *w, kiwi_buf *out, size_t max_bytes, kiwi_error_t *err)
     return 0;
 }
 
+static int
+writer_open (tar_writer *w, kiwi_buf *out, size_t max_bytes, kiwi_error_t *err)
+{
+    return writer_open_to (w, out, NULL, NULL, max_bytes, err);
+}
+
 /* Frees the writer; with `trailer`, after writing the end-of-archive marker
  * (under the ceiling), else dropping it. */
 static int
@@ -90,15 +107,23 @@ writer_close (tar_writer *w, bool trailer, const char *what, kiwi_error_t *err)
 {
     if (w->a == NULL)
         return 0;
-    size_t start = w->out->len;
+    size_t start = w->out ? w->out->len : 0;
     w->discard = !trailer;
     int rc = archive_write_close (w->a);
     archive_write_free (w->a);
     w->a = NULL;
-    if (!trailer)
+    if (!trailer) {
+        kiwi_error_free (&w->sink_err);
         return 0;
-    if (rc == ARCHIVE_OK && !w->over && !w->nomem)
+    }
+    if (rc == ARCHIVE_OK && !w->over && !w->nomem && !w->sink_err)
         return 0;
+    if (w->sink_err) {
+        if (err)
+            *err = kiwi_error_steal (&w->sink_err);
+        kiwi_error_free (&w->sink_err);
+        return kiwi_error_wrap (err, "writing %s", what);
+    }
     w->out->len = start;
     if (w->over)
         return kiwi_error_make (err, 0, "%s exceeds the ceiling of %zu bytes", what, w->max_bytes);
@@ -111,7 +136,7 @@ static int
 writer_add (tar_writer *w, unsigned type, const char *name, const char *link, uint32_t mode, const kiwi_archive_opts *o,
             int64_t mtime, const void *data, size_t len, kiwi_error_t *err)
 {
-    size_t start = w->out->len;
+    size_t start = w->out ? w->out->len : 0;
     struct archive_entry *e = archive_entry_new ();
     if (e == NULL)
         return kiwi_error_make (err, ENOMEM, "archive entry `%s`", kiwi__show (name).s);
@@ -136,14 +161,63 @@ writer_add (tar_writer *w, unsigned type, const char *name, const char *link, ui
     if (rc == ARCHIVE_OK)
         rc = archive_write_finish_entry (w->a);
     archive_entry_free (e);
-    if (rc == ARCHIVE_OK && !w->over && !w->nomem)
+    if (rc == ARCHIVE_OK && !w->over && !w->nomem && !w->sink_err)
         return 0;
+    if (w->sink_err) {
+        /* the stream is broken from here on: the error is the sink's, and
+         * every later call fails with a copy of its message */
+        kiwi_error_make (err, 0, "archive entry `%s`: %s", kiwi__show (name).s, kiwi_error_msg (w->sink_err));
+        return -1;
+    }
     w->out->len = start;
     if (w->over)
         return kiwi_error_make (err, 0, "archive would exceed the ceiling of %zu bytes at `%s`", w->max_bytes,
                                 kiwi__show (name).s);
     return kiwi_error_make (err, w->nomem ? ENOMEM : archive_errno (w->a), "archive entry `%s`: %s",
                             kiwi__show (name).s, archive_error_string (w->a));
+}
+
+/* -------------------------------------------------------------------------
+ * A stream of entries to a sink (archive-internal.h).
+ */
+struct kiwi__tar_stream {
+    tar_writer w;
+};
+
+int
+kiwi__tar_stream_open (kiwi__tar_stream **out, kiwi_tar_sink_fn sink, void *userdata, kiwi_error_t *err)
+{
+    kiwi__tar_stream *s = calloc (1, sizeof *s);
+    if (s == NULL)
+        return kiwi_error_make (err, ENOMEM, "making a tar stream");
+    if (writer_open_to (&s->w, NULL, sink, userdata, 0, err) < 0) {
+        free (s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+int
+kiwi__tar_stream_add (kiwi__tar_stream *s, kiwi_tar_type type, const char *name, const char *link, uint32_t mode,
+                      uint32_t uid, uint32_t gid, int64_t mtime, const void *data, size_t len, kiwi_error_t *err)
+{
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    o.uid = uid;
+    o.gid = gid;
+    unsigned t = type == KIWI_TAR_FILE ? AE_IFREG : type == KIWI_TAR_DIR ? AE_IFDIR : AE_IFLNK;
+    return writer_add (&s->w, t, name, t == AE_IFLNK ? link : NULL, mode, &o, mtime, data, len, err);
+}
+
+int
+kiwi__tar_stream_close (kiwi__tar_stream *s, bool trailer, kiwi_error_t *err)
+{
+    if (s == NULL)
+        return 0;
+    int rc = writer_close (&s->w, trailer, "the end of the stream", err);
+    free (s);
+    return rc;
 }
 
 /* A builder's one entry, appended without an end marker. */

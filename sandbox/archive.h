@@ -262,6 +262,33 @@ typedef struct kiwi_extract_opts {
 int kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const kiwi_extract_opts *opts,
                           kiwi_extract_stats *stats, kiwi_error_t *err);
 
+/* Where a rewritten stream goes, piece by piece. Returns < 0 (with *err) to
+ * stop. */
+typedef int (*kiwi_tar_sink_fn) (const void *data, size_t len, void *userdata, kiwi_error_t *err);
+
+/* One archive to rewrite (kiwi_archive_rewrite()). Borrowed. */
+typedef struct kiwi_rewrite_part {
+    const void *tar;
+    size_t len;
+    const char *what;    /* names it in errors (a path); NULL = "archive" */
+} kiwi_rewrite_part;
+
+/* Writes to `sink` one tar archive of the tree kiwi_archive_extract() would
+ * make of the parts, extracted one after the other into one empty
+ * directory, without making it: every part is read and checked first with
+ * extraction's rules (nothing goes to the sink if any entry is rejected),
+ * then one entry per path, in the order each path first appears, as the
+ * parts last left it, then the end-of-archive marker. Devices and fifos are
+ * left out, hardlinks become copies of their file, modes are & 0777, every
+ * owner is uid:gid, mtimes are as stored. So a tool that trusts its input
+ * can take the stream: no "..", nothing absolute, nothing through a symlink
+ * or file, no path twice. File content is streamed, never gathered; opts'
+ * ceilings apply to each part. Once the sink failed the stream is broken
+ * and the call fails. `opts` and `stats` may be NULL. */
+int kiwi_archive_rewrite (const kiwi_rewrite_part *parts, size_t nparts, uint32_t uid, uint32_t gid,
+                          const kiwi_extract_opts *opts, kiwi_tar_sink_fn sink, void *userdata,
+                          kiwi_extract_stats *stats, kiwi_error_t *err);
+
 /*
  * Metering a tar stream as it arrives (a snapshot copied out of a sandbox):
  * the bytes themselves, and the sizes the entry headers announce (ustar

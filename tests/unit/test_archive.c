@@ -13,7 +13,11 @@
  * no new name appears next to it. The meter: a stream sized by its bytes
  * and by the sizes its headers announce, GNU tar's pax and gnu (base-256)
  * headers of an 8 GiB sparse file counted at the header, file contents that
- * look like headers never read as such.
+ * look like headers never read as such. The rewrite: parts folded into one
+ * stream that extracts to the tree the parts make one after the other
+ * (each path once, owner and modes rewritten, hardlinks as copies, devices
+ * left out), hostile parts rejected before a byte reaches the sink, the
+ * ceilings, a failing sink, empty parts and a large file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1606,6 +1610,903 @@ test_meter_pax_and_base256 (void **state)
     }
 }
 
+/* -------------------------------------------------------------------------
+ * Rewriting archives into one stream (kiwi_archive_rewrite).
+ */
+#define RW_UID 1234
+#define RW_GID 2345
+#define SINK_MSG "sink: the pipe to the container broke"
+
+/* A sink appending to a buffer; with fail_after set it takes that many bytes
+ * and refuses the call that would pass them (like a pipe breaking midway). */
+typedef struct sink_state {
+    kiwi_buf out;
+    size_t calls;
+    size_t fail_after;          /* SIZE_MAX: never fails */
+    bool set_error;             /* the refusal comes with an error (SINK_MSG) */
+    bool failed;
+    size_t calls_after_failure; /* must stay 0: the stream is broken */
+} sink_state;
+
+#define SINK_INIT { .out = KIWI_BUF_INIT, .fail_after = SIZE_MAX, .set_error = true }
+
+static int
+sink_append (const void *data, size_t len, void *ud, kiwi_error_t *err)
+{
+    sink_state *s = ud;
+    if (s->failed) {
+        s->calls_after_failure++;
+        return kiwi_error_make (err, 0, "sink called again after it failed");
+    }
+    s->calls++;
+    if (len > s->fail_after - s->out.len) {
+        s->failed = true;
+        assert_int_equal (kiwi_buf_append (&s->out, data, s->fail_after - s->out.len, NULL), 0);
+        return s->set_error ? kiwi_error_make (err, EPIPE, SINK_MSG) : -1;
+    }
+    return kiwi_buf_append (&s->out, data, len, err);
+}
+
+static kiwi_rewrite_part
+part_of (const kiwi_buf *b, const char *what)
+{
+    return (kiwi_rewrite_part){ .tar = b->data, .len = b->len, .what = what };
+}
+
+/* One raw entry with its own mtime (raw() with a time). */
+static void
+raw_t (kiwi_buf *b, char type, const char *name, const char *link, const char *data, uint32_t mode, int64_t mtime)
+{
+    kiwi__tar_raw e = { .typeflag = type, .name = name, .linkname = link, .mode = mode, .uid = 1000,
+                        .gid = 1000, .mtime = mtime, .data = data, .len = data ? strlen (data) : 0 };
+    kiwi_error_t err = NULL;
+    if (kiwi__archive_write_raw (b, &e, 0, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+}
+
+/* The rewrite of `parts` as uid:gid must succeed; *out gets the stream. */
+static void
+rewrite_as (const kiwi_rewrite_part *parts, size_t n, uint32_t uid, uint32_t gid, const kiwi_extract_opts *opts,
+            kiwi_buf *out, kiwi_extract_stats *st)
+{
+    sink_state s = SINK_INIT;
+    kiwi_error_t err = NULL;
+    if (kiwi_archive_rewrite (parts, n, uid, gid, opts, sink_append, &s, st, &err) < 0)
+        fail_msg ("kiwi_archive_rewrite: %s", kiwi_error_msg (err));
+    assert_null (err);
+    assert_int_equal (s.calls_after_failure, 0);
+    *out = s.out;
+}
+
+static void
+rewrite_ok (const kiwi_rewrite_part *parts, size_t n, const kiwi_extract_opts *opts, kiwi_buf *out,
+            kiwi_extract_stats *st)
+{
+    rewrite_as (parts, n, RW_UID, RW_GID, opts, out, st);
+}
+
+/* The rewrite must fail with an error containing `needle` (and `needle2`
+ * when given), and the sink must not have received a single byte. Returns
+ * NULL when so, else what went wrong (free() it), having freed its own
+ * buffers, so a caller can free its parts before failing. */
+static char *
+check_rewrite_reject (const kiwi_rewrite_part *parts, size_t n, const kiwi_extract_opts *opts, const char *needle,
+                      const char *needle2)
+{
+    sink_state s = SINK_INIT;
+    kiwi_error_t err = NULL;
+    char *why = NULL;
+    int rc = kiwi_archive_rewrite (parts, n, RW_UID, RW_GID, opts, sink_append, &s, NULL, &err);
+    const char *msg = err ? kiwi_error_msg (err) : "";
+    if (rc >= 0)
+        assert_true (asprintf (&why, "rewrite succeeded (%zu bytes to the sink); expected an error naming `%s`",
+                               s.out.len, needle) > 0);
+    else if (err == NULL)
+        assert_true (asprintf (&why, "rewrite failed without an error; expected one naming `%s`", needle) > 0);
+    else if (strstr (msg, needle) == NULL || (needle2 && strstr (msg, needle2) == NULL))
+        assert_true (asprintf (&why, "error `%s` does not name `%s`%s%s", msg, needle, needle2 ? " and " : "",
+                               needle2 ? needle2 : "") > 0);
+    else if (s.out.len != 0 || s.calls_after_failure != 0)
+        assert_true (asprintf (&why, "rejected (`%s`), yet the sink received %zu bytes", msg, s.out.len) > 0);
+    kiwi_error_free (&err);
+    kiwi_buf_free (&s.out);
+    return why;
+}
+
+static void
+expect_rewrite_reject (const kiwi_rewrite_part *parts, size_t n, const kiwi_extract_opts *opts, const char *needle,
+                       const char *needle2)
+{
+    char *why = check_rewrite_reject (parts, n, opts, needle, needle2);
+    if (why) {
+        char msg[1024];
+        snprintf (msg, sizeof msg, "%s", why);
+        free (why);
+        fail_msg ("%s", msg);
+    }
+}
+
+/* Every entry of an archive, copied out. */
+typedef struct listed {
+    char *name;
+    char *link;
+    kiwi_tar_type type;
+    uint32_t mode;
+    uint64_t uid, gid;
+    int64_t mtime;
+    char *data; /* size bytes, NUL-terminated; NULL unless a file */
+    size_t size;
+} listed;
+
+typedef struct listing {
+    listed *e;
+    size_t n;
+} listing;
+
+static int
+collect_all (const kiwi_tar_entry *e, void *ud, kiwi_error_t *err)
+{
+    (void) err;
+    listing *l = ud;
+    listed *grown = realloc (l->e, (l->n + 1) * sizeof *grown);
+    assert_non_null (grown);
+    l->e = grown;
+    listed *x = &l->e[l->n++];
+    memset (x, 0, sizeof *x);
+    x->name = strdup (e->name);
+    x->link = strdup (e->linkname ? e->linkname : "");
+    assert_non_null (x->name);
+    assert_non_null (x->link);
+    x->type = e->type;
+    x->mode = e->mode;
+    x->uid = e->uid;
+    x->gid = e->gid;
+    x->mtime = e->mtime;
+    x->size = e->size;
+    if (e->type == KIWI_TAR_FILE) {
+        x->data = malloc (e->size + 1);
+        assert_non_null (x->data);
+        if (e->size)
+            memcpy (x->data, e->data, e->size);
+        x->data[e->size] = '\0';
+    }
+    return 0;
+}
+
+static void
+list_all (const kiwi_buf *b, listing *l)
+{
+    memset (l, 0, sizeof *l);
+    kiwi_error_t err = NULL;
+    if (kiwi_archive_list (b->data, b->len, collect_all, l, &err) != 0)
+        fail_msg ("listing the rewritten stream: %s", kiwi_error_msg (err));
+}
+
+static void
+listing_free (listing *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free (l->e[i].name);
+        free (l->e[i].link);
+        free (l->e[i].data);
+    }
+    free (l->e);
+    memset (l, 0, sizeof *l);
+}
+
+/* name without a trailing '/' equals path[0..n) */
+static bool
+names_path (const char *name, const char *path, size_t n)
+{
+    size_t ln = strlen (name);
+    if (ln > 0 && name[ln - 1] == '/')
+        ln--;
+    return ln == n && memcmp (name, path, n) == 0;
+}
+
+static const listed *
+listing_find (const listing *l, const char *path)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (names_path (l->e[i].name, path, strlen (path)))
+            return &l->e[i];
+    return NULL;
+}
+
+/* What a trusting consumer may rely on: every name relative, without `.`,
+ * `..` or empty components, each path once, nothing under a non-directory
+ * of the stream, only files, directories and symlinks, owner uid:gid,
+ * permission bits only. */
+static void
+assert_clean_stream (const listing *l, uint64_t uid, uint64_t gid)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const listed *x = &l->e[i];
+        const char *nm = x->name;
+        size_t ln = strlen (nm);
+        if (ln == 0 || nm[0] == '/')
+            fail_msg ("entry `%s`: empty or absolute", nm);
+        if (x->type != KIWI_TAR_FILE && x->type != KIWI_TAR_DIR && x->type != KIWI_TAR_SYMLINK)
+            fail_msg ("entry `%s`: type %s in the rewritten stream", nm, kiwi_tar_type_str (x->type));
+        if (x->uid != uid || x->gid != gid)
+            fail_msg ("entry `%s`: owner %llu:%llu, expected %llu:%llu", nm, (unsigned long long) x->uid,
+                      (unsigned long long) x->gid, (unsigned long long) uid, (unsigned long long) gid);
+        if ((x->mode & ~(uint32_t) 0777) != 0)
+            fail_msg ("entry `%s`: mode %o has more than permission bits", nm, x->mode);
+        if ((x->type == KIWI_TAR_DIR) != (nm[ln - 1] == '/'))
+            fail_msg ("entry `%s`: a trailing slash must mark exactly the directories", nm);
+        size_t plen = nm[ln - 1] == '/' ? ln - 1 : ln;
+        /* components */
+        for (size_t s = 0; s < plen;) {
+            size_t e = s;
+            while (e < plen && nm[e] != '/')
+                e++;
+            size_t cl = e - s;
+            if (cl == 0 || (cl == 1 && nm[s] == '.') || (cl == 2 && nm[s] == '.' && nm[s + 1] == '.'))
+                fail_msg ("entry `%s`: empty, `.` or `..` component", nm);
+            /* a proper prefix that the stream also names must be a directory */
+            if (e < plen) {
+                for (size_t j = 0; j < l->n; j++)
+                    if (names_path (l->e[j].name, nm, e) && l->e[j].type != KIWI_TAR_DIR)
+                        fail_msg ("entry `%s` lies under `%s`, a %s of the stream", nm, l->e[j].name,
+                                  kiwi_tar_type_str (l->e[j].type));
+            }
+            s = e + 1;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (names_path (l->e[j].name, nm, plen))
+                fail_msg ("path `%s` appears twice (`%s` and `%s`)", nm, l->e[j].name, nm);
+    }
+}
+
+static void
+assert_listed (const listing *l, size_t idx, const char *name, kiwi_tar_type type, uint32_t mode, int64_t mtime,
+               const char *data_or_link)
+{
+    if (idx >= l->n)
+        fail_msg ("entry %zu (`%s`) missing: the stream has %zu entries", idx, name, l->n);
+    const listed *x = &l->e[idx];
+    if (strcmp (x->name, name) != 0)
+        fail_msg ("entry %zu is `%s`, expected `%s`", idx, x->name, name);
+    if (x->type != type)
+        fail_msg ("`%s`: a %s, expected a %s", name, kiwi_tar_type_str (x->type), kiwi_tar_type_str (type));
+    if (type != KIWI_TAR_SYMLINK && x->mode != mode)
+        fail_msg ("`%s`: mode %o, expected %o", name, x->mode, mode);
+    if (x->mtime != mtime)
+        fail_msg ("`%s`: mtime %lld, expected %lld", name, (long long) x->mtime, (long long) mtime);
+    if (type == KIWI_TAR_FILE) {
+        assert_int_equal (x->size, strlen (data_or_link));
+        if (strcmp (x->data, data_or_link) != 0)
+            fail_msg ("`%s`: content `%s`, expected `%s`", name, x->data, data_or_link);
+    } else if (type == KIWI_TAR_SYMLINK) {
+        if (strcmp (x->link, data_or_link) != 0)
+            fail_msg ("`%s`: target `%s`, expected `%s`", name, x->link, data_or_link);
+    } else
+        assert_int_equal (x->size, 0);
+}
+
+/* Part one of the equivalence test: "src/...", with everything the plan
+ * must fold (hardlinks, repeated paths, odd spellings, long names). */
+static void
+rewrite_part_src (kiwi_buf *b, char *long_name, size_t long_name_size)
+{
+    snprintf (long_name, long_name_size, "src/long/%s", long_component);
+    raw_t (b, '5', "src/", NULL, NULL, 0755, 100);
+    raw_t (b, '0', "src/a.txt", NULL, "first\n", 0644, 101);
+    raw_t (b, '5', "src/sub/", NULL, NULL, 0700, 102);
+    raw_t (b, '0', "src/sub/b.txt", NULL, "bee\n", 0600, 103);
+    raw_t (b, '2', "src/link", "a.txt", NULL, 0777, 104);
+    raw_t (b, '2', "src/abs", "/etc/passwd", NULL, 0777, 105);
+    raw_t (b, '1', "src/hard", "src/a.txt", NULL, 0600, 106);     /* a copy of "first\n", 0644 */
+    raw_t (b, '0', "./src//dot.txt", NULL, "dot\n", 0640, 107);  /* spelled oddly */
+    raw_t (b, '0', "src/a.txt", NULL, "second\n", 0664, 108);    /* the same path again */
+    raw_t (b, '5', "src/sub", NULL, NULL, 0750, 109);            /* the same directory, another mode */
+    raw_t (b, '0', long_name, NULL, "long name\n", 0644, 110);   /* under an implicit directory */
+    raw_t (b, '2', "src/long-link", long_target, NULL, 0777, 111);
+    raw_t (b, '0', "src/suid", NULL, "s\n", 06755, 112);
+    raw_t (b, '2', "src/will-be-file", "a.txt", NULL, 0777, 113);
+    raw_t (b, '0', "src/will-be-link", NULL, "x\n", 0644, 114);
+    raw_t (b, '1', "src/sub/hard2", "./src/sub/b.txt", NULL, 0644, 115);
+    raw_t (b, '0', "src/r\xc3\xa9pertoire-\xe4\xb8\x96.txt", NULL, "unicode\n", 0644, 116);
+    finish (b);
+}
+
+/* Part two: "home/...", and later words on some of part one's paths. */
+static void
+rewrite_part_home (kiwi_buf *b)
+{
+    raw_t (b, '5', "home/", NULL, NULL, 0755, 200);
+    raw_t (b, '5', "home/user/", NULL, NULL, 0711, 201);
+    raw_t (b, '0', "home/user/.profile", NULL, "export X=1\n", 0644, 202);
+    raw_t (b, '2', "home/user/src", "../../src", NULL, 0777, 203);
+    raw_t (b, '0', "src/a.txt", NULL, "third\n", 0600, 204);           /* across parts: the last wins */
+    raw_t (b, '0', "src/will-be-file", NULL, "now a file\n", 0644, 205); /* a symlink becomes a file */
+    raw_t (b, '2', "src/will-be-link", "a.txt", NULL, 0777, 206);      /* a file becomes a symlink */
+    raw_t (b, '5', "src/", NULL, NULL, 0711, 207);                     /* a directory of part one, new mode */
+    raw_t (b, '1', "home/user/hard", "home/user/.profile", NULL, 0644, 208);
+    raw_t (b, '0', "home/user/.profile", NULL, "export X=2\n", 0644, 209);
+    finish (b);
+}
+
+static void
+test_rewrite_equivalence (void **state)
+{
+    fixture *f = *state;
+    char long_name[300];
+    kiwi_buf p1 = KIWI_BUF_INIT, p2 = KIWI_BUF_INIT;
+    rewrite_part_src (&p1, long_name, sizeof long_name);
+    rewrite_part_home (&p2);
+    kiwi_rewrite_part parts[] = { part_of (&p1, "src.tar"), part_of (&p2, "home.tar") };
+
+    kiwi_buf out = KIWI_BUF_INIT;
+    kiwi_extract_stats st;
+    memset (&st, 0xa5, sizeof st); /* the call sets every counter */
+    rewrite_ok (parts, 2, NULL, &out, &st);
+    assert_true (out.len > 0);
+    assert_int_equal (out.len % 512, 0);
+
+    listing l;
+    list_all (&out, &l);
+    assert_clean_stream (&l, RW_UID, RW_GID);
+    /* one entry per path, in the order each path first appears, as the parts last left it */
+    size_t i = 0;
+    assert_listed (&l, i++, "src/", KIWI_TAR_DIR, 0711, 207, NULL);
+    assert_listed (&l, i++, "src/a.txt", KIWI_TAR_FILE, 0600, 204, "third\n");
+    assert_listed (&l, i++, "src/sub/", KIWI_TAR_DIR, 0750, 109, NULL);
+    assert_listed (&l, i++, "src/sub/b.txt", KIWI_TAR_FILE, 0600, 103, "bee\n");
+    assert_listed (&l, i++, "src/link", KIWI_TAR_SYMLINK, 0, 104, "a.txt");
+    assert_listed (&l, i++, "src/abs", KIWI_TAR_SYMLINK, 0, 105, "/etc/passwd");
+    assert_listed (&l, i++, "src/hard", KIWI_TAR_FILE, 0644, 106, "first\n"); /* the content when it was linked */
+    assert_listed (&l, i++, "src/dot.txt", KIWI_TAR_FILE, 0640, 107, "dot\n");
+    assert_listed (&l, i++, long_name, KIWI_TAR_FILE, 0644, 110, "long name\n");
+    assert_listed (&l, i++, "src/long-link", KIWI_TAR_SYMLINK, 0, 111, long_target);
+    assert_listed (&l, i++, "src/suid", KIWI_TAR_FILE, 0755, 112, "s\n");
+    assert_listed (&l, i++, "src/will-be-file", KIWI_TAR_FILE, 0644, 205, "now a file\n");
+    assert_listed (&l, i++, "src/will-be-link", KIWI_TAR_SYMLINK, 0, 206, "a.txt");
+    assert_listed (&l, i++, "src/sub/hard2", KIWI_TAR_FILE, 0600, 115, "bee\n");
+    assert_listed (&l, i++, "src/r\xc3\xa9pertoire-\xe4\xb8\x96.txt", KIWI_TAR_FILE, 0644, 116, "unicode\n");
+    assert_listed (&l, i++, "home/", KIWI_TAR_DIR, 0755, 200, NULL);
+    assert_listed (&l, i++, "home/user/", KIWI_TAR_DIR, 0711, 201, NULL);
+    assert_listed (&l, i++, "home/user/.profile", KIWI_TAR_FILE, 0644, 209, "export X=2\n");
+    assert_listed (&l, i++, "home/user/src", KIWI_TAR_SYMLINK, 0, 203, "../../src");
+    assert_listed (&l, i++, "home/user/hard", KIWI_TAR_FILE, 0644, 208, "export X=1\n");
+    assert_int_equal (l.n, i);
+    for (size_t k = 0; k < l.n; k++)
+        assert_int_not_equal (l.e[k].type, KIWI_TAR_HARDLINK);
+
+    /* the counters: one per entry of the stream */
+    assert_int_equal (st.files + st.hardlinks, 11);
+    assert_int_equal (st.dirs, 4);
+    assert_int_equal (st.symlinks, 5);
+    assert_int_equal (st.skipped, 0);
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < l.n; k++)
+        bytes += l.e[k].type == KIWI_TAR_FILE ? l.e[k].size : 0;
+    assert_int_equal (st.bytes, bytes);
+    listing_free (&l);
+
+    /* the stream makes the tree the parts make, one after the other */
+    kiwi_extract_stats xs;
+    extract_ok (f, &out, NULL, &xs);
+    assert_int_equal (xs.hardlinks, 0);
+    assert_int_equal (xs.files, 11);
+    kiwi_error_t err = NULL;
+    for (size_t k = 0; k < 2; k++)
+        if (kiwi_archive_extract (parts[k].tar, parts[k].len, f->src, NULL, NULL, &err) < 0)
+            fail_msg ("extracting %s: %s", parts[k].what, kiwi_error_msg (err));
+    compare_trees (f->src, f->dest, true);
+    compare_trees (f->dest, f->src, true);
+    assert_file (f->dest, "src/a.txt", "third\n", 0600);
+    assert_file (f->dest, "src/hard", "first\n", 0644);
+    assert_file (f->dest, "home/user/hard", "export X=1\n", 0644);
+    assert_nothing_outside (f);
+
+    /* reproducible: the same parts give the same bytes */
+    kiwi_buf again = KIWI_BUF_INIT;
+    rewrite_ok (parts, 2, NULL, &again, NULL);
+    assert_int_equal (again.len, out.len);
+    assert_memory_equal (again.data, out.data, out.len);
+    kiwi_buf_free (&again);
+
+    /* owners beyond ustar's octal fields (pax records) */
+    kiwi_buf big_ids = KIWI_BUF_INIT;
+    rewrite_as (parts, 2, 3000000000u, 2097152u, NULL, &big_ids, NULL);
+    list_all (&big_ids, &l);
+    assert_int_equal (l.n, i);
+    assert_clean_stream (&l, 3000000000u, 2097152u);
+    listing_free (&l);
+    kiwi_buf_free (&big_ids);
+
+    kiwi_buf_free (&out);
+    kiwi_buf_free (&p1);
+    kiwi_buf_free (&p2);
+}
+
+/* Rejections: each case is one or two parts (finished here, unless
+ * `finished`); part one always starts with good entries, so a rewrite that
+ * streamed as it read would show bytes. */
+static void
+reject_case_ex (kiwi_buf *p1, kiwi_buf *p2, bool finished, const char *needle, const char *needle2)
+{
+    if (!finished)
+        finish (p1);
+    kiwi_rewrite_part parts[] = { part_of (p1, "part-1.tar"), { 0 } };
+    size_t n = 1;
+    if (p2) {
+        if (!finished)
+            finish (p2);
+        parts[1] = part_of (p2, "part-2.tar");
+        n = 2;
+    }
+    expect_rewrite_reject (parts, n, NULL, needle, needle2);
+    kiwi_buf_free (p1);
+    if (p2)
+        kiwi_buf_free (p2);
+}
+
+static void
+reject_case (kiwi_buf *p1, kiwi_buf *p2, const char *needle, const char *needle2)
+{
+    reject_case_ex (p1, p2, false, needle, needle2);
+}
+
+static kiwi_buf
+good_part (void)
+{
+    kiwi_buf b = KIWI_BUF_INIT;
+    raw (&b, '5', "ok/", NULL, NULL, 0755);
+    raw (&b, '0', "ok/fine", NULL, "fine content", 0644);
+    return b;
+}
+
+static void
+test_rewrite_rejects_hostile_parts (void **state)
+{
+    (void) state;
+    kiwi_buf a, b;
+
+    /* absolute names and `..`, in the first or the second part */
+    const char *bad_names[] = { "/etc/evil", "/tmp/", "../escape", "a/../../escape", "ok/../../escape", "..",
+                                "a/..", "./../escape", NULL };
+    for (const char **n = bad_names; *n; n++) {
+        a = good_part ();
+        raw_dir_or_file (&a, *n);
+        reject_case (&a, NULL, *n, "part-1.tar");
+        a = good_part ();
+        b = good_part ();
+        raw_dir_or_file (&b, *n);
+        reject_case (&a, &b, *n, "part-2.tar");
+    }
+    /* a device's name is checked too */
+    a = good_part ();
+    raw (&a, '3', "../null0", NULL, NULL, 0666);
+    reject_case (&a, NULL, "../null0", NULL);
+
+    /* through a symlink made by an earlier entry */
+    a = good_part ();
+    raw (&a, '2', "l", "/etc", NULL, 0777);
+    raw (&a, '0', "l/passwd", NULL, "pwned", 0644);
+    reject_case (&a, NULL, "l/passwd", NULL);
+    a = good_part ();
+    raw (&a, '2', "l", "ok", NULL, 0777); /* even to a directory of the archive */
+    raw (&a, '0', "l/x", NULL, "x", 0644);
+    reject_case (&a, NULL, "l/x", NULL);
+    a = good_part ();
+    raw (&a, '2', "ok/up", "..", NULL, 0777);
+    raw (&a, '5', "ok/up/d/", NULL, NULL, 0755);
+    reject_case (&a, NULL, "ok/up/d/", NULL);
+    /* across parts: the symlink in part one, the name through it in part two */
+    a = good_part ();
+    raw (&a, '2', "src/l", "/etc", NULL, 0777);
+    b = good_part ();
+    raw (&b, '0', "src/l/passwd", NULL, "pwned", 0644);
+    reject_case (&a, &b, "src/l/passwd", "part-2.tar");
+    a = good_part ();
+    raw (&a, '2', "x", "/", NULL, 0777);
+    b = good_part ();
+    raw (&b, '5', "x/etc/", NULL, NULL, 0755);
+    reject_case (&a, &b, "x/etc/", "part-2.tar");
+    /* through a file */
+    a = good_part ();
+    raw (&a, '0', "f", NULL, "f", 0644);
+    raw (&a, '0', "f/x", NULL, "x", 0644);
+    reject_case (&a, NULL, "f/x", NULL);
+    a = good_part ();
+    raw (&a, '0', "ok/f", NULL, "f", 0644);
+    b = good_part ();
+    raw (&b, '0', "ok/f/x", NULL, "x", 0644);
+    reject_case (&a, &b, "ok/f/x", "part-2.tar");
+
+    /* hardlinks to nothing good */
+    const char *bad_targets[] = { "missing", "/etc/passwd", "../outside.txt", "ok/../../outside.txt", "dir", "sym",
+                                  "later", NULL };
+    for (const char **t = bad_targets; *t; t++) {
+        a = good_part ();
+        raw (&a, '5', "dir/", NULL, NULL, 0755);
+        raw (&a, '2', "sym", "ok/fine", NULL, 0777);
+        raw (&a, '1', "h", *t, NULL, 0644);
+        raw (&a, '0', "later", NULL, "later", 0644);
+        reject_case (&a, NULL, "`h`", NULL);
+    }
+
+    /* a directory replaced by a non-directory, and the other way round */
+    a = good_part ();
+    raw (&a, '5', "d/", NULL, NULL, 0755);
+    raw (&a, '0', "d", NULL, "file", 0644);
+    reject_case (&a, NULL, "`d`", NULL);
+    a = good_part ();
+    raw (&a, '0', "ok", NULL, "file", 0644); /* good_part made ok/ */
+    reject_case (&a, NULL, "`ok`", NULL);
+    a = good_part ();
+    raw (&a, '5', "d/", NULL, NULL, 0755);
+    raw (&a, '2', "d", "/etc", NULL, 0777);
+    reject_case (&a, NULL, "`d`", NULL);
+    a = good_part ();
+    raw (&a, '0', "f", NULL, "file", 0644);
+    raw (&a, '5', "f/", NULL, NULL, 0755);
+    reject_case (&a, NULL, "`f/`", NULL);
+    a = good_part ();
+    b = good_part ();
+    raw (&b, '0', "ok", NULL, "file", 0644); /* part one's directory */
+    reject_case (&a, &b, "`ok`", "part-2.tar");
+    a = good_part ();
+    b = good_part ();
+    raw (&b, '5', "ok/fine/", NULL, NULL, 0755); /* part one's file */
+    reject_case (&a, &b, "ok/fine/", "part-2.tar");
+
+    /* a malformed second part: nothing of the first goes out either */
+    a = good_part ();
+    finish (&a);
+    b = good_part ();
+    finish (&b);
+    b.len -= 700; /* truncated */
+    reject_case_ex (&a, &b, true, "part-2.tar", NULL);
+    a = good_part ();
+    finish (&a);
+    b = good_part ();
+    finish (&b);
+    b.data[20] ^= 0x40; /* checksum */
+    reject_case_ex (&a, &b, true, "part-2.tar", NULL);
+    /* an empty buffer is not an archive */
+    a = good_part ();
+    finish (&a);
+    kiwi_rewrite_part parts[] = { part_of (&a, "part-1.tar"), { .tar = "", .len = 0, .what = "part-2.tar" } };
+    expect_rewrite_reject (parts, 2, NULL, "empty archive", "part-2.tar");
+    kiwi_buf_free (&a);
+}
+
+/* A directory the archive makes only implicitly (as the parent of an entry)
+ * is a directory all the same: a later file or symlink at its path would
+ * put the earlier entries under a non-directory of the stream, and
+ * extraction fails there. */
+static void
+test_rewrite_rejects_implicit_dir_replaced (void **state)
+{
+    fixture *f = *state;
+    const char types[] = { '0', '2' };
+    for (size_t i = 0; i < 2; i++) {
+        for (int across = 0; across < 2; across++) {
+            kiwi_buf a = good_part ();
+            raw (&a, '0', "d/f", NULL, "under d", 0644);
+            kiwi_buf b = KIWI_BUF_INIT;
+            kiwi_buf *second = across ? &b : &a;
+            if (across)
+                b = good_part ();
+            raw (second, types[i], "d", types[i] == '2' ? "/etc" : NULL, types[i] == '0' ? "file" : NULL, 0644);
+            finish (&a);
+            if (across)
+                finish (&b);
+            /* extraction, one part after the other, fails */
+            kiwi_error_t err = NULL;
+            reset_dest (f);
+            int rc = kiwi_archive_extract (a.data, a.len, f->dest, NULL, NULL, &err);
+            if (rc == 0 && across)
+                rc = kiwi_archive_extract (b.data, b.len, f->dest, NULL, NULL, &err);
+            assert_int_equal (rc, -1);
+            kiwi_error_free (&err);
+            /* so the rewrite must fail, before a byte goes out */
+            kiwi_rewrite_part parts[] = { part_of (&a, "part-1.tar"), part_of (&b, "part-2.tar") };
+            char *why = check_rewrite_reject (parts, across ? 2 : 1, NULL, "`d`", NULL);
+            kiwi_buf_free (&a);
+            kiwi_buf_free (&b);
+            if (why) {
+                char msg[1024];
+                snprintf (msg, sizeof msg, "`d/f`, then a %s at `d`%s: %s", types[i] == '0' ? "file" : "symlink",
+                          across ? " in part two" : "", why);
+                free (why);
+                fail_msg ("%s", msg);
+            }
+        }
+    }
+}
+
+/* Extraction takes a hardlink only to a file of the same archive; the parts
+ * are extracted one after the other, so a hardlink in part two to a file of
+ * part one is rejected there, and by the rewrite. */
+static void
+test_rewrite_rejects_hardlink_across_parts (void **state)
+{
+    fixture *f = *state;
+    kiwi_buf a = good_part ();
+    finish (&a);
+    kiwi_buf b = KIWI_BUF_INIT;
+    raw (&b, '1', "h", "ok/fine", NULL, 0644);
+    finish (&b);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_archive_extract (a.data, a.len, f->dest, NULL, NULL, &err), 0);
+    assert_int_equal (kiwi_archive_extract (b.data, b.len, f->dest, NULL, NULL, &err), -1);
+    kiwi_error_free (&err);
+    kiwi_rewrite_part parts[] = { part_of (&a, "part-1.tar"), part_of (&b, "part-2.tar") };
+    char *why = check_rewrite_reject (parts, 2, NULL, "`h`", "part-2.tar");
+    kiwi_buf_free (&a);
+    kiwi_buf_free (&b);
+    if (why) {
+        char msg[1024];
+        snprintf (msg, sizeof msg, "%s", why);
+        free (why);
+        fail_msg ("%s", msg);
+    }
+}
+
+static void
+test_rewrite_skips_devices_and_masks_modes (void **state)
+{
+    fixture *f = *state;
+    kiwi_buf a = KIWI_BUF_INIT, b = KIWI_BUF_INIT;
+    kiwi__tar_raw dev = { .typeflag = '3', .name = "dev/null0", .mode = 0666, .devmajor = 1, .devminor = 3 };
+    assert_int_equal (kiwi__archive_write_raw (&a, &dev, 0, NULL), 0);
+    kiwi__tar_raw blk = { .typeflag = '4', .name = "sda0", .mode = 0660, .devmajor = 8, .devminor = 0 };
+    assert_int_equal (kiwi__archive_write_raw (&a, &blk, 0, NULL), 0);
+    raw (&a, '6', "fifo", NULL, NULL, 0644);
+    raw (&a, '0', "suid", NULL, "s", 06755);
+    raw (&a, '0', "sgid", NULL, "g", 02711);
+    raw (&a, '5', "sticky/", NULL, NULL, 01777);
+    raw (&a, '5', "setgid-dir/", NULL, NULL, 02755);
+    raw (&a, '0', "plain", NULL, "plain", 0644);
+    raw (&a, '6', "plain", NULL, NULL, 0600); /* a fifo at a file's path: skipped, the file stays */
+    raw (&a, '1', "suid-copy", "suid", NULL, 04777);
+    finish (&a);
+    kiwi__tar_raw chr2 = { .typeflag = '3', .name = "sticky/tty", .mode = 0620, .devmajor = 5, .devminor = 0 };
+    assert_int_equal (kiwi__archive_write_raw (&b, &chr2, 0, NULL), 0);
+    raw (&b, '6', "sticky/pipe", NULL, NULL, 0644);
+    finish (&b);
+    kiwi_rewrite_part parts[] = { part_of (&a, "a.tar"), part_of (&b, "b.tar") };
+
+    kiwi_buf out = KIWI_BUF_INIT;
+    kiwi_extract_stats st;
+    rewrite_ok (parts, 2, NULL, &out, &st);
+    assert_int_equal (st.skipped, 6);
+    assert_int_equal (st.files + st.hardlinks, 4);
+    assert_int_equal (st.dirs, 2);
+    listing l;
+    list_all (&out, &l);
+    assert_clean_stream (&l, RW_UID, RW_GID);
+    assert_int_equal (l.n, 6);
+    size_t i = 0;
+    assert_listed (&l, i++, "suid", KIWI_TAR_FILE, 0755, 1700000000, "s");
+    assert_listed (&l, i++, "sgid", KIWI_TAR_FILE, 0711, 1700000000, "g");
+    assert_listed (&l, i++, "sticky/", KIWI_TAR_DIR, 0777, 1700000000, NULL);
+    assert_listed (&l, i++, "setgid-dir/", KIWI_TAR_DIR, 0755, 1700000000, NULL);
+    assert_listed (&l, i++, "plain", KIWI_TAR_FILE, 0644, 1700000000, "plain");
+    assert_listed (&l, i++, "suid-copy", KIWI_TAR_FILE, 0755, 1700000000, "s");
+    assert_null (listing_find (&l, "dev"));
+    assert_null (listing_find (&l, "dev/null0"));
+    assert_null (listing_find (&l, "sticky/tty"));
+    listing_free (&l);
+    /* as extraction of the parts would have it */
+    extract_ok (f, &out, NULL, NULL);
+    kiwi_error_t err = NULL;
+    for (size_t k = 0; k < 2; k++)
+        if (kiwi_archive_extract (parts[k].tar, parts[k].len, f->src, NULL, NULL, &err) < 0)
+            fail_msg ("extracting %s: %s", parts[k].what, kiwi_error_msg (err));
+    compare_trees (f->src, f->dest, true);
+    compare_trees (f->dest, f->src, true);
+    kiwi_buf_free (&out);
+    kiwi_buf_free (&a);
+    kiwi_buf_free (&b);
+}
+
+static void
+test_rewrite_ceilings (void **state)
+{
+    (void) state;
+    char *content = malloc (1501);
+    assert_non_null (content);
+    memset (content, 'c', 1500);
+    content[1500] = '\0';
+    kiwi_buf a = KIWI_BUF_INIT, b = KIWI_BUF_INIT, c = KIWI_BUF_INIT;
+    raw (&a, '0', "a1", NULL, content, 0644);
+    raw (&a, '0', "a2", NULL, content, 0644); /* 3000 bytes of content */
+    finish (&a);
+    raw (&b, '0', "b1", NULL, content, 0644); /* 1500 */
+    finish (&b);
+    raw (&c, '0', "c1", NULL, content, 0644);
+    raw (&c, '1', "c2", "c1", NULL, 0644); /* a hardlink's copy counts: 3000 */
+    finish (&c);
+
+    kiwi_extract_opts o = { .max_bytes = 2000 };
+    kiwi_rewrite_part pa[] = { part_of (&a, "a.tar") };
+    expect_rewrite_reject (pa, 1, &o, "ceiling of 2000 bytes", "a2");
+    kiwi_rewrite_part pc[] = { part_of (&c, "c.tar") };
+    expect_rewrite_reject (pc, 1, &o, "ceiling of 2000 bytes", "c2");
+    /* over the ceiling in the second part: nothing of the first goes out */
+    kiwi_rewrite_part pba[] = { part_of (&b, "b.tar"), part_of (&a, "a.tar") };
+    expect_rewrite_reject (pba, 2, &o, "ceiling of 2000 bytes", "a.tar");
+    /* the ceiling applies to each part: two parts of 1500 each pass */
+    kiwi_rewrite_part pbb[] = { part_of (&b, "b.tar"), part_of (&b, "b-again.tar") };
+    kiwi_buf out = KIWI_BUF_INIT;
+    rewrite_ok (pbb, 2, &o, &out, NULL);
+    listing l;
+    list_all (&out, &l);
+    assert_int_equal (l.n, 1);
+    assert_int_equal (l.e[0].size, 1500);
+    listing_free (&l);
+    kiwi_buf_free (&out);
+    o.max_bytes = 3000; /* exactly the content: fine */
+    rewrite_ok (pa, 1, &o, &out, NULL);
+    kiwi_buf_free (&out);
+
+    /* the entry ceiling */
+    kiwi_extract_opts e = { .max_entries = 1 };
+    expect_rewrite_reject (pa, 1, &e, "more than 1 entries", "a2");
+    rewrite_ok (pbb, 2, &e, &out, NULL); /* one entry per part */
+    kiwi_buf_free (&out);
+    e.max_entries = 2;
+    rewrite_ok (pa, 1, &e, &out, NULL);
+    kiwi_buf_free (&out);
+
+    free (content);
+    kiwi_buf_free (&a);
+    kiwi_buf_free (&b);
+    kiwi_buf_free (&c);
+}
+
+static void
+test_rewrite_sink_failure (void **state)
+{
+    (void) state;
+    size_t big_len = 100000;
+    char *big = malloc (big_len + 1);
+    assert_non_null (big);
+    for (size_t i = 0; i < big_len; i++)
+        big[i] = (char) ('a' + i % 26);
+    big[big_len] = '\0';
+    kiwi_buf a = KIWI_BUF_INIT;
+    raw (&a, '5', "d/", NULL, NULL, 0755);
+    raw (&a, '0', "d/small", NULL, "small", 0644);
+    raw (&a, '0', "d/big", NULL, big, 0644);
+    raw (&a, '2', "d/link", "big", NULL, 0777);
+    raw (&a, '0', "d/last", NULL, "last", 0644);
+    finish (&a);
+    kiwi_rewrite_part parts[] = { part_of (&a, "a.tar") };
+
+    kiwi_buf whole = KIWI_BUF_INIT;
+    rewrite_ok (parts, 1, NULL, &whole, NULL);
+    size_t total = whole.len;
+    assert_true (total > big_len + 5 * 512);
+    kiwi_buf_free (&whole);
+
+    /* the sink breaks at a header, inside content, in the end marker, at the last byte */
+    size_t breaks[] = { 0, 1, 511, 512, 1000, 1024, 1600, 50000, total - 1024, total - 600, total - 1 };
+    for (size_t k = 0; k < sizeof breaks / sizeof *breaks; k++) {
+        for (int with_error = 1; with_error >= 0; with_error--) {
+            sink_state s = SINK_INIT;
+            s.fail_after = breaks[k];
+            s.set_error = with_error;
+            kiwi_error_t err = NULL;
+            int rc = kiwi_archive_rewrite (parts, 1, RW_UID, RW_GID, NULL, sink_append, &s, NULL, &err);
+            if (rc >= 0)
+                fail_msg ("the sink failed after %zu of %zu bytes, yet the rewrite succeeded", breaks[k], total);
+            assert_true (s.failed);
+            assert_non_null (err);
+            if (with_error && strstr (kiwi_error_msg (err), SINK_MSG) == NULL)
+                fail_msg ("sink failing after %zu bytes: error `%s` lacks the sink's `%s`", breaks[k],
+                          kiwi_error_msg (err), SINK_MSG);
+            assert_int_equal (s.calls_after_failure, 0); /* the stream is broken from there on */
+            kiwi_error_free (&err);
+            kiwi_buf_free (&s.out);
+        }
+    }
+    /* exactly enough room: fine */
+    sink_state s = SINK_INIT;
+    s.fail_after = total;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_archive_rewrite (parts, 1, RW_UID, RW_GID, NULL, sink_append, &s, NULL, &err), 0);
+    assert_false (s.failed);
+    assert_int_equal (s.out.len, total);
+    kiwi_buf_free (&s.out);
+    kiwi_buf_free (&a);
+    free (big);
+}
+
+static void
+test_rewrite_empty_parts (void **state)
+{
+    fixture *f = *state;
+    char zeros[1024];
+    memset (zeros, 0, sizeof zeros);
+    kiwi_rewrite_part parts[] = { { .tar = zeros, .len = sizeof zeros, .what = "empty.tar" },
+                                  { .tar = zeros, .len = sizeof zeros, .what = NULL },
+                                  { .tar = zeros, .len = sizeof zeros, .what = "again.tar" } };
+    for (size_t n = 0; n <= 3; n++) {
+        kiwi_buf out = KIWI_BUF_INIT;
+        kiwi_extract_stats st;
+        memset (&st, 0xa5, sizeof st);
+        rewrite_ok (n ? parts : NULL, n, NULL, &out, &st);
+        assert_true (out.len >= 1024);
+        assert_int_equal (out.len % 512, 0);
+        for (size_t i = 0; i < out.len; i++)
+            if (out.data[i] != 0)
+                fail_msg ("%zu empty parts: byte %zu of the stream is %d", n, i, out.data[i]);
+        listing l;
+        list_all (&out, &l);
+        assert_int_equal (l.n, 0);
+        listing_free (&l);
+        assert_int_equal (st.files + st.dirs + st.symlinks + st.hardlinks + st.skipped + st.ignored, 0);
+        assert_int_equal (st.bytes, 0);
+        extract_ok (f, &out, NULL, NULL);
+        assert_int_equal (count_entries (f->dest), 0);
+        kiwi_buf_free (&out);
+    }
+}
+
+static void
+test_rewrite_large_file (void **state)
+{
+    fixture *f = *state;
+    size_t len = 3 * 1024 * 1024 + 77;
+    char *big = malloc (len);
+    assert_non_null (big);
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (size_t i = 0; i < len; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        big[i] = (char) (x >> 56);
+    }
+    kiwi_buf a = KIWI_BUF_INIT;
+    kiwi__tar_raw e = { .typeflag = '0', .name = "data/big.bin", .mode = 0644, .uid = 1000, .gid = 1000,
+                        .mtime = 1700000000, .data = big, .len = len };
+    kiwi_error_t err = NULL;
+    if (kiwi__archive_write_raw (&a, &e, 0, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    raw (&a, '1', "data/copy.bin", "data/big.bin", NULL, 0644);
+    raw (&a, '0', "data/after", NULL, "after", 0644);
+    finish (&a);
+    kiwi_rewrite_part parts[] = { part_of (&a, "big.tar") };
+
+    kiwi_buf out = KIWI_BUF_INIT;
+    kiwi_extract_stats st;
+    rewrite_ok (parts, 1, NULL, &out, &st);
+    assert_int_equal (st.bytes, 2 * (uint64_t) len + 5);
+    listing l;
+    list_all (&out, &l);
+    assert_clean_stream (&l, RW_UID, RW_GID);
+    assert_int_equal (l.n, 3);
+    const listed *b1 = listing_find (&l, "data/big.bin"), *b2 = listing_find (&l, "data/copy.bin");
+    assert_non_null (b1);
+    assert_non_null (b2);
+    assert_int_equal (b1->type, KIWI_TAR_FILE);
+    assert_int_equal (b2->type, KIWI_TAR_FILE);
+    assert_int_equal (b1->size, len);
+    assert_int_equal (b2->size, len);
+    assert_memory_equal (b1->data, big, len);
+    assert_memory_equal (b2->data, big, len);
+    assert_string_equal (listing_find (&l, "data/after")->data, "after");
+    listing_free (&l);
+
+    extract_ok (f, &out, NULL, NULL);
+    char p[400];
+    size_t got;
+    path_join (p, sizeof p, f->dest, "data/big.bin");
+    char *c = read_all (p, &got);
+    assert_non_null (c);
+    assert_int_equal (got, len);
+    assert_memory_equal (c, big, len);
+    free (c);
+    kiwi_buf_free (&out);
+    kiwi_buf_free (&a);
+    free (big);
+}
+
 int
 main (void)
 {
@@ -1644,6 +2545,15 @@ main (void)
         T (test_sparse_unknown_and_long_links),
         T (test_meter_counts_bytes_and_sizes),
         T (test_meter_pax_and_base256),
+        T (test_rewrite_equivalence),
+        T (test_rewrite_rejects_hostile_parts),
+        T (test_rewrite_rejects_implicit_dir_replaced),
+        T (test_rewrite_rejects_hardlink_across_parts),
+        T (test_rewrite_skips_devices_and_masks_modes),
+        T (test_rewrite_ceilings),
+        T (test_rewrite_sink_failure),
+        T (test_rewrite_empty_parts),
+        T (test_rewrite_large_file),
     };
 #undef T
     return kiwi_run_group ("archive", tests, NULL, NULL);
