@@ -55,6 +55,9 @@ PACKAGES=(
   libmicrohttpd-dev
   # the egress rules' rejected packets, read by kiwi-worker (worker/nflog.c)
   libnetfilter-log-dev
+  # tar2sqfs: a dependency snapshot made into the squashfs image laid under
+  # each sandbox (sandbox/deps.c)
+  squashfs-tools-ng
   # the tar format (sandbox/archive-*.c); the static guest agent also needs
   # the .a files of what libarchive links (pkg-config --static --libs libarchive)
   libarchive-dev libacl1-dev libzstd-dev liblz4-dev libbz2-dev liblzma-dev libxml2-dev nettle-dev zlib1g-dev

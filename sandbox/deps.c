@@ -1,60 +1,288 @@
 /*
- * deps.c: extracting a dependency snapshot once per key (see deps.h).
+ * deps.c: a dependency snapshot made into a squashfs image once per key
+ * (see deps.h).
+ *
+ * The image is written by tar2sqfs (Debian's squashfs-tools-ng); what it
+ * reads is a tar stream Kiwi writes itself (kiwi_archive_rewrite()), never
+ * the snapshot's own tars, and it runs as nobody, so a tool that was not
+ * written for hostile input only ever sees clean names, owners and modes.
+ * The pump below is hand-written because kiwi_proc_run() takes no input:
+ * the stream goes over a socket (MSG_NOSIGNAL: a tar2sqfs that died is an
+ * error, not a SIGPIPE) while its messages are read from a pipe, with one
+ * deadline for both.
  */
 #include "sandbox/deps.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sandbox/archive.h"
-#include "common/fs.h"
-#include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/proc.h"
+#include "common/cleanup.h"
 
-/* nftw offers no user data: the owner goes through thread-local storage. */
-static _Thread_local uid_t chown_uid;
-static _Thread_local gid_t chown_gid;
-static _Thread_local const char *chown_top;
+#define NOBODY 65534
+#define BUILD_TIMEOUT_MS (10 * 60 * 1000)
+#define MESSAGES_CAP 4096
 
-static int
-chown_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+extern char **environ;
+
+/* The running tar2sqfs: its input, its messages, the deadline. */
+typedef struct pump {
+    pid_t pid;
+    int in;             /* our end of its stdin (a socket) */
+    int msgs;           /* its stdout and stderr */
+    char said[MESSAGES_CAP + 1];
+    size_t said_len;
+    long deadline;
+    char buf[1 << 18];  /* small entries are gathered before a send */
+    size_t fill;
+} pump;
+
+/* Reads what tar2sqfs printed, keeping the first MESSAGES_CAP bytes. */
+static void
+drain_messages (pump *p)
 {
-    (void) st;
-    (void) flag;
-    if (ftw->level == 0 && strcmp (path, chown_top) == 0)
-        return 0; /* the top stays root's */
-    return lchown (path, chown_uid, chown_gid) < 0 ? -1 : 0;
+    char chunk[4096];
+    ssize_t r;
+    while ((r = read (p->msgs, chunk, sizeof chunk)) > 0) {
+        size_t room = MESSAGES_CAP - p->said_len;
+        size_t n = (size_t) r < room ? (size_t) r : room;
+        memcpy (p->said + p->said_len, chunk, n);
+        p->said_len += n;
+        p->said[p->said_len] = '\0';
+    }
+    if (r == 0) {
+        close (p->msgs);
+        p->msgs = -1;
+    }
 }
 
-/* Extracts `dir`/`part` into `dest`. An empty or absent part is nothing. */
 static int
-extract_part (const char *dir, const char *part, const char *dest, kiwi_extract_opts *o, kiwi_error_t *err)
+send_all (pump *p, const char *data, size_t len, kiwi_error_t *err)
 {
-    char p[PATH_MAX];
-    snprintf (p, sizeof p, "%s/%s", dir, part);
-    cleanup_close int fd = open (p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : kiwi_error_make (err, errno, "opening %s", p);
+    while (len > 0) {
+        long left = p->deadline - kiwi_mono_ms ();
+        if (left <= 0)
+            return kiwi_error_make (err, ETIMEDOUT, "tar2sqfs took longer than %d s", BUILD_TIMEOUT_MS / 1000);
+        struct pollfd fds[2] = { { .fd = p->in, .events = POLLOUT }, { .fd = p->msgs, .events = POLLIN } };
+        int n = poll (fds, p->msgs >= 0 ? 2 : 1, (int) left);
+        if (n < 0 && errno != EINTR)
+            return kiwi_error_make (err, errno, "waiting for tar2sqfs");
+        if (n <= 0)
+            continue;
+        if (p->msgs >= 0 && (fds[1].revents & (POLLIN | POLLHUP)))
+            drain_messages (p);
+        if (!(fds[0].revents & (POLLOUT | POLLERR | POLLHUP)))
+            continue;
+        ssize_t w = send (p->in, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (w < 0)
+            return kiwi_error_make (err, errno, "tar2sqfs stopped reading%s%s", p->said_len ? ": " : "", p->said);
+        data += w;
+        len -= (size_t) w;
+    }
+    return 0;
+}
+
+static int
+flush (pump *p, kiwi_error_t *err)
+{
+    size_t n = p->fill;
+    p->fill = 0;
+    return n ? send_all (p, p->buf, n, err) : 0;
+}
+
+static int
+pump_sink (const void *data, size_t len, void *ud, kiwi_error_t *err)
+{
+    pump *p = ud;
+    if (len <= sizeof p->buf - p->fill) {
+        memcpy (p->buf + p->fill, data, len);
+        p->fill += len;
+        return 0;
+    }
+    if (flush (p, err) < 0)
+        return -1;
+    if (len <= sizeof p->buf / 2) {
+        memcpy (p->buf, data, len);
+        p->fill = len;
+        return 0;
+    }
+    return send_all (p, data, len, err);
+}
+
+/* Starts tar2sqfs as nobody, writing the image to `out` (its fd 3). */
+static int
+pump_start (pump *p, int out, uid_t uid, gid_t gid, kiwi_error_t *err)
+{
+    int sv[2] = { -1, -1 }, pv[2] = { -1, -1 };
+    if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2 (pv, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int e = errno;
+        if (sv[0] >= 0) {
+            close (sv[0]);
+            close (sv[1]);
+        }
+        return kiwi_error_make (err, e, "connecting to tar2sqfs");
+    }
+    char defaults[96];
+    snprintf (defaults, sizeof defaults, "uid=%u,gid=%u,mode=0755,mtime=0", (unsigned) uid, (unsigned) gid);
+    const char *argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--no-new-privs",
+                           "tar2sqfs", "--quiet", "--force", "--no-xattr", "--no-skip", "--compressor", "lz4",
+                           "--num-jobs", "2", "--defaults", defaults, "/proc/self/fd/3", NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init (&fa);
+    posix_spawnattr_init (&attr);
+    posix_spawn_file_actions_adddup2 (&fa, sv[1], 0);
+    posix_spawn_file_actions_adddup2 (&fa, pv[1], 1);
+    posix_spawn_file_actions_adddup2 (&fa, pv[1], 2);
+    posix_spawn_file_actions_adddup2 (&fa, out, 3);
+    kiwi_proc_spawnattr_child (&attr);
+    int rc = posix_spawnp (&p->pid, argv[0], &fa, &attr, (char *const *) argv, environ);
+    posix_spawn_file_actions_destroy (&fa);
+    posix_spawnattr_destroy (&attr);
+    close (sv[1]);
+    close (pv[1]);
+    p->in = sv[0];
+    p->msgs = pv[0];
+    if (rc != 0) {
+        close (p->in);
+        close (p->msgs);
+        p->in = p->msgs = -1;
+        return kiwi_error_make (err, rc, "cannot run setpriv and tar2sqfs (squashfs-tools-ng; ops/setup.sh)");
+    }
+    p->deadline = kiwi_mono_ms () + BUILD_TIMEOUT_MS;
+    return 0;
+}
+
+/* Ends the stream, waits for tar2sqfs (killing it on `failed` or at the
+ * deadline) and reports how it ended. */
+static int
+pump_finish (pump *p, bool failed, kiwi_error_t *err)
+{
+    if (p->in >= 0) {
+        shutdown (p->in, SHUT_WR);
+        close (p->in);
+        p->in = -1;
+    }
+    if (failed)
+        kill (-p->pid, SIGKILL);
+    while (p->msgs >= 0) {
+        long left = p->deadline - kiwi_mono_ms ();
+        if (left <= 0) {
+            kill (-p->pid, SIGKILL);
+            failed = true;
+            break;
+        }
+        struct pollfd f = { .fd = p->msgs, .events = POLLIN };
+        if (poll (&f, 1, (int) left) > 0)
+            drain_messages (p);
+    }
+    if (p->msgs >= 0)
+        close (p->msgs);
+    int status = 0;
+    while (waitpid (p->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (failed)
+        return -1;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+        return kiwi_error_make (err, 0, "tar2sqfs failed (status %d)%s%s", status, p->said_len ? ": " : "",
+                                p->said);
+    return 0;
+}
+
+/* A snapshot's tar, mapped; an empty or absent one is an empty archive. */
+typedef struct part_map {
+    char path[PATH_MAX];
+    void *map;
+    size_t len;
+} part_map;
+
+static const unsigned char empty_tar[1024];
+
+static int
+map_part (const char *dir, const char *name, part_map *m, kiwi_rewrite_part *part, kiwi_error_t *err)
+{
+    snprintf (m->path, sizeof m->path, "%s/%s", dir, name);
+    m->map = NULL;
+    m->len = 0;
+    part->tar = empty_tar;
+    part->len = sizeof empty_tar;
+    part->what = m->path;
+    cleanup_close int fd = open (m->path, O_RDONLY | O_CLOEXEC);
     struct stat st;
+    if (fd < 0)
+        return errno == ENOENT ? 0 : kiwi_error_make (err, errno, "opening %s", m->path);
     if (fstat (fd, &st) < 0)
-        return kiwi_error_make (err, errno, "reading %s", p);
+        return kiwi_error_make (err, errno, "reading %s", m->path);
     if (st.st_size == 0)
         return 0;
-    void *map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED)
-        return kiwi_error_make (err, errno, "mapping %s", p);
-    int rc = kiwi_archive_extract (map, (size_t) st.st_size, dest, o, NULL, err);
-    munmap (map, (size_t) st.st_size);
-    return rc < 0 ? kiwi_error_wrap (err, "extracting %s", p) : 0;
+    m->map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m->map == MAP_FAILED) {
+        m->map = NULL;
+        return kiwi_error_make (err, errno, "mapping %s", m->path);
+    }
+    m->len = (size_t) st.st_size;
+    part->tar = m->map;
+    part->len = m->len;
+    return 0;
+}
+
+/* Writes the image of the snapshot into the open file `out`. */
+static int
+build_image (const char *snapshot_dir, int out, uint64_t max_bytes, uid_t uid, gid_t gid, kiwi_error_t *err)
+{
+    part_map maps[2] = { { .map = NULL } };
+    kiwi_rewrite_part parts[2];
+    int rc = -1;
+    pump *p = NULL;
+    if (map_part (snapshot_dir, "src.tar", &maps[0], &parts[0], err) < 0
+        || map_part (snapshot_dir, "home.tar", &maps[1], &parts[1], err) < 0)
+        goto out;
+    if ((p = calloc (1, sizeof *p)) == NULL) {
+        kiwi_error_make (err, ENOMEM, "dependency image");
+        goto out;
+    }
+    if (fchown (out, NOBODY, NOBODY) < 0) {
+        kiwi_error_make (err, errno, "handing the image file to tar2sqfs");
+        goto out;
+    }
+    if (pump_start (p, out, uid, gid, err) < 0)
+        goto out;
+    kiwi_extract_opts o = { .max_bytes = max_bytes > 0 ? (size_t) max_bytes : SIZE_MAX, .max_entries = SIZE_MAX / 2 };
+    bool failed = kiwi_archive_rewrite (parts, 2, (uint32_t) uid, (uint32_t) gid, &o, pump_sink, p, NULL, err) < 0
+                  || flush (p, err) < 0;
+    if (pump_finish (p, failed, err) < 0) {
+        kiwi_error_wrap (err, "making the dependency image");
+        goto out;
+    }
+    if (fchown (out, 0, 0) < 0 || fchmod (out, 0644) < 0 || fsync (out) < 0) {
+        kiwi_error_make (err, errno, "keeping the dependency image");
+        goto out;
+    }
+    rc = 0;
+out:
+    for (size_t i = 0; i < 2; i++)
+        if (maps[i].map != NULL)
+            munmap (maps[i].map, maps[i].len);
+    free (p);
+    return rc;
 }
 
 int
@@ -63,45 +291,29 @@ kiwi_deps_prepare (const char *snapshot_dir, uint64_t max_bytes, uid_t uid, gid_
 {
     *lower = NULL;
     cleanup_free char *final = NULL, *tmp = NULL;
-    if (asprintf (&final, "%s/deps", snapshot_dir) < 0
-        || asprintf (&tmp, "%s/deps.%d.%lu.partial", snapshot_dir, (int) getpid (), (unsigned long) pthread_self ())
+    if (asprintf (&final, "%s/" KIWI_DEPS_IMAGE, snapshot_dir) < 0
+        || asprintf (&tmp, "%s/" KIWI_DEPS_IMAGE ".%d.%lu.partial", snapshot_dir, (int) getpid (),
+                     (unsigned long) pthread_self ())
                < 0)
-        return kiwi_error_make (err, ENOMEM, "dependency tree");
+        return kiwi_error_make (err, ENOMEM, "dependency image");
     struct stat st;
-    if (lstat (final, &st) == 0 && S_ISDIR (st.st_mode)) {
+    if (lstat (final, &st) == 0 && S_ISREG (st.st_mode)) {
         *lower = steal_pointer (&final);
         return 0;
     }
-    kiwi_fs_remove_tree (tmp, 600000, NULL);
-    if (mkdir (tmp, 0755) < 0)
+    unlink (tmp);
+    cleanup_close int out = open (tmp, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0)
         return kiwi_error_make (err, errno, "creating %s", tmp);
-    kiwi_extract_opts o = { .max_bytes = max_bytes > 0 ? (size_t) max_bytes : SIZE_MAX,
-                            .max_entries = SIZE_MAX / 2, .preserve_mtime = true };
-    static const char *const parts[] = { "src.tar", "home.tar" };
-    static const char *const dirs[] = { "src", "home" };
-    for (size_t i = 0; i < 2; i++) {
-        char d[PATH_MAX];
-        snprintf (d, sizeof d, "%s/%s", tmp, dirs[i]);
-        if ((mkdir (d, 0755) < 0 && errno != EEXIST) || extract_part (snapshot_dir, parts[i], tmp, &o, err) < 0) {
-            if (err && *err == NULL)
-                kiwi_error_make (err, errno, "creating %s", d);
-            kiwi_fs_remove_tree (tmp, 600000, NULL);
-            return -1;
-        }
-    }
-    chown_uid = uid;
-    chown_gid = gid;
-    chown_top = tmp;
-    if (nftw (tmp, chown_one, 64, FTW_PHYS) != 0) {
-        kiwi_error_make (err, errno, "giving %s to the sandbox user", tmp);
-        kiwi_fs_remove_tree (tmp, 600000, NULL);
+    if (build_image (snapshot_dir, out, max_bytes, uid, gid, err) < 0) {
+        unlink (tmp);
         return -1;
     }
+    /* concurrent tasks of one key make the same image: any rename may win */
     if (rename (tmp, final) < 0) {
         int e = errno;
-        kiwi_fs_remove_tree (tmp, 600000, NULL);
-        if (lstat (final, &st) != 0 || !S_ISDIR (st.st_mode))
-            return kiwi_error_make (err, e, "keeping %s", final);
+        unlink (tmp);
+        return kiwi_error_make (err, e, "keeping %s", final);
     }
     *lower = steal_pointer (&final);
     return 0;

@@ -1,19 +1,21 @@
 /*
- * deps.h: a dependency snapshot extracted once on the worker, to be laid
- * read-only under every Phase B and session sandbox of its key (disk.h's
- * overlay) instead of being copied into each of them.
+ * deps.h: a dependency snapshot made once into a read-only squashfs image,
+ * laid under every Phase B and session sandbox of its key (disk.h
+ * mounts it per sandbox as the overlay's lower layer) instead of being
+ * copied or extracted file by file.
  *
- * Layout: <snapshot>/deps/{src,home}/... next to the snapshot's src.tar and
- * home.tar, so the snapshot's clean-up lock (gc.h) and its removal cover it.
- * The top directory is root's, 0755; the entries belong to the sandbox user
- * as the install left them (Phase B may change them: in its own upper
- * layer). Extraction treats the tars as hostile (archive.h: nothing written
- * outside the directory, no setuid bits, no devices, no hardlinks) and is
- * bounded by `max_bytes` of file content.
+ * Layout: <snapshot>/deps.sqfs next to the snapshot's src.tar and home.tar,
+ * so the snapshot's clean-up lock (gc.h) and its removal cover it: a plain
+ * file, never kept mounted. Inside the image: src/ and home/, every entry
+ * owned by the sandbox user, modes & 0777, as the install left them (Phase
+ * B may change them: in its own upper layer). The tars are hostile: they are
+ * read with extraction's rules (archive.h: no absolute names or "..", nothing
+ * through a symlink, hardlinks only to earlier files, no devices) and
+ * rewritten by Kiwi before tar2sqfs sees a byte; file content is bounded by
+ * `max_bytes` per tar. The image file is root's, 0644.
  *
- * Concurrent tasks of one key: each extracts into deps.<pid>.<tid>.partial
- * and renames it into place; the first rename wins, the others remove
- * theirs.
+ * Concurrent tasks of one key: each writes deps.sqfs.<pid>.<tid>.partial
+ * and renames it into place (the images are the same; any rename may win).
  */
 #ifndef KIWI_SANDBOX_DEPS_H
 #define KIWI_SANDBOX_DEPS_H
@@ -23,8 +25,11 @@
 
 #include "common/error.h"
 
-/* The extracted tree of the snapshot at `snapshot_dir`, extracted now when
- * it is not there yet. *lower receives its path (free() it). */
+#define KIWI_DEPS_IMAGE "deps.sqfs"
+
+/* The image of the snapshot at `snapshot_dir`, made now when it is not
+ * there yet (needs setpriv and tar2sqfs). *lower receives its path (free()
+ * it). */
 int kiwi_deps_prepare (const char *snapshot_dir, uint64_t max_bytes, uid_t uid, gid_t gid, char **lower,
                        kiwi_error_t *err);
 

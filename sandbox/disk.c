@@ -25,6 +25,7 @@ struct kiwi_disk {
     char *image; /* dir/disk.img */
     char *mnt;   /* dir/mnt: the ext4 itself, or the overlay over `lower` */
     char *fs;    /* dir/fs: where the ext4 is mounted under an overlay */
+    char *lower; /* dir/lower: where a lower image is mounted */
     int mounted;
 };
 
@@ -47,8 +48,9 @@ unmount_and_remove (const char *dir, kiwi_error_t *err)
 {
     char img[PATH_MAX + 300];
     snprintf (img, sizeof img, "%s/disk.img", dir);
-    /* the overlay (when there is one) first, then the disk under it */
-    if (unmount_leaf (dir, "mnt", err) < 0 || unmount_leaf (dir, "fs", err) < 0)
+    /* the overlay (when there is one) first, then what is under it */
+    if (unmount_leaf (dir, "mnt", err) < 0 || unmount_leaf (dir, "lower", err) < 0
+        || unmount_leaf (dir, "fs", err) < 0)
         return -1;
     if (unlink (img) < 0 && errno != ENOENT)
         return kiwi_error_make (err, errno, "removing %s", img);
@@ -75,12 +77,34 @@ make_owned (const char *parent, const char *leaf, uid_t uid, gid_t gid, kiwi_err
     return 0;
 }
 
-/* Mounts the overlay at d->mnt: `lower` read-only under it, the upper and
- * work directories on the ext4 at d->fs (so every write, copy-ups included,
- * counts against the disk ceiling). */
+/* Mounts the squashfs image `image` read-only at d->lower (a loop device
+ * of its own, freed by the kernel at the last unmount). */
+static int
+mount_image (kiwi_disk *d, const char *image, kiwi_error_t *err)
+{
+    if (mkdir (d->lower, 0700) < 0 && errno != EEXIST)
+        return kiwi_error_make (err, errno, "creating %s", d->lower);
+    const char *argv[] = { "mount", "-t", "squashfs", "-o", "loop,ro,nosuid,nodev", image, d->lower, NULL };
+    if (kiwi_proc_check (argv, NULL, NULL, 60000, err) < 0)
+        return kiwi_error_wrap (err, "mounting the dependency image %s", image);
+    return 0;
+}
+
+/* Mounts the overlay at d->mnt: `lower` (a directory, or a squashfs image
+ * mounted first) read-only under it, the upper and work directories on the
+ * ext4 at d->fs (so every write, copy-ups included, counts against the disk
+ * ceiling). */
 static int
 mount_overlay (kiwi_disk *d, const char *lower, uid_t uid, gid_t gid, kiwi_error_t *err)
 {
+    struct stat st;
+    if (stat (lower, &st) < 0)
+        return kiwi_error_make (err, errno, "reading %s", lower);
+    if (S_ISREG (st.st_mode)) {
+        if (mount_image (d, lower, err) < 0)
+            return -1;
+        lower = d->lower;
+    }
     if (!overlay_safe_path (lower) || !overlay_safe_path (d->fs))
         return kiwi_error_make (err, EINVAL, "%s or %s cannot be an overlay's directory (',', ':' or '\\')", lower,
                                 d->fs);
@@ -112,7 +136,7 @@ kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_
     kiwi_disk *d = calloc (1, sizeof *d);
     if (d == NULL || asprintf (&d->dir, "%s/sandboxes/%s", state_dir, name) < 0
         || asprintf (&d->image, "%s/disk.img", d->dir) < 0 || asprintf (&d->mnt, "%s/mnt", d->dir) < 0
-        || asprintf (&d->fs, "%s/fs", d->dir) < 0) {
+        || asprintf (&d->fs, "%s/fs", d->dir) < 0 || asprintf (&d->lower, "%s/lower", d->dir) < 0) {
         kiwi_disk_destroy (d, NULL);
         return kiwi_error_make (err, ENOMEM, "disk for sandbox %s", name);
     }
@@ -179,6 +203,7 @@ kiwi_disk_destroy (kiwi_disk *d, kiwi_error_t *err)
     free (d->image);
     free (d->mnt);
     free (d->fs);
+    free (d->lower);
     free (d);
     return rc;
 }

@@ -12,10 +12,12 @@
  * Layout on the worker: <state>/sandboxes/<name>/{disk.img,mnt/}; inside the
  * filesystem: src/ home/ tmp/ owned by the sandbox user.
  *
- * With a lower directory (an extracted dependency snapshot, see deps.h) the
- * ext4 is mounted at <name>/fs instead and <name>/mnt is an overlayfs:
- * lowerdir = the snapshot (never written: overlayfs copies a file up before
- * any change, and removals are whiteouts in the upper layer), upperdir and
+ * With a lower layer (a dependency snapshot's squashfs image, see deps.h,
+ * loop-mounted read-only, nosuid and nodev at <name>/lower for this sandbox
+ * alone; or a directory) the ext4 is mounted at <name>/fs instead and
+ * <name>/mnt is an overlayfs: lowerdir = the snapshot (never written:
+ * overlayfs copies a file up before any change, and removals are whiteouts
+ * in the upper layer; the image is read-only besides), upperdir and
  * workdir on the ext4 (fs/upper, fs/work), so the ceiling bounds every write,
  * copy-ups included. The sandbox still sees one bind mount, mnt at /kiwi,
  * and the dependencies are there without a byte copied.
@@ -33,8 +35,10 @@
 
 typedef struct kiwi_disk kiwi_disk;
 
-/* `lower`: host directory laid read-only under the disk (its src/ and
- * home/ appear at /kiwi/src and /kiwi/home), or NULL. */
+/* `lower`: a squashfs image file or a host directory, laid read-only
+ * under the disk (its src/ and home/ appear at /kiwi/src and /kiwi/home),
+ * or NULL. An image is mounted here and unmounted by kiwi_disk_destroy()
+ * and kiwi_disk_reap(), so nothing stays mounted past the sandbox. */
 int kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_t uid, gid_t gid,
                       const char *lower, kiwi_disk **out, kiwi_error_t *err);
 

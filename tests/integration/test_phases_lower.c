@@ -1,13 +1,16 @@
 /*
  * test_phases_lower.c: Phase B with the dependency snapshot laid read-only
  * under /kiwi (deps.h, disk.h), under runc and runsc. The snapshot is
- * extracted once on the worker and never copied into a sandbox; what a
- * sandbox does to the dependencies (rm -rf node_modules, a changed file, a
- * new file) lands on its own disk and nowhere else: checked from outside on
- * the extracted tree, and by the next verify, which sees it whole.
+ * made once into a squashfs image on the worker and never copied into a
+ * sandbox; what a sandbox does to the dependencies (rm -rf node_modules, a
+ * changed file, a new file) lands on its own disk and nowhere else: checked
+ * from outside on the image (its digest, and its content mounted beside the
+ * test), by the next verify, which sees it whole, and by the host's mount
+ * table, which holds nothing of a finished sandbox.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -100,6 +103,68 @@ slurp (const char *path)
     return buf;
 }
 
+/* The image's sha256, by sha256sum. */
+static char *
+file_digest (const char *path)
+{
+    char cmd[700];
+    snprintf (cmd, sizeof cmd, "sha256sum < '%s'", path);
+    FILE *f = popen (cmd, "r");
+    assert_non_null (f);
+    char *d = calloc (1, 80);
+    assert_non_null (fgets (d, 65, f));
+    assert_int_equal (pclose (f), 0);
+    return d;
+}
+
+/* Mounts the image read-only beside the test and checks what it holds: the
+ * dependencies as made, owned by the sandbox user, nothing a sandbox wrote. */
+static void
+check_image (const char *driver, const char *image, const char *base)
+{
+    char m[400], cmd[1400], p[600];
+    snprintf (m, sizeof m, "%s/look", base);
+    snprintf (cmd, sizeof cmd, "mkdir -p %s && mount -t squashfs -o loop,ro '%s' %s", m, image, m);
+    assert_int_equal (system (cmd), 0);
+    snprintf (p, sizeof p, "%s/src/node_modules/pad/index.js", m);
+    char *content = slurp (p);
+    struct stat st;
+    bool owned = lstat (p, &st) == 0 && st.st_uid == 1000 && st.st_gid == 1000;
+    snprintf (p, sizeof p, "%s/src/node_modules/pad/planted.js", m);
+    bool planted = access (p, F_OK) == 0;
+    snprintf (p, sizeof p, "%s/src/node_modules/pad/big", m);
+    planted = planted || access (p, F_OK) == 0;
+    snprintf (p, sizeof p, "%s/home/.cache/entry", m);
+    bool cache = access (p, R_OK) == 0;
+    snprintf (cmd, sizeof cmd, "umount %s && rmdir %s", m, m);
+    assert_int_equal (system (cmd), 0);
+    if (content == NULL || strcmp (content, dep_js) != 0)
+        fail_msg ("%s: the image's index.js is %s", driver, content ? content : "missing");
+    free (content);
+    if (!owned)
+        fail_msg ("%s: the image's files are not the sandbox user's", driver);
+    if (planted)
+        fail_msg ("%s: a file a sandbox wrote is in the image", driver);
+    if (!cache)
+        fail_msg ("%s: the image has no home/.cache/entry", driver);
+}
+
+/* Nothing of a finished sandbox stays mounted: no loop device holds the
+ * image (a mount of it would). */
+static void
+assert_no_mount_left (const char *driver, const char *image)
+{
+    char cmd[700], line[512] = "";
+    snprintf (cmd, sizeof cmd, "losetup -j '%s'", image);
+    FILE *f = popen (cmd, "r");
+    assert_non_null (f);
+    size_t n = fread (line, 1, sizeof line - 1, f);
+    line[n] = '\0';
+    pclose (f);
+    if (n > 0)
+        fail_msg ("%s: the image is still attached or mounted after the sandbox: %s", driver, line);
+}
+
 static void
 test_lower_immune_to_the_sandbox (void **state)
 {
@@ -129,22 +194,18 @@ test_lower_immune_to_the_sandbox (void **state)
             fail_msg ("%s: first verify exited %d: %s", drivers[i], code, out);
         free (out);
 
-        /* from outside: the snapshot's tree, laid once, is whole */
-        snprintf (p, sizeof p, "%s/deps/src/node_modules/pad/index.js", snap);
-        char *content = slurp (p);
-        if (content == NULL)
-            fail_msg ("%s: %s is missing: the snapshot was not laid under the sandbox, or the sandbox removed it",
-                      drivers[i], p);
-        assert_string_equal (content, dep_js);
-        free (content);
-        snprintf (p, sizeof p, "%s/deps/src/node_modules/pad/planted.js", snap);
-        assert_int_not_equal (access (p, F_OK), 0);
-        snprintf (p, sizeof p, "%s/deps/home/.cache/entry", snap);
-        assert_int_equal (access (p, R_OK), 0);
+        /* from outside: the snapshot's image, made once, root's and
+         * unchanged, with the dependencies whole and nothing of the attack */
+        snprintf (p, sizeof p, "%s/deps.sqfs", snap);
         struct stat st;
-        snprintf (p, sizeof p, "%s/deps", snap);
-        assert_int_equal (lstat (p, &st), 0);
+        if (lstat (p, &st) != 0)
+            fail_msg ("%s: %s is missing: the snapshot was not laid under the sandbox", drivers[i], p);
+        assert_true (S_ISREG (st.st_mode));
         assert_int_equal (st.st_uid, 0);
+        assert_int_equal (st.st_mode & 07777, 0644);
+        char *digest = file_digest (p);
+        check_image (drivers[i], p, base);
+        assert_no_mount_left (drivers[i], p);
 
         /* the next verify sees it whole, and nothing of the first one */
         code = verify (env, &cfg, ws, snap,
@@ -161,8 +222,13 @@ test_lower_immune_to_the_sandbox (void **state)
         if (strstr (out, "No space left") == NULL)
             fail_msg ("%s: a 100 MB write over the lower in a 64 MB sandbox: %s", drivers[i], out);
         free (out);
-        snprintf (p, sizeof p, "%s/deps/src/node_modules/pad/big", snap);
-        assert_int_not_equal (access (p, F_OK), 0);
+        check_image (drivers[i], p, base);
+        char *after = file_digest (p);
+        if (strcmp (digest, after) != 0)
+            fail_msg ("%s: the image changed under three sandboxes: %s then %s", drivers[i], digest, after);
+        free (digest);
+        free (after);
+        assert_no_mount_left (drivers[i], p);
 
         snprintf (cmd, sizeof cmd, "rm -rf %s", base);
         assert_int_equal (system (cmd), 0);
