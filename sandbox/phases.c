@@ -593,6 +593,7 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
     int rc = -1;
     cleanup_buf kiwi_buf tree = KIWI_BUF_INIT;
     cleanup_free char *lower = NULL;
+    cleanup_free char *script = NULL; /* before the first goto: out's clean-up frees it */
     if (kiwi_phase_snapshot_lower (env, cfg, req->snapshot_dir, req->limits.disk_mb, &lower, err) < 0)
         goto out;
     spec.lower_dir = lower;
@@ -610,7 +611,6 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
     if (pack_tree (req->workspace, &tree, err) < 0)
         goto out;
     puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_SRC, tree.data, tree.len };
-    cleanup_free char *script = NULL;
     if (req->prelude != NULL && *req->prelude
         && asprintf (&script,
                      "{\n%s} >" KIWI_SANDBOX_TMP "/kiwi-prelude.log 2>&1 || { echo 'kiwi: installing the project "

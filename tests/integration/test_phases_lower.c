@@ -236,11 +236,66 @@ test_lower_immune_to_the_sandbox (void **state)
     }
 }
 
+/* A snapshot whose tar leads a file through a symlink to the host's /etc:
+ * no image is made (nor a partial one), the verify fails naming the entry,
+ * and nothing is written through the link. */
+static void
+test_hostile_snapshot_makes_no_image (void **state)
+{
+    (void) state;
+    kiwi_sandbox_env *env = kiwi_test_sandbox_env ("docker", "itest-lower");
+    char base[256], ws[300], snap[300], p[600], cmd[700];
+    snprintf (base, sizeof base, "/tmp/kiwi-lower-hostile-%d", (int) getpid ());
+    snprintf (ws, sizeof ws, "%s/ws", base);
+    snprintf (snap, sizeof snap, "%s/snap", base);
+    snprintf (cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/out %s && echo 'x' > %s/t", base, base, ws, ws);
+    assert_int_equal (system (cmd), 0);
+    assert_int_equal (mkdir (snap, 0700), 0);
+    kiwi_archive_opts o;
+    kiwi_archive_opts_init (&o);
+    kiwi_error_t err = NULL;
+    kiwi_buf src = KIWI_BUF_INIT, home = KIWI_BUF_INIT;
+    char target[300];
+    snprintf (target, sizeof target, "%s/out", base);
+    assert_int_equal (kiwi_archive_add_dir (&src, "src", 0755, &o, &err), 0);
+    assert_int_equal (kiwi_archive_add_symlink (&src, "src/node_modules", target, &o, &err), 0);
+    assert_int_equal (kiwi_archive_add_file (&src, "src/node_modules/planted", "x\n", 2, 0755, &o, &err), 0);
+    snprintf (p, sizeof p, "%s/src.tar", snap);
+    write_tar (p, &src);
+    snprintf (p, sizeof p, "%s/home.tar", snap);
+    write_tar (p, &home);
+
+    kiwi_phase_config cfg = { .host_env = (const char *const *) environ };
+    kiwi_verify_request rq = {
+        .image = kiwi_test_env_or ("KIWI_TEST_NODE_IMAGE", "kiwi/node:20"),
+        .workspace = ws,
+        .snapshot_dir = snap,
+        .command = "true",
+        .limits = { .disk_mb = 64 },
+        .timeout_ms = 120000,
+        .task_id = "itest-lower",
+    };
+    kiwi_exec_result r;
+    if (kiwi_phase_verify (env, &cfg, &rq, &r, NULL, NULL, &err) == 0)
+        fail_msg ("a snapshot with a path through a symlink was laid (exit %d)", r.exit_code);
+    if (strstr (kiwi_error_msg (err), "src/node_modules/planted") == NULL
+        || strstr (kiwi_error_msg (err), "symlink") == NULL)
+        fail_msg ("the error does not name the entry and the symlink: %s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    snprintf (cmd, sizeof cmd, "test -z \"$(ls -A %s/out)\" && ! ls %s | grep -q sqfs", base, snap);
+    if (system (cmd) != 0)
+        fail_msg ("something was written through the link, or an image (partial or whole) was left in %s", snap);
+    snprintf (cmd, sizeof cmd, "rm -rf %s", base);
+    assert_int_equal (system (cmd), 0);
+    kiwi_sandbox_env_close (env);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_lower_immune_to_the_sandbox),
+        cmocka_unit_test (test_hostile_snapshot_makes_no_image),
     };
     return kiwi_run_group ("phases_lower", tests, NULL, NULL);
 }
