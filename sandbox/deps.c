@@ -13,6 +13,7 @@
  */
 #include "sandbox/deps.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@
 
 #include "sandbox/archive.h"
 #include "common/clock.h"
+#include "common/fs.h"
 #include "common/proc.h"
 #include "common/cleanup.h"
 
@@ -285,6 +287,34 @@ out:
     return rc;
 }
 
+/* Removes what earlier workers left in the snapshot directory: the tree
+ * extracted before images (`deps/`), and partial images and trees of
+ * processes that no longer run (a worker killed while making one). */
+static void
+drop_leftovers (const char *snapshot_dir)
+{
+    DIR *d = opendir (snapshot_dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir (d)) != NULL) {
+        char p[PATH_MAX];
+        int pid = 0;
+        if (strcmp (e->d_name, "deps") == 0)
+            pid = -1;
+        else if (sscanf (e->d_name, KIWI_DEPS_IMAGE ".%d.", &pid) != 1 && sscanf (e->d_name, "deps.%d.", &pid) != 1)
+            continue;
+        if (strstr (e->d_name, ".partial") == NULL && pid != -1)
+            continue;
+        if (pid > 0 && (kill (pid, 0) == 0 || errno != ESRCH))
+            continue; /* still being made */
+        snprintf (p, sizeof p, "%s/%s", snapshot_dir, e->d_name);
+        if (unlink (p) < 0 && errno == EISDIR)
+            kiwi_fs_remove_tree (p, 600000, NULL);
+    }
+    closedir (d);
+}
+
 int
 kiwi_deps_prepare (const char *snapshot_dir, uint64_t max_bytes, uid_t uid, gid_t gid, char **lower,
                    kiwi_error_t *err)
@@ -315,6 +345,7 @@ kiwi_deps_prepare (const char *snapshot_dir, uint64_t max_bytes, uid_t uid, gid_
         unlink (tmp);
         return kiwi_error_make (err, e, "keeping %s", final);
     }
+    drop_leftovers (snapshot_dir);
     *lower = steal_pointer (&final);
     return 0;
 }

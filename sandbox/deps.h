@@ -16,6 +16,9 @@
  *
  * Concurrent tasks of one key: each writes deps.sqfs.<pid>.<tid>.partial
  * and renames it into place (the images are the same; any rename may win).
+ * The one that makes the image also removes what earlier workers left: the
+ * tree extracted before images (deps/) and partial images or trees of
+ * processes that no longer run.
  */
 #ifndef KIWI_SANDBOX_DEPS_H
 #define KIWI_SANDBOX_DEPS_H

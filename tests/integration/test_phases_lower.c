@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sandbox/archive.h"
@@ -179,6 +180,18 @@ test_lower_immune_to_the_sandbox (void **state)
         snprintf (cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && echo 'console.log(1)' > %s/test.js", base, ws, ws);
         assert_int_equal (system (cmd), 0);
         make_snapshot (snap);
+        /* what earlier workers left: the tree extracted before images, a
+         * partial image of a process gone, one of a process still running */
+        pid_t gone = fork ();
+        if (gone == 0)
+            _exit (0);
+        assert_true (gone > 0);
+        waitpid (gone, NULL, 0);
+        snprintf (cmd, sizeof cmd,
+                  "mkdir -p %s/deps/src/node_modules && touch %s/deps/src/node_modules/old %s/deps.sqfs.%d.1.partial "
+                  "%s/deps.sqfs.%d.1.partial",
+                  snap, snap, snap, (int) gone, snap, (int) getpid ());
+        assert_int_equal (system (cmd), 0);
         kiwi_phase_config cfg = { .host_env = (const char *const *) environ };
 
         char *out = NULL;
@@ -204,6 +217,11 @@ test_lower_immune_to_the_sandbox (void **state)
         assert_int_equal (st.st_uid, 0);
         assert_int_equal (st.st_mode & 07777, 0644);
         char *digest = file_digest (p);
+        snprintf (cmd, sizeof cmd,
+                  "test ! -e %s/deps && test ! -e %s/deps.sqfs.%d.1.partial && test -e %s/deps.sqfs.%d.1.partial", snap,
+                  snap, (int) gone, snap, (int) getpid ());
+        if (system (cmd) != 0)
+            fail_msg ("%s: the old tree or a dead process's partial image stayed, or a live one's went", drivers[i]);
         check_image (drivers[i], p, base);
         assert_no_mount_left (drivers[i], p);
 
