@@ -11,7 +11,7 @@
  *   2. Kiwi's verify of `true` with the same snapshot against `docker run
  *      --rm --network none IMAGE true`;
  *   3. with a store (KIWI_STORE_URL): a fresh host's first verify of the key
- *      (the snapshot fetched from the store and checked, extracted, then the
+ *      (the snapshot fetched from the store and checked, its image made, then the
  *      verify) against a warm host's verify.
  *
  * The fixture is bench/fixtures/ts-jest (typescript, jest, ts-jest,
@@ -170,10 +170,15 @@ main (int argc, char **argv)
         fprintf (stderr, "bench: %s\n", err ? kiwi_error_msg (err) : "the driver lays no snapshot");
         return 1;
     }
+    /* the image, mounted beside the bench to be counted and baked */
+    char look[1100];
+    snprintf (look, sizeof look, "%s/look", work);
+    if (sh ("umount %s 2>/dev/null; mkdir -p %s && mount -t squashfs -o loop,ro %s %s", look, look, deps, look) != 0)
+        return 1;
     char line[512] = "";
     snprintf (p, sizeof p, "echo $(du -sb --apparent-size %s/src | cut -f1) bytes, $(find %s/src -type f | wc -l) files "
               "in src, $(du -sb --apparent-size %s/home | cut -f1) bytes, $(find %s/home -type f | wc -l) files in home",
-              deps, deps, deps, deps);
+              look, look, look, look);
     FILE *du = popen (p, "r");
     if (du != NULL && fgets (line, sizeof line, du) != NULL)
         printf ("dependencies: %s", line);
@@ -181,7 +186,8 @@ main (int argc, char **argv)
         pclose (du);
 
     /* the baseline: the same dependencies and tree baked into an image */
-    if (sh ("rm -rf %s && cp -a %s %s", bake, deps, bake) != 0 || sh ("cp -a %s/. %s/src/", ws, bake) != 0)
+    if (sh ("rm -rf %s && cp -a %s %s", bake, look, bake) != 0 || sh ("umount %s && rmdir %s", look, look) != 0
+        || sh ("cp -a %s/. %s/src/", ws, bake) != 0)
         return 1;
     char script[4096];
     snprintf (script, sizeof script,
