@@ -551,8 +551,7 @@ make_plan (const void *tar, size_t len, const kiwi_extract_opts *o, kiwi_archive
 {
     memset (st, 0, sizeof *st);
     memset (p, 0, sizeof *p);
-    plan_ctx c = { .p = p, .o = o, .st = st };
-    if (kiwi_archive_list (tar, len, plan_entry, &c, err) < 0) {
+    if (add_to_plan (tar, len, 0, o, st, p, err) < 0) {
         plan_clear (p);
         return -1;
     }

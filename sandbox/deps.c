@@ -64,7 +64,10 @@ drain_messages (pump *p)
     while ((r = read (p->msgs, chunk, sizeof chunk)) > 0) {
         size_t room = MESSAGES_CAP - p->said_len;
         size_t n = (size_t) r < room ? (size_t) r : room;
-        memcpy (p->said + p->said_len, chunk, n);
+        /* it may quote entry names, which the install chose: printable
+         * ASCII only reaches an error message */
+        for (size_t i = 0; i < n; i++)
+            p->said[p->said_len + i] = chunk[i] >= 0x20 && chunk[i] < 0x7f ? chunk[i] : chunk[i] == '\n' ? ' ' : '?';
         p->said_len += n;
         p->said[p->said_len] = '\0';
     }
@@ -189,6 +192,8 @@ pump_finish (pump *p, bool failed, kiwi_error_t *err)
         long left = p->deadline - kiwi_mono_ms ();
         if (left <= 0) {
             kill (-p->pid, SIGKILL);
+            if (!failed)
+                kiwi_error_make (err, ETIMEDOUT, "tar2sqfs took longer than %d s", BUILD_TIMEOUT_MS / 1000);
             failed = true;
             break;
         }
