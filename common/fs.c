@@ -6,9 +6,14 @@
 #include "common/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
 
 #include "common/proc.h"
 
@@ -35,4 +40,34 @@ kiwi_fs_remove_tree (const char *path, long timeout_ms, kiwi_error_t *err)
 {
     const char *argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
     return kiwi_proc_check (argv, NULL, NULL, timeout_ms, err);
+}
+
+int
+kiwi_fs_map (const char *path, bool absent_ok, kiwi_fs_mapped *m, kiwi_error_t *err)
+{
+    m->map = NULL;
+    m->len = 0;
+    cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return absent_ok && errno == ENOENT ? 0 : kiwi_error_make (err, errno, "opening %s", path);
+    struct stat st;
+    if (fstat (fd, &st) < 0)
+        return kiwi_error_make (err, errno, "reading %s", path);
+    if (st.st_size == 0)
+        return 0;
+    void *map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED)
+        return kiwi_error_make (err, errno, "mapping %s", path);
+    m->map = map;
+    m->len = (size_t) st.st_size;
+    return 0;
+}
+
+void
+kiwi_fs_unmap (kiwi_fs_mapped *m)
+{
+    if (m->map != NULL)
+        munmap (m->map, m->len);
+    m->map = NULL;
+    m->len = 0;
 }

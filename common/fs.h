@@ -1,10 +1,13 @@
 /*
  * fs.h: file-system helpers the layers above share: making a directory with
- * its parents, removing a tree without leaving its file system.
+ * its parents, removing a tree without leaving its file system, mapping a
+ * file read-only.
  */
 #ifndef KIWI_COMMON_FS_H
 #define KIWI_COMMON_FS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -19,5 +22,19 @@ int kiwi_fs_mkdir_p (const char *path, mode_t mode);
  * unmounted, a bind mount) is never entered; a missing path is no error.
  * Waits at most timeout_ms. 0, or -1 with *err (err may be NULL). */
 int kiwi_fs_remove_tree (const char *path, long timeout_ms, kiwi_error_t *err);
+
+/* A file mapped read-only; map is NULL (and len 0) for an empty file. */
+typedef struct kiwi_fs_mapped {
+    void *map;
+    size_t len;
+} kiwi_fs_mapped;
+
+/* Maps `path` read-only and private. An absent file is an error naming it,
+ * or, with `absent_ok`, empty like an empty file. 0, or -1 with *err (m is
+ * then empty). */
+int kiwi_fs_map (const char *path, bool absent_ok, kiwi_fs_mapped *m, kiwi_error_t *err);
+
+/* Unmaps what kiwi_fs_map() mapped and leaves m empty. Safe on an empty m. */
+void kiwi_fs_unmap (kiwi_fs_mapped *m);
 
 #endif

@@ -275,6 +275,28 @@ out:
     return rc;
 }
 
+/* Counts an op written (a file, its copy for a hardlink, a directory, a
+ * symlink) in the stats. */
+static void
+tally (kiwi_archive_stats *st, const op *o)
+{
+    switch (o->kind) {
+    case OP_FILE:
+        if (o->hardlink)
+            st->hardlinks++;
+        else
+            st->files++;
+        st->bytes += o->len;
+        break;
+    case OP_DIR:
+        st->dirs++;
+        break;
+    case OP_SYMLINK:
+        st->symlinks++;
+        break;
+    }
+}
+
 /* -------------------------------------------------------------------------
  * Extraction, part two: executing the plan with descriptor-relative calls.
  */
@@ -611,25 +633,16 @@ kiwi_archive_extract (const void *tar, size_t len, const char *dest_dir, const k
         switch (op_->kind) {
         case OP_FILE:
             rc = do_file (dfd, leaf, op_, &o, err);
-            if (rc == 0) {
-                if (op_->hardlink)
-                    st->hardlinks++;
-                else
-                    st->files++;
-                st->bytes += op_->len;
-            }
             break;
         case OP_DIR:
             rc = do_dir (dfd, leaf, op_, err);
-            if (rc == 0)
-                st->dirs++;
             break;
         case OP_SYMLINK:
             rc = do_symlink (dfd, leaf, op_, &o, err);
-            if (rc == 0)
-                st->symlinks++;
             break;
         }
+        if (rc == 0)
+            tally (st, op_);
     }
     close_walk (dir_fd, root);
     if (rc == 0)
@@ -690,16 +703,7 @@ emit_plan (kiwi__tar_stream *ts, plan *p, uint32_t uid, uint32_t gid, kiwi_archi
         last->emitted = true;
         if (emit_op (ts, last, uid, gid, err) < 0)
             return -1;
-        if (last->kind == OP_FILE) {
-            if (last->hardlink)
-                st->hardlinks++;
-            else
-                st->files++;
-            st->bytes += last->len;
-        } else if (last->kind == OP_DIR)
-            st->dirs++;
-        else
-            st->symlinks++;
+        tally (st, last);
     }
     return 0;
 }

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -214,40 +213,18 @@ pump_finish (pump *p, bool failed, kiwi_error_t *err)
     return 0;
 }
 
-/* A snapshot's tar, mapped; an empty or absent one is an empty archive. */
-typedef struct part_map {
-    char path[PATH_MAX];
-    void *map;
-    size_t len;
-} part_map;
-
 static const unsigned char empty_tar[1024];
 
+/* Maps `dir`/`name` as a part; an empty or absent tar is an empty archive. */
 static int
-map_part (const char *dir, const char *name, part_map *m, kiwi_rewrite_part *part, kiwi_error_t *err)
+map_part (const char *dir, const char *name, char *path, size_t path_size, kiwi_fs_mapped *m,
+          kiwi_rewrite_part *part, kiwi_error_t *err)
 {
-    snprintf (m->path, sizeof m->path, "%s/%s", dir, name);
-    m->map = NULL;
-    m->len = 0;
-    part->tar = empty_tar;
-    part->len = sizeof empty_tar;
-    part->what = m->path;
-    cleanup_close int fd = open (m->path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return errno == ENOENT ? 0 : kiwi_error_make (err, errno, "opening %s", m->path);
-    if (fstat (fd, &st) < 0)
-        return kiwi_error_make (err, errno, "reading %s", m->path);
-    if (st.st_size == 0)
-        return 0;
-    m->map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m->map == MAP_FAILED) {
-        m->map = NULL;
-        return kiwi_error_make (err, errno, "mapping %s", m->path);
-    }
-    m->len = (size_t) st.st_size;
-    part->tar = m->map;
-    part->len = m->len;
+    snprintf (path, path_size, "%s/%s", dir, name);
+    if (kiwi_fs_map (path, true, m, err) < 0)
+        return -1;
+    *part = (kiwi_rewrite_part) { .tar = m->len ? m->map : empty_tar, .len = m->len ? m->len : sizeof empty_tar,
+                                  .what = path };
     return 0;
 }
 
@@ -255,12 +232,13 @@ map_part (const char *dir, const char *name, part_map *m, kiwi_rewrite_part *par
 static int
 build_image (const char *snapshot_dir, int out, uint64_t max_bytes, uid_t uid, gid_t gid, kiwi_error_t *err)
 {
-    part_map maps[2] = { { .map = NULL } };
+    kiwi_fs_mapped maps[2] = { { 0 }, { 0 } };
+    char paths[2][PATH_MAX];
     kiwi_rewrite_part parts[2];
     int rc = -1;
     pump *p = NULL;
-    if (map_part (snapshot_dir, "src.tar", &maps[0], &parts[0], err) < 0
-        || map_part (snapshot_dir, "home.tar", &maps[1], &parts[1], err) < 0)
+    if (map_part (snapshot_dir, "src.tar", paths[0], sizeof paths[0], &maps[0], &parts[0], err) < 0
+        || map_part (snapshot_dir, "home.tar", paths[1], sizeof paths[1], &maps[1], &parts[1], err) < 0)
         goto out;
     if ((p = calloc (1, sizeof *p)) == NULL) {
         kiwi_error_make (err, ENOMEM, "dependency image");
@@ -285,9 +263,8 @@ build_image (const char *snapshot_dir, int out, uint64_t max_bytes, uid_t uid, g
     }
     rc = 0;
 out:
-    for (size_t i = 0; i < 2; i++)
-        if (maps[i].map != NULL)
-            munmap (maps[i].map, maps[i].len);
+    kiwi_fs_unmap (&maps[0]);
+    kiwi_fs_unmap (&maps[1]);
     free (p);
     return rc;
 }

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "sandbox/archive.h"
 #include "sandbox/deps.h"
 #include "common/cleanup.h"
+#include "common/fs.h"
 #include "common/clock.h"
 #include "sandbox/lockfile.h"
 #include "common/log.h"
@@ -250,22 +250,14 @@ save_archive (kiwi_sandbox *sb, const char *inner, const char *path, uint64_t ce
     return rc;
 }
 
-typedef struct {
-    void *map;
-    size_t len;
-} mapped;
-
-static int map_file (const char *path, mapped *m, kiwi_error_t *err);
-static void map_clear (mapped *m);
-
 static int
 put_file_archive (kiwi_sandbox *sb, const char *path, const char *dir, kiwi_error_t *err)
 {
-    mapped m;
-    if (map_file (path, &m, err) < 0)
-        return -1;
+    kiwi_fs_mapped m;
+    if (kiwi_fs_map (path, false, &m, err) < 0)
+        return kiwi_error_wrap (err, "the snapshot");
     int rc = m.len ? kiwi_sandbox_put_archive (sb, dir, m.map, m.len, err) : 0;
-    map_clear (&m);
+    kiwi_fs_unmap (&m);
     return rc;
 }
 
@@ -539,36 +531,6 @@ out:
     return rc;
 }
 
-/* A snapshot part mapped for a put; unmapped by map_clear. */
-static int
-map_file (const char *path, mapped *m, kiwi_error_t *err)
-{
-    m->map = NULL;
-    m->len = 0;
-    cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kiwi_error_make (err, errno, "opening snapshot %s", path);
-    struct stat st;
-    if (fstat (fd, &st) < 0)
-        return kiwi_error_make (err, errno, "reading snapshot %s", path);
-    if (st.st_size == 0)
-        return 0;
-    void *map = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED)
-        return kiwi_error_make (err, errno, "mapping snapshot %s", path);
-    m->map = map;
-    m->len = (size_t) st.st_size;
-    return 0;
-}
-
-static void
-map_clear (mapped *m)
-{
-    if (m->map != NULL)
-        munmap (m->map, m->len);
-    m->map = NULL;
-}
-
 int
 kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
                    kiwi_exec_result *r, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
@@ -587,7 +549,7 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
         .phase = "verify",
     };
     /* the snapshot first (laid under /kiwi, or put), the current tree over it */
-    mapped parts[2] = { { 0 }, { 0 } };
+    kiwi_fs_mapped parts[2] = { { 0 }, { 0 } };
     kiwi_sandbox_put puts[3];
     size_t nputs = 0;
     int rc = -1;
@@ -602,8 +564,10 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
         for (size_t i = 0; i < 2; i++) {
             char p[PATH_MAX];
             snprintf (p, sizeof p, "%s/%s", req->snapshot_dir, names[i]);
-            if (map_file (p, &parts[i], err) < 0)
+            if (kiwi_fs_map (p, false, &parts[i], err) < 0) {
+                kiwi_error_wrap (err, "the snapshot");
                 goto out;
+            }
             if (parts[i].len > 0)
                 puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_ROOT, parts[i].map, parts[i].len };
         }
@@ -629,8 +593,8 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
     };
     rc = kiwi_sandbox_run_once (env, &spec, puts, nputs, &x, r, err);
 out:
-    map_clear (&parts[0]);
-    map_clear (&parts[1]);
+    kiwi_fs_unmap (&parts[0]);
+    kiwi_fs_unmap (&parts[1]);
     if (rc < 0)
         kiwi_error_wrap (err, "Phase B");
     return rc;
