@@ -40,8 +40,6 @@
 #define BUILD_TIMEOUT_MS (10 * 60 * 1000)
 #define MESSAGES_CAP 4096
 
-extern char **environ;
-
 /* The running tar2sqfs: its input, its messages, the deadline. */
 typedef struct pump {
     pid_t pid;
@@ -158,7 +156,10 @@ pump_start (pump *p, int out, uid_t uid, gid_t gid, kiwi_error_t *err)
     posix_spawn_file_actions_adddup2 (&fa, pv[1], 2);
     posix_spawn_file_actions_adddup2 (&fa, out, 3);
     kiwi_proc_spawnattr_child (&attr);
-    int rc = posix_spawnp (&p->pid, argv[0], &fa, &attr, (char *const *) argv, environ);
+    /* nothing of the worker's environment (its store password, provider
+     * keys) goes to a process of nobody's */
+    static const char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
+    int rc = posix_spawnp (&p->pid, argv[0], &fa, &attr, (char *const *) argv, (char *const *) envp);
     posix_spawn_file_actions_destroy (&fa);
     posix_spawnattr_destroy (&attr);
     close (sv[1]);
