@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "common/error.h"
+#include "common/strv.h"
 #include "sandbox/image.h"
 #include "sandbox/lockfile.h"
 #include "common/sha256.h"
@@ -138,6 +139,14 @@ int kiwi__set_prelude (kiwi__steps *s, const char *prelude, kiwi_error_t *err);
 
 /* True if root/dir/file is a regular file. */
 bool kiwi__has_in (const char *root, const char *dir, const char *file);
+
+/* The workspace members of the Node.js project at `dir` (relative to the
+ * context's root) as its package manager declares them: pnpm-workspace.yaml's
+ * `packages` when `pnpm`, else package.json's `workspaces`. Their
+ * directories, relative to `dir`, are appended to `out`, a member after the
+ * members it depends on (lockfile-node-members.c). A project without
+ * members appends nothing. Returns < 0 with *err on allocation failure. */
+int kiwi__node_members (kiwi__inspect_ctx *ctx, const char *dir, bool pnpm, kiwi_strv *out, kiwi_error_t *err);
 
 /* ----- what image resolution and install planning do with a context ----- */
 

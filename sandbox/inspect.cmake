@@ -41,6 +41,7 @@ target_sources(kiwi_sandbox PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/image-resolve.c
   ${CMAKE_CURRENT_LIST_DIR}/lockfile.c
   ${CMAKE_CURRENT_LIST_DIR}/lockfile-node.c
+  ${CMAKE_CURRENT_LIST_DIR}/lockfile-node-members.c
   ${CMAKE_CURRENT_LIST_DIR}/lockfile-python.c
   ${CMAKE_CURRENT_LIST_DIR}/lockfile-jvm.c
   ${CMAKE_CURRENT_LIST_DIR}/lockfile-simple.c

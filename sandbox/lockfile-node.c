@@ -4,14 +4,15 @@
  * (yarnPath or corepack), chosen by packageManager and lockfiles (see
  * lockfile.h, docs/inspection.md).
  *
- * The package's own lifecycle scripts (a root `postinstall` or `prepare`)
- * are the repository's code: npm, pnpm and Yarn 1 would run them in Phase
- * A, with the network on. Phase A deletes them from its copy of
- * package.json first (`npm pkg delete`; that copy is never kept, only the
- * dependency locations are), so the package manager runs the
- * dependencies' install scripts alone, and the step's prelude runs the
- * root's scripts offline at the start of Phase B, in the package manager's
- * order, where the tree they build from is.
+ * The package's own lifecycle scripts (a root `postinstall` or `prepare`,
+ * a workspace member's) are the repository's code: every package manager
+ * would run them in Phase A, with the network on. Phase A deletes them from
+ * each package.json of its copy of the tree first (STRIP_LIFECYCLE; that
+ * copy is never kept, only the dependency locations are), so the package
+ * manager runs the dependencies' install scripts alone, and the step's
+ * prelude runs the members' scripts (lockfile-node-members.c) and the
+ * root's offline at the start of Phase B, in the package manager's order,
+ * where the tree they build from is.
  */
 #include "sandbox/lockfile.h"
 
@@ -40,62 +41,148 @@ pnpm_version_ok (const char *v)
            && isdigit ((unsigned char) v[0]);
 }
 
-/* The root lifecycle scripts each package manager runs on install, in its
- * order (npm's docs/cli/using-npm/scripts; pnpm's and Yarn 1's own), and
- * the command that runs one of them. */
+/* Phase A's first line for every Node.js step: every lifecycle script a
+ * package manager runs on install is deleted from each package.json of
+ * Phase A's copy of the tree, which is the install's input alone (the
+ * root's and the workspace members' manifests, whatever Kiwi makes of the
+ * members). Node.js itself does it: one process whatever the number of
+ * manifests, and no path of the repository in a shell line. Its text has
+ * no single quote. */
+#define LIFECYCLE_NAMES "preinstall,install,postinstall,prepublish,preprepare,prepare,postprepare"
+#define STRIP_LIFECYCLE                                                                                      \
+    "node -e '"                                                                                              \
+    "const fs=require(\"fs\"),path=require(\"path\"),names=process.argv[1].split(\",\");"                    \
+    "const own=(o,k)=>Object.prototype.hasOwnProperty.call(o,k);"                                            \
+    "const walk=d=>{for(const e of fs.readdirSync(d,{withFileTypes:true})){const f=path.join(d,e.name);"     \
+    "if(e.isDirectory()){if(e.name!==\"node_modules\")walk(f);continue}"                                     \
+    "if(!e.isFile()||e.name!==\"package.json\")continue;let j;"                                              \
+    "try{j=JSON.parse(fs.readFileSync(f,\"utf8\"))}catch(x){continue}"                                       \
+    "const s=j&&j.scripts;if(!s||typeof s!==\"object\"||!names.some(n=>own(s,n)))continue;"                  \
+    "for(const n of names)delete s[n];fs.writeFileSync(f,JSON.stringify(j,null,2)+\"\\n\")}};"               \
+    "walk(\".\")' -- " LIFECYCLE_NAMES "\n"
+
+/* The lifecycle scripts each package manager runs on install, in its
+ * order, for the root and for a workspace member (npm's
+ * docs/cli/using-npm/scripts and Arborist's rebuild; pnpm's, Yarn 1's and
+ * Yarn 2+'s own), and the command that runs one of them. */
 static const struct {
     kiwi_ecosystem eco;
     const char *runner;
-    const char *const *order;
+    const char *const *root, *const *member;
 } lifecycles[] = {
     { KIWI_ECO_NPM, "npm run",
       (const char *const[]) { "preinstall", "install", "postinstall", "prepublish", "preprepare", "prepare",
+                              "postprepare", NULL },
+      (const char *const[]) { "preinstall", "install", "postinstall", "prepublish", "preprepare", "prepare",
                               "postprepare", NULL } },
     { KIWI_ECO_PNPM, "pnpm run",
-      (const char *const[]) { "preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare", NULL } },
+      (const char *const[]) { "preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare", NULL },
+      (const char *const[]) { "preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare",
+                              NULL } },
     { KIWI_ECO_YARN, "yarn run",
-      (const char *const[]) { "preinstall", "install", "postinstall", "prepublish", "prepare", NULL } },
+      (const char *const[]) { "preinstall", "install", "postinstall", "prepublish", "prepare", NULL },
+      (const char *const[]) { "preinstall", "install", "postinstall", NULL } },
+    { KIWI_ECO_YARN_BERRY, "yarn run", (const char *const[]) { "preinstall", "install", "postinstall", NULL },
+      (const char *const[]) { "preinstall", "install", "postinstall", NULL } },
 };
 
-/* The step for `cmd` (summary) run by `script`, with the root's lifecycle
- * scripts of package.json `doc` moved to Phase B's prelude: Phase A's
- * script starts by deleting them from its copy. Yarn 2+ (which runs the
- * root's postinstall too) is not in the table and is left as it is
- * (docs/inspection.md). */
-static int
-add_node_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, bool locked, const char *summary,
-               const char *script, const char *why, json_t *doc, kiwi_error_t *err)
+/* `s` as one shell word, single-quoted. */
+static void
+sh_quote (FILE *f, const char *s)
 {
-    const char *const *order = NULL;
-    const char *runner = NULL;
-    for (size_t i = 0; i < sizeof lifecycles / sizeof lifecycles[0]; i++)
-        if (lifecycles[i].eco == eco) {
-            order = lifecycles[i].order;
-            runner = lifecycles[i].runner;
-        }
+    fputc ('\'', f);
+    for (; *s; s++)
+        if (*s == '\'')
+            fputs ("'\\''", f);
+        else
+            fputc (*s, f);
+    fputc ('\'', f);
+}
+
+/* Writes `runner` for each script of `order` that `doc` has (an empty one
+ * is none), joined by " && ", after `sep` before the first; returns how
+ * many. With `names`, their names go there too. */
+static size_t
+write_runs (FILE *f, const char *sep, const char *runner, const char *const *order, json_t *doc, FILE *names)
+{
     json_t *scripts = doc ? json_object_get (doc, "scripts") : NULL;
-    char del[256] = "", run[512] = "", names[160] = "";
-    size_t dl = 0, rl = 0, nl = 0;
-    for (size_t i = 0; order && json_is_object (scripts) && order[i]; i++) {
+    size_t n = 0;
+    for (size_t i = 0; json_is_object (scripts) && order[i]; i++) {
         json_t *v = json_object_get (scripts, order[i]);
         if (!json_is_string (v) || *json_string_value (v) == '\0')
             continue;
-        dl += (size_t) snprintf (del + dl, sizeof del - dl, " scripts.%s", order[i]);
-        rl += (size_t) snprintf (run + rl, sizeof run - rl, "%s%s %s", rl ? " && " : "", runner, order[i]);
-        nl += (size_t) snprintf (names + nl, sizeof names - nl, "%s%s", nl ? ", " : "", order[i]);
+        fprintf (f, "%s%s %s", n ? " && " : sep, runner, order[i]);
+        if (names)
+            fprintf (names, "%s%s", n ? ", " : "", order[i]);
+        n++;
     }
-    if (dl == 0)
-        return kiwi__add_step (s, eco, dir, locked, summary, script, why, err);
+    return n;
+}
+
+/* The step for `cmd` (summary) run by `script` in the project at `dir`
+ * (package.json `doc`): Phase A's script starts with STRIP_LIFECYCLE, and
+ * the step's prelude runs the workspace members' lifecycle scripts (in
+ * dependency order, each in its directory) and then the root's, with the
+ * package manager's runner, offline at the start of Phase B. */
+static int
+add_node_step (kiwi__inspect_ctx *ctx, kiwi__steps *s, kiwi_ecosystem eco, const char *dir, bool locked,
+               const char *summary, const char *script, const char *why, json_t *doc, kiwi_error_t *err)
+{
+    size_t t = 0;
+    while (lifecycles[t].eco != eco && t + 1 < sizeof lifecycles / sizeof lifecycles[0])
+        t++;
+    kiwi_strv members = KIWI_STRV_INIT;
+    if (kiwi__node_members (ctx, dir, eco == KIWI_ECO_PNPM, &members, err) < 0)
+        return -1;
+    cleanup_free char *run = NULL, *names = NULL;
+    size_t run_len = 0, names_len = 0, with_scripts = 0, root_runs = 0;
+    FILE *f = open_memstream (&run, &run_len), *nf = open_memstream (&names, &names_len);
+    bool ok = f != NULL && nf != NULL;
+    for (size_t i = 0; ok && i < members.n; i++) {
+        cleanup_free char *rel = kiwi__path_join (dir, members.v[i]);
+        json_t *md = rel ? kiwi__ctx_json (ctx, rel, "package.json") : NULL;
+        cleanup_free char *runs = NULL;
+        size_t runs_len = 0;
+        FILE *mf = open_memstream (&runs, &runs_len);
+        if (mf == NULL) {
+            ok = false;
+            break;
+        }
+        size_t n = write_runs (mf, "", lifecycles[t].runner, lifecycles[t].member, md, NULL);
+        ok = fclose (mf) == 0;
+        if (ok && n > 0) {
+            fprintf (f, "%s(cd %s", with_scripts ? " && " : "", members.v[i][0] == '-' ? "./" : ""); /* not an option */
+            sh_quote (f, members.v[i]);
+            fprintf (f, " && %s)", runs);
+            with_scripts++;
+        }
+    }
+    kiwi_strv_free (&members);
+    if (ok)
+        root_runs = write_runs (f, with_scripts ? " && " : "", lifecycles[t].runner, lifecycles[t].root, doc, nf);
+    if (f != NULL && fclose (f) != 0)
+        ok = false;
+    if (nf != NULL && fclose (nf) != 0)
+        ok = false;
     cleanup_free char *a_script = NULL, *a_why = NULL;
-    if (asprintf (&a_script, "npm pkg delete%s\n%s", del, script) < 0)
-        a_script = NULL; /* asprintf leaves it undefined on failure */
-    if (asprintf (&a_why, "%s; the package's own %s run offline at the start of Phase B", why, names) < 0)
-        a_why = NULL;
-    if (a_script == NULL || a_why == NULL)
+    if (!ok || asprintf (&a_script, "%s%s", STRIP_LIFECYCLE, script) < 0)
+        return kiwi_error_make (err, ENOMEM, "install plan");
+    int w;
+    if (root_runs > 0 && with_scripts > 0)
+        w = asprintf (&a_why, "%s; the package's own %s and %zu workspace member%s lifecycle scripts run offline at the "
+                      "start of Phase B", why, names, with_scripts, with_scripts == 1 ? "'s" : "s'");
+    else if (with_scripts > 0)
+        w = asprintf (&a_why, "%s; %zu workspace member%s lifecycle scripts run offline at the start of Phase B", why,
+                      with_scripts, with_scripts == 1 ? "'s" : "s'");
+    else if (root_runs > 0)
+        w = asprintf (&a_why, "%s; the package's own %s run offline at the start of Phase B", why, names);
+    else
+        w = asprintf (&a_why, "%s", why);
+    if (w < 0)
         return kiwi_error_make (err, ENOMEM, "install plan");
     if (kiwi__add_step (s, eco, dir, locked, summary, a_script, a_why, err) < 0)
         return -1;
-    return kiwi__set_prelude (s, run, err);
+    return root_runs + with_scripts > 0 ? kiwi__set_prelude (s, run, err) : 0;
 }
 
 static bool
@@ -189,12 +276,12 @@ kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
                       pin, pin, pin, cmd);
         else
             snprintf (script, sizeof script, "%s", cmd);
-        return add_node_step (s, eco, dir, locked, cmd, script, why, doc, err);
+        return add_node_step (ctx, s, eco, dir, locked, cmd, script, why, doc, err);
     }
     case KIWI_ECO_YARN:
-        return locked ? add_node_step (s, eco, dir, true, "yarn install --frozen-lockfile",
+        return locked ? add_node_step (ctx, s, eco, dir, true, "yarn install --frozen-lockfile",
                                        "yarn install --frozen-lockfile --non-interactive", why, doc, err)
-                      : add_node_step (s, eco, dir, false, "yarn install", "yarn install --non-interactive", why, doc,
+                      : add_node_step (ctx, s, eco, dir, false, "yarn install", "yarn install --non-interactive", why, doc,
                                        err);
     case KIWI_ECO_YARN_BERRY: {
         /* Yarn 2+ comes from the repository (yarnPath, which yarn 1 hands
@@ -215,11 +302,11 @@ kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
                   "unset YARN_CAFILE; if [ -f /kiwi/ca/ca-certificates.crt ]; then "
                   "export YARN_HTTPS_CA_FILE_PATH=/kiwi/ca/ca-certificates.crt; fi\n%syarn install%s",
                   yarn_path ? "" : COREPACK_SHIM, flag);
-        return kiwi__add_step (s, eco, dir, locked, summary, script, why, err);
+        return add_node_step (ctx, s, eco, dir, locked, summary, script, why, doc, err);
     }
     default:
-        return locked ? add_node_step (s, eco, dir, true, "npm ci", "npm ci --no-audit --no-fund", why, doc, err)
-                      : add_node_step (s, eco, dir, false, "npm install", "npm install --no-audit --no-fund", why, doc,
+        return locked ? add_node_step (ctx, s, eco, dir, true, "npm ci", "npm ci --no-audit --no-fund", why, doc, err)
+                      : add_node_step (ctx, s, eco, dir, false, "npm install", "npm install --no-audit --no-fund", why, doc,
                                        err);
     }
 }

@@ -495,18 +495,19 @@ test_node_lockfiles (void **state)
     put (r, "package.json", "{ \"name\": \"x\", \"scripts\": { \"test\": \"node --test\" } }");
     expect_plan (r, "node", "-", NULL); /* no dependencies: Phase A skipped */
     put (r, "package.json", "{ \"dependencies\": { \"is-number\": \"7.0.0\" } }");
-    expect_plan (r, "node", "npm install", "npm");
+    /* a shell: each Node.js install starts by deleting lifecycle scripts */
+    expect_plan (r, "node", "npm install", "/bin/sh");
     put (r, "package-lock.json", "{}");
-    expect_plan (r, "node", "npm ci", "npm");
+    expect_plan (r, "node", "npm ci", "/bin/sh");
     put (r, "yarn.lock", "# yarn lockfile v1\n\n");
-    expect_plan (r, "node", "yarn install --frozen-lockfile", "yarn");
+    expect_plan (r, "node", "yarn install --frozen-lockfile", "/bin/sh");
     put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
-    expect_plan (r, "node", "pnpm install --frozen-lockfile", "pnpm");
+    expect_plan (r, "node", "pnpm install --frozen-lockfile", "/bin/sh");
     /* packageManager decides between lockfiles */
     put (r, "package.json", "{ \"packageManager\": \"yarn@1.22.22\", \"dependencies\": { \"a\": \"1\" } }");
-    expect_plan (r, "node", "yarn install --frozen-lockfile", "yarn");
+    expect_plan (r, "node", "yarn install --frozen-lockfile", "/bin/sh");
     put (r, "package.json", "{ \"packageManager\": \"npm@10.8.2\", \"dependencies\": { \"a\": \"1\" } }");
-    expect_plan (r, "node", "npm ci", "npm");
+    expect_plan (r, "node", "npm ci", "/bin/sh");
     kiwi_install_step *st = NULL;
     size_t n = 0;
     kiwi_error_t err = NULL;
@@ -657,7 +658,8 @@ test_polyglot_plan (void **state)
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
     assert_string_equal (p.display, "npm ci (in web)");
     assert_string_equal (p.argv.v[0], "/bin/sh");
-    assert_non_null (strstr (p.argv.v[2], "cd '/kiwi/src/web'\nnpm ci"));
+    assert_non_null (strstr (p.argv.v[2], "cd '/kiwi/src/web'\nnode -e '"));
+    assert_non_null (strstr (p.argv.v[2], "postprepare\nnpm ci --no-audit --no-fund\n"));
     kiwi_install_plan_clear (&p);
     /* an unknown runtime (a devcontainer image the catalogue lacks): everything */
     assert_int_equal (kiwi_install_plan_make (r, "", &p, &err), 0);
@@ -830,6 +832,16 @@ test_dep_locations (void **state)
     repo_free (r);
 }
 
+/* `script` is Phase A's deletion of lifecycle scripts, then `cmd`. */
+static void
+assert_strip_then (const char *script, const char *cmd)
+{
+    const char *nl = strrchr (script, '\n');
+    if (strncmp (script, "node -e '", 9) != 0 || nl == NULL || strcmp (nl + 1, cmd) != 0
+        || strstr (script, "' -- preinstall,install,postinstall,prepublish,preprepare,prepare,postprepare\n") == NULL)
+        fail_msg ("want the deletion of lifecycle scripts, then `%s`; got:\n%s", cmd, script);
+}
+
 /* The package's own lifecycle scripts leave Phase A for Phase B's prelude,
  * in the package manager's order; its other scripts and the dependencies'
  * install scripts are untouched. */
@@ -845,7 +857,7 @@ test_node_root_scripts (void **state)
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
     assert_string_equal (p.display, "npm ci");
-    assert_string_equal (p.steps[0].script, "npm pkg delete scripts.postinstall scripts.prepare\nnpm ci --no-audit --no-fund");
+    assert_strip_then (p.steps[0].script, "npm ci --no-audit --no-fund");
     assert_string_equal (p.steps[0].prelude, "npm run postinstall && npm run prepare");
     assert_string_equal (p.verify_prelude, "(cd '/kiwi/src' && npm run postinstall && npm run prepare)\n");
     assert_non_null (strstr (p.steps[0].why, "the package's own postinstall, prepare run offline at the start of Phase B"));
@@ -864,18 +876,113 @@ test_node_root_scripts (void **state)
     put (r, "yarn.lock", "# yarn lockfile v1\n\n");
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
     assert_string_equal (p.steps[0].prelude, "yarn run postinstall && yarn run prepare");
-    assert_string_equal (p.steps[0].script,
-                         "npm pkg delete scripts.postinstall scripts.prepare\nyarn install --frozen-lockfile --non-interactive");
+    assert_strip_then (p.steps[0].script, "yarn install --frozen-lockfile --non-interactive");
     kiwi_install_plan_clear (&p);
-    /* no lifecycle script (an empty one is none): nothing moves */
+    /* no lifecycle script (an empty one is none): nothing moves, and Phase
+     * A still deletes them (whatever Kiwi made of the tree) */
     unlink_in (r, "yarn.lock");
     put (r, "package.json", "{ \"scripts\": { \"test\": \"node --test\", \"prepare\": \"\" }, "
                             "\"dependencies\": { \"a\": \"1\" } }");
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
-    assert_string_equal (p.steps[0].script, "npm ci --no-audit --no-fund");
+    assert_strip_then (p.steps[0].script, "npm ci --no-audit --no-fund");
     assert_null (p.steps[0].prelude);
     assert_null (p.verify_prelude);
     kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+/* The prelude of the Node.js project at r (one step). */
+static char *
+node_prelude (const char *r, char **why)
+{
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    if (kiwi_install_plan_make (r, "node", &p, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    assert_int_equal (p.n, 1);
+    char *out = p.steps[0].prelude ? strdup (p.steps[0].prelude) : NULL;
+    if (why)
+        *why = strdup (p.steps[0].why);
+    kiwi_install_plan_clear (&p);
+    return out;
+}
+
+/* Workspace members' own lifecycle scripts leave Phase A too (its
+ * deletion covers every package.json) and run in Phase B's prelude: the
+ * members the package manager declares (globs, `**`, `!`), a member after
+ * those it depends on, each in its directory, before the root's; a hostile
+ * directory name stays one shell word; what is not a member, hidden,
+ * symlinked, in node_modules or outside the project is not run. */
+static void
+test_node_workspace_members (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"workspaces\": [\"packages/*\", \"!packages/skip\", \"../outside\", \"/abs\"], "
+                            "\"scripts\": { \"postinstall\": \"node root.js\" }, \"dependencies\": { \"a\": \"1\" } }");
+    put (r, "package-lock.json", "{}");
+    put (r, "packages/a/package.json", "{ \"name\": \"@x/a\", \"dependencies\": { \"@x/b\": \"*\" }, "
+                                       "\"scripts\": { \"postinstall\": \"node a.js\", \"test\": \"t\" } }");
+    put (r, "packages/b/package.json", "{ \"name\": \"@x/b\", \"scripts\": { \"prepare\": \"tsc\" } }");
+    put (r, "packages/c/package.json", "{ \"name\": \"c\", \"scripts\": { \"test\": \"t\" } }");
+    put (r, "packages/it's $(x)/package.json", "{ \"name\": \"q\", \"scripts\": { \"install\": \"make\" } }");
+    put (r, "packages/skip/package.json", "{ \"scripts\": { \"postinstall\": \"skip\" } }");
+    put (r, "packages/.hidden/package.json", "{ \"scripts\": { \"postinstall\": \"hidden\" } }");
+    put (r, "packages/node_modules/package.json", "{ \"scripts\": { \"postinstall\": \"nm\" } }");
+    put (r, "tools/x/package.json", "{ \"scripts\": { \"postinstall\": \"not a member\" } }");
+    put (r, "elsewhere/package.json", "{ \"scripts\": { \"postinstall\": \"through a symlink\" } }");
+    char link[4200];
+    snprintf (link, sizeof link, "%s/packages/link", r);
+    assert_int_equal (symlink ("../elsewhere", link), 0);
+    char *why = NULL;
+    char *pre = node_prelude (r, &why);
+    assert_non_null (pre);
+    assert_string_equal (pre, "(cd 'packages/b' && npm run prepare) && (cd 'packages/a' && npm run postinstall) && "
+                              "(cd 'packages/it'\\''s $(x)' && npm run install) && npm run postinstall");
+    assert_non_null (strstr (why, "the package's own postinstall and 3 workspace members' lifecycle scripts run "
+                                  "offline at the start of Phase B"));
+    free (pre);
+    free (why);
+
+    /* Yarn 1: the object form, and a member's prepare is not Yarn's to run */
+    put (r, "package.json", "{ \"workspaces\": { \"packages\": [\"packages/**\"] }, \"dependencies\": { \"a\": \"1\" } }");
+    unlink_in (r, "package-lock.json");
+    put (r, "yarn.lock", "# yarn lockfile v1\n\n");
+    pre = node_prelude (r, &why);
+    assert_string_equal (pre, "(cd 'packages/a' && yarn run postinstall) && (cd 'packages/it'\\''s $(x)' && yarn run "
+                              "install) && (cd 'packages/skip' && yarn run postinstall)");
+    assert_non_null (strstr (why, "; 3 workspace members' lifecycle scripts run offline at the start of Phase B"));
+    free (pre);
+    free (why);
+    unlink_in (r, "yarn.lock");
+
+    /* pnpm: pnpm-workspace.yaml's list (block or flow; quotes, comments);
+     * package.json's `workspaces` is not pnpm's */
+    put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
+    put (r, "pnpm-workspace.yaml", "# the workspace\npackages:\n  # first\n  - 'packages/b'\n- \"tools/*\" # tools\n"
+                                   "  - packages/c\n\ncatalog:\n  - packages/a\n");
+    pre = node_prelude (r, NULL);
+    assert_string_equal (pre, "(cd 'packages/b' && pnpm run prepare) && (cd 'tools/x' && pnpm run postinstall)");
+    free (pre);
+    put (r, "pnpm-workspace.yaml", "packages: [ 'packages/**', \"!**/skip\" ]\n");
+    pre = node_prelude (r, NULL);
+    assert_string_equal (pre, "(cd 'packages/b' && pnpm run prepare) && (cd 'packages/a' && pnpm run postinstall) && "
+                              "(cd 'packages/it'\\''s $(x)' && pnpm run install)");
+    free (pre);
+    unlink_in (r, "pnpm-workspace.yaml");
+    unlink_in (r, "pnpm-lock.yaml");
+
+    /* a dependency cycle: path order; no members: the root's alone */
+    put (r, "package-lock.json", "{}");
+    put (r, "package.json", "{ \"workspaces\": [\"packages/a\", \"packages/b\"], \"dependencies\": { \"a\": \"1\" } }");
+    put (r, "packages/b/package.json", "{ \"name\": \"@x/b\", \"dependencies\": { \"@x/a\": \"*\" }, "
+                                       "\"scripts\": { \"prepare\": \"tsc\" } }");
+    pre = node_prelude (r, NULL);
+    assert_string_equal (pre, "(cd 'packages/a' && npm run postinstall) && (cd 'packages/b' && npm run prepare)");
+    free (pre);
+    put (r, "package.json", "{ \"scripts\": { \"prepare\": \"x\" }, \"dependencies\": { \"a\": \"1\" } }");
+    pre = node_prelude (r, NULL);
+    assert_string_equal (pre, "npm run prepare");
+    free (pre);
     repo_free (r);
 }
 
@@ -897,7 +1004,7 @@ test_pnpm_pin (void **state)
     kiwi_install_plan_clear (&p);
     put (r, "package.json", "{ \"packageManager\": \"pnpm@9';touch /x;'\", \"dependencies\": { \"a\": \"1\" } }");
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
-    assert_string_equal (p.steps[0].script, "pnpm install --frozen-lockfile");
+    assert_strip_then (p.steps[0].script, "pnpm install --frozen-lockfile");
     kiwi_install_plan_clear (&p);
     repo_free (r);
 }
@@ -1201,6 +1308,7 @@ main (void)
         cmocka_unit_test (test_dep_locations),
         cmocka_unit_test (test_cache_key_input),
         cmocka_unit_test (test_node_root_scripts),
+        cmocka_unit_test (test_node_workspace_members),
         cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
