@@ -3,18 +3,20 @@
  * npm registry, under the driver KIWI_SANDBOX names (docker, gvisor).
  *
  * tests/fixtures/snapshot/plant-a and plant-b have the same install input
- * (package.json, package-lock.json made by npm) and different other files;
- * their root postinstall plants ./planted-pass in the tree and copies
- * src/secret.txt into node_modules when it can read it. Step 0 on plant-a
- * runs Phase A and Phase B for real:
+ * (package.json, package-lock.json made by npm, the workspace member
+ * packages/tool's package.json) and different other files; their root
+ * postinstall plants ./planted-pass in the tree and copies src/secret.txt
+ * into node_modules when it can read it, and the member's postinstall and
+ * prepare do the like. Step 0 on plant-a runs Phase A and Phase B for real:
  *
  *   - both repositories have one install key;
  *   - the snapshot holds the dependency but neither the planted file nor
  *     the repository's own files, no copy of src/secret.txt, and no mark
- *     of the postinstall: the repository's own script never ran in Phase
- *     A, with the network on (it runs offline at the start of Phase B),
- *     and Phase A never had the secret (checked from outside, in the
- *     snapshot's tar);
+ *     of either postinstall: the repository's own scripts, the root's and
+ *     the member's, never ran in Phase A, with the network on, and Phase A
+ *     never had the secret (checked from outside, in the snapshot's tar);
+ *   - they run offline at the start of Phase B instead, the member's
+ *     before the root's, where the tree they build from is;
  *   - plant-b verified over plant-a's snapshot still fails its test (it
  *     passes only with ./planted-pass in the tree), and its workspace holds
  *     exactly its own tree besides node_modules.
@@ -44,7 +46,7 @@ extern char **environ;
 #define FIXTURES KIWI_SOURCE_DIR "/tests/fixtures/snapshot"
 
 typedef struct {
-    bool dependency, mark;
+    bool dependency, mark, member_mark, member_link;
     char bad[4096];
 } scan_ctx;
 
@@ -61,6 +63,10 @@ scan_src (const kiwi_tar_entry *e, void *ud, kiwi_error_t *err)
         s->dependency = true;
     if (strcmp (n, "src/node_modules/.postinstall-ran") == 0)
         s->mark = true;
+    if (strcmp (n, "src/node_modules/.member-postinstall-ran") == 0)
+        s->member_mark = true;
+    if (strcmp (n, "src/node_modules/tool") == 0)
+        s->member_link = true;
     bool ok = strcmp (n, "src") == 0 || strcmp (n, "src/") == 0
               || (strncmp (n, "src/node_modules", 16) == 0 && (n[16] == '\0' || n[16] == '/'));
     if (!ok || strstr (n, "exfil") != NULL) {
@@ -146,11 +152,34 @@ test_snapshot_input_and_contents (void **state)
     assert_true (sc.dependency);
     if (sc.mark)
         fail_msg ("the repository's own postinstall ran in Phase A, with the network on");
+    if (sc.member_mark)
+        fail_msg ("the workspace member's own postinstall ran in Phase A, with the network on");
+    assert_true (sc.member_link); /* npm linked the member: it was a member in Phase A */
     if (ia.install.verify_prelude == NULL || strstr (ia.install.verify_prelude, "npm run postinstall") == NULL)
         fail_msg ("plant-a's postinstall is not in Phase B's prelude: %s",
                   ia.install.verify_prelude ? ia.install.verify_prelude : "(none)");
     if (sc.bad[0])
         fail_msg ("the snapshot holds what is not a dependency location:%s", sc.bad);
+
+    /* the member's scripts and the root's run offline at the start of
+     * Phase B, in the tree they build from: the member's first */
+    kiwi_exec_result r;
+    kiwi_verify_request va = {
+        .image = ia.image.image,
+        .workspace = a,
+        .snapshot_dir = res.snapshot_dir,
+        .command = "ls -1 packages/tool/prepared-by-member node_modules/.member-postinstall-ran planted-pass "
+                   "node_modules/exfil.txt node_modules/exfil-member.txt",
+        .prelude = ia.install.verify_prelude,
+        .timeout_ms = 120000,
+        .task_id = "itest-snapshot",
+    };
+    if (kiwi_phase_verify (env, &pc, &va, &r, NULL, NULL, &err) < 0)
+        fail_msg ("verify plant-a with the prelude: %s", kiwi_error_msg (err));
+    if (r.exit_code != 0)
+        fail_msg ("Phase B's prelude did not run the member's and the root's scripts:\n%s\nprelude:\n%s", r.output,
+                  ia.install.verify_prelude);
+    kiwi_exec_result_clear (&r);
 
     /* plant-b over plant-a's snapshot: its test still fails, and its
      * workspace is its tree plus node_modules */
@@ -162,7 +191,6 @@ test_snapshot_input_and_contents (void **state)
         .timeout_ms = 120000,
         .task_id = "itest-snapshot",
     };
-    kiwi_exec_result r;
     if (kiwi_phase_verify (env, &pc, &vr, &r, NULL, NULL, &err) < 0)
         fail_msg ("verify plant-b: %s", kiwi_error_msg (err));
     if (r.exit_code == 0)
@@ -172,7 +200,8 @@ test_snapshot_input_and_contents (void **state)
     if (kiwi_phase_verify (env, &pc, &vr, &r, NULL, NULL, &err) < 0)
         fail_msg ("verify plant-b: %s", kiwi_error_msg (err));
     assert_int_equal (r.exit_code, 0);
-    assert_string_equal (r.output, "./package-lock.json\n./package.json\n./planted.test.js\n");
+    assert_string_equal (r.output,
+                         "./package-lock.json\n./package.json\n./packages/tool/package.json\n./planted.test.js\n");
     kiwi_exec_result_clear (&r);
 
     kiwi_step0_result_clear (&res);
