@@ -531,6 +531,90 @@ out:
     return rc;
 }
 
+/* What a verify's sandbox is for `req`: the spec (its environment in *e,
+ * its lower layer in *lower), and the snapshot's parts to put when the
+ * driver does not lay it (mapped into parts[], listed in puts[]). */
+static int
+verify_spec (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
+             kiwi_sandbox_spec *spec, kiwi_strv *e, char **lower, kiwi_fs_mapped parts[2], kiwi_sandbox_put puts[2],
+             size_t *nputs, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
+{
+    *nputs = 0;
+    if (kiwi_phase_verify_env (cfg, req->extra_env, req->credentials, e, withheld, missing, err) < 0)
+        return -1;
+    *spec = (kiwi_sandbox_spec) {
+        .image = req->image,
+        .network = KIWI_NET_NONE,
+        .env = kiwi_strv_list (e),
+        .limits = req->limits,
+        .task_id = req->task_id,
+        .phase = "verify",
+    };
+    /* the snapshot first (laid under /kiwi, or put), the current tree over it */
+    if (kiwi_phase_snapshot_lower (env, cfg, req->snapshot_dir, req->limits.disk_mb, lower, err) < 0)
+        return -1;
+    spec->lower_dir = *lower;
+    if (req->snapshot_dir == NULL || *lower != NULL)
+        return 0;
+    static const char *const names[] = { "src.tar", "home.tar" };
+    for (size_t i = 0; i < 2; i++) {
+        char p[PATH_MAX];
+        snprintf (p, sizeof p, "%s/%s", req->snapshot_dir, names[i]);
+        if (kiwi_fs_map (p, false, &parts[i], err) < 0)
+            return kiwi_error_wrap (err, "the snapshot");
+        if (parts[i].len > 0)
+            puts[(*nputs)++] = (kiwi_sandbox_put) { KIWI_SANDBOX_ROOT, parts[i].map, parts[i].len };
+    }
+    return 0;
+}
+
+int
+kiwi_phase_verify_ready (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
+                         kiwi_sandbox **out, kiwi_error_t *err)
+{
+    *out = NULL;
+    cleanup_strv kiwi_strv e = KIWI_STRV_INIT;
+    cleanup_free char *lower = NULL;
+    kiwi_fs_mapped parts[2] = { { 0 }, { 0 } };
+    kiwi_sandbox_put puts[2];
+    size_t nputs = 0;
+    kiwi_sandbox_spec spec;
+    kiwi_sandbox *sb = NULL;
+    int rc = verify_spec (env, cfg, req, &spec, &e, &lower, parts, puts, &nputs, NULL, NULL, err);
+    if (rc == 0)
+        rc = kiwi_sandbox_create (env, &spec, &sb, err);
+    for (size_t i = 0; rc == 0 && i < nputs; i++)
+        rc = kiwi_sandbox_put_archive (sb, puts[i].dir, puts[i].tar, puts[i].len, err);
+    kiwi_fs_unmap (&parts[0]);
+    kiwi_fs_unmap (&parts[1]);
+    if (rc < 0) {
+        kiwi_sandbox_destroy (sb, NULL);
+        return kiwi_error_wrap (err, "Phase B, made ahead");
+    }
+    *out = sb;
+    return 0;
+}
+
+/* The command as Phase B runs it: the prelude first, its output kept out of
+ * the command's unless it fails. *script (owned) is NULL without one. */
+static int
+verify_script (const kiwi_verify_request *req, char **script, kiwi_error_t *err)
+{
+    *script = NULL;
+    if (req->prelude == NULL || *req->prelude == '\0')
+        return 0;
+    if (asprintf (script,
+                  "{\n%s} >" KIWI_SANDBOX_TMP "/kiwi-prelude.log 2>&1 || { echo 'kiwi: installing the project "
+                  "itself (offline, before the tests) failed:' >&2; tail -n 20 " KIWI_SANDBOX_TMP
+                  "/kiwi-prelude.log >&2; }\n%s",
+                  req->prelude, req->command)
+        < 0) {
+        *script = NULL;
+        return kiwi_error_make (err, ENOMEM, "Phase B");
+    }
+    return 0;
+}
+
 int
 kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
                    kiwi_exec_result *r, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err)
@@ -538,61 +622,38 @@ kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const ki
     memset (r, 0, sizeof *r);
     r->exit_code = -1;
     cleanup_strv kiwi_strv e = KIWI_STRV_INIT;
-    if (kiwi_phase_verify_env (cfg, req->extra_env, req->credentials, &e, withheld, missing, err) < 0)
-        return kiwi_error_wrap (err, "Phase B");
-    kiwi_sandbox_spec spec = {
-        .image = req->image,
-        .network = KIWI_NET_NONE,
-        .env = kiwi_strv_list (&e),
-        .limits = req->limits,
-        .task_id = req->task_id,
-        .phase = "verify",
-    };
-    /* the snapshot first (laid under /kiwi, or put), the current tree over it */
     kiwi_fs_mapped parts[2] = { { 0 }, { 0 } };
     kiwi_sandbox_put puts[3];
     size_t nputs = 0;
     int rc = -1;
+    kiwi_sandbox_spec spec;
     cleanup_buf kiwi_buf tree = KIWI_BUF_INIT;
     cleanup_free char *lower = NULL;
     cleanup_free char *script = NULL; /* before the first goto: out's clean-up frees it */
-    if (kiwi_phase_snapshot_lower (env, cfg, req->snapshot_dir, req->limits.disk_mb, &lower, err) < 0)
+    kiwi_sandbox *ready = req->ready;  /* taken: removed on every path */
+    if (ready != NULL) {
+        /* the sandbox is made: its environment decides nothing now, but
+         * the caller's lists of credentials left out are still filled */
+        if (kiwi_phase_verify_env (cfg, req->extra_env, req->credentials, &e, withheld, missing, err) < 0)
+            goto out;
+    } else if (verify_spec (env, cfg, req, &spec, &e, &lower, parts, puts, &nputs, withheld, missing, err) < 0)
         goto out;
-    spec.lower_dir = lower;
-    if (req->snapshot_dir != NULL && lower == NULL) {
-        static const char *const names[] = { "src.tar", "home.tar" };
-        for (size_t i = 0; i < 2; i++) {
-            char p[PATH_MAX];
-            snprintf (p, sizeof p, "%s/%s", req->snapshot_dir, names[i]);
-            if (kiwi_fs_map (p, false, &parts[i], err) < 0) {
-                kiwi_error_wrap (err, "the snapshot");
-                goto out;
-            }
-            if (parts[i].len > 0)
-                puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_ROOT, parts[i].map, parts[i].len };
-        }
-    }
-    if (pack_tree (req->workspace, &tree, err) < 0)
+    if (pack_tree (req->workspace, &tree, err) < 0 || verify_script (req, &script, err) < 0)
         goto out;
-    puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_SRC, tree.data, tree.len };
-    if (req->prelude != NULL && *req->prelude
-        && asprintf (&script,
-                     "{\n%s} >" KIWI_SANDBOX_TMP "/kiwi-prelude.log 2>&1 || { echo 'kiwi: installing the project "
-                     "itself (offline, before the tests) failed:' >&2; tail -n 20 " KIWI_SANDBOX_TMP
-                     "/kiwi-prelude.log >&2; }\n%s",
-                     req->prelude, req->command)
-               < 0) {
-        script = NULL;
-        kiwi_error_make (err, ENOMEM, "Phase B");
-        goto out;
-    }
     const char *argv[] = { "/bin/sh", "-c", script ? script : req->command, NULL };
     kiwi_exec_spec x = {
         .argv = argv, .timeout_ms = req->timeout_ms, .output_cap = req->output_cap, .on_output = req->on_output,
         .userdata = req->userdata,
     };
-    rc = kiwi_sandbox_run_once (env, &spec, puts, nputs, &x, r, err);
+    puts[nputs++] = (kiwi_sandbox_put) { KIWI_SANDBOX_SRC, tree.data, tree.len };
+    if (ready != NULL) {
+        /* the tree put and the command run by exec: no start on the way */
+        rc = kiwi_sandbox_run_in (ready, puts, nputs, &x, r, err);
+        ready = NULL; /* removed there */
+    } else
+        rc = kiwi_sandbox_run_once (env, &spec, puts, nputs, &x, r, err);
 out:
+    kiwi_sandbox_destroy (ready, NULL);
     kiwi_fs_unmap (&parts[0]);
     kiwi_fs_unmap (&parts[1]);
     if (rc < 0)

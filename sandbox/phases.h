@@ -165,12 +165,28 @@ typedef struct kiwi_verify_request {
     const char *task_id;
     kiwi_output_cb on_output;
     void *userdata;
+    kiwi_sandbox *ready;             /* made ahead for this request (kiwi_phase_verify_ready), or NULL:
+                                        taken by kiwi_phase_verify, removed on every path */
 } kiwi_verify_request;
 
 /* Runs Phase B once in a fresh sandbox. The result's flags say how the
- * command ended; withheld/missing (optional) list credentials not passed. */
+ * command ended; withheld/missing (optional) list credentials not passed.
+ * With req->ready, the sandbox is the one made ahead: the tree is put into
+ * it and the command run by exec (no container start on the way), then it
+ * is removed; the result is the same as without. */
 int kiwi_phase_verify (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
                        kiwi_exec_result *r, kiwi_strv *withheld, kiwi_strv *missing, kiwi_error_t *err);
+
+/* Makes the sandbox of a verify of `req` ahead of it (while the model
+ * works): created and started with Phase B's spec (no network, the
+ * environment and credentials of `req`, its limits), the snapshot laid or
+ * put, nothing of the tree and nothing run in it. *out (owned) goes to
+ * kiwi_phase_verify as req->ready, for a request that differs from `req`
+ * only in its workspace, command, timeout and output; or to
+ * kiwi_sandbox_destroy. Safe to call from a thread of its own with an env
+ * no other thread uses. */
+int kiwi_phase_verify_ready (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_verify_request *req,
+                             kiwi_sandbox **out, kiwi_error_t *err);
 
 /* Puts a host tree into a sandbox at `dir` by archive (never following a
  * symlink out of the tree; .git left out). Used by both phases and the

@@ -252,6 +252,15 @@ kiwi_sandbox_run_once (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, con
     kiwi_sandbox *sb = NULL;
     if (kiwi_sandbox_create (env, spec, &sb, err) < 0)
         return -1;
+    return kiwi_sandbox_run_in (sb, puts, nputs, x, res, err);
+}
+
+int
+kiwi_sandbox_run_in (kiwi_sandbox *sb, const kiwi_sandbox_put *puts, size_t nputs, const kiwi_exec_spec *x,
+                     kiwi_exec_result *res, kiwi_error_t *err)
+{
+    memset (res, 0, sizeof *res);
+    res->exit_code = -1;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < nputs; i++)
         rc = kiwi_sandbox_put_archive (sb, puts[i].dir, puts[i].tar, puts[i].len, err);

@@ -298,4 +298,10 @@ unsigned kiwi_sandbox_name_nonce (void);
 int kiwi_sandbox_run_once (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, const kiwi_sandbox_put *puts,
                            size_t nputs, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err);
 
+/* The same in a sandbox already created (and started): `puts` unpacked,
+ * the command run, the sandbox removed and its handle freed on every path
+ * (a failed removal is the error when the run itself succeeded). */
+int kiwi_sandbox_run_in (kiwi_sandbox *sb, const kiwi_sandbox_put *puts, size_t nputs, const kiwi_exec_spec *x,
+                         kiwi_exec_result *res, kiwi_error_t *err);
+
 #endif
