@@ -606,6 +606,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     kiwi_plan plan;
     kiwi_plan_init (&plan);
     kiwi_sandbox_env *sb = NULL;
+    kiwi_sandbox_env *sb_ahead = NULL; /* the session's second env: each round's verify sandbox made ahead */
     kiwi_cache *cache = NULL;
     kiwi_store *store = NULL;
     kiwi_model_client *model = NULL;
@@ -770,8 +771,22 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         kiwi_step0_outcome_clear (&s0);
         goto done;
     }
+    /* the same driver again, for the session's thread that makes each
+     * round's verify sandbox while the models work; it counts its
+     * sandboxes itself, on the session's side (on_start runs in the
+     * thread that creates) */
+    kiwi_sandbox_config sc_ahead = sc;
+    sc_ahead.on_start = NULL;
+    sc_ahead.on_start_userdata = NULL;
+    if (kiwi_sandbox_env_open (drv, &sc_ahead, &sb_ahead, &err) < 0) {
+        kiwi_warn ("task %s: no second sandbox env (%s): each verify makes its own sandbox", task->id,
+                   kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        sb_ahead = NULL;
+    }
     kiwi_session_env se = {
         .sandbox = sb,
+        .sandbox_ahead = sb_ahead,
         .phase_cfg = &pc,
         .image = plan.image,
         .snapshot_dir = snapshot,
@@ -808,6 +823,7 @@ done:
         kiwi_model_client_close (model);
     kiwi_cache_close (cache);
     kiwi_store_close (store);
+    kiwi_sandbox_env_close (sb_ahead);
     kiwi_sandbox_env_close (sb);
     kiwi_proxy_stop (proxy_pid);
     kiwi_nflog_close (nflog);

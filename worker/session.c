@@ -6,11 +6,22 @@
  * stops calling them, calls run_tests, or reaches its per-round tool limit;
  * then the round's verify runs. Tokens and cost are checked after every
  * model call.
+ *
+ * The round's verify sandbox is made ahead, while the models work: a
+ * thread of the session creates and starts it (kiwi_phase_verify_ready)
+ * through an env of its own (kiwi_session_env.sandbox_ahead), and the
+ * verify takes it after joining the thread, so the container's start is off
+ * the verify's path. The thread touches nothing else of the session; what
+ * it made is handed over by pthread_join. A sandbox made ahead and not used
+ * (the round ended another way) is removed; one that could not be made is
+ * logged and the verify makes its own, as without.
  */
 #include "worker/session.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +67,14 @@ typedef struct session {
     bool have_verify;
     char *not_carried;        /* the last round passed only in the workspace: what the diff lacked */
     int64_t round_started_ms; /* kiwi_mono_ms at the start of the round, for its duration */
+    kiwi_strv creds;          /* the task's test credentials, NULL-terminated */
+    struct {
+        pthread_t thread;
+        bool running;           /* started and not yet joined */
+        kiwi_verify_request req;
+        kiwi_sandbox *box;      /* what the thread made, or NULL */
+        kiwi_error_t err;       /* why it made none */
+    } ahead;                  /* the round's verify sandbox, made ahead */
 } session;
 
 static json_t *
@@ -121,29 +140,102 @@ tail (const char *text, size_t max)
 
 /* ---------- verify ---------- */
 
-/* Phase B over `tree` (the workspace, or the clean tree of the published
- * diff): the same image, snapshot, environment and credentials. */
-static int
-verify (session *s, const char *tree, kiwi_exec_result *r, kiwi_error_t *err)
+/* Phase B's request for this task, but for the tree and the time left: the
+ * same image, snapshot, environment and credentials every time. */
+static void
+verify_request (session *s, kiwi_verify_request *req)
 {
-    kiwi_verify_request req = {
+    *req = (kiwi_verify_request) {
         .image = s->env->image,
-        .workspace = tree,
         .snapshot_dir = s->env->snapshot_dir,
         .command = s->task->test_command,
         .prelude = s->env->verify_prelude,
         .extra_env = s->env->verify_env,
-        .credentials = (const char *const *) s->task->test_credentials,
+        .credentials = kiwi_strv_list (&s->creds),
         .limits = s->env->limits,
-        .timeout_ms = remaining_ms (s),
         .output_cap = OUTPUT_TAIL,
         .task_id = s->task->id,
     };
-    /* the task's credential list is not NULL-terminated on the wire */
-    cleanup_strv kiwi_strv creds = KIWI_STRV_INIT;
-    for (size_t i = 0; i < s->task->n_test_credentials; i++)
-        kiwi_strv_add (&creds, s->task->test_credentials[i]);
-    req.credentials = kiwi_strv_list (&creds);
+}
+
+static void *
+ahead_main (void *arg)
+{
+    session *s = arg;
+    kiwi_phase_verify_ready (s->env->sandbox_ahead, s->env->phase_cfg, &s->ahead.req, &s->ahead.box,
+                             &s->ahead.err);
+    return NULL;
+}
+
+/* Starts making the round's verify sandbox, unless there is no env for it
+ * or one is made or being made. */
+static void
+ahead_start (session *s)
+{
+    if (s->env->sandbox_ahead == NULL || s->ahead.running || s->ahead.box != NULL)
+        return;
+    verify_request (s, &s->ahead.req);
+    /* the thread takes no signal: SIGTERM stays the session's own */
+    sigset_t all, old;
+    sigfillset (&all);
+    pthread_sigmask (SIG_SETMASK, &all, &old);
+    int e = pthread_create (&s->ahead.thread, NULL, ahead_main, s);
+    pthread_sigmask (SIG_SETMASK, &old, NULL);
+    if (e != 0) {
+        kiwi_debug ("task %s: no thread to make the verify's sandbox ahead (%s)", s->task->id, strerror (e));
+        return;
+    }
+    s->ahead.running = true;
+}
+
+/* The sandbox made ahead (owned by the caller), or NULL; waits for the
+ * thread when it is still at work. */
+static kiwi_sandbox *
+ahead_take (session *s)
+{
+    if (s->ahead.running) {
+        pthread_join (s->ahead.thread, NULL);
+        s->ahead.running = false;
+    }
+    if (s->ahead.err != NULL) {
+        kiwi_warn ("task %s: the verify's sandbox could not be made ahead (%s): the verify makes its own",
+                   s->task->id, kiwi_error_msg (s->ahead.err));
+        kiwi_error_free (&s->ahead.err);
+    }
+    kiwi_sandbox *box = s->ahead.box;
+    s->ahead.box = NULL;
+    if (box != NULL)
+        kiwi_events_observe (s->env->events, KIWI_OBS_SANDBOX, kiwi_sandbox_env_driver (s->env->sandbox_ahead)->name,
+                             1);
+    return box;
+}
+
+/* Removes a sandbox made ahead that no verify took. */
+static void
+ahead_drop (session *s)
+{
+    if (!s->ahead.running && s->ahead.box == NULL && s->ahead.err == NULL)
+        return;
+    kiwi_sandbox *box = ahead_take (s);
+    kiwi_error_t e = NULL;
+    if (box != NULL && kiwi_sandbox_destroy (box, &e) < 0) {
+        kiwi_warn ("task %s: removing the verify's sandbox made ahead: %s", s->task->id, kiwi_error_msg (e));
+        kiwi_error_free (&e);
+    }
+}
+
+/* Phase B over `tree` (the workspace, or the clean tree of the published
+ * diff): the same image, snapshot, environment and credentials; in the
+ * sandbox made ahead when `ahead` and there is one. */
+static int
+verify (session *s, const char *tree, bool ahead, kiwi_exec_result *r, kiwi_error_t *err)
+{
+    kiwi_verify_request req;
+    verify_request (s, &req);
+    req.workspace = tree;
+    req.timeout_ms = remaining_ms (s);
+    if (ahead)
+        req.ready = ahead_take (s);
     int64_t t0 = kiwi_mono_ms ();
     int rc = kiwi_phase_verify (s->env->sandbox, s->env->phase_cfg, &req, r, NULL, NULL, err);
     kiwi_events_observe (s->env->events, KIWI_OBS_PHASE, "verify", (double) (kiwi_mono_ms () - t0) / 1000.0);
@@ -171,7 +263,7 @@ verify_published (session *s, const char *diff, kiwi_exec_result *r, kiwi_error_
     else
         sub = "";
     snprintf (tree, sizeof tree, "%s%s", clean, sub);
-    int rc = verify (s, tree, r, err);
+    int rc = verify (s, tree, false, r, err);
     kiwi_repo_discard (clean);
     return rc;
 }
@@ -631,6 +723,12 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
     int max_rounds = (int) task->limits.max_rounds;
     int round = 0;
     int rc = 0;
+    /* the task's credential list is not NULL-terminated on the wire */
+    for (size_t i = 0; i < task->n_test_credentials; i++)
+        if (kiwi_strv_add (&s.creds, task->test_credentials[i]) < 0) {
+            rc = kiwi_error_make (err, ENOMEM, "session");
+            goto done;
+        }
     for (round = 1; round <= max_rounds; round++) {
         s.round_started_ms = kiwi_mono_ms ();
         kiwi_strv_free (&s.actions);
@@ -639,6 +737,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
             finish (&s, out, KIWI_RESULT_TIMED_OUT, "TaskTimeoutSeconds reached during the session", round - 1);
             goto done;
         }
+        ahead_start (&s); /* while the models work */
         char *plan = NULL;
         bool spent = false;
         kiwi_error_t e = NULL;
@@ -707,7 +806,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         if (s.have_verify)
             kiwi_exec_result_clear (&s.last_verify);
         s.have_verify = false;
-        if (verify (&s, env->workspace, &s.last_verify, &e) < 0) {
+        if (verify (&s, env->workspace, true, &s.last_verify, &e) < 0) {
             char reason[1024];
             snprintf (reason, sizeof reason, "verify failed to run (round %d): %s", round, kiwi_error_msg (e));
             kiwi_error_free (&e);
@@ -782,6 +881,8 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
     }
 done:
     box_drop (&s);
+    ahead_drop (&s);
+    kiwi_strv_free (&s.creds);
     if (s.have_verify)
         kiwi_exec_result_clear (&s.last_verify);
     kiwi_strv_free (&s.actions);

@@ -4,6 +4,10 @@
  * Docker sandbox: a fix in one round, a fix that needs two, max-rounds, the
  * session budget, a provider that keeps failing, and a model that tries to
  * write outside the workspace. Each ends with the right status and events.
+ * Every session has a second env, as the worker gives it, so each round's
+ * verify sandbox is made ahead; test_verify_made_ahead checks from outside
+ * (dockerd) that it exists while the Architect is still thinking and that
+ * the round's verify ran in it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +28,8 @@
 extern char **environ;
 
 static kiwi_scripted_provider sp;
-static kiwi_sandbox_env *sbenv;
+static kiwi_sandbox_env *sbenv, *sbenv_ahead;
+static const char *session_command = "npm test";
 static char outside[64];
 
 static int
@@ -42,9 +47,10 @@ setup (void **state)
         .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
         .worker_id = "itest-session",
     };
-    if (kiwi_sandbox_env_open (drv, &cfg, &sbenv, &err) < 0) {
+    if (kiwi_sandbox_env_open (drv, &cfg, &sbenv, &err) < 0 || kiwi_sandbox_env_open (drv, &cfg, &sbenv_ahead, &err) < 0) {
         fprintf (stderr, "sandbox: %s\n", kiwi_error_msg (err));
-        sbenv = NULL; /* each test says so with KIWI_NEED */
+        kiwi_sandbox_env_close (sbenv);
+        sbenv = sbenv_ahead = NULL; /* each test says so with KIWI_NEED */
         kiwi_error_free (&err);
     }
     snprintf (outside, sizeof outside, "/tmp/kiwi-session-outside-XXXXXX");
@@ -58,6 +64,7 @@ teardown (void **state)
 {
     kiwi_scripted_provider_stop (&sp);
     kiwi_sandbox_env_close (sbenv);
+    kiwi_sandbox_env_close (sbenv_ahead);
     char cmd[128];
     snprintf (cmd, sizeof cmd, "rm -rf %s", outside);
     return system (cmd) == 0 ? 0 : -1;
@@ -147,7 +154,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
     task.id = strdup ("session-task");
     task.repo.url = strdup ("file:///unused");
     task.repo.ref = strdup ("main");
-    task.test_command = strdup ("npm test");
+    task.test_command = strdup (session_command);
     task.goal = strdup ("Make the tests pass.");
     task.limits.max_rounds = max_rounds;
     if (budget_tokens) {
@@ -156,6 +163,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
     }
     kiwi_session_env env = {
         .sandbox = sbenv,
+        .sandbox_ahead = sbenv_ahead,
         .phase_cfg = &pc,
         .image = kiwi_test_env_or ("KIWI_TEST_NODE_IMAGE", "kiwi/node:20"),
         .workspace = o->repo,
@@ -215,6 +223,19 @@ round_event (json_t *events, int round)
             return json_object_get (e, "payload");
     }
     return NULL;
+}
+
+/* The sandboxes dockerd holds for the session's task, of `phase` ("" any). */
+static int
+task_containers (const char *phase)
+{
+    char cmd[512], out[4096] = "";
+    snprintf (cmd, sizeof cmd,
+              "docker -H 'unix://%s' ps -aq --filter label=org.kiwi.task=session-task%s%s | wc -l",
+              kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"), *phase ? " --filter label=org.kiwi.phase=" : "",
+              phase);
+    assert_int_equal (kiwi_test_sh (cmd, out, sizeof out), 0);
+    return atoi (out);
 }
 
 static void
@@ -299,6 +320,8 @@ test_provider_keeps_failing (void **state)
     assert_non_null (strstr (o.result.reason, "model provider failed"));
     assert_non_null (strstr (o.result.reason, "500"));
     assert_string_equal (json_string_value (json_object_get (round_event (o.events, 1), "ended")), "provider_error");
+    /* the verify sandbox made ahead for the round that never came is gone */
+    assert_int_equal (task_containers (""), 0);
     outcome_clear (&o);
 }
 
@@ -320,6 +343,48 @@ test_writes_outside_refused (void **state)
     json_t *a;
     json_array_foreach (acts, i, a) if (strncmp (json_string_value (a), "refused write_file", 18) == 0) refused++;
     assert_int_equal (refused, 3);
+    outcome_clear (&o);
+}
+
+/* The round's verify sandbox is made while the Architect still thinks
+ * (its answer comes 3 s late): dockerd holds a running verify sandbox of
+ * the task then, before the Implementer has written anything. The test
+ * marks it from outside, and the round's verify finds the mark: it ran in
+ * that sandbox, not in one of its own. The deciding verify of the diff
+ * makes its own (no mark), and no sandbox is left at the end. */
+static void
+test_verify_made_ahead (void **state)
+{
+    KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
+    char seen[64], cmd[2048];
+    snprintf (seen, sizeof seen, "/tmp/kiwi-session-ahead-%d", (int) getpid ());
+    unlink (seen);
+    const char *sock = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock");
+    /* in the background: the first verify sandbox of the task, marked */
+    snprintf (cmd, sizeof cmd,
+              "( for i in $(seq 1 100); do id=$(docker -H 'unix://%s' ps -q --filter label=org.kiwi.task=session-task "
+              "--filter label=org.kiwi.phase=verify --filter status=running | head -n 1); if [ -n \"$id\" ]; then "
+              "docker -H 'unix://%s' exec \"$id\" touch /kiwi/tmp/marked-from-outside && echo \"$id\" > %s; "
+              "break; fi; sleep 0.1; done ) >/tmp/kiwi-session-ahead.log 2>&1 &",
+              sock, sock, seen);
+    assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
+    session_command = "if [ -e /kiwi/tmp/marked-from-outside ]; then echo MADE-AHEAD; fi; npm test";
+    outcome o;
+    run_session ("js-sum-ahead", 4, 0, &o);
+    session_command = "npm test";
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    if (access (seen, F_OK) != 0)
+        fail_msg ("no verify sandbox of the task ran while the Architect was thinking");
+    json_t *r1 = round_event (o.events, 1);
+    const char *v = json_string_value (json_object_get (json_object_get (r1, "verify"), "output_tail"));
+    const char *pub = json_string_value (json_object_get (json_object_get (r1, "published"), "output_tail"));
+    if (v == NULL || strstr (v, "MADE-AHEAD") == NULL)
+        fail_msg ("the round's verify did not run in the sandbox made ahead:\n%s", v ? v : "(none)");
+    assert_non_null (pub);
+    assert_null (strstr (pub, "MADE-AHEAD"));
+    assert_int_equal (task_containers (""), 0);
+    unlink (seen);
     outcome_clear (&o);
 }
 
@@ -362,7 +427,7 @@ main (void)
         cmocka_unit_test (test_fixed_in_one_round),     cmocka_unit_test (test_fixed_in_two_rounds),
         cmocka_unit_test (test_max_rounds),             cmocka_unit_test (test_budget_exhausted),
         cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
-        cmocka_unit_test (test_gitignored_fix_not_fixed),
+        cmocka_unit_test (test_gitignored_fix_not_fixed), cmocka_unit_test (test_verify_made_ahead),
     };
     return kiwi_run_group ("session", tests, setup, teardown);
 }
