@@ -149,7 +149,7 @@ typedef struct kiwi_settings {
     char *store_password;   /* secret */
     char *model_key_vars;
     /* task limits (defaults for tasks that do not set them) */
-    int64_t task_timeout_s, max_disk_mb, max_rounds, session_budget_tokens, memory_mb, pids;
+    int64_t task_timeout_s, max_disk_mb, max_rounds, session_budget_tokens, memory_mb, pids, cpus;
     /* model */
     char *model_provider;
     char *model_name;

@@ -253,6 +253,17 @@ firewall_denied (const kiwi_nflog_packet *pk, void *ud)
     json_array_append_new (run->denials, kiwi_nflog_denial_json (pk));
 }
 
+/* Every sandbox of `task`: the operator's memory, process and CPU ceilings,
+ * the task's effective disk ceiling (kiwi_policy_task). */
+static kiwi_sandbox_limits
+sandbox_limits (const kiwi_worker_config *cfg, const kiwi_task *task)
+{
+    return (kiwi_sandbox_limits) { .memory_mb = cfg->memory_mb,
+                                   .pids = cfg->pids,
+                                   .cpus = (double) cfg->cpus,
+                                   .disk_mb = task->limits.disk_mb };
+}
+
 static int
 by_attempt (const void *a, const void *b)
 {
@@ -471,7 +482,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .argv = kiwi_strv_list (&in->install.argv),
         .extra_env = kiwi_strv_list (&in->install.install_env),
         /* c->task carries the effective limits (kiwi_policy_task) */
-        .limits = { .memory_mb = p->cfg->memory_mb, .pids = p->cfg->pids, .disk_mb = c->task->limits.disk_mb },
+        .limits = sandbox_limits (p->cfg, c->task),
         .deadline_ms = c->deadline_ms - kiwi_now_ms () > 1 ? c->deadline_ms - kiwi_now_ms () : 1,
         .task_id = c->task->id,
         .snapshot_dir = tmpdir,
@@ -721,8 +732,9 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
                        .egress_log = proxied ? egress_log : NULL, .nflog = nflog };
     kiwi_step0_outcome s0;
     int64_t s0_start = kiwi_mono_ms ();
-    int s0_rc = kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, cfg->sandbox, cache, deadline_ms, install_cb, &ic,
-                                 p->events, &s0, &err);
+    kiwi_sandbox_limits s0_limits = sandbox_limits (cfg, task);
+    int s0_rc = kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, &s0_limits, cfg->sandbox, cache, deadline_ms,
+                                 install_cb, &ic, p->events, &s0, &err);
     kiwi_events_observe (p->events, KIWI_OBS_PHASE, "step0",
                          (double) (kiwi_mono_ms () - s0_start - ic.install_ms) / 1000.0);
     if (s0_rc < 0) {
@@ -792,7 +804,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .snapshot_dir = snapshot,
         .verify_env = kiwi_strv_list (&plan.verify_env),
         .verify_prelude = plan.verify_prelude,
-        .limits = { .memory_mb = cfg->memory_mb, .pids = cfg->pids, .disk_mb = task->limits.disk_mb },
+        .limits = sandbox_limits (cfg, task),
         .workspace = root,
         .checkout = ws,
         .commit = commit,

@@ -254,7 +254,8 @@ classification_json (const kiwi_step0_result *r)
 
 int
 kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
-                 const char *checkout, const kiwi_task *task, const char *driver, kiwi_cache *cache,
+                 const char *checkout, const kiwi_task *task, const kiwi_sandbox_limits *limits,
+                 const char *driver, kiwi_cache *cache,
                  int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
                  kiwi_step0_outcome *o, kiwi_error_t *err)
 {
@@ -342,7 +343,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         .inspect = inspect_request (plan, root, task->test_command, driver),
         .classifier = cls,
         .credentials = kiwi_strv_list (&creds),
-        .limits = { .disk_mb = task->limits.disk_mb },
+        .limits = *limits,
         .verify_timeout_ms = left > 1 ? left : 1,
         .install_deadline_ms = left > 1 ? left : 1,
         .output_cap = 16384,

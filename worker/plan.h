@@ -87,9 +87,11 @@ void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);
  * missing runtime or a version mismatch swaps the image (updating *plan)
  * and re-runs once. Emits the step0 event. `root` is the repository root the
  * sandbox gets; `checkout` the top of the checkout (repo.h) it lies in, whose
- * tree id keys the verify cache. */
+ * tree id keys the verify cache. `limits` are the sandboxes' (the
+ * operator's memory, pids and CPUs, the task's disk). */
 int kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
-                     const char *checkout, const kiwi_task *task, const char *driver, kiwi_cache *cache,
+                     const char *checkout, const kiwi_task *task, const kiwi_sandbox_limits *limits,
+                     const char *driver, kiwi_cache *cache,
                      int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
                      kiwi_step0_outcome *o, kiwi_error_t *err);
 

@@ -445,6 +445,7 @@ decide_limits (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_task_p
         = l->has_session_budget_tokens && l->session_budget_tokens < budget ? l->session_budget_tokens : budget;
     out->memory_mb = cfg->memory_mb;
     out->pids = cfg->pids;
+    out->cpus = cfg->cpus;
 }
 
 /* ---------- test credentials ---------- */
@@ -507,10 +508,11 @@ json_t *
 kiwi_policy_limits_json (const kiwi_task_policy *pol)
 {
     const kiwi_task_limits *l = &pol->limits;
-    json_t *o = json_pack ("{s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "timeout_seconds", (json_int_t) l->timeout_seconds,
+    json_t *o = json_pack ("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "timeout_seconds", (json_int_t) l->timeout_seconds,
                            "disk_mb", (json_int_t) l->disk_mb, "max_rounds", (json_int_t) l->max_rounds,
                            "session_budget_tokens", (json_int_t) l->session_budget_tokens, "memory_mb",
-                           (json_int_t) pol->memory_mb, "pids", (json_int_t) pol->pids, "git_token", pol->git_token);
+                           (json_int_t) pol->memory_mb, "pids", (json_int_t) pol->pids, "cpus", (json_int_t) pol->cpus,
+                           "git_token", pol->git_token);
     if (o != NULL && l->has_session_budget_usd_micros)
         json_object_set_new (o, "session_budget_usd_micros", json_integer ((json_int_t) l->session_budget_usd_micros));
     return o;

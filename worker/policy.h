@@ -47,6 +47,7 @@ enum { KIWI_POLICY_E_REFUSED = 300 };
 typedef struct kiwi_task_policy {
     kiwi_task_limits limits;    /* the effective limits (has_session_budget_tokens set when any applies) */
     int64_t memory_mb, pids;    /* worker-only */
+    int64_t cpus;               /* worker-only: cores per sandbox */
     const char *model_base_url; /* the base URL to call, or NULL: the provider's own */
     bool git_token;             /* the git token may be sent for task.repo.url */
     char git_protocols[64];     /* git's GIT_ALLOW_PROTOCOL form: "https:ssh[:http][:git][:file]" */

@@ -15,7 +15,8 @@
 #     (read with kcat) nor in --once's output;
 #   - KIWI_MAX_SANDBOX_DISK_MB=64 and a task asking 1048576: the accepted
 #     event says 64 and the sandbox's disk file, read on the host while the
-#     task runs, is 64 MiB;
+#     task runs, is 64 MiB; with KIWI_SANDBOX_CPUS=2 the event says 2 cores
+#     and Docker holds a quota of 2 cores for every sandbox of the task;
 #   - KIWI_TASK_TIMEOUT=5 and a task asking 86400 whose tests take 30 s:
 #     timed_out; KIWI_MAX_ROUNDS=1 and KIWI_SESSION_BUDGET=500 against tasks
 #     asking 100 rounds and 1e9 tokens: the scripted provider's request log
@@ -184,10 +185,12 @@ log "--once: test_credentials AWS_SECRET_ACCESS_KEY refused"
 # the disk ceiling, read from the host while the task's sandbox exists: its
 # containers (label org.kiwi.task), the host side of their /kiwi mount, the
 # size of the disk file next to it
-disk_watch() { # disk_watch TASK_ID OUT: the largest disk of the task's sandboxes, in bytes, until killed
+disk_watch() { # disk_watch TASK_ID OUT: the largest disk of the task's sandboxes, in bytes, until killed;
+  # OUT.cpus: the CPU quota (NanoCpus) Docker holds for them
   local max=0 sz c src
   while :; do
     for c in $(container_ids "org.kiwi.task=$1"); do
+      "${DOCKER[@]}" inspect -f '{{.HostConfig.NanoCpus}}' "$c" >>"$2.cpus" 2>/dev/null || true
       src=$("${DOCKER[@]}" inspect -f '{{range .Mounts}}{{if eq .Destination "/kiwi"}}{{.Source}}{{end}}{{end}}' \
         "$c" 2>/dev/null || true)
       [ -n "$src" ] || continue
@@ -202,19 +205,23 @@ disk_watch "$id_once_disk" "$TMP/once-disk.max" &
 watch_pid=$!
 PIDS+=("$watch_pid")
 once disk "$(task_json "$id_once_disk" "$GIT_URL_BASE/js-slow-once.git" ',"limits":{"disk_mb":1048576}')" \
-  KIWI_MAX_SANDBOX_DISK_MB=64
+  KIWI_MAX_SANDBOX_DISK_MB=64 KIWI_SANDBOX_CPUS=2
 kill "$watch_pid" 2>/dev/null || true
 python3 - "$TMP/once-disk.jsonl" <<'PY' || fail "--once disk: $(cat "$TMP/once-disk.jsonl")"
 import json, sys
 evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 acc = [o["event"] for o in evs if o.get("type") == "progress" and o["event"]["kind"] == "accepted"]
 assert acc and acc[0]["payload"]["limits"]["disk_mb"] == 64, acc
+assert acc[0]["payload"]["limits"]["cpus"] == 2, acc
 res = [o["result"] for o in evs if o.get("type") == "result"]
 assert res and res[0]["status"] == "not_fixed", res  # the tests pass: it ran, in a sandbox
 PY
 [ "$(cat "$TMP/once-disk.max" 2>/dev/null)" = $((64 * 1024 * 1024)) ] ||
   fail "--once: the sandbox disk was $(cat "$TMP/once-disk.max" 2>/dev/null || echo never seen) bytes, not 64 MiB"
 log "--once: a task asking 1048576 MB got a 64 MiB sandbox disk"
+[ -s "$TMP/once-disk.max.cpus" ] && [ "$(sort -u "$TMP/once-disk.max.cpus")" = 2000000000 ] ||
+  fail "--once: KIWI_SANDBOX_CPUS=2 gave the sandboxes NanoCpus $(sort -u "$TMP/once-disk.max.cpus" 2>/dev/null | tr '\n' ' ')"
+log "--once: KIWI_SANDBOX_CPUS=2: every sandbox of the task had a quota of 2 cores"
 
 # the timeout: a worker at 5 s, a task asking 86400 whose tests take 30 s
 make_slow js-slower
