@@ -28,7 +28,9 @@
  * and home.tar, as Phase A writes them).
  *
  * Usage: bench_deps [--driver docker|gvisor] [--image IMAGE] [--runs N] [--work DIR] [--command CMD]
- *                   [--snapshot DIR]
+ *                   [--snapshot DIR] [--cpus N]
+ * --cpus N gives Kiwi's sandboxes N cores (KIWI_SANDBOX_CPUS), and the
+ * limited baseline the same.
  * Reads the stack's env (KIWI_DOCKER_SOCKET, KIWI_STATE_DIR, KIWI_STORE_URL).
  */
 #include <errno.h>
@@ -47,6 +49,10 @@
 #include "worker/store.h"
 
 extern char **environ;
+
+/* Kiwi's sandboxes in this run: the driver's defaults, or --cpus N (as
+ * KIWI_SANDBOX_CPUS=N gives a worker's). */
+static kiwi_sandbox_limits limits;
 
 static int sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
@@ -70,7 +76,7 @@ timed_verify_as (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const char 
                  const char *snap, const char *command, double *made)
 {
     kiwi_verify_request vr = { .image = image, .workspace = ws, .snapshot_dir = snap, .command = command,
-                               .timeout_ms = 600000, .task_id = "bench" };
+                               .limits = limits, .timeout_ms = 600000, .task_id = "bench" };
     kiwi_exec_result r;
     kiwi_error_t err = NULL;
     double t0 = now_ms ();
@@ -129,9 +135,11 @@ main (int argc, char **argv)
             command = argv[++i];
         else if (strcmp (argv[i], "--snapshot") == 0 && i + 1 < argc)
             given = argv[++i];
+        else if (strcmp (argv[i], "--cpus") == 0 && i + 1 < argc && atof (argv[i + 1]) > 0)
+            limits.cpus = atof (argv[++i]);
         else {
             fprintf (stderr, "usage: bench_deps [--driver docker|gvisor] [--image IMAGE] [--runs N] [--work DIR] "
-                             "[--command CMD] [--snapshot DIR]\n");
+                             "[--command CMD] [--snapshot DIR] [--cpus N]\n");
             return strcmp (argv[i], "--help") == 0 ? 0 : 2;
         }
     }
@@ -231,7 +239,7 @@ main (int argc, char **argv)
      * default: what is left between the two is how the dependencies and
      * the tree arrive, not the quota (jest runs a worker per core) */
     char cpus[32], mem[32];
-    snprintf (cpus, sizeof cpus, "%.2f", KIWI_SANDBOX_DEFAULT_CPUS);
+    snprintf (cpus, sizeof cpus, "%.2f", limits.cpus > 0 ? limits.cpus : KIWI_SANDBOX_DEFAULT_CPUS);
     snprintf (mem, sizeof mem, "%dm", KIWI_SANDBOX_DEFAULT_MEMORY_MB);
     const char *run_limited[] = { "docker", "run", "--rm", "--network", "none", "--runtime", runtime, "--cpus", cpus,
                                   "--memory", mem, "--memory-swap", mem, "--user", "1000:1000", "-e",
@@ -279,13 +287,13 @@ main (int argc, char **argv)
             wm[i] = timed_verify (env, &lower, image, ws, snap, command);
         }
     }
-    printf ("driver %s, image %s, command `%s`\n", drv->name, image, command);
+    printf ("driver %s, image %s, command `%s`, Kiwi's sandboxes %s cores\n", drv->name, image, command, cpus);
     report ("verify of the test command", "kiwi (laid)", kl, "docker run (baked)", dr, runs, "<= 1.10");
-    report ("the same, against docker run with Kiwi's default CPU and memory ceilings", "kiwi (laid)", kl,
+    report ("the same, against docker run with the CPU and memory ceilings of Kiwi's sandboxes", "kiwi (laid)", kl,
             "docker run (baked, --cpus --memory)", dl, runs, "<= 1.10");
     report ("the same, a session round's verify (its sandbox made ahead, while the models work)",
             "kiwi (laid, made ahead)", kla, "docker run (baked)", dr, runs, "<= 1.10");
-    report ("the same, against docker run with Kiwi's default CPU and memory ceilings", "kiwi (laid, made ahead)", kla,
+    report ("the same, against docker run with the CPU and memory ceilings of Kiwi's sandboxes", "kiwi (laid, made ahead)", kla,
             "docker run (baked, --cpus --memory)", dl, runs, "<= 1.10");
     report ("old copying verify of the test command", "kiwi (copied)", kc, "docker run (baked)", dr, runs, "-");
     report ("verify of `true` with the snapshot, its sandbox made in the verify (step 0, the deciding verify)",
