@@ -45,21 +45,30 @@ pnpm_version_ok (const char *v)
  * package manager runs on install is deleted from each package.json of
  * Phase A's copy of the tree, which is the install's input alone (the
  * root's and the workspace members' manifests, whatever Kiwi makes of the
- * members). Node.js itself does it: one process whatever the number of
- * manifests, and no path of the repository in a shell line. Its text has
- * no single quote. */
+ * members). A local package another manifest depends on by `file:` (a
+ * directory the install's input holds for that reason, lockfile-input.c)
+ * is a dependency: its scripts are left to run as any dependency's, unless
+ * it is the project itself. Node.js does it: one process whatever the
+ * number of manifests, and no path of the repository in a shell line. Its
+ * text has no single quote. */
 #define LIFECYCLE_NAMES "preinstall,install,postinstall,prepublish,preprepare,prepare,postprepare"
 #define STRIP_LIFECYCLE                                                                                      \
     "node -e '"                                                                                              \
     "const fs=require(\"fs\"),path=require(\"path\"),names=process.argv[1].split(\",\");"                    \
-    "const own=(o,k)=>Object.prototype.hasOwnProperty.call(o,k);"                                            \
+    "const own=(o,k)=>Object.prototype.hasOwnProperty.call(o,k),found=[];"                                   \
     "const walk=d=>{for(const e of fs.readdirSync(d,{withFileTypes:true})){const f=path.join(d,e.name);"     \
     "if(e.isDirectory()){if(e.name!==\"node_modules\")walk(f);continue}"                                     \
-    "if(!e.isFile()||e.name!==\"package.json\")continue;let j;"                                              \
-    "try{j=JSON.parse(fs.readFileSync(f,\"utf8\"))}catch(x){continue}"                                       \
-    "const s=j&&j.scripts;if(!s||typeof s!==\"object\"||!names.some(n=>own(s,n)))continue;"                  \
-    "for(const n of names)delete s[n];fs.writeFileSync(f,JSON.stringify(j,null,2)+\"\\n\")}};"               \
-    "walk(\".\")' -- " LIFECYCLE_NAMES "\n"
+    "if(!e.isFile()||e.name!==\"package.json\")continue;"                                                    \
+    "try{found.push([path.resolve(d),f,JSON.parse(fs.readFileSync(f,\"utf8\"))])}catch(x){}}};"              \
+    "walk(\".\");const top=path.resolve(\".\"),local=new Set();"                                              \
+    "for(const [d,,j] of found)for(const k of [\"dependencies\",\"devDependencies\",\"optionalDependencies\"])" \
+    "{const o=j&&j[k];if(o&&typeof o===\"object\")for(const v of Object.values(o))"                          \
+    "if(typeof v===\"string\"&&v.startsWith(\"file:\")){const t=path.resolve(d,v.slice(5));"                 \
+    "if(t!==top)local.add(t)}}"                                                                              \
+    "for(const [d,f,j] of found){const s=j&&j.scripts;"                                                      \
+    "if(local.has(d)||!s||typeof s!==\"object\"||!names.some(n=>own(s,n)))continue;"                        \
+    "for(const n of names)delete s[n];fs.writeFileSync(f,JSON.stringify(j,null,2)+\"\\n\")}"                \
+    "' -- " LIFECYCLE_NAMES "\n"
 
 /* The lifecycle scripts each package manager runs on install, in its
  * order, for the root and for a workspace member (npm's
