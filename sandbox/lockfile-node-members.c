@@ -252,9 +252,9 @@ walk (walk_ctx *w, const char *sub, int depth)
     DIR *d = abs ? opendir (abs) : NULL;
     if (d == NULL)
         return;
-    kiwi_strv names = KIWI_STRV_INIT;
+    kiwi_strv children = KIWI_STRV_INIT; /* paths relative to the project */
     struct dirent *e;
-    while ((e = readdir (d)) != NULL && w->dirs + names.n < MEMBERS_MAX_DIRS) {
+    while ((e = readdir (d)) != NULL && w->dirs + children.n < MEMBERS_MAX_DIRS) {
         if (e->d_name[0] == '.' || strcmp (e->d_name, "node_modules") == 0)
             continue;
         if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)
@@ -267,23 +267,18 @@ walk (walk_ctx *w, const char *sub, int depth)
         }
         if (!any_match (&w->pat->pos, child, true) || !kiwi__has_dir (w->root, child_rel))
             continue; /* a symlink, or nothing below it can match */
-        if (kiwi_strv_add (&names, e->d_name) < 0) {
+        if (kiwi_strv_take (&children, steal_pointer (&child)) < 0) { /* freed there on failure */
             w->failed = true;
             break;
         }
     }
     closedir (d);
-    if (names.n > 1)
-        qsort (names.v, names.n, sizeof *names.v, cmp_name);
-    w->dirs += names.n;
-    for (size_t i = 0; i < names.n && !w->failed; i++) {
-        cleanup_free char *child = kiwi__path_join (sub, names.v[i]);
-        if (child == NULL)
-            w->failed = true;
-        else
-            walk (w, child, depth + 1);
-    }
-    kiwi_strv_free (&names);
+    if (children.n > 1)
+        qsort (children.v, children.n, sizeof *children.v, cmp_name);
+    w->dirs += children.n;
+    for (size_t i = 0; i < children.n && !w->failed; i++)
+        walk (w, children.v[i], depth + 1);
+    kiwi_strv_free (&children);
 }
 
 /* True if the manifest `doc` depends on the package `name` (any kind). */

@@ -110,7 +110,8 @@ sh_quote (FILE *f, const char *s)
 
 /* Writes `runner` for each script of `order` that `doc` has (an empty one
  * is none), joined by " && ", after `sep` before the first; returns how
- * many. With `names`, their names go there too. */
+ * many. With `names`, their names go there too; with `f` NULL, nothing is
+ * written (a count). */
 static size_t
 write_runs (FILE *f, const char *sep, const char *runner, const char *const *order, json_t *doc, FILE *names)
 {
@@ -120,7 +121,8 @@ write_runs (FILE *f, const char *sep, const char *runner, const char *const *ord
         json_t *v = json_object_get (scripts, order[i]);
         if (!json_is_string (v) || *json_string_value (v) == '\0')
             continue;
-        fprintf (f, "%s%s %s", n ? " && " : sep, runner, order[i]);
+        if (f)
+            fprintf (f, "%s%s %s", n ? " && " : sep, runner, order[i]);
         if (names)
             fprintf (names, "%s%s", n ? ", " : "", order[i]);
         n++;
@@ -140,7 +142,7 @@ add_node_step (kiwi__inspect_ctx *ctx, kiwi__steps *s, kiwi_ecosystem eco, const
     size_t t = 0;
     while (lifecycles[t].eco != eco && t + 1 < sizeof lifecycles / sizeof lifecycles[0])
         t++;
-    kiwi_strv members = KIWI_STRV_INIT;
+    cleanup_strv kiwi_strv members = KIWI_STRV_INIT;
     if (kiwi__node_members (ctx, dir, eco == KIWI_ECO_PNPM, &members, err) < 0)
         return -1;
     cleanup_free char *run = NULL, *names = NULL;
@@ -150,23 +152,14 @@ add_node_step (kiwi__inspect_ctx *ctx, kiwi__steps *s, kiwi_ecosystem eco, const
     for (size_t i = 0; ok && i < members.n; i++) {
         cleanup_free char *rel = kiwi__path_join (dir, members.v[i]);
         json_t *md = rel ? kiwi__ctx_json (ctx, rel, "package.json") : NULL;
-        cleanup_free char *runs = NULL;
-        size_t runs_len = 0;
-        FILE *mf = open_memstream (&runs, &runs_len);
-        if (mf == NULL) {
-            ok = false;
-            break;
-        }
-        size_t n = write_runs (mf, "", lifecycles[t].runner, lifecycles[t].member, md, NULL);
-        ok = fclose (mf) == 0;
-        if (ok && n > 0) {
-            fprintf (f, "%s(cd %s", with_scripts ? " && " : "", members.v[i][0] == '-' ? "./" : ""); /* not an option */
-            sh_quote (f, members.v[i]);
-            fprintf (f, " && %s)", runs);
-            with_scripts++;
-        }
+        if (write_runs (NULL, "", lifecycles[t].runner, lifecycles[t].member, md, NULL) == 0)
+            continue;
+        fprintf (f, "%s(cd %s", with_scripts ? " && " : "", members.v[i][0] == '-' ? "./" : ""); /* not an option */
+        sh_quote (f, members.v[i]);
+        write_runs (f, " && ", lifecycles[t].runner, lifecycles[t].member, md, NULL);
+        fputc (')', f);
+        with_scripts++;
     }
-    kiwi_strv_free (&members);
     if (ok)
         root_runs = write_runs (f, with_scripts ? " && " : "", lifecycles[t].runner, lifecycles[t].root, doc, nf);
     if (f != NULL && fclose (f) != 0)

@@ -907,6 +907,16 @@ node_prelude (const char *r, char **why)
     return out;
 }
 
+/* The prelude of the Node.js project at r is `want`. */
+static void
+expect_prelude (const char *r, const char *want)
+{
+    char *pre = node_prelude (r, NULL);
+    if (pre == NULL || strcmp (pre, want) != 0)
+        fail_msg ("prelude: got `%s`, want `%s`", pre ? pre : "(none)", want);
+    free (pre);
+}
+
 /* Workspace members' own lifecycle scripts leave Phase A too (its
  * deletion covers every package.json) and run in Phase B's prelude: the
  * members the package manager declares (globs, `**`, `!`), a member after
@@ -960,14 +970,10 @@ test_node_workspace_members (void **state)
     put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
     put (r, "pnpm-workspace.yaml", "# the workspace\npackages:\n  # first\n  - 'packages/b'\n- \"tools/*\" # tools\n"
                                    "  - packages/c\n\ncatalog:\n  - packages/a\n");
-    pre = node_prelude (r, NULL);
-    assert_string_equal (pre, "(cd 'packages/b' && pnpm run prepare) && (cd 'tools/x' && pnpm run postinstall)");
-    free (pre);
+    expect_prelude (r, "(cd 'packages/b' && pnpm run prepare) && (cd 'tools/x' && pnpm run postinstall)");
     put (r, "pnpm-workspace.yaml", "packages: [ 'packages/**', \"!**/skip\" ]\n");
-    pre = node_prelude (r, NULL);
-    assert_string_equal (pre, "(cd 'packages/b' && pnpm run prepare) && (cd 'packages/a' && pnpm run postinstall) && "
-                              "(cd 'packages/it'\\''s $(x)' && pnpm run install)");
-    free (pre);
+    expect_prelude (r, "(cd 'packages/b' && pnpm run prepare) && (cd 'packages/a' && pnpm run postinstall) && "
+                    "(cd 'packages/it'\\''s $(x)' && pnpm run install)");
     unlink_in (r, "pnpm-workspace.yaml");
     unlink_in (r, "pnpm-lock.yaml");
 
@@ -976,13 +982,9 @@ test_node_workspace_members (void **state)
     put (r, "package.json", "{ \"workspaces\": [\"packages/a\", \"packages/b\"], \"dependencies\": { \"a\": \"1\" } }");
     put (r, "packages/b/package.json", "{ \"name\": \"@x/b\", \"dependencies\": { \"@x/a\": \"*\" }, "
                                        "\"scripts\": { \"prepare\": \"tsc\" } }");
-    pre = node_prelude (r, NULL);
-    assert_string_equal (pre, "(cd 'packages/a' && npm run postinstall) && (cd 'packages/b' && npm run prepare)");
-    free (pre);
+    expect_prelude (r, "(cd 'packages/a' && npm run postinstall) && (cd 'packages/b' && npm run prepare)");
     put (r, "package.json", "{ \"scripts\": { \"prepare\": \"x\" }, \"dependencies\": { \"a\": \"1\" } }");
-    pre = node_prelude (r, NULL);
-    assert_string_equal (pre, "npm run prepare");
-    free (pre);
+    expect_prelude (r, "npm run prepare");
     repo_free (r);
 }
 
