@@ -187,10 +187,13 @@ log "--once: test_credentials AWS_SECRET_ACCESS_KEY refused"
 # size of the disk file next to it
 disk_watch() { # disk_watch TASK_ID OUT: the largest disk of the task's sandboxes, in bytes, until killed;
   # OUT.cpus: the CPU quota (NanoCpus) Docker holds for them
-  local max=0 sz c src
+  local max=0 sz c src q
   while :; do
     for c in $(container_ids "org.kiwi.task=$1"); do
-      "${DOCKER[@]}" inspect -f '{{.HostConfig.NanoCpus}}' "$c" >>"$2.cpus" 2>/dev/null || true
+      # a container removed between the listing and the inspect prints an
+      # empty line: only a quota Docker answered with counts
+      q=$("${DOCKER[@]}" inspect -f '{{.HostConfig.NanoCpus}}' "$c" 2>/dev/null) || q=
+      [ -z "$q" ] || echo "$q" >>"$2.cpus"
       src=$("${DOCKER[@]}" inspect -f '{{range .Mounts}}{{if eq .Destination "/kiwi"}}{{.Source}}{{end}}{{end}}' \
         "$c" 2>/dev/null || true)
       [ -n "$src" ] || continue
