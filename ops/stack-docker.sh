@@ -95,6 +95,8 @@ $KIWI_LOG_NAME: error: docker: the dockerd at $sock${pid:+ (pid $pid)} has no "r
   Kiwi's gvisor sandbox needs it. Either register it in that daemon's config
   (/etc/docker/daemon.json, or the file given by its --config-file):
       {"runtimes": {"runsc": {"path": "$(runsc_path)", "runtimeArgs": ["--network=none"]},
+                    "runsc-verify": {"path": "$(runsc_path)",
+                                     "runtimeArgs": ["--network=none", "--file-access-mounts=exclusive"]},
                     "runsc-net": {"path": "$(runsc_path)", "runtimeArgs": ["--network=sandbox"]}}}
   and reload it (kill -HUP ${pid:-<dockerd pid>}, or: systemctl reload docker),
   or stop that dockerd (systemctl disable --now docker.service docker.socket)
@@ -105,6 +107,13 @@ EOF
   args=$(jq -c '.Runtimes.runsc.runtimeArgs // []' <<<"$info")
   [[ $args == *--network=none* ]] ||
     warn "docker: runsc at $sock runs without --network=none ($args): Phase B and the session rely on it"
+  if ! jq -e '.Runtimes["runsc-verify"]' >/dev/null <<<"$info"; then
+    warn "docker: the dockerd at $sock has no \"runsc-verify\" runtime, which Phase B's verify under gVisor uses (it then runs under runsc, reading the dependencies slower); add it like runsc above, with runtimeArgs [\"--network=none\", \"--file-access-mounts=exclusive\"]"
+  else
+    args=$(jq -c '.Runtimes["runsc-verify"].runtimeArgs // []' <<<"$info")
+    [[ $args == *--network=none* ]] ||
+      warn "docker: runsc-verify at $sock runs without --network=none ($args): Phase B's verify relies on it"
+  fi
   if ! jq -e '.Runtimes["runsc-net"]' >/dev/null <<<"$info"; then
     warn "docker: the dockerd at $sock has no \"runsc-net\" runtime, which Phase A under gVisor uses; add it like runsc above, with runtimeArgs [\"--network=sandbox\"]"
   else
@@ -128,7 +137,10 @@ docker_fail() {
 
 # The config of a dockerd that stack.sh starts, for the runsc of runsc_path
 # (ops/lib.sh: the one ops/setup.sh built from ops/gvisor, else Debian's).
-# runsc: gVisor with no network (Phase B verify, the Implementer's sandbox).
+# runsc: gVisor with no network (the Implementer's sandbox).
+# runsc-verify: the same, with the sandbox's /kiwi cached inside
+# (--file-access-mounts=exclusive): Phase B's verify, whose files are all put
+# before anything in it runs (sandbox.h: files_sealed).
 # runsc-net: Phase A, with NetworkMode set to Kiwi's install bridge: gVisor's
 # own network stack (netstack) in the container's network namespace. Debian's
 # runsc (2022-12) refuses netstack on this kernel ("cannot run with network
@@ -141,6 +153,7 @@ daemon_json() {
   [[ $bin == "$KIWI_RUNSC_DEBIAN" ]] && net=host
   jq -cn --arg bin "$bin" --arg net "--network=$net" \
     '{runtimes: {runsc: {path: $bin, runtimeArgs: ["--network=none"]},
+                 "runsc-verify": {path: $bin, runtimeArgs: ["--network=none", "--file-access-mounts=exclusive"]},
                  "runsc-net": {path: $bin, runtimeArgs: [$net]}},
       "storage-driver": "overlay2"}'
 }

@@ -18,6 +18,12 @@
 typedef struct kiwi__docker_flavour {
     const char *runtime;          /* HostConfig.Runtime for Phase B and the session */
     const char *install_runtime;  /* HostConfig.Runtime for Phase A */
+    /* HostConfig.Runtime for a spec with files_sealed (Phase B's verify):
+     * runsc-verify is runsc with --file-access-mounts=exclusive, so gVisor
+     * caches /kiwi instead of revalidating every lookup against the host.
+     * NULL: the same as runtime. Dropped at open (with a warning) when the
+     * daemon has no such runtime: the verify is slower, not wrong. */
+    const char *sealed_runtime;
     /* gVisor's own threads live in the container's host pids cgroup, so a
      * tight PidsLimit kills the whole sandbox; under runsc the process limit
      * is RLIMIT_NPROC, which gVisor enforces inside the sandbox, and the
@@ -56,6 +62,10 @@ json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiw
                                   const char *disk_host_path, const char *resolv_host_path, const char *worker_id,
                                   const char *install_network, const kiwi_exec_spec *oneshot, kiwi_error_t *err);
 
+/* The runtime a container for `spec` runs under (Phase A's, a sealed
+ * verify's, or the flavour's own). Static. */
+const char *kiwi__docker_runtime (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec);
+
 /* How missing images are pulled (from kiwi_sandbox_config; strings owned). */
 typedef struct kiwi__docker_pull_cfg {
     char *registries;  /* NULL: none (never pull) */
@@ -71,7 +81,8 @@ int kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cf
 /* The driver's state (one per open driver). Strings owned; api and probe
  * owned and closed by the driver's close. */
 typedef struct kiwi__docker_priv {
-    const kiwi__docker_flavour *flavour;
+    const kiwi__docker_flavour *flavour; /* &fl */
+    kiwi__docker_flavour fl;             /* the driver's, less what the daemon lacks */
     kiwi_docker *api;
     kiwi_docker *probe; /* second connection: liveness checks during a streamed exec */
     char *state_dir;

@@ -29,13 +29,18 @@ const kiwi__docker_flavour kiwi__docker_flavour_runc = {
 /* Phase A runs under `runsc-net`: the runsc that ops/setup.sh builds from
  * the pinned gVisor module, with gVisor's own network stack (netstack) in
  * the container's namespace on the install bridge, which is not the host's.
- * Phase B and the session keep `runsc`, registered with --network=none.
+ * The session keeps `runsc`, registered with --network=none; Phase B's
+ * verify (a spec with files_sealed) runs under `runsc-verify`, the same with
+ * --file-access-mounts=exclusive: every file of the verify is in place
+ * before anything in the sandbox looks, so gVisor may cache /kiwi (the
+ * dependencies' reads then cost what the image's own files cost).
  * (Where the build was impossible, ops/stack.sh registers Debian's runsc as
  * runsc-net with --network=host, since that one refuses netstack on this
  * kernel: docs/gvisor-phase-a.md.) */
 const kiwi__docker_flavour kiwi__docker_flavour_runsc = {
     .runtime = "runsc",
     .install_runtime = "runsc-net",
+    .sealed_runtime = "runsc-verify",
     .pids_via_rlimit = true,
     .install_resolv_conf = true,
 };
@@ -47,6 +52,16 @@ kiwi__docker_string_array (const char *const *list)
     for (size_t i = 0; list && list[i]; i++)
         json_array_append_new (a, json_string (list[i]));
     return a;
+}
+
+const char *
+kiwi__docker_runtime (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec)
+{
+    if (spec->network == KIWI_NET_INSTALL)
+        return flavour->install_runtime;
+    if (spec->files_sealed && flavour->sealed_runtime != NULL)
+        return flavour->sealed_runtime;
+    return flavour->runtime;
 }
 
 json_t *
@@ -68,7 +83,7 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     /* The network decision. Everything but Phase A has no network at all. */
     const char *net = install ? (install_network ? install_network : KIWI_INSTALL_NETWORK) : "none";
     json_object_set_new (host, "NetworkMode", json_string (net));
-    json_object_set_new (host, "Runtime", json_string (install ? flavour->install_runtime : flavour->runtime));
+    json_object_set_new (host, "Runtime", json_string (kiwi__docker_runtime (flavour, spec)));
     json_object_set_new (host, "Privileged", json_false ());
     json_object_set_new (host, "CapDrop", json_pack ("[s]", "ALL"));
     json_object_set_new (host, "SecurityOpt", json_pack ("[s]", "no-new-privileges"));
@@ -138,8 +153,13 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     }
     json_object_set_new (body, "Entrypoint", json_pack ("[]"));
     json_object_set_new (body, "User", json_string (user));
-    json_object_set_new (body, "WorkingDir",
-                         json_string (oneshot && oneshot->workdir ? oneshot->workdir : KIWI_SANDBOX_SRC));
+    /* A sealed sandbox made ahead gets its tree after the start: its first
+     * process stays out of /kiwi, so gVisor has looked at nothing there
+     * before the put (each exec names its own directory). */
+    const char *wd = oneshot && oneshot->workdir ? oneshot->workdir
+                     : oneshot == NULL && spec->files_sealed ? "/"
+                                                              : KIWI_SANDBOX_SRC;
+    json_object_set_new (body, "WorkingDir", json_string (wd));
     json_object_set_new (body, "Hostname", json_string ("sandbox"));
     /* NetworkMode "none" is the lock; NetworkDisabled would also drop
      * /etc/hosts, and test suites that serve on localhost need it */

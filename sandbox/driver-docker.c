@@ -96,7 +96,8 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
     kiwi__docker_priv *p = calloc (1, sizeof *p);
     if (p == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox driver");
-    p->flavour = flavour;
+    p->fl = *flavour;
+    p->flavour = &p->fl;
     const char *bridge = kiwi_install_bridge_or_default (cfg->install_bridge);
     if (kiwi_install_network_name (bridge, p->install_network, sizeof p->install_network, NULL, err) < 0) {
         free (p);
@@ -118,7 +119,7 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
     json_t *info = NULL;
     if (kiwi_docker_call (p->api, "GET", "/info", NULL, 15000, &info, NULL, err) == 0) {
         json_t *rts = json_object_get (info, "Runtimes");
-        const char *need[] = { flavour->runtime, flavour->install_runtime };
+        const char *need[] = { p->fl.runtime, p->fl.install_runtime };
         for (size_t i = 0; i < 2; i++)
             if (strcmp (need[i], "runc") != 0 && json_object_get (rts, need[i]) == NULL) {
                 kiwi_error_make_code (err, KIWI_SBE_UNAVAILABLE,
@@ -129,6 +130,12 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
                 docker_close (p);
                 return -1;
             }
+        if (p->fl.sealed_runtime != NULL && json_object_get (rts, p->fl.sealed_runtime) == NULL) {
+            kiwi_warn ("dockerd at %s has no `%s` runtime: Phase B's verify runs under `%s`, which reads the "
+                       "dependencies slower (see ops/README.md: \"runtimes\" in daemon.json)",
+                       sock, p->fl.sealed_runtime, p->fl.runtime);
+            p->fl.sealed_runtime = NULL;
+        }
         json_decref (info);
         if (ensure_install_network (p, err) < 0) {
             docker_close (p);
@@ -271,8 +278,7 @@ kiwi__docker_start_container (kiwi__docker_sb *s, const kiwi_sandbox_spec *spec,
     snprintf (path, sizeof path, "/containers/%s/start", s->id);
     if (kiwi_docker_call (s->p->api, "POST", path, NULL, 60000, NULL, NULL, err) < 0)
         return kiwi_error_wrap (err, "starting sandbox %s (runtime %s)", s->name,
-                                spec->network == KIWI_NET_INSTALL ? s->p->flavour->install_runtime
-                                                                  : s->p->flavour->runtime);
+                                kiwi__docker_runtime (s->p->flavour, spec));
     return 0;
 }
 
@@ -424,12 +430,19 @@ docker_reap (void *priv, int *removed, kiwi_error_t *err)
     return rc;
 }
 
+static bool
+docker_seals_files (void *priv)
+{
+    const kiwi__docker_priv *p = priv;
+    return p->fl.sealed_runtime != NULL && strcmp (p->fl.sealed_runtime, p->fl.runtime) != 0;
+}
+
 /* What the two flavours share: every operation but open. */
 #define DOCKER_DRIVER_OPS                                                                                              \
     .close = docker_close, .create = docker_create, .id = docker_id, .put_archive = kiwi__docker_put_archive,        \
     .get_archive = kiwi__docker_get_archive, .exec = kiwi__docker_exec, .commit = docker_commit,                      \
     .inspect = docker_inspect, .destroy = docker_destroy, .reap = docker_reap, .run_once = kiwi__docker_run_once,    \
-    .ensure_image = docker_ensure_image, .lays_lower = true
+    .ensure_image = docker_ensure_image, .lays_lower = true, .seals_files = docker_seals_files
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {
     .name = "docker",

@@ -549,6 +549,7 @@ verify_spec (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_ver
         .limits = req->limits,
         .task_id = req->task_id,
         .phase = "verify",
+        .files_sealed = true, /* the snapshot and the tree go in before the command; only its output comes out */
     };
     /* the snapshot first (laid under /kiwi, or put), the current tree over it */
     if (kiwi_phase_snapshot_lower (env, cfg, req->snapshot_dir, req->limits.disk_mb, lower, err) < 0)

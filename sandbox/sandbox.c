@@ -23,6 +23,8 @@ struct kiwi_sandbox_env {
 struct kiwi_sandbox {
     kiwi_sandbox_env *env;
     void *priv;
+    bool sealed; /* spec.files_sealed */
+    bool ran;    /* a command ran in it */
 };
 
 static const struct {
@@ -134,6 +136,12 @@ kiwi_sandbox_env_driver (const kiwi_sandbox_env *env)
     return env->drv;
 }
 
+bool
+kiwi_sandbox_seals_files (const kiwi_sandbox_env *env)
+{
+    return env->drv->seals_files != NULL && env->drv->seals_files (env->priv);
+}
+
 int
 kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pull_progress_cb progress, void *userdata,
                            bool *pulled, kiwi_error_t *err)
@@ -166,6 +174,7 @@ kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_
         free (sb);
         return -1;
     }
+    sb->sealed = spec->files_sealed;
     if (env->on_start)
         env->on_start (env->drv->name, env->on_start_userdata);
     *out = sb;
@@ -178,9 +187,24 @@ kiwi_sandbox_id (const kiwi_sandbox *sb)
     return sb->env->drv->id (sb->priv);
 }
 
+/* A sandbox with sealed files may cache them inside: after a command ran,
+ * the host's view and the sandbox's can differ, so nothing goes in or out. */
+static int
+sealed_refuses (const kiwi_sandbox *sb, const char *what, kiwi_error_t *err)
+{
+    if (!sb->sealed || !sb->ran)
+        return 0;
+    return kiwi_error_make_code (err, KIWI_SBE_INVALID,
+                                 "sandbox %s has sealed files (its spec's files_sealed) and a command ran in it: "
+                                 "nothing is %s it any more",
+                                 sb->env->drv->id (sb->priv), what);
+}
+
 int
 kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err)
 {
+    if (sealed_refuses (sb, "put into", err) < 0)
+        return -1;
     return sb->env->drv->put_archive (sb->priv, dir, tar, len, err);
 }
 
@@ -188,12 +212,15 @@ int
 kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_archive_sink sink, void *userdata,
                           kiwi_error_t *err)
 {
+    if (sealed_refuses (sb, "copied out of", err) < 0)
+        return -1;
     return sb->env->drv->get_archive (sb->priv, path, sink, userdata, err);
 }
 
 int
 kiwi_sandbox_exec (kiwi_sandbox *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err)
 {
+    sb->ran = true; /* even a failed exec may have started the command */
     return sb->env->drv->exec (sb->priv, spec, res, err);
 }
 

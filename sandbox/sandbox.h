@@ -109,6 +109,16 @@ typedef struct kiwi_sandbox_spec {
      * /kiwi/home without being copied, the sandbox's changes land on its own
      * disk. NULL = none. Only drivers with lays_lower take it. */
     const char *lower_dir;
+    /* Nothing outside the sandbox writes into it or copies out of it once a
+     * command has run in it: every put comes before the first exec (or, in
+     * run_once, before the start), and the result is the command's output.
+     * The driver may then let the sandbox cache its /kiwi (gVisor's
+     * exclusive file access, the runtime runsc-verify: reads of the
+     * dependencies stop going back to the host for each lookup). Phase B's
+     * verify sets it; never the Implementer's sandbox, whose files are put
+     * while it runs. kiwi_sandbox_put_archive and kiwi_sandbox_get_archive
+     * refuse (KIWI_SBE_INVALID) once a command ran in such a sandbox. */
+    bool files_sealed;
 } kiwi_sandbox_spec;
 
 /* The user every driver's sandbox runs as, who owns /kiwi's directories. */
@@ -235,6 +245,10 @@ typedef struct kiwi_sandbox_driver {
     /* The driver honours spec->lower_dir (the others get the snapshot's
      * archives put into each sandbox). */
     bool lays_lower;
+    /* True when a spec's files_sealed changes how the driver runs the
+     * sandbox (a runtime of its own; see kiwi_sandbox_seals_files). May be
+     * NULL: it changes nothing. */
+    bool (*seals_files) (void *priv);
 } kiwi_sandbox_driver;
 
 /* The drivers. */
@@ -254,6 +268,11 @@ int kiwi_sandbox_env_open (const kiwi_sandbox_driver *drv, const kiwi_sandbox_co
                            kiwi_error_t *err);
 void kiwi_sandbox_env_close (kiwi_sandbox_env *env);
 const kiwi_sandbox_driver *kiwi_sandbox_env_driver (const kiwi_sandbox_env *env);
+
+/* True when a sandbox whose spec has files_sealed runs differently from one
+ * without (under the gvisor driver, the runtime runsc-verify instead of
+ * runsc): the egress check then looks at both. */
+bool kiwi_sandbox_seals_files (const kiwi_sandbox_env *env);
 
 /* Makes `image` present before a sandbox is created from it: an image the
  * daemon has is used as it is; a missing one is pulled from its registry

@@ -269,8 +269,10 @@ trim (char *s)
         s[--l] = '\0';
 }
 
+/* One Phase B sandbox, sealed (the verify's runtime) or not (the
+ * Implementer's), has only lo and reaches nothing. */
 static bool
-phase_b (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, size_t cap)
+phase_b_one (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, bool sealed, char *detail, size_t cap)
 {
     char script[512];
     snprintf (script, sizeof script,
@@ -280,7 +282,7 @@ phase_b (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
     const char *argv[] = { "/bin/sh", "-c", script, NULL };
     kiwi_sandbox_spec spec = { .image = check_image (cfg),
                                .network = KIWI_NET_NONE, .task_id = "egress-check", .phase = "verify",
-                               .limits = { .disk_mb = 64 } };
+                               .limits = { .disk_mb = 64 }, .files_sealed = sealed };
     kiwi_exec_spec x = { .argv = argv, .timeout_ms = 60000, .output_cap = 2048 };
     kiwi_exec_result r;
     kiwi_error_t err = NULL;
@@ -299,6 +301,21 @@ phase_b (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
     snprintf (detail, cap, "%s%s", reached ? "a Phase B sandbox reached the network! " : "",
               r.output ? r.output : "");
     kiwi_exec_result_clear (&r);
+    return ok;
+}
+
+/* Every runtime Phase B has: the Implementer's sandbox's, and the verify's
+ * where the driver gives it one of its own (runsc-verify). */
+static bool
+phase_b (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, size_t cap)
+{
+    bool ok = phase_b_one (env, cfg, false, detail, cap);
+    if (!ok || !kiwi_sandbox_seals_files (env))
+        return ok;
+    char sealed[1024];
+    ok = phase_b_one (env, cfg, true, sealed, sizeof sealed);
+    size_t l = strlen (detail);
+    snprintf (detail + l, cap - l, "; the verify's runtime: %s", sealed);
     return ok;
 }
 

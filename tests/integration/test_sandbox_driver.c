@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sandbox/archive.h"
 #include "sandbox/docker-api.h"
 #include "need.h"
 #include "sandbox-env.h"
@@ -273,6 +274,85 @@ test_run_once_output_timeout_and_files (void **state)
     }
 }
 
+/* A sandbox with sealed files (Phase B's verify): under gVisor it runs
+ * under runsc-verify, which caches /kiwi. Docker's inspect names the
+ * runtime; a tree put after the start, as into a verify sandbox made ahead,
+ * is all there for the first command, files and directories; the disk
+ * ceiling still holds; and once a command ran nothing is put in or copied
+ * out, since the host's view and the sandbox's cached one may differ. */
+static int
+count_sink (const char *data, size_t len, void *userdata)
+{
+    (void) data;
+    *(size_t *) userdata += len;
+    return 0;
+}
+
+static void
+test_sealed_files (void **state)
+{
+    const char *runtimes[] = { "runc", "runsc-verify" };
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest");
+        const char *e[] = { "HOME=/kiwi/home", "TMPDIR=/kiwi/tmp", NULL };
+        kiwi_sandbox_spec spec = { .image = image (), .network = KIWI_NET_NONE, .env = e, .task_id = "itest",
+                                   .phase = "verify", .limits = { .disk_mb = 64 }, .files_sealed = true };
+        kiwi_sandbox *sb = NULL;
+        kiwi_error_t err = NULL;
+        if (kiwi_sandbox_create (env, &spec, &sb, &err) < 0)
+            fail_msg ("%s: create: %s", drivers[i], kiwi_error_msg (err));
+        assert_true (kiwi_sandbox_seals_files (env) == (i == 1));
+        kiwi_sandbox_info info;
+        assert_int_equal (kiwi_sandbox_inspect (sb, &info, &err), 0);
+        assert_string_equal (info.runtime, runtimes[i]);
+        assert_string_equal (info.network_mode, "none");
+
+        /* the tree after the start; a copy out before any command is fine */
+        kiwi_buf tar = KIWI_BUF_INIT;
+        kiwi_archive_opts o;
+        kiwi_archive_opts_init (&o);
+        assert_int_equal (kiwi_archive_add_file (&tar, "package.json", "{}\n", 3, 0644, &o, &err), 0);
+        assert_int_equal (kiwi_archive_add_dir (&tar, "lib/deep", 0755, &o, &err), 0);
+        assert_int_equal (kiwi_archive_add_file (&tar, "lib/deep/x.js", "42\n", 3, 0644, &o, &err), 0);
+        assert_int_equal (kiwi_archive_finish (&tar, &err), 0);
+        if (kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_SRC, tar.data, tar.len, &err) < 0)
+            fail_msg ("%s: put: %s", drivers[i], kiwi_error_msg (err));
+        size_t got = 0;
+        assert_int_equal (kiwi_sandbox_get_archive (sb, KIWI_SANDBOX_SRC "/package.json", count_sink, &got, &err), 0);
+        assert_true (got > 0);
+
+        kiwi_exec_result r = run (sb,
+                                  "pwd; readlink /proc/1/cwd; ls -A; cat package.json lib/deep/x.js; "
+                                  "find . | sort | tr '\\n' ' '; echo; "
+                                  "dd if=/dev/zero of=/kiwi/src/fill bs=1M count=200 2>&1; echo rc=$?; sync",
+                                  120000);
+        /* PID 1 never looked in /kiwi: it started in / */
+        assert_non_null (strstr (r.output, "/kiwi/src\n/\nlib\npackage.json\n{}\n42\n"));
+        assert_non_null (strstr (r.output, ". ./lib ./lib/deep ./lib/deep/x.js ./package.json \n"));
+        assert_non_null (strstr (r.output, "No space left on device"));
+        assert_non_null (strstr (r.output, "rc=1"));
+        kiwi_exec_result_clear (&r);
+
+        /* after a command: nothing in, nothing out */
+        assert_int_equal (kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_SRC, tar.data, tar.len, &err), -1);
+        assert_int_equal (kiwi_error_code (err), KIWI_SBE_INVALID);
+        assert_non_null (strstr (kiwi_error_msg (err), "sealed files"));
+        kiwi_error_free (&err);
+        assert_int_equal (kiwi_sandbox_get_archive (sb, KIWI_SANDBOX_SRC, count_sink, &got, &err), -1);
+        assert_int_equal (kiwi_error_code (err), KIWI_SBE_INVALID);
+        kiwi_error_free (&err);
+        kiwi_buf_free (&tar);
+        assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+
+        /* the Implementer's sandbox (not sealed) keeps the flavour's runtime */
+        sb = make (env, (kiwi_sandbox_limits) { 0 });
+        assert_int_equal (kiwi_sandbox_inspect (sb, &info, &err), 0);
+        assert_string_equal (info.runtime, i == 0 ? "runc" : "runsc");
+        assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+        kiwi_sandbox_env_close (env);
+    }
+}
+
 int
 main (void)
 {
@@ -283,6 +363,7 @@ main (void)
         cmocka_unit_test (test_pids_and_memory_limits),
         cmocka_unit_test (test_destroy_removes_everything_and_reap),
         cmocka_unit_test (test_run_once_output_timeout_and_files),
+        cmocka_unit_test (test_sealed_files),
     };
     return kiwi_run_group ("sandbox_driver", tests, NULL, NULL);
 }

@@ -21,6 +21,8 @@ suite's workers create, whatever code path made it:
               other than the sandbox's disk;
             - a HostConfig key outside the allow-list set to a non-default
               value (PidMode host, Devices, Sysctls, ...);
+            - the runtime runsc-verify (a cached /kiwi) on anything but
+              Phase B's verify;
             - a secret-looking variable in a networked container;
             - more than 2% of the sandboxes gone before they could be
               inspected (each such miss is reported).
@@ -152,7 +154,8 @@ def _zero(v):
 def allowed_hostconfig(install, cgroupns_default):
     return {
         "NetworkMode": lambda v: (v == "none") if not install else (isinstance(v, str) and v.startswith("kiwi-install")),
-        "Runtime": lambda v: v in ("runc", "runsc", "runsc-host", "runsc-net", "io.containerd.runc.v2"),
+        "Runtime": lambda v: v in ("runc", "runsc", "runsc-host", "runsc-net", "runsc-verify",
+                                   "io.containerd.runc.v2"),
         "Privileged": lambda v: v is False,
         "CapDrop": lambda v: isinstance(v, list) and any(x.upper() in ("ALL", "CAP_ALL") for x in v),
         "SecurityOpt": lambda v: isinstance(v, list) and "no-new-privileges" in v
@@ -236,6 +239,10 @@ def violations(rec, state_dir, cgroupns_default):
                 bad.append(f"{name}: HostConfig.{k} = {json.dumps(v)[:120]} (not in the allow-list)")
         elif not pred(v):
             bad.append(f"{name}: HostConfig.{k} = {json.dumps(v)[:120]}")
+    # runsc-verify caches /kiwi inside the sandbox: only for Phase B's verify,
+    # whose files are all in before it runs (never the Implementer's session)
+    if hc.get("Runtime") == "runsc-verify" and (install or labels.get("org.kiwi.phase") != "verify"):
+        bad.append(f"{name}: runtime runsc-verify outside Phase B's verify (phase {labels.get('org.kiwi.phase')!r})")
     for k in ("NetworkMode", "Privileged", "CapDrop", "SecurityOpt", "ReadonlyRootfs", "PidsLimit", "Memory"):
         if k not in hc:
             bad.append(f"{name}: HostConfig.{k} missing")
@@ -403,6 +410,11 @@ def selftest(_args):
     case("the upstream resolvers writable", resolv("runsc-net", ro=False), True, phase="install")
     case("the upstream resolvers under runc", resolv("runc"), True, phase="install")
     case("the upstream resolvers outside Phase A", resolv("runsc"), True)
+    case("a verify under runsc-verify", lambda r: hc(r).update(Runtime="runsc-verify"), False)
+    case("a session under runsc-verify",
+         lambda r: (hc(r).update(Runtime="runsc-verify"), r["labels"].update({"org.kiwi.phase": "session"}),
+                    r["inspect"]["Config"]["Labels"].update({"org.kiwi.phase": "session"})), True)
+    case("Phase A under runsc-verify", lambda r: hc(r).update(Runtime="runsc-verify"), True, phase="install")
     case("root user", lambda r: r["inspect"]["Config"].update(User="0"), True)
     case("a secret in a networked container",
          lambda r: r["inspect"]["Config"]["Env"].append("ANTHROPIC_API_KEY=x"), True, phase="install")

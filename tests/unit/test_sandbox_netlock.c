@@ -81,6 +81,52 @@ test_phase_b_gvisor_has_no_network_and_runsc (void **state)
     json_decref (b);
 }
 
+/* Phase B's verify sets files_sealed: under gVisor it runs under
+ * runsc-verify (no network either, /kiwi cached), under runc nothing
+ * changes; a sandbox made ahead starts outside /kiwi, a one-shot one in the
+ * command's directory. Nothing else (the session, Phase A) gets it. */
+static void
+test_sealed_verify_runtime (void **state)
+{
+    const char *env[] = { "PATH=/usr/bin:/bin", NULL };
+    const kiwi__docker_flavour *flavours[] = { &kiwi__docker_flavour_runc, &kiwi__docker_flavour_runsc };
+    const char *want[] = { "runc", "runsc-verify" };
+    const char *argv[] = { "npm", "test", NULL };
+    kiwi_exec_spec x = { .argv = argv, .workdir = KIWI_SANDBOX_SRC };
+    for (size_t i = 0; i < 2; i++) {
+        kiwi_sandbox_spec spec = { .image = "kiwi/base:bookworm", .network = KIWI_NET_NONE, .env = env,
+                                   .task_id = "t1", .phase = "verify", .files_sealed = true };
+        kiwi_error_t err = NULL;
+        json_t *b = kiwi__docker_create_body (flavours[i], &spec, "/d/mnt", NULL, "w1", NULL, NULL, &err);
+        assert_non_null (b);
+        assert_no_network (b);
+        assert_string_equal (host_str (b, "Runtime"), want[i]);
+        assert_string_equal (json_string_value (json_object_get (b, "WorkingDir")), "/");
+        json_decref (b);
+        b = kiwi__docker_create_body (flavours[i], &spec, "/d/mnt", NULL, "w1", NULL, &x, &err);
+        assert_non_null (b);
+        assert_string_equal (host_str (b, "Runtime"), want[i]);
+        assert_string_equal (json_string_value (json_object_get (b, "WorkingDir")), KIWI_SANDBOX_SRC);
+        json_decref (b);
+        assert_string_equal (kiwi__docker_runtime (flavours[i], &spec), want[i]);
+        /* the same spec unsealed: the flavour's own runtime, in /kiwi/src */
+        spec.files_sealed = false;
+        b = kiwi__docker_create_body (flavours[i], &spec, "/d/mnt", NULL, "w1", NULL, NULL, &err);
+        assert_string_equal (host_str (b, "Runtime"), flavours[i]->runtime);
+        assert_string_equal (json_string_value (json_object_get (b, "WorkingDir")), KIWI_SANDBOX_SRC);
+        json_decref (b);
+        /* Phase A sealed by mistake still runs under its own runtime */
+        spec = (kiwi_sandbox_spec) { .image = "i", .network = KIWI_NET_INSTALL, .phase = "install",
+                                     .files_sealed = true };
+        assert_string_equal (kiwi__docker_runtime (flavours[i], &spec), flavours[i]->install_runtime);
+    }
+    /* a daemon without runsc-verify: open drops it, the verify keeps runsc */
+    kiwi__docker_flavour f = kiwi__docker_flavour_runsc;
+    f.sealed_runtime = NULL;
+    kiwi_sandbox_spec spec = { .image = "i", .network = KIWI_NET_NONE, .phase = "verify", .files_sealed = true };
+    assert_string_equal (kiwi__docker_runtime (&f, &spec), "runsc");
+}
+
 static void
 test_session_sandbox_has_no_network (void **state)
 {
@@ -97,6 +143,7 @@ test_gvisor_driver_uses_runsc_everywhere (void **state)
 {
     assert_string_equal (kiwi__docker_flavour_runsc.runtime, "runsc");
     assert_string_equal (kiwi__docker_flavour_runsc.install_runtime, "runsc-net");
+    assert_string_equal (kiwi__docker_flavour_runsc.sealed_runtime, "runsc-verify");
     kiwi_error_t err = NULL;
     assert_ptr_equal (kiwi_sandbox_driver_find ("runsc", &err), &kiwi_sandbox_driver_gvisor);
     assert_ptr_equal (kiwi_sandbox_driver_find ("gvisor", &err), &kiwi_sandbox_driver_gvisor);
@@ -242,6 +289,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_phase_b_runc_has_no_network),
         cmocka_unit_test (test_phase_b_gvisor_has_no_network_and_runsc),
+        cmocka_unit_test (test_sealed_verify_runtime),
         cmocka_unit_test (test_session_sandbox_has_no_network),
         cmocka_unit_test (test_gvisor_driver_uses_runsc_everywhere),
         cmocka_unit_test (test_gvisor_phase_a_gets_the_upstream_resolvers_read_only),
