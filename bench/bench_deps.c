@@ -13,9 +13,10 @@
  *      in the same run;
  *   2. Kiwi's verify of `true` with the same snapshot against `docker run
  *      --rm --network none IMAGE true`, with its sandbox made in the
- *      verify (step 0 and the deciding verify of a diff) and made ahead
- *      (a session round's verify: kiwi_phase_verify_ready while the models
- *      work, timed apart and printed, then the verify); the test command's
+ *      verify (step 0) and made ahead (a session round's verify, made
+ *      while the models work, and the deciding verify of a diff, made
+ *      while the round's verify runs: kiwi_phase_verify_ready, timed apart
+ *      and printed, then the verify); the test command's
  *      verify made ahead too;
  *   3. with a store (KIWI_STORE_URL): a fresh host's first verify of the key
  *      (the snapshot fetched from the store and checked, its image made, then the
@@ -291,14 +292,14 @@ main (int argc, char **argv)
     report ("verify of the test command", "kiwi (laid)", kl, "docker run (baked)", dr, runs, "<= 1.10");
     report ("the same, against docker run with the CPU and memory ceilings of Kiwi's sandboxes", "kiwi (laid)", kl,
             "docker run (baked, --cpus --memory)", dl, runs, "<= 1.10");
-    report ("the same, a session round's verify (its sandbox made ahead, while the models work)",
+    report ("the same, a session's verify (its sandbox made ahead: a round's, the deciding one)",
             "kiwi (laid, made ahead)", kla, "docker run (baked)", dr, runs, "<= 1.10");
     report ("the same, against docker run with the CPU and memory ceilings of Kiwi's sandboxes", "kiwi (laid, made ahead)", kla,
             "docker run (baked, --cpus --memory)", dl, runs, "<= 1.10");
     report ("old copying verify of the test command", "kiwi (copied)", kc, "docker run (baked)", dr, runs, "-");
-    report ("verify of `true` with the snapshot, its sandbox made in the verify (step 0, the deciding verify)",
+    report ("verify of `true` with the snapshot, its sandbox made in the verify (step 0)",
             "kiwi", kt, "docker run true", dt, runs, "-");
-    report ("verify of `true` with the snapshot, a session round's verify (its sandbox made ahead)",
+    report ("verify of `true` with the snapshot, a session's verify (its sandbox made ahead: a round's, the deciding one)",
             "kiwi (made ahead)", ka, "docker run true", dt, runs, "<= 0.90");
     printf ("making the sandbox ahead, off the verify's path: median %.1f ms (`true`), %.1f ms (test command)\n",
             median (km, runs), median (klm, runs));

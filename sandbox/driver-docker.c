@@ -437,12 +437,22 @@ docker_seals_files (void *priv)
     return p->fl.sealed_runtime != NULL && strcmp (p->fl.sealed_runtime, p->fl.runtime) != 0;
 }
 
+/* A sandbox is its container and its disk; the env only lends the
+ * connection to dockerd, so another env of the same flavour and state
+ * directory can take it over. */
+static void
+docker_adopt (void *priv, void *sb)
+{
+    ((kiwi__docker_sb *) sb)->p = priv;
+}
+
 /* What the two flavours share: every operation but open. */
 #define DOCKER_DRIVER_OPS                                                                                              \
     .close = docker_close, .create = docker_create, .id = docker_id, .put_archive = kiwi__docker_put_archive,        \
     .get_archive = kiwi__docker_get_archive, .exec = kiwi__docker_exec, .commit = docker_commit,                      \
     .inspect = docker_inspect, .destroy = docker_destroy, .reap = docker_reap, .run_once = kiwi__docker_run_once,    \
-    .ensure_image = docker_ensure_image, .lays_lower = true, .seals_files = docker_seals_files
+    .ensure_image = docker_ensure_image, .lays_lower = true, .seals_files = docker_seals_files,      \
+    .adopt = docker_adopt
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {
     .name = "docker",

@@ -181,6 +181,19 @@ kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_
     return 0;
 }
 
+int
+kiwi_sandbox_adopt (kiwi_sandbox_env *env, kiwi_sandbox *sb, kiwi_error_t *err)
+{
+    if (sb->env == env)
+        return 0;
+    if (sb->env->drv != env->drv || env->drv->adopt == NULL)
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "the %s driver cannot hand sandbox %s to another env",
+                                     sb->env->drv->name, sb->env->drv->id (sb->priv));
+    env->drv->adopt (env->priv, sb->priv);
+    sb->env = env;
+    return 0;
+}
+
 const char *
 kiwi_sandbox_id (const kiwi_sandbox *sb)
 {

@@ -249,6 +249,10 @@ typedef struct kiwi_sandbox_driver {
      * sandbox (a runtime of its own; see kiwi_sandbox_seals_files). May be
      * NULL: it changes nothing. */
     bool (*seals_files) (void *priv);
+    /* Makes sb, created through another env of this driver opened with the
+     * same configuration, one of priv's (kiwi_sandbox_adopt). May be NULL:
+     * a sandbox stays with the env that made it. */
+    void (*adopt) (void *priv, void *sb);
 } kiwi_sandbox_driver;
 
 /* The drivers. */
@@ -289,6 +293,15 @@ int kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pu
 
 int kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_sandbox **out,
                          kiwi_error_t *err);
+
+/* Hands `sb`, made through another env of the same driver and
+ * configuration, over to `env`: its operations then go through env's
+ * connection, so the env that made it is free for another thread (the
+ * session's thread that makes verify sandboxes ahead). The caller must not
+ * be using either env in another thread while it runs. Returns < 0
+ * (KIWI_SBE_INVALID) when the driver cannot, or the drivers differ: sb
+ * then stays with its env. */
+int kiwi_sandbox_adopt (kiwi_sandbox_env *env, kiwi_sandbox *sb, kiwi_error_t *err);
 const char *kiwi_sandbox_id (const kiwi_sandbox *sb);
 int kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
 int kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_archive_sink sink, void *userdata,

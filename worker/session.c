@@ -11,7 +11,9 @@
  * thread of the session creates and starts it (kiwi_phase_verify_ready)
  * through an env of its own (kiwi_session_env.sandbox_ahead), and the
  * verify takes it after joining the thread, so the container's start is off
- * the verify's path. The thread touches nothing else of the session; what
+ * the verify's path. While the round's verify runs, the thread makes the
+ * next one: the deciding verify of the diff takes it when the round
+ * passed, the next round's verify otherwise. The thread touches nothing else of the session; what
  * it made is handed over by pthread_join. A sandbox made ahead and not used
  * (the round ended another way) is removed; one that could not be made is
  * logged and the verify makes its own, as without.
@@ -74,6 +76,8 @@ typedef struct session {
         kiwi_verify_request req;
         kiwi_sandbox *box;      /* what the thread made, or NULL */
         kiwi_error_t err;       /* why it made none */
+        bool lent;              /* the sandbox taken last still goes through sandbox_ahead (the
+                                   driver cannot hand it over): nothing is made while it is used */
     } ahead;                  /* the round's verify sandbox, made ahead */
 } session;
 
@@ -204,9 +208,19 @@ ahead_take (session *s)
     }
     kiwi_sandbox *box = s->ahead.box;
     s->ahead.box = NULL;
-    if (box != NULL)
+    s->ahead.lent = false;
+    if (box != NULL) {
         kiwi_events_observe (s->env->events, KIWI_OBS_SANDBOX, kiwi_sandbox_env_driver (s->env->sandbox_ahead)->name,
                              1);
+        /* the session's env takes it over, so the thread's env is free to
+         * make the next one while a verify runs in this one */
+        kiwi_error_t e = NULL;
+        if (kiwi_sandbox_adopt (s->env->sandbox, box, &e) < 0) {
+            kiwi_debug ("task %s: %s", s->task->id, kiwi_error_msg (e));
+            kiwi_error_free (&e);
+            s->ahead.lent = true;
+        }
+    }
     return box;
 }
 
@@ -226,16 +240,19 @@ ahead_drop (session *s)
 
 /* Phase B over `tree` (the workspace, or the clean tree of the published
  * diff): the same image, snapshot, environment and credentials; in the
- * sandbox made ahead when `ahead` and there is one. */
+ * sandbox made ahead when there is one. With `next`, the sandbox of the
+ * verify after this one (the deciding verify's when this one passes, else
+ * the next round's) is made while this one runs. */
 static int
-verify (session *s, const char *tree, bool ahead, kiwi_exec_result *r, kiwi_error_t *err)
+verify (session *s, const char *tree, bool next, kiwi_exec_result *r, kiwi_error_t *err)
 {
     kiwi_verify_request req;
     verify_request (s, &req);
     req.workspace = tree;
     req.timeout_ms = remaining_ms (s);
-    if (ahead)
-        req.ready = ahead_take (s);
+    req.ready = ahead_take (s);
+    if (next && !s->ahead.lent)
+        ahead_start (s);
     int64_t t0 = kiwi_mono_ms ();
     int rc = kiwi_phase_verify (s->env->sandbox, s->env->phase_cfg, &req, r, NULL, NULL, err);
     kiwi_events_observe (s->env->events, KIWI_OBS_PHASE, "verify", (double) (kiwi_mono_ms () - t0) / 1000.0);
@@ -263,7 +280,7 @@ verify_published (session *s, const char *diff, kiwi_exec_result *r, kiwi_error_
     else
         sub = "";
     snprintf (tree, sizeof tree, "%s%s", clean, sub);
-    int rc = verify (s, tree, false, r, err);
+    int rc = verify (s, tree, false, r, err); /* in the sandbox made during the round's verify */
     kiwi_repo_discard (clean);
     return rc;
 }

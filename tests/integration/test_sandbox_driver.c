@@ -353,6 +353,37 @@ test_sealed_files (void **state)
     }
 }
 
+/* A sandbox made through one env is handed to another of the same driver
+ * (the session's thread makes verify sandboxes through an env of its own):
+ * it works through the new env after the first is closed, and is removed
+ * through it; across drivers the hand-over is refused. */
+static void
+test_adopt (void **state)
+{
+    kiwi_sandbox_env *a = kiwi_test_sandbox_env ("docker", "itest");
+    kiwi_sandbox_env *b = kiwi_test_sandbox_env ("docker", "itest");
+    kiwi_sandbox_env *g = kiwi_test_sandbox_env ("gvisor", "itest");
+    kiwi_sandbox *sb = make (a, (kiwi_sandbox_limits) { 0 });
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_sandbox_adopt (g, sb, &err), -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_SBE_INVALID);
+    kiwi_error_free (&err);
+    assert_int_equal (kiwi_sandbox_adopt (b, sb, &err), 0);
+    kiwi_sandbox_env_close (a); /* its connection is gone */
+    kiwi_exec_result r = run (sb, "echo adopted", 60000);
+    assert_string_equal (r.output, "adopted\n");
+    kiwi_exec_result_clear (&r);
+    char name[256];
+    snprintf (name, sizeof name, "%s", kiwi_sandbox_id (sb));
+    assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+    char dir[512];
+    snprintf (dir, sizeof dir, "%s/sandboxes/%s", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"), name);
+    struct stat st;
+    assert_int_not_equal (stat (dir, &st), 0);
+    kiwi_sandbox_env_close (b);
+    kiwi_sandbox_env_close (g);
+}
+
 int
 main (void)
 {
@@ -364,6 +395,7 @@ main (void)
         cmocka_unit_test (test_destroy_removes_everything_and_reap),
         cmocka_unit_test (test_run_once_output_timeout_and_files),
         cmocka_unit_test (test_sealed_files),
+        cmocka_unit_test (test_adopt),
     };
     return kiwi_run_group ("sandbox_driver", tests, NULL, NULL);
 }
