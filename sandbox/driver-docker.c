@@ -451,7 +451,7 @@ docker_adopt (void *priv, void *sb)
     .close = docker_close, .create = docker_create, .id = docker_id, .put_archive = kiwi__docker_put_archive,        \
     .get_archive = kiwi__docker_get_archive, .exec = kiwi__docker_exec, .commit = docker_commit,                      \
     .inspect = docker_inspect, .destroy = docker_destroy, .reap = docker_reap, .run_once = kiwi__docker_run_once,    \
-    .ensure_image = docker_ensure_image, .lays_lower = true, .seals_files = docker_seals_files,      \
+    .ensure_image = docker_ensure_image, .lays_lower = true, .seals_files = docker_seals_files,                      \
     .adopt = docker_adopt
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {

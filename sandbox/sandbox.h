@@ -302,6 +302,7 @@ int kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, k
  * (KIWI_SBE_INVALID) when the driver cannot, or the drivers differ: sb
  * then stays with its env. */
 int kiwi_sandbox_adopt (kiwi_sandbox_env *env, kiwi_sandbox *sb, kiwi_error_t *err);
+
 const char *kiwi_sandbox_id (const kiwi_sandbox *sb);
 int kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
 int kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_archive_sink sink, void *userdata,

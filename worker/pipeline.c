@@ -617,7 +617,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     kiwi_plan plan;
     kiwi_plan_init (&plan);
     kiwi_sandbox_env *sb = NULL;
-    kiwi_sandbox_env *sb_ahead = NULL; /* the session's second env: each round's verify sandbox made ahead */
+    kiwi_sandbox_env *sb_ahead = NULL; /* the session's second env: verify sandboxes made ahead */
     kiwi_cache *cache = NULL;
     kiwi_store *store = NULL;
     kiwi_model_client *model = NULL;

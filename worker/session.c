@@ -13,8 +13,10 @@
  * verify takes it after joining the thread, so the container's start is off
  * the verify's path. While the round's verify runs, the thread makes the
  * next one: the deciding verify of the diff takes it when the round
- * passed, the next round's verify otherwise. The thread touches nothing else of the session; what
- * it made is handed over by pthread_join. A sandbox made ahead and not used
+ * passed, the next round's verify otherwise. The thread touches nothing
+ * else of the session; what it made is handed over by pthread_join and
+ * then to the session's env (kiwi_sandbox_adopt), so the thread's env is
+ * never driven by two threads. A sandbox made ahead and not used
  * (the round ended another way) is removed; one that could not be made is
  * logged and the verify makes its own, as without.
  */

@@ -29,8 +29,9 @@
 
 typedef struct kiwi_session_env {
     kiwi_sandbox_env *sandbox;
-    kiwi_sandbox_env *sandbox_ahead;  /* the same driver, opened again for the thread that makes each round's
-                                         verify sandbox ahead (session.c), or NULL: verifies make their own */
+    kiwi_sandbox_env *sandbox_ahead;  /* the same driver and configuration, opened again for the thread that
+                                         makes verify sandboxes ahead (session.c; what it makes is handed to
+                                         `sandbox`), or NULL: verifies make their own */
     const kiwi_phase_config *phase_cfg;
     const char *image;
     const char *snapshot_dir;         /* Phase A's snapshot, or NULL */
