@@ -81,8 +81,7 @@ int kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cf
 /* The driver's state (one per open driver). Strings owned; api and probe
  * owned and closed by the driver's close. */
 typedef struct kiwi__docker_priv {
-    const kiwi__docker_flavour *flavour; /* &fl */
-    kiwi__docker_flavour fl;             /* the driver's, less what the daemon lacks */
+    kiwi__docker_flavour fl; /* the driver's flavour, less what the daemon lacks */
     kiwi_docker *api;
     kiwi_docker *probe; /* second connection: liveness checks during a streamed exec */
     char *state_dir;

@@ -97,7 +97,6 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
     if (p == NULL)
         return kiwi_error_make (err, ENOMEM, "sandbox driver");
     p->fl = *flavour;
-    p->flavour = &p->fl;
     const char *bridge = kiwi_install_bridge_or_default (cfg->install_bridge);
     if (kiwi_install_network_name (bridge, p->install_network, sizeof p->install_network, NULL, err) < 0) {
         free (p);
@@ -141,7 +140,7 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
             docker_close (p);
             return -1;
         }
-        if (flavour->install_resolv_conf)
+        if (p->fl.install_resolv_conf)
             write_install_resolv (p);
     } else {
         docker_close (p);
@@ -245,7 +244,7 @@ kiwi__docker_create_container (kiwi__docker_priv *p, const kiwi_sandbox_spec *sp
         return -1;
     }
     json_t *body
-        = kiwi__docker_create_body (p->flavour, spec, kiwi_disk_mountpoint (s->disk), p->resolv_path, p->worker_id,
+        = kiwi__docker_create_body (&p->fl, spec, kiwi_disk_mountpoint (s->disk), p->resolv_path, p->worker_id,
                                     p->install_network, oneshot, err);
     if (body == NULL)
         goto fail;
@@ -278,7 +277,7 @@ kiwi__docker_start_container (kiwi__docker_sb *s, const kiwi_sandbox_spec *spec,
     snprintf (path, sizeof path, "/containers/%s/start", s->id);
     if (kiwi_docker_call (s->p->api, "POST", path, NULL, 60000, NULL, NULL, err) < 0)
         return kiwi_error_wrap (err, "starting sandbox %s (runtime %s)", s->name,
-                                kiwi__docker_runtime (s->p->flavour, spec));
+                                kiwi__docker_runtime (&s->p->fl, spec));
     return 0;
 }
 

@@ -274,12 +274,7 @@ test_run_once_output_timeout_and_files (void **state)
     }
 }
 
-/* A sandbox with sealed files (Phase B's verify): under gVisor it runs
- * under runsc-verify, which caches /kiwi. Docker's inspect names the
- * runtime; a tree put after the start, as into a verify sandbox made ahead,
- * is all there for the first command, files and directories; the disk
- * ceiling still holds; and once a command ran nothing is put in or copied
- * out, since the host's view and the sandbox's cached one may differ. */
+/* Counts the bytes of a copy out. */
 static int
 count_sink (const char *data, size_t len, void *userdata)
 {
@@ -288,6 +283,12 @@ count_sink (const char *data, size_t len, void *userdata)
     return 0;
 }
 
+/* A sandbox with sealed files (Phase B's verify): under gVisor it runs
+ * under runsc-verify, which caches /kiwi. Docker's inspect names the
+ * runtime; a tree put after the start, as into a verify sandbox made ahead,
+ * is all there for the first command, files and directories; the disk
+ * ceiling still holds; and once a command ran nothing is put in or copied
+ * out, since the host's view and the sandbox's cached one may differ. */
 static void
 test_sealed_files (void **state)
 {
