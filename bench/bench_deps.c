@@ -43,11 +43,11 @@
 #include <unistd.h>
 
 #include "bench-util.h"
-#include "sandbox/driver-docker-internal.h"
-#include "sandbox/lockfile.h"
+#include "sandbox/docker/docker-internal.h"
+#include "inspect/lockfile/lockfile.h"
 #include "sandbox/phases.h"
 #include "sandbox/sandbox.h"
-#include "worker/store.h"
+#include "worker/task/store.h"
 
 extern char **environ;
 

@@ -3,7 +3,7 @@
 # same test command runs in a container over three overlays that differ
 # only in their lower layer, interleaved so drift hits all three alike:
 #   image  - the snapshot's squashfs image mounted for this run alone (what
-#            Kiwi does per sandbox, sandbox/disk.c: a cold file system);
+#            Kiwi does per sandbox, sandbox/docker/disk.c: a cold file system);
 #   shared - the same image mounted once for the whole bench (warm);
 #   tree   - the snapshot extracted onto the host's file system (what Kiwi
 #            did before images).

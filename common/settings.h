@@ -126,7 +126,7 @@ typedef struct kiwi_settings {
     /* what Phase A may (not) reach, its bridge and the egress proxy's ports */
     char *install_deny;
     char *install_egress;
-    char *install_bridge;   /* kiwi-installN, or NULL: worker/install-bridge.h decides */
+    char *install_bridge;   /* kiwi-installN, or NULL: worker/egress/install-bridge.h decides */
     char *install_proxy_ports;
     int64_t egress_nflog_group; /* netlink log group of kiwi-install0; kiwi-installN's is this + N */
     int64_t lease_ttl_s, cache_ttl_s, cache_fail_ttl_s, done_ttl_s;
@@ -143,7 +143,7 @@ typedef struct kiwi_settings {
     bool session_allow_test_creds;
     bool snapshot_copy;
     kiwi_fc_settings fc;
-    /* the shared snapshot store (worker/store.h) */
+    /* the shared snapshot store (worker/task/store.h) */
     char *store_url;
     char *store_user;
     char *store_password;   /* secret */
@@ -159,7 +159,7 @@ typedef struct kiwi_settings {
     char *git_token_var;    /* name of the variable holding the git token */
     char *git_token;        /* secret: its value when loaded, or NULL */
     int64_t clone_timeout_s, clone_max_mb, checkout_max_mb, checkout_max_files;
-    /* the operator's policy over task fields (worker/policy.h) */
+    /* the operator's policy over task fields (worker/task/policy.h) */
     char *model_base_urls, *git_token_hosts, *repo_schemes;
     bool allow_local_repos;
     char *test_credentials;

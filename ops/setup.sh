@@ -53,12 +53,12 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   libmicrohttpd-dev
-  # the egress rules' rejected packets, read by kiwi-worker (worker/nflog.c)
+  # the egress rules' rejected packets, read by kiwi-worker (worker/egress/nflog.c)
   libnetfilter-log-dev
   # tar2sqfs: a dependency snapshot made into the squashfs image laid under
   # each sandbox (sandbox/deps.c)
   squashfs-tools-ng
-  # the tar format (sandbox/archive-*.c); the static guest agent also needs
+  # the tar format (sandbox/archive/*.c); the static guest agent also needs
   # the .a files of what libarchive links (pkg-config --static --libs libarchive)
   libarchive-dev libacl1-dev libzstd-dev liblz4-dev libbz2-dev liblzma-dev libxml2-dev nettle-dev zlib1g-dev
   e2fsprogs mount util-linux findutils

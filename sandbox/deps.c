@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/archive.h"
+#include "sandbox/archive/archive.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "common/proc.h"

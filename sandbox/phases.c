@@ -14,12 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/archive.h"
+#include "sandbox/archive/archive.h"
 #include "sandbox/deps.h"
 #include "common/cleanup.h"
 #include "common/fs.h"
 #include "common/clock.h"
-#include "sandbox/lockfile.h"
+#include "inspect/lockfile/lockfile.h"
 #include "common/log.h"
 
 

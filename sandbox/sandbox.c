@@ -143,6 +143,15 @@ kiwi_sandbox_seals_files (const kiwi_sandbox_env *env)
 }
 
 int
+kiwi_sandbox_image_id (kiwi_sandbox_env *env, const char *image, char **id, kiwi_error_t *err)
+{
+    *id = NULL;
+    if (env->drv->image_id == NULL)
+        return kiwi_error_make_code (err, KIWI_SBE_NOT_SUPPORTED, "the %s driver has no image ids", env->drv->name);
+    return env->drv->image_id (env->priv, image, id, err);
+}
+
+int
 kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pull_progress_cb progress, void *userdata,
                            bool *pulled, kiwi_error_t *err)
 {
@@ -235,15 +244,6 @@ kiwi_sandbox_exec (kiwi_sandbox *sb, const kiwi_exec_spec *spec, kiwi_exec_resul
 {
     sb->ran = true; /* even a failed exec may have started the command */
     return sb->env->drv->exec (sb->priv, spec, res, err);
-}
-
-int
-kiwi_sandbox_commit (kiwi_sandbox *sb, const char *ref, char **image_id, kiwi_error_t *err)
-{
-    if (sb->env->drv->commit == NULL)
-        return kiwi_error_make_code (err, KIWI_SBE_NOT_SUPPORTED, "the %s driver cannot commit snapshots",
-                                     sb->env->drv->name);
-    return sb->env->drv->commit (sb->priv, ref, image_id, err);
 }
 
 int

@@ -70,7 +70,7 @@ const char *kiwi_net_mode_str (kiwi_net_mode m);
  * A host has up to KIWI_INSTALL_BRIDGES of them, kiwi-install0 ..
  * kiwi-install15 (egress.sh's rules match them all as kiwi-install+), so
  * that each worker with an egress proxy has a gateway of its own for it
- * (worker/install-bridge.h); kiwi-install0, the default, belongs to the
+ * (worker/egress/install-bridge.h); kiwi-install0, the default, belongs to the
  * network "kiwi-install", the others to a network of their own name. */
 #define KIWI_INSTALL_NETWORK "kiwi-install"
 #define KIWI_INSTALL_BRIDGE "kiwi-install0"
@@ -228,7 +228,6 @@ typedef struct kiwi_sandbox_driver {
     int (*put_archive) (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
     int (*get_archive) (void *sb, const char *path, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err);
     int (*exec) (void *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
-    int (*commit) (void *sb, const char *ref, char **image_id, kiwi_error_t *err); /* may be NULL */
     int (*inspect) (void *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
     /* removes and frees sb; kiwi_sandbox_destroy names the sandbox in the error */
     int (*destroy) (void *sb, kiwi_error_t *err);
@@ -242,6 +241,10 @@ typedef struct kiwi_sandbox_driver {
      * kiwi_sandbox_ensure_image). May be NULL: the driver cannot pull. */
     int (*ensure_image) (void *priv, const char *image, kiwi_pull_progress_cb progress, void *userdata, bool *pulled,
                          kiwi_error_t *err);
+    /* The content-addressed Id of `image` as the driver holds it (a
+     * digest, the same for the same content on any host), into *id
+     * (owned by the caller). May be NULL: the driver has none. */
+    int (*image_id) (void *priv, const char *image, char **id, kiwi_error_t *err);
     /* The driver honours spec->lower_dir (the others get the snapshot's
      * archives put into each sandbox). */
     bool lays_lower;
@@ -291,6 +294,11 @@ bool kiwi_sandbox_seals_files (const kiwi_sandbox_env *env);
 int kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pull_progress_cb progress,
                                void *userdata, bool *pulled, kiwi_error_t *err);
 
+/* The content-addressed Id of a present image (the driver's image_id),
+ * into *id (owned by the caller): what an install key names the image by.
+ * KIWI_SBE_NOT_SUPPORTED when the driver has none. */
+int kiwi_sandbox_image_id (kiwi_sandbox_env *env, const char *image, char **id, kiwi_error_t *err);
+
 int kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_sandbox **out,
                          kiwi_error_t *err);
 
@@ -308,7 +316,6 @@ int kiwi_sandbox_put_archive (kiwi_sandbox *sb, const char *dir, const void *tar
 int kiwi_sandbox_get_archive (kiwi_sandbox *sb, const char *path, kiwi_archive_sink sink, void *userdata,
                               kiwi_error_t *err);
 int kiwi_sandbox_exec (kiwi_sandbox *sb, const kiwi_exec_spec *spec, kiwi_exec_result *res, kiwi_error_t *err);
-int kiwi_sandbox_commit (kiwi_sandbox *sb, const char *ref, char **image_id, kiwi_error_t *err);
 int kiwi_sandbox_inspect (kiwi_sandbox *sb, kiwi_sandbox_info *info, kiwi_error_t *err);
 /* Removes the sandbox and frees the handle (always; see above). NULL is a no-op. */
 int kiwi_sandbox_destroy (kiwi_sandbox *sb, kiwi_error_t *err);

@@ -18,15 +18,15 @@
 #include <unistd.h>
 
 #include "worker/config.h"
-#include "worker/daemon.h"
-#include "worker/cache.h"
-#include "worker/egress.h"
-#include "worker/egress-proxy.h"
-#include "worker/install-bridge.h"
+#include "worker/daemon/daemon.h"
+#include "worker/task/cache.h"
+#include "worker/egress/egress.h"
+#include "worker/egress/egress-proxy.h"
+#include "worker/egress/install-bridge.h"
 #include "common/log.h"
-#include "worker/pipeline.h"
-#include "worker/secrets.h"
-#include "worker/policy.h"
+#include "worker/task/pipeline.h"
+#include "worker/task/secrets.h"
+#include "worker/task/policy.h"
 
 extern char **environ;
 

@@ -123,7 +123,7 @@ run_args=(--network "$network" --label org.kiwi.egress-verify=1)
 [[ -n $runtime ]] && run_args+=(--runtime "$runtime")
 [[ -n $ca_bundle ]] && run_args+=(-v "$ca_bundle:/kiwi-ca.crt:ro")
 if [[ $upstream == yes ]]; then
-  # What sandbox/resolv.c writes: non-loopback nameservers, search, options.
+  # What sandbox/docker/resolv.c writes: non-loopback nameservers, search, options.
   rdir=$(mktemp -d /tmp/kiwi-verify-resolv.XXXXXX)
   awk '$1 == "nameserver" && $2 !~ /^(127\.|::1$|::ffff:127\.)/ { print "nameserver " $2 }
        $1 == "search" || $1 == "options" { print }' /etc/resolv.conf >"$rdir/upstream.conf"

@@ -14,7 +14,7 @@
 # Usage: kernel.sh [--out DIR] [--agent PATH] [--package NAME]
 #   --out      where to put them (default $KIWI_STATE_DIR/firecracker, i.e.
 #              /var/lib/kiwi/firecracker)
-#   --agent    the static kiwi-fc-agent (default build/sandbox/fc-agent/kiwi-fc-agent)
+#   --agent    the static kiwi-fc-agent (default build/sandbox/firecracker/agent/kiwi-fc-agent)
 #   --package  the Debian kernel package or metapackage (default linux-image-cloud-amd64)
 # Needs root, apt (Debian's archive) and lz4, cpio (installed when missing).
 set -euo pipefail
@@ -22,7 +22,7 @@ KIWI_LOG_NAME=fc-kernel
 . "$(dirname "$0")/../lib.sh"
 
 out=$KIWI_STATE_DIR/firecracker
-agent=$KIWI_REPO_DIR/build/sandbox/fc-agent/kiwi-fc-agent
+agent=$KIWI_REPO_DIR/build/sandbox/firecracker/agent/kiwi-fc-agent
 pkg=linux-image-cloud-amd64
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -3,7 +3,7 @@
 # firecracker driver: the image's files (exported from dockerd, the same
 # images the docker and gvisor drivers run) in an ext4 file, with
 # kiwi-fc-agent as /sbin/kiwi-fc-agent (the guest's init, see
-# sandbox/fc-agent/main.c) and the mount points it uses.
+# sandbox/firecracker/agent/main.c) and the mount points it uses.
 #
 # The file is named as the driver looks for it: <out>/<image>.ext4 with '/'
 # as '+', ':' as '@' and anything outside [A-Za-z0-9._-] as '_'
@@ -12,7 +12,7 @@
 #
 # Usage: mkrootfs.sh IMAGE [IMAGE...] [--out DIR] [--agent PATH] [--docker SOCKET] [--extra-mb N]
 #   --out       default $KIWI_STATE_DIR/firecracker/images (/var/lib/kiwi/firecracker/images)
-#   --agent     the static kiwi-fc-agent (default build/sandbox/fc-agent/kiwi-fc-agent)
+#   --agent     the static kiwi-fc-agent (default build/sandbox/firecracker/agent/kiwi-fc-agent)
 #   --docker    dockerd's socket (default unix://$KIWI_STATE_DIR/run/docker.sock)
 #   --extra-mb  free room in the filesystem beyond the files (default 64)
 # Needs root (the files keep their owners) and mkfs.ext4 (e2fsprogs).
@@ -21,7 +21,7 @@ KIWI_LOG_NAME=fc-rootfs
 . "$(dirname "$0")/../lib.sh"
 
 out=$KIWI_STATE_DIR/firecracker/images
-agent=$KIWI_REPO_DIR/build/sandbox/fc-agent/kiwi-fc-agent
+agent=$KIWI_REPO_DIR/build/sandbox/firecracker/agent/kiwi-fc-agent
 docker_sock=unix://$KIWI_STATE_DIR/run/docker.sock
 extra=64
 images=()

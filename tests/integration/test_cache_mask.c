@@ -1,5 +1,5 @@
 /*
- * test_cache_mask.c: the verify cache stores outputs masked (worker/cache.h)
+ * test_cache_mask.c: the verify cache stores outputs masked (worker/task/cache.h)
  * and serves no entry stored unmasked, read back from the real Redis with
  * a client of its own: a credential one task's test printed must not reach
  * another task through kiwi:verify:*.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/cache.h"
+#include "worker/task/cache.h"
 #include "common/defaults.h"
 #include "common/mask.h"
 #include "need.h"

@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #include "shell.h"
-#include "sandbox/driver-firecracker-internal.h"
+#include "sandbox/firecracker/firecracker-internal.h"
 #include "sandbox/sandbox.h"
 #include "common/settings.h"
 #include "skip.h"

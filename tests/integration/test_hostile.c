@@ -75,9 +75,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/archive.h"
-#include "sandbox/docker-api.h"
-#include "sandbox/driver-docker-internal.h"
+#include "sandbox/archive/archive.h"
+#include "sandbox/docker/docker-api.h"
+#include "sandbox/docker/docker-internal.h"
 #include "need.h"
 #include "sandbox/phases.h"
 #include "sandbox/sandbox.h"

@@ -1,5 +1,5 @@
 /*
- * test_lease_redis.c: the lease and finished-record scripts (worker/lease.h)
+ * test_lease_redis.c: the lease and finished-record scripts (worker/daemon/lease.h)
  * run against the stack's real Redis, each rule the daemon relies on: only
  * the holder releases or extends a lease; a lease lost while its task is
  * unfinished is taken again, never once the task finished; attempts count
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "common/defaults.h"
-#include "worker/lease.h"
+#include "worker/daemon/lease.h"
 #include "redis-client.h"
 #include "stack-env.h"
 

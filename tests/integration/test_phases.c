@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/archive.h"
+#include "sandbox/archive/archive.h"
 #include "need.h"
 #include "sandbox-env.h"
 #include "sandbox/phases.h"

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/archive.h"
+#include "sandbox/archive/archive.h"
 #include "need.h"
 #include "sandbox-env.h"
 #include "sandbox/phases.h"

@@ -22,9 +22,9 @@
 
 #include "shell.h"
 #include "common/cleanup.h"
-#include "worker/repo.h"
+#include "worker/task/repo.h"
 #include "stack-env.h"
-#include "worker/wspath.h"
+#include "worker/task/wspath.h"
 
 static char tmp[64], canary[128];
 

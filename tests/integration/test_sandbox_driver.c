@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/archive.h"
-#include "sandbox/docker-api.h"
+#include "sandbox/archive/archive.h"
+#include "sandbox/docker/docker-api.h"
 #include "need.h"
 #include "sandbox-env.h"
 #include "sandbox/sandbox.h"

@@ -23,8 +23,8 @@
 
 #include "need.h"
 #include "scripted-provider.h"
-#include "worker/repo.h"
-#include "worker/session.h"
+#include "worker/task/repo.h"
+#include "worker/task/session.h"
 
 extern char **environ;
 

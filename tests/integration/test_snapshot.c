@@ -33,9 +33,9 @@
 
 #include "shell.h"
 #include "sandbox-driver.h"
-#include "sandbox/archive.h"
-#include "sandbox/classify.h"
-#include "sandbox/image.h"
+#include "sandbox/archive/archive.h"
+#include "inspect/classify.h"
+#include "inspect/image/image.h"
 #include "need.h"
 #include "sandbox-env.h"
 #include "sandbox/phases.h"

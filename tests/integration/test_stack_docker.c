@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/docker-api.h"
-#include "sandbox/docker-stream.h"
+#include "sandbox/docker/docker-api.h"
+#include "common/tail.h"
+#include "sandbox/docker/docker-stream.h"
 #include "need.h"
 
 static const char *

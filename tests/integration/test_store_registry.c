@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "need.h"
-#include "worker/store.h"
+#include "worker/task/store.h"
 
 static char base[256];
 static pid_t registry = -1;

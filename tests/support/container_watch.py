@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """container_watch.py: an independent watcher of every sandbox container.
 
-Kiwi's own code decides what a sandbox may have (sandbox/driver-docker.c,
+Kiwi's own code decides what a sandbox may have (sandbox/docker/driver.c,
 locked by tests/unit/test_sandbox_netlock.c). This watcher checks the
 outcome from outside, through dockerd's own API, for every container the
 suite's workers create, whatever code path made it:
@@ -202,7 +202,7 @@ def allowed_hostconfig(install, cgroupns_default):
 # at /kiwi (tests run workers on state directories of their own)
 SANDBOX_DISK = re.compile(r"^/[^\0]*/sandboxes/kiwi-[A-Za-z0-9._-]+/mnt$")
 # and, in Phase A under gVisor only, the host's upstream resolvers read-only at
-# /etc/resolv.conf (sandbox/resolv.h: netstack cannot reach Docker's own)
+# /etc/resolv.conf (sandbox/docker/resolv.h: netstack cannot reach Docker's own)
 GVISOR_RESOLV = re.compile(r"^/[^\0]*/gvisor-resolv\.conf$")
 SOCKET_PATHS = re.compile(r"(docker\.sock|containerd\.sock|^/var/run/?$|^/run/?$|^/$)")
 

@@ -7,7 +7,7 @@ kiwi_add_test(test_firecracker_plan LABEL unit
 target_include_directories(test_firecracker_plan PRIVATE ${KIWI_FC_TEST_INCLUDES})
 kiwi_add_test(test_firecracker_proto LABEL unit TIMEOUT 120
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_firecracker_proto.c
-                      ${PROJECT_SOURCE_DIR}/sandbox/fc-agent/agent.c
+                      ${PROJECT_SOURCE_DIR}/sandbox/firecracker/agent/agent.c
               LIBS kiwi_sandbox)
 target_include_directories(test_firecracker_proto PRIVATE ${KIWI_FC_TEST_INCLUDES})
 target_compile_definitions(test_firecracker_proto PRIVATE KIWI_FC_AGENT_BIN="$<TARGET_FILE:kiwi-fc-agent>")

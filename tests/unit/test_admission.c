@@ -1,5 +1,5 @@
 /*
- * test_admission.c: the daemon's admission rules (worker/admission.h):
+ * test_admission.c: the daemon's admission rules (worker/daemon/admission.h):
  * consumption goes on while the tasks held in every state (running, looked
  * up, parked, queued) are fewer than the slots plus the one look-ahead task,
  * and stops at that one extra; a look-up in flight holds a slot's place; a
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "worker/admission.h"
+#include "worker/daemon/admission.h"
 
 static void
 test_one_beyond_free_slots (void **state)

@@ -38,8 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/archive-internal.h"
-#include "sandbox/archive.h"
+#include "sandbox/archive/archive-internal.h"
+#include "sandbox/archive/archive.h"
 #include "skip.h"
 
 #define OUTSIDE_CONTENT "outside: must never change\n"

@@ -1,5 +1,5 @@
 /*
- * test_classify.c: the step-0 classifier's table (sandbox/classify.tsv) on
+ * test_classify.c: the step-0 classifier's table (inspect/classify.tsv) on
  * output captured from the real tools in Kiwi's images
  * (tests/fixtures/captured/, made by capture.sh there). Every captured file
  * has an expectation (expect.tsv: class, rule, extracted fields; "none" for
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/classify.h"
-#include "sandbox/inspect-internal.h"
+#include "inspect/classify.h"
+#include "inspect/inspect-internal.h"
 
 #define CAPTURED KIWI_SOURCE_DIR "/tests/fixtures/captured"
 
@@ -200,7 +200,7 @@ test_every_rule_has_evidence (void **state)
     /* a one-rule classifier per rule, from the table's own text */
     char *tsv = NULL;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi__read_file (KIWI_SOURCE_DIR "/sandbox/classify.tsv", 1 << 20, &tsv, NULL, &err), 0);
+    assert_int_equal (kiwi__read_file (KIWI_SOURCE_DIR "/inspect/classify.tsv", 1 << 20, &tsv, NULL, &err), 0);
     int orphans = 0;
     size_t rules = 0;
     char *save = NULL;

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/docker-stream.h"
+#include "common/tail.h"
+#include "sandbox/docker/docker-stream.h"
 
 typedef struct {
     char out[256], err[256];

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "worker/egress-record.h"
+#include "worker/egress/egress-record.h"
 #include "worker/events.h"
 
 #define A "198.18.139.66"

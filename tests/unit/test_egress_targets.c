@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "worker/config.h"
-#include "worker/egress.h"
+#include "worker/egress/egress.h"
 
 static int
 collect (const char *redis_host, int port, const char *brokers, const char *deny, kiwi_egress_targets *t,

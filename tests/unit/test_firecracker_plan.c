@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/driver-firecracker-internal.h"
+#include "sandbox/firecracker/firecracker-internal.h"
 
 static const char golden_phase_b[] =
     "["

@@ -28,10 +28,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/fc-agent/agent.h"
-#include "sandbox/archive.h"
-#include "sandbox/driver-firecracker-internal.h"
-#include "sandbox/fc-agent/proto.h"
+#include "sandbox/firecracker/agent/agent.h"
+#include "sandbox/archive/archive.h"
+#include "sandbox/firecracker/firecracker-internal.h"
+#include "sandbox/firecracker/agent/proto.h"
 #include "skip.h"
 
 static const kiwi_agent_config agent_cfg = { .default_user = NULL, .default_workdir = "/" };

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sandbox/image-pull.h"
+#include "sandbox/docker/image-pull.h"
 
 static void
 expect_ref (const char *ref, const char *domain, const char *path, const char *tag, const char *digest)

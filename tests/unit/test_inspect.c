@@ -18,11 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/classify.h"
-#include "sandbox/image.h"
-#include "sandbox/inspect-internal.h"
-#include "sandbox/inspect.h"
-#include "sandbox/lockfile.h"
+#include "inspect/classify.h"
+#include "inspect/image/image.h"
+#include "inspect/inspect-internal.h"
+#include "inspect/inspect.h"
+#include "inspect/lockfile/lockfile.h"
 #include "sandbox/step0.h"
 
 #define LOCAL_CATALOG KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv"

@@ -1,6 +1,6 @@
 /*
  * test_install_bridge.c: one install bridge per proxying worker on a host
- * (worker/install-bridge.h): the first free one taken, a named one refused
+ * (worker/egress/install-bridge.h): the first free one taken, a named one refused
  * while another process holds it (with that process's pid), every one
  * released when its holder dies, however it dies.
  */
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
-#include "worker/install-bridge.h"
+#include "worker/egress/install-bridge.h"
 #include "sandbox/sandbox.h"
 
 static int

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/egress-proxy.h"
+#include "worker/egress/egress-proxy.h"
 #include "sandbox/phases.h"
 
 static void

@@ -22,8 +22,8 @@
 #include <limits.h>
 #include <unistd.h>
 
-#include "sandbox/classify.h"
-#include "sandbox/image.h"
+#include "inspect/classify.h"
+#include "inspect/image/image.h"
 #include "sandbox/phases.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/step0.h"

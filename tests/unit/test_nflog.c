@@ -1,5 +1,5 @@
 /*
- * test_nflog.c: the packets the egress rules log (worker/nflog.h) read from
+ * test_nflog.c: the packets the egress rules log (worker/egress/nflog.h) read from
  * their bytes, hostile ones included, and the `egress_denied` payload they
  * become.
  */
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "worker/nflog.h"
+#include "worker/egress/nflog.h"
 
 /* An IPv4 header (20 bytes) from 172.30.0.2 to 198.18.7.200, protocol
  * `proto`, then `l4` (len bytes) into buf; returns the length. */

@@ -1,5 +1,5 @@
 /*
- * test_offsets.c: the commit rules of worker/offsets.h: only the leading
+ * test_offsets.c: the commit rules of worker/daemon/offsets.h: only the leading
  * run of finished offsets is committed (one past its last), a gap holds
  * every later finished offset back until it finishes, partitions are
  * independent, a revoked partition's state is dropped (a late finish there
@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 
-#include "worker/offsets.h"
+#include "worker/daemon/offsets.h"
 
 static void
 add (kiwi_offsets *o, const char *topic, int32_t p, int64_t off)

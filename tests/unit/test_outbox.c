@@ -1,5 +1,5 @@
 /*
- * test_outbox.c: worker/outbox.h, the messages held while the producer's
+ * test_outbox.c: worker/daemon/outbox.h, the messages held while the producer's
  * queue is full: they come out in the order they went in, with their bytes
  * copied (the caller's buffer may go at once), the bound refuses a message
  * past max_bytes and holds nothing of it, the backoff doubles from 50 ms to
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/outbox.h"
+#include "worker/daemon/outbox.h"
 
 static void
 push (kiwi_outbox *o, const char *topic, const char *key, const char *value, void *opaque, int64_t now)

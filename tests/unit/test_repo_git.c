@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/repo-internal.h"
+#include "worker/task/repo-internal.h"
 
 static const char *const host_env[] = {
     "PATH=/usr/bin:/bin",

@@ -1,5 +1,5 @@
 /*
- * test_resolv.c: Phase A's resolver file under gVisor (sandbox/resolv.h):
+ * test_resolv.c: Phase A's resolver file under gVisor (sandbox/docker/resolv.h):
  * the host's nameservers without loopback ones, search and options kept,
  * everything else dropped, written atomically with mode 0644.
  */
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/resolv.h"
+#include "sandbox/docker/resolv.h"
 
 static char dir[] = "/tmp/kiwi-resolv-XXXXXX";
 

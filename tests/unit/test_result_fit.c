@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "worker/result-fit.h"
+#include "worker/task/result-fit.h"
 #include "common/sha256.h"
 
 typedef struct {

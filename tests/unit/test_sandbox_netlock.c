@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "sandbox/driver-docker-internal.h"
+#include "sandbox/docker/docker-internal.h"
 
 static json_t *
 body_for (const kiwi__docker_flavour *f, kiwi_net_mode net, const char *phase)

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/store.h"
+#include "worker/task/store.h"
 
 static void
 digest_text (const char *s, size_t n, char out[KIWI_STORE_DIGEST_MAX])

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "worker/plan.h"
+#include "worker/task/plan.h"
 
 static void
 key (const kiwi_plan_verify_key_input *k, char out[65])

@@ -1,6 +1,6 @@
 /*
  * test_worker_policy.c: task fields under the operator's policy
- * (worker/policy.c): model base URLs against the allow-list (prefix tricks
+ * (worker/task/policy.c): model base URLs against the allow-list (prefix tricks
  * included), repository schemes, scp-form ssh, file:// and local paths
  * (inside the state directory, through symlinks, gitfiles and alternates),
  * the git token's hosts, limits clamped to the ceilings, defaults, and the
@@ -20,7 +20,7 @@
 
 #include "shell.h"
 #include "worker/config.h"
-#include "worker/policy.h"
+#include "worker/task/policy.h"
 #include "schemas/task.h"
 
 typedef struct fixture {

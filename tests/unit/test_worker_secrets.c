@@ -1,5 +1,5 @@
 /*
- * test_worker_secrets.c: what the worker treats as secret (worker/secrets.h)
+ * test_worker_secrets.c: what the worker treats as secret (worker/task/secrets.h)
  * and that its event sinks and logger never carry one.
  *
  *   - the worker's mask holds every model key (the four known names and
@@ -28,7 +28,7 @@
 #include "worker/config.h"
 #include "worker/events.h"
 #include "common/log.h"
-#include "worker/secrets.h"
+#include "worker/task/secrets.h"
 
 #define ANTHROPIC "sk-ant-canary-1111"
 #define OPENAI "sk-openai-canary-2222"

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "worker/wspath.h"
+#include "worker/task/wspath.h"
 
 static char root[64], outside[64];
 

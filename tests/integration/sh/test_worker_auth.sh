@@ -62,7 +62,7 @@ grep -q 'HOME=/kiwi/home' "$TMP/p1.jsonl" || fail "the sandbox's environment is 
 ! grep -q -- "$PW" "$TMP/p1.jsonl" || fail "the Redis password entered the task's sandbox"
 log "task 1: its sandbox's environment (in its events) holds neither KIWI_REDIS_PASSWORD nor REDISCLI_AUTH"
 rcli EXISTS "kiwi:done:$id" | grep -qx 1 || fail "no kiwi:done:$id in the password Redis: the daemon did not write there"
-# a run that held credentials is never cached (worker/plan.c): the cache is
+# a run that held credentials is never cached (worker/task/plan.c): the cache is
 # shown with tasks that hold none
 curl -fsS -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=js-sum-one-round" >/dev/null
 id1b=$(submit_env)

@@ -40,7 +40,7 @@ squid_pid=$(hb_field 'checks["egress_proxy"]["detail"].split()[2]')
 # shellcheck disable=SC2154  # set by worker_start
 [ "$(ps -o ppid= -p "$squid_pid" | tr -d ' ')" = "$WORKER_PID_a" ] ||
   fail "squid $squid_pid is not the worker's child ($(ps -o ppid=,args= -p "$squid_pid"))"
-# its own install bridge (worker/install-bridge.h), named in the detail
+# its own install bridge (worker/egress/install-bridge.h), named in the detail
 bridge_of() { hb_of "$1" '__import__("re").search(r"\((kiwi-install[0-9]+)\)", checks["egress_proxy"]["detail"]).group(1)'; }
 a_br=$(bridge_of a)
 gw=$(ip -4 -o addr show "$a_br" | awk '{print $4}' | cut -d/ -f1)

@@ -1,0 +1,330 @@
+/*
+ * image-command.c: which runtime a test command runs (a small shell word
+ * splitter, the wrappers it looks through, the runtime table's
+ * executables) and which runtime an image's name tells (see image.h and
+ * docs/inspection.md).
+ */
+#include "inspect/image/image.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inspect/runtime.h"
+
+static const char *
+base_name (const char *path)
+{
+    const char *s = strrchr (path, '/');
+    return s ? s + 1 : path;
+}
+
+/* "python3.12" -> "3.12" (also pip3.11, python2.7). Returns true when exe
+ * is a versioned Python executable. */
+static bool
+python_versioned (const char *b, char *ver_out, size_t cap)
+{
+    const char *rest = NULL;
+    if (strncmp (b, "python", 6) == 0)
+        rest = b + 6;
+    else if (strncmp (b, "pip", 3) == 0)
+        rest = b + 3;
+    if (rest == NULL || !isdigit ((unsigned char) rest[0]) || rest[1] != '.' || !isdigit ((unsigned char) rest[2]))
+        return false;
+    for (const char *p = rest + 2; *p; p++)
+        if (!isdigit ((unsigned char) *p))
+            return false;
+    if (ver_out)
+        snprintf (ver_out, cap, "%s", rest);
+    return true;
+}
+
+const char *
+kiwi_runtime_of_executable (const char *exe)
+{
+    if (exe == NULL)
+        return NULL;
+    const char *b = base_name (exe);
+    for (size_t r = 0; r < kiwi__n_runtimes; r++)
+        for (const char *const *e = kiwi__runtimes[r].executables; *e; e++)
+            if (strcmp (*e, b) == 0)
+                return kiwi__runtimes[r].name;
+    if (python_versioned (b, NULL, 0))
+        return "python";
+    return NULL;
+}
+
+/* ----- a small shell word splitter ----- */
+
+typedef struct {
+    char **w;
+    size_t n, cap;
+} words;
+
+static void
+words_free (words *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free (w->w[i]);
+    free (w->w);
+    memset (w, 0, sizeof *w);
+}
+
+static bool
+words_push (words *w, char *s)
+{
+    if (s == NULL)
+        return false;
+    if (w->n + 1 >= w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        char **nw = realloc (w->w, cap * sizeof *nw);
+        if (nw == NULL) {
+            free (s);
+            return false;
+        }
+        w->w = nw;
+        w->cap = cap;
+    }
+    w->w[w->n++] = s;
+    return true;
+}
+
+#define SEP_WORD ((char *) 1) /* never dereferenced: marks a command separator */
+
+/* Splits a shell command into words, with a separator marker (a NULL-like
+ * "\x01" word) between simple commands. Quotes and backslashes are honoured,
+ * expansions are kept as text. */
+static bool
+shell_split (const char *s, words *out)
+{
+    char buf[4096];
+    size_t bl = 0;
+    bool in_word = false;
+    for (const char *p = s;; p++) {
+        char c = *p;
+        bool end_word = c == '\0' || c == ' ' || c == '\t' || c == '\n' || c == ';' || c == '&' || c == '|'
+                        || c == '(' || c == ')';
+        if (end_word) {
+            if (in_word) {
+                buf[bl] = '\0';
+                if (!words_push (out, strdup (buf)))
+                    return false;
+                bl = 0;
+                in_word = false;
+            }
+            if (c == '\0')
+                return true;
+            if (c != ' ' && c != '\t' && !words_push (out, strdup ("\x01")))
+                return false;
+            continue;
+        }
+        if (c == '#' && !in_word) {
+            while (p[1] && p[1] != '\n')
+                p++;
+            continue;
+        }
+        in_word = true;
+        if (c == '\'') {
+            for (p++; *p && *p != '\''; p++)
+                if (bl + 1 < sizeof buf)
+                    buf[bl++] = *p;
+            if (!*p)
+                p--;
+            continue;
+        }
+        if (c == '"') {
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && (p[1] == '"' || p[1] == '\\' || p[1] == '$' || p[1] == '`'))
+                    p++;
+                if (bl + 1 < sizeof buf)
+                    buf[bl++] = *p;
+            }
+            if (!*p)
+                p--;
+            continue;
+        }
+        if (c == '\\' && p[1]) {
+            p++;
+            if (*p == '\n')
+                continue;
+            c = *p;
+        }
+        if (bl + 1 < sizeof buf)
+            buf[bl++] = c;
+    }
+}
+
+static bool
+is_assignment (const char *w)
+{
+    if (!(isalpha ((unsigned char) *w) || *w == '_'))
+        return false;
+    for (const char *p = w; *p; p++) {
+        if (*p == '=')
+            return true;
+        if (!isalnum ((unsigned char) *p) && *p != '_')
+            return false;
+    }
+    return false;
+}
+
+static bool
+is_sep (const char *w)
+{
+    return w[0] == '\x01' && w[1] == '\0';
+}
+
+static bool command_runtime_depth (const char *command, kiwi_command_info *info, int depth);
+
+/* Examines the simple command words[i..end). Returns 1 when it decided, 0
+ * when it names no runtime, -1 to stop (cd into a directory is recorded). */
+static int
+simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int depth)
+{
+    while (i < end && is_assignment (w[i]))
+        i++;
+    while (i < end) {
+        const char *b = base_name (w[i]);
+        if (strcmp (b, "env") == 0) {
+            i++;
+            while (i < end && (w[i][0] == '-' || is_assignment (w[i]))) {
+                if ((strcmp (w[i], "-u") == 0 || strcmp (w[i], "-C") == 0 || strcmp (w[i], "-S") == 0) && i + 1 < end)
+                    i++;
+                i++;
+            }
+            continue;
+        }
+        if (strcmp (b, "timeout") == 0) {
+            i++;
+            while (i < end && w[i][0] == '-') {
+                if ((strcmp (w[i], "-s") == 0 || strcmp (w[i], "-k") == 0) && i + 1 < end)
+                    i++;
+                i++;
+            }
+            if (i < end) /* the duration */
+                i++;
+            continue;
+        }
+        if (strcmp (b, "nice") == 0) {
+            i++;
+            while (i < end && w[i][0] == '-') {
+                if (strcmp (w[i], "-n") == 0 && i + 1 < end)
+                    i++;
+                i++;
+            }
+            continue;
+        }
+        if (strcmp (b, "nohup") == 0 || strcmp (b, "time") == 0 || strcmp (b, "exec") == 0
+            || strcmp (b, "command") == 0 || strcmp (b, "builtin") == 0 || strcmp (b, "xvfb-run") == 0
+            || strcmp (b, "stdbuf") == 0 || strcmp (b, "unbuffer") == 0 || strcmp (b, "chronic") == 0) {
+            i++;
+            while (i < end && w[i][0] == '-')
+                i++;
+            continue;
+        }
+        if (strcmp (b, "bash") == 0 || strcmp (b, "sh") == 0 || strcmp (b, "dash") == 0 || strcmp (b, "zsh") == 0
+            || strcmp (b, "ksh") == 0) {
+            for (size_t j = i + 1; j < end; j++) {
+                if (w[j][0] != '-' && w[j][0] != '+')
+                    break; /* a script file: not a runtime */
+                bool c_opt = w[j][0] == '-' && w[j][1] != '-' && strchr (w[j], 'c') != NULL;
+                if (w[j][1] != '-' && w[j][strlen (w[j]) - 1] == 'o') { /* -o NAME, -euo NAME */
+                    if (c_opt && j + 2 < end) /* -co pipefail 'cmd' */
+                        return command_runtime_depth (w[j + 2], info, depth + 1) ? 1 : 0;
+                    j++;
+                    continue;
+                }
+                if (c_opt && j + 1 < end)
+                    return command_runtime_depth (w[j + 1], info, depth + 1) ? 1 : 0;
+            }
+            return 0;
+        }
+        if (strcmp (b, "cd") == 0 || strcmp (b, "pushd") == 0) {
+            if (i + 1 < end && w[i + 1][0] != '-')
+                snprintf (info->dir, sizeof info->dir, "%s", w[i + 1]);
+            return 0;
+        }
+        break;
+    }
+    if (i >= end)
+        return 0;
+    const char *rt = kiwi_runtime_of_executable (w[i]);
+    if (rt == NULL)
+        return 0;
+    snprintf (info->runtime, sizeof info->runtime, "%s", rt);
+    snprintf (info->exe, sizeof info->exe, "%s", base_name (w[i]));
+    python_versioned (base_name (w[i]), info->version, sizeof info->version);
+    return 1;
+}
+
+static bool
+command_runtime_depth (const char *command, kiwi_command_info *info, int depth)
+{
+    if (command == NULL || depth > 4)
+        return false;
+    words w = { 0 };
+    if (!shell_split (command, &w)) {
+        words_free (&w);
+        return false;
+    }
+    bool found = false;
+    size_t start = 0;
+    for (size_t i = 0; i <= w.n && !found; i++) {
+        if (i == w.n || is_sep (w.w[i])) {
+            if (i > start && simple_command (w.w, start, i, info, depth) == 1)
+                found = true;
+            start = i + 1;
+        }
+    }
+    words_free (&w);
+    return found;
+}
+
+bool
+kiwi_command_runtime (const char *command, kiwi_command_info *info)
+{
+    memset (info, 0, sizeof *info);
+    bool r = command_runtime_depth (command, info, 0);
+    if (!r) {
+        info->runtime[0] = info->exe[0] = info->version[0] = '\0';
+    }
+    /* a cd into an absolute path or out of the tree tells nothing about it */
+    if (info->dir[0] == '/' || strstr (info->dir, "..") != NULL || info->dir[0] == '$' || info->dir[0] == '~')
+        info->dir[0] = '\0';
+    size_t dl = strlen (info->dir);
+    while (dl > 0 && info->dir[dl - 1] == '/')
+        info->dir[--dl] = '\0';
+    if (strcmp (info->dir, ".") == 0)
+        info->dir[0] = '\0';
+    return r;
+}
+
+const char *
+kiwi_runtime_of_image_ref (const char *ref)
+{
+    if (ref == NULL)
+        return NULL;
+    char name[256];
+    const char *slash = strrchr (ref, '/');
+    snprintf (name, sizeof name, "%s", slash ? slash + 1 : ref);
+    char *cut = strchr (name, '@');
+    if (cut)
+        *cut = '\0';
+    cut = strchr (name, ':');
+    if (cut)
+        *cut = '\0';
+    for (char *p = name; *p; p++)
+        *p = (char) tolower ((unsigned char) *p);
+    /* the runtime table's image names, the lowest rank first; whole names last */
+    for (int rank = 1; rank <= (int) kiwi__n_runtimes; rank++)
+        for (size_t r = 0; r < kiwi__n_runtimes; r++)
+            for (const char *const *n = kiwi__runtimes[r].image_names; kiwi__runtimes[r].image_rank == rank && *n; n++)
+                if ((*n)[0] != '=' && strstr (name, *n) != NULL)
+                    return kiwi__runtimes[r].name;
+    for (size_t r = 0; r < kiwi__n_runtimes; r++)
+        for (const char *const *n = kiwi__runtimes[r].image_names; *n; n++)
+            if ((*n)[0] == '=' && strcmp (name, *n + 1) == 0)
+                return kiwi__runtimes[r].name;
+    return NULL;
+}

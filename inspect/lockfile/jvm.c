@@ -1,0 +1,153 @@
+/*
+ * lockfile-jvm.c: the Maven and Gradle install planners of the runtime
+ * table (dependencies resolved, a warm-up build, then offline), and the
+ * Java trust store program Phase A runs for them (see lockfile.h,
+ * docs/inspection.md).
+ */
+#include "inspect/lockfile/lockfile.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cleanup.h"
+#include "inspect/runtime.h"
+
+static const char *const java_trust_source =
+    "// KiwiTrust.java: a Java trust store (PKCS12, password changeit) of the JDK's own certificates and every\n"
+    "// certificate of a PEM bundle (when the bundle exists). Usage: java KiwiTrust.java BUNDLE.pem OUT.p12\n"
+    "// The same program Kiwi's install step runs for Maven and Gradle (inspect/lockfile/lockfile.c, kiwi_java_trust_source).\n"
+    "import java.io.*; import java.nio.file.*; import java.security.KeyStore; import java.security.cert.*;\n"
+    "public class KiwiTrust { public static void main(String[] a) throws Exception {\n"
+    "  KeyStore ks = KeyStore.getInstance(\"PKCS12\"); ks.load(null, null);\n"
+    "  Path def = Paths.get(System.getProperty(\"java.home\"), \"lib\", \"security\", \"cacerts\");\n"
+    "  if (Files.exists(def)) { KeyStore d = KeyStore.getInstance(KeyStore.getDefaultType());\n"
+    "    try (InputStream in = Files.newInputStream(def)) { d.load(in, \"changeit\".toCharArray()); }\n"
+    "    for (String al : java.util.Collections.list(d.aliases())) if (d.isCertificateEntry(al)) ks.setCertificateEntry(al, d.getCertificate(al)); }\n"
+    "  int i = 0; Path bundle = Paths.get(a[0]);\n"
+    "  if (Files.isRegularFile(bundle)) try (InputStream in = Files.newInputStream(bundle)) {\n"
+    "    for (Certificate c : CertificateFactory.getInstance(\"X.509\").generateCertificates(in)) ks.setCertificateEntry(\"kiwi-ca-\" + (i++), c); }\n"
+    "  Files.createDirectories(Paths.get(a[1]).toAbsolutePath().getParent());\n"
+    "  try (OutputStream out = new FileOutputStream(a[1])) { ks.store(out, \"changeit\".toCharArray()); } } }\n"
+    ;
+
+const char *
+kiwi_java_trust_source (void)
+{
+    return java_trust_source;
+}
+
+
+/* ------------------------------------------------------- Maven, Gradle */
+
+/* Adds a Maven or Gradle step whose script is the trust store's making
+ * (KiwiTrust.java run on the CA bundle) followed by the printf-formatted
+ * body. */
+static int
+add_jvm_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, const char *summary, const char *why,
+              kiwi_error_t *err, const char *fmt, ...) __attribute__ ((format (printf, 7, 8)));
+
+static int
+add_jvm_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, const char *summary, const char *why,
+              kiwi_error_t *err, const char *fmt, ...)
+{
+    cleanup_free char *body = NULL, *script = NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vasprintf (&body, fmt, ap);
+    va_end (ap);
+    if (n < 0) {
+        body = NULL;
+        return kiwi_error_make (err, ENOMEM, "install plan");
+    }
+    if (asprintf (&script,
+                  "mkdir -p " KIWI__SCRATCH " && cat > " KIWI__SCRATCH
+                  "/KiwiTrust.java <<'KIWI_JAVA_EOF'\n%sKIWI_JAVA_EOF\n"
+                  "java " KIWI__SCRATCH "/KiwiTrust.java /kiwi/ca/ca-certificates.crt " KIWI__TRUSTSTORE "\n%s",
+                  java_trust_source, body)
+        < 0) {
+        script = NULL;
+        return kiwi_error_make (err, ENOMEM, "install plan");
+    }
+    return kiwi__add_step (s, eco, dir, false, summary, script, why, err);
+}
+
+/* Phase A has the poms only, and Surefire resolves its test provider only
+ * when there are tests: an empty test class per module for the warm-up
+ * (outside the dependency locations: not in the snapshot). A printf format
+ * (add_jvm_step's format): "%%" is the shell's "%". */
+#define MAVEN_TEST_STUBS                                                                                     \
+    "find . -name pom.xml -not -path '*/target/*' | while read -r m; do d=${m%%/pom.xml}; "                   \
+    "mkdir -p \"$d/src/test/java\" && echo 'public class KiwiWarmUpTest {}' > \"$d/src/test/java/KiwiWarmUpTest.java\"; " \
+    "done\n"
+
+int
+kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
+{
+    const char *root = kiwi__ctx_root (ctx);
+    if (!kiwi__has_in (root, dir, "pom.xml"))
+        return 0;
+    bool wrapper = kiwi__has_in (root, dir, "mvnw");
+    const char *mvn = wrapper ? "sh ./mvnw" : "mvn";
+    char summary[96];
+    snprintf (summary, sizeof summary, "%s -B dependency:go-offline + test warm-up", wrapper ? "./mvnw" : "mvn");
+    /* dependency:go-offline resolves the declared dependencies and plugins;
+     * Maven resolves plugins' own dependencies and the test provider only
+     * when they run, so the lifecycle runs once up to `test` (its failures
+     * do not fail the install: the code may be what the task fixes), then
+     * the build output is removed and Maven is told to stay offline. */
+    return add_jvm_step (s, KIWI_ECO_MAVEN, dir, summary, wrapper ? "pom.xml, mvnw" : "pom.xml", err,
+                         "%s -B -q dependency:go-offline\n" MAVEN_TEST_STUBS
+                         "%s -B -q -fn -Dmaven.test.failure.ignore=true test >" KIWI__SCRATCH
+                         "/warm-up.log 2>&1 || true\n"
+                         "%s -B -q -fn clean >>" KIWI__SCRATCH "/warm-up.log 2>&1 || true\n"
+                         "mkdir -p /kiwi/home/.m2 && printf '<settings><offline>true</offline></settings>\\n' "
+                         "> /kiwi/home/.m2/settings.xml\n",
+                         mvn, mvn, mvn);
+}
+
+static const char gradle_resolve[] =
+    "allprojects {\n"
+    "  task kiwiResolveDependencies {\n"
+    "    doLast {\n"
+    "      configurations.findAll { it.canBeResolved }.each { c ->\n"
+    "        try { c.resolve() }\n"
+    "        catch (org.gradle.api.artifacts.ResolveException e) { throw e }\n"
+    "        catch (Exception e) { logger.warn(\"kiwi: ${project.path} ${c.name}: ${e.message}\") }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+int
+kiwi__detect_gradle (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
+{
+    const char *root = kiwi__ctx_root (ctx);
+    static const char *const files[] = { "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
+                                         NULL };
+    const char *found = NULL;
+    for (size_t i = 0; files[i] && !found; i++)
+        if (kiwi__has_in (root, dir, files[i]))
+            found = files[i];
+    if (found == NULL)
+        return 0;
+    bool wrapper = kiwi__has_in (root, dir, "gradlew");
+    const char *g = wrapper ? "sh ./gradlew" : "gradle";
+    char summary[96], why[96];
+    snprintf (summary, sizeof summary, "%s resolve all configurations", wrapper ? "./gradlew" : "gradle");
+    snprintf (why, sizeof why, "%s%s", found, wrapper ? ", gradlew" : "");
+    /* every resolvable configuration of every project is resolved (the
+     * dependencies task only reads metadata), then the build output and the
+     * project's cache are removed; Gradle is told to stay offline by an init
+     * script in GRADLE_USER_HOME. */
+    return add_jvm_step (s, KIWI_ECO_GRADLE, dir, summary, why, err,
+                         "cat > " KIWI__SCRATCH "/resolve.gradle <<'KIWI_GRADLE_EOF'\n%sKIWI_GRADLE_EOF\n"
+                         "%s --no-daemon -q -I " KIWI__SCRATCH "/resolve.gradle kiwiResolveDependencies\n"
+                         "%s --no-daemon -q clean >" KIWI__SCRATCH "/clean.log 2>&1 || true\n"
+                         "rm -rf .gradle\n"
+                         "mkdir -p /kiwi/home/.gradle/init.d && printf 'gradle.startParameter.offline = true\\n' "
+                         "> /kiwi/home/.gradle/init.d/kiwi-offline.gradle\n",
+                         gradle_resolve, g, g);
+}

@@ -1,0 +1,142 @@
+/*
+ * lockfile-simple.c: the install planners of the runtime table that run
+ * one command: Go (go mod download), Rust (cargo fetch), Ruby (bundle
+ * install) and PHP (composer install) (see lockfile.h,
+ * docs/inspection.md).
+ */
+#include "inspect/lockfile/lockfile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cleanup.h"
+#include "inspect/runtime.h"
+
+/* ------------------------------------------------------------------ Go */
+
+int
+kiwi__detect_go (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
+{
+    const char *root = kiwi__ctx_root (ctx);
+    const char *gm = kiwi__ctx_text (ctx, dir, "go.mod", NULL);
+    if (gm == NULL)
+        return 0;
+    bool requires = false;
+    for (const char *p = gm; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (strncmp (p, "require", 7) == 0 && (p[7] == ' ' || p[7] == '\t' || p[7] == '('))
+            requires = true;
+    }
+    if (!requires)
+        return 0; /* the standard library only */
+    bool sum = kiwi__has_in (root, dir, "go.sum");
+    return kiwi__add_step (s, KIWI_ECO_GO, dir, sum, "go mod download", "go mod download",
+                           sum ? "go.mod, go.sum" : "go.mod (no go.sum)", err);
+}
+
+
+/* ---------------------------------------------------------------- Rust */
+
+static bool
+cargo_table_has_remote (const char *toml, const char *section)
+{
+    char **keys = kiwi__toml_keys (toml, section);
+    bool remote = false;
+    for (size_t i = 0; keys && keys[i] && !remote; i++) {
+        cleanup_free char *v = kiwi__toml_get (toml, section, keys[i]);
+        /* { path = "../x" } needs no network; a version or git does */
+        remote = v == NULL || strstr (v, "path") == NULL || strstr (v, "git") != NULL
+                 || strstr (v, "version") != NULL;
+    }
+    kiwi__strv_free_raw (keys);
+    return remote;
+}
+
+/* Phase A holds the manifests only, and Cargo refuses a package with no
+ * target: an empty src/lib.rs where a package has neither src/lib.rs nor
+ * src/main.rs (outside the dependency locations: not in the snapshot). */
+#define CARGO_STUBS                                                                                          \
+    "find . -name Cargo.toml -not -path '*/target/*' | while read -r m; do d=${m%/Cargo.toml}; "            \
+    "[ -e \"$d/src/lib.rs\" ] || [ -e \"$d/src/main.rs\" ] || { mkdir -p \"$d/src\" && : > \"$d/src/lib.rs\"; }; "  \
+    "done && "
+
+int
+kiwi__detect_rust (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
+{
+    const char *ct = kiwi__ctx_text (ctx, dir, "Cargo.toml", NULL);
+    if (ct == NULL)
+        return 0;
+    const char *lock = kiwi__ctx_text (ctx, dir, "Cargo.lock", NULL);
+    if (lock != NULL) {
+        if (strstr (lock, "source = \"registry+") == NULL && strstr (lock, "source = \"git+") == NULL
+            && strstr (lock, "source = \"sparse+") == NULL)
+            return 0; /* only the workspace's own packages */
+        return kiwi__add_step (s, KIWI_ECO_CARGO, dir, true, "cargo fetch --locked", CARGO_STUBS "cargo fetch --locked",
+                               "Cargo.lock", err);
+    }
+    static const char *const tables[] = { "dependencies", "dev-dependencies", "build-dependencies",
+                                          "workspace.dependencies", NULL };
+    for (size_t i = 0; tables[i]; i++)
+        if (cargo_table_has_remote (ct, tables[i]))
+            return kiwi__add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch",
+                                   "Cargo.toml, no Cargo.lock", err);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- Ruby */
+
+int
+kiwi__detect_ruby (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
+{
+    const char *root = kiwi__ctx_root (ctx);
+    const char *gf = kiwi__ctx_text (ctx, dir, "Gemfile", NULL);
+    if (gf == NULL)
+        return 0;
+    bool gems = false;
+    for (const char *p = gf; p && *p && !gems; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        gems = (strncmp (p, "gem", 3) == 0 && (p[3] == ' ' || p[3] == '(')) || strncmp (p, "gemspec", 7) == 0;
+    }
+    if (!gems)
+        return 0;
+    bool lock = kiwi__has_in (root, dir, "Gemfile.lock");
+    return kiwi__add_step (s, KIWI_ECO_BUNDLER, dir, lock,
+                           lock ? "bundle install (deployment, frozen)" : "bundle install", "bundle install",
+                           lock ? "Gemfile.lock" : "Gemfile, no Gemfile.lock", err);
+}
+
+/* ----------------------------------------------------------------- PHP */
+
+int
+kiwi__detect_php (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
+{
+    const char *root = kiwi__ctx_root (ctx);
+    const char *cj = kiwi__ctx_text (ctx, dir, "composer.json", NULL);
+    if (cj == NULL)
+        return 0;
+    json_t *doc = kiwi__ctx_json (ctx, dir, "composer.json");
+    bool needed = doc == NULL; /* let composer say what is wrong with it */
+    if (doc != NULL) {
+        static const char *const req[] = { "require", "require-dev" };
+        for (size_t r = 0; r < 2; r++) {
+            const char *k;
+            json_t *v;
+            json_object_foreach (json_object_get (doc, req[r]), k, v)
+            {
+                if (strchr (k, '/') != NULL) /* a package, not php or ext-* */
+                    needed = true;
+            }
+        }
+        /* an autoloader is generated by the install even without packages */
+        needed = needed || json_object_get (doc, "autoload") || json_object_get (doc, "autoload-dev");
+    }
+    if (!needed)
+        return 0;
+    bool lock = kiwi__has_in (root, dir, "composer.lock");
+    return kiwi__add_step (s, KIWI_ECO_COMPOSER, dir, lock, "composer install",
+                           "composer install --no-interaction --no-progress",
+                           lock ? "composer.lock" : "composer.json", err);
+}
+

@@ -1,0 +1,423 @@
+/*
+ * daemon.c: the Kafka-fed pool of task slots (see daemon.h).
+ *
+ * Life of a task message:
+ *   consumed ─► decode ─┬─ invalid ─► dead-letter topic ─► (acked) commit
+ *                       └─ valid ─► Redis: finished before? ─┬─ yes ─► (republish if never acked) commit
+ *                                                           └─ no ─► lease ─┬─ won ─► task process in a slot
+ *                                                                           └─ held ─► wait, look again later
+ *   task process ─► progress frames ─► numbered, published
+ *               └─► result frame ─► Redis record ─► results topic ─► (acked) lease released, commit
+ *
+ * Offsets are committed per partition up to the first message that is not
+ * finished, so a slow task never lets a later commit skip it.
+ */
+#include "worker/daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "worker/daemon/daemon-internal.h"
+#include "worker/egress/egress.h"
+#include "common/kafka-conf.h"
+#include "common/log.h"
+#include "sandbox/sandbox.h"
+#include "common/strv.h"
+
+void
+kiwi__out_of_memory (daemon_t *d, const char *what)
+{
+    if (!d->fatal)
+        snprintf (d->fatal_msg, sizeof d->fatal_msg, "out of memory: %s", what);
+    d->fatal = true;
+    ev_break (d->loop, EVBREAK_ALL);
+}
+
+static void
+set_paused (daemon_t *d, bool pause)
+{
+    if (d->paused == pause || d->assignment == NULL)
+        return;
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions (d->consumer, d->assignment)
+                                  : rd_kafka_resume_partitions (d->consumer, d->assignment);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        kiwi_warn ("%s partitions: %s", pause ? "pausing" : "resuming", rd_kafka_err2str (e));
+    d->paused = pause;
+    kiwi_debug ("%s consumption (%d of %d slots busy)", pause ? "paused" : "resumed", d->busy, d->nslots);
+}
+
+/* The daemon's counts, for the rules of admission.h. */
+kiwi_admission
+kiwi__admission (const daemon_t *d)
+{
+    return (kiwi_admission) { .nslots = d->nslots,
+                              .busy = d->busy,
+                              .deciding = d->deciding,
+                              .nready = d->nready,
+                              .parked = d->waiting != NULL,
+                              .draining = d->draining,
+                              .drain_expired = d->drain_expired,
+                              .stopped = d->isolation_failed && d->cfg->egress_stop_when_degraded };
+}
+
+static bool
+want_tasks (daemon_t *d)
+{
+    kiwi_admission a = kiwi__admission (d);
+    return kiwi_admission_want_tasks (&a);
+}
+
+void
+kiwi__update_pause (daemon_t *d)
+{
+    set_paused (d, !want_tasks (d));
+}
+
+/* Draining ends when no task runs and no look-up is awaiting its reply
+ * (after the drain deadline, when no task runs). */
+void
+kiwi__drain_done_check (daemon_t *d)
+{
+    kiwi_admission a = kiwi__admission (d);
+    if (kiwi_admission_drained (&a))
+        ev_break (d->loop, EVBREAK_ALL);
+}
+
+static void
+drain_deadline_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    kiwi_warn ("drain deadline reached: stopping %d task(s); they will be redelivered", d->busy);
+    for (int i = 0; i < d->nslots; i++)
+        if (d->slots[i].state == SLOT_RUNNING && d->slots[i].pid > 0)
+            kill (d->slots[i].pid, SIGTERM); /* the task process removes its sandboxes */
+    ev_timer_stop (loop, w);
+    kiwi__abandon_retries (d);
+    d->drain_expired = true;
+    kiwi__drain_done_check (d); /* when only look-ups Redis did not answer were left */
+}
+
+static void
+kill_stragglers_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    for (int i = 0; i < d->nslots; i++)
+        if (d->slots[i].state == SLOT_RUNNING && d->slots[i].pid > 0)
+            kill (d->slots[i].pid, SIGKILL);
+}
+
+static void
+signal_cb (struct ev_loop *loop, ev_signal *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (d->draining) {
+        kiwi_warn ("second signal: stopping now");
+        ev_timer_stop (loop, &d->drain_timer);
+        drain_deadline_cb (loop, &d->drain_timer, 0);
+        return;
+    }
+    d->draining = true;
+    kiwi_info ("draining: no new tasks; %d in flight get %lld s to finish", d->busy,
+               (long long) d->cfg->drain_timeout_s);
+    set_paused (d, true);
+    kiwi__abandon_retries (d);
+    /* parked and queued tasks are not ours to finish: they stay uncommitted */
+    if (d->nready > 0)
+        kiwi_info ("draining: %d task(s) next in line left uncommitted, for redelivery", d->nready);
+    kiwi__drop_ready (d, NULL, 0);
+    while (d->waiting) {
+        waiting *wt = d->waiting;
+        d->waiting = wt->next;
+        kiwi__waiting_free (wt);
+    }
+    if (d->busy == 0 && d->deciding == 0) {
+        ev_break (loop, EVBREAK_ALL);
+        return;
+    }
+    ev_timer_init (&d->drain_timer, drain_deadline_cb, (double) d->cfg->drain_timeout_s, 0.);
+    d->drain_timer.data = d;
+    ev_timer_start (loop, &d->drain_timer);
+}
+
+/* The settings every client of the worker shares, then the operator's
+ * properties (kafka.property.*, KIWI_KAFKA_PROPERTIES: SASL, TLS, ...),
+ * which may override them. NULL with *err naming the property librdkafka
+ * refused. */
+static rd_kafka_conf_t *
+base_conf (const kiwi_worker_config *cfg, kiwi_error_t *err)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new ();
+    char errstr[256];
+    rd_kafka_conf_set (conf, "bootstrap.servers", cfg->brokers, errstr, sizeof errstr);
+    rd_kafka_conf_set (conf, "client.id", cfg->worker_id, errstr, sizeof errstr);
+    rd_kafka_conf_set (conf, "reconnect.backoff.max.ms", "2000", errstr, sizeof errstr);
+    cleanup_strv kiwi_strv props = KIWI_STRV_INIT;
+    if (kiwi_worker_config_kafka_props (cfg, &props, err) < 0 || kiwi_kafka_props_apply (conf, &props, err) < 0) {
+        rd_kafka_conf_destroy (conf);
+        return NULL;
+    }
+    return conf;
+}
+
+static int
+setup_kafka (daemon_t *d, kiwi_error_t *err)
+{
+    char errstr[512];
+    rd_kafka_conf_t *pc = base_conf (d->cfg, err);
+    if (pc == NULL)
+        return -1;
+    rd_kafka_conf_set (pc, "enable.idempotence", "true", errstr, sizeof errstr);
+    rd_kafka_conf_set (pc, "acks", "all", errstr, sizeof errstr);
+    rd_kafka_conf_set (pc, "linger.ms", "2", errstr, sizeof errstr);
+    char timeout_ms[32];
+    snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) d->cfg->delivery_timeout * 1000);
+    rd_kafka_conf_set (pc, "message.timeout.ms", timeout_ms, errstr, sizeof errstr);
+    rd_kafka_conf_set_dr_msg_cb (pc, kiwi__dr_msg_cb);
+    rd_kafka_conf_set_opaque (pc, d);
+    d->producer = rd_kafka_new (RD_KAFKA_PRODUCER, pc, errstr, sizeof errstr);
+    if (d->producer == NULL)
+        return kiwi_error_make (err, 0, "kafka producer: %s", errstr);
+    /* pc is now owned by the producer */
+
+    rd_kafka_conf_t *cc = base_conf (d->cfg, err);
+    if (cc == NULL)
+        return -1;
+    if (rd_kafka_conf_set (cc, "group.id", d->cfg->group, errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "enable.auto.commit", "false", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "auto.offset.reset", "earliest", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "session.timeout.ms", "10000", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "heartbeat.interval.ms", "1000", errstr, sizeof errstr) != RD_KAFKA_CONF_OK
+        || rd_kafka_conf_set (cc, "max.poll.interval.ms", "86400000", errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy (cc);
+        return kiwi_error_make (err, 0, "kafka consumer configuration: %s", errstr);
+    }
+    rd_kafka_conf_set_rebalance_cb (cc, kiwi__rebalance_cb);
+    rd_kafka_conf_set_opaque (cc, d);
+    d->consumer = rd_kafka_new (RD_KAFKA_CONSUMER, cc, errstr, sizeof errstr);
+    if (d->consumer == NULL)
+        return kiwi_error_make (err, 0, "kafka consumer: %s", errstr);
+    /* cc is now owned by the consumer */
+    rd_kafka_poll_set_consumer (d->consumer);
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new (1);
+    rd_kafka_topic_partition_list_add (topics, d->cfg->topic_tasks, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe (d->consumer, topics);
+    rd_kafka_topic_partition_list_destroy (topics);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return kiwi_error_make (err, 0, "subscribing to %s: %s", d->cfg->topic_tasks, rd_kafka_err2str (e));
+
+    if (pipe2 (d->cq_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2 (d->pq_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        return kiwi_error_make (err, errno, "pipes for kafka events");
+    d->cq = rd_kafka_queue_get_consumer (d->consumer);
+    rd_kafka_queue_io_event_enable (d->cq, d->cq_pipe[1], "1", 1);
+    d->pq = rd_kafka_queue_get_main (d->producer);
+    rd_kafka_queue_io_event_enable (d->pq, d->pq_pipe[1], "1", 1);
+    ev_io_init (&d->cq_w, kiwi__cq_cb, d->cq_pipe[0], EV_READ);
+    d->cq_w.data = d;
+    ev_io_start (d->loop, &d->cq_w);
+    ev_io_init (&d->pq_w, kiwi__pq_cb, d->pq_pipe[0], EV_READ);
+    d->pq_w.data = d;
+    ev_io_start (d->loop, &d->pq_w);
+    return 0;
+}
+
+static void
+timer_start (daemon_t *d, ev_timer *t, void (*cb) (struct ev_loop *, ev_timer *, int), double first, double every)
+{
+    ev_timer_init (t, cb, first, every);
+    t->data = d;
+    ev_timer_start (d->loop, t);
+}
+
+static void
+nflog_cb (struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void) loop;
+    (void) revents;
+    daemon_t *d = w->data;
+    kiwi_error_t err = NULL;
+    if (kiwi_nflog_read (d->nflog, &err) < 0) {
+        kiwi_warn ("%s", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+    }
+}
+
+/* The rules' log of this worker's install bridge (nflog.h): group
+ * KIWI_EGRESS_NFLOG_GROUP + the bridge's number. Without it the rules
+ * still reject; only the events are missing, and the log and the
+ * heartbeat's egress_proxy detail say so. */
+static void
+open_nflog (daemon_t *d)
+{
+    const char *bridge = kiwi_proxy_bridge (d->cfg);
+    kiwi_error_t err = NULL;
+    if (kiwi_proxy_nflog_open (d->cfg, kiwi__on_firewall_denied, d, &d->nflog, &err) == 0) {
+        ev_io_init (&d->nflog_w, nflog_cb, kiwi_nflog_fd (d->nflog), EV_READ);
+        d->nflog_w.data = d;
+        ev_io_start (d->loop, &d->nflog_w);
+        return;
+    }
+    snprintf (d->nflog_error, sizeof d->nflog_error, "%s", kiwi_error_msg (err));
+    kiwi_warn ("egress rules: %s: what they reject from %s is not told as egress_denied events", d->nflog_error,
+               bridge);
+    kiwi_error_free (&err);
+}
+
+int
+kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error_t *err)
+{
+    daemon_t d = { .cfg = cfg,
+                   .self_exe = self_exe,
+                   .nslots = (int) cfg->slots,
+                   .egress_fd = -1,
+                   .outbox = { .max_bytes = KIWI__OUTBOX_MAX_BYTES } };
+    d.egress = json_object ();
+    d.loop = ev_default_loop (EVFLAG_AUTO);
+    d.started_ms = kiwi_now_ms ();
+    d.slots = calloc ((size_t) d.nslots, sizeof *d.slots);
+    if (d.egress == NULL || d.loop == NULL || d.slots == NULL) {
+        kiwi_error_make (err, ENOMEM, "starting the daemon: %s",
+                         d.loop == NULL ? "no event loop (libev)" : "out of memory");
+        json_decref (d.egress);
+        free (d.slots);
+        return -1;
+    }
+    for (int i = 0; i < d.nslots; i++) {
+        d.slots[i].d = &d;
+        d.slots[i].index = i;
+        d.slots[i].fd = -1;
+    }
+    signal (SIGPIPE, SIG_IGN);
+    if (cfg->egress_apply) {
+        kiwi_error_t e = NULL;
+        if (kiwi_egress_apply_rules (cfg, &e) < 0)
+            kiwi_errorf ("applying the egress rules: %s (the egress checks will report it)", kiwi_error_msg (e));
+        else
+            kiwi_info ("egress rules applied");
+        kiwi_error_free (&e);
+    }
+    {
+        /* sandboxes a crashed run of this worker left behind */
+        const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, NULL);
+        kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
+                                   .worker_id = cfg->worker_id,
+                                   .install_bridge = cfg->install_bridge, .firecracker = &cfg->fc };
+        kiwi_sandbox_env *env = NULL;
+        kiwi_error_t e = NULL;
+        int removed = 0;
+        if (drv && kiwi_sandbox_env_open (drv, &sc, &env, &e) == 0 && kiwi_sandbox_reap (env, &removed, &e) == 0) {
+            if (removed)
+                kiwi_info ("removed %d sandbox part(s) left by an earlier run of %s", removed, cfg->worker_id);
+        } else
+            kiwi_warn ("reaping old sandboxes: %s", kiwi_error_msg (e));
+        kiwi_error_free (&e);
+        kiwi_sandbox_env_close (env);
+    }
+    if ((d.metrics = kiwi_worker_metrics_new (KIWI_VERSION, cfg->worker_id, d.nslots, err)) == NULL)
+        goto out;
+    if (cfg->metrics_addr
+        && (d.metrics_server = kiwi_worker_metrics_serve (d.metrics, cfg->metrics_addr, err)) == NULL)
+        goto out;
+    if (d.metrics_server)
+        kiwi_info ("metrics at http://%s/metrics", cfg->metrics_addr);
+    /* after the reap: opening the sandbox environment creates the install
+     * network whose gateway the proxy listens on */
+    if (kiwi_proxy_runner_start (d.loop, cfg, &d.proxy, err) < 0)
+        goto out;
+    kiwi_proxy_runner_on_denied (d.proxy, kiwi__on_egress_denied, &d);
+    if (d.proxy != NULL)
+        open_nflog (&d);
+    if (setup_kafka (&d, err) < 0)
+        goto out;
+    kiwi__redis_connect (&d);
+    ev_signal_init (&d.sigterm_w, signal_cb, SIGTERM);
+    d.sigterm_w.data = &d;
+    ev_signal_start (d.loop, &d.sigterm_w);
+    ev_signal_init (&d.sigint_w, signal_cb, SIGINT);
+    d.sigint_w.data = &d;
+    ev_signal_start (d.loop, &d.sigint_w);
+    timer_start (&d, &d.poll_timer, kiwi__poll_timer_cb, 0.5, 0.5);
+    timer_start (&d, &d.heartbeat_timer, kiwi__heartbeat_cb, 0.0, (double) cfg->heartbeat_interval_s);
+    timer_start (&d, &d.lease_timer, kiwi__lease_timer_cb, (double) cfg->lease_ttl_s / 3.0, (double) cfg->lease_ttl_s / 3.0);
+    timer_start (&d, &d.redis_timer, kiwi__redis_timer_cb, 2.0, 2.0);
+    timer_start (&d, &d.wait_timer, kiwi__wait_timer_cb, 1.0, 1.0);
+    timer_start (&d, &d.egress_timer, kiwi__egress_timer_cb, 1.0, (double) cfg->egress_interval_s);
+    timer_start (&d, &d.gc_timer, kiwi__gc_timer_cb, 1.0, 600.0);
+    kiwi_info ("worker %s: %d slot(s), tasks from %s (group %s) at %s", cfg->worker_id, d.nslots, cfg->topic_tasks,
+               cfg->group, cfg->brokers);
+
+    ev_run (d.loop, 0);
+
+    if (d.fatal) {
+        kiwi_error_make (err, 0, "%s", d.fatal_msg);
+        /* stop the task processes; they remove their sandboxes */
+        d.draining = true;
+        kiwi__abandon_retries (&d);
+        for (int i = 0; i < d.nslots; i++)
+            if (d.slots[i].state == SLOT_RUNNING && d.slots[i].pid > 0)
+                kill (d.slots[i].pid, SIGTERM);
+        ev_timer straggle;
+        ev_timer_init (&straggle, kill_stragglers_cb, 15.0, 0.);
+        straggle.data = &d;
+        ev_timer_start (d.loop, &straggle);
+        while (d.busy > 0 && ev_run (d.loop, EVRUN_ONCE))
+            ;
+        ev_timer_stop (d.loop, &straggle);
+    }
+    kiwi__publish_heartbeat (&d);
+    /* every delivery acknowledged (and its offset committed) before the
+     * consumer goes */
+    kiwi__outbox_flush (&d, 10000);
+    rd_kafka_flush (d.producer, 10000);
+    rd_kafka_poll (d.producer, 0);
+    kiwi_info ("closing the consumer");
+    rd_kafka_consumer_close (d.consumer);
+out:
+    if (d.redis && d.redis_ok)
+        redisAsyncHandleWrite (d.redis); /* lease releases still buffered go out */
+    if (d.redis)
+        redisAsyncFree (d.redis);
+    if (d.cq)
+        rd_kafka_queue_destroy (d.cq);
+    if (d.pq)
+        rd_kafka_queue_destroy (d.pq);
+    if (d.consumer)
+        rd_kafka_destroy (d.consumer);
+    if (d.producer)
+        rd_kafka_destroy (d.producer);
+    if (d.assignment)
+        rd_kafka_topic_partition_list_destroy (d.assignment);
+    kiwi_offsets_clear (&d.offsets);
+    kiwi__drop_ready (&d, NULL, 0);
+    kiwi__outbox_drop (&d);
+    while (d.waiting) {
+        waiting *wt = d.waiting;
+        d.waiting = wt->next;
+        kiwi__waiting_free (wt);
+    }
+    if (d.egress_pid > 0)
+        kiwi__stop_egress_check (d.egress_pid);
+    kiwi_proxy_runner_stop (d.proxy);
+    if (d.nflog != NULL) {
+        ev_io_stop (d.loop, &d.nflog_w);
+        kiwi_nflog_close (d.nflog);
+    }
+    json_decref (d.egress);
+    kiwi_metrics_server_stop (d.metrics_server);
+    kiwi_worker_metrics_free (d.metrics);
+    for (int i = 0; i < d.nslots; i++) {
+        kiwi_frame_reader_clear (&d.slots[i].reader);
+        free (d.slots[i].task_id);
+        free (d.slots[i].raw);
+        free (d.slots[i].result);
+        kiwi__origin_clear (&d.slots[i].from);
+    }
+    free (d.slots);
+    return d.fatal || (err && *err) ? -1 : 0;
+}

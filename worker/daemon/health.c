@@ -1,0 +1,289 @@
+/*
+ * daemon-health.c: what the worker says of itself (daemon-internal.h).
+ *
+ * The heartbeat (its counts, Redis, the egress proxy and every egress
+ * check, each cause of degradation), the egress-check process (kiwi-worker
+ * --egress-check, one line of JSON per check) whose failed isolation checks
+ * degrade the worker, and the clean-up process of the state dir
+ * (kiwi-worker --gc).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "worker/daemon/daemon-internal.h"
+
+#include "worker/egress/egress.h"
+#include "schemas/heartbeat.h"
+#include "common/log.h"
+
+void
+kiwi__publish_heartbeat (daemon_t *d)
+{
+    kiwi_heartbeat h;
+    kiwi_heartbeat_init (&h);
+    h.worker_id = d->cfg->worker_id;
+    h.version = (char *) KIWI_VERSION;
+    h.ts = kiwi_now_ms ();
+    h.slots_total = (uint32_t) d->nslots;
+    h.slots_busy = (uint32_t) d->busy;
+    h.tasks_done = d->done;
+    h.tasks_failed = d->failed;
+    h.cache_hits = d->cache_hits;
+    h.cache_misses = d->cache_misses;
+    h.redis_ok = d->redis_ok;
+    /* the proxy's state is the daemon's own, not the check process's */
+    json_t *pcheck = d->proxy ? kiwi_proxy_runner_check (d->proxy) : NULL;
+    bool proxy_down = pcheck && !json_is_true (json_object_get (pcheck, "ok"));
+    if (pcheck) {
+        /* and whether what the rules reject reaches the tasks' events */
+        char detail[2048];
+        if (d->nflog)
+            snprintf (detail, sizeof detail, "%s; rejected packets read from netlink log group %u (%llu lost)",
+                      json_string_value (json_object_get (pcheck, "detail")), kiwi_nflog_group (d->nflog),
+                      (unsigned long long) kiwi_nflog_dropped (d->nflog));
+        else
+            snprintf (detail, sizeof detail, "%s; rejected packets not read: %s",
+                      json_string_value (json_object_get (pcheck, "detail")), d->nflog_error);
+        json_object_set_new (pcheck, "detail", json_string (detail));
+        json_object_set (d->egress, "egress_proxy", pcheck);
+    }
+    h.degraded = d->draining || !d->redis_ok || d->isolation_failed || proxy_down;
+    /* every cause, not the first: Redis down on a worker whose egress checks
+     * fail must still show */
+    char reason[2200] = "";
+    if (d->isolation_failed)
+        snprintf (reason, sizeof reason, "%s", d->degraded_reason);
+    if (d->draining)
+        snprintf (reason + strlen (reason), sizeof reason - strlen (reason), "%sdraining: taking no new tasks",
+                  reason[0] ? "; " : "");
+    if (!d->redis_ok)
+        snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
+                  "%sredis unreachable or refused: %s: tasks run uncached and without leases", reason[0] ? "; " : "",
+                  d->redis_error[0] ? d->redis_error : "not connected");
+    if (proxy_down)
+        snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
+                  "%segress proxy down: %s: Phase A installs fail until it is back", reason[0] ? "; " : "",
+                  json_string_value (json_object_get (pcheck, "detail")));
+    if (h.degraded)
+        h.degraded_reason = reason;
+    kiwi_egress_check checks[8];
+    size_t n = 0;
+    const char *name;
+    json_t *v;
+    json_object_foreach (d->egress, name, v)
+    {
+        if (n == 8)
+            break;
+        checks[n].name = (char *) name;
+        checks[n].ok = json_is_true (json_object_get (v, "ok"));
+        checks[n].detail = (char *) json_string_value (json_object_get (v, "detail"));
+        checks[n].checked_at = json_integer_value (json_object_get (v, "checked_at"));
+        n++;
+    }
+    h.egress = n ? checks : NULL;
+    h.n_egress = n;
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_heartbeat_encode (&h, &buf, &len, &err) == 0)
+        kiwi__produce (d, d->cfg->topic_heartbeats, d->cfg->worker_id, buf, len, NULL);
+    else
+        kiwi_warn ("heartbeat: %s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    free (buf);
+    json_decref (pcheck);
+}
+
+void
+kiwi__heartbeat_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    kiwi__publish_heartbeat (w->data);
+}
+
+static void
+egress_line (daemon_t *d, const char *line)
+{
+    json_error_t je;
+    json_t *j = json_loads (line, 0, &je);
+    const char *n = json_string_value (json_object_get (j, "name"));
+    char *name = n ? strdup (n) : NULL; /* the key outlives the "name" member */
+    if (name != NULL) {
+        kiwi_worker_metrics_egress (d->metrics, name, json_is_true (json_object_get (j, "ok")));
+        json_object_del (j, "name");
+        json_object_set (d->egress, name, j);
+    }
+    free (name);
+    json_decref (j);
+}
+
+static void
+egress_io_cb (struct ev_loop *loop, ev_io *w, int revents)
+{
+    daemon_t *d = w->data;
+    for (;;) {
+        ssize_t n = read (d->egress_fd, d->egress_buf + d->egress_len, sizeof d->egress_buf - 1 - d->egress_len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            ev_io_stop (loop, w);
+            close (d->egress_fd);
+            d->egress_fd = -1;
+            return;
+        }
+        d->egress_len += (size_t) n;
+        d->egress_buf[d->egress_len] = '\0';
+        char *nl;
+        while ((nl = strchr (d->egress_buf, '\n')) != NULL) {
+            *nl = '\0';
+            egress_line (d, d->egress_buf);
+            size_t used = (size_t) (nl + 1 - d->egress_buf);
+            memmove (d->egress_buf, nl + 1, d->egress_len - used + 1);
+            d->egress_len -= used;
+        }
+        if (d->egress_len == sizeof d->egress_buf - 1)
+            d->egress_len = 0; /* a line that long is not ours */
+    }
+}
+
+static void
+egress_evaluate (daemon_t *d)
+{
+    bool failed = false;
+    char reason[1024] = "";
+    const char *name;
+    json_t *v;
+    json_object_foreach (d->egress, name, v)
+    {
+        if (!kiwi_egress_is_isolation_check (name) || json_is_true (json_object_get (v, "ok")))
+            continue;
+        failed = true;
+        size_t l = strlen (reason);
+        snprintf (reason + l, sizeof reason - l, "%segress check %s failed: %s", l ? "; " : "", name,
+                  json_string_value (json_object_get (v, "detail")) ?: "");
+    }
+    if (failed && !d->isolation_failed)
+        kiwi_errorf ("degraded: %s%s", reason,
+                     d->cfg->egress_stop_when_degraded ? "; taking no new tasks until the checks pass" : "");
+    else if (!failed && d->isolation_failed)
+        kiwi_info ("egress checks pass again: taking tasks");
+    d->isolation_failed = failed;
+    snprintf (d->degraded_reason, sizeof d->degraded_reason, "%s%s", reason,
+              failed && d->cfg->egress_stop_when_degraded ? "; taking no new tasks until the checks pass" : "");
+    kiwi__update_pause (d);
+    kiwi__publish_heartbeat (d);
+}
+
+static void
+egress_child_cb (struct ev_loop *loop, ev_child *w, int revents)
+{
+    daemon_t *d = w->data;
+    ev_child_stop (loop, w);
+    if (d->egress_fd >= 0)
+        egress_io_cb (loop, &d->egress_io, 0);
+    if (d->egress_fd >= 0) {
+        ev_io_stop (loop, &d->egress_io);
+        close (d->egress_fd);
+        d->egress_fd = -1;
+    }
+    d->egress_pid = 0;
+    d->egress_len = 0;
+    egress_evaluate (d);
+}
+
+/* On the way out: the check in flight is cancelled and given 20 s to
+ * destroy its sandbox, so that a stopped worker leaves no container. */
+void
+kiwi__stop_egress_check (pid_t pid)
+{
+    kill (pid, SIGTERM);
+    for (int i = 0; i < 200; i++) {
+        pid_t r = waitpid (pid, NULL, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        usleep (100000);
+    }
+    kiwi_warn ("egress checks: process %d still running 20 s after SIGTERM; left to finish on its own", (int) pid);
+}
+
+void
+kiwi__egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (d->egress_pid > 0 || d->draining)
+        return;
+    int out[2];
+    if (pipe2 (out, O_CLOEXEC) < 0)
+        return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init (&fa);
+    posix_spawn_file_actions_adddup2 (&fa, out[1], 1);
+    char *argv[] = { (char *) d->self_exe, (char *) "--egress-check", NULL };
+    pid_t pid;
+    int rc = posix_spawn (&pid, d->self_exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy (&fa);
+    close (out[1]);
+    if (rc != 0) {
+        close (out[0]);
+        kiwi_warn ("egress checks: cannot start: %s", strerror (rc));
+        return;
+    }
+    fcntl (out[0], F_SETFL, O_NONBLOCK);
+    d->egress_fd = out[0];
+    d->egress_pid = pid;
+    ev_io_init (&d->egress_io, egress_io_cb, d->egress_fd, EV_READ);
+    d->egress_io.data = d;
+    ev_io_start (loop, &d->egress_io);
+    ev_child_init (&d->egress_child, egress_child_cb, pid, 0);
+    d->egress_child.data = d;
+    ev_child_start (loop, &d->egress_child);
+}
+
+static void
+gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
+{
+    daemon_t *d = w->data;
+    ev_child_stop (loop, w);
+    d->gc_pid = 0;
+}
+
+/* At start and every 10 minutes a process of its own collects workspaces
+ * of dead task processes, idle mirrors and snapshots, and the least
+ * recently used above the disk watermark (kiwi-worker --gc; gc.h). Without
+ * Redis it still runs: snapshots then go by idle age only. */
+void
+kiwi__gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+{
+    daemon_t *d = w->data;
+    if (d->draining || d->gc_pid > 0) /* one pass at a time */
+        return;
+    /* the settings it needs as flags: the daemon's own may have come from
+     * its command line, which the environment does not carry */
+    const kiwi_worker_config *cf = d->cfg;
+    char port[24], done_ttl[24], mirror_idle[24], snapshot_idle[24], high[24], low[24];
+    snprintf (port, sizeof port, "%lld", (long long) cf->redis_port);
+    snprintf (done_ttl, sizeof done_ttl, "%lld", (long long) cf->done_ttl_s);
+    snprintf (mirror_idle, sizeof mirror_idle, "%lld", (long long) cf->gc_mirror_idle_s);
+    snprintf (snapshot_idle, sizeof snapshot_idle, "%lld", (long long) cf->gc_snapshot_idle_s);
+    snprintf (high, sizeof high, "%lld", (long long) cf->gc_disk_high);
+    snprintf (low, sizeof low, "%lld", (long long) cf->gc_disk_low);
+    char *argv[] = { (char *) d->self_exe, (char *) "--gc", (char *) "--state-dir", cf->state_dir,
+                     (char *) "--redis-host", cf->redis_host, (char *) "--redis-port", port,
+                     (char *) "--done-ttl", done_ttl, (char *) "--gc-mirror-idle", mirror_idle,
+                     (char *) "--gc-snapshot-idle", snapshot_idle, (char *) "--gc-disk-high", high,
+                     (char *) "--gc-disk-low", low, NULL };
+    pid_t pid;
+    if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
+        return;
+    d->gc_pid = pid;
+    ev_child_init (&d->gc_child, gc_child_cb, pid, 0);
+    d->gc_child.data = d;
+    ev_child_start (loop, &d->gc_child);
+}

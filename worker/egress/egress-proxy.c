@@ -1,0 +1,466 @@
+/*
+ * egress-proxy.c: Phase A's egress proxy as the worker runs it (see
+ * egress-proxy.h). The proxy itself is Debian's Squid; its configuration is
+ * written by ops/egress/proxy.sh, the one place that knows Squid's syntax
+ * and the ecosystems' registry hosts. The access-log parser is Kiwi's own:
+ * the format is Kiwi's (a logformat in that configuration), one line of
+ * space-separated fields, which no library parses.
+ */
+#include "worker/egress/egress-proxy.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "sandbox/sandbox.h"
+
+extern char **environ;
+
+/* ---------- settings ---------- */
+
+static bool
+valid_host (const char *h)
+{
+    size_t n = strlen (h), label = 0;
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = h[0] == '.' ? 1 : 0; i < n; i++) {
+        unsigned char c = (unsigned char) h[i];
+        if (c == '.') {
+            if (label == 0)
+                return false;
+            label = 0;
+        } else if (isalnum (c) || (c == '-' && label > 0)) {
+            if (++label > 63)
+                return false;
+        } else
+            return false;
+    }
+    return label > 0;
+}
+
+int
+kiwi_install_egress_parse (const char *value, kiwi_install_egress *out, kiwi_error_t *err)
+{
+    *out = (kiwi_install_egress) { .hosts = KIWI_STRV_INIT };
+    bool any = false;
+    for (const char *p = value ? value : ""; *p;) {
+        size_t n = strcspn (p, ", \t");
+        if (n > 0) {
+            char tok[300];
+            if (n >= sizeof tok)
+                return kiwi_error_make (err, 0, "KIWI_INSTALL_EGRESS: entry `%.40s...` too long", p);
+            snprintf (tok, sizeof tok, "%.*s", (int) n, p);
+            any = true;
+            if (strcmp (tok, "open") == 0)
+                out->open = true;
+            else if (strcmp (tok, "registries") == 0)
+                out->registries = true;
+            else if (!valid_host (tok)) {
+                kiwi_install_egress_clear (out);
+                return kiwi_error_make (err, 0,
+                                        "KIWI_INSTALL_EGRESS: `%s` is not a host name (want registries, open, or "
+                                        "host names)",
+                                        tok);
+            } else if (!kiwi_strv_contains (&out->hosts, tok) && kiwi_strv_add (&out->hosts, tok) < 0) {
+                kiwi_install_egress_clear (out);
+                return kiwi_error_make (err, ENOMEM, "KIWI_INSTALL_EGRESS");
+            }
+        }
+        p += n;
+        p += strspn (p, ", \t");
+    }
+    if (!any)
+        out->registries = true;
+    if (out->open && (out->registries || out->hosts.n > 0)) {
+        kiwi_install_egress_clear (out);
+        return kiwi_error_make (err, 0, "KIWI_INSTALL_EGRESS: `open` stands alone (it turns the proxy off)");
+    }
+    return 0;
+}
+
+void
+kiwi_install_egress_clear (kiwi_install_egress *e)
+{
+    kiwi_strv_free (&e->hosts);
+}
+
+int
+kiwi_proxy_ports_parse (const char *value, int ports[3], kiwi_error_t *err)
+{
+    const char *p = value ? value : "";
+    for (int i = 0; i < 3; i++) {
+        char *end = NULL;
+        long n = strtol (p, &end, 10);
+        if (end == p || n < 1 || n > 65535 || (i < 2 ? *end != ',' : *end != '\0'))
+            return kiwi_error_make (err, 0, "KIWI_INSTALL_PROXY_PORTS: `%s`: want three ports E,H,S",
+                                    value ? value : "");
+        ports[i] = (int) n;
+        p = end + 1;
+    }
+    if (ports[0] == ports[1] || ports[0] == ports[2] || ports[1] == ports[2])
+        return kiwi_error_make (err, 0, "KIWI_INSTALL_PROXY_PORTS: `%s`: the three ports must differ", value);
+    return 0;
+}
+
+int
+kiwi_proxy_gateway (const char *bridge, char *addr, size_t cap, kiwi_error_t *err)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs (&ifs) < 0)
+        return kiwi_error_make (err, errno, "reading the interfaces' addresses");
+    bool found = false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next)
+        found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strcmp (i->ifa_name, bridge) == 0
+                && inet_ntop (AF_INET, &((struct sockaddr_in *) i->ifa_addr)->sin_addr, addr, (socklen_t) cap);
+    freeifaddrs (ifs);
+    if (!found)
+        return kiwi_error_make (err, 0, "the install bridge %s has no IPv4 address (is its Docker network there?)",
+                                bridge);
+    return 0;
+}
+
+int
+kiwi_proxy_env (const char *gateway, int port, kiwi_strv *env, kiwi_error_t *err)
+{
+    static const char *const url_vars[] = {
+        "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy", "npm_config_https_proxy",
+        "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", NULL,
+    };
+    for (size_t i = 0; url_vars[i]; i++)
+        if (kiwi_strv_addf (env, "%s=http://%s:%d", url_vars[i], gateway, port) < 0)
+            return kiwi_error_make (err, ENOMEM, "proxy environment");
+    if (kiwi_strv_add (env, "NO_PROXY=") < 0 || kiwi_strv_add (env, "no_proxy=") < 0
+        || kiwi_strv_addf (env,
+                           "JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=%s -Dhttp.proxyPort=%d -Dhttps.proxyHost=%s "
+                           "-Dhttps.proxyPort=%d",
+                           gateway, port, gateway, port)
+               < 0)
+        return kiwi_error_make (err, ENOMEM, "proxy environment");
+    return 0;
+}
+
+int
+kiwi_install_egress_proxied (const kiwi_worker_config *cfg, bool *proxied, kiwi_error_t *err)
+{
+    kiwi_install_egress e;
+    if (kiwi_install_egress_parse (cfg->install_egress, &e, err) < 0)
+        return -1;
+    /* the proxy listens on a Docker install bridge; the Firecracker driver's
+     * Phase A leaves by its own tap bridge (ops/firecracker/README.md) */
+    *proxied = !e.open && strcmp (cfg->sandbox ? cfg->sandbox : "", "firecracker") != 0;
+    kiwi_install_egress_clear (&e);
+    return 0;
+}
+
+int
+kiwi_proxy_setting (const kiwi_worker_config *cfg, bool *on, kiwi_install_egress *e, int ports[3], kiwi_error_t *err)
+{
+    if (kiwi_install_egress_proxied (cfg, on, err) < 0)
+        return -1;
+    if (!*on)
+        return 0;
+    if (kiwi_install_egress_parse (cfg->install_egress, e, err) < 0)
+        return -1;
+    if (kiwi_proxy_ports_parse (cfg->install_proxy_ports, ports, err) < 0) {
+        kiwi_install_egress_clear (e);
+        return -1;
+    }
+    return 0;
+}
+
+int
+kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *on, kiwi_error_t *err)
+{
+    if (kiwi_install_egress_proxied (cfg, on, err) < 0)
+        return -1;
+    if (!*on)
+        return 0;
+    int ports[3];
+    char gw[INET_ADDRSTRLEN];
+    if (kiwi_proxy_ports_parse (cfg->install_proxy_ports, ports, err) < 0
+        || kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gw, sizeof gw, err) < 0)
+        return kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS=%s: the egress proxy", cfg->install_egress);
+    return kiwi_proxy_env (gw, ports[0], env, err);
+}
+
+const char *
+kiwi_proxy_bridge (const kiwi_worker_config *cfg)
+{
+    return kiwi_install_bridge_or_default (cfg->install_bridge);
+}
+
+int
+kiwi_proxy_nflog_open (const kiwi_worker_config *cfg, kiwi_nflog_cb cb, void *userdata, kiwi_nflog **out,
+                       kiwi_error_t *err)
+{
+    char net[32];
+    int index = 0;
+    if (kiwi_install_network_name (kiwi_proxy_bridge (cfg), net, sizeof net, &index, err) < 0)
+        return -1;
+    if (kiwi_nflog_open ((uint16_t) (cfg->egress_nflog_group + index), cb, userdata, out, err) < 0)
+        return -1;
+    kiwi_info ("egress rules: reading what they reject from %s (netlink log group %u)", kiwi_proxy_bridge (cfg),
+               kiwi_nflog_group (*out));
+    return 0;
+}
+
+int
+kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
+{
+    int n = snprintf (buf, cap, "%s/egress-proxy/%s", cfg->state_dir, cfg->worker_id ? cfg->worker_id : "worker");
+    if (n < 0 || (size_t) n >= cap)
+        return kiwi_error_make (err, ENAMETOOLONG, "the egress proxy's directory");
+    return 0;
+}
+
+int
+kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
+{
+    if (kiwi_proxy_dir (cfg, buf, cap, err) < 0)
+        return -1;
+    size_t n = strlen (buf);
+    if (snprintf (buf + n, cap - n, "/access.log") >= (int) (cap - n))
+        return kiwi_error_make (err, ENAMETOOLONG, "the egress proxy's log");
+    return 0;
+}
+
+/* ---------- the process ---------- */
+
+static int
+script_argv (const kiwi_worker_config *cfg, kiwi_strv *argv, const char *command, const char *dir, kiwi_error_t *err)
+{
+    char buf[PATH_MAX];
+    const char *script = kiwi_worker_libexec (cfg->egress_proxy_script, "proxy.sh", buf, sizeof buf);
+    if (script == NULL)
+        return kiwi_error_make (err, errno, "proxy.sh %s: where kiwi-worker is installed cannot be read (set "
+                                            "KIWI_EGRESS_PROXY_SCRIPT)", command);
+    if (kiwi_strv_add (argv, "bash") < 0 || kiwi_strv_add (argv, script) < 0 || kiwi_strv_add (argv, command) < 0
+        || kiwi_strv_add (argv, "--dir") < 0 || kiwi_strv_add (argv, dir) < 0)
+        return kiwi_error_make (err, ENOMEM, "proxy.sh %s", command);
+    return 0;
+}
+
+int
+kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir, char *gateway,
+                  pid_t *pid, kiwi_error_t *err)
+{
+    cleanup_strv kiwi_strv conf = KIWI_STRV_INIT;
+    if (kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gateway, INET_ADDRSTRLEN, err) < 0
+        || script_argv (cfg, &conf, "conf", dir, err) < 0)
+        return -1;
+    if (kiwi_strv_add (&conf, "--listen") < 0 || kiwi_strv_add (&conf, gateway) < 0
+        || kiwi_strv_add (&conf, "--ports") < 0 || kiwi_strv_add (&conf, cfg->install_proxy_ports) < 0
+        || (e->registries && (kiwi_strv_add (&conf, "--ecosystem") < 0 || kiwi_strv_add (&conf, "all") < 0)))
+        return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
+    for (size_t i = 0; i < e->hosts.n; i++)
+        if (kiwi_strv_add (&conf, "--allow") < 0 || kiwi_strv_add (&conf, e->hosts.v[i]) < 0)
+            return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
+    if (kiwi_proc_check (kiwi_strv_list (&conf), NULL, NULL, 60000, err) < 0)
+        return kiwi_error_wrap (err, "writing the egress proxy's configuration");
+    cleanup_strv kiwi_strv run = KIWI_STRV_INIT;
+    if (script_argv (cfg, &run, "run", dir, err) < 0)
+        return -1;
+    posix_spawnattr_t at;
+    posix_spawnattr_init (&at);
+    posix_spawnattr_setflags (&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup (&at, 0);
+    int rc = posix_spawnp (pid, "bash", NULL, &at, run.v, environ);
+    posix_spawnattr_destroy (&at);
+    if (rc != 0)
+        return kiwi_error_make (err, rc, "starting the egress proxy (proxy.sh run)");
+    kiwi_info ("egress proxy: squid (pid %d) on %s (%s) ports %s, %s", (int) *pid, gateway, kiwi_proxy_bridge (cfg),
+               cfg->install_proxy_ports, cfg->install_egress);
+    return 0;
+}
+
+static void
+sleep_ms (long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep (&ts, NULL);
+}
+
+void
+kiwi_proxy_stop (pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill (-pid, SIGTERM);
+    int st;
+    for (int i = 0; waitpid (pid, &st, WNOHANG) == 0; i++) {
+        if (i == 50) { /* 5 s */
+            kill (-pid, SIGKILL);
+            waitpid (pid, &st, 0);
+            return;
+        }
+        sleep_ms (100);
+    }
+}
+
+/* Whether something accepts a TCP connection on addr:port. */
+static bool
+accepts (const char *addr, int port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) port) };
+    if (inet_pton (AF_INET, addr, &sa.sin_addr) != 1)
+        return false;
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool ok = connect (fd, (struct sockaddr *) &sa, sizeof sa) == 0;
+    close (fd);
+    return ok;
+}
+
+int
+kiwi_proxy_start_once (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *err)
+{
+    *pid = 0;
+    bool on;
+    kiwi_install_egress e;
+    int ports[3];
+    if (kiwi_proxy_setting (cfg, &on, &e, ports, err) < 0)
+        return -1;
+    if (!on)
+        return 0;
+    char gw[INET_ADDRSTRLEN], dir[PATH_MAX];
+    int rc = -1;
+    if (kiwi_proxy_dir (cfg, dir, sizeof dir, err) < 0 || kiwi_proxy_start (cfg, &e, dir, gw, pid, err) < 0)
+        goto out;
+    for (int64_t until = kiwi_mono_ms () + 30000;;) {
+        if (accepts (gw, ports[0])) {
+            rc = 0;
+            break;
+        }
+        int st;
+        if (waitpid (*pid, &st, WNOHANG) == *pid) {
+            kiwi_error_make (err, 0, "squid %s %d before it listened on %s:%d (its log: %s/cache.log)",
+                             WIFSIGNALED (st) ? "was killed by signal" : "exited with status",
+                             WIFSIGNALED (st) ? WTERMSIG (st) : WEXITSTATUS (st), gw, ports[0], dir);
+            *pid = 0;
+            break;
+        }
+        if (kiwi_mono_ms () >= until) {
+            kiwi_error_make (err, 0, "squid (pid %d) does not listen on %s:%d after 30 s (its log: %s/cache.log)",
+                             (int) *pid, gw, ports[0], dir);
+            kiwi_proxy_stop (*pid);
+            *pid = 0;
+            break;
+        }
+        sleep_ms (100);
+    }
+out:
+    kiwi_install_egress_clear (&e);
+    return rc < 0 ? kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS=%s: the egress proxy", cfg->install_egress) : 0;
+}
+
+/* ---------- the access log ---------- */
+
+static const char *
+field (char **p)
+{
+    char *s = *p;
+    while (*s == ' ')
+        s++;
+    if (*s == '\0' || *s == '\n')
+        return NULL;
+    char *end = s + strcspn (s, " \n");
+    if (*end)
+        *end++ = '\0';
+    *p = end;
+    return s;
+}
+
+static const char *
+dash (const char *s)
+{
+    return s && strcmp (s, "-") != 0 ? s : NULL;
+}
+
+/* host[:port] of "http://host[:port]/...", "host:port" or "[v6]:port" */
+static void
+url_host (const char *url, char *host, size_t cap, int *port)
+{
+    const char *s = url;
+    int def = 0;
+    if (strncmp (s, "http://", 7) == 0) {
+        s += 7;
+        def = 80;
+    } else if (strncmp (s, "https://", 8) == 0) {
+        s += 8;
+        def = 443;
+    }
+    size_t n = strcspn (s, "/?#");
+    const char *colon = NULL;
+    if (s[0] == '[') {
+        const char *close = memchr (s, ']', n);
+        colon = close && close + 1 < s + n && close[1] == ':' ? close + 1 : NULL;
+    } else {
+        colon = memchr (s, ':', n);
+    }
+    size_t hl = colon ? (size_t) (colon - s) : n;
+    snprintf (host, cap, "%.*s", (int) hl, s);
+    *port = colon ? atoi (colon + 1) : def;
+}
+
+int
+kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e)
+{
+    memset (e, 0, sizeof *e);
+    char *p = line;
+    const char *f[12];
+    for (int i = 0; i < 12; i++)
+        if ((f[i] = field (&p)) == NULL)
+            return -1;
+    char *end = NULL;
+    e->time = strtod (f[0], &end);
+    if (end == f[0])
+        return -1;
+    e->client = dash (f[1]);
+    e->local_port = atoi (f[2]);
+    e->squid_status = dash (f[3]);
+    e->http_status = atoi (f[4]);
+    e->method = dash (f[5]);
+    e->sni = dash (f[6]);
+    e->url = dash (f[7]);
+    e->bytes_in = strtoll (f[8], NULL, 10);
+    e->bytes_out = strtoll (f[9], NULL, 10);
+    e->server = dash (f[10]);
+    e->bump = dash (f[11]);
+    if (e->url)
+        url_host (e->url, e->host, sizeof e->host, &e->port);
+    if (e->sni)
+        snprintf (e->host, sizeof e->host, "%s", e->sni);
+    return 0;
+}
+
+bool
+kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, const char **rule)
+{
+    const char *r = NULL;
+    if (e->bump && strcmp (e->bump, "terminate") == 0)
+        r = e->sni ? "TLS SNI not allowed" : "TLS without SNI";
+    else if (e->squid_status && strcmp (e->squid_status, "TCP_DENIED") == 0)
+        r = "host not allowed";
+    else if (e->http_status == 409)
+        r = "Host does not match the address";
+    if (rule)
+        *rule = r;
+    return r != NULL;
+}

@@ -1,0 +1,173 @@
+/*
+ * egress-record.c: what the egress proxy's access log says about one
+ * sandbox (see egress-record.h).
+ */
+#include "worker/egress/egress-record.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define RECORD_MAX_HOSTS 256
+#define RECORD_MAX_DENIED 64
+
+kiwi_egress_line
+kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, const char **rule)
+{
+    *rule = NULL;
+    if (kiwi_proxy_log_parse (line, e) < 0 || e->method == NULL)
+        return KIWI_EGRESS_LINE_NONE;
+    if (kiwi_proxy_log_denied (e, rule))
+        return KIWI_EGRESS_LINE_DENIED;
+    if (e->http_status == 0 && e->bump && strcmp (e->bump, "splice") == 0)
+        return KIWI_EGRESS_LINE_NONE; /* the peek before a splice: its tunnel is the next line */
+    return KIWI_EGRESS_LINE_REQUEST;
+}
+
+static bool
+is_address (const char *h)
+{
+    unsigned char buf[16];
+    char v6[256];
+    size_t n = strlen (h);
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']' && n - 2 < sizeof v6) {
+        memcpy (v6, h + 1, n - 2);
+        v6[n - 2] = '\0';
+        h = v6;
+    }
+    return inet_pton (AF_INET, h, buf) == 1 || inet_pton (AF_INET6, h, buf) == 1;
+}
+
+void
+kiwi_egress_allow_with (const kiwi_proxy_log_entry *e, const char *rule, const char *setting, char *buf, size_t cap)
+{
+    /* a name off the list is let in by listing it; an address, a TLS
+     * connection without a name, or a Host that lies about its address is
+     * let through by no list: only by turning the proxy off */
+    if (e->host[0] != '\0' && !is_address (e->host) && rule != NULL && strcmp (rule, "Host does not match the address") != 0)
+        snprintf (buf, cap, "KIWI_INSTALL_EGRESS=%s,%s", setting && *setting ? setting : "registries", e->host);
+    else
+        snprintf (buf, cap, "KIWI_INSTALL_EGRESS=open");
+}
+
+const char *
+kiwi_egress_via (const kiwi_proxy_log_entry *e)
+{
+    return e->local_port == 80 || e->local_port == 443 ? "redirected" : "proxy";
+}
+
+json_t *
+kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const char *setting)
+{
+    const char *via = kiwi_egress_via (e);
+    bool connect = e->method && strcmp (e->method, "CONNECT") == 0;
+    const char *protocol = !connect ? "http" : strcmp (via, "redirected") == 0 ? "tls" : "connect";
+    char allow[600];
+    kiwi_egress_allow_with (e, rule, setting, allow, sizeof allow);
+    return json_pack ("{s:s,s:i,s:s?,s:s,s:s,s:s,s:s,s:I}", "host", e->host, "port", e->port, "sni", e->sni,
+                      "protocol", protocol, "via", via, "rule", rule ? rule : "denied", "allow_with", allow,
+                      "attempted_at", (json_int_t) (e->time * 1000.0 + 0.5));
+}
+
+void
+kiwi_egress_count_host (json_t *hosts, const kiwi_proxy_log_entry *e, size_t max)
+{
+    if (e->host[0] == '\0')
+        return;
+    json_t *h = json_object_get (hosts, e->host);
+    if (h == NULL) {
+        if (json_object_size (hosts) >= max)
+            return;
+        h = json_pack ("{s:I,s:I}", "requests", (json_int_t) 0, "bytes", (json_int_t) 0);
+        if (h == NULL || json_object_set_new (hosts, e->host, h) < 0)
+            return;
+    }
+    json_object_set_new (h, "requests", json_integer (json_integer_value (json_object_get (h, "requests")) + 1));
+    json_object_set_new (h, "bytes", json_integer (json_integer_value (json_object_get (h, "bytes")) + e->bytes_out));
+}
+
+int64_t
+kiwi_egress_log_mark (const char *log_path)
+{
+    struct stat st;
+    return stat (log_path, &st) == 0 ? (int64_t) st.st_size : 0;
+}
+
+/* Until the log has kept its length for 100 ms, at most 1 s. */
+static void
+wait_quiet (const char *log_path)
+{
+    int64_t last = kiwi_egress_log_mark (log_path);
+    for (int i = 0; i < 10; i++) {
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep (&ts, NULL);
+        int64_t now = kiwi_egress_log_mark (log_path);
+        if (now == last)
+            return;
+        last = now;
+    }
+}
+
+int
+kiwi_egress_record_read (const char *log_path, int64_t offset, const char *client, const char *setting,
+                         kiwi_egress_record *rec, kiwi_error_t *err)
+{
+    memset (rec, 0, sizeof *rec);
+    rec->hosts = json_object ();
+    rec->denied = json_array ();
+    if (rec->hosts == NULL || rec->denied == NULL) {
+        kiwi_egress_record_clear (rec);
+        return kiwi_error_make (err, ENOMEM, "the egress record");
+    }
+    wait_quiet (log_path);
+    FILE *f = fopen (log_path, "r");
+    if (f == NULL) {
+        if (errno == ENOENT)
+            return 0;
+        int e = errno;
+        kiwi_egress_record_clear (rec);
+        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
+    }
+    if (offset > 0 && fseeko (f, (off_t) offset, SEEK_SET) < 0) {
+        int e = errno;
+        fclose (f);
+        kiwi_egress_record_clear (rec);
+        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline (&line, &cap, f)) > 0) {
+        if (line[n - 1] != '\n')
+            break; /* being written: not this install's (it has ended) */
+        kiwi_proxy_log_entry e;
+        const char *rule;
+        kiwi_egress_line kind = kiwi_egress_line_sort (line, &e, &rule);
+        if (kind == KIWI_EGRESS_LINE_NONE || e.client == NULL || strcmp (e.client, client) != 0)
+            continue;
+        if (kind == KIWI_EGRESS_LINE_DENIED) {
+            rec->denials++;
+            if (json_array_size (rec->denied) < RECORD_MAX_DENIED)
+                json_array_append_new (rec->denied, kiwi_egress_denial_json (&e, rule, setting));
+        } else {
+            rec->requests++;
+            rec->bytes += e.bytes_out;
+            kiwi_egress_count_host (rec->hosts, &e, RECORD_MAX_HOSTS);
+        }
+    }
+    free (line);
+    fclose (f);
+    return 0;
+}
+
+void
+kiwi_egress_record_clear (kiwi_egress_record *rec)
+{
+    json_decref (rec->hosts);
+    json_decref (rec->denied);
+    memset (rec, 0, sizeof *rec);
+}

@@ -1,0 +1,75 @@
+/*
+ * egress-record.h: what the egress proxy's access log says about one
+ * sandbox, and how a denial is told.
+ *
+ * Squid's access log (egress-proxy.h) is the one record of what Phase A
+ * reached: each line names the client, the sandbox's address on the
+ * install bridge. The daemon reads it as it grows (proxy-runner.h) and
+ * publishes each denial from a running install's address as that task's
+ * `egress_denied` progress event; the task process reads the part written
+ * while its install ran (from the offset it noted before the sandbox
+ * started) for the install event's host list and, when the install failed,
+ * the hosts to name in its reason.
+ *
+ * Ownership: a kiwi_egress_record owns its JSON (kiwi_egress_record_clear).
+ */
+#ifndef KIWI_WORKER_EGRESS_RECORD_H
+#define KIWI_WORKER_EGRESS_RECORD_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "worker/egress/egress-proxy.h"
+
+/* One access-log line, parsed in place (e) and sorted: */
+typedef enum {
+    KIWI_EGRESS_LINE_NONE = 0, /* not a line of the log, or one that counts nothing (a TLS peek before its splice) */
+    KIWI_EGRESS_LINE_REQUEST,  /* a request or tunnel let through */
+    KIWI_EGRESS_LINE_DENIED,   /* a denied attempt; *rule names the rule */
+} kiwi_egress_line;
+
+kiwi_egress_line kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, const char **rule);
+
+/* A denied attempt as the `egress_denied` event and the install event carry
+ * it: {host, port, sni, protocol ("http", "connect" or "tls"), via ("proxy"
+ * for the explicit proxy, "redirected" for a connection that ignored the
+ * proxy settings), rule, allow_with (the setting that would let it through,
+ * given the current one `setting`), attempted_at (ms since the epoch, as
+ * Squid logged it)}. New reference, NULL without memory. */
+json_t *kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const char *setting);
+
+/* The denial's `allow_with` into buf: KIWI_INSTALL_EGRESS=<setting>,<host>
+ * for a name off the list; KIWI_INSTALL_EGRESS=open for an address, TLS
+ * without SNI or a Host that lies about its address (no list allows
+ * those). */
+void kiwi_egress_allow_with (const kiwi_proxy_log_entry *e, const char *rule, const char *setting, char *buf,
+                             size_t cap);
+
+/* "redirected" (a connection that ignored the proxy settings, caught on
+ * 80/443) or "proxy" (to the explicit proxy). */
+const char *kiwi_egress_via (const kiwi_proxy_log_entry *e);
+
+/* Adds one request to `hosts` (host -> {requests, bytes}), at most `max`
+ * hosts (past that, a new host is not added). */
+void kiwi_egress_count_host (json_t *hosts, const kiwi_proxy_log_entry *e, size_t max);
+
+/* The log's length now (0 when it does not exist yet): where the part
+ * written from now on starts. */
+int64_t kiwi_egress_log_mark (const char *log_path);
+
+typedef struct kiwi_egress_record {
+    json_t *hosts;     /* host -> {requests, bytes}, at most 256 hosts */
+    json_t *denied;    /* kiwi_egress_denial_json objects, at most 64 */
+    int64_t requests, bytes, denials; /* denials counts them all, listed or not */
+} kiwi_egress_record;
+
+/* The lines from `offset` on whose client is `client`. Waits (up to 1 s)
+ * for the log to stop growing first: Squid writes a tunnel's line when it
+ * closes, a moment after the install's process ended. An error when the
+ * log cannot be read (a missing log is an empty record). */
+int kiwi_egress_record_read (const char *log_path, int64_t offset, const char *client, const char *setting,
+                             kiwi_egress_record *rec, kiwi_error_t *err);
+void kiwi_egress_record_clear (kiwi_egress_record *rec);
+
+#endif

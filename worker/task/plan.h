@@ -1,0 +1,103 @@
+/*
+ * plan.h: what the task process needs to know about a repository, and
+ * step 0, on top of the repository inspection in sandbox/ (inspect.h,
+ * step0.h).
+ *
+ * Ownership: a kiwi_plan owns its strings and vectors (kiwi_plan_clear).
+ */
+#ifndef KIWI_WORKER_PLAN_H
+#define KIWI_WORKER_PLAN_H
+
+#include "worker/task/cache.h"
+#include "worker/config.h"
+#include "worker/events.h"
+#include "inspect/inspect.h"
+#include "sandbox/phases.h"
+#include "sandbox/step0.h"
+#include "common/strv.h"
+#include "schemas/task.h"
+
+typedef struct kiwi_plan {
+    char *image;              /* the sandbox image for both phases */
+    char *image_reason;       /* why that image (devcontainer, command, marker...) */
+    kiwi_strv install_argv;   /* empty: no dependencies, Phase A skipped */
+    kiwi_strv install_env;    /* non-secret settings for Phase A ("K=V") */
+    kiwi_strv verify_env;     /* non-secret settings for Phase B and the session */
+    char *cache_key;          /* the install cache key (kiwi_install_cache_key): input + image by digest +
+                                 command + driver + the environment Kiwi sets */
+    char *image_id;           /* the image by digest ("" unknown) */
+    char *verify_prelude;     /* the install's offline part for every Phase B (NULL: none) */
+    kiwi_strv key_env;        /* kiwi_phase_install_key_env(), for the key */
+    kiwi_sandbox_env *sandbox; /* where image Ids are asked (borrowed from the task) */
+    kiwi_inspection insp;     /* the inspection behind the fields above */
+    kiwi_image_catalog *cat;  /* the image catalogue (KIWI_IMAGE_CATALOG or the default) */
+} kiwi_plan;
+
+void kiwi_plan_init (kiwi_plan *p);
+void kiwi_plan_clear (kiwi_plan *p);
+
+/* What decides a step-0 run, for the verify cache (kiwi:verify:<key>). */
+typedef struct kiwi_plan_verify_key_input {
+    const char *tree;                /* the checkout's tree id */
+    const char *subdir;              /* the repository root inside it ("" for the top) */
+    const char *command;             /* the test command */
+    const char *install_key;         /* the install cache key ("no-install" when skipped) */
+    const char *image;               /* by tag */
+    const char *image_id;            /* by digest ("" unknown) */
+    const char *driver;
+    const char *const *credentials;  /* names of the test credentials given (NULL: none); a run that held
+                                        any is never cached, the names keep the key honest all the same */
+} kiwi_plan_verify_key_input;
+
+/* SHA-256 hex of every field above. 0, or -1 out of memory. */
+int kiwi_plan_verify_key (const kiwi_plan_verify_key_input *k, char out[65]);
+
+/* Inspects the repository at `root` for `test_command`; image Ids are
+ * asked of `sandbox`'s driver (borrowed for the plan's life). */
+int kiwi_plan_make (const kiwi_worker_config *cfg, kiwi_sandbox_env *sandbox, const char *root,
+                    const char *test_command, kiwi_plan *p, kiwi_error_t *err);
+
+/* Phase A for a plan's inspection, or its cached snapshot: the pipeline's
+ * install, called by step 0 for the first image and again after a swap.
+ * Returns 0 with *snapshot set (NULL when nothing to install) or < 0 with
+ * r->status / r->reason saying why. */
+typedef int (*kiwi_plan_install_fn) (void *userdata, const kiwi_inspection *in, kiwi_install_result *r,
+                                     char **snapshot, kiwi_error_t *err);
+
+typedef struct kiwi_step0_outcome {
+    /* step 0's own status (step0.h): passed (nothing to fix), failed (an
+     * honest failure: the session starts), stopped (the environment cannot
+     * verify it: needs_network tells a build that needs the network from
+     * one no image here runs, a version or runtime the catalogue lacks),
+     * install_failed (the reason is in `reason`) */
+    kiwi_step0_status status;
+    bool needs_network;
+    int exit_code;
+    char *output;             /* the verify's output tail, for the Architect */
+    char *reason;             /* NEEDS_NETWORK: the cause by name, the host, the command */
+    char *snapshot;           /* the dependency snapshot in force (NULL: none) */
+    bool swapped;             /* the image was swapped (the plan now names the new one) */
+    char *note;               /* for the result: a devcontainer image not had, a version wish not answered
+                               * ("`.python-version` asks for python 3.13, ...; kiwi/python:3.11 ran instead"),
+                               * or NULL */
+} kiwi_step0_outcome;
+
+void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);
+
+/* The first verify, before any model-generated code ran, classified; a
+ * missing runtime or a version mismatch swaps the image (updating *plan)
+ * and re-runs once. Emits the step0 event. `root` is the repository root the
+ * sandbox gets; `checkout` the top of the checkout (repo.h) it lies in, whose
+ * tree id keys the verify cache. `limits` are the sandboxes' (the
+ * operator's memory, pids and CPUs, the task's disk). */
+int kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
+                     const char *checkout, const kiwi_task *task, const kiwi_sandbox_limits *limits,
+                     const char *driver, kiwi_cache *cache,
+                     int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
+                     kiwi_step0_outcome *o, kiwi_error_t *err);
+
+/* Copies an inspection's image, install command, environments and cache
+ * key into the plan's fields. */
+int kiwi_plan_from_inspection (kiwi_plan *p, const kiwi_inspection *in, kiwi_error_t *err);
+
+#endif
