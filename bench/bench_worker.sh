@@ -29,7 +29,7 @@
 # KIWI_BUILD_DIR (build/). Needs the stack: set -a; . /var/lib/kiwi/stack.env.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/../tests/integration/sh/lib.sh"
+. "$HERE/../tests/worker/sh/lib.sh"
 need_services
 
 SLOTS_LIST=${KIWI_BENCH_SLOTS:-1 2 4}

@@ -65,7 +65,7 @@ PACKAGES=(
   redis-server docker.io runsc debootstrap kcat tmux shellcheck
   # the metrics test scrapes kiwi-worker with a real Prometheus (and promtool)
   prometheus
-  # the image-pull tests run a local registry (tests/integration/sh/test_worker_pull.sh)
+  # the image-pull tests run a local registry (tests/worker/sh/test_worker_pull.sh)
   # ... and the snapshot store (CNCF Distribution, an OCI registry; docs/store.md)
   docker-registry
   iptables nftables iproute2 git python3-msgpack curl jq ca-certificates openssl

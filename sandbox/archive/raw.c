@@ -6,7 +6,7 @@
  * hardlinks, devices, GNU long-name records, made-up types and pax records
  * that lie. libarchive's writer (archive-write.c) refuses to make most of
  * these, which is why this small writer exists; it is linked into the
- * tests only (tests/unit/archive.cmake), not into kiwi_archive.
+ * tests only (tests/CMakeLists.txt), not into kiwi_archive.
  */
 #include "sandbox/archive/archive.h"
 #include "sandbox/archive/archive-internal.h"

@@ -1,5 +1,5 @@
 # The scripted provider as a C test helper: start/stop server.py from a test,
-# read its request log. Included from tests/integration/models.cmake; any
+# read its request log. Included from tests/CMakeLists.txt; any
 # test may link kiwi_scripted_provider.
 if(NOT TARGET kiwi_scripted_provider)
   add_library(kiwi_scripted_provider STATIC ${CMAKE_CURRENT_LIST_DIR}/scripted-provider.c)

@@ -11,7 +11,7 @@
  * temporary directory removed at stop (kept when KIWI_KEEP_TEST_FILES=1).
  *
  * Link kiwi_scripted_provider (defined by tests/scripted_provider/
- * scripted-provider.cmake, which tests/integration/models.cmake includes).
+ * scripted-provider.cmake, which tests/CMakeLists.txt includes).
  */
 #ifndef KIWI_TESTS_SCRIPTED_PROVIDER_H
 #define KIWI_TESTS_SCRIPTED_PROVIDER_H

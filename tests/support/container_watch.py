@@ -2,7 +2,7 @@
 """container_watch.py: an independent watcher of every sandbox container.
 
 Kiwi's own code decides what a sandbox may have (sandbox/docker/driver.c,
-locked by tests/unit/test_sandbox_netlock.c). This watcher checks the
+locked by tests/sandbox/test_sandbox_netlock.c). This watcher checks the
 outcome from outside, through dockerd's own API, for every container the
 suite's workers create, whatever code path made it:
 

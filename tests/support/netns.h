@@ -21,7 +21,7 @@
  *
  * Everything runs as root and uses `ip` (iproute2) for set-up. While any
  * namespace of this process exists, the process holds flock(KIWI_NETNS_LOCK)
- * (also taken by tests/integration/test_egress.sh), so two tests that route
+ * (also taken by tests/ops/egress/test_egress.sh), so two tests that route
  * the same address never overlap. kiwi_netns_destroy() undoes everything and
  * is safe on a half-created namespace; namespaces still alive at exit() are
  * destroyed by an atexit handler. Not thread-safe: one thread per process.

@@ -1,7 +1,7 @@
 /*
  * lease.h: the Lua scripts of the task lease and the finished record in
  * Redis, in one place, so that the daemon sends them and a test runs them
- * against a real Redis (tests/integration/test_lease_redis.c).
+ * against a real Redis (tests/worker/daemon/test_lease_redis.c).
  *
  * Keys (common/defaults.h): kiwi:lease:<id> = the holding worker's id, with
  * a PX time to live; kiwi:done:<id> = the finished record (result,

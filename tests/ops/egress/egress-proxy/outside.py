@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""tests/worker/sh/proxy/outside.py: the "outside" of the egress proxy
+test, run inside a network namespace the test creates. On each --addr it
+serves HTTP on 80, TLS (self-signed) on 443, a TCP listener on 8080, and UDP
+on 9999 and 53 (a resolver that answers nothing). Every connection,
+request and datagram is appended to --log as one line
+("http ADDR HOST", "tls ADDR", "tcp ADDR 8080", "udp ADDR 9999", "dns ADDR"),
+so the test counts what arrived."""
+import argparse, socket, socketserver, ssl, threading, http.server
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--addr", action="append", required=True)
+ap.add_argument("--log", required=True)
+ap.add_argument("--cert", required=True)
+ap.add_argument("--key", required=True)
+args = ap.parse_args()
+lock = threading.Lock()
+
+
+def record(line):
+    with lock, open(args.log, "a") as f:
+        f.write(line + "\n")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        record("http %s %s" % (self.server.server_address[0], self.headers.get("Host", "-")))
+        body = b"hello from the outside\n" * 64
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+class TLSServer(Server):
+    def get_request(self):
+        sock, peer = self.socket.accept()
+        record("tls %s" % self.server_address[0])
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.cert, args.key)
+        return ctx.wrap_socket(sock, server_side=True), peer
+
+
+class TCPCount(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+
+
+class TCPHandler(socketserver.BaseRequestHandler):
+    def handle(self):
+        record("tcp %s %d" % self.server.server_address)
+
+
+def udp(addr, port, kind):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((addr, port))
+    while True:
+        s.recvfrom(4096)
+        record("%s %s%s" % (kind, addr, "" if kind == "dns" else " %d" % port))
+
+
+servers = []
+for a in args.addr:
+    servers += [Server((a, 80), Handler), TLSServer((a, 443), Handler), TCPCount((a, 8080), TCPHandler)]
+    threading.Thread(target=udp, args=(a, 9999, "udp"), daemon=True).start()
+    threading.Thread(target=udp, args=(a, 53, "dns"), daemon=True).start()
+for s in servers[1:]:
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+record("ready")
+servers[0].serve_forever()

@@ -1,0 +1,229 @@
+# shellcheck shell=bash
+# tests/worker/sh/lib.sh: shared pieces of the shell integration tests
+# that drive the real binaries (kiwi-worker, kiwi) against the real stack.
+#
+# Everything a test starts is recorded and stopped on exit, whatever the
+# exit path. Topics, groups and state are unique per run, so tests never see
+# each other's messages.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+BUILD=${KIWI_BUILD_DIR:-$ROOT/build}
+KIWI="$BUILD/producer/kiwi"
+WORKER="$BUILD/worker/kiwi-worker"
+env_file="${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"
+# shellcheck source=/dev/null # written by ops/stack.sh when the stack is up
+[ -f "$env_file" ] && { set -a; . "$env_file"; set +a; }
+: "${KIWI_KAFKA_BROKERS:=127.0.0.1:19092}"
+RUN_ID="t$$-$(date +%s)"
+TMP=$(mktemp -d "/tmp/kiwi-itest-$RUN_ID-XXXX")
+# A worker's egress proxy (KIWI_INSTALL_EGRESS=registries, the default)
+# keeps its files under the state dir, which tests put in TMP, and Squid
+# drops to the user proxy, which must reach them.
+chmod 755 "$TMP"
+PIDS=()
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+fail() { log "FAIL: $*"; exit 1; }
+
+cleanup() {
+  local rc=$?
+  # a test's own clean-up first (restoring host state it changed)
+  if declare -F on_cleanup >/dev/null; then on_cleanup || true; fi
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  sleep 0.5
+  for pid in "${PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  done
+  if [ "$rc" -ne 0 ] && [ -d "$TMP" ]; then
+    for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "---- $f (tail)"; tail -n 40 "$f"; }; done >&2
+  fi
+  [ -n "${KIWI_KEEP_TMP:-}" ] || rm -rf "$TMP"
+  exit "$rc"
+}
+trap cleanup EXIT
+# SIGTERM (timeout(1) at the end of the test's budget, see
+# tests/CMakeLists.txt) and SIGINT end the test through the
+# EXIT trap with a failing status, so its clean-up runs.
+trap 'log "FAIL: terminated by SIGTERM (over its time budget?)"; exit 143' TERM
+trap 'exit 130' INT
+
+need_services() {
+  if ! kcat -b "$KIWI_KAFKA_BROKERS" -L -m 5 >/dev/null 2>&1; then
+    if [ "${KIWI_REQUIRE_SERVICES:-0}" = 1 ]; then fail "kafka at $KIWI_KAFKA_BROKERS is not answering"; fi
+    echo "SKIP: kafka at $KIWI_KAFKA_BROKERS is not answering"; exit 77
+  fi
+}
+
+DOCKER=(docker -H "unix://${KIWI_DOCKER_SOCKET:-/var/run/docker.sock}")
+# container_ids LABEL=VALUE...: sandbox containers with every label, running or not
+container_ids() {
+  local f=() l
+  for l in "$@"; do f+=(--filter "label=$l"); done
+  "${DOCKER[@]}" ps -aq "${f[@]}" 2>/dev/null || true
+}
+
+# free_port: an unused loopback port.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# git_serve NAME...: each tests/fixtures/examples/NAME as a bare repository
+# served by git daemon on loopback; sets GIT_URL_BASE.
+git_serve() {
+  local base="$TMP/git" port
+  mkdir -p "$base"
+  for name in "$@"; do
+    local work="$TMP/src-$name"
+    cp -a "$ROOT/tests/fixtures/examples/$name" "$work"
+    # GIT_SERVE_LINK="NAME:LINK:TARGET" plants a symlink in that repository
+    if [ -n "${GIT_SERVE_LINK:-}" ] && [ "${GIT_SERVE_LINK%%:*}" = "$name" ]; then
+      local rest=${GIT_SERVE_LINK#*:}
+      ln -s "${rest#*:}" "$work/${rest%%:*}"
+    fi
+    git -C "$work" init -q -b main
+    git -C "$work" -c user.email=kiwi@test -c user.name=kiwi add -A
+    git -C "$work" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "$name: initial"
+    git clone -q --bare "$work" "$base/$name.git"
+  done
+  port=$(free_port)
+  git daemon --reuseaddr --base-path="$base" --export-all --listen=127.0.0.1 --port="$port" \
+    "$base" >"$TMP/git-daemon.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 50); do
+    git ls-remote "git://127.0.0.1:$port/$1.git" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  GIT_URL_BASE="git://127.0.0.1:$port"
+}
+
+# provider_serve: the scripted provider with the session fixtures; sets
+# PROVIDER_PORT.
+provider_serve() {
+  local pf="$TMP/provider.port"
+  python3 "$ROOT/tests/scripted_provider/server.py" --scripts "$ROOT/tests/fixtures/sessions" \
+    --port-file "$pf" --log "$TMP/provider-requests.jsonl" --parent-pid $$ >"$TMP/provider.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do [ -s "$pf" ] && break; sleep 0.1; done
+  [ -s "$pf" ] || fail "the scripted provider did not start"
+  PROVIDER_PORT=$(cat "$pf")
+}
+
+# worker_start NAME [extra env assignments...]: a kiwi-worker on this run's
+# topics; its pid in WORKER_PID_<NAME>. Its policy lets tasks use local and
+# git:// repositories (git_serve) and the scripted provider (provider_serve,
+# and the unreachable http://127.0.0.1:9/ of tasks that never reach the
+# model) as their base URL; the extra assignments may override that.
+worker_start() {
+  local name=$1; shift
+  # env's own options (-u NAME) lead, before any assignment
+  local envopts=()
+  while [ "${1:-}" = -u ]; do envopts+=("$1" "$2"); shift 2; done
+  # KIWI_IMAGE_REGISTRIES=none: the local catalogue's images are never
+  # pulled (kiwi/... would be docker.io's)
+  env "${envopts[@]}" KIWI_ALLOW_LOCAL_REPOS=true KIWI_REPO_SCHEMES=https,ssh,git KIWI_IMAGE_REGISTRIES=none \
+    KIWI_MODEL_BASE_URLS="http://127.0.0.1:9/${PROVIDER_PORT:+,http://127.0.0.1:$PROVIDER_PORT/}" \
+    "$@" \
+    KIWI_WORKER_ID="$RUN_ID-$name" KIWI_GROUP="kiwi-itest-$RUN_ID" \
+    KIWI_TOPIC_TASKS="kiwi.itest.$RUN_ID.tasks" KIWI_TOPIC_PROGRESS="kiwi.itest.$RUN_ID.progress" \
+    KIWI_TOPIC_RESULTS="kiwi.itest.$RUN_ID.results" KIWI_TOPIC_HEARTBEATS="kiwi.itest.$RUN_ID.heartbeats" \
+    KIWI_TOPIC_DLQ="kiwi.itest.$RUN_ID.dlq" KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" \
+    KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
+    ANTHROPIC_API_KEY="kiwi-test-anthropic-key-7f3a9c" KIWI_HEARTBEAT_INTERVAL="${HB:-2}" \
+    "$WORKER" >"$TMP/worker-$name.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  eval "WORKER_PID_$name=$pid"
+}
+
+# hb_of WORKER PYEXPR: PYEXPR evaluated on the newest heartbeat of worker
+# NAME (worker_start's name), with h the heartbeat and checks its egress
+# checks by name; exit 1 when that worker sent none yet.
+hb_of() {
+  kiwi_cli tail heartbeats >"$TMP/hb.jsonl" 2>/dev/null || true
+  python3 - "$TMP/hb.jsonl" "$RUN_ID-$1" "$2" <<'PY'
+import json, sys
+hbs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+hbs = [h for h in hbs if h.get("worker_id") == sys.argv[2]]
+if not hbs:
+    sys.exit(1)
+h = hbs[-1]
+checks = {c["name"]: c for c in h.get("egress", [])}
+print(eval(sys.argv[3]))
+PY
+}
+# wait_hb WORKER PYEXPR SECONDS: until PYEXPR is True on its newest heartbeat
+wait_hb() {
+  for _ in $(seq 1 "$3"); do [ "$(hb_of "$1" "$2" 2>/dev/null)" = True ] && return 0; sleep 1; done
+  return 1
+}
+
+# kcat_raw KIND FILE: every message of this run's KIND topic read with kcat
+# into FILE, framed for kcat_frames.py (KIWI_SH_LIB on a heredoc's
+# sys.path: `from kcat_frames import frames`).
+export KIWI_SH_LIB="$ROOT/tests/worker/sh"
+kcat_raw() {
+  kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.$1" -e -q -f '%k\t%S\t%s' >"$2" 2>>"$TMP/kcat.log" || true
+}
+
+kiwi_cli() {
+  local cmd=$1; shift
+  "$KIWI" "$cmd" --brokers "$KIWI_KAFKA_BROKERS" \
+    --tasks-topic "kiwi.itest.$RUN_ID.tasks" --progress-topic "kiwi.itest.$RUN_ID.progress" \
+    --results-topic "kiwi.itest.$RUN_ID.results" --heartbeats-topic "kiwi.itest.$RUN_ID.heartbeats" \
+    --dlq-topic "kiwi.itest.$RUN_ID.dlq" "$@"
+}
+
+# submit_fix REPO SCRIPT [extra kiwi submit flags]: prints the task id.
+submit_fix() {
+  local repo=$1 script=$2; shift 2
+  kiwi_cli submit --repo "$GIT_URL_BASE/$repo.git" --ref main --test "npm test" \
+    --goal "Make the tests pass." --provider anthropic --model claude-sonnet-4-5-20250929 \
+    --base-url "http://127.0.0.1:$PROVIDER_PORT/script/$script" "$@"
+}
+
+# once_payload FILE KIND KEY: from a `kiwi-worker --once` output, the last
+# KIND progress event's payload KEY (booleans as true/false, maps and lists
+# as JSON with sorted keys), or with KIND
+# "result" the result's KEY; "" when absent.
+once_payload() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+val = ""
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if sys.argv[2] == "result" and j.get("type") == "result":
+        val = j["result"].get(sys.argv[3], "")
+    elif j.get("type") == "progress" and j["event"].get("kind") == sys.argv[2]:
+        val = (j["event"].get("payload") or {}).get(sys.argv[3], "")
+    else:
+        continue
+    val = str(val).lower() if isinstance(val, bool) else json.dumps(val, sort_keys=True) if isinstance(val, (dict, list)) else val
+print(val)
+EOF
+}
+
+# commit_dir DIR MESSAGE: DIR as a git repository with one commit on main.
+commit_dir() {
+  git -C "$1" init -q -b main
+  git -C "$1" -c user.email=kiwi@test -c user.name=kiwi add -A
+  git -C "$1" -c user.email=kiwi@test -c user.name=kiwi commit -q -m "$2"
+}
+
+# fresh_npm_repo FIXTURE DIR WHAT: tests/fixtures/examples/FIXTURE copied to
+# DIR as a repository whose install input no earlier run has seen: its
+# package.json's description is "WHAT $RUN_ID"; committed on main as WHAT.
+fresh_npm_repo() {
+  cp -a "$ROOT/tests/fixtures/examples/$1" "$2"
+  python3 - "$2/package.json" "$3 $RUN_ID" <<'EOF'
+import json, sys
+p, description = sys.argv[1], sys.argv[2]
+d = json.load(open(p))
+d["description"] = description
+json.dump(d, open(p, "w"), indent=2)
+EOF
+  commit_dir "$2" "$3"
+}
