@@ -1,5 +1,5 @@
 /*
- * daemon-admit.c: what a consumed task becomes (daemon-internal.h).
+ * admit.c: what a consumed task becomes (daemon-internal.h).
  *
  *   consumed ─► a slot free? ─ no ─► next in line (ready queue)
  *            └─ yes ─► Redis: finished before? ─┬─ same body, published ─► commit
@@ -7,6 +7,9 @@
  *                                              ├─ other body ─► error result for this delivery
  *                                              └─ no ─► lease ─┬─ won ─► attempt number ─► slot
  *                                                              └─ held ─► parked, looked at again
+ *
+ * Its state is d->admit; kiwi__admission gathers the counts that
+ * admission.h's rules decide on.
  */
 #include <hiredis/hiredis.h>
 #include <stdio.h>

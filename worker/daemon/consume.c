@@ -1,11 +1,12 @@
 /*
- * daemon-consume.c: messages in (daemon-internal.h).
+ * consume.c: messages in (daemon-internal.h).
  *
  * The consumer queue is read when librdkafka signals its pipe (and every
  * 0.5 s): each message is tracked for its offset, decoded, and admitted
- * (daemon-admit.c) or, undecodable, sent to the dead-letter topic with its
+ * (admit.c) or, undecodable, sent to the dead-letter topic with its
  * reason. A rebalance hands the revoked partitions' tasks to their next
- * owner.
+ * owner. Consumption pauses while admission.h wants no task, and a
+ * finished message's offset is committed here (d->consumer).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,36 +6,33 @@
  * room; a room writes only its own (daemon.c sets every one up and tears it
  * down) and reads the others'.
  *
- *   file        room (sub-struct)         calls
- *   daemon.c    the run (stop), the egress  consume, produce, admit, slots,
- *               proxy (proxy), metrics:     redis, health
- *               set-up of Kafka, timers and
- *               signals, the drain, tear-down
- *   consume.c   messages in (consumer):     admit, produce, slots, run
- *               tracked offsets and commits,
- *               dead letters, pausing,
- *               rebalances
- *   admit.c     what a consumed task        slots, consume, produce, run
- *               becomes (admit): a finished
- *               record looked up, a lease
- *               won, parked, or queued for a
- *               free slot; admission.h's counts
- *   slots.c     task processes (slots):     produce, redis, consume, admit, run
- *               spawning, their frames,
- *               events and results
- *               published, delivery retries,
- *               a slot freed
- *   produce.c   messages out (producer,     slots, redis, consume
- *               outbox): delivery reports,
- *               the outbox (outbox.h) while
- *               the producer's queue is full
- *   redis.c     the Redis connection        slots
- *               (redis), leases released
- *               and renewed
- *   health.c    heartbeats, the egress-     produce, consume
- *               check process
- *               (egress_check), the clean-up
- *               one (gc)
+ *   daemon.c   the run (stop), the egress proxy (proxy), metrics: set-up
+ *              of Kafka, timers and signals, the drain, tear-down
+ *              calls: consume, admit, slots, produce, redis, health
+ *   consume.c  messages in (consumer): tracked offsets and their commits,
+ *              dead letters, pausing, rebalances
+ *              calls: admit, slots, produce, the run
+ *   admit.c    what a consumed task becomes (admit): a finished record
+ *              looked up, a lease won, parked, or queued for a free slot;
+ *              the counts admission.h decides on
+ *              calls: slots, consume, produce, the run
+ *   slots.c    task processes (slots): spawning, their frames, events and
+ *              results published, delivery retries, a slot freed
+ *              calls: produce, redis, consume, admit, the run
+ *   produce.c  messages out (producer, outbox): delivery reports, the
+ *              outbox (outbox.h) while the producer's queue is full
+ *              calls: slots, redis, consume
+ *   redis.c    the Redis connection (redis), leases released and renewed
+ *              calls: slots
+ *   health.c   heartbeats, the egress-check process (egress_check), the
+ *              clean-up one (gc)
+ *              calls: produce, consume
+ *
+ * The run is called back (by consume, admit and slots) only to stop
+ * (kiwi__fatal) or to end a drain. Three pairs still call each other:
+ * slots and produce (a result goes out, its report comes back), admit and
+ * slots (a task starts, a freed slot takes the next), consume and admit (a
+ * consumed task is admitted, a decision pauses consumption or commits).
  *
  * Names shared between rooms carry the kiwi__ prefix; everything else is
  * static to its room.
@@ -149,7 +146,8 @@ typedef struct kiwi__daemon_ack {
 } kiwi__daemon_ack;
 
 /* The run: written by daemon.c (the signals, the drain) and through
- * kiwi__fatal by any room; read by every room. */
+ * kiwi__fatal by any room; read by admit.c, consume.c, slots.c and
+ * health.c. */
 typedef struct kiwi__daemon_stop {
     ev_signal sigterm_w, sigint_w;
     ev_timer drain_timer;
@@ -160,8 +158,8 @@ typedef struct kiwi__daemon_stop {
     int64_t started_ms;
 } kiwi__daemon_stop;
 
-/* Messages in: written by consume.c (set up by daemon.c); read by
- * produce.c (the poll) and health.c. */
+/* Messages in: written by consume.c (set up and torn down by daemon.c);
+ * no other room looks inside. */
 typedef struct kiwi__daemon_consumer {
     rd_kafka_t *rk;
     rd_kafka_queue_t *queue;
@@ -173,8 +171,8 @@ typedef struct kiwi__daemon_consumer {
     bool paused;
 } kiwi__daemon_consumer;
 
-/* Messages out: written by produce.c (set up by daemon.c); consume.c polls
- * the producer too. */
+/* Messages out: written by produce.c (set up and torn down by daemon.c);
+ * consume.c's poll timer polls the producer too. */
 typedef struct kiwi__daemon_producer {
     rd_kafka_t *rk;
     rd_kafka_queue_t *queue;
@@ -191,7 +189,7 @@ typedef struct kiwi__daemon_outbox {
 } kiwi__daemon_outbox;
 
 /* Tasks between consumption and a slot: written by admit.c; read by
- * daemon.c (the drain) through kiwi__admission. */
+ * daemon.c (the drain's log), and by every room through kiwi__admission. */
 typedef struct kiwi__daemon_admit {
     int deciding; /* tasks consumed whose Redis look-up has not answered yet */
     /* consumed while every slot was taken: started (looked up) in order as
@@ -204,16 +202,17 @@ typedef struct kiwi__daemon_admit {
 } kiwi__daemon_admit;
 
 /* The task slots and the counts of their results: written by slots.c (set
- * up and freed there, for daemon.c); read by admit.c, redis.c, consume.c
- * and health.c. */
+ * up and freed there, for daemon.c); read by admit.c (kiwi__admission),
+ * consume.c, redis.c (the lease renewals) and health.c (the heartbeat). */
 typedef struct kiwi__daemon_slots {
     kiwi__daemon_slot *list;
     int n, busy;
     uint64_t done, failed, cache_hits, cache_misses;
 } kiwi__daemon_slots;
 
-/* The Redis connection: written by redis.c; read by admit.c, slots.c,
- * consume.c and health.c (ok, error), who send commands on ctx. */
+/* The Redis connection: written by redis.c (freed by daemon.c); read by
+ * admit.c, slots.c, consume.c and health.c, admit.c and slots.c sending
+ * their commands on ctx. */
 typedef struct kiwi__daemon_redis {
     redisAsyncContext *ctx;
     bool ok;          /* connected and authenticated */

@@ -11,6 +11,10 @@
  *
  * Offsets are committed per partition up to the first message that is not
  * finished, so a slow task never lets a later commit skip it.
+ *
+ * This file is the run (d->stop: signals, the drain, a fatal stop) and
+ * the egress proxy's set-up (d->proxy); it sets up and tears down every
+ * other room (daemon-internal.h).
  */
 #include "worker/daemon/daemon.h"
 

@@ -1,5 +1,5 @@
 /*
- * daemon-slots.c: task processes and their results (daemon-internal.h).
+ * slots.c: task processes and their results (daemon-internal.h).
  *
  * A slot runs one task process (kiwi-worker --task-child): the task goes in
  * on its stdin, frames come back on fd 3 (progress events, numbered and
@@ -7,6 +7,9 @@
  * recorded in Redis, then produced; its acknowledgement frees the slot and
  * commits the offset. A result the broker did not take is produced again
  * with a backoff, or cut to a minimal one when it is too large.
+ *
+ * Its state is d->slots; other rooms reach a slot through the functions
+ * here (a revoke, a delivery report, a lease renewal, a denial).
  */
 #include <errno.h>
 #include <fcntl.h>
