@@ -194,7 +194,7 @@ typedef struct kiwi__daemon_admit {
     int deciding; /* tasks consumed whose Redis look-up has not answered yet */
     /* consumed while every slot was taken: started (looked up) in order as
      * slots free, so a freed slot does not wait for Kafka (up to
-     * KIWI_LOOKAHEAD of them; uncommitted, dropped on a drain or revoke) */
+     * KIWI_ADMISSION_LOOKAHEAD of them; uncommitted, dropped on a drain or revoke) */
     kiwi__daemon_decide_ctx *ready_head, *ready_tail;
     int nready;
     kiwi__daemon_waiting *waiting; /* parked */
@@ -397,6 +397,7 @@ void kiwi__redis_mark_done_published (kiwi__daemon *d, const char *task_id);
 /* health.c: what the worker says of itself */
 /* Produces a heartbeat now. */
 void kiwi__health_publish_heartbeat (kiwi__daemon *d);
+/* Every heartbeat interval: a heartbeat. */
 void kiwi__health_heartbeat_cb (struct ev_loop *loop, ev_timer *w, int revents);
 /* Starts an egress-check process unless one runs or the worker drains. */
 void kiwi__egress_check_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
