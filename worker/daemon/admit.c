@@ -1,5 +1,5 @@
 /*
- * daemon-admit.c: what a consumed task becomes (daemon-internal.h).
+ * admit.c: what a consumed task becomes (daemon-internal.h).
  *
  *   consumed ─► a slot free? ─ no ─► next in line (ready queue)
  *            └─ yes ─► Redis: finished before? ─┬─ same body, published ─► commit
@@ -7,6 +7,9 @@
  *                                              ├─ other body ─► error result for this delivery
  *                                              └─ no ─► lease ─┬─ won ─► attempt number ─► slot
  *                                                              └─ held ─► parked, looked at again
+ *
+ * Its state is d->admit; kiwi__admission gathers the counts that
+ * admission.h's rules decide on.
  */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -20,8 +23,30 @@
 #include "worker/task/policy.h"
 #include "schemas/task.h"
 
-void
-kiwi__waiting_free (waiting *w)
+struct kiwi__daemon_waiting {
+    kiwi__daemon_waiting *next;
+    char *task_id;
+    char *raw;
+    size_t raw_len;
+    kiwi__daemon_origin from;
+    int64_t next_look_ms;
+};
+
+kiwi_admission
+kiwi__admission (const kiwi__daemon *d)
+{
+    return (kiwi_admission) { .nslots = d->slots.n,
+                              .busy = d->slots.busy,
+                              .deciding = d->admit.deciding,
+                              .nready = d->admit.nready,
+                              .parked = d->admit.waiting != NULL,
+                              .draining = d->stop.draining,
+                              .drain_expired = d->stop.drain_expired,
+                              .stopped = d->egress_check.isolation_failed && d->cfg->egress_stop_when_degraded };
+}
+
+static void
+waiting_free (kiwi__daemon_waiting *w)
 {
     free (w->task_id);
     free (w->raw);
@@ -32,15 +57,15 @@ kiwi__waiting_free (waiting *w)
 /* A decision ended (a slot, parked, or nothing to do): its place counts
  * no more. */
 static void
-decided (daemon_t *d)
+decided (kiwi__daemon *d)
 {
-    if (d->deciding > 0)
-        d->deciding--;
+    if (d->admit.deciding > 0)
+        d->admit.deciding--;
     kiwi__drain_done_check (d);
 }
 
 static void
-decide_free (decide_ctx *c)
+decide_free (kiwi__daemon_decide_ctx *c)
 {
     free (c->task_id);
     free (c->raw);
@@ -48,34 +73,43 @@ decide_free (decide_ctx *c)
     free (c);
 }
 
-static void
-park (daemon_t *d, decide_ctx *c)
+int
+kiwi__admit_park (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len, kiwi__daemon_origin *from,
+                  int64_t after_ms)
 {
-    if (d->draining) { /* parked tasks are dropped by the drain: uncommitted */
+    kiwi__daemon_waiting *w = calloc (1, sizeof *w);
+    if (w == NULL)
+        return -1;
+    w->task_id = task_id;
+    w->raw = raw;
+    w->raw_len = raw_len;
+    w->from = *from;
+    from->topic = NULL;
+    w->next_look_ms = kiwi_now_ms () + after_ms;
+    w->next = d->admit.waiting;
+    d->admit.waiting = w;
+    return 0;
+}
+
+static void
+park (kiwi__daemon *d, kiwi__daemon_decide_ctx *c)
+{
+    if (d->stop.draining) { /* parked tasks are dropped by the drain: uncommitted */
         decide_free (c);
         decided (d);
         return;
     }
-    waiting *w = calloc (1, sizeof *w);
-    if (w == NULL) {
+    if (kiwi__admit_park (d, c->task_id, c->raw, c->raw_len, &c->from, 2000) < 0) {
         decide_free (c);
         decided (d);
         kiwi__out_of_memory (d, "parking a task");
         return;
     }
-    w->task_id = c->task_id;
-    w->raw = c->raw;
-    w->raw_len = c->raw_len;
-    w->from = c->from;
-    w->next_look_ms = kiwi_now_ms () + 2000;
-    w->next = d->waiting;
-    d->waiting = w;
     c->task_id = c->raw = NULL;
-    c->from.topic = NULL;
     decide_free (c);
     decided (d);
-    kiwi__pump_ready (d);
-    kiwi__update_pause (d);
+    kiwi__admit_pump (d);
+    kiwi__consumer_update_pause (d);
 }
 
 /* The attempt number has come back (or not: 0, unknown); the leased task
@@ -83,8 +117,8 @@ park (daemon_t *d, decide_ctx *c)
 static void
 attempt_cb (redisAsyncContext *ac, void *r, void *privdata)
 {
-    decide_ctx *c = privdata;
-    daemon_t *d = c->d;
+    kiwi__daemon_decide_ctx *c = privdata;
+    kiwi__daemon *d = c->d;
     redisReply *reply = r;
     uint32_t attempt = 0;
     if (reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0 && reply->integer <= UINT32_MAX)
@@ -92,7 +126,7 @@ attempt_cb (redisAsyncContext *ac, void *r, void *privdata)
     else
         kiwi_warn ("task %s: no attempt number from redis; its events say attempt 0 (unknown)", c->task_id);
     decided (d);
-    kiwi__start_run (d, c->task_id, c->raw, c->raw_len, &c->from, true, attempt);
+    kiwi__slots_start_run (d, c->task_id, c->raw, c->raw_len, &c->from, true, attempt);
     c->task_id = c->raw = NULL;
     decide_free (c);
 }
@@ -102,10 +136,10 @@ attempt_cb (redisAsyncContext *ac, void *r, void *privdata)
  * record), so that a run after a redelivery is told apart from the one
  * before it in the progress events. Then starts it (attempt_cb). */
 static void
-fetch_attempt (daemon_t *d, decide_ctx *c)
+fetch_attempt (kiwi__daemon *d, kiwi__daemon_decide_ctx *c)
 {
-    if (d->redis_ok
-        && redisAsyncCommand (d->redis, attempt_cb, c, "EVAL %s 1 %s%s %lld", kiwi_lua_attempt, KIWI_REDIS_ATTEMPT_PREFIX,
+    if (d->redis.ok
+        && redisAsyncCommand (d->redis.ctx, attempt_cb, c, "EVAL %s 1 %s%s %lld", kiwi_lua_attempt, KIWI_REDIS_ATTEMPT_PREFIX,
                               c->task_id, (long long) d->cfg->done_ttl_s)
                == REDIS_OK)
         return;
@@ -115,13 +149,13 @@ fetch_attempt (daemon_t *d, decide_ctx *c)
 static void
 lease_cb (redisAsyncContext *ac, void *r, void *privdata)
 {
-    decide_ctx *c = privdata;
-    daemon_t *d = c->d;
+    kiwi__daemon_decide_ctx *c = privdata;
+    kiwi__daemon *d = c->d;
     redisReply *reply = r;
     if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
         /* Redis went away between the two calls: run without a lease */
         decided (d);
-        kiwi__start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
+        kiwi__slots_start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
         c->task_id = c->raw = NULL;
         decide_free (c);
         return;
@@ -138,7 +172,7 @@ lease_cb (redisAsyncContext *ac, void *r, void *privdata)
  * record's); its own hash goes to mine. An undecodable body (it was decoded
  * once already) counts as the same. */
 static bool
-same_body (const decide_ctx *c, const char *stored, char mine[65])
+same_body (const kiwi__daemon_decide_ctx *c, const char *stored, char mine[65])
 {
     kiwi_task t;
     kiwi_error_t err = NULL;
@@ -157,7 +191,7 @@ same_body (const decide_ctx *c, const char *stored, char mine[65])
  * committed once the broker has it; the finished record, and the earlier
  * result, stay as they were. */
 static void
-refuse_reused_id (daemon_t *d, decide_ctx *c, const char *mine, const char *stored)
+refuse_reused_id (kiwi__daemon *d, kiwi__daemon_decide_ctx *c, const char *mine, const char *stored)
 {
     char reason[512];
     snprintf (reason, sizeof reason,
@@ -180,13 +214,13 @@ refuse_reused_id (daemon_t *d, decide_ctx *c, const char *mine, const char *stor
         kiwi_error_free (&err);
         return; /* uncommitted: redelivered */
     }
-    ack *a = calloc (1, sizeof *a);
+    kiwi__daemon_ack *a = calloc (1, sizeof *a);
     if (a == NULL) {
         free (buf);
         kiwi__out_of_memory (d, "refusing a reused task id");
         return;
     }
-    a->kind = ACK_COMMIT;
+    a->kind = KIWI__ACK_COMMIT;
     a->from = c->from;
     c->from.topic = NULL; /* now owned by the ack */
     if (kiwi__produce (d, d->cfg->topic_results, c->task_id, buf, len, a) < 0)
@@ -194,24 +228,11 @@ refuse_reused_id (daemon_t *d, decide_ctx *c, const char *mine, const char *stor
     free (buf);
 }
 
-/* True while a slot of this worker holds task_id (running it, or
- * publishing its result). */
-static bool
-slot_holds (const daemon_t *d, const char *task_id)
-{
-    for (int i = 0; i < d->nslots; i++) {
-        const slot *s = &d->slots[i];
-        if (s->state != SLOT_FREE && s->task_id != NULL && strcmp (s->task_id, task_id) == 0)
-            return true;
-    }
-    return false;
-}
-
 static void
 done_cb (redisAsyncContext *ac, void *r, void *privdata)
 {
-    decide_ctx *c = privdata;
-    daemon_t *d = c->d;
+    kiwi__daemon_decide_ctx *c = privdata;
+    kiwi__daemon *d = c->d;
     redisReply *reply = r;
     if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 4
         && reply->element[0]->type == REDIS_REPLY_STRING) {
@@ -225,8 +246,8 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
             refuse_reused_id (d, c, mine, hash->str);
         } else if (published) {
             kiwi_info ("task %s: delivered again after it finished; its result stands", c->task_id);
-            kiwi__offset_done (d, &c->from);
-        } else if (slot_holds (d, c->task_id)
+            kiwi__consumer_offset_done (d, &c->from);
+        } else if (kiwi__slots_holding (d, c->task_id)
                    || (holder->type == REDIS_REPLY_STRING && strcmp (holder->str, d->cfg->worker_id) != 0)) {
             /* the worker that finished it (this one, or the lease's holder)
              * is still publishing: its acknowledgement marks the record */
@@ -237,12 +258,12 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
         } else {
             kiwi_info ("task %s: finished before but its result was never acknowledged; publishing it again",
                        c->task_id);
-            ack *a = calloc (1, sizeof *a);
+            kiwi__daemon_ack *a = calloc (1, sizeof *a);
             if (a == NULL || (a->task_id = strdup (c->task_id)) == NULL) {
                 free (a);
                 kiwi__out_of_memory (d, "republishing a result");
             } else {
-                a->kind = ACK_COMMIT;
+                a->kind = KIWI__ACK_COMMIT;
                 a->from = c->from;
                 c->from.topic = NULL; /* now owned by the ack */
                 if (kiwi__produce (d, d->cfg->topic_results, c->task_id, res->str, res->len, a) < 0)
@@ -251,44 +272,43 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
         }
         decide_free (c);
         decided (d);
-        kiwi__pump_ready (d);
-        kiwi__update_pause (d);
+        kiwi__admit_pump (d);
+        kiwi__consumer_update_pause (d);
         return;
     }
-    if (reply == NULL || !d->redis_ok) {
+    if (reply == NULL || !d->redis.ok) {
         decided (d);
-        kiwi__start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
+        kiwi__slots_start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
         c->task_id = c->raw = NULL;
         decide_free (c);
         return;
     }
-    redisAsyncCommand (d->redis, lease_cb, c, "SET %s%s %s NX PX %lld", KIWI_REDIS_LEASE_PREFIX, c->task_id,
+    redisAsyncCommand (d->redis.ctx, lease_cb, c, "SET %s%s %s NX PX %lld", KIWI_REDIS_LEASE_PREFIX, c->task_id,
                        d->cfg->worker_id, (long long) d->cfg->lease_ttl_s * 1000);
 }
 
 /* Looks the consumed task up: the finished record and the lease's holder,
  * read in one step (kiwi_lua_done_look, lease.h); done_cb decides. */
 static void
-decide (daemon_t *d, decide_ctx *c)
+decide (kiwi__daemon *d, kiwi__daemon_decide_ctx *c)
 {
     kiwi_info ("task %s: received from %s[%d]@%lld", c->task_id, c->from.topic, (int) c->from.partition,
                (long long) c->from.offset);
-    d->deciding++;
-    if (!d->redis_ok) {
+    d->admit.deciding++;
+    if (!d->redis.ok) {
         kiwi_warn ("task %s: redis unreachable: running it without a lease or cache", c->task_id);
         decided (d);
-        kiwi__start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
+        kiwi__slots_start_task (d, c->task_id, c->raw, c->raw_len, &c->from, false);
         c->task_id = c->raw = NULL;
         decide_free (c);
         return;
     }
-    redisAsyncCommand (d->redis, done_cb, c, "EVAL %s 2 %s%s %s%s", kiwi_lua_done_look, KIWI_REDIS_DONE_PREFIX,
+    redisAsyncCommand (d->redis.ctx, done_cb, c, "EVAL %s 2 %s%s %s%s", kiwi_lua_done_look, KIWI_REDIS_DONE_PREFIX,
                        c->task_id, KIWI_REDIS_LEASE_PREFIX, c->task_id);
 }
 
-/* A consumed task: looked up now if a slot is free, else queued. */
 void
-kiwi__admit (daemon_t *d, decide_ctx *c)
+kiwi__admit (kiwi__daemon *d, kiwi__daemon_decide_ctx *c)
 {
     kiwi_admission a = kiwi__admission (d);
     if (kiwi_admission_look_up_now (&a)) {
@@ -297,66 +317,72 @@ kiwi__admit (daemon_t *d, decide_ctx *c)
     }
     kiwi_debug ("task %s: every slot taken; next in line", c->task_id);
     c->next = NULL;
-    if (d->ready_tail)
-        d->ready_tail->next = c;
+    if (d->admit.ready_tail)
+        d->admit.ready_tail->next = c;
     else
-        d->ready_head = c;
-    d->ready_tail = c;
-    d->nready++;
+        d->admit.ready_head = c;
+    d->admit.ready_tail = c;
+    d->admit.nready++;
 }
 
-/* Queued tasks into the slots that are free. */
 void
-kiwi__pump_ready (daemon_t *d)
+kiwi__admit_pump (kiwi__daemon *d)
 {
-    for (kiwi_admission a = kiwi__admission (d); d->ready_head && kiwi_admission_may_look_up (&a); a = kiwi__admission (d)) {
-        decide_ctx *c = d->ready_head;
-        d->ready_head = c->next;
-        if (d->ready_head == NULL)
-            d->ready_tail = NULL;
-        d->nready--;
+    for (kiwi_admission a = kiwi__admission (d); d->admit.ready_head && kiwi_admission_may_look_up (&a); a = kiwi__admission (d)) {
+        kiwi__daemon_decide_ctx *c = d->admit.ready_head;
+        d->admit.ready_head = c->next;
+        if (d->admit.ready_head == NULL)
+            d->admit.ready_tail = NULL;
+        d->admit.nready--;
         c->next = NULL;
         decide (d, c);
     }
 }
 
-/* Queued tasks dropped (uncommitted): all of them, or those of one
- * partition (topic NULL: all). */
 void
-kiwi__drop_ready (daemon_t *d, const char *topic, int32_t partition)
+kiwi__admit_drop (kiwi__daemon *d, const char *topic, int32_t partition)
 {
-    decide_ctx **pp = &d->ready_head;
-    d->ready_tail = NULL;
+    kiwi__daemon_decide_ctx **pp = &d->admit.ready_head;
+    d->admit.ready_tail = NULL;
     while (*pp) {
-        decide_ctx *c = *pp;
+        kiwi__daemon_decide_ctx *c = *pp;
         if (topic == NULL || (c->from.partition == partition && strcmp (c->from.topic, topic) == 0)) {
             *pp = c->next;
-            d->nready--;
+            d->admit.nready--;
             decide_free (c);
         } else {
-            d->ready_tail = c;
+            d->admit.ready_tail = c;
             pp = &c->next;
         }
+    }
+    kiwi__daemon_waiting **wp = &d->admit.waiting;
+    while (*wp) {
+        kiwi__daemon_waiting *w = *wp;
+        if (topic == NULL || (w->from.partition == partition && strcmp (w->from.topic, topic) == 0)) {
+            *wp = w->next;
+            waiting_free (w);
+        } else
+            wp = &w->next;
     }
 }
 
 void
-kiwi__wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+kiwi__admit_wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
-    daemon_t *d = w->data;
+    kiwi__daemon *d = w->data;
     int64_t now = kiwi_now_ms ();
-    waiting **pp = &d->waiting;
+    kiwi__daemon_waiting **pp = &d->admit.waiting;
     while (*pp) {
-        waiting *wt = *pp;
+        kiwi__daemon_waiting *wt = *pp;
         kiwi_admission a = kiwi__admission (d);
         if (wt->next_look_ms > now || !kiwi_admission_may_look_up (&a)) {
             pp = &wt->next;
             continue;
         }
         *pp = wt->next;
-        decide_ctx *c = calloc (1, sizeof *c);
+        kiwi__daemon_decide_ctx *c = calloc (1, sizeof *c);
         if (c == NULL) {
-            kiwi__waiting_free (wt);
+            waiting_free (wt);
             kiwi__out_of_memory (d, "looking at a parked task again");
             return;
         }
@@ -368,6 +394,6 @@ kiwi__wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
         free (wt);
         decide (d, c);
     }
-    kiwi__pump_ready (d);
-    kiwi__update_pause (d);
+    kiwi__admit_pump (d);
+    kiwi__consumer_update_pause (d);
 }

@@ -1,11 +1,12 @@
 /*
- * daemon-consume.c: messages in (daemon-internal.h).
+ * consume.c: messages in (daemon-internal.h).
  *
  * The consumer queue is read when librdkafka signals its pipe (and every
  * 0.5 s): each message is tracked for its offset, decoded, and admitted
- * (daemon-admit.c) or, undecodable, sent to the dead-letter topic with its
+ * (admit.c) or, undecodable, sent to the dead-letter topic with its
  * reason. A rebalance hands the revoked partitions' tasks to their next
- * owner.
+ * owner. Consumption pauses while admission.h wants no task, and a
+ * finished message's offset is committed here (d->consumer).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,58 @@
 #include "common/log.h"
 #include "worker/task/secrets.h"
 #include "schemas/task.h"
+
+void
+kiwi__consumer_offset_done (kiwi__daemon *d, const kiwi__daemon_origin *o)
+{
+    int64_t commit;
+    if (!kiwi_offsets_done (&d->consumer.offsets, o->topic, o->partition, o->offset, &commit))
+        return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new (1);
+    rd_kafka_topic_partition_list_add (l, o->topic, o->partition)->offset = commit;
+    rd_kafka_resp_err_t e = rd_kafka_commit (d->consumer.rk, l, 1);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        kiwi_warn ("commit %s[%d]@%lld: %s", o->topic, o->partition, (long long) commit, rd_kafka_err2str (e));
+    else
+        kiwi_debug ("committed %s[%d]@%lld", o->topic, o->partition, (long long) commit);
+    rd_kafka_topic_partition_list_destroy (l);
+}
+
+int
+kiwi__origin_set (kiwi__daemon_origin *o, const rd_kafka_message_t *m)
+{
+    o->topic = strdup (rd_kafka_topic_name (m->rkt));
+    o->partition = m->partition;
+    o->offset = m->offset;
+    return o->topic != NULL ? 0 : -1;
+}
+
+void
+kiwi__origin_clear (kiwi__daemon_origin *o)
+{
+    free (o->topic);
+    o->topic = NULL;
+}
+
+void
+kiwi__consumer_set_paused (kiwi__daemon *d, bool pause)
+{
+    if (d->consumer.paused == pause || d->consumer.assignment == NULL)
+        return;
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions (d->consumer.rk, d->consumer.assignment)
+                                  : rd_kafka_resume_partitions (d->consumer.rk, d->consumer.assignment);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        kiwi_warn ("%s partitions: %s", pause ? "pausing" : "resuming", rd_kafka_err2str (e));
+    d->consumer.paused = pause;
+    kiwi_debug ("%s consumption (%d of %d slots busy)", pause ? "paused" : "resumed", d->slots.busy, d->slots.n);
+}
+
+void
+kiwi__consumer_update_pause (kiwi__daemon *d)
+{
+    kiwi_admission a = kiwi__admission (d);
+    kiwi__consumer_set_paused (d, !kiwi_admission_want_tasks (&a));
+}
 
 /* A copy of the first len bytes of buf with the worker's secrets masked,
  * or NULL when there is nothing to mask (or no memory: then *failed). */
@@ -40,7 +93,7 @@ masked_copy (const kiwi_mask *mask, const void *buf, size_t len, size_t *out_len
  * its bytes as they came (they are the producer's own), except that any of
  * the worker's own secrets in them, or in the reason, is masked. */
 static void
-dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
+dead_letter (kiwi__daemon *d, const rd_kafka_message_t *m, const char *reason)
 {
     kiwi_error_t merr = NULL;
     cleanup_mask kiwi_mask *mask = kiwi_worker_mask (d->cfg, (const char *const *) environ, NULL, &merr);
@@ -73,13 +126,13 @@ dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
     char *buf = NULL;
     size_t len = 0;
     kiwi_error_t err = NULL;
-    ack *a = calloc (1, sizeof *a);
+    kiwi__daemon_ack *a = calloc (1, sizeof *a);
     if (a == NULL || kiwi__origin_set (&a->from, m) < 0) {
         kiwi__ack_free (a);
         kiwi__out_of_memory (d, "a dead letter");
         return;
     }
-    a->kind = ACK_COMMIT;
+    a->kind = KIWI__ACK_COMMIT;
     if (kiwi_deadletter_encode (&dl, &buf, &len, &err) < 0) {
         /* too large to carry whole: say so, without the bytes */
         kiwi_error_free (&err);
@@ -97,9 +150,9 @@ dead_letter (daemon_t *d, const rd_kafka_message_t *m, const char *reason)
 }
 
 static void
-on_message (daemon_t *d, rd_kafka_message_t *m)
+on_message (kiwi__daemon *d, rd_kafka_message_t *m)
 {
-    if (d->fatal) /* stopping: left uncommitted, redelivered */
+    if (d->stop.fatal) /* stopping: left uncommitted, redelivered */
         return;
     if (m->err) {
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
@@ -107,26 +160,22 @@ on_message (daemon_t *d, rd_kafka_message_t *m)
         kiwi_warn ("consumer: %s", rd_kafka_message_errstr (m));
         if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
             char buf[256];
-            rd_kafka_fatal_error (d->consumer, buf, sizeof buf);
-            snprintf (d->fatal_msg, sizeof d->fatal_msg, "kafka consumer: %s", buf);
-            d->fatal = true;
-            ev_break (d->loop, EVBREAK_ALL);
+            rd_kafka_fatal_error (d->consumer.rk, buf, sizeof buf);
+            kiwi__fatal (d, "kafka consumer: %s", buf);
         }
         return;
     }
-    origin o;
+    kiwi__daemon_origin o;
     if (kiwi__origin_set (&o, m) < 0) {
         kiwi__out_of_memory (d, "a consumed message");
         return;
     }
     kiwi_error_t err = NULL;
-    if (kiwi_offsets_add (&d->offsets, o.topic, o.partition, o.offset, &err) < 0) {
+    if (kiwi_offsets_add (&d->consumer.offsets, o.topic, o.partition, o.offset, &err) < 0) {
         /* untracked, a later commit could pass over it: stop rather */
-        snprintf (d->fatal_msg, sizeof d->fatal_msg, "consumer: %s", kiwi_error_msg (err));
+        kiwi__fatal (d, "consumer: %s", kiwi_error_msg (err));
         kiwi_error_free (&err);
         kiwi__origin_clear (&o);
-        d->fatal = true;
-        ev_break (d->loop, EVBREAK_ALL);
         return;
     }
     kiwi_task t;
@@ -136,7 +185,7 @@ on_message (daemon_t *d, rd_kafka_message_t *m)
         kiwi__origin_clear (&o);
         return;
     }
-    decide_ctx *c = calloc (1, sizeof *c);
+    kiwi__daemon_decide_ctx *c = calloc (1, sizeof *c);
     if (c != NULL) {
         c->task_id = strdup (t.id);
         c->raw = malloc (m->len ? m->len : 1);
@@ -160,21 +209,21 @@ on_message (daemon_t *d, rd_kafka_message_t *m)
 }
 
 static void
-consume_all (daemon_t *d)
+consume_all (kiwi__daemon *d)
 {
     rd_kafka_message_t *m;
-    while ((m = rd_kafka_consumer_poll (d->consumer, 0)) != NULL) {
+    while ((m = rd_kafka_consumer_poll (d->consumer.rk, 0)) != NULL) {
         on_message (d, m);
         rd_kafka_message_destroy (m);
         /* the decisions just started may fill the slots before any task
          * starts: pause now, so the messages already fetched stay in Kafka
          * (a pause discards them; a resume fetches again from here) */
-        kiwi__update_pause (d);
+        kiwi__consumer_update_pause (d);
     }
 }
 
-static void
-drain_pipe (int fd)
+void
+kiwi__drain_pipe (int fd)
 {
     char buf[256];
     while (read (fd, buf, sizeof buf) > 0)
@@ -182,44 +231,34 @@ drain_pipe (int fd)
 }
 
 void
-kiwi__cq_cb (struct ev_loop *loop, ev_io *w, int revents)
+kiwi__consumer_io_cb (struct ev_loop *loop, ev_io *w, int revents)
 {
-    daemon_t *d = w->data;
-    drain_pipe (d->cq_pipe[0]);
+    kiwi__daemon *d = w->data;
+    kiwi__drain_pipe (d->consumer.pipe[0]);
     consume_all (d);
 }
 
 void
-kiwi__pq_cb (struct ev_loop *loop, ev_io *w, int revents)
+kiwi__consumer_poll_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
-    daemon_t *d = w->data;
-    drain_pipe (d->pq_pipe[0]);
-    rd_kafka_poll (d->producer, 0);
-    if (d->outbox.count) /* deliveries made room */
-        kiwi__outbox_flush (d, 0);
-}
-
-void
-kiwi__poll_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
-{
-    daemon_t *d = w->data;
-    rd_kafka_poll (d->producer, 0);
+    kiwi__daemon *d = w->data;
+    rd_kafka_poll (d->producer.rk, 0);
     consume_all (d);
-    kiwi_worker_metrics_state (d->metrics, d->busy, d->nslots, d->redis_ok);
+    kiwi_worker_metrics_state (d->metrics.registry, d->slots.busy, d->slots.n, d->redis.ok);
 }
 
 void
-kiwi__rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts, void *opaque)
+kiwi__consumer_rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
-    daemon_t *d = opaque;
+    kiwi__daemon *d = opaque;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         kiwi_info ("assigned %d partition(s)", parts->cnt);
         rd_kafka_assign (rk, parts);
-        if (d->assignment)
-            rd_kafka_topic_partition_list_destroy (d->assignment);
-        d->assignment = rd_kafka_topic_partition_list_copy (parts);
-        d->paused = false;
-        kiwi__update_pause (d);
+        if (d->consumer.assignment)
+            rd_kafka_topic_partition_list_destroy (d->consumer.assignment);
+        d->consumer.assignment = rd_kafka_topic_partition_list_copy (parts);
+        d->consumer.paused = false;
+        kiwi__consumer_update_pause (d);
         return;
     }
     kiwi_info ("revoked %d partition(s)", parts->cnt);
@@ -229,31 +268,18 @@ kiwi__rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_part
         /* running tasks of these partitions finish and publish, but their
          * offsets are the next owner's to commit: it finds the finished
          * record and commits without working them again */
-        for (int k = 0; k < d->nslots; k++) {
-            slot *s = &d->slots[k];
-            if (s->state != SLOT_FREE && s->from.topic && s->from.partition == p && strcmp (s->from.topic, topic) == 0)
-                s->revoked = true;
-        }
-        kiwi_offsets_revoke (&d->offsets, topic, p);
-        kiwi__drop_ready (d, topic, p);
-        waiting **wp = &d->waiting;
-        while (*wp) {
-            waiting *w = *wp;
-            if (w->from.partition == p && strcmp (w->from.topic, topic) == 0) {
-                *wp = w->next;
-                kiwi__waiting_free (w);
-            } else
-                wp = &w->next;
-        }
+        kiwi__slots_revoke (d, topic, p);
+        kiwi_offsets_revoke (&d->consumer.offsets, topic, p);
+        kiwi__admit_drop (d, topic, p);
     }
     /* librdkafka keeps a partition's pause through an unassign and a later
      * assign: resume what is revoked, or a partition that comes back is
-     * never fetched again (d->paused starts false on every assign) */
+     * never fetched again (d->consumer.paused starts false on every assign) */
     rd_kafka_resume_partitions (rk, parts);
-    d->paused = false;
+    d->consumer.paused = false;
     rd_kafka_assign (rk, NULL);
-    if (d->assignment) {
-        rd_kafka_topic_partition_list_destroy (d->assignment);
-        d->assignment = NULL;
+    if (d->consumer.assignment) {
+        rd_kafka_topic_partition_list_destroy (d->consumer.assignment);
+        d->consumer.assignment = NULL;
     }
 }

@@ -1,5 +1,6 @@
 /*
- * daemon-health.c: what the worker says of itself (daemon-internal.h).
+ * health.c: what the worker says of itself, d->egress_check and d->gc
+ * (daemon-internal.h).
  *
  * The heartbeat (its counts, Redis, the egress proxy and every egress
  * check, each cause of degradation), the egress-check process (kiwi-worker
@@ -23,49 +24,49 @@
 #include "common/log.h"
 
 void
-kiwi__publish_heartbeat (daemon_t *d)
+kiwi__health_publish_heartbeat (kiwi__daemon *d)
 {
     kiwi_heartbeat h;
     kiwi_heartbeat_init (&h);
     h.worker_id = d->cfg->worker_id;
     h.version = (char *) KIWI_VERSION;
     h.ts = kiwi_now_ms ();
-    h.slots_total = (uint32_t) d->nslots;
-    h.slots_busy = (uint32_t) d->busy;
-    h.tasks_done = d->done;
-    h.tasks_failed = d->failed;
-    h.cache_hits = d->cache_hits;
-    h.cache_misses = d->cache_misses;
-    h.redis_ok = d->redis_ok;
+    h.slots_total = (uint32_t) d->slots.n;
+    h.slots_busy = (uint32_t) d->slots.busy;
+    h.tasks_done = d->slots.done;
+    h.tasks_failed = d->slots.failed;
+    h.cache_hits = d->slots.cache_hits;
+    h.cache_misses = d->slots.cache_misses;
+    h.redis_ok = d->redis.ok;
     /* the proxy's state is the daemon's own, not the check process's */
-    json_t *pcheck = d->proxy ? kiwi_proxy_runner_check (d->proxy) : NULL;
+    json_t *pcheck = d->proxy.runner ? kiwi_proxy_runner_check (d->proxy.runner) : NULL;
     bool proxy_down = pcheck && !json_is_true (json_object_get (pcheck, "ok"));
     if (pcheck) {
         /* and whether what the rules reject reaches the tasks' events */
         char detail[2048];
-        if (d->nflog)
+        if (d->proxy.nflog)
             snprintf (detail, sizeof detail, "%s; rejected packets read from netlink log group %u (%llu lost)",
-                      json_string_value (json_object_get (pcheck, "detail")), kiwi_nflog_group (d->nflog),
-                      (unsigned long long) kiwi_nflog_dropped (d->nflog));
+                      json_string_value (json_object_get (pcheck, "detail")), kiwi_nflog_group (d->proxy.nflog),
+                      (unsigned long long) kiwi_nflog_dropped (d->proxy.nflog));
         else
             snprintf (detail, sizeof detail, "%s; rejected packets not read: %s",
-                      json_string_value (json_object_get (pcheck, "detail")), d->nflog_error);
+                      json_string_value (json_object_get (pcheck, "detail")), d->proxy.nflog_error);
         json_object_set_new (pcheck, "detail", json_string (detail));
-        json_object_set (d->egress, "egress_proxy", pcheck);
+        json_object_set (d->egress_check.results, "egress_proxy", pcheck);
     }
-    h.degraded = d->draining || !d->redis_ok || d->isolation_failed || proxy_down;
+    h.degraded = d->stop.draining || !d->redis.ok || d->egress_check.isolation_failed || proxy_down;
     /* every cause, not the first: Redis down on a worker whose egress checks
      * fail must still show */
     char reason[2200] = "";
-    if (d->isolation_failed)
-        snprintf (reason, sizeof reason, "%s", d->degraded_reason);
-    if (d->draining)
+    if (d->egress_check.isolation_failed)
+        snprintf (reason, sizeof reason, "%s", d->egress_check.degraded_reason);
+    if (d->stop.draining)
         snprintf (reason + strlen (reason), sizeof reason - strlen (reason), "%sdraining: taking no new tasks",
                   reason[0] ? "; " : "");
-    if (!d->redis_ok)
+    if (!d->redis.ok)
         snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
                   "%sredis unreachable or refused: %s: tasks run uncached and without leases", reason[0] ? "; " : "",
-                  d->redis_error[0] ? d->redis_error : "not connected");
+                  d->redis.error[0] ? d->redis.error : "not connected");
     if (proxy_down)
         snprintf (reason + strlen (reason), sizeof reason - strlen (reason),
                   "%segress proxy down: %s: Phase A installs fail until it is back", reason[0] ? "; " : "",
@@ -76,7 +77,7 @@ kiwi__publish_heartbeat (daemon_t *d)
     size_t n = 0;
     const char *name;
     json_t *v;
-    json_object_foreach (d->egress, name, v)
+    json_object_foreach (d->egress_check.results, name, v)
     {
         if (n == 8)
             break;
@@ -101,22 +102,22 @@ kiwi__publish_heartbeat (daemon_t *d)
 }
 
 void
-kiwi__heartbeat_cb (struct ev_loop *loop, ev_timer *w, int revents)
+kiwi__health_heartbeat_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
-    kiwi__publish_heartbeat (w->data);
+    kiwi__health_publish_heartbeat (w->data);
 }
 
 static void
-egress_line (daemon_t *d, const char *line)
+egress_line (kiwi__daemon *d, const char *line)
 {
     json_error_t je;
     json_t *j = json_loads (line, 0, &je);
     const char *n = json_string_value (json_object_get (j, "name"));
     char *name = n ? strdup (n) : NULL; /* the key outlives the "name" member */
     if (name != NULL) {
-        kiwi_worker_metrics_egress (d->metrics, name, json_is_true (json_object_get (j, "ok")));
+        kiwi_worker_metrics_egress (d->metrics.registry, name, json_is_true (json_object_get (j, "ok")));
         json_object_del (j, "name");
-        json_object_set (d->egress, name, j);
+        json_object_set (d->egress_check.results, name, j);
     }
     free (name);
     json_decref (j);
@@ -125,42 +126,42 @@ egress_line (daemon_t *d, const char *line)
 static void
 egress_io_cb (struct ev_loop *loop, ev_io *w, int revents)
 {
-    daemon_t *d = w->data;
+    kiwi__daemon *d = w->data;
     for (;;) {
-        ssize_t n = read (d->egress_fd, d->egress_buf + d->egress_len, sizeof d->egress_buf - 1 - d->egress_len);
+        ssize_t n = read (d->egress_check.fd, d->egress_check.buf + d->egress_check.len, sizeof d->egress_check.buf - 1 - d->egress_check.len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (n <= 0) {
             ev_io_stop (loop, w);
-            close (d->egress_fd);
-            d->egress_fd = -1;
+            close (d->egress_check.fd);
+            d->egress_check.fd = -1;
             return;
         }
-        d->egress_len += (size_t) n;
-        d->egress_buf[d->egress_len] = '\0';
+        d->egress_check.len += (size_t) n;
+        d->egress_check.buf[d->egress_check.len] = '\0';
         char *nl;
-        while ((nl = strchr (d->egress_buf, '\n')) != NULL) {
+        while ((nl = strchr (d->egress_check.buf, '\n')) != NULL) {
             *nl = '\0';
-            egress_line (d, d->egress_buf);
-            size_t used = (size_t) (nl + 1 - d->egress_buf);
-            memmove (d->egress_buf, nl + 1, d->egress_len - used + 1);
-            d->egress_len -= used;
+            egress_line (d, d->egress_check.buf);
+            size_t used = (size_t) (nl + 1 - d->egress_check.buf);
+            memmove (d->egress_check.buf, nl + 1, d->egress_check.len - used + 1);
+            d->egress_check.len -= used;
         }
-        if (d->egress_len == sizeof d->egress_buf - 1)
-            d->egress_len = 0; /* a line that long is not ours */
+        if (d->egress_check.len == sizeof d->egress_check.buf - 1)
+            d->egress_check.len = 0; /* a line that long is not ours */
     }
 }
 
 static void
-egress_evaluate (daemon_t *d)
+egress_evaluate (kiwi__daemon *d)
 {
     bool failed = false;
     char reason[1024] = "";
     const char *name;
     json_t *v;
-    json_object_foreach (d->egress, name, v)
+    json_object_foreach (d->egress_check.results, name, v)
     {
         if (!kiwi_egress_is_isolation_check (name) || json_is_true (json_object_get (v, "ok")))
             continue;
@@ -169,40 +170,42 @@ egress_evaluate (daemon_t *d)
         snprintf (reason + l, sizeof reason - l, "%segress check %s failed: %s", l ? "; " : "", name,
                   json_string_value (json_object_get (v, "detail")) ?: "");
     }
-    if (failed && !d->isolation_failed)
+    if (failed && !d->egress_check.isolation_failed)
         kiwi_errorf ("degraded: %s%s", reason,
                      d->cfg->egress_stop_when_degraded ? "; taking no new tasks until the checks pass" : "");
-    else if (!failed && d->isolation_failed)
+    else if (!failed && d->egress_check.isolation_failed)
         kiwi_info ("egress checks pass again: taking tasks");
-    d->isolation_failed = failed;
-    snprintf (d->degraded_reason, sizeof d->degraded_reason, "%s%s", reason,
+    d->egress_check.isolation_failed = failed;
+    snprintf (d->egress_check.degraded_reason, sizeof d->egress_check.degraded_reason, "%s%s", reason,
               failed && d->cfg->egress_stop_when_degraded ? "; taking no new tasks until the checks pass" : "");
-    kiwi__update_pause (d);
-    kiwi__publish_heartbeat (d);
+    kiwi__consumer_update_pause (d);
+    kiwi__health_publish_heartbeat (d);
 }
 
 static void
 egress_child_cb (struct ev_loop *loop, ev_child *w, int revents)
 {
-    daemon_t *d = w->data;
+    kiwi__daemon *d = w->data;
     ev_child_stop (loop, w);
-    if (d->egress_fd >= 0)
-        egress_io_cb (loop, &d->egress_io, 0);
-    if (d->egress_fd >= 0) {
-        ev_io_stop (loop, &d->egress_io);
-        close (d->egress_fd);
-        d->egress_fd = -1;
+    if (d->egress_check.fd >= 0)
+        egress_io_cb (loop, &d->egress_check.io, 0);
+    if (d->egress_check.fd >= 0) {
+        ev_io_stop (loop, &d->egress_check.io);
+        close (d->egress_check.fd);
+        d->egress_check.fd = -1;
     }
-    d->egress_pid = 0;
-    d->egress_len = 0;
+    d->egress_check.pid = 0;
+    d->egress_check.len = 0;
     egress_evaluate (d);
 }
 
-/* On the way out: the check in flight is cancelled and given 20 s to
- * destroy its sandbox, so that a stopped worker leaves no container. */
+/* So that a stopped worker leaves no container. */
 void
-kiwi__stop_egress_check (pid_t pid)
+kiwi__egress_check_stop (kiwi__daemon *d)
 {
+    pid_t pid = d->egress_check.pid;
+    if (pid <= 0)
+        return;
     kill (pid, SIGTERM);
     for (int i = 0; i < 200; i++) {
         pid_t r = waitpid (pid, NULL, WNOHANG);
@@ -214,10 +217,10 @@ kiwi__stop_egress_check (pid_t pid)
 }
 
 void
-kiwi__egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
+kiwi__egress_check_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
-    daemon_t *d = w->data;
-    if (d->egress_pid > 0 || d->draining)
+    kiwi__daemon *d = w->data;
+    if (d->egress_check.pid > 0 || d->stop.draining)
         return;
     int out[2];
     if (pipe2 (out, O_CLOEXEC) < 0)
@@ -236,22 +239,22 @@ kiwi__egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
         return;
     }
     fcntl (out[0], F_SETFL, O_NONBLOCK);
-    d->egress_fd = out[0];
-    d->egress_pid = pid;
-    ev_io_init (&d->egress_io, egress_io_cb, d->egress_fd, EV_READ);
-    d->egress_io.data = d;
-    ev_io_start (loop, &d->egress_io);
-    ev_child_init (&d->egress_child, egress_child_cb, pid, 0);
-    d->egress_child.data = d;
-    ev_child_start (loop, &d->egress_child);
+    d->egress_check.fd = out[0];
+    d->egress_check.pid = pid;
+    ev_io_init (&d->egress_check.io, egress_io_cb, d->egress_check.fd, EV_READ);
+    d->egress_check.io.data = d;
+    ev_io_start (loop, &d->egress_check.io);
+    ev_child_init (&d->egress_check.child, egress_child_cb, pid, 0);
+    d->egress_check.child.data = d;
+    ev_child_start (loop, &d->egress_check.child);
 }
 
 static void
 gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
 {
-    daemon_t *d = w->data;
+    kiwi__daemon *d = w->data;
     ev_child_stop (loop, w);
-    d->gc_pid = 0;
+    d->gc.pid = 0;
 }
 
 /* At start and every 10 minutes a process of its own collects workspaces
@@ -261,8 +264,8 @@ gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
 void
 kiwi__gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
-    daemon_t *d = w->data;
-    if (d->draining || d->gc_pid > 0) /* one pass at a time */
+    kiwi__daemon *d = w->data;
+    if (d->stop.draining || d->gc.pid > 0) /* one pass at a time */
         return;
     /* the settings it needs as flags: the daemon's own may have come from
      * its command line, which the environment does not carry */
@@ -282,8 +285,8 @@ kiwi__gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     pid_t pid;
     if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
         return;
-    d->gc_pid = pid;
-    ev_child_init (&d->gc_child, gc_child_cb, pid, 0);
-    d->gc_child.data = d;
-    ev_child_start (loop, &d->gc_child);
+    d->gc.pid = pid;
+    ev_child_init (&d->gc.child, gc_child_cb, pid, 0);
+    d->gc.child.data = d;
+    ev_child_start (loop, &d->gc.child);
 }

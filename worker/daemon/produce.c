@@ -1,5 +1,6 @@
 /*
- * daemon-produce.c: the daemon's messages out (daemon-internal.h).
+ * produce.c: the daemon's messages out, d->producer and d->outbox
+ * (daemon-internal.h).
  *
  * Every message goes through kiwi__produce with an ack saying what its
  * acknowledgement does: a result's frees its slot and commits its offset, a
@@ -16,42 +17,8 @@
 #include "common/log.h"
 #include "schemas/task.h"
 
-/* Marks a message finished and commits its partition up to the first
- * unfinished message (offsets.h). */
 void
-kiwi__offset_done (daemon_t *d, const origin *o)
-{
-    int64_t commit;
-    if (!kiwi_offsets_done (&d->offsets, o->topic, o->partition, o->offset, &commit))
-        return;
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new (1);
-    rd_kafka_topic_partition_list_add (l, o->topic, o->partition)->offset = commit;
-    rd_kafka_resp_err_t e = rd_kafka_commit (d->consumer, l, 1);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        kiwi_warn ("commit %s[%d]@%lld: %s", o->topic, o->partition, (long long) commit, rd_kafka_err2str (e));
-    else
-        kiwi_debug ("committed %s[%d]@%lld", o->topic, o->partition, (long long) commit);
-    rd_kafka_topic_partition_list_destroy (l);
-}
-
-int
-kiwi__origin_set (origin *o, const rd_kafka_message_t *m)
-{
-    o->topic = strdup (rd_kafka_topic_name (m->rkt));
-    o->partition = m->partition;
-    o->offset = m->offset;
-    return o->topic != NULL ? 0 : -1;
-}
-
-void
-kiwi__origin_clear (origin *o)
-{
-    free (o->topic);
-    o->topic = NULL;
-}
-
-void
-kiwi__ack_free (ack *a)
+kiwi__ack_free (kiwi__daemon_ack *a)
 {
     if (a == NULL)
         return;
@@ -70,26 +37,29 @@ ack_free_v (void *a)
  * up in the outbox): a result is produced again or cut down; anything else
  * leaves its offset uncommitted, so the task is redelivered. Frees a. */
 static void
-not_delivered (daemon_t *d, const char *topic, ack *a, rd_kafka_resp_err_t e, size_t len)
+not_delivered (kiwi__daemon *d, const char *topic, kiwi__daemon_ack *a, rd_kafka_resp_err_t e, size_t len)
 {
     kiwi_errorf ("delivery to %s failed: %s", topic, rd_kafka_err2str (e));
-    kiwi_worker_metrics_delivery_failed (d->metrics, topic);
-    if (a != NULL && a->kind == ACK_RESULT) {
-        slot *s = &d->slots[a->slot];
-        if (s->generation == a->generation) {
-            if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
-                kiwi__result_too_large (d, s, len, rd_kafka_err2str (e));
-            else
-                kiwi__result_not_delivered (d, s, rd_kafka_err2str (e));
-        }
-    }
+    kiwi_worker_metrics_delivery_failed (d->metrics.registry, topic);
+    if (a != NULL && a->kind == KIWI__ACK_RESULT)
+        kiwi__slots_result_failed (d, a->slot, a->generation, e, len);
     kiwi__ack_free (a);
 }
 
-static rd_kafka_resp_err_t
-producev (daemon_t *d, const char *topic, const char *key, const void *buf, size_t len, ack *a)
+void
+kiwi__producer_io_cb (struct ev_loop *loop, ev_io *w, int revents)
 {
-    return rd_kafka_producev (d->producer, RD_KAFKA_V_TOPIC (topic), RD_KAFKA_V_KEY (key, key ? strlen (key) : 0),
+    kiwi__daemon *d = w->data;
+    kiwi__drain_pipe (d->producer.pipe[0]);
+    rd_kafka_poll (d->producer.rk, 0);
+    if (d->outbox.held.count) /* deliveries made room */
+        kiwi__outbox_flush (d, 0);
+}
+
+static rd_kafka_resp_err_t
+producev (kiwi__daemon *d, const char *topic, const char *key, const void *buf, size_t len, kiwi__daemon_ack *a)
+{
+    return rd_kafka_producev (d->producer.rk, RD_KAFKA_V_TOPIC (topic), RD_KAFKA_V_KEY (key, key ? strlen (key) : 0),
                               RD_KAFKA_V_VALUE ((void *) buf, len), RD_KAFKA_V_MSGFLAGS (RD_KAFKA_MSG_F_COPY),
                               RD_KAFKA_V_OPAQUE (a), RD_KAFKA_V_END);
 }
@@ -99,68 +69,68 @@ outbox_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void) loop;
     (void) revents;
-    daemon_t *d = w->data;
-    rd_kafka_poll (d->producer, 0); /* delivery reports make room */
+    kiwi__daemon *d = w->data;
+    rd_kafka_poll (d->producer.rk, 0); /* delivery reports make room */
     kiwi__outbox_flush (d, 0);
 }
 
 void
-kiwi__outbox_flush (daemon_t *d, int block_ms)
+kiwi__outbox_flush (kiwi__daemon *d, int block_ms)
 {
     int64_t until = kiwi_now_ms () + block_ms;
     int64_t timeout_ms = (int64_t) d->cfg->delivery_timeout * 1000;
     const kiwi_outbox_msg *m;
-    while ((m = kiwi_outbox_head (&d->outbox)) != NULL) {
+    while ((m = kiwi_outbox_head (&d->outbox.held)) != NULL) {
         rd_kafka_resp_err_t e = producev (d, m->topic, m->key, m->value, m->len, m->opaque);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            kiwi_outbox_pop (&d->outbox); /* its ack now rides with the message */
-            if (kiwi_outbox_head (&d->outbox) == NULL)
+            kiwi_outbox_pop (&d->outbox.held); /* its ack now rides with the message */
+            if (kiwi_outbox_head (&d->outbox.held) == NULL)
                 kiwi_info ("producer queue has room again: every held message handed over");
             continue;
         }
         int64_t now = kiwi_now_ms ();
-        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || kiwi_outbox_head_expired (&d->outbox, now, timeout_ms)) {
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || kiwi_outbox_head_expired (&d->outbox.held, now, timeout_ms)) {
             if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 e = RD_KAFKA_RESP_ERR__MSG_TIMED_OUT;
             char *topic = strdup (m->topic);
             size_t len = m->len;
-            ack *a = kiwi_outbox_pop (&d->outbox);
+            kiwi__daemon_ack *a = kiwi_outbox_pop (&d->outbox.held);
             not_delivered (d, topic ? topic : "(topic)", a, e, len);
             free (topic);
             continue;
         }
         if (block_ms > 0 && now < until) {
-            rd_kafka_poll (d->producer, 100);
+            rd_kafka_poll (d->producer.rk, 100);
             continue;
         }
-        kiwi_outbox_refused (&d->outbox);
+        kiwi_outbox_refused (&d->outbox.held);
         break;
     }
-    if (kiwi_outbox_head (&d->outbox) != NULL && block_ms == 0 && d->loop != NULL) {
-        ev_timer_stop (d->loop, &d->outbox_timer);
-        ev_timer_init (&d->outbox_timer, outbox_timer_cb, kiwi_outbox_backoff_s (&d->outbox), 0.);
-        d->outbox_timer.data = d;
-        ev_timer_start (d->loop, &d->outbox_timer);
+    if (kiwi_outbox_head (&d->outbox.held) != NULL && block_ms == 0 && d->loop != NULL) {
+        ev_timer_stop (d->loop, &d->outbox.timer);
+        ev_timer_init (&d->outbox.timer, outbox_timer_cb, kiwi_outbox_backoff_s (&d->outbox.held), 0.);
+        d->outbox.timer.data = d;
+        ev_timer_start (d->loop, &d->outbox.timer);
     }
 }
 
 /* Hands a message to the producer, or holds it in the outbox while the
  * producer's queue is full (or while earlier ones are held: the order
- * stays). Returns 0, or -1 with d->produce_err when it was refused (a is
+ * stays). Returns 0, or -1 with d->outbox.last_err when it was refused (a is
  * then still the caller's). */
 int
-kiwi__produce (daemon_t *d, const char *topic, const char *key, const void *buf, size_t len, ack *a)
+kiwi__produce (kiwi__daemon *d, const char *topic, const char *key, const void *buf, size_t len, kiwi__daemon_ack *a)
 {
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__QUEUE_FULL;
-    if (kiwi_outbox_head (&d->outbox) == NULL) {
+    if (kiwi_outbox_head (&d->outbox.held) == NULL) {
         e = producev (d, topic, key, buf, len, a);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
             return 0;
     }
     if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-        bool first = kiwi_outbox_head (&d->outbox) == NULL;
+        bool first = kiwi_outbox_head (&d->outbox.held) == NULL;
         kiwi_error_t err = NULL;
-        if (kiwi_outbox_push (&d->outbox, topic, key, buf, len, a, kiwi_now_ms (), &err) == 0) {
+        if (kiwi_outbox_push (&d->outbox.held, topic, key, buf, len, a, kiwi_now_ms (), &err) == 0) {
             if (first) {
                 kiwi_warn ("producer queue full (broker slow or away): holding messages and offering them again");
                 kiwi__outbox_flush (d, 0); /* arms the timer */
@@ -171,30 +141,30 @@ kiwi__produce (daemon_t *d, const char *topic, const char *key, const void *buf,
         kiwi_error_free (&err);
     } else
         kiwi_errorf ("produce to %s: %s", topic, rd_kafka_err2str (e));
-    kiwi_worker_metrics_delivery_failed (d->metrics, topic);
-    d->produce_err = e;
+    kiwi_worker_metrics_delivery_failed (d->metrics.registry, topic);
+    d->outbox.last_err = e;
     return -1;
 }
 
 /* Frees what the outbox still holds (at exit: their tasks are uncommitted
  * and will be redelivered). */
 void
-kiwi__outbox_drop (daemon_t *d)
+kiwi__outbox_drop (kiwi__daemon *d)
 {
-    if (d->outbox.count)
+    if (d->outbox.held.count)
         kiwi_warn ("%zu message(s) the producer never had room for are dropped; their tasks stay uncommitted",
-                   d->outbox.count);
-    kiwi_outbox_clear (&d->outbox, ack_free_v);
+                   d->outbox.held.count);
+    kiwi_outbox_clear (&d->outbox.held, ack_free_v);
     if (d->loop)
-        ev_timer_stop (d->loop, &d->outbox_timer);
+        ev_timer_stop (d->loop, &d->outbox.timer);
 }
 
 void
-kiwi__dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+kiwi__producer_dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void) rk;
-    daemon_t *d = opaque;
-    ack *a = m->_private;
+    kiwi__daemon *d = opaque;
+    kiwi__daemon_ack *a = m->_private;
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* the idempotent producer retries on its own; a failure here is
          * final: the task's offset stays uncommitted, so it is redelivered */
@@ -202,14 +172,12 @@ kiwi__dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         return;
     }
     if (a != NULL) {
-        if (a->kind == ACK_RESULT) {
-            slot *s = &d->slots[a->slot];
-            if (s->generation == a->generation)
-                kiwi__on_result_acked (d, s);
-        } else if (a->kind == ACK_COMMIT) {
+        if (a->kind == KIWI__ACK_RESULT)
+            kiwi__slots_result_acked (d, a->slot, a->generation);
+        else if (a->kind == KIWI__ACK_COMMIT) {
             if (a->task_id)
-                kiwi__mark_done_published (d, a->task_id);
-            kiwi__offset_done (d, &a->from);
+                kiwi__redis_mark_done_published (d, a->task_id);
+            kiwi__consumer_offset_done (d, &a->from);
         }
     }
     kiwi__ack_free (a);

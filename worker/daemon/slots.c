@@ -1,5 +1,5 @@
 /*
- * daemon-slots.c: task processes and their results (daemon-internal.h).
+ * slots.c: task processes and their results (daemon-internal.h).
  *
  * A slot runs one task process (kiwi-worker --task-child): the task goes in
  * on its stdin, frames come back on fd 3 (progress events, numbered and
@@ -7,6 +7,9 @@
  * recorded in Redis, then produced; its acknowledgement frees the slot and
  * commits the offset. A result the broker did not take is produced again
  * with a backoff, or cut to a minimal one when it is too large.
+ *
+ * Its state is d->slots; other rooms reach a slot through the functions
+ * here (a revoke, a delivery report, a lease renewal, a denial).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,11 +31,71 @@
 #include "worker/task/result-fit.h"
 #include "schemas/task.h"
 
-static void finish_slot (daemon_t *d, slot *s);
-static void publish_result (daemon_t *d, slot *s);
+static void finish_slot (kiwi__daemon *d, kiwi__daemon_slot *s);
+static void publish_result (kiwi__daemon *d, kiwi__daemon_slot *s);
+static void result_not_delivered (kiwi__daemon *d, kiwi__daemon_slot *s, const char *why);
+static void result_too_large (kiwi__daemon *d, kiwi__daemon_slot *s, size_t len, const char *why);
+
+int
+kiwi__slots_init (kiwi__daemon *d)
+{
+    d->slots.list = calloc ((size_t) d->slots.n, sizeof *d->slots.list);
+    if (d->slots.list == NULL)
+        return -1;
+    for (int i = 0; i < d->slots.n; i++) {
+        d->slots.list[i].d = d;
+        d->slots.list[i].index = i;
+        d->slots.list[i].fd = -1;
+    }
+    return 0;
+}
+
+void
+kiwi__slots_free (kiwi__daemon *d)
+{
+    for (int i = 0; d->slots.list != NULL && i < d->slots.n; i++) {
+        kiwi_frame_reader_clear (&d->slots.list[i].reader);
+        free (d->slots.list[i].task_id);
+        free (d->slots.list[i].raw);
+        free (d->slots.list[i].result);
+        kiwi__origin_clear (&d->slots.list[i].from);
+    }
+    free (d->slots.list);
+    d->slots.list = NULL;
+}
+
+void
+kiwi__slots_kill (kiwi__daemon *d, int sig)
+{
+    for (int i = 0; i < d->slots.n; i++)
+        if (d->slots.list[i].state == KIWI__SLOT_RUNNING && d->slots.list[i].pid > 0)
+            kill (d->slots.list[i].pid, sig);
+}
+
+bool
+kiwi__slots_holding (const kiwi__daemon *d, const char *task_id)
+{
+    for (int i = 0; i < d->slots.n; i++) {
+        const kiwi__daemon_slot *s = &d->slots.list[i];
+        if (s->state != KIWI__SLOT_FREE && s->task_id != NULL && strcmp (s->task_id, task_id) == 0)
+            return true;
+    }
+    return false;
+}
+
+void
+kiwi__slots_revoke (kiwi__daemon *d, const char *topic, int32_t partition)
+{
+    for (int k = 0; k < d->slots.n; k++) {
+        kiwi__daemon_slot *s = &d->slots.list[k];
+        if (s->state != KIWI__SLOT_FREE && s->from.topic && s->from.partition == partition
+            && strcmp (s->from.topic, topic) == 0)
+            s->revoked = true;
+    }
+}
 
 static void
-count_cache (daemon_t *d, const kiwi_progress *p)
+count_cache (kiwi__daemon *d, const kiwi_progress *p)
 {
     if (p->payload == NULL || (p->phase != KIWI_PHASE_INSTALL && p->phase != KIWI_PHASE_STEP0))
         return;
@@ -45,19 +108,19 @@ count_cache (daemon_t *d, const kiwi_progress *p)
     json_t *j = json_loads (json, 0, NULL);
     json_t *c = json_object_get (j, "cached");
     if (json_is_boolean (c)) {
-        kiwi_worker_metrics_cache (d->metrics, p->phase == KIWI_PHASE_INSTALL ? "install" : "verify",
+        kiwi_worker_metrics_cache (d->metrics.registry, p->phase == KIWI_PHASE_INSTALL ? "install" : "verify",
                                    json_is_true (c));
         if (json_is_true (c))
-            d->cache_hits++;
+            d->slots.cache_hits++;
         else
-            d->cache_misses++;
+            d->slots.cache_misses++;
     }
     json_decref (j);
     free (json);
 }
 
 static void
-publish_event (daemon_t *d, slot *s, kiwi_progress *p)
+publish_event (kiwi__daemon *d, kiwi__daemon_slot *s, kiwi_progress *p)
 {
     p->seq = ++s->seq;
     p->attempt = s->attempt;
@@ -73,7 +136,7 @@ publish_event (daemon_t *d, slot *s, kiwi_progress *p)
 }
 
 static void
-emit_daemon_event (daemon_t *d, slot *s, kiwi_phase phase, const char *kind, json_t *payload)
+emit_daemon_event (kiwi__daemon *d, kiwi__daemon_slot *s, kiwi_phase phase, const char *kind, json_t *payload)
 {
     kiwi_progress p;
     kiwi_progress_init (&p);
@@ -95,8 +158,8 @@ emit_daemon_event (daemon_t *d, slot *s, kiwi_phase phase, const char *kind, jso
 static void
 on_frame (int type, const char *body, size_t len, void *ud)
 {
-    slot *s = ud;
-    daemon_t *d = s->d;
+    kiwi__daemon_slot *s = ud;
+    kiwi__daemon *d = s->d;
     if (type == KIWI_FRAME_PROGRESS) {
         kiwi_progress p;
         kiwi_error_t err = NULL;
@@ -129,19 +192,19 @@ on_frame (int type, const char *body, size_t len, void *ud)
                         s->install_command);
     } else if (type == KIWI_FRAME_OBSERVE) {
         kiwi_error_t err = NULL;
-        if (kiwi_worker_metrics_observation (d->metrics, body, len, &err) < 0)
+        if (kiwi_worker_metrics_observation (d->metrics.registry, body, len, &err) < 0)
             kiwi_debug ("task %s: %s", s->task_id, kiwi_error_msg (err));
         kiwi_error_free (&err);
     }
 }
 
 /* The running task whose Phase A sandbox has `address`, or NULL. */
-static slot *
-install_slot (daemon_t *d, const char *address)
+static kiwi__daemon_slot *
+install_slot (kiwi__daemon *d, const char *address)
 {
-    for (int i = 0; i < d->nslots; i++) {
-        slot *s = &d->slots[i];
-        if (s->state == SLOT_RUNNING && s->install_address[0] != '\0' && strcmp (s->install_address, address) == 0)
+    for (int i = 0; i < d->slots.n; i++) {
+        kiwi__daemon_slot *s = &d->slots.list[i];
+        if (s->state == KIWI__SLOT_RUNNING && s->install_address[0] != '\0' && strcmp (s->install_address, address) == 0)
             return s;
     }
     return NULL;
@@ -151,7 +214,7 @@ install_slot (daemon_t *d, const char *address)
  * `egress_denied` event, with the command its install runs; past
  * KIWI__DENIALS_TOLD_MAX of the run, says so once in the log instead. */
 static void
-tell_denial (daemon_t *d, slot *s, json_t *p, const char *what)
+tell_denial (kiwi__daemon *d, kiwi__daemon_slot *s, json_t *p, const char *what)
 {
     if (p == NULL) {
         kiwi_warn ("task %s: no memory for its egress_denied event of %s", s->task_id, what);
@@ -171,19 +234,19 @@ tell_denial (daemon_t *d, slot *s, json_t *p, const char *what)
 }
 
 void
-kiwi__on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata)
+kiwi__slots_on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata)
 {
-    daemon_t *d = userdata;
-    slot *s = e->client ? install_slot (d, e->client) : NULL;
+    kiwi__daemon *d = userdata;
+    kiwi__daemon_slot *s = e->client ? install_slot (d, e->client) : NULL;
     if (s != NULL)
         tell_denial (d, s, kiwi_egress_denial_json (e, rule, d->cfg->install_egress), e->host);
 }
 
 void
-kiwi__on_firewall_denied (const kiwi_nflog_packet *p, void *userdata)
+kiwi__slots_on_firewall_denied (const kiwi_nflog_packet *p, void *userdata)
 {
-    daemon_t *d = userdata;
-    slot *s = install_slot (d, p->src);
+    kiwi__daemon *d = userdata;
+    kiwi__daemon_slot *s = install_slot (d, p->src);
     if (s == NULL) {
         kiwi_debug ("egress rules: rejected %s %s:%d from %s (no running install of ours)", p->protocol, p->dst,
                     p->port, p->src);
@@ -198,7 +261,7 @@ kiwi__on_firewall_denied (const kiwi_nflog_packet *p, void *userdata)
 static void
 io_cb (struct ev_loop *loop, ev_io *w, int revents)
 {
-    slot *s = w->data;
+    kiwi__daemon_slot *s = w->data;
     char buf[65536];
     for (;;) {
         ssize_t n = read (s->fd, buf, sizeof buf);
@@ -225,7 +288,7 @@ io_cb (struct ev_loop *loop, ev_io *w, int revents)
 
 /* Builds an error Result for a task whose process ended without one. */
 static void
-synthesize_result (daemon_t *d, slot *s, const char *reason)
+synthesize_result (kiwi__daemon *d, kiwi__daemon_slot *s, const char *reason)
 {
     kiwi_result r;
     kiwi_result_init (&r);
@@ -251,11 +314,11 @@ synthesize_result (daemon_t *d, slot *s, const char *reason)
 static void
 keep_diff (const char *task_id, const char *diff, size_t len, char *loc, size_t cap, void *ud)
 {
-    daemon_t *d = ud;
+    kiwi__daemon *d = ud;
     size_t used = 0;
     loc[0] = '\0';
-    if (d->redis_ok) {
-        redisAsyncCommand (d->redis, NULL, NULL, "SET %s%s %b EX %lld", KIWI_REDIS_DIFF_PREFIX, task_id, diff, len,
+    if (d->redis.ok) {
+        redisAsyncCommand (d->redis.ctx, NULL, NULL, "SET %s%s %b EX %lld", KIWI_REDIS_DIFF_PREFIX, task_id, diff, len,
                            (long long) d->cfg->done_ttl_s);
         used += (size_t) snprintf (loc, cap, "redis:%s%s", KIWI_REDIS_DIFF_PREFIX, task_id);
     }
@@ -272,7 +335,7 @@ keep_diff (const char *task_id, const char *diff, size_t len, char *loc, size_t 
 
 /* A result over KIWI_RESULT_MAX_BYTES is cut to fit (result-fit.h). */
 static void
-fit_result (daemon_t *d, slot *s)
+fit_result (kiwi__daemon *d, kiwi__daemon_slot *s)
 {
     char *out = NULL;
     size_t out_len = 0;
@@ -297,35 +360,35 @@ fit_result (daemon_t *d, slot *s)
 }
 
 static void
-publish_result (daemon_t *d, slot *s)
+publish_result (kiwi__daemon *d, kiwi__daemon_slot *s)
 {
-    s->state = SLOT_PUBLISHING;
+    s->state = KIWI__SLOT_PUBLISHING;
     if (s->result_len > (size_t) d->cfg->result_max_bytes)
         fit_result (d, s);
     if (!s->counted)
-        s->counted = kiwi_worker_metrics_result (d->metrics, s->result, s->result_len, NULL) == 0;
+        s->counted = kiwi_worker_metrics_result (d->metrics.registry, s->result, s->result_len, NULL) == 0;
     /* the record first: a redelivery after a crash finds it and republishes
      * the same result instead of working the task again */
-    if (d->redis_ok) {
-        redisAsyncCommand (d->redis, NULL, NULL, "HSET %s%s result %b published 0 hash %s", KIWI_REDIS_DONE_PREFIX,
+    if (d->redis.ok) {
+        redisAsyncCommand (d->redis.ctx, NULL, NULL, "HSET %s%s result %b published 0 hash %s", KIWI_REDIS_DONE_PREFIX,
                            s->task_id, s->result, s->result_len, s->hash);
-        redisAsyncCommand (d->redis, NULL, NULL, "EXPIRE %s%s %lld", KIWI_REDIS_DONE_PREFIX, s->task_id,
+        redisAsyncCommand (d->redis.ctx, NULL, NULL, "EXPIRE %s%s %lld", KIWI_REDIS_DONE_PREFIX, s->task_id,
                            (long long) d->cfg->done_ttl_s);
     }
-    ack *a = calloc (1, sizeof *a);
+    kiwi__daemon_ack *a = calloc (1, sizeof *a);
     if (a == NULL) {
-        kiwi__result_not_delivered (d, s, "out of memory");
+        result_not_delivered (d, s, "out of memory");
         return;
     }
-    a->kind = ACK_RESULT;
+    a->kind = KIWI__ACK_RESULT;
     a->slot = s->index;
     a->generation = s->generation;
     if (kiwi__produce (d, d->cfg->topic_results, s->task_id, s->result, s->result_len, a) < 0) {
         free (a);
-        if (d->produce_err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
-            kiwi__result_too_large (d, s, s->result_len, "the producer refused it as too large");
+        if (d->outbox.last_err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+            result_too_large (d, s, s->result_len, "the producer refused it as too large");
         else
-            kiwi__result_not_delivered (d, s, "the producer refused it");
+            result_not_delivered (d, s, "the producer refused it");
     }
 }
 
@@ -335,14 +398,14 @@ publish_result (daemon_t *d, slot *s)
  * depend on what the task printed or changed; a topic refusing even that
  * takes nothing of this worker's, and it is produced again as for a broker
  * that is down. */
-void
-kiwi__result_too_large (daemon_t *d, slot *s, size_t len, const char *why)
+static void
+result_too_large (kiwi__daemon *d, kiwi__daemon_slot *s, size_t len, const char *why)
 {
     if (s->minimal) {
         kiwi_errorf ("task %s: even the minimal result (%zu bytes) is too large for %s: its max.message.bytes is "
                      "below what any result needs",
                      s->task_id, len, d->cfg->topic_results);
-        kiwi__result_not_delivered (d, s, why);
+        result_not_delivered (d, s, why);
         return;
     }
     char *out = NULL;
@@ -351,7 +414,7 @@ kiwi__result_too_large (daemon_t *d, slot *s, size_t len, const char *why)
     if (kiwi_result_minimal (s->result, s->result_len, len, keep_diff, d, &out, &out_len, &err) < 0) {
         kiwi_errorf ("task %s: %s", s->task_id, kiwi_error_msg (err));
         kiwi_error_free (&err);
-        kiwi__result_not_delivered (d, s, why);
+        result_not_delivered (d, s, why);
         return;
     }
     s->minimal = true;
@@ -361,7 +424,7 @@ kiwi__result_too_large (daemon_t *d, slot *s, size_t len, const char *why)
         kiwi_errorf ("task %s: its result (%zu bytes) is too large for %s and no smaller one says as much: its "
                      "max.message.bytes is below what any result needs",
                      s->task_id, len, d->cfg->topic_results);
-        kiwi__result_not_delivered (d, s, why);
+        result_not_delivered (d, s, why);
         return;
     }
     kiwi_warn ("task %s: result not delivered (%s: %zu bytes); publishing a minimal result (%zu bytes) at once",
@@ -375,12 +438,12 @@ kiwi__result_too_large (daemon_t *d, slot *s, size_t len, const char *why)
 static void
 retry_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
-    slot *s = w->data;
+    kiwi__daemon_slot *s = w->data;
     ev_timer_stop (loop, w);
-    if (s->state != SLOT_PUBLISHING)
+    if (s->state != KIWI__SLOT_PUBLISHING)
         return;
     if (s->revoked) /* the next owner publishes it from the finished record */
-        kiwi__result_not_delivered (s->d, s, "its partition went to another worker meanwhile");
+        result_not_delivered (s->d, s, "its partition went to another worker meanwhile");
     else
         publish_result (s->d, s);
 }
@@ -390,13 +453,13 @@ retry_cb (struct ev_loop *loop, ev_timer *w, int revents)
  * 5, 10, 20, 40, then every 60 s) while the partition is its own. Draining,
  * or revoked, it leaves it to the partition's next owner, who finds the
  * record and publishes it. */
-void
-kiwi__result_not_delivered (daemon_t *d, slot *s, const char *why)
+static void
+result_not_delivered (kiwi__daemon *d, kiwi__daemon_slot *s, const char *why)
 {
-    if (s->revoked || d->draining) {
+    if (s->revoked || d->stop.draining) {
         kiwi_warn ("task %s: result not delivered (%s); left uncommitted for the partition's next owner", s->task_id,
                    why);
-        kiwi__lease_release (d, s->task_id); /* the next owner publishes it at once */
+        kiwi__redis_lease_release (d, s->task_id); /* the next owner publishes it at once */
         finish_slot (d, s);
         return;
     }
@@ -408,18 +471,16 @@ kiwi__result_not_delivered (daemon_t *d, slot *s, const char *why)
     ev_timer_start (d->loop, &s->retry);
 }
 
-/* Results waiting to be produced again are left to the next owner (a drain
- * or a fatal error: the worker stops). */
 void
-kiwi__abandon_retries (daemon_t *d)
+kiwi__slots_abandon_retries (kiwi__daemon *d)
 {
-    for (int i = 0; i < d->nslots; i++) {
-        slot *s = &d->slots[i];
-        if (s->state == SLOT_PUBLISHING && ev_is_active (&s->retry)) {
+    for (int i = 0; i < d->slots.n; i++) {
+        kiwi__daemon_slot *s = &d->slots.list[i];
+        if (s->state == KIWI__SLOT_PUBLISHING && ev_is_active (&s->retry)) {
             kiwi_warn ("task %s: stopping: its result, not delivered yet, is left uncommitted for the partition's "
                        "next owner",
                        s->task_id);
-            kiwi__lease_release (d, s->task_id);
+            kiwi__redis_lease_release (d, s->task_id);
             finish_slot (d, s);
         }
     }
@@ -428,8 +489,8 @@ kiwi__abandon_retries (daemon_t *d)
 static void
 child_cb (struct ev_loop *loop, ev_child *w, int revents)
 {
-    slot *s = w->data;
-    daemon_t *d = s->d;
+    kiwi__daemon_slot *s = w->data;
+    kiwi__daemon *d = s->d;
     ev_child_stop (loop, w);
     /* drain what is left in the pipe */
     if (s->fd >= 0)
@@ -449,11 +510,11 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
         else
             snprintf (reason, sizeof reason, "the task process exited with status %d without a result",
                       WEXITSTATUS (st));
-        if (d->draining) {
+        if (d->stop.draining) {
             /* stopped by the drain: not finished, so not committed, and the
              * lease released: another worker takes it */
             kiwi_warn ("task %s: stopped by the drain; it will be redelivered", s->task_id);
-            kiwi__lease_release (d, s->task_id);
+            kiwi__redis_lease_release (d, s->task_id);
             finish_slot (d, s);
             return;
         }
@@ -463,7 +524,7 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
              * error result from here would be a second, different result */
             kiwi_warn ("task %s: %s; its lease or partition is elsewhere, so no result from here", s->task_id,
                        reason);
-            kiwi__lease_release (d, s->task_id);
+            kiwi__redis_lease_release (d, s->task_id);
             finish_slot (d, s);
             return;
         }
@@ -475,9 +536,9 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
         kiwi_error_t err = NULL;
         if (kiwi_result_decode (s->result, s->result_len, &r, &err) == 0) {
             if (r.status == KIWI_RESULT_FIXED)
-                d->done++;
+                d->slots.done++;
             else
-                d->failed++;
+                d->slots.failed++;
             kiwi_info ("task %s: %s after %llu ms", s->task_id, kiwi_result_status_name (r.status),
                        (unsigned long long) r.duration_ms);
             kiwi_result_clear (&r);
@@ -489,7 +550,7 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
 }
 
 static void
-finish_slot (daemon_t *d, slot *s)
+finish_slot (kiwi__daemon *d, kiwi__daemon_slot *s)
 {
     kiwi_frame_reader_clear (&s->reader);
     free (s->task_id);
@@ -504,33 +565,75 @@ finish_slot (daemon_t *d, slot *s)
     s->index = idx;
     s->generation = gen;
     s->fd = -1;
-    d->busy--;
-    kiwi__pump_ready (d);
-    kiwi__update_pause (d);
+    d->slots.busy--;
+    kiwi__admit_pump (d);
+    kiwi__consumer_update_pause (d);
     kiwi__drain_done_check (d);
 }
 
 void
-kiwi__on_result_acked (daemon_t *d, slot *s)
+kiwi__slots_result_acked (kiwi__daemon *d, int idx, unsigned generation)
 {
-    kiwi__mark_done_published (d, s->task_id);
-    kiwi__lease_release (d, s->task_id);
+    kiwi__daemon_slot *s = &d->slots.list[idx];
+    if (s->generation != generation)
+        return;
+    kiwi__redis_mark_done_published (d, s->task_id);
+    kiwi__redis_lease_release (d, s->task_id);
     if (!s->revoked)
-        kiwi__offset_done (d, &s->from);
+        kiwi__consumer_offset_done (d, &s->from);
     finish_slot (d, s);
 }
 
-static slot *
-free_slot (daemon_t *d)
+void
+kiwi__slots_result_failed (kiwi__daemon *d, int idx, unsigned generation, rd_kafka_resp_err_t e, size_t len)
 {
-    for (int i = 0; i < d->nslots; i++)
-        if (d->slots[i].state == SLOT_FREE)
-            return &d->slots[i];
+    kiwi__daemon_slot *s = &d->slots.list[idx];
+    if (s->generation != generation)
+        return;
+    if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+        result_too_large (d, s, len, rd_kafka_err2str (e));
+    else
+        result_not_delivered (d, s, rd_kafka_err2str (e));
+}
+
+void
+kiwi__slots_lease_renewed (kiwi__daemon *d, int idx, unsigned generation, bool lost)
+{
+    if (idx >= d->slots.n)
+        return;
+    kiwi__daemon_slot *s = &d->slots.list[idx];
+    if ((s->state != KIWI__SLOT_RUNNING && s->state != KIWI__SLOT_PUBLISHING)
+        || (s->generation & 0xffff) != (generation & 0xffff) || !s->leased)
+        return;
+    if (lost && s->state == KIWI__SLOT_PUBLISHING) {
+        /* finished: its record is in Redis, so the lease is not taken again
+         * by this renewal; whoever gets the task next republishes the same
+         * record */
+        if (!s->lease_lost)
+            kiwi_warn ("task %s: its lease ended while its result is being published", s->task_id);
+        s->lease_lost = true;
+        return;
+    }
+    if (lost) {
+        /* the lease is gone or someone else's: this worker was taken for
+         * dead; stop so the task is not worked twice at the same time */
+        kiwi_errorf ("task %s: lost its lease; stopping it here", s->task_id);
+        s->revoked = true;
+        kill (s->pid, SIGTERM);
+    }
+}
+
+static kiwi__daemon_slot *
+free_slot (kiwi__daemon *d)
+{
+    for (int i = 0; i < d->slots.n; i++)
+        if (d->slots.list[i].state == KIWI__SLOT_FREE)
+            return &d->slots.list[i];
     return NULL;
 }
 
 static int
-spawn_task (daemon_t *d, slot *s)
+spawn_task (kiwi__daemon *d, kiwi__daemon_slot *s)
 {
     int in[2], out[2];
     if (pipe2 (in, O_CLOEXEC) < 0)
@@ -590,47 +693,36 @@ spawn_task (daemon_t *d, slot *s)
     return 0;
 }
 
-/* Takes a slot for a task and starts its process, its events stamped with
- * `attempt` (0: unknown). Ownership of raw and from moves to the slot. */
 void
-kiwi__start_run (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased, uint32_t attempt)
+kiwi__slots_start_run (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len, kiwi__daemon_origin *from, bool leased, uint32_t attempt)
 {
-    if (d->draining) {
+    if (d->stop.draining) {
         /* its look-up answered after the drain began: not started, not
          * committed, its lease given back; the next owner takes it */
         kiwi_info ("task %s: not started: the worker is draining; it will be redelivered", task_id);
         if (leased)
-            kiwi__lease_release (d, task_id);
+            kiwi__redis_lease_release (d, task_id);
         free (task_id);
         free (raw);
         kiwi__origin_clear (from);
         return;
     }
-    slot *s = free_slot (d);
+    kiwi__daemon_slot *s = free_slot (d);
     if (s == NULL) { /* should not happen: consumption pauses before */
         kiwi_warn ("task %s: no free slot; waiting for one", task_id);
         if (leased)
-            kiwi__lease_release (d, task_id);
-        waiting *w = calloc (1, sizeof *w);
-        if (w == NULL) {
+            kiwi__redis_lease_release (d, task_id);
+        if (kiwi__admit_park (d, task_id, raw, raw_len, from, 1000) < 0) {
             free (task_id);
             free (raw);
             kiwi__origin_clear (from);
             kiwi__out_of_memory (d, "a task waiting for a slot");
             return;
         }
-        w->task_id = task_id;
-        w->raw = raw;
-        w->raw_len = raw_len;
-        w->from = *from;
-        from->topic = NULL;
-        w->next_look_ms = kiwi_now_ms () + 1000;
-        w->next = d->waiting;
-        d->waiting = w;
-        kiwi__update_pause (d);
+        kiwi__consumer_update_pause (d);
         return;
     }
-    s->state = SLOT_RUNNING;
+    s->state = KIWI__SLOT_RUNNING;
     s->task_id = task_id;
     s->raw = raw;
     s->raw_len = raw_len;
@@ -641,8 +733,8 @@ kiwi__start_run (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *
     s->denials_told = 0;
     s->started_ms = kiwi_now_ms ();
     s->fd = -1;
-    d->busy++;
-    kiwi__update_pause (d);
+    d->slots.busy++;
+    kiwi__consumer_update_pause (d);
     /* the operator's policy decides before anything runs: a refusal is the
      * task's error result, and no task process is started */
     kiwi_task t;
@@ -663,7 +755,7 @@ kiwi__start_run (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *
                                       "reason", kiwi_error_msg (err)));
         kiwi_error_free (&err);
         synthesize_result (d, s, reason);
-        d->failed++;
+        d->slots.failed++;
         publish_result (d, s);
         return;
     }
@@ -683,9 +775,8 @@ kiwi__start_run (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *
                (unsigned) s->attempt);
 }
 
-/* A run whose attempt number is unknown: no lease, so Redis was not asked. */
 void
-kiwi__start_task (daemon_t *d, char *task_id, char *raw, size_t raw_len, origin *from, bool leased)
+kiwi__slots_start_task (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len, kiwi__daemon_origin *from, bool leased)
 {
-    kiwi__start_run (d, task_id, raw, raw_len, from, leased, 0);
+    kiwi__slots_start_run (d, task_id, raw, raw_len, from, leased, 0);
 }
