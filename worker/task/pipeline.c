@@ -241,6 +241,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     mkdir (workdir, 0700);
     kiwi_repo_remove (ws);
     cleanup_free char *commit = NULL, *root = NULL, *snapshot = NULL, *model_name = NULL;
+    cleanup_free char *s0_note = NULL; /* kiwi_step0_result_note of step 0's result */
     kiwi_plan plan;
     kiwi_plan_init (&plan);
     kiwi_sandbox_env *sb = NULL;
@@ -357,7 +358,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     kiwi__pipeline_install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
                        .deadline_ms = deadline_ms, .hold = &snapshot_hold, .store = store,
                        .egress_log = proxied ? egress_log : NULL, .nflog = nflog };
-    kiwi_step0_outcome s0;
+    kiwi_step0_result s0;
     int64_t s0_start = kiwi_mono_ms ();
     kiwi_sandbox_limits s0_limits = kiwi__pipeline_sandbox_limits (cfg, task);
     int s0_rc = kiwi_plan_step0 (sb, &pc, &plan, root, ws, task, &s0_limits, cfg->sandbox, cache, deadline_ms,
@@ -373,41 +374,42 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         goto done;
     }
     if (p->stop && *p->stop) {
-        kiwi_step0_outcome_clear (&s0);
+        kiwi_step0_result_clear (&s0);
         rc = -1;
         goto done;
     }
+    s0_note = kiwi_step0_result_note (&s0);
     if (s0.status == KIWI_STEP0_INSTALL_FAILED) {
         result_error (out, KIWI_RESULT_INSTALL_FAILED, "%s%s%s%s", s0.reason ? s0.reason : "install failed",
-                      s0.note ? " (" : "", s0.note ? s0.note : "", s0.note ? ")" : "");
-        kiwi_step0_outcome_clear (&s0);
+                      s0_note ? " (" : "", s0_note ? s0_note : "", s0_note ? ")" : "");
+        kiwi_step0_result_clear (&s0);
         goto done;
     }
-    if (s0.status == KIWI_STEP0_STOPPED && s0.needs_network) {
+    if (s0.status == KIWI_STEP0_STOPPED && s0.first.cls == KIWI_FAILURE_NEEDS_NETWORK) {
         result_error (out, KIWI_RESULT_NEEDS_NETWORK, "%s", s0.reason);
-        kiwi_step0_outcome_clear (&s0);
+        kiwi_step0_result_clear (&s0);
         goto done;
     }
     if (s0.status == KIWI_STEP0_STOPPED) {
         /* not the repository's bug: no round is spent on it */
-        result_error (out, KIWI_RESULT_NOT_FIXED, "%s%s%s%s", s0.reason, s0.note ? " (" : "", s0.note ? s0.note : "",
-                      s0.note ? ")" : "");
-        kiwi_step0_outcome_clear (&s0);
+        result_error (out, KIWI_RESULT_NOT_FIXED, "%s%s%s%s", s0.reason, s0_note ? " (" : "", s0_note ? s0_note : "",
+                      s0_note ? ")" : "");
+        kiwi_step0_result_clear (&s0);
         goto done;
     }
     if (s0.status == KIWI_STEP0_PASSED) {
         result_error (out, KIWI_RESULT_NOT_FIXED, "the tests already pass at %s: nothing to fix%s%s%s", task->repo.ref,
-                      s0.note ? " (" : "", s0.note ? s0.note : "", s0.note ? ")" : "");
-        kiwi_step0_outcome_clear (&s0);
+                      s0_note ? " (" : "", s0_note ? s0_note : "", s0_note ? ")" : "");
+        kiwi_step0_result_clear (&s0);
         goto done;
     }
-    snapshot = steal_pointer (&s0.snapshot);
+    snapshot = steal_pointer (&s0.snapshot_dir);
 
     /* 5. the session */
     model = open_model (p, task, pol->model_base_url, &model_name, &err);
     if (model == NULL) {
         result_error (out, KIWI_RESULT_ERROR, "model: %s", kiwi_error_msg (err));
-        kiwi_step0_outcome_clear (&s0);
+        kiwi_step0_result_clear (&s0);
         goto done;
     }
     /* the same driver again, for the session's thread that makes each
@@ -435,8 +437,8 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .workspace = root,
         .checkout = ws,
         .commit = commit,
-        .step0_output = s0.output,
-        .step0_exit = s0.exit_code,
+        .step0_output = s0.run.output,
+        .step0_exit = s0.run.exit_code,
         .model = model,
         .model_name = model_name,
         .deadline_ms = deadline_ms,
@@ -445,16 +447,16 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     };
     if (kiwi_session_run (&se, task, out, &err) < 0)
         result_error (out, KIWI_RESULT_ERROR, "session: %s", kiwi_error_msg (err));
-    if (out->status != KIWI_RESULT_FIXED && s0.note != NULL) {
+    if (out->status != KIWI_RESULT_FIXED && s0_note != NULL) {
         char *r = NULL;
-        if (asprintf (&r, "%s (%s)", out->reason ? out->reason : "", s0.note) >= 0) {
+        if (asprintf (&r, "%s (%s)", out->reason ? out->reason : "", s0_note) >= 0) {
             free (out->reason);
             out->reason = r;
         }
     }
     if (p->stop && *p->stop)
         rc = -1;
-    kiwi_step0_outcome_clear (&s0);
+    kiwi_step0_result_clear (&s0);
 
 done:
     kiwi_error_free (&err);
