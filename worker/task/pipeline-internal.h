@@ -16,7 +16,6 @@
 #include "inspect/inspect.h"
 #include "sandbox/phases.h"
 
-
 /* What the install callback needs from the pipeline. */
 typedef struct kiwi__pipeline_install_ctx {
     const kiwi_pipeline *p;

@@ -19,7 +19,6 @@
 #define KIWI__SESSION_N_TOOLS 7               /* tool_defs, session-tools.c */
 
 /* One session's state, on kiwi_session_run's stack. */
-
 typedef struct kiwi__session {
     const kiwi_session_env *env;
     const kiwi_task *task;
