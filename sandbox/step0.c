@@ -43,6 +43,18 @@ kiwi_step0_result_clear (kiwi_step0_result *r)
     memset (r, 0, sizeof *r);
 }
 
+char *
+kiwi_step0_result_note (const kiwi_step0_result *r)
+{
+    const char *in = r->image_note, *vn = r->wish_note;
+    char *note = NULL;
+    if (in == NULL && vn == NULL)
+        return NULL;
+    if (asprintf (&note, "%s%s%s", in ? in : "", in && vn ? "; " : "", vn ? vn : "") < 0)
+        return NULL;
+    return note;
+}
+
 /* ------------------------------------------------------------- running */
 
 static int

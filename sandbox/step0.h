@@ -52,9 +52,11 @@ typedef enum {
 
 const char *kiwi_step0_status_str (kiwi_step0_status s);
 
-/* Runs Phase A for an inspection. Returns 0 when Phase A ran to a verdict
- * (r->status) or was skipped, < 0 when it could not run. *snapshot_dir
- * receives the snapshot to give Phase B (owned; NULL when skipped). */
+/* Runs Phase A for an inspection (or hands over a cached snapshot of an
+ * identical one). Returns 0 when Phase A ran to a verdict (r->status,
+ * r->reason) or was skipped, < 0 when it could not run (*err says why,
+ * r->reason may too). *snapshot_dir receives the snapshot to give Phase B
+ * (owned; NULL when skipped). */
 typedef int (*kiwi_step0_install_fn) (void *userdata, const kiwi_inspection *in, kiwi_install_result *r,
                                       char **snapshot_dir, kiwi_error_t *err);
 
@@ -104,6 +106,11 @@ typedef struct kiwi_step0_result {
 } kiwi_step0_result;
 
 void kiwi_step0_result_clear (kiwi_step0_result *r);
+
+/* What a result says besides its reason: image_note and wish_note, joined
+ * by "; " when both are there. NULL when neither is (or out of memory);
+ * caller frees. */
+char *kiwi_step0_result_note (const kiwi_step0_result *r);
 
 /* Runs step 0 (see above). Returns 0 with res->status set whatever the
  * verdict, < 0 when something could not run at all (the sandbox, the

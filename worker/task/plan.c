@@ -48,16 +48,6 @@ kiwi_plan_clear (kiwi_plan *p)
     memset (p, 0, sizeof *p);
 }
 
-void
-kiwi_step0_outcome_clear (kiwi_step0_outcome *o)
-{
-    free (o->output);
-    free (o->reason);
-    free (o->snapshot);
-    free (o->note);
-    memset (o, 0, sizeof *o);
-}
-
 static int
 copy_strv (kiwi_strv *dst, const kiwi_strv *src)
 {
@@ -163,7 +153,7 @@ kiwi_plan_make (const kiwi_worker_config *cfg, kiwi_sandbox_env *sandbox, const 
 }
 
 typedef struct {
-    kiwi_plan_install_fn fn;
+    kiwi_step0_install_fn fn;
     void *ud;
     kiwi_plan *plan;
 } install_bridge;
@@ -252,11 +242,11 @@ int
 kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
                  const char *checkout, const kiwi_task *task, const kiwi_sandbox_limits *limits,
                  const char *driver, kiwi_cache *cache,
-                 int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
-                 kiwi_step0_outcome *o, kiwi_error_t *err)
+                 int64_t deadline_ms, kiwi_step0_install_fn install, void *install_ud, kiwi_events *events,
+                 kiwi_step0_result *res, kiwi_error_t *err)
 {
-    memset (o, 0, sizeof *o);
-    o->status = KIWI_STEP0_FAILED;
+    memset (res, 0, sizeof *res);
+    res->status = KIWI_STEP0_FAILED;
     cleanup_strv kiwi_strv creds = KIWI_STRV_INIT;
     for (size_t i = 0; i < task->n_test_credentials; i++)
         kiwi_strv_add (&creds, task->test_credentials[i]);
@@ -303,27 +293,27 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         /* the install still has to be in place for the session */
         kiwi_install_result ir;
         memset (&ir, 0, sizeof ir);
-        if (install (install_ud, &plan->insp, &ir, &o->snapshot, err) < 0) {
-            o->status = KIWI_STEP0_INSTALL_FAILED;
-            o->reason = strdup (ir.reason[0] ? ir.reason : kiwi_error_msg (*err));
+        if (install (install_ud, &plan->insp, &ir, &res->snapshot_dir, err) < 0) {
+            res->status = KIWI_STEP0_INSTALL_FAILED;
+            res->reason = strdup (ir.reason[0] ? ir.reason : kiwi_error_msg (*err));
             kiwi_error_free (err);
             kiwi_install_result_clear (&ir);
             return 0;
         }
         kiwi_install_result_clear (&ir);
-        o->exit_code = ve.exit_code;
-        o->output = steal_pointer (&ve.output);
+        res->run.exit_code = ve.exit_code;
+        res->run.output = steal_pointer (&ve.output);
         kiwi_verify_entry_clear (&ve);
-        o->status = o->exit_code == 0 ? KIWI_STEP0_PASSED : KIWI_STEP0_FAILED;
+        res->status = res->run.exit_code == 0 ? KIWI_STEP0_PASSED : KIWI_STEP0_FAILED;
         json_t *cev = json_pack ("{s:b,s:b,s:i,s:s,s:s,s:b}", "cached", 1, "pulled", pulled, "exit_code",
-                                 o->exit_code, "status", kiwi_step0_status_str (o->status),
+                                 res->run.exit_code, "status", kiwi_step0_status_str (res->status),
                                  "image", plan->image, "swapped", 0);
         json_t *ver = version_json (&plan->insp.image);
         if (ver)
             json_object_set_new (cev, "version", ver);
-        o->note = kiwi_image_wish_note (&plan->insp.image);
-        if (o->note)
-            json_object_set_new (cev, "note", json_string (o->note));
+        res->wish_note = kiwi_image_wish_note (&plan->insp.image);
+        if (res->wish_note)
+            json_object_set_new (cev, "note", json_string (res->wish_note));
         kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, cev);
         return 0;
     }
@@ -351,56 +341,49 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         .unavailable_image = unavailable ? unavailable_ref : NULL,
         .unavailable_why = unavailable,
     };
-    kiwi_step0_result r;
-    int rc = kiwi_step0_run (&rq, &r, err);
+    int rc = kiwi_step0_run (&rq, res, err);
     kiwi_classifier_free (cls);
-    if (rc < 0)
-        return -1;
-    if (kiwi_plan_from_inspection (plan, &r.insp, err) < 0) {
-        kiwi_step0_result_clear (&r);
+    if (rc < 0 || kiwi_plan_from_inspection (plan, &res->insp, err) < 0) {
+        kiwi_step0_result_clear (res);
         return -1;
     }
-    o->swapped = r.swapped;
-    o->exit_code = r.run.exit_code;
-    o->output = r.run.output ? strdup (r.run.output) : NULL;
-    o->snapshot = r.snapshot_dir ? strdup (r.snapshot_dir) : NULL;
-    o->reason = strdup (r.reason ? r.reason : r.decision.reason);
-    o->status = r.status;
-    o->needs_network = r.status == KIWI_STEP0_STOPPED && r.first.cls == KIWI_FAILURE_NEEDS_NETWORK;
-    if (r.status == KIWI_STEP0_INSTALL_FAILED) {
-        free (o->reason);
-        o->reason = strdup (r.install.reason[0] ? r.install.reason : (r.reason ? r.reason : "install failed"));
+    /* the reason the result gives: step 0's, else its decision's; an
+     * install failure's is the install's own */
+    char *reason = strdup (res->reason ? res->reason : res->decision.reason);
+    if (res->status == KIWI_STEP0_INSTALL_FAILED) {
+        free (reason);
+        reason = strdup (res->install.reason[0] ? res->install.reason
+                                                : (res->reason ? res->reason : "install failed"));
     }
-    size_t ol = o->output ? strlen (o->output) : 0;
+    free (res->reason);
+    res->reason = reason;
+    const char *output = res->run.output;
+    size_t ol = output ? strlen (output) : 0;
     json_t *ev = json_pack ("{s:b,s:s,s:i,s:s,s:b,s:s,s:s,s:i,s:I,s:s}", "cached", 0, "status",
-                            kiwi_step0_status_str (r.status), "exit_code", o->exit_code, "image", plan->image,
-                            "swapped", r.swapped, "first_image", r.first_image ? r.first_image : plan->image,
-                            "reason", o->reason ? o->reason : "", "verify_runs", r.verify_runs, "duration_ms",
-                            (json_int_t) (r.install_ms + r.verify_ms), "output_tail",
-                            o->output ? o->output + (ol > 2000 ? ol - 2000 : 0) : "");
-    json_object_set_new (ev, "classification", classification_json (&r));
-    json_object_set_new (ev, "image_reason", json_string (r.insp.image.reason ? r.insp.image.reason : ""));
-    json_object_set_new (ev, "pulled", json_boolean (r.pulled || pulled));
-    if (r.image_note)
-        json_object_set_new (ev, "image_note", json_string (r.image_note));
-    json_t *ver = version_json (&r.insp.image);
+                            kiwi_step0_status_str (res->status), "exit_code", res->run.exit_code, "image",
+                            plan->image, "swapped", res->swapped, "first_image",
+                            res->first_image ? res->first_image : plan->image, "reason",
+                            res->reason ? res->reason : "", "verify_runs", res->verify_runs, "duration_ms",
+                            (json_int_t) (res->install_ms + res->verify_ms), "output_tail",
+                            output ? output + (ol > 2000 ? ol - 2000 : 0) : "");
+    json_object_set_new (ev, "classification", classification_json (res));
+    json_object_set_new (ev, "image_reason", json_string (res->insp.image.reason ? res->insp.image.reason : ""));
+    json_object_set_new (ev, "pulled", json_boolean (res->pulled || pulled));
+    if (res->image_note)
+        json_object_set_new (ev, "image_note", json_string (res->image_note));
+    json_t *ver = version_json (&res->insp.image);
     if (ver)
         json_object_set_new (ev, "version", ver);
     /* what the result says besides its own reason: the image that could
      * not be had, the version that was not there */
-    const char *vn = r.wish_note;
-    if (r.image_note || vn) {
-        if (asprintf (&o->note, "%s%s%s", r.image_note ? r.image_note : "", r.image_note && vn ? "; " : "",
-                      vn ? vn : "")
-            < 0)
-            o->note = NULL;
-        json_object_set_new (ev, "note", json_string (o->note ? o->note : ""));
+    if (res->image_note || res->wish_note) {
+        cleanup_free char *note = kiwi_step0_result_note (res);
+        json_object_set_new (ev, "note", json_string (note ? note : ""));
     }
     kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, ev);
     /* kept under the plan's image only when that image ran */
-    if (key[0] && !r.swapped && r.image_note == NULL && !r.run.timed_out
-        && (r.status == KIWI_STEP0_PASSED || r.status == KIWI_STEP0_FAILED))
-        kiwi_cache_put_verify (cache, key, o->exit_code, o->output);
-    kiwi_step0_result_clear (&r);
+    if (key[0] && !res->swapped && res->image_note == NULL && !res->run.timed_out
+        && (res->status == KIWI_STEP0_PASSED || res->status == KIWI_STEP0_FAILED))
+        kiwi_cache_put_verify (cache, key, res->run.exit_code, res->run.output);
     return 0;
 }

@@ -4,6 +4,8 @@
  * step0.h).
  *
  * Ownership: a kiwi_plan owns its strings and vectors (kiwi_plan_clear).
+ * Step 0's install callback and result are step0.h's (kiwi_step0_install_fn,
+ * kiwi_step0_result); the result is the caller's to clear.
  */
 #ifndef KIWI_WORKER_PLAN_H
 #define KIWI_WORKER_PLAN_H
@@ -57,44 +59,33 @@ int kiwi_plan_verify_key (const kiwi_plan_verify_key_input *k, char out[65]);
 int kiwi_plan_make (const kiwi_worker_config *cfg, kiwi_sandbox_env *sandbox, const char *root,
                     const char *test_command, kiwi_plan *p, kiwi_error_t *err);
 
-/* Phase A for a plan's inspection, or its cached snapshot: the pipeline's
- * install, called by step 0 for the first image and again after a swap.
- * Returns 0 with *snapshot set (NULL when nothing to install) or < 0 with
- * r->status / r->reason saying why. */
-typedef int (*kiwi_plan_install_fn) (void *userdata, const kiwi_inspection *in, kiwi_install_result *r,
-                                     char **snapshot, kiwi_error_t *err);
-
-typedef struct kiwi_step0_outcome {
-    /* step 0's own status (step0.h): passed (nothing to fix), failed (an
-     * honest failure: the session starts), stopped (the environment cannot
-     * verify it: needs_network tells a build that needs the network from
-     * one no image here runs, a version or runtime the catalogue lacks),
-     * install_failed (the reason is in `reason`) */
-    kiwi_step0_status status;
-    bool needs_network;
-    int exit_code;
-    char *output;             /* the verify's output tail, for the Architect */
-    char *reason;             /* NEEDS_NETWORK: the cause by name, the host, the command */
-    char *snapshot;           /* the dependency snapshot in force (NULL: none) */
-    bool swapped;             /* the image was swapped (the plan now names the new one) */
-    char *note;               /* for the result: a devcontainer image not had, a version wish not answered
-                               * ("`.python-version` asks for python 3.13, ...; kiwi/python:3.11 ran instead"),
-                               * or NULL */
-} kiwi_step0_outcome;
-
-void kiwi_step0_outcome_clear (kiwi_step0_outcome *o);
-
 /* The first verify, before any model-generated code ran, classified; a
  * missing runtime or a version mismatch swaps the image (updating *plan)
  * and re-runs once. Emits the step0 event. `root` is the repository root the
  * sandbox gets; `checkout` the top of the checkout (repo.h) it lies in, whose
  * tree id keys the verify cache. `limits` are the sandboxes' (the
- * operator's memory, pids and CPUs, the task's disk). */
+ * operator's memory, pids and CPUs, the task's disk). `install` is the
+ * pipeline's Phase A (or its cached snapshot), called for the first image
+ * and again after a swap; the plan follows the inspection it installs for.
+ *
+ * Returns 0 with *res filled whatever the verdict (kiwi_step0_result_clear),
+ * < 0 (nothing to clear) when step 0 could not run. What the worker reads of it: status (see
+ * KIWI_STEP0_STATUSES); run.exit_code and run.output, the verify's output
+ * tail for the Architect; snapshot_dir, the dependency snapshot in force
+ * (NULL: none); reason, one line on why (for install_failed, the install's
+ * own reason; for a stopped step 0, the cause by name, the host, the
+ * command); first.cls, KIWI_FAILURE_NEEDS_NETWORK when a stopped build
+ * needs the network rather than a runtime or version no image here has;
+ * swapped; and kiwi_step0_result_note, what the result says besides (a
+ * devcontainer image not had, a version wish not answered). A verify served
+ * from the verify cache sets only status, run.exit_code, run.output,
+ * snapshot_dir and wish_note (reason, when its install failed); its
+ * inspection is the plan's. */
 int kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *plan, const char *root,
                      const char *checkout, const kiwi_task *task, const kiwi_sandbox_limits *limits,
                      const char *driver, kiwi_cache *cache,
-                     int64_t deadline_ms, kiwi_plan_install_fn install, void *install_ud, kiwi_events *events,
-                     kiwi_step0_outcome *o, kiwi_error_t *err);
+                     int64_t deadline_ms, kiwi_step0_install_fn install, void *install_ud, kiwi_events *events,
+                     kiwi_step0_result *res, kiwi_error_t *err);
 
 /* Copies an inspection's image, install command, environments and cache
  * key into the plan's fields. */

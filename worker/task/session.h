@@ -30,7 +30,7 @@
 typedef struct kiwi_session_env {
     kiwi_sandbox_env *sandbox;
     kiwi_sandbox_env *sandbox_ahead;  /* the same driver and configuration, opened again for the thread that
-                                         makes verify sandboxes ahead (session.c; what it makes is handed to
+                                         makes verify sandboxes ahead (session-verify.c; what it makes is handed to
                                          `sandbox`), or NULL: verifies make their own */
     const kiwi_phase_config *phase_cfg;
     const char *image;

@@ -1,0 +1,375 @@
+/*
+ * pipeline-install.c: Phase A as the pipeline runs it for step 0 (see
+ * pipeline-internal.h): the install cache and the shared snapshot store,
+ * the snapshot held against the clean-up, the install event with what the
+ * install sent through the egress proxy, and, under --once where no daemon
+ * does it, the egress denials told as events.
+ */
+#include "worker/task/pipeline-internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "worker/egress/egress-proxy.h"
+#include "worker/egress/egress-record.h"
+#include "worker/gc.h"
+#include "worker/worker-metrics.h"
+
+static void
+rm_rf (const char *path)
+{
+    kiwi_error_t err = NULL;
+    if (kiwi_fs_remove_tree (path, 300000, &err) < 0)
+        kiwi_warn ("removing %s: %s", path, kiwi_error_msg (err));
+    kiwi_error_free (&err);
+}
+
+/* The Phase A sandbox running now (kiwi_install_request.on_started). */
+typedef struct install_run {
+    kiwi__pipeline_install_ctx *c;
+    const char *command;
+    char address[46];
+    json_t *denials; /* --once: the rules' and the proxy's denials to tell (tell_once_denials) */
+} install_run;
+
+/* as the daemon's KIWI__DENIALS_TOLD_MAX */
+#define KIWI_ONCE_DENIALS_TOLD_MAX 64
+
+static void
+install_started (const char *address, void *ud)
+{
+    install_run *run = ud;
+    snprintf (run->address, sizeof run->address, "%s", address);
+    if (address[0] != '\0')
+        kiwi_events_sandbox (run->c->p->events, address, run->command);
+}
+
+/* kiwi_nflog_read's callback (--once): a rejected packet of this install's
+ * sandbox is its egress_denied event. */
+static void
+firewall_denied (const kiwi_nflog_packet *pk, void *ud)
+{
+    install_run *run = ud;
+    if (strcmp (pk->src, run->address) != 0 || json_array_size (run->denials) >= KIWI_ONCE_DENIALS_TOLD_MAX)
+        return;
+    json_array_append_new (run->denials, kiwi_nflog_denial_json (pk));
+}
+
+static int
+by_attempt (const void *a, const void *b)
+{
+    json_int_t x = json_integer_value (json_object_get (*(json_t *const *) a, "attempted_at"));
+    json_int_t y = json_integer_value (json_object_get (*(json_t *const *) b, "attempted_at"));
+    return (x > y) - (x < y);
+}
+
+/* --once: no daemon publishes the denials as they happen. The rules'
+ * (read now from the NFLOG socket, which kept them) and the proxy's
+ * (`proxied`, from its log) are each an event here, before the install
+ * event, in the order they were attempted, at most
+ * KIWI_ONCE_DENIALS_TOLD_MAX of them. */
+static void
+tell_once_denials (kiwi__pipeline_install_ctx *c, install_run *run, json_t *proxied)
+{
+    kiwi_error_t err = NULL;
+    if (c->nflog != NULL) {
+        kiwi_nflog_set_callback (c->nflog, firewall_denied, run);
+        if (kiwi_nflog_read (c->nflog, &err) < 0) {
+            kiwi_warn ("%s", kiwi_error_msg (err));
+            kiwi_error_free (&err);
+        }
+        kiwi_nflog_set_callback (c->nflog, NULL, NULL);
+    }
+    size_t i, n = 0;
+    json_t *d;
+    json_array_foreach (proxied, i, d)
+        if (n++ < KIWI_ONCE_DENIALS_TOLD_MAX)
+            json_array_append_new (run->denials, json_deep_copy (d));
+    n = json_array_size (run->denials);
+    json_t **all = calloc (n ? n : 1, sizeof *all);
+    if (all == NULL) {
+        kiwi_warn ("no memory to tell %zu denied attempt(s)", n);
+        return;
+    }
+    for (i = 0; i < n; i++)
+        all[i] = json_array_get (run->denials, i);
+    qsort (all, n, sizeof *all, by_attempt);
+    for (i = 0; i < n && i < KIWI_ONCE_DENIALS_TOLD_MAX; i++) {
+        json_t *ep = json_deep_copy (all[i]);
+        if (ep != NULL && json_object_set_new (ep, "command", json_string (run->command)) == 0)
+            kiwi_events_emit (c->p->events, KIWI_PHASE_INSTALL, "egress_denied", 0, ep);
+        else
+            json_decref (ep);
+    }
+    free (all);
+}
+
+/* What the install sent through the egress proxy, into the install event
+ * `ev` ("egress"); a failed install's reason names the hosts it was denied
+ * and the setting that would allow each. */
+static void
+record_egress (kiwi__pipeline_install_ctx *c, install_run *run, int64_t offset, kiwi_install_result *r, json_t *ev)
+{
+    if (c->egress_log == NULL || run->address[0] == '\0')
+        return;
+    kiwi_egress_record rec;
+    kiwi_error_t err = NULL;
+    if (kiwi_egress_record_read (c->egress_log, offset, run->address, c->p->cfg->install_egress, &rec, &err) < 0) {
+        json_object_set_new (ev, "egress", json_pack ("{s:s}", "error", kiwi_error_msg (err)));
+        kiwi_error_free (&err);
+        return;
+    }
+    size_t i;
+    json_t *d;
+    if (c->p->own_proxy)
+        tell_once_denials (c, run, rec.denied);
+    json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I}", "hosts", rec.hosts, "requests",
+                                                 (json_int_t) rec.requests, "bytes", (json_int_t) rec.bytes,
+                                                 "denied", rec.denied, "denials", (json_int_t) rec.denials));
+    if (rec.denials > 0 && r->status != KIWI_INSTALL_OK) {
+        size_t len = strlen (r->reason);
+        const char *said[3] = { NULL, NULL, NULL };
+        int nsaid = 0;
+        json_array_foreach (rec.denied, i, d) {
+            const char *host = json_string_value (json_object_get (d, "host"));
+            host = host ? host : "";
+            bool dup = false;
+            for (int k = 0; k < nsaid; k++)
+                dup = dup || strcmp (said[k], host) == 0;
+            if (dup)
+                continue;
+            if (nsaid == 3)
+                break;
+            said[nsaid++] = host;
+            int n = snprintf (r->reason + len, sizeof r->reason - len, "; the egress proxy denied %s:%d (%s; %s allows it)",
+                              host, (int) json_integer_value (json_object_get (d, "port")),
+                              json_string_value (json_object_get (d, "rule")),
+                              json_string_value (json_object_get (d, "allow_with")));
+            if (n < 0 || (size_t) n >= sizeof r->reason - len)
+                break; /* cut: the reason holds what fitted */
+            len += (size_t) n;
+        }
+    }
+    kiwi_egress_record_clear (&rec);
+}
+
+/* Fetches the snapshot `digest` from the store into `tmpdir` and publishes
+ * it at `snapdir` (a concurrent fetch or install may have won the rename:
+ * theirs is as good). */
+static int
+fetch_snapshot (kiwi__pipeline_install_ctx *c, const char *digest, const char *snapdir, const char *tmpdir, kiwi_error_t *err)
+{
+    int64_t disk_mb = c->task->limits.disk_mb > 0 ? c->task->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
+    rm_rf (tmpdir);
+    if (mkdir (tmpdir, 0700) < 0)
+        return kiwi_error_make (err, errno, "creating %s", tmpdir);
+    if (kiwi_store_pull (c->store, digest, tmpdir, (uint64_t) disk_mb * 1024 * 1024, err) < 0) {
+        rm_rf (tmpdir);
+        return -1;
+    }
+    if (rename (tmpdir, snapdir) < 0) {
+        rm_rf (tmpdir);
+        if (access (snapdir, R_OK) != 0)
+            return kiwi_error_make (err, errno, "keeping the fetched snapshot %s", snapdir);
+    }
+    return 0;
+}
+
+/* Holds `snapshot` for the rest of the task instead of the one held so far.
+ * Returns false when it is gone. */
+static bool
+hold_snapshot (kiwi__pipeline_install_ctx *c, const char *snapshot)
+{
+    int fd = kiwi_gc_snapshot_hold (snapshot);
+    if (fd < 0)
+        return false;
+    if (*c->hold >= 0)
+        close (*c->hold);
+    *c->hold = fd;
+    return true;
+}
+
+/* Phase A for `in`, or the cached snapshot of an identical install (the
+ * cache key holds the install's input, the image by digest, the command,
+ * the driver and the environment Kiwi sets). Phase A gets the input files
+ * only and keeps the dependency locations only, so whatever it made is a
+ * function of the key.
+ * Step 0 calls it for the first image and again after a swap. A failed
+ * install is a verdict in r, not an error. Emits the install event. */
+static int
+install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot, kiwi_error_t *err)
+{
+    kiwi__pipeline_install_ctx *c = ud;
+    const kiwi_pipeline *p = c->p;
+    memset (r, 0, sizeof *r);
+    *snapshot = NULL;
+    const char *image = in->image.image;
+    if (in->install.argv.n == 0) {
+        r->status = KIWI_INSTALL_SKIPPED;
+        snprintf (r->reason, sizeof r->reason, "no dependencies declared: Phase A skipped");
+        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                          json_pack ("{s:s,s:s,s:s}", "status", "skipped", "image", image, "reason",
+                                     "no dependencies declared"));
+        return 0;
+    }
+    const char *key = in->cache_key;
+    char snapdir[PATH_MAX], snapparent[PATH_MAX], tmpdir[PATH_MAX + 32];
+    snprintf (snapparent, sizeof snapparent, "%s/snapshots", p->cfg->state_dir);
+    snprintf (snapdir, sizeof snapdir, "%s/%s", snapparent, key);
+    snprintf (tmpdir, sizeof tmpdir, "%s.%d.partial", snapdir, (int) getpid ());
+    mkdir (snapparent, 0700);
+    kiwi_install_entry e;
+    int hit = kiwi_cache_get_install (c->cache, key, &e);
+    bool fetched = false;
+    if (hit == 1 && e.ok) {
+        int src = kiwi_snapshot_source (access (snapdir, R_OK) == 0, e.digest, c->store != NULL);
+        if (src == KIWI_SNAPSHOT_FETCH) {
+            kiwi_error_t ferr = NULL;
+            if (fetch_snapshot (c, e.digest, snapdir, tmpdir, &ferr) < 0) {
+                kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+                                  json_pack ("{s:s,s:s}", "warning", "snapshot not fetched from the store: installing",
+                                             "reason", kiwi_error_msg (ferr)));
+                kiwi_error_free (&ferr);
+                src = KIWI_SNAPSHOT_INSTALL;
+            } else
+                fetched = true;
+        }
+        /* removed by the clean-up meanwhile, or nowhere to be had: a miss */
+        if (src == KIWI_SNAPSHOT_INSTALL || !hold_snapshot (c, snapdir)) {
+            kiwi_install_entry_clear (&e);
+            hit = 0;
+        } else
+            utime (snapdir, NULL); /* in use: the clean-up leaves it */
+    }
+    if (hit == 1) {
+        if (e.ok) {
+            *snapshot = strdup (snapdir);
+            r->status = KIWI_INSTALL_OK;
+            snprintf (r->reason, sizeof r->reason, "cached install `%s`", in->install.display);
+            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                              json_pack ("{s:s,s:b,s:b,s:s,s:s,s:s,s:i}", "status", "ok", "cached", 1, "fetched",
+                                         fetched, "key", key, "image", image, "command", in->install.display,
+                                         "duration_ms", 0));
+        } else {
+            r->status = KIWI_INSTALL_FAILED;
+            snprintf (r->reason, sizeof r->reason, "%s (a cached failure of an identical install)",
+                      e.reason ? e.reason : "install failed");
+            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+                              json_pack ("{s:s,s:b,s:s,s:s,s:s}", "status", "failed", "cached", 1, "key", key,
+                                         "image", image, "reason", r->reason));
+        }
+        kiwi_install_entry_clear (&e);
+        return 0;
+    }
+    cleanup_strv kiwi_strv dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;
+    if (kiwi_install_dep_locations (&in->install, &dep_src, &dep_home, err) < 0)
+        return -1;
+    kiwi_install_request req = {
+        .image = image,
+        .workspace = c->root,
+        .input = kiwi_strv_list (&in->input),
+        .dep_src = kiwi_strv_list (&dep_src),
+        .dep_home = kiwi_strv_list (&dep_home),
+        .argv = kiwi_strv_list (&in->install.argv),
+        .extra_env = kiwi_strv_list (&in->install.install_env),
+        /* c->task carries the effective limits (kiwi_policy_task) */
+        .limits = kiwi__pipeline_sandbox_limits (p->cfg, c->task),
+        .deadline_ms = c->deadline_ms - kiwi_now_ms () > 1 ? c->deadline_ms - kiwi_now_ms () : 1,
+        .task_id = c->task->id,
+        .snapshot_dir = tmpdir,
+    };
+    install_run run = { .c = c, .command = in->install.display, .denials = json_array () };
+    int64_t log_offset = 0;
+    if (c->egress_log != NULL) {
+        log_offset = kiwi_egress_log_mark (c->egress_log);
+        req.on_started = install_started;
+        req.userdata = &run;
+    }
+    int prc = kiwi_phase_install (c->sb, c->pc, &req, r, err);
+    if (run.address[0] != '\0')
+        kiwi_events_sandbox (p->events, NULL, NULL);
+    if (prc < 0) {
+        json_decref (run.denials);
+        rm_rf (tmpdir);
+        return -1;
+    }
+    json_t *ev = json_pack ("{s:s,s:b,s:s,s:s,s:s,s:I,s:i}", "status", kiwi_install_status_str (r->status), "cached",
+                            0, "key", key, "image", image, "command", in->install.display, "duration_ms",
+                            (json_int_t) r->duration_ms, "exit_code", r->exit_code);
+    record_egress (c, &run, log_offset, r, ev);
+    json_decref (run.denials);
+    if (r->status != KIWI_INSTALL_OK) {
+        size_t ol = r->output ? strlen (r->output) : 0;
+        json_object_set_new (ev, "reason", json_string (r->reason));
+        json_object_set_new (ev, "output_tail", json_string (r->output ? r->output + (ol > 4000 ? ol - 4000 : 0) : ""));
+        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
+        if (r->status == KIWI_INSTALL_FAILED)
+            kiwi_cache_put_install (c->cache, key, false, NULL, r->reason);
+        rm_rf (tmpdir);
+        return 0;
+    }
+    kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
+    /* publish the snapshot under its key; a concurrent identical install
+     * may have won the rename: then use theirs */
+    if (rename (tmpdir, snapdir) < 0) {
+        rm_rf (tmpdir);
+        if (access (snapdir, R_OK) != 0)
+            return kiwi_error_make (err, errno, "keeping the install snapshot %s", snapdir);
+    }
+    if (!hold_snapshot (c, snapdir))
+        return kiwi_error_make (err, errno, "holding the install snapshot %s", snapdir);
+    char digest[KIWI_STORE_DIGEST_MAX] = "";
+    if (c->store != NULL) {
+        kiwi_error_t perr = NULL;
+        if (kiwi_store_push (c->store, key, snapdir, digest, &perr) < 0) {
+            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+                              json_pack ("{s:s,s:s}", "warning", "snapshot not shared: other hosts install again",
+                                         "reason", kiwi_error_msg (perr)));
+            kiwi_error_free (&perr);
+        }
+    }
+    kiwi_cache_put_install (c->cache, key, true, digest[0] ? digest : NULL, "ok");
+    *snapshot = strdup (snapdir);
+    return 0;
+}
+
+int
+kiwi__pipeline_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot,
+                        kiwi_error_t *err)
+{
+    kiwi__pipeline_install_ctx *c = ud;
+    int64_t t0 = kiwi_mono_ms ();
+    int rc = install_step (ud, in, r, snapshot, err);
+    int64_t ms = kiwi_mono_ms () - t0;
+    c->install_ms += ms;
+    kiwi_events_observe (c->p->events, KIWI_OBS_PHASE, "install", (double) ms / 1000.0);
+    return rc;
+}
+
+
+/* --once: the rules' log of the bridge its proxy is on, read after Phase A
+ * (the socket keeps what arrives meanwhile). NULL, with a warning, when it
+ * cannot be had: the rules still reject, only the events are missing. */
+kiwi_nflog *
+kiwi__pipeline_once_nflog (const kiwi_worker_config *cfg)
+{
+    kiwi_nflog *l = NULL;
+    kiwi_error_t err = NULL;
+    if (kiwi_proxy_nflog_open (cfg, NULL, NULL, &l, &err) < 0) {
+        kiwi_warn ("egress rules: %s: what they reject is not told as egress_denied events", kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        return NULL;
+    }
+    return l;
+}
+

@@ -1,0 +1,50 @@
+/*
+ * pipeline-internal.h: what the pieces of the task pipeline share
+ * (pipeline.c runs the task; pipeline-install.c is Phase A and its
+ * snapshot, the callback step 0 calls; pipeline-main.c the task process's
+ * entry points).
+ */
+#ifndef KIWI_WORKER_PIPELINE_INTERNAL_H
+#define KIWI_WORKER_PIPELINE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "worker/egress/nflog.h"
+#include "worker/task/cache.h"
+#include "worker/task/pipeline.h"
+#include "worker/task/store.h"
+#include "inspect/inspect.h"
+#include "sandbox/phases.h"
+
+/* What the install callback needs from the pipeline. */
+typedef struct kiwi__pipeline_install_ctx {
+    const kiwi_pipeline *p;
+    const kiwi_task *task;
+    kiwi_sandbox_env *sb;
+    const kiwi_phase_config *pc;
+    const char *root;
+    kiwi_cache *cache;
+    int64_t deadline_ms;
+    int *hold; /* the lock holding the snapshot in force against the clean-up (gc.h), or -1 */
+    int64_t install_ms; /* spent in kiwi__pipeline_install so far (step 0's own time is the rest) */
+    kiwi_store *store; /* the shared snapshot store, or NULL */
+    const char *egress_log; /* the egress proxy's access log, or NULL (KIWI_INSTALL_EGRESS=open) */
+    kiwi_nflog *nflog;      /* --once: the rules' rejects from its bridge (nflog.h), or NULL */
+} kiwi__pipeline_install_ctx;
+
+/* Every sandbox of `task`: the operator's memory, process and CPU ceilings,
+ * the task's effective disk ceiling (kiwi_policy_task). */
+kiwi_sandbox_limits kiwi__pipeline_sandbox_limits (const kiwi_worker_config *cfg, const kiwi_task *task);
+
+/* Phase A for `in`, or the cached snapshot of an identical install, timed
+ * for the metrics: the kiwi_step0_install_fn step 0 calls, with a
+ * kiwi__pipeline_install_ctx as `ud`. A failed install is a verdict in r,
+ * not an error. Emits the install event. */
+int kiwi__pipeline_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot,
+                            kiwi_error_t *err);
+
+/* --once: the rules' log of the bridge its proxy is on (owned by the
+ * caller, kiwi_nflog_close), or NULL with a warning. */
+kiwi_nflog *kiwi__pipeline_once_nflog (const kiwi_worker_config *cfg);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * session-internal.h: what the pieces of the Architect/Implementer session
+ * share: its state, and the calls between session.c (the rounds and the
+ * models), session-verify.c (the round's verify and its sandbox made
+ * ahead) and session-tools.c (the Implementer's tools and the round's
+ * persistent sandbox).
+ */
+#ifndef KIWI_WORKER_SESSION_INTERNAL_H
+#define KIWI_WORKER_SESSION_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/strv.h"
+#include "worker/task/session.h"
+
+#define KIWI__SESSION_OUTPUT_TAIL (16 * 1024) /* what a run or verify keeps of its output */
+#define KIWI__SESSION_N_TOOLS 7               /* tool_defs, session-tools.c */
+
+/* One session's state, on kiwi_session_run's stack. */
+typedef struct kiwi__session {
+    const kiwi_session_env *env;
+    const kiwi_task *task;
+    kiwi_model_tool tools[KIWI__SESSION_N_TOOLS];
+    uint64_t tokens_in, tokens_out;
+    uint64_t budget_tokens;   /* 0: none */
+    uint64_t budget_micros;   /* 0: none */
+    double cost;              /* dollars */
+    kiwi_sandbox *box;        /* the round's persistent sandbox, created on first use */
+    kiwi_strv actions;        /* what the Implementer did this round, for the event */
+    int tests_requested;
+    kiwi_exec_result last_verify;
+    bool have_verify;
+    char *not_carried;        /* the last round passed only in the workspace: what the diff lacked */
+    int64_t round_started_ms; /* kiwi_mono_ms at the start of the round, for its duration */
+    kiwi_strv creds;          /* the task's test credentials, NULL-terminated */
+    struct {
+        pthread_t thread;
+        bool running;           /* started and not yet joined */
+        kiwi_verify_request req;
+        kiwi_sandbox *box;      /* what the thread made, or NULL */
+        kiwi_error_t err;       /* why it made none */
+        bool lent;              /* the sandbox taken last still goes through sandbox_ahead (the
+                                   driver cannot hand it over): nothing is made while it is used */
+    } ahead;                  /* the round's verify sandbox, made ahead */
+} kiwi__session;
+
+/* The task's time left in ms (at least 1), or 0 when it has no deadline. */
+int64_t kiwi__session_remaining_ms (const kiwi__session *s);
+
+/* ---- the round's verify (session-verify.c) ---- */
+
+/* Starts making the round's verify sandbox in a thread, unless there is no
+ * env for it or one is made or being made. */
+void kiwi__session_ahead_start (kiwi__session *s);
+
+/* Removes a sandbox made ahead that no verify took. */
+void kiwi__session_ahead_drop (kiwi__session *s);
+
+/* Phase B over `tree` (the workspace, or the clean tree of the published
+ * diff), in the sandbox made ahead when there is one; with `next`, the
+ * next verify's sandbox is made while this one runs. Returns < 0 when it
+ * could not run. */
+int kiwi__session_verify (kiwi__session *s, const char *tree, bool next, kiwi_exec_result *r, kiwi_error_t *err);
+
+/* The deciding verify: the commit checked out afresh plus exactly `diff`.
+ * Returns < 0 when it could not run. */
+int kiwi__session_verify_published (kiwi__session *s, const char *diff, kiwi_exec_result *r, kiwi_error_t *err);
+
+/* What the diff did not carry, for the model: a sentence. Caller frees. */
+char *kiwi__session_not_carried_note (kiwi__session *s);
+
+/* ---- the Implementer's tools (session-tools.c) ---- */
+
+/* Fills s->tools (their parameters parsed); kiwi__session_tools_clear
+ * releases them. */
+void kiwi__session_tools_init (kiwi__session *s);
+void kiwi__session_tools_clear (kiwi__session *s);
+
+/* Runs one tool call; returns its content (caller frees) and sets
+ * *is_error. */
+char *kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool *is_error);
+
+/* Removes the round's persistent sandbox, if any. */
+void kiwi__session_box_drop (kiwi__session *s);
+
+#endif
