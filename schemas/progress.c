@@ -13,26 +13,26 @@
 #include "schemas/wire-internal.h"
 
 static const char *const phase_names[] = {
-    [KIWI_PHASE_UNSET] = NULL,
-#define KIWI__PHASE_NAME(id, s) [KIWI_PHASE_##id] = s,
-    KIWI_PHASE_MAP (KIWI__PHASE_NAME)
-#undef KIWI__PHASE_NAME
+    [KIWI_STAGE_UNSET] = NULL,
+#define KIWI__STAGE_NAME(id, s) [KIWI_STAGE_##id] = s,
+    KIWI_STAGE_MAP (KIWI__STAGE_NAME)
+#undef KIWI__STAGE_NAME
 };
 
 const char *
-kiwi_phase_name (kiwi_phase p)
+kiwi_stage_name (kiwi_stage p)
 {
-    if ((int) p <= KIWI_PHASE_UNSET || p >= KIWI_PHASE__END)
+    if ((int) p <= KIWI_STAGE_UNSET || p >= KIWI_STAGE__END)
         return NULL;
     return phase_names[p];
 }
 
 int
-kiwi_phase_parse (const char *s, kiwi_phase *out)
+kiwi_stage_parse (const char *s, kiwi_stage *out)
 {
-    for (int p = KIWI_PHASE_UNSET + 1; p < KIWI_PHASE__END; p++)
+    for (int p = KIWI_STAGE_UNSET + 1; p < KIWI_STAGE__END; p++)
         if (strcmp (s, phase_names[p]) == 0) {
-            *out = (kiwi_phase) p;
+            *out = (kiwi_stage) p;
             return 0;
         }
     return -1;
@@ -83,10 +83,10 @@ kiwi_progress_validate (const kiwi_progress *p, kiwi_error_t *err)
         || kiwi__check_u64 ("progress", "seq", p->seq, 1, UINT64_MAX, err) < 0
         || kiwi__check_u64 ("progress", "round", p->round, 0, KIWI_TASK_MAX_ROUNDS_MAX, err) < 0)
         return -1;
-    if (p->phase == KIWI_PHASE_UNSET)
+    if (p->stage == KIWI_STAGE_UNSET)
         return kiwi__fail (err, "progress", "phase", "required field missing");
-    if (kiwi_phase_name (p->phase) == NULL)
-        return kiwi__fail (err, "progress", "phase", "unknown phase %d", (int) p->phase);
+    if (kiwi_stage_name (p->stage) == NULL)
+        return kiwi__fail (err, "progress", "phase", "unknown phase %d", (int) p->stage);
     if (kiwi__check_str ("progress", "kind", p->kind, &R_KIND, err) < 0
         || kiwi__check_i64 ("progress", "ts", p->ts, KIWI__TS_MIN, KIWI__TS_MAX, err) < 0
         || kiwi__check_str ("progress", "worker_id", p->worker_id, &R_WORKER_ID, err) < 0)
@@ -113,7 +113,7 @@ kiwi_progress_encode (const kiwi_progress *p, char **out, size_t *out_len, kiwi_
     kiwi__enc_ku64 (&e, "seq", p->seq);
     kiwi__enc_ku64 (&e, "attempt", p->attempt);
     kiwi__enc_ku64 (&e, "round", p->round);
-    kiwi__enc_kstr (&e, "phase", kiwi_phase_name (p->phase));
+    kiwi__enc_kstr (&e, "phase", kiwi_stage_name (p->stage));
     kiwi__enc_kstr (&e, "kind", p->kind);
     kiwi__enc_ki64 (&e, "ts", p->ts);
     kiwi__enc_kstr (&e, "worker_id", p->worker_id);
@@ -156,7 +156,7 @@ decode_fields (const kiwi__map *root, kiwi_progress *p, kiwi_error_t *err)
         || kiwi__read_str (root, "phase", &phase, err) < 0)
         return -1;
     if (phase != NULL) {
-        int r = kiwi_phase_parse (phase, &p->phase);
+        int r = kiwi_stage_parse (phase, &p->stage);
         if (r < 0)
             kiwi__fail_enum (err, "progress", "phase", phase, phase_names,
                              sizeof phase_names / sizeof phase_names[0]);
@@ -206,7 +206,7 @@ kiwi_progress_to_json (const kiwi_progress *p, char **out, kiwi_error_t *err)
     kiwi__json_ku64 (&j, "attempt", p->attempt);
     kiwi__json_ku64 (&j, "round", p->round);
     kiwi__json_key (&j, "phase");
-    kiwi__json_str (&j, kiwi_phase_name (p->phase));
+    kiwi__json_str (&j, kiwi_stage_name (p->stage));
     kiwi__json_kstr (&j, "kind", p->kind);
     kiwi__json_ki64 (&j, "ts", p->ts);
     kiwi__json_kstr (&j, "worker_id", p->worker_id);

@@ -17,8 +17,10 @@
 #include "common/error.h"
 #include "schemas/wire.h"
 
-/* Phases of a task: enum constant and wire string from one table. */
-#define KIWI_PHASE_MAP(X)        \
+/* The stages of a task's life (the progress event's "phase" on the wire;
+ * not Phase A or B of the sandbox): enum constant and wire string from one
+ * table. */
+#define KIWI_STAGE_MAP(X)        \
     X (ACCEPTED, "accepted")     \
     X (INSTALL, "install")       \
     X (STEP0, "step0")           \
@@ -26,18 +28,18 @@
     X (FINISHED, "finished")
 
 typedef enum {
-    KIWI_PHASE_UNSET = 0,
-#define KIWI__PHASE_ENUM(id, s) KIWI_PHASE_##id,
-    KIWI_PHASE_MAP (KIWI__PHASE_ENUM)
-#undef KIWI__PHASE_ENUM
-    KIWI_PHASE__END
-} kiwi_phase;
+    KIWI_STAGE_UNSET = 0,
+#define KIWI__STAGE_ENUM(id, s) KIWI_STAGE_##id,
+    KIWI_STAGE_MAP (KIWI__STAGE_ENUM)
+#undef KIWI__STAGE_ENUM
+    KIWI_STAGE__END
+} kiwi_stage;
 
-/* The wire string of p ("step0"), or NULL if p is not a phase. */
-const char *kiwi_phase_name (kiwi_phase p);
+/* The wire string of p ("step0"), or NULL if p is not a stage. */
+const char *kiwi_stage_name (kiwi_stage p);
 
 /* Looks up a wire string. Returns 0 and sets *out, or < 0 if unknown. */
-int kiwi_phase_parse (const char *s, kiwi_phase *out);
+int kiwi_stage_parse (const char *s, kiwi_stage *out);
 
 /* Largest encoded payload map, in bytes. */
 #define KIWI_PROGRESS_PAYLOAD_MAX (1024 * 1024)
@@ -47,7 +49,7 @@ typedef struct kiwi_progress {
     uint64_t seq;       /* per-task-run sequence, from 1 */
     uint32_t attempt;   /* which run of the task, from 1; 0: unknown (absent on the wire) */
     uint32_t round;     /* 0 before the first round, then 1..100 */
-    kiwi_phase phase;   /* required */
+    kiwi_stage stage;   /* required; the wire key is "phase" */
     char *kind;         /* required, 1..64 of [A-Za-z0-9._:-], e.g. "tool_call" */
     int64_t ts;         /* ms since the epoch, >= 0 */
     char *worker_id;    /* required, 1..128 of [A-Za-z0-9._:-] */

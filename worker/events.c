@@ -83,7 +83,7 @@ kiwi_json_to_msgpack (const json_t *j, char **out, size_t *len, kiwi_error_t *er
 }
 
 int
-kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t round, json_t *payload)
+kiwi_events_emit (kiwi_events *ev, kiwi_stage stage, const char *kind, uint32_t round, json_t *payload)
 {
     kiwi_progress p;
     kiwi_progress_init (&p);
@@ -91,7 +91,7 @@ kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t 
     p.worker_id = (char *) ev->worker_id;
     p.seq = 1; /* numbered by the receiver */
     p.round = round;
-    p.phase = phase;
+    p.stage = stage;
     p.kind = (char *) kind;
     p.ts = kiwi_now_ms ();
     int rc = 0;

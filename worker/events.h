@@ -62,7 +62,7 @@ struct kiwi_events {
 int kiwi_events_mask_result (const kiwi_mask *m, kiwi_result *r);
 
 /* Emits one event; `payload` (may be NULL) is stolen. */
-int kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t round, json_t *payload);
+int kiwi_events_emit (kiwi_events *ev, kiwi_stage stage, const char *kind, uint32_t round, json_t *payload);
 
 /* One measurement for the daemon's metrics: `what` KIWI_OBS_PHASE with a
  * phase and its seconds, KIWI_OBS_SANDBOX with a driver and a count

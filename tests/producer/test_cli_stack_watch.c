@@ -81,7 +81,7 @@ send_progress (cli_producer *p, const char *topic, const char *task_id)
     kiwi_progress_init (&e);
     e.task_id = (char *) task_id;
     e.seq = 1;
-    e.phase = KIWI_PHASE_ACCEPTED;
+    e.stage = KIWI_STAGE_ACCEPTED;
     e.kind = (char *) "accepted";
     e.ts = cli_wall_ms ();
     e.worker_id = (char *) "w-test";

@@ -28,7 +28,7 @@ test_roundtrip (void **state)
     expect_ok (kiwi_progress_decode (base, base_len, &out, &err), &err);
     assert_int_equal (out.payload_len, p.payload_len);
     assert_memory_equal (out.payload, p.payload, p.payload_len);
-    assert_int_equal (out.phase, KIWI_PHASE_ROUND);
+    assert_int_equal (out.stage, KIWI_STAGE_ROUND);
     assert_int_equal (out.seq, 42);
     assert_int_equal (out.attempt, 2);
     kiwi_progress_clear (&out);
@@ -85,9 +85,9 @@ test_every_phase (void **state)
 {
     static const char *names[] = { "accepted", "install", "step0", "round", "finished" };
     for (size_t i = 0; i < 5; i++) {
-        kiwi_phase ph;
-        assert_int_equal (kiwi_phase_parse (names[i], &ph), 0);
-        assert_string_equal (kiwi_phase_name (ph), names[i]);
+        kiwi_stage ph;
+        assert_int_equal (kiwi_stage_parse (names[i], &ph), 0);
+        assert_string_equal (kiwi_stage_name (ph), names[i]);
         edit ("phase", EDIT_SET, obj_str (names[i]), NULL);
     }
     edit ("phase", EDIT_SET, obj_str ("verify"),
@@ -226,11 +226,11 @@ test_encode_validates (void **state)
     kiwi_progress_init (&p);
     sample_progress_full (&p);
 
-    p.phase = KIWI_PHASE_UNSET;
+    p.stage = KIWI_STAGE_UNSET;
     expect_encode_refused_progress (&p, "progress.phase: required field missing");
-    p.phase = KIWI_PHASE__END;
+    p.stage = KIWI_STAGE__END;
     expect_encode_refused_progress (&p, "progress.phase: unknown phase 6");
-    p.phase = KIWI_PHASE_FINISHED;
+    p.stage = KIWI_STAGE_FINISHED;
 
     p.seq = 0;
     expect_encode_refused_progress (&p, "progress.seq: must be at least 1, got 0");

@@ -137,7 +137,7 @@ sample_progress_full (kiwi_progress *p)
     p->seq = 42;
     p->attempt = 2;
     p->round = 3;
-    p->phase = KIWI_PHASE_ROUND;
+    p->stage = KIWI_STAGE_ROUND;
     p->kind = xstrdup ("tool_call");
     p->ts = 1764454470000;
     p->worker_id = xstrdup ("worker-a:7");
@@ -150,7 +150,7 @@ sample_progress_min (kiwi_progress *p)
     p->task_id = xstrdup ("t1");
     p->seq = 1;
     p->round = 0;
-    p->phase = KIWI_PHASE_ACCEPTED;
+    p->stage = KIWI_STAGE_ACCEPTED;
     p->kind = xstrdup ("accepted");
     p->ts = 1;
     p->worker_id = xstrdup ("w1");

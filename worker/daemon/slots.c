@@ -97,7 +97,7 @@ kiwi__slots_revoke (kiwi__daemon *d, const char *topic, int32_t partition)
 static void
 count_cache (kiwi__daemon *d, const kiwi_progress *p)
 {
-    if (p->payload == NULL || (p->phase != KIWI_PHASE_INSTALL && p->phase != KIWI_PHASE_STEP0))
+    if (p->payload == NULL || (p->stage != KIWI_STAGE_INSTALL && p->stage != KIWI_STAGE_STEP0))
         return;
     char *json = NULL;
     kiwi_error_t err = NULL;
@@ -108,7 +108,7 @@ count_cache (kiwi__daemon *d, const kiwi_progress *p)
     json_t *j = json_loads (json, 0, NULL);
     json_t *c = json_object_get (j, "cached");
     if (json_is_boolean (c)) {
-        kiwi_worker_metrics_cache (d->metrics.registry, p->phase == KIWI_PHASE_INSTALL ? "install" : "verify",
+        kiwi_worker_metrics_cache (d->metrics.registry, p->stage == KIWI_STAGE_INSTALL ? "install" : "verify",
                                    json_is_true (c));
         if (json_is_true (c))
             d->slots.cache_hits++;
@@ -136,13 +136,13 @@ publish_event (kiwi__daemon *d, kiwi__daemon_slot *s, kiwi_progress *p)
 }
 
 static void
-emit_daemon_event (kiwi__daemon *d, kiwi__daemon_slot *s, kiwi_phase phase, const char *kind, json_t *payload)
+emit_daemon_event (kiwi__daemon *d, kiwi__daemon_slot *s, kiwi_stage phase, const char *kind, json_t *payload)
 {
     kiwi_progress p;
     kiwi_progress_init (&p);
     p.task_id = s->task_id;
     p.worker_id = d->cfg->worker_id;
-    p.phase = phase;
+    p.stage = phase;
     p.kind = (char *) kind;
     p.ts = kiwi_now_ms ();
     if (payload != NULL) {
@@ -230,7 +230,7 @@ tell_denial (kiwi__daemon *d, kiwi__daemon_slot *s, json_t *p, const char *what)
     }
     s->denials_told++;
     json_object_set_new (p, "command", json_string (s->install_command));
-    emit_daemon_event (d, s, KIWI_PHASE_INSTALL, "egress_denied", p);
+    emit_daemon_event (d, s, KIWI_STAGE_INSTALL, "egress_denied", p);
 }
 
 void
@@ -749,7 +749,7 @@ kiwi__slots_start_run (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len
         char reason[4096];
         snprintf (reason, sizeof reason, "refused by the worker's policy: %s", kiwi_error_msg (err));
         kiwi_warn ("task %s: %s", s->task_id, reason);
-        emit_daemon_event (d, s, KIWI_PHASE_ACCEPTED, "refused",
+        emit_daemon_event (d, s, KIWI_STAGE_ACCEPTED, "refused",
                            json_pack ("{s:s,s:i,s:s,s:I,s:b,s:s}", "worker", d->cfg->worker_id, "slot", s->index,
                                       "topic", s->from.topic, "offset", (json_int_t) s->from.offset, "leased", leased,
                                       "reason", kiwi_error_msg (err)));
@@ -759,7 +759,7 @@ kiwi__slots_start_run (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len
         publish_result (d, s);
         return;
     }
-    emit_daemon_event (d, s, KIWI_PHASE_ACCEPTED, "accepted",
+    emit_daemon_event (d, s, KIWI_STAGE_ACCEPTED, "accepted",
                        json_pack ("{s:s,s:i,s:s,s:I,s:b,s:o}", "worker", d->cfg->worker_id, "slot", s->index, "topic",
                                   s->from.topic, "offset", (json_int_t) s->from.offset, "leased", leased, "limits",
                                   kiwi_policy_limits_json (&pol)));

@@ -107,7 +107,7 @@ tell_once_denials (kiwi__pipeline_install_ctx *c, install_run *run, json_t *prox
     for (i = 0; i < n && i < KIWI_ONCE_DENIALS_TOLD_MAX; i++) {
         json_t *ep = json_deep_copy (all[i]);
         if (ep != NULL && json_object_set_new (ep, "command", json_string (run->command)) == 0)
-            kiwi_events_emit (c->p->events, KIWI_PHASE_INSTALL, "egress_denied", 0, ep);
+            kiwi_events_emit (c->p->events, KIWI_STAGE_INSTALL, "egress_denied", 0, ep);
         else
             json_decref (ep);
     }
@@ -217,7 +217,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     if (in->install.argv.n == 0) {
         r->status = KIWI_INSTALL_SKIPPED;
         snprintf (r->reason, sizeof r->reason, "no dependencies declared: Phase A skipped");
-        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+        kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0,
                           json_pack ("{s:s,s:s,s:s}", "status", "skipped", "image", image, "reason",
                                      "no dependencies declared"));
         return 0;
@@ -236,7 +236,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         if (src == KIWI_SNAPSHOT_FETCH) {
             kiwi_error_t ferr = NULL;
             if (fetch_snapshot (c, e.digest, snapdir, tmpdir, &ferr) < 0) {
-                kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+                kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "warning", 0,
                                   json_pack ("{s:s,s:s}", "warning", "snapshot not fetched from the store: installing",
                                              "reason", kiwi_error_msg (ferr)));
                 kiwi_error_free (&ferr);
@@ -256,7 +256,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
             *snapshot = strdup (snapdir);
             r->status = KIWI_INSTALL_OK;
             snprintf (r->reason, sizeof r->reason, "cached install `%s`", in->install.display);
-            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+            kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0,
                               json_pack ("{s:s,s:b,s:b,s:s,s:s,s:s,s:i}", "status", "ok", "cached", 1, "fetched",
                                          fetched, "key", key, "image", image, "command", in->install.display,
                                          "duration_ms", 0));
@@ -264,7 +264,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
             r->status = KIWI_INSTALL_FAILED;
             snprintf (r->reason, sizeof r->reason, "%s (a cached failure of an identical install)",
                       e.reason ? e.reason : "install failed");
-            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0,
+            kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0,
                               json_pack ("{s:s,s:b,s:s,s:s,s:s}", "status", "failed", "cached", 1, "key", key,
                                          "image", image, "reason", r->reason));
         }
@@ -312,13 +312,13 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         size_t ol = r->output ? strlen (r->output) : 0;
         json_object_set_new (ev, "reason", json_string (r->reason));
         json_object_set_new (ev, "output_tail", json_string (r->output ? r->output + (ol > 4000 ? ol - 4000 : 0) : ""));
-        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
+        kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0, ev);
         if (r->status == KIWI_INSTALL_FAILED)
             kiwi_cache_put_install (c->cache, key, false, NULL, r->reason);
         rm_rf (tmpdir);
         return 0;
     }
-    kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "install", 0, ev);
+    kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0, ev);
     /* publish the snapshot under its key; a concurrent identical install
      * may have won the rename: then use theirs */
     if (rename (tmpdir, snapdir) < 0) {
@@ -332,7 +332,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     if (c->store != NULL) {
         kiwi_error_t perr = NULL;
         if (kiwi_store_push (c->store, key, snapdir, digest, &perr) < 0) {
-            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+            kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "warning", 0,
                               json_pack ("{s:s,s:s}", "warning", "snapshot not shared: other hosts install again",
                                          "reason", kiwi_error_msg (perr)));
             kiwi_error_free (&perr);

@@ -95,7 +95,7 @@ kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
      * pipeline's: its event and its error result) */
     kiwi_task_policy pol;
     if (kiwi_policy_apply (cfg, &task, &pol, &err) == 0)
-        kiwi_events_emit (&ev, KIWI_PHASE_ACCEPTED, "accepted", 0,
+        kiwi_events_emit (&ev, KIWI_STAGE_ACCEPTED, "accepted", 0,
                           json_pack ("{s:s,s:o}", "worker", cfg->worker_id, "limits", kiwi_policy_limits_json (&pol)));
     kiwi_error_free (&err);
     kiwi_pipeline p = { .cfg = cfg, .host_env = (const char *const *) environ, .events = &ev, .stop = stop_flag,

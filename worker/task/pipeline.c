@@ -271,12 +271,12 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
                            : code == KIWI_REPO_E_TOO_LARGE ? "repository too large"
                            : code == KIWI_REPO_E_UNSAFE    ? "repository refused"
                                                            : "repository unavailable";
-        kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "checkout", 0,
+        kiwi_events_emit (p->events, KIWI_STAGE_ACCEPTED, "checkout", 0,
                           json_pack ("{s:s,s:s}", "status", what, "reason", kiwi_error_msg (err)));
         result_error (out, KIWI_RESULT_ERROR, "%s: %s", what, kiwi_error_msg (err));
         goto done;
     }
-    kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "checkout", 0,
+    kiwi_events_emit (p->events, KIWI_STAGE_ACCEPTED, "checkout", 0,
                       json_pack ("{s:s,s:s,s:I}", "status", "ok", "commit", commit, "duration_ms",
                                  (json_int_t) (kiwi_mono_ms () - c0)));
     root = repo_root (ws, task->repo.subdir, &err);
@@ -336,7 +336,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
                              cfg->cache_ttl_s, cfg->cache_fail_ttl_s);
     kiwi_cache_set_mask (cache, p->events->mask); /* installed by kiwi_pipeline_run */
     if (!kiwi_cache_available (cache))
-        kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+        kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "warning", 0,
                           json_pack ("{s:s,s:s}", "warning", "cache unavailable: running uncached", "reason",
                                      kiwi_cache_error (cache)));
     /* 4. Phase A (or its cached snapshot) and step 0, which may swap the
@@ -344,7 +344,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     if (cfg->store_url != NULL && *cfg->store_url != '\0') {
         kiwi_error_t serr = NULL;
         if (kiwi_store_open (cfg->store_url, cfg->store_user, cfg->store_password, &store, &serr) < 0) {
-            kiwi_events_emit (p->events, KIWI_PHASE_INSTALL, "warning", 0,
+            kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "warning", 0,
                               json_pack ("{s:s,s:s}", "warning", "snapshot store unusable: snapshots stay on this host",
                                          "reason", kiwi_error_msg (serr)));
             kiwi_error_free (&serr);
@@ -504,7 +504,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *asked, kiwi_result *
      * the effective limits */
     kiwi_task_policy pol;
     if (kiwi_policy_apply (cfg, asked, &pol, &err) < 0) {
-        kiwi_events_emit (p->events, KIWI_PHASE_ACCEPTED, "refused", 0,
+        kiwi_events_emit (p->events, KIWI_STAGE_ACCEPTED, "refused", 0,
                           json_pack ("{s:s}", "reason", kiwi_error_msg (err)));
         result_error (out, KIWI_RESULT_ERROR, "refused by the worker's policy: %s", kiwi_error_msg (err));
         kiwi_error_free (&err);
@@ -525,7 +525,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *asked, kiwi_result *
     kiwi_error_free (&err);
     out->duration_ms = (uint64_t) (kiwi_mono_ms () - t0);
     out->finished_at = kiwi_now_ms ();
-    kiwi_events_emit (p->events, KIWI_PHASE_FINISHED, "finished", out->rounds,
+    kiwi_events_emit (p->events, KIWI_STAGE_FINISHED, "finished", out->rounds,
                       json_pack ("{s:s,s:s,s:I,s:I}", "status", kiwi_result_status_name (out->status), "reason",
                                  out->reason ? out->reason : "", "rounds", (json_int_t) out->rounds, "duration_ms",
                                  (json_int_t) out->duration_ms));

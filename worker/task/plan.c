@@ -185,7 +185,7 @@ on_pull (const char *image, uint64_t done, uint64_t total, void *userdata)
         return;
     pe->started = true;
     pe->last_done = done;
-    kiwi_events_emit (pe->events, KIWI_PHASE_STEP0, "image_pull", 0,
+    kiwi_events_emit (pe->events, KIWI_STAGE_STEP0, "image_pull", 0,
                       json_pack ("{s:s,s:I,s:I}", "image", image, "bytes", (json_int_t) done, "bytes_total",
                                  (json_int_t) total));
 }
@@ -314,7 +314,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         res->wish_note = kiwi_image_wish_note (&plan->insp.image);
         if (res->wish_note)
             json_object_set_new (cev, "note", json_string (res->wish_note));
-        kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, cev);
+        kiwi_events_emit (events, KIWI_STAGE_STEP0, "step0", 0, cev);
         return 0;
     }
 
@@ -380,7 +380,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         cleanup_free char *note = kiwi_step0_result_note (res);
         json_object_set_new (ev, "note", json_string (note ? note : ""));
     }
-    kiwi_events_emit (events, KIWI_PHASE_STEP0, "step0", 0, ev);
+    kiwi_events_emit (events, KIWI_STAGE_STEP0, "step0", 0, ev);
     /* kept under the plan's image only when that image ran */
     if (key[0] && !res->swapped && res->image_note == NULL && !res->run.timed_out
         && (res->status == KIWI_STEP0_PASSED || res->status == KIWI_STEP0_FAILED))

@@ -228,7 +228,7 @@ emit_round (kiwi__session *s, int round, const char *plan, const kiwi_exec_resul
             json_object_set_new (pj, "note", json_string (s->not_carried));
         json_object_set_new (p, "published", pj);
     }
-    kiwi_events_emit (s->env->events, KIWI_PHASE_ROUND, "round", (uint32_t) round, p);
+    kiwi_events_emit (s->env->events, KIWI_STAGE_ROUND, "round", (uint32_t) round, p);
     kiwi_events_observe (s->env->events, KIWI_OBS_PHASE, "round",
                          (double) (kiwi_mono_ms () - s->round_started_ms) / 1000.0);
 }

@@ -113,7 +113,7 @@ collect_progress (kiwi_events *ev, const kiwi_progress *p)
         free (json);
     }
     kiwi_error_free (&err);
-    json_array_append_new (c->events, json_pack ("{s:s,s:s,s:i,s:o*}", "phase", kiwi_phase_name (p->phase), "kind",
+    json_array_append_new (c->events, json_pack ("{s:s,s:s,s:i,s:o*}", "phase", kiwi_stage_name (p->stage), "kind",
                                                  p->kind, "round", (int) p->round, "payload", payload));
     return 0;
 }

@@ -164,7 +164,7 @@ task_mask (void)
 static void
 send_all (kiwi_events *ev)
 {
-    kiwi_events_emit (ev, KIWI_PHASE_STEP0, "step0", 0,
+    kiwi_events_emit (ev, KIWI_STAGE_STEP0, "step0", 0,
                       json_pack ("{s:s,s:{s:[s]}}", "output_tail", "token: " CRED "\n", "verify", "lines",
                                  "key " ANTHROPIC " and git " GIT_TOKEN));
     kiwi_result r;
