@@ -128,8 +128,6 @@ char *kiwi_model_message_text (const kiwi_model_message *msg);
 size_t kiwi_model_message_n_tool_calls (const kiwi_model_message *msg);
 const kiwi_model_block *kiwi_model_message_tool_call (const kiwi_model_message *msg, size_t i);
 
-void kiwi_model_message_clear (kiwi_model_message *msg);
-
 /* A new user message with one text block at the end of the conversation. */
 int kiwi_model_conv_add_user_text (kiwi_model_conversation *conv, const char *text, kiwi_error_t *err);
 
@@ -218,8 +216,6 @@ typedef struct kiwi_model_provider kiwi_model_provider;
  * known ones. */
 const kiwi_model_provider *kiwi_model_provider_find (const char *name, kiwi_error_t *err);
 
-const char *kiwi_model_provider_name (const kiwi_model_provider *p);
-
 /* The environment variable holding the provider's key ("ANTHROPIC_API_KEY"...). */
 const char *kiwi_model_provider_key_env (const kiwi_model_provider *p);
 
@@ -281,8 +277,6 @@ uint64_t kiwi_model_client_attempts (const kiwi_model_client *c);
 
 /* The cost of `usage` at the configured prices (0 when no price is set). */
 double kiwi_model_client_cost (const kiwi_model_client *c, kiwi_model_usage usage);
-
-const kiwi_model_provider *kiwi_model_client_provider (const kiwi_model_client *c);
 
 void kiwi_model_client_close (kiwi_model_client *c);
 

@@ -55,8 +55,6 @@ typedef enum {
 #undef KIWI__SBE_ENUM
 } kiwi_sandbox_errcode;
 
-const char *kiwi_sandbox_errcode_str (int code);
-
 typedef enum {
     KIWI_NET_NONE = 0, /* no interface but loopback: Phase B and the Implementer */
     KIWI_NET_INSTALL,  /* egress for Phase A: a bridge away from the host's services */

@@ -45,9 +45,6 @@ void kiwi_docker_close (kiwi_docker *d);
 /* The negotiated version, e.g. "1.41". Borrowed. */
 const char *kiwi_docker_api_version (const kiwi_docker *d);
 
-/* The daemon's own version string, e.g. "20.10.24+dfsg1". Borrowed. */
-const char *kiwi_docker_server_version (const kiwi_docker *d);
-
 /* The socket path in use. Borrowed. */
 const char *kiwi_docker_socket_path (const kiwi_docker *d);
 

@@ -157,7 +157,8 @@ kiwi__fc_sizes (const kiwi_sandbox_limits *l, int *vcpus, int64_t *mem_mib)
     *mem_mib = l->memory_mb > 0 ? l->memory_mb : KIWI_FC_DEFAULT_MEMORY_MB;
 }
 
-char *
+/* The guest kernel's command line for `vm`. Caller frees. */
+static char *
 kiwi__fc_boot_args (const kiwi__fc_vm_config *vm)
 {
     char *s = NULL;
@@ -229,7 +230,10 @@ kiwi__fc_plan_clear (kiwi__fc_plan *p)
     p->n = 0;
 }
 
-int
+/* Runs the plan against the API in order; stops at the first failure. A
+ * failed InstanceStart that Firecracker blames on KVM becomes an error
+ * with code KIWI_SBE_UNAVAILABLE starting with KIWI_FC_NO_KVM. */
+static int
 kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *p, kiwi_error_t *err)
 {
     for (size_t i = 0; i < p->n; i++) {

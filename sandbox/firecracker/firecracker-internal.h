@@ -82,20 +82,12 @@ typedef struct kiwi__fc_plan {
 /* vCPUs and memory for `limits` (zero = defaults; cpus rounded up, 1-32). */
 void kiwi__fc_sizes (const kiwi_sandbox_limits *limits, int *vcpus, int64_t *mem_mib);
 
-/* The guest kernel's command line for `vm`. Caller frees. */
-char *kiwi__fc_boot_args (const kiwi__fc_vm_config *vm);
-
 /* Builds the whole configuration sequence, ending with InstanceStart:
  * machine-config, boot-source, drives/rootfs, drives/workspace,
  * network-interfaces/eth0 only with a tap, vsock, actions. The one place a
  * microVM's devices are decided. Returns < 0 on allocation failure. */
 int kiwi__fc_plan_build (const kiwi__fc_vm_config *vm, kiwi__fc_plan *plan, kiwi_error_t *err);
 void kiwi__fc_plan_clear (kiwi__fc_plan *plan);
-
-/* Runs the plan against the API in order; stops at the first failure. A
- * failed InstanceStart that Firecracker blames on KVM becomes an error
- * with code KIWI_SBE_UNAVAILABLE starting with KIWI_FC_NO_KVM. */
-int kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *plan, kiwi_error_t *err);
 
 /* The root filesystem image for an image reference: <images>/<ref> with
  * '/' as '+', ':' as '@' and anything outside [A-Za-z0-9._-] as '_', plus
