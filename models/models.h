@@ -60,12 +60,13 @@
     X (CANCELLED, "cancelled")                   /* the sleep callback refused to wait */
 
 typedef enum {
-    KIWI_MODEL_OK = 0,
+    KIWI_MODEL_OK = KIWI_ERR_RANGE_MODEL,
 #define KIWI__MODEL_FAILURE_ENUM(name, str) KIWI_MODEL_E_##name,
     KIWI_MODEL_FAILURE_MAP (KIWI__MODEL_FAILURE_ENUM)
 #undef KIWI__MODEL_FAILURE_ENUM
         KIWI_MODEL_E__COUNT
 } kiwi_model_failure;
+_Static_assert ((int) KIWI_MODEL_E__COUNT <= (int) KIWI_ERR_RANGE_SANDBOX, "model failure codes run into the sandbox range");
 
 /* "auth", "rate_limited", ...; "ok" for 0; "unknown" out of range. Static. */
 const char *kiwi_model_failure_name (int failure);

@@ -50,7 +50,7 @@
     X (KIWI_SBE_REFUSED, 10, "refused by the operator's settings")
 
 typedef enum {
-#define KIWI__SBE_ENUM(name, val, str) name = 100 + val,
+#define KIWI__SBE_ENUM(name, val, str) name = KIWI_ERR_RANGE_SANDBOX + val,
     KIWI_SANDBOX_ERRORS (KIWI__SBE_ENUM)
 #undef KIWI__SBE_ENUM
 } kiwi_sandbox_errcode;
