@@ -138,7 +138,7 @@ bool kiwi__has_in (const char *root, const char *dir, const char *file);
  * context's root) as its package manager declares them: pnpm-workspace.yaml's
  * `packages` when `pnpm`, else package.json's `workspaces`. Their
  * directories, relative to `dir`, are appended to `out`, a member after the
- * members it depends on (lockfile-node-members.c). A project without
+ * members it depends on (inspect/lockfile/node-members.c). A project without
  * members appends nothing. Returns < 0 with *err on allocation failure. */
 int kiwi__node_members (kiwi__inspect_ctx *ctx, const char *dir, bool pnpm, kiwi_strv *out, kiwi_error_t *err);
 

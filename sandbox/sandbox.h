@@ -11,7 +11,6 @@
  *   put_archive  a tar stream unpacked at a directory inside the sandbox
  *   get_archive  a path inside the sandbox streamed out as tar
  *   exec         a command with streamed, bounded output and a deadline
- *   commit       a snapshot of the sandbox's writable state (optional)
  *   inspect      state, exit/oom flags
  *   destroy      remove everything the sandbox holds, on every path
  *   reap         remove sandboxes left by a crashed worker (optional)

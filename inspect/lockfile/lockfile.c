@@ -3,7 +3,8 @@
  * the root and one directory down) and the install plan for an image's
  * runtime: its steps, Phase A's command, each phase's settings and the
  * Phase B prelude (see lockfile.h, docs/inspection.md). The planners are
- * lockfile-*.c, the install's input and cache key lockfile-input.c.
+ * the other files of inspect/lockfile/, the install's input and cache key
+ * input.c.
  */
 #include "inspect/lockfile/lockfile.h"
 

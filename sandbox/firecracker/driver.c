@@ -1,5 +1,5 @@
 /*
- * driver-firecracker.c: the firecracker driver, a microVM per sandbox.
+ * driver.c: the firecracker driver, a microVM per sandbox.
  *
  * Each sandbox is one Firecracker process with its own API socket, in a
  * directory of its own under <state>/firecracker/<name>/:
@@ -15,7 +15,7 @@
  * boot-source, the read-only root drive built from the sandbox image by
  * ops/firecracker/mkrootfs.sh, the workspace drive, a network interface
  * only for Phase A on a host set up for it, vsock) and started; commands
- * and files then go through kiwi-fc-agent in the guest (fc-agent/), one
+ * and files then go through kiwi-fc-agent in the guest (agent/), one
  * vsock connection per request. Files move by archive, as with the other
  * drivers.
  *
@@ -25,9 +25,9 @@
  * This file is the driver itself: its settings, the KVM check, the plan,
  * and a sandbox's making and removal (directory, workspace drive, Phase A
  * tap and lease, the microVM configured and started, inspect, destroy).
- * The Firecracker process is handled in driver-firecracker-vm.c, commands
- * and files in driver-firecracker-exec.c, the agent protocol in
- * driver-firecracker-conn.c.
+ * The Firecracker process is handled in driver-vm.c, commands
+ * and files in driver-exec.c, the agent protocol in
+ * driver-conn.c.
  */
 #include "sandbox/firecracker/firecracker-internal.h"
 
@@ -275,7 +275,7 @@ kiwi__fc_rootfs_path (const char *images_dir, const char *image)
 
 /* ----- the driver ----- */
 
-/* The driver's state (driver-firecracker-internal.h). */
+/* The driver's state (firecracker-internal.h). */
 typedef kiwi__fc_priv fc_priv;
 
 static int

@@ -1,5 +1,5 @@
 /*
- * daemon-admit.c: what a consumed task becomes (daemon-internal.h).
+ * admit.c: what a consumed task becomes (daemon-internal.h).
  *
  *   consumed ─► a slot free? ─ no ─► next in line (ready queue)
  *            └─ yes ─► Redis: finished before? ─┬─ same body, published ─► commit

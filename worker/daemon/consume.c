@@ -1,9 +1,9 @@
 /*
- * daemon-consume.c: messages in (daemon-internal.h).
+ * consume.c: messages in (daemon-internal.h).
  *
  * The consumer queue is read when librdkafka signals its pipe (and every
  * 0.5 s): each message is tracked for its offset, decoded, and admitted
- * (daemon-admit.c) or, undecodable, sent to the dead-letter topic with its
+ * (admit.c) or, undecodable, sent to the dead-letter topic with its
  * reason. A rebalance hands the revoked partitions' tasks to their next
  * owner.
  */

@@ -6,15 +6,15 @@
  *
  *   daemon.c          the loop: set-up of Kafka, timers and signals, pausing
  *                     (admission.h decides), the drain, tear-down
- *   daemon-consume.c  messages in: tracked offsets, dead letters, rebalances
- *   daemon-admit.c    what a consumed task becomes: a finished record looked
+ *   consume.c         messages in: tracked offsets, dead letters, rebalances
+ *   admit.c           what a consumed task becomes: a finished record looked
  *                     up, a lease won, parked, or queued for a free slot
- *   daemon-slots.c    task processes: spawning, their frames, events and
+ *   slots.c           task processes: spawning, their frames, events and
  *                     results published, delivery retries, a slot freed
- *   daemon-produce.c  messages out: the producer, its delivery reports and
+ *   produce.c         messages out: the producer, its delivery reports and
  *                     the outbox (outbox.h) while its queue is full; commits
- *   daemon-redis.c    the Redis connection, leases released and renewed
- *   daemon-health.c   heartbeats, the egress-check process, the clean-up one
+ *   redis.c           the Redis connection, leases released and renewed
+ *   health.c          heartbeats, the egress-check process, the clean-up one
  *
  * Names shared between rooms carry the kiwi__ prefix; everything else is
  * static to its room.
@@ -107,7 +107,7 @@ typedef struct waiting {
     int64_t next_look_ms;
 } waiting;
 
-/* A consumed task on its way to a decision (daemon-admit.c). */
+/* A consumed task on its way to a decision (admit.c). */
 typedef struct decide_ctx {
     daemon_t *d;
     char *task_id;
@@ -190,41 +190,41 @@ struct daemon {
 void kiwi__out_of_memory (daemon_t *d, const char *what);
 
 
-/* daemon-admit.c */
+/* admit.c */
 void kiwi__admit (daemon_t *d, decide_ctx *c);
 void kiwi__drop_ready (daemon_t *d, const char *topic, int32_t partition);
 void kiwi__pump_ready (daemon_t *d);
 void kiwi__wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
 void kiwi__waiting_free (waiting *w);
 
-/* daemon-consume.c */
+/* consume.c */
 void kiwi__cq_cb (struct ev_loop *loop, ev_io *w, int revents);
 void kiwi__poll_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
 void kiwi__pq_cb (struct ev_loop *loop, ev_io *w, int revents);
 void kiwi__rebalance_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts, void *opaque);
 
-/* daemon-health.c */
+/* health.c */
 void kiwi__egress_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
 void kiwi__gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
 void kiwi__heartbeat_cb (struct ev_loop *loop, ev_timer *w, int revents);
 void kiwi__publish_heartbeat (daemon_t *d);
 void kiwi__stop_egress_check (pid_t pid);
 
-/* daemon-produce.c */
+/* produce.c */
 int kiwi__produce (daemon_t *d, const char *topic, const char *key, const void *buf, size_t len, ack *a);
 void kiwi__dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
 void kiwi__offset_done (daemon_t *d, const origin *o);
 void kiwi__origin_clear (origin *o);
 int kiwi__origin_set (origin *o, const rd_kafka_message_t *m);
 
-/* daemon-redis.c */
+/* redis.c */
 void kiwi__lease_release (daemon_t *d, const char *task_id);
 void kiwi__lease_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
 void kiwi__mark_done_published (daemon_t *d, const char *task_id);
 void kiwi__redis_connect (daemon_t *d);
 void kiwi__redis_timer_cb (struct ev_loop *loop, ev_timer *w, int revents);
 
-/* daemon-slots.c */
+/* slots.c */
 void kiwi__abandon_retries (daemon_t *d);
 /* kiwi_proxy_runner_on_denied's callback (userdata: the daemon): a denial
  * from a running install's address becomes that task's `egress_denied`
@@ -244,7 +244,7 @@ kiwi_admission kiwi__admission (const daemon_t *d);
 void kiwi__drain_done_check (daemon_t *d);
 void kiwi__update_pause (daemon_t *d);
 
-/* daemon-produce.c, besides */
+/* produce.c, besides */
 /* Frees an ack and what it owns (NULL: nothing). */
 void kiwi__ack_free (ack *a);
 /* Offers the outbox's messages to the producer until it has room for no

@@ -1,5 +1,5 @@
 /*
- * daemon-health.c: what the worker says of itself (daemon-internal.h).
+ * health.c: what the worker says of itself (daemon-internal.h).
  *
  * The heartbeat (its counts, Redis, the egress proxy and every egress
  * check, each cause of degradation), the egress-check process (kiwi-worker

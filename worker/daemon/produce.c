@@ -1,5 +1,5 @@
 /*
- * daemon-produce.c: the daemon's messages out (daemon-internal.h).
+ * produce.c: the daemon's messages out (daemon-internal.h).
  *
  * Every message goes through kiwi__produce with an ack saying what its
  * acknowledgement does: a result's frees its slot and commits its offset, a

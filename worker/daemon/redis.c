@@ -1,5 +1,5 @@
 /*
- * daemon-redis.c: the Redis connection and the leases (daemon-internal.h).
+ * redis.c: the Redis connection and the leases (daemon-internal.h).
  *
  * One async connection (hiredis on the loop): authenticated before anything
  * else is sent, reconnected every 2 s while down (tasks then run uncached

@@ -1,5 +1,5 @@
 /*
- * daemon-slots.c: task processes and their results (daemon-internal.h).
+ * slots.c: task processes and their results (daemon-internal.h).
  *
  * A slot runs one task process (kiwi-worker --task-child): the task goes in
  * on its stdin, frames come back on fd 3 (progress events, numbered and
