@@ -4,7 +4,7 @@
  * first non-blank character is `#` is a comment; blank lines are skipped;
  * blanks around the key and the value are dropped, then one pair of
  * matching quotes (" or ') around the value. What a key means, and the rule
- * for one a program does not read, is the caller's (setting-keys.h).
+ * for one a program does not read, is the caller's (common/settings.h).
  */
 #ifndef KIWI_COMMON_CONFIG_FILE_H
 #define KIWI_COMMON_CONFIG_FILE_H

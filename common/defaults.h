@@ -5,7 +5,7 @@
 #ifndef KIWI_COMMON_DEFAULTS_H
 #define KIWI_COMMON_DEFAULTS_H
 
-/* Topics (DESIGN.md, "Message flow"). Tasks are keyed by repository URL,
+/* Topics (docs/architecture.md, "Message flow"). Tasks are keyed by repository URL,
  * progress and results by task id, heartbeats by worker id. */
 #define KIWI_TOPIC_TASKS_DEFAULT "kiwi.tasks"
 #define KIWI_TOPIC_PROGRESS_DEFAULT "kiwi.progress"

@@ -15,6 +15,45 @@
 
 #include <stdarg.h>
 
+/* Error-code ranges. kiwi_error_code() carries a module-specific code; each
+ * module numbers its codes from the base of its range here, so that codes of
+ * two modules never meet and a code names its module. A module's header
+ * defines its first code from its base (KIWI_REPO_E_FETCH =
+ * KIWI_ERR_RANGE_REPO, KIWI_DOCKER_ABORTED = KIWI_ERR_RANGE_DOCKER + 1). A
+ * new module takes a new base here; the values never change (tests and
+ * logs know them).
+ *
+ *   range         base    codes                     header
+ *   MODEL         0       KIWI_MODEL_OK, _E_* 1..   models/models.h (index a name table: keep at 0)
+ *   SANDBOX       100     KIWI_SBE_* (OK is 100)    sandbox/sandbox.h
+ *   REPO          200     KIWI_REPO_E_*             worker/task/repo.h
+ *   POLICY        300     KIWI_POLICY_E_REFUSED     worker/task/policy.h
+ *   DOCKER        1000    KIWI_DOCKER_ABORTED 1001  sandbox/docker/docker-api.h
+ *   FC_AGENT      2000    KIWI_FCP_E* 2001, 2002    sandbox/firecracker/agent/proto.h
+ *   FC_API        3000    KIWI_FC_API_HTTP 3001     sandbox/firecracker/fc-api.h
+ *   CLI           0x4300  KIWI_CLI_EUSAGE 0x4301    producer/opts.h
+ *   WIRE          0x5700  KIWI_WIRE_EINVALID 0x5701 schemas/wire.h
+ *
+ * Not a range: an error of kiwi_docker_call() (sandbox/docker) may carry a
+ * CURLcode (below 100) or an HTTP status (100-599) as its code, which its
+ * callers in the Docker driver read beside the call and nowhere else. */
+#define KIWI_ERROR_RANGES(X)                                                                                 \
+    X (MODEL, 0)                                                                                             \
+    X (SANDBOX, 100)                                                                                         \
+    X (REPO, 200)                                                                                            \
+    X (POLICY, 300)                                                                                          \
+    X (DOCKER, 1000)                                                                                         \
+    X (FC_AGENT, 2000)                                                                                       \
+    X (FC_API, 3000)                                                                                         \
+    X (CLI, 0x4300)                                                                                          \
+    X (WIRE, 0x5700)
+
+typedef enum {
+#define KIWI__ERR_RANGE_ENUM(name, base) KIWI_ERR_RANGE_##name = (base),
+    KIWI_ERROR_RANGES (KIWI__ERR_RANGE_ENUM)
+#undef KIWI__ERR_RANGE_ENUM
+} kiwi_err_range;
+
 typedef struct kiwi_error_s {
     int errno_;   /* errno at the failure, or 0 */
     int code;     /* module-specific code, or 0 */

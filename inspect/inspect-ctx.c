@@ -57,12 +57,6 @@ kiwi__ctx_root (const kiwi__inspect_ctx *ctx)
     return ctx->root;
 }
 
-bool
-kiwi__ctx_failed (const kiwi__inspect_ctx *ctx)
-{
-    return ctx->failed;
-}
-
 int
 kiwi__ctx_check (const kiwi__inspect_ctx *ctx, kiwi_error_t *err)
 {

@@ -105,10 +105,6 @@ char *kiwi__ctx_copy (kiwi__inspect_ctx *ctx, const char *dir, const char *file)
 /* dir/file parsed as JSON (once): borrowed, NULL when absent or not JSON. */
 json_t *kiwi__ctx_json (kiwi__inspect_ctx *ctx, const char *dir, const char *file);
 
-/* True once an allocation in the context failed (what it returned then
- * looked like an absent file): the inspection reports ENOMEM. */
-bool kiwi__ctx_failed (const kiwi__inspect_ctx *ctx);
-
 /* Fails with ENOMEM (in *err) when the context failed; 0 otherwise. */
 int kiwi__ctx_check (const kiwi__inspect_ctx *ctx, kiwi_error_t *err);
 
@@ -128,8 +124,6 @@ typedef struct kiwi__steps {
     size_t n;
 } kiwi__steps;
 
-void kiwi__steps_free (kiwi__steps *s);
-
 /* Appends a step (the strings copied). */
 int kiwi__add_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, bool locked, const char *summary,
                     const char *script, const char *why, kiwi_error_t *err);
@@ -144,7 +138,7 @@ bool kiwi__has_in (const char *root, const char *dir, const char *file);
  * context's root) as its package manager declares them: pnpm-workspace.yaml's
  * `packages` when `pnpm`, else package.json's `workspaces`. Their
  * directories, relative to `dir`, are appended to `out`, a member after the
- * members it depends on (lockfile-node-members.c). A project without
+ * members it depends on (inspect/lockfile/node-members.c). A project without
  * members appends nothing. Returns < 0 with *err on allocation failure. */
 int kiwi__node_members (kiwi__inspect_ctx *ctx, const char *dir, bool pnpm, kiwi_strv *out, kiwi_error_t *err);
 

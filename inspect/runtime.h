@@ -93,8 +93,8 @@ const kiwi__package_manager *kiwi__package_manager_of (kiwi_ecosystem e);
 /* Kiwi's own shims under /kiwi/home, kept whatever the ecosystem. */
 extern const char *const kiwi__kiwi_home[];
 
-/* The version readers and detectors the table names (image-markers.c,
- * lockfile-*.c). */
+/* The version readers and detectors the table names (inspect/image/markers.c,
+ * the planners of inspect/lockfile/). */
 bool kiwi__version_node (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m);
 bool kiwi__version_python (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m);
 bool kiwi__version_go (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m);

@@ -43,12 +43,6 @@ kiwi_model_provider_find (const char *name, kiwi_error_t *err)
 }
 
 const char *
-kiwi_model_provider_name (const kiwi_model_provider *p)
-{
-    return p->name;
-}
-
-const char *
 kiwi_model_provider_key_env (const kiwi_model_provider *p)
 {
     return p->key_env;
@@ -389,12 +383,6 @@ kiwi_model_client_cost (const kiwi_model_client *c, kiwi_model_usage usage)
 {
     return (double) usage.input_tokens * c->cfg.price_input_per_mtok / 1e6
            + (double) usage.output_tokens * c->cfg.price_output_per_mtok / 1e6;
-}
-
-const kiwi_model_provider *
-kiwi_model_client_provider (const kiwi_model_client *c)
-{
-    return c->p;
 }
 
 /* One HTTP exchange: what came back. */

@@ -181,7 +181,7 @@ kiwi_model_message_tool_call (const kiwi_model_message *msg, size_t i)
     return NULL;
 }
 
-void
+static void
 kiwi_model_message_clear (kiwi_model_message *msg)
 {
     for (size_t i = 0; i < msg->n_blocks; i++)

@@ -60,12 +60,13 @@
     X (CANCELLED, "cancelled")                   /* the sleep callback refused to wait */
 
 typedef enum {
-    KIWI_MODEL_OK = 0,
+    KIWI_MODEL_OK = KIWI_ERR_RANGE_MODEL,
 #define KIWI__MODEL_FAILURE_ENUM(name, str) KIWI_MODEL_E_##name,
     KIWI_MODEL_FAILURE_MAP (KIWI__MODEL_FAILURE_ENUM)
 #undef KIWI__MODEL_FAILURE_ENUM
         KIWI_MODEL_E__COUNT
 } kiwi_model_failure;
+_Static_assert ((int) KIWI_MODEL_E__COUNT <= (int) KIWI_ERR_RANGE_SANDBOX, "model failure codes run into the sandbox range");
 
 /* "auth", "rate_limited", ...; "ok" for 0; "unknown" out of range. Static. */
 const char *kiwi_model_failure_name (int failure);
@@ -127,8 +128,6 @@ char *kiwi_model_message_text (const kiwi_model_message *msg);
  * i-th (borrowed), or NULL. */
 size_t kiwi_model_message_n_tool_calls (const kiwi_model_message *msg);
 const kiwi_model_block *kiwi_model_message_tool_call (const kiwi_model_message *msg, size_t i);
-
-void kiwi_model_message_clear (kiwi_model_message *msg);
 
 /* A new user message with one text block at the end of the conversation. */
 int kiwi_model_conv_add_user_text (kiwi_model_conversation *conv, const char *text, kiwi_error_t *err);
@@ -218,8 +217,6 @@ typedef struct kiwi_model_provider kiwi_model_provider;
  * known ones. */
 const kiwi_model_provider *kiwi_model_provider_find (const char *name, kiwi_error_t *err);
 
-const char *kiwi_model_provider_name (const kiwi_model_provider *p);
-
 /* The environment variable holding the provider's key ("ANTHROPIC_API_KEY"...). */
 const char *kiwi_model_provider_key_env (const kiwi_model_provider *p);
 
@@ -281,8 +278,6 @@ uint64_t kiwi_model_client_attempts (const kiwi_model_client *c);
 
 /* The cost of `usage` at the configured prices (0 when no price is set). */
 double kiwi_model_client_cost (const kiwi_model_client *c, kiwi_model_usage usage);
-
-const kiwi_model_provider *kiwi_model_client_provider (const kiwi_model_client *c);
 
 void kiwi_model_client_close (kiwi_model_client *c);
 

@@ -79,7 +79,7 @@ typedef struct kiwi_args {
 } kiwi_args;
 
 /* Error code of a usage error (unknown option, missing value, bad value). */
-#define KIWI_CLI_EUSAGE 0x4301
+#define KIWI_CLI_EUSAGE (KIWI_ERR_RANGE_CLI + 1)
 
 /* Parses argv[from..argc) against cmd's options and the settings flags.
  * Returns 0, or < 0 with *err (code KIWI_CLI_EUSAGE) naming the option.

@@ -3,7 +3,7 @@
  * (locale, proxy settings without credentials, the CA bundle's variables,
  * never a secret), the install key's share of it, and Phase B's and the
  * session's (the task's test credentials when the operator allows them,
- * never a model key). See spec/sandbox-isolation.md.
+ * never a model key). See docs/isolation.md.
  */
 #include "sandbox/phases.h"
 

@@ -1,6 +1,6 @@
 /*
  * phases.c: Phase A (install) and Phase B (verify), and the environments
- * each may see. See phases.h and spec/sandbox-isolation.md.
+ * each may see. See phases.h and docs/isolation.md.
  */
 #include "sandbox/phases.h"
 

@@ -39,19 +39,6 @@ static const struct {
 };
 
 const char *
-kiwi_sandbox_errcode_str (int code)
-{
-    switch (code) {
-#define KIWI__SBE_CASE(name, val, str)                                                                       \
-    case name:                                                                                               \
-        return str;
-        KIWI_SANDBOX_ERRORS (KIWI__SBE_CASE)
-#undef KIWI__SBE_CASE
-    }
-    return "unknown";
-}
-
-const char *
 kiwi_net_mode_str (kiwi_net_mode m)
 {
     return m == KIWI_NET_INSTALL ? "install" : "none";

@@ -11,7 +11,6 @@
  *   put_archive  a tar stream unpacked at a directory inside the sandbox
  *   get_archive  a path inside the sandbox streamed out as tar
  *   exec         a command with streamed, bounded output and a deadline
- *   commit       a snapshot of the sandbox's writable state (optional)
  *   inspect      state, exit/oom flags
  *   destroy      remove everything the sandbox holds, on every path
  *   reap         remove sandboxes left by a crashed worker (optional)
@@ -50,12 +49,10 @@
     X (KIWI_SBE_REFUSED, 10, "refused by the operator's settings")
 
 typedef enum {
-#define KIWI__SBE_ENUM(name, val, str) name = 100 + val,
+#define KIWI__SBE_ENUM(name, val, str) name = KIWI_ERR_RANGE_SANDBOX + val,
     KIWI_SANDBOX_ERRORS (KIWI__SBE_ENUM)
 #undef KIWI__SBE_ENUM
 } kiwi_sandbox_errcode;
-
-const char *kiwi_sandbox_errcode_str (int code);
 
 typedef enum {
     KIWI_NET_NONE = 0, /* no interface but loopback: Phase B and the Implementer */

@@ -31,7 +31,7 @@ kiwi_deadletter_clear (kiwi_deadletter *d)
     kiwi_deadletter_init (d);
 }
 
-int
+static int
 kiwi_deadletter_validate (const kiwi_deadletter *d, kiwi_error_t *err)
 {
     if (kiwi__check_str ("deadletter", "reason", d->reason, &R_REASON, err) < 0

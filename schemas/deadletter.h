@@ -43,8 +43,6 @@ void kiwi_deadletter_init (kiwi_deadletter *d);
 /* Frees everything *d owns and re-initialises it. */
 void kiwi_deadletter_clear (kiwi_deadletter *d);
 
-int kiwi_deadletter_validate (const kiwi_deadletter *d, kiwi_error_t *err);
-
 /* Validates, then encodes; original and key travel as msgpack bin. *out is
  * malloc'd (*out_len bytes); the caller frees it. */
 int kiwi_deadletter_encode (const kiwi_deadletter *d, char **out, size_t *out_len, kiwi_error_t *err);

@@ -35,7 +35,7 @@ kiwi_heartbeat_clear (kiwi_heartbeat *h)
     kiwi_heartbeat_init (h);
 }
 
-int
+static int
 kiwi_heartbeat_validate (const kiwi_heartbeat *h, kiwi_error_t *err)
 {
     if (kiwi__check_str ("heartbeat", "worker_id", h->worker_id, &R_WORKER_ID, err) < 0

@@ -52,8 +52,6 @@ void kiwi_heartbeat_init (kiwi_heartbeat *h);
 /* Frees everything *h owns (egress entries included) and re-initialises it. */
 void kiwi_heartbeat_clear (kiwi_heartbeat *h);
 
-int kiwi_heartbeat_validate (const kiwi_heartbeat *h, kiwi_error_t *err);
-
 /* Validates, then encodes. *out is malloc'd (*out_len bytes); the caller
  * frees it. */
 int kiwi_heartbeat_encode (const kiwi_heartbeat *h, char **out, size_t *out_len, kiwi_error_t *err);

@@ -76,7 +76,9 @@ validate_payload (const char *payload, size_t len, kiwi_error_t *err)
     return 0;
 }
 
-int
+/* Checks every rule of progress.md, including that payload, when present,
+ * is exactly one msgpack map nested at most KIWI_WIRE_MAX_DEPTH - 1 deep. */
+static int
 kiwi_progress_validate (const kiwi_progress *p, kiwi_error_t *err)
 {
     if (kiwi__check_str ("progress", "task_id", p->task_id, &R_TASK_ID, err) < 0

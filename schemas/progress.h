@@ -62,10 +62,6 @@ void kiwi_progress_init (kiwi_progress *p);
 /* Frees everything *p owns and re-initialises it. */
 void kiwi_progress_clear (kiwi_progress *p);
 
-/* Checks every rule of progress.md, including that payload, when present,
- * is exactly one msgpack map nested at most KIWI_WIRE_MAX_DEPTH - 1 deep. */
-int kiwi_progress_validate (const kiwi_progress *p, kiwi_error_t *err);
-
 /* Validates, then encodes; the payload bytes are embedded as they are.
  * *out is malloc'd (*out_len bytes); the caller frees it. */
 int kiwi_progress_encode (const kiwi_progress *p, char **out, size_t *out_len, kiwi_error_t *err);

@@ -61,7 +61,9 @@ kiwi_result_clear (kiwi_result *r)
     kiwi_result_init (r);
 }
 
-int
+/* Checks every rule of result.md, including that diff is present exactly
+ * when status is FIXED. */
+static int
 kiwi_result_validate (const kiwi_result *r, kiwi_error_t *err)
 {
     if (kiwi__check_str ("result", "task_id", r->task_id, &R_TASK_ID, err) < 0)

@@ -72,10 +72,6 @@ void kiwi_result_init (kiwi_result *r);
 /* Frees everything *r owns and re-initialises it. */
 void kiwi_result_clear (kiwi_result *r);
 
-/* Checks every rule of result.md, including that diff is present exactly
- * when status is FIXED. */
-int kiwi_result_validate (const kiwi_result *r, kiwi_error_t *err);
-
 /* Validates, then encodes. *out is malloc'd (*out_len bytes); the caller
  * frees it. */
 int kiwi_result_encode (const kiwi_result *r, char **out, size_t *out_len, kiwi_error_t *err);

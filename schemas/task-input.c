@@ -499,7 +499,8 @@ walk (const char *prefix, const json_t *obj, const member *members, kiwi_task *t
     return 0;
 }
 
-int
+/* Overlays the fields of a JSON object on *t. */
+static int
 kiwi_task_input_json (const json_t *obj, kiwi_task *t, kiwi_error_t *err)
 {
     return walk ("task", obj, task_members, t, err);

@@ -78,9 +78,6 @@ kiwi_task_field kiwi_task_field_lookup (const char *name);
  * the source in errors ("--max-rounds", "column max_rounds"). */
 int kiwi_task_input_set (kiwi_task *t, kiwi_task_field f, const char *value, const char *what, kiwi_error_t *err);
 
-/* Overlays the fields of a JSON object on *t. */
-int kiwi_task_input_json (const json_t *obj, kiwi_task *t, kiwi_error_t *err);
-
 /* Parses text as one JSON object and overlays it on *t. Invalid JSON is an
  * error naming the line and column. */
 int kiwi_task_input_parse (const char *text, size_t len, kiwi_task *t, kiwi_error_t *err);

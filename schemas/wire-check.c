@@ -52,7 +52,9 @@ kiwi__utf8_seq (const unsigned char *p, size_t n)
     return 0;
 }
 
-bool
+/* True if s[0..len) is valid UTF-8; otherwise *bad is the offset of the
+ * first invalid byte. */
+static bool
 kiwi__utf8_valid (const char *s, size_t len, size_t *bad)
 {
     const unsigned char *p = (const unsigned char *) s;

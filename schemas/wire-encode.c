@@ -22,7 +22,7 @@ kiwi__enc_init (kiwi__enc *e)
     msgpack_packer_init (&e->pk, &e->sbuf, msgpack_sbuffer_write);
 }
 
-void
+static void
 kiwi__enc_destroy (kiwi__enc *e)
 {
     msgpack_sbuffer_destroy (&e->sbuf);

@@ -170,10 +170,6 @@ int kiwi__chars_rel_path (const char *s, size_t len, const char *path, const cha
  * forms, surrogates and code points above U+10FFFF are invalid). */
 size_t kiwi__utf8_seq (const unsigned char *p, size_t n);
 
-/* True if s[0..len) is valid UTF-8; otherwise *bad is the offset of the
- * first invalid byte. */
-bool kiwi__utf8_valid (const char *s, size_t len, size_t *bad);
-
 /* "unknown value \"x\" (expected a, b, c)" for a string enum; names[0..n)
  * are the accepted strings, NULL entries skipped. */
 int kiwi__fail_enum (kiwi_error_t *err, const char *path, const char *key, const char *value,
@@ -201,7 +197,6 @@ typedef struct kiwi__enc {
 } kiwi__enc;
 
 void kiwi__enc_init (kiwi__enc *e);
-void kiwi__enc_destroy (kiwi__enc *e);
 void kiwi__enc_map_begin (kiwi__enc *e);
 void kiwi__enc_map_end (kiwi__enc *e);
 void kiwi__enc_array_begin (kiwi__enc *e);

@@ -30,7 +30,7 @@
  * message: it is invalid and retrying will not help (a consumer sends it to
  * the dead-letter topic). Errors without this code are resource failures
  * (out of memory: errno_ is ENOMEM). */
-#define KIWI_WIRE_EINVALID 0x5701
+#define KIWI_WIRE_EINVALID (KIWI_ERR_RANGE_WIRE + 1)
 
 /* Renders the single msgpack value in buf[0..len) as one line of JSON
  * (no trailing newline).

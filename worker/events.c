@@ -111,7 +111,8 @@ kiwi_events_emit (kiwi_events *ev, kiwi_stage stage, const char *kind, uint32_t 
     return rc;
 }
 
-int
+/* Writes one frame to fd (blocking, all or error). */
+static int
 kiwi_frame_write (int fd, int type, const char *data, size_t len, kiwi_error_t *err)
 {
     if (len > KIWI_FRAME_MAX)

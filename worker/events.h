@@ -82,9 +82,6 @@ int64_t kiwi_now_ms (void);
 enum { KIWI_FRAME_PROGRESS = 'P', KIWI_FRAME_RESULT = 'R', KIWI_FRAME_OBSERVE = 'M', KIWI_FRAME_SANDBOX = 'S' };
 #define KIWI_FRAME_MAX (32u * 1024 * 1024)
 
-/* Writes one frame to fd (blocking, all or error). */
-int kiwi_frame_write (int fd, int type, const char *data, size_t len, kiwi_error_t *err);
-
 /* An incremental frame reader for a non-blocking fd. */
 typedef struct kiwi_frame_reader {
     unsigned char head[5];

@@ -35,7 +35,8 @@ kiwi_gc_opts_init (kiwi_gc_opts *o, const char *state_dir)
     o->disk_low = 75;
 }
 
-int
+/* The default usage function: statvfs. */
+static int
 kiwi_gc_statvfs_usage (const char *path, double *used_pct, void *userdata, kiwi_error_t *err)
 {
     (void) userdata;

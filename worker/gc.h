@@ -89,7 +89,4 @@ int kiwi_gc_run (const kiwi_gc_opts *o, kiwi_gc_stats *st, kiwi_error_t *err);
  * is gone (a miss). */
 int kiwi_gc_snapshot_hold (const char *snapshot_dir);
 
-/* The default usage function: statvfs. */
-int kiwi_gc_statvfs_usage (const char *path, double *used_pct, void *userdata, kiwi_error_t *err);
-
 #endif

@@ -1,5 +1,5 @@
 /*
- * image-catalog.c: version ranges (npm, PEP 440, Cargo, Composer, Gem
+ * catalog.c: version ranges (npm, PEP 440, Cargo, Composer, Gem
  * forms reduced to intervals) and the image catalogue: parsing it and
  * choosing a row for a runtime and a requirement (see image.h and
  * docs/inspection.md).

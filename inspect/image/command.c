@@ -1,5 +1,5 @@
 /*
- * image-command.c: which runtime a test command runs (a small shell word
+ * command.c: which runtime a test command runs (a small shell word
  * splitter, the wrappers it looks through, the runtime table's
  * executables) and which runtime an image's name tells (see image.h and
  * docs/inspection.md).

@@ -1,5 +1,5 @@
 /*
- * image-markers.c: the version readers of the runtime table (runtime.h):
+ * markers.c: the version readers of the runtime table (runtime.h):
  * what version of its runtime a project asks for, from .nvmrc,
  * .node-version, .tool-versions, package.json's volta and engines,
  * .python-version, pyproject.toml, Pipfile, go.mod, rust-toolchain,

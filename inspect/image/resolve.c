@@ -1,5 +1,5 @@
 /*
- * image-resolve.c: devcontainers (JSONC, the image they name) and image
+ * resolve.c: devcontainers (JSONC, the image they name) and image
  * resolution in the spec's order: devcontainer, the test command's
  * executable, marker files (the runtime table's, root then one directory
  * down), the base image; and the swap to another runtime's image (see

@@ -1,5 +1,5 @@
 /*
- * lockfile-input.c: the install's input (the files Phase A receives and
+ * input.c: the install's input (the files Phase A receives and
  * the key hashes: the runtime table's input patterns, and what npm
  * manifests name with `file:`), where installs leave what they installed
  * (the table's dependency locations), and the install cache key (see

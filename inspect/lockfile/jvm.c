@@ -1,5 +1,5 @@
 /*
- * lockfile-jvm.c: the Maven and Gradle install planners of the runtime
+ * jvm.c: the Maven and Gradle install planners of the runtime
  * table (dependencies resolved, a warm-up build, then offline), and the
  * Java trust store program Phase A runs for them (see lockfile.h,
  * docs/inspection.md).

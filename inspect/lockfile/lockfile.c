@@ -3,7 +3,8 @@
  * the root and one directory down) and the install plan for an image's
  * runtime: its steps, Phase A's command, each phase's settings and the
  * Phase B prelude (see lockfile.h, docs/inspection.md). The planners are
- * lockfile-*.c, the install's input and cache key lockfile-input.c.
+ * the other files of inspect/lockfile/, the install's input and cache key
+ * input.c.
  */
 #include "inspect/lockfile/lockfile.h"
 
@@ -24,20 +25,24 @@ static const char *const eco_names[] = {
 #undef KIWI__ECO_NAME
 };
 
-const char *
+static const char *
 kiwi_ecosystem_str (kiwi_ecosystem e)
 {
     return (size_t) e < sizeof eco_names / sizeof eco_names[0] ? eco_names[e] : "unknown";
 }
 
-const char *
+/* The runtime whose images run the ecosystem's tools ("node", "python"...). */
+static const char *
 kiwi_ecosystem_runtime (kiwi_ecosystem e)
 {
     const kiwi__runtime *rt = kiwi__runtime_of_eco (e);
     return rt ? rt->name : "unknown";
 }
 
-bool
+/* True if an image of `runtime` installs `e`: its own runtime, and "java"
+ * images also run Maven and Gradle. "" (unknown) runs everything, "base"
+ * nothing. */
+static bool
 kiwi_ecosystem_runs_in (kiwi_ecosystem e, const char *runtime)
 {
     if (runtime == NULL || *runtime == '\0')
@@ -60,7 +65,7 @@ kiwi_install_step_clear (kiwi_install_step *s)
     memset (s, 0, sizeof *s);
 }
 
-void
+static void
 kiwi__steps_free (kiwi__steps *s)
 {
     for (size_t i = 0; i < s->n; i++)

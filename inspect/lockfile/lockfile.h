@@ -72,16 +72,6 @@ typedef enum {
 #undef KIWI__ECO_ENUM
 } kiwi_ecosystem;
 
-const char *kiwi_ecosystem_str (kiwi_ecosystem e);
-
-/* The runtime whose images run the ecosystem's tools ("node", "python"...). */
-const char *kiwi_ecosystem_runtime (kiwi_ecosystem e);
-
-/* True if an image of `runtime` installs `e`: its own runtime, and "java"
- * images also run Maven and Gradle. "" (unknown) runs everything, "base"
- * nothing. */
-bool kiwi_ecosystem_runs_in (kiwi_ecosystem e, const char *runtime);
-
 typedef struct kiwi_install_step {
     kiwi_ecosystem eco;
     char *dir;      /* relative to the root; "" for the root */

@@ -1,5 +1,5 @@
 /*
- * lockfile-node-members.c: the workspace members of a Node.js project as
+ * node-members.c: the workspace members of a Node.js project as
  * its package manager declares them (package.json `workspaces`, an array or
  * { "packages": [...] }, for npm and Yarn; pnpm-workspace.yaml's `packages`
  * list for pnpm), in the order their lifecycle scripts run: a member after

@@ -1,5 +1,5 @@
 /*
- * lockfile-node.c: the Node.js install planner of the runtime table: npm,
+ * node.c: the Node.js install planner of the runtime table: npm,
  * pnpm (a packageManager pin installed as a package), Yarn 1 and Yarn 2+
  * (yarnPath or corepack), chosen by packageManager and lockfiles (see
  * lockfile.h, docs/inspection.md).
@@ -10,7 +10,7 @@
  * each package.json of its copy of the tree first (STRIP_LIFECYCLE; that
  * copy is never kept, only the dependency locations are), so the package
  * manager runs the dependencies' install scripts alone, and the step's
- * prelude runs the members' scripts (lockfile-node-members.c) and the
+ * prelude runs the members' scripts (node-members.c) and the
  * root's offline at the start of Phase B, in the package manager's order,
  * where the tree they build from is.
  */
@@ -46,7 +46,7 @@ pnpm_version_ok (const char *v)
  * Phase A's copy of the tree, which is the install's input alone (the
  * root's and the workspace members' manifests, whatever Kiwi makes of the
  * members). A local package another manifest depends on by `file:` (a
- * directory the install's input holds for that reason, lockfile-input.c)
+ * directory the install's input holds for that reason, input.c)
  * is a dependency: its scripts are left to run as any dependency's, unless
  * it is the project itself. Node.js does it: one process whatever the
  * number of manifests, and no path of the repository in a shell line. Its

@@ -1,5 +1,5 @@
 /*
- * lockfile-python.c: the Python install planner of the runtime table: uv,
+ * python.c: the Python install planner of the runtime table: uv,
  * Poetry, Pipenv, and pip into a project .venv (requirements files,
  * pyproject.toml [project], setup.py) (see lockfile.h,
  * docs/inspection.md).

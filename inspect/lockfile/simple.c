@@ -1,5 +1,5 @@
 /*
- * lockfile-simple.c: the install planners of the runtime table that run
+ * simple.c: the install planners of the runtime table that run
  * one command: Go (go mod download), Rust (cargo fetch), Ruby (bundle
  * install) and PHP (composer install) (see lockfile.h,
  * docs/inspection.md).

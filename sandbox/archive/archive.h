@@ -2,7 +2,7 @@
  * archive.h: tar archives in memory, for moving a task's repository into and
  * out of a sandbox through the Docker Engine API (PUT/GET
  * /containers/{id}/archive). libarchive reads and writes the format
- * (archive-read.c, archive-write.c); the walk, the checks and extraction
+ * (read.c, write.c); the walk, the checks and extraction
  * are Kiwi's.
  *
  * Writing: kiwi_archive_from_dir() packs a host directory into POSIX ustar,

@@ -1,5 +1,5 @@
 /*
- * archive-extract.c: kiwi_archive_extract(): a plan of checked operations
+ * extract.c: kiwi_archive_extract(): a plan of checked operations
  * made from the whole archive first, then executed with descriptor-relative
  * calls only.
  */

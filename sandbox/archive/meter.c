@@ -1,5 +1,5 @@
 /*
- * archive-meter.c: a tar stream's size as it arrives (kiwi_tar_meter).
+ * meter.c: a tar stream's size as it arrives (kiwi_tar_meter).
  *
  * Hand-written, not libarchive: the meter is pushed the bytes of a stream
  * (kiwi_tar_meter_feed(), called from the Docker response callback in

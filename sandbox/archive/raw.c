@@ -1,10 +1,10 @@
 /*
- * archive-raw.c: one tar entry written exactly as described, header field by
+ * raw.c: one tar entry written exactly as described, header field by
  * header field (kiwi__archive_write_raw(), archive-internal.h).
  *
  * The tests build hostile archives with it: absolute names, `..`,
  * hardlinks, devices, GNU long-name records, made-up types and pax records
- * that lie. libarchive's writer (archive-write.c) refuses to make most of
+ * that lie. libarchive's writer (write.c) refuses to make most of
  * these, which is why this small writer exists; it is linked into the
  * tests only (tests/CMakeLists.txt), not into kiwi_archive.
  */

@@ -1,5 +1,5 @@
 /*
- * archive-read.c: the reader (kiwi_tar_reader, kiwi_archive_list).
+ * read.c: the reader (kiwi_tar_reader, kiwi_archive_list).
  *
  * libarchive turns the bytes into entries: headers and their checksums,
  * numeric fields (octal, base-256), ustar prefixes, pax records and GNU
@@ -19,7 +19,7 @@
  * type byte of the entry's own header, and a pax or long-name record with a
  * NUL byte in its text (which libarchive cuts there) by looking at the
  * record blocks. Names are returned as libarchive
- * gives them, unsanitised; extraction (archive-extract.c) checks them.
+ * gives them, unsanitised; extraction (extract.c) checks them.
  */
 #include "sandbox/archive/archive.h"
 #include "sandbox/archive/archive-internal.h"

@@ -1,5 +1,5 @@
 /*
- * archive-util.c: what every part of the tar code shares (archive.h,
+ * util.c: what every part of the tar code shares (archive.h,
  * archive-internal.h): the byte buffer archives are built in, names made
  * safe for messages, the entry-type names, the writer's default options and
  * the name check extraction and the builders apply.

@@ -1,5 +1,5 @@
 /*
- * archive-write.c: the writer (archive.h): the builders and the directory
+ * write.c: the writer (archive.h): the builders and the directory
  * walk.
  *
  * libarchive makes the bytes: headers, checksums, numeric fields, the

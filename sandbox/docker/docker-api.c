@@ -18,7 +18,6 @@ struct kiwi_docker {
     CURL *curl;
     char *socket_path;
     char api_version[16];
-    char server_version[64];
 };
 
 static int
@@ -330,7 +329,6 @@ kiwi_docker_open (const char *socket_path, kiwi_docker **out, kiwi_error_t *err)
         return kiwi_error_wrap (err, "connecting to dockerd at %s", socket_path);
     }
     const char *api = json_string_value (json_object_get (v, "ApiVersion"));
-    const char *ver = json_string_value (json_object_get (v, "Version"));
     if (api == NULL) {
         json_decref (v);
         kiwi_docker_close (d);
@@ -345,7 +343,6 @@ kiwi_docker_open (const char *socket_path, kiwi_docker **out, kiwi_error_t *err)
     }
     snprintf (d->api_version, sizeof d->api_version, "%s",
               version_cmp (api, KIWI_DOCKER_API_MAX) > 0 ? KIWI_DOCKER_API_MAX : api);
-    snprintf (d->server_version, sizeof d->server_version, "%s", ver ? ver : "unknown");
     json_decref (v);
     *out = d;
     return 0;
@@ -366,12 +363,6 @@ const char *
 kiwi_docker_api_version (const kiwi_docker *d)
 {
     return d->api_version;
-}
-
-const char *
-kiwi_docker_server_version (const kiwi_docker *d)
-{
-    return d->server_version;
 }
 
 const char *

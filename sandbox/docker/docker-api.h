@@ -45,9 +45,6 @@ void kiwi_docker_close (kiwi_docker *d);
 /* The negotiated version, e.g. "1.41". Borrowed. */
 const char *kiwi_docker_api_version (const kiwi_docker *d);
 
-/* The daemon's own version string, e.g. "20.10.24+dfsg1". Borrowed. */
-const char *kiwi_docker_server_version (const kiwi_docker *d);
-
 /* The socket path in use. Borrowed. */
 const char *kiwi_docker_socket_path (const kiwi_docker *d);
 
@@ -67,7 +64,7 @@ typedef int (*kiwi_docker_tick) (void *userdata);
  * A response whose status is not 2xx is collected instead and returned in
  * *status / err as with kiwi_docker_call(). `tick` may be NULL. An abort by
  * the sink or the tick is an error with code KIWI_DOCKER_ABORTED. */
-#define KIWI_DOCKER_ABORTED 1001
+#define KIWI_DOCKER_ABORTED (KIWI_ERR_RANGE_DOCKER + 1)
 int kiwi_docker_request_stream (kiwi_docker *d, const char *method, const char *path, const char *content_type,
                                 const void *body, size_t body_len, long timeout_ms, kiwi_docker_sink sink,
                                 void *userdata, long *status, kiwi_error_t *err);

@@ -1,7 +1,7 @@
 /*
- * driver-docker-internal.h: what the files of the Docker driver share
- * (driver-docker.c: lifecycle; driver-docker-plan.c: the container body;
- * driver-docker-exec.c: commands and files; driver-docker-pull.c: image
+ * docker-internal.h: what the files of the Docker driver share
+ * (driver.c: lifecycle; driver-body.c: the container body;
+ * driver-exec.c: commands and files; driver-pull.c: image
  * pulls), and the pieces unit tests use (the network lock test builds the
  * create request without a daemon).
  */
@@ -74,7 +74,7 @@ typedef struct kiwi__docker_pull_cfg {
     int64_t max_mb;
 } kiwi__docker_pull_cfg;
 
-/* The driver's ensure_image over `api` (driver-docker-pull.c). */
+/* The driver's ensure_image over `api` (driver-pull.c). */
 int kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, const char *image,
                                kiwi_pull_progress_cb progress, void *userdata, bool *pulled, kiwi_error_t *err);
 
@@ -102,10 +102,10 @@ typedef struct kiwi__docker_sb {
 } kiwi__docker_sb;
 
 /* A JSON array of the strings of a NULL-terminated list (NULL: empty). New
- * reference (driver-docker-plan.c). */
+ * reference (driver-body.c). */
 json_t *kiwi__docker_string_array (const char *const *list);
 
-/* Lifecycle (driver-docker.c). */
+/* Lifecycle (driver.c). */
 
 /* Frees s and its strings; the container and disk must be gone
  * (kiwi__docker_remove_all) or handed on. */
@@ -124,7 +124,7 @@ int kiwi__docker_create_container (kiwi__docker_priv *p, const kiwi_sandbox_spec
 /* Starts a created container. */
 int kiwi__docker_start_container (kiwi__docker_sb *s, const kiwi_sandbox_spec *spec, kiwi_error_t *err);
 
-/* Commands and files (driver-docker-exec.c): the driver operations of the
+/* Commands and files (driver-exec.c): the driver operations of the
  * same names in sandbox.h, over a kiwi__docker_sb or kiwi__docker_priv. */
 int kiwi__docker_put_archive (void *sb, const char *dir, const void *tar, size_t len, kiwi_error_t *err);
 int kiwi__docker_get_archive (void *sb, const char *inner, kiwi_archive_sink sink, void *userdata, kiwi_error_t *err);

@@ -1,8 +1,8 @@
 /*
- * driver-docker-plan.c: what a Docker or gVisor container is made of, as
+ * driver-body.c: what a Docker or gVisor container is made of, as
  * data: the two flavours (runc, runsc) and the body of POST
  * /containers/create, the one place a container's network, runtime,
- * privileges, mounts and limits are decided (see driver-docker-internal.h).
+ * privileges, mounts and limits are decided (see docker-internal.h).
  */
 #include "sandbox/docker/docker-internal.h"
 

@@ -1,6 +1,6 @@
 /*
- * driver-docker-exec.c: running commands in a Docker or gVisor sandbox and
- * copying files in and out (see driver-docker-internal.h): the exec API
+ * driver-exec.c: running commands in a Docker or gVisor sandbox and
+ * copying files in and out (see docker-internal.h): the exec API
  * with its output demultiplexed into a bounded tail, deadlines, cancels
  * and the sandbox dying under a command; the one-shot container whose
  * first process is the command; tar archives through the archive API.

@@ -1,5 +1,5 @@
 /*
- * driver-docker-pull.c: the Docker driver's ensure_image (both flavours):
+ * driver-pull.c: the Docker driver's ensure_image (both flavours):
  * an image dockerd has is used as it is; a missing one is pulled through
  * POST /images/create, from an allowed registry only, with the registry's
  * credentials in X-Registry-Auth, bounded in time and size, reporting its

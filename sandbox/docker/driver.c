@@ -1,5 +1,5 @@
 /*
- * driver-docker.c: the Docker and gVisor drivers.
+ * driver.c: the Docker and gVisor drivers.
  *
  * Both talk to dockerd's Engine API over its unix socket (docker-api.h).
  * They differ only in the container runtime: runc for "docker", runsc for
@@ -14,8 +14,8 @@
  * This file is the sandbox's lifecycle: opening the driver (runtimes, the
  * install network), creating, committing, inspecting, destroying and
  * reaping sandboxes, and the two driver tables. The container body is in
- * driver-docker-plan.c, commands and file copies in driver-docker-exec.c,
- * image pulls in driver-docker-pull.c.
+ * driver-body.c, commands and file copies in driver-exec.c,
+ * image pulls in driver-pull.c.
  */
 #include "sandbox/docker/docker-internal.h"
 

@@ -11,7 +11,7 @@
  *   - the pull's progress stream: one JSON object per line, `status`,
  *     `id`, `progressDetail {current, total}`, `error`/`errorDetail`.
  *
- * The pulling itself is the driver's (driver-docker.c); these pieces are
+ * The pulling itself is the driver's (driver.c); these pieces are
  * pure and unit-tested.
  *
  * Ownership: a kiwi_image_ref owns nothing (fixed buffers); a header from

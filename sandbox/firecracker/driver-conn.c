@@ -1,5 +1,5 @@
 /*
- * driver-firecracker-conn.c: the host side of the agent protocol
+ * driver-conn.c: the host side of the agent protocol
  * (fc-agent/proto.h): reaching the guest through Firecracker's hybrid
  * vsock socket, and the exec, put, get and hello requests over a connected
  * descriptor. Nothing here knows about Firecracker processes, so the tests

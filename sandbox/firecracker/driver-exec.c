@@ -1,6 +1,6 @@
 /*
- * driver-firecracker-exec.c: the firecracker driver's exec, put_archive and
- * get_archive (see driver-firecracker-internal.h): one fresh vsock
+ * driver-exec.c: the firecracker driver's exec, put_archive and
+ * get_archive (see firecracker-internal.h): one fresh vsock
  * connection to the guest agent per request, the sandbox's environment
  * merged under the command's, and a deadline that ends the microVM.
  */

@@ -1,6 +1,6 @@
 /*
- * driver-firecracker-vm.c: the Firecracker processes on the host (see
- * driver-firecracker-internal.h): a sandbox directory's files, starting
+ * driver-vm.c: the Firecracker processes on the host (see
+ * firecracker-internal.h): a sandbox directory's files, starting
  * Firecracker and waiting for its API and the guest agent, telling whether
  * it still runs and why it stopped (from its log), killing it, and reaping
  * what a crashed worker left behind.

@@ -1,5 +1,5 @@
 /*
- * driver-firecracker.c: the firecracker driver, a microVM per sandbox.
+ * driver.c: the firecracker driver, a microVM per sandbox.
  *
  * Each sandbox is one Firecracker process with its own API socket, in a
  * directory of its own under <state>/firecracker/<name>/:
@@ -15,7 +15,7 @@
  * boot-source, the read-only root drive built from the sandbox image by
  * ops/firecracker/mkrootfs.sh, the workspace drive, a network interface
  * only for Phase A on a host set up for it, vsock) and started; commands
- * and files then go through kiwi-fc-agent in the guest (fc-agent/), one
+ * and files then go through kiwi-fc-agent in the guest (agent/), one
  * vsock connection per request. Files move by archive, as with the other
  * drivers.
  *
@@ -25,9 +25,9 @@
  * This file is the driver itself: its settings, the KVM check, the plan,
  * and a sandbox's making and removal (directory, workspace drive, Phase A
  * tap and lease, the microVM configured and started, inspect, destroy).
- * The Firecracker process is handled in driver-firecracker-vm.c, commands
- * and files in driver-firecracker-exec.c, the agent protocol in
- * driver-firecracker-conn.c.
+ * The Firecracker process is handled in driver-vm.c, commands
+ * and files in driver-exec.c, the agent protocol in
+ * driver-conn.c.
  */
 #include "sandbox/firecracker/firecracker-internal.h"
 
@@ -157,7 +157,8 @@ kiwi__fc_sizes (const kiwi_sandbox_limits *l, int *vcpus, int64_t *mem_mib)
     *mem_mib = l->memory_mb > 0 ? l->memory_mb : KIWI_FC_DEFAULT_MEMORY_MB;
 }
 
-char *
+/* The guest kernel's command line for `vm`. Caller frees. */
+static char *
 kiwi__fc_boot_args (const kiwi__fc_vm_config *vm)
 {
     char *s = NULL;
@@ -229,7 +230,10 @@ kiwi__fc_plan_clear (kiwi__fc_plan *p)
     p->n = 0;
 }
 
-int
+/* Runs the plan against the API in order; stops at the first failure. A
+ * failed InstanceStart that Firecracker blames on KVM becomes an error
+ * with code KIWI_SBE_UNAVAILABLE starting with KIWI_FC_NO_KVM. */
+static int
 kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *p, kiwi_error_t *err)
 {
     for (size_t i = 0; i < p->n; i++) {
@@ -271,7 +275,7 @@ kiwi__fc_rootfs_path (const char *images_dir, const char *image)
 
 /* ----- the driver ----- */
 
-/* The driver's state (driver-firecracker-internal.h). */
+/* The driver's state (firecracker-internal.h). */
 typedef kiwi__fc_priv fc_priv;
 
 static int

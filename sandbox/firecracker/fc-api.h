@@ -22,7 +22,7 @@
 typedef struct kiwi_fc_api kiwi_fc_api;
 
 /* Error code of an answer that is not 2xx (the status is in *status). */
-#define KIWI_FC_API_HTTP 3001
+#define KIWI_FC_API_HTTP (KIWI_ERR_RANGE_FC_API + 1)
 
 /* Prepares a client for the socket at `socket_path` (nothing is sent).
  * *out is owned by the caller (kiwi_fc_api_close). */

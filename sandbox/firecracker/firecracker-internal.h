@@ -1,11 +1,11 @@
 /*
- * driver-firecracker-internal.h: what the files of the firecracker driver
+ * firecracker-internal.h: what the files of the firecracker driver
  * share, and the pieces tests reach directly: its settings, the
  * configuration plan (the API calls that make a microVM, as data), the KVM
  * check, the host side of the agent protocol over an already connected
- * descriptor (driver-firecracker-conn.c), the Firecracker process
- * (driver-firecracker-vm.c) and the exec and archive operations
- * (driver-firecracker-exec.c).
+ * descriptor (driver-conn.c), the Firecracker process
+ * (driver-vm.c) and the exec and archive operations
+ * (driver-exec.c).
  */
 #ifndef KIWI_SANDBOX_DRIVER_FIRECRACKER_INTERNAL_H
 #define KIWI_SANDBOX_DRIVER_FIRECRACKER_INTERNAL_H
@@ -82,20 +82,12 @@ typedef struct kiwi__fc_plan {
 /* vCPUs and memory for `limits` (zero = defaults; cpus rounded up, 1-32). */
 void kiwi__fc_sizes (const kiwi_sandbox_limits *limits, int *vcpus, int64_t *mem_mib);
 
-/* The guest kernel's command line for `vm`. Caller frees. */
-char *kiwi__fc_boot_args (const kiwi__fc_vm_config *vm);
-
 /* Builds the whole configuration sequence, ending with InstanceStart:
  * machine-config, boot-source, drives/rootfs, drives/workspace,
  * network-interfaces/eth0 only with a tap, vsock, actions. The one place a
  * microVM's devices are decided. Returns < 0 on allocation failure. */
 int kiwi__fc_plan_build (const kiwi__fc_vm_config *vm, kiwi__fc_plan *plan, kiwi_error_t *err);
 void kiwi__fc_plan_clear (kiwi__fc_plan *plan);
-
-/* Runs the plan against the API in order; stops at the first failure. A
- * failed InstanceStart that Firecracker blames on KVM becomes an error
- * with code KIWI_SBE_UNAVAILABLE starting with KIWI_FC_NO_KVM. */
-int kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *plan, kiwi_error_t *err);
 
 /* The root filesystem image for an image reference: <images>/<ref> with
  * '/' as '+', ':' as '@' and anything outside [A-Za-z0-9._-] as '_', plus
@@ -108,7 +100,7 @@ char *kiwi__fc_rootfs_path (const char *images_dir, const char *image);
  * does). Appends to `out`; < 0 on allocation failure. */
 int kiwi__fc_merge_env (const kiwi_strv *base, const char *const *extra, kiwi_strv *out);
 
-/* ----- host side of the agent protocol (driver-firecracker-conn.c) ----- */
+/* ----- host side of the agent protocol (driver-conn.c) ----- */
 
 /* Connects to Firecracker's vsock unix socket and asks for the guest's
  * `port` ("CONNECT <port>\n", answered "OK <n>\n"). */
@@ -151,7 +143,7 @@ int kiwi__fc_get (int fd, const char *path, kiwi_archive_sink sink, void *userda
 
 /* ----- the driver's state, shared by its files ----- */
 
-/* One open driver (driver-firecracker.c). Settings and strings owned. */
+/* One open driver (driver.c). Settings and strings owned. */
 typedef struct kiwi__fc_priv {
     kiwi__fc_settings set;
     char *base;      /* <state>/firecracker */
@@ -179,14 +171,14 @@ typedef struct kiwi__fc_sb {
 } kiwi__fc_sb;
 
 /* Whether a Firecracker message blames KVM itself (opening /dev/kvm,
- * creating the VM) rather than the guest (driver-firecracker.c). */
+ * creating the VM) rather than the guest (driver.c). */
 bool kiwi__fc_blames_kvm (const char *s);
 
 /* Kills the process and removes everything on the host: tap, lease, the
- * sandbox directory. Frees nothing; err may be NULL (driver-firecracker.c). */
+ * sandbox directory. Frees nothing; err may be NULL (driver.c). */
 int kiwi__fc_remove_all (kiwi__fc_sb *s, kiwi_error_t *err);
 
-/* ----- the Firecracker process on the host (driver-firecracker-vm.c) ----- */
+/* ----- the Firecracker process on the host (driver-vm.c) ----- */
 
 /* "<dir>/<file>", or NULL out of memory. Caller frees. */
 char *kiwi__fc_path_in (const char *dir, const char *file);
@@ -227,7 +219,7 @@ int kiwi__fc_wait_agent (kiwi__fc_sb *s, kiwi_error_t *err);
  * driver's directory, killing their Firecracker processes. */
 int kiwi__fc_reap (void *priv, int *removed, kiwi_error_t *err);
 
-/* ----- commands and files (driver-firecracker-exec.c) ----- */
+/* ----- commands and files (driver-exec.c) ----- */
 
 /* The driver operations of the same names in sandbox.h, over a kiwi__fc_sb. */
 int kiwi__fc_op_exec (void *sb, const kiwi_exec_spec *x, kiwi_exec_result *res, kiwi_error_t *err);

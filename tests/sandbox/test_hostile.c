@@ -2,8 +2,8 @@
  * test_hostile.c: hostile repositories against the real sandbox.
  *
  * Every repository under tests/fixtures/hostile attacks one guarantee of
- * spec/sandbox-isolation.md ("Model-generated code never has network
- * access, and the phase that does never holds a secret") or one resource
+ * docs/isolation.md ("code the model wrote never has a network, and the
+ * phase that has a network never holds a secret") or one resource
  * bound. Each runs through the real driver under runc ("docker") and runsc
  * ("gvisor"), and each test fails if its guarantee breaks. Where possible a
  * positive control runs next to the attack (the same client reaching what

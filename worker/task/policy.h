@@ -42,7 +42,7 @@
 #include "common/error.h"
 #include "schemas/task.h"
 
-enum { KIWI_POLICY_E_REFUSED = 300 };
+enum { KIWI_POLICY_E_REFUSED = KIWI_ERR_RANGE_POLICY };
 
 typedef struct kiwi_task_policy {
     kiwi_task_limits limits;    /* the effective limits (has_session_budget_tokens set when any applies) */

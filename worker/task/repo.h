@@ -31,7 +31,7 @@
 
 /* Error codes (kiwi_error_code) of repository failures. */
 enum {
-    KIWI_REPO_E_FETCH = 200,     /* the fetch failed (network, auth, no such repository) */
+    KIWI_REPO_E_FETCH = KIWI_ERR_RANGE_REPO, /* the fetch failed (network, auth, no such repository) */
     KIWI_REPO_E_NO_REF = 201,    /* the ref does not exist in the repository */
     KIWI_REPO_E_TOO_LARGE = 202, /* the mirror or the checkout exceeds its ceiling */
     KIWI_REPO_E_TIMEOUT = 203,   /* the fetch took too long */

@@ -8,7 +8,7 @@
  * hanging up kills it too. Whether the kernel's OOM killer ran meanwhile
  * is read from /proc/vmstat (oom_kill), the guest being the sandbox.
  *
- * put/get: tar streams through sandbox/archive.c, the same hostile-archive
+ * put/get: tar streams through sandbox/archive/, the same hostile-archive
  * checks as on the host. Files are unpacked with the sandbox user's
  * credentials, so they are owned by it and go nowhere it could not write.
  */

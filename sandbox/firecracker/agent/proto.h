@@ -83,9 +83,9 @@ typedef enum {
 } kiwi_fcp_field;
 
 /* Error code (kiwi_error_code) of a read that hit its deadline. */
-#define KIWI_FCP_ETIMEDOUT 2001
+#define KIWI_FCP_ETIMEDOUT (KIWI_ERR_RANGE_FC_AGENT + 1)
 /* Error code of a peer that sent something that is not this protocol. */
-#define KIWI_FCP_EPROTO 2002
+#define KIWI_FCP_EPROTO (KIWI_ERR_RANGE_FC_AGENT + 2)
 
 const char *kiwi_fcp_type_str (int type);
 const char *kiwi_fcp_field_str (int tag);

@@ -2,7 +2,7 @@
  * test_firecracker_proto.c: the agent protocol of the firecracker driver,
  * both ends talking.
  *
- * The host side (driver-firecracker-conn.c) and the guest agent
+ * The host side (sandbox/firecracker/driver-conn.c) and the guest agent
  * (fc-agent/agent.c, compiled into this test) run on the two ends of a
  * socketpair, the agent in a forked process as in the guest: hello, exec
  * with streamed stdout/stderr, exit codes and signals, the whole

@@ -1,4 +1,4 @@
-// tests/worker/sh/proxy/client.js: what an install script might do,
+// tests/ops/egress/egress-proxy/client.js: what an install script might do,
 // run inside a Phase A container by test_egress_proxy.sh. Prints one line:
 // the outcome ("status 200", "error ECONNRESET", "sent", ...). Modes:
 //   http IP HOST              GET http://IP/ with Host: HOST (no proxy)
