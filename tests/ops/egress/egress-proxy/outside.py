@@ -1,8 +1,5 @@
 #!/usr/bin/python3
 """tests/ops/egress/egress-proxy/outside.py: the "outside" of the egress proxy
-=======
-"""tests/integration/egress-proxy/outside.py: the "outside" of the egress proxy
->>>>>>> h-docs:tests/integration/egress-proxy/outside.py
 test, run inside a network namespace the test creates. On each --addr it
 serves HTTP on 80, TLS (self-signed) on 443, a TCP listener on 8080, and UDP
 on 9999 and 53 (a resolver that answers nothing). Every connection,
