@@ -243,7 +243,8 @@ kiwi_verify_entry_clear (kiwi_verify_entry *e)
     memset (e, 0, sizeof *e);
 }
 
-int
+/* Whether an install entry still exists (snapshot clean-up). 1, 0, < 0. */
+static int
 kiwi_cache_install_exists (kiwi_cache *c, const char *key)
 {
     redisReply *r = cmd (c, "EXISTS %s%s", KIWI_REDIS_INSTALL_PREFIX, key);

@@ -83,9 +83,6 @@ int kiwi_cache_get_verify (kiwi_cache *c, const char *key, kiwi_verify_entry *e)
 int kiwi_cache_put_verify (kiwi_cache *c, const char *key, int exit_code, const char *output);
 void kiwi_verify_entry_clear (kiwi_verify_entry *e);
 
-/* Whether an install entry still exists (snapshot clean-up). 1, 0, < 0. */
-int kiwi_cache_install_exists (kiwi_cache *c, const char *key);
-
 /* One clean-up pass of cfg's state dir (gc.h) with this cache telling
  * which install entries expired (when Redis is reachable; without it,
  * snapshots go by idle age only). Logs what went. < 0 when the state dir

@@ -57,7 +57,9 @@ copy_strv (kiwi_strv *dst, const kiwi_strv *src)
     return 0;
 }
 
-int
+/* Copies an inspection's image, install command, environments and cache
+ * key into the plan's fields. */
+static int
 kiwi_plan_from_inspection (kiwi_plan *p, const kiwi_inspection *in, kiwi_error_t *err)
 {
     plan_fields_clear (p);

@@ -87,8 +87,5 @@ int kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_pla
                      int64_t deadline_ms, kiwi_step0_install_fn install, void *install_ud, kiwi_events *events,
                      kiwi_step0_result *res, kiwi_error_t *err);
 
-/* Copies an inspection's image, install command, environments and cache
- * key into the plan's fields. */
-int kiwi_plan_from_inspection (kiwi_plan *p, const kiwi_inspection *in, kiwi_error_t *err);
 
 #endif

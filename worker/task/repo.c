@@ -304,7 +304,8 @@ git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int6
 
 /* ---------- layout ---------- */
 
-void
+/* The git directory of a checkout: "<workspace>.git". */
+static void
 kiwi_repo_git_dir (const char *workspace, char *buf, size_t cap)
 {
     snprintf (buf, cap, "%s.git", workspace);

@@ -32,10 +32,10 @@
 /* Error codes (kiwi_error_code) of repository failures. */
 enum {
     KIWI_REPO_E_FETCH = KIWI_ERR_RANGE_REPO, /* the fetch failed (network, auth, no such repository) */
-    KIWI_REPO_E_NO_REF = 201,    /* the ref does not exist in the repository */
-    KIWI_REPO_E_TOO_LARGE = 202, /* the mirror or the checkout exceeds its ceiling */
-    KIWI_REPO_E_TIMEOUT = 203,   /* the fetch took too long */
-    KIWI_REPO_E_UNSAFE = 204,    /* the tree carries git metadata (a `.git` entry) */
+    KIWI_REPO_E_NO_REF,                      /* the ref does not exist in the repository */
+    KIWI_REPO_E_TOO_LARGE,                   /* the mirror or the checkout exceeds its ceiling */
+    KIWI_REPO_E_TIMEOUT,                     /* the fetch took too long */
+    KIWI_REPO_E_UNSAFE,                      /* the tree carries git metadata (a `.git` entry) */
 };
 
 typedef struct kiwi_repo_opts {
@@ -59,8 +59,6 @@ typedef struct kiwi_repo_opts {
 int kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *ref, const char *workspace,
                         char **commit, kiwi_error_t *err);
 
-/* The git directory of a checkout: "<workspace>.git". */
-void kiwi_repo_git_dir (const char *workspace, char *buf, size_t cap);
 
 /* Where the clean tree of a checkout goes: "<workspace>.clean". */
 void kiwi_repo_clean_dir (const char *workspace, char *buf, size_t cap);
