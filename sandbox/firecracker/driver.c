@@ -11,7 +11,7 @@
  *   firecracker.log  Firecracker's output and the guest console
  *   pid, tap, lease  what reap needs to clean up after a crashed worker
  *
- * The microVM is configured through the API (the plan: machine-config,
+ * The microVM is configured through the API (the boot sequence: machine-config,
  * boot-source, the read-only root drive built from the sandbox image by
  * ops/firecracker/mkrootfs.sh, the workspace drive, a network interface
  * only for Phase A on a host set up for it, vsock) and started; commands
@@ -22,7 +22,7 @@
  * A deadline kills the microVM (the Firecracker process); every exit path
  * removes the process, the sockets and the drive files.
  *
- * This file is the driver itself: its settings, the KVM check, the plan,
+ * This file is the driver itself: its settings, the KVM check, the boot sequence,
  * and a sandbox's making and removal (directory, workspace drive, Phase A
  * tap and lease, the microVM configured and started, inspect, destroy).
  * The Firecracker process is handled in driver-vm.c, commands
@@ -144,7 +144,7 @@ one_line (char *s)
         *w = '\0';
 }
 
-/* ----- the plan ----- */
+/* ----- the boot sequence ----- */
 
 void
 kiwi__fc_sizes (const kiwi_sandbox_limits *l, int *vcpus, int64_t *mem_mib)
@@ -179,11 +179,11 @@ kiwi__fc_boot_args (const kiwi__fc_vm_config *vm)
 }
 
 static int
-add_step (kiwi__fc_plan *p, const char *method, const char *path, json_t *body, kiwi_error_t *err)
+add_step (kiwi__fc_boot *p, const char *method, const char *path, json_t *body, kiwi_error_t *err)
 {
     if (body == NULL || p->n >= KIWI__FC_MAX_STEPS) {
         json_decref (body);
-        return kiwi_error_make (err, ENOMEM, "firecracker plan: %s", path);
+        return kiwi_error_make (err, ENOMEM, "firecracker boot sequence: %s", path);
     }
     kiwi__fc_step *s = &p->steps[p->n++];
     s->method = method;
@@ -193,7 +193,7 @@ add_step (kiwi__fc_plan *p, const char *method, const char *path, json_t *body, 
 }
 
 int
-kiwi__fc_plan_build (const kiwi__fc_vm_config *vm, kiwi__fc_plan *p, kiwi_error_t *err)
+kiwi__fc_boot_build (const kiwi__fc_vm_config *vm, kiwi__fc_boot *p, kiwi_error_t *err)
 {
     memset (p, 0, sizeof *p);
     cleanup_free char *args = kiwi__fc_boot_args (vm);
@@ -218,23 +218,23 @@ kiwi__fc_plan_build (const kiwi__fc_vm_config *vm, kiwi__fc_plan *p, kiwi_error_
         goto fail;
     return 0;
 fail:
-    kiwi__fc_plan_clear (p);
+    kiwi__fc_boot_clear (p);
     return -1;
 }
 
 void
-kiwi__fc_plan_clear (kiwi__fc_plan *p)
+kiwi__fc_boot_clear (kiwi__fc_boot *p)
 {
     for (size_t i = 0; i < p->n; i++)
         json_decref (p->steps[i].body);
     p->n = 0;
 }
 
-/* Runs the plan against the API in order; stops at the first failure. A
+/* Runs the boot sequence against the API in order; stops at the first failure. A
  * failed InstanceStart that Firecracker blames on KVM becomes an error
  * with code KIWI_SBE_UNAVAILABLE starting with KIWI_FC_NO_KVM. */
 static int
-kiwi__fc_plan_run (kiwi_fc_api *api, const kiwi__fc_plan *p, kiwi_error_t *err)
+kiwi__fc_boot_run (kiwi_fc_api *api, const kiwi__fc_boot *p, kiwi_error_t *err)
 {
     for (size_t i = 0; i < p->n; i++) {
         const kiwi__fc_step *s = &p->steps[i];
@@ -519,7 +519,7 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
         return rc;
     }
     char guest_ip[16] = "", gateway[16] = "", mac[18] = "";
-    kiwi__fc_plan plan = { 0 };
+    kiwi__fc_boot boot = { 0 };
     kiwi_fc_api *api = NULL;
     if (mkdir (s->dir, 0700) < 0) {
         kiwi_error_make (err, errno, "creating %s", s->dir);
@@ -547,12 +547,12 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
         .extra_args = p->set.boot_args,
     };
     kiwi__fc_sizes (&spec->limits, &vm.vcpus, &vm.mem_mib);
-    if (kiwi__fc_plan_build (&vm, &plan, err) < 0)
+    if (kiwi__fc_boot_build (&vm, &boot, err) < 0)
         goto fail;
     if (kiwi__fc_spawn (s, err) < 0 || kiwi_fc_api_open (s->api_sock, &api, err) < 0
         || kiwi__fc_wait_api (s, api, err) < 0)
         goto fail;
-    if (kiwi__fc_plan_run (api, &plan, err) < 0) {
+    if (kiwi__fc_boot_run (api, &boot, err) < 0) {
         /* the process may have died under the sequence: say so */
         if (!kiwi__fc_vm_alive (s) && kiwi_error_code (*err) != KIWI_SBE_UNAVAILABLE) {
             kiwi_error_free (err);
@@ -560,7 +560,7 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
         }
         goto fail;
     }
-    kiwi__fc_plan_clear (&plan);
+    kiwi__fc_boot_clear (&boot);
     kiwi_fc_api_close (api);
     api = NULL;
     if (kiwi__fc_wait_agent (s, err) < 0)
@@ -571,7 +571,7 @@ fc_create (void *priv, const kiwi_sandbox_spec *spec, void **out, kiwi_error_t *
     *out = s;
     return 0;
 fail:
-    kiwi__fc_plan_clear (&plan);
+    kiwi__fc_boot_clear (&boot);
     kiwi_fc_api_close (api);
     kiwi__fc_remove_all (s, NULL);
     kiwi_error_wrap (err, "creating sandbox %s from %s", s->name, spec->image);

@@ -1,7 +1,7 @@
 /*
  * firecracker-internal.h: what the files of the firecracker driver
  * share, and the pieces tests reach directly: its settings, the
- * configuration plan (the API calls that make a microVM, as data), the KVM
+ * boot sequence (the API calls that make a microVM, as data), the KVM
  * check, the host side of the agent protocol over an already connected
  * descriptor (driver-conn.c), the Firecracker process
  * (driver-vm.c) and the exec and archive operations
@@ -47,7 +47,7 @@ int kiwi__fc_check_kvm (const char *device, kiwi_error_t *err);
 #define KIWI_FC_EXEC_GRACE_MS 3000 /* host deadline beyond the agent's own */
 #define KIWI_FC_GUEST_CID 3
 
-/* What one microVM is made of, as the plan needs it. Strings borrowed. */
+/* What one microVM is made of, as the boot sequence needs it. Strings borrowed. */
 typedef struct kiwi__fc_vm_config {
     const char *kernel;
     const char *initrd;       /* NULL = none */
@@ -66,18 +66,18 @@ typedef struct kiwi__fc_vm_config {
     int64_t mem_mib;
 } kiwi__fc_vm_config;
 
-/* One API call of the plan. */
+/* One API call of the boot sequence. */
 typedef struct kiwi__fc_step {
     const char *method;
     char path[64];
-    json_t *body; /* owned by the plan */
+    json_t *body; /* owned by the boot sequence */
 } kiwi__fc_step;
 
 #define KIWI__FC_MAX_STEPS 8
-typedef struct kiwi__fc_plan {
+typedef struct kiwi__fc_boot {
     kiwi__fc_step steps[KIWI__FC_MAX_STEPS];
     size_t n;
-} kiwi__fc_plan;
+} kiwi__fc_boot;
 
 /* vCPUs and memory for `limits` (zero = defaults; cpus rounded up, 1-32). */
 void kiwi__fc_sizes (const kiwi_sandbox_limits *limits, int *vcpus, int64_t *mem_mib);
@@ -86,8 +86,8 @@ void kiwi__fc_sizes (const kiwi_sandbox_limits *limits, int *vcpus, int64_t *mem
  * machine-config, boot-source, drives/rootfs, drives/workspace,
  * network-interfaces/eth0 only with a tap, vsock, actions. The one place a
  * microVM's devices are decided. Returns < 0 on allocation failure. */
-int kiwi__fc_plan_build (const kiwi__fc_vm_config *vm, kiwi__fc_plan *plan, kiwi_error_t *err);
-void kiwi__fc_plan_clear (kiwi__fc_plan *plan);
+int kiwi__fc_boot_build (const kiwi__fc_vm_config *vm, kiwi__fc_boot *boot, kiwi_error_t *err);
+void kiwi__fc_boot_clear (kiwi__fc_boot *boot);
 
 /* The root filesystem image for an image reference: <images>/<ref> with
  * '/' as '+', ':' as '@' and anything outside [A-Za-z0-9._-] as '_', plus

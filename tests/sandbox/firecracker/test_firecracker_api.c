@@ -1,6 +1,6 @@
 /*
  * test_firecracker_api.c: the firecracker driver's configuration sequence
- * through its own process handling (spawn, API socket, plan, clean-up),
+ * through its own process handling (spawn, API socket, boot sequence, clean-up),
  * against two API servers:
  *
  *  - Firecracker's published API contract: this test binary, started by

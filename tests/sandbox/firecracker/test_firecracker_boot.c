@@ -1,5 +1,5 @@
 /*
- * test_firecracker_plan.c: the firecracker driver's configuration sequence
+ * test_firecracker_boot.c: the firecracker driver's configuration sequence
  * as data, against golden JSON.
  *
  * Locks the API calls that make a microVM (paths, order, bodies), the
@@ -34,7 +34,7 @@ static const char golden_phase_b[] =
     "]";
 
 static json_t *
-plan_json (const kiwi__fc_plan *p)
+boot_json (const kiwi__fc_boot *p)
 {
     json_t *a = json_array ();
     for (size_t i = 0; i < p->n; i++)
@@ -65,40 +65,40 @@ assert_json_equal (json_t *got, const char *want_text)
     assert_non_null (want);
     if (!json_equal (got, want)) {
         char *g = json_dumps (got, JSON_COMPACT);
-        fail_msg ("plan differs from golden:\n got: %s\nwant: %s", g, want_text);
+        fail_msg ("boot sequence differs from golden:\n got: %s\nwant: %s", g, want_text);
     }
     json_decref (want);
 }
 
 static void
-test_phase_b_plan_is_golden (void **state)
+test_phase_b_boot_is_golden (void **state)
 {
     kiwi__fc_vm_config vm = base_vm ();
-    kiwi__fc_plan p;
+    kiwi__fc_boot p;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi__fc_plan_build (&vm, &p, &err), 0);
-    json_t *got = plan_json (&p);
+    assert_int_equal (kiwi__fc_boot_build (&vm, &p, &err), 0);
+    json_t *got = boot_json (&p);
     assert_json_equal (got, golden_phase_b);
     json_decref (got);
-    kiwi__fc_plan_clear (&p);
+    kiwi__fc_boot_clear (&p);
 }
 
 static void
 test_no_network_device_without_tap (void **state)
 {
     kiwi__fc_vm_config vm = base_vm ();
-    kiwi__fc_plan p;
+    kiwi__fc_boot p;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi__fc_plan_build (&vm, &p, &err), 0);
+    assert_int_equal (kiwi__fc_boot_build (&vm, &p, &err), 0);
     for (size_t i = 0; i < p.n; i++)
         assert_null (strstr (p.steps[i].path, "network"));
     const char *args = json_string_value (json_object_get (p.steps[1].body, "boot_args"));
     assert_null (strstr (args, " ip="));
-    kiwi__fc_plan_clear (&p);
+    kiwi__fc_boot_clear (&p);
 }
 
 static void
-test_install_plan_has_tap_before_start (void **state)
+test_install_boot_has_tap_before_start (void **state)
 {
     kiwi__fc_vm_config vm = base_vm ();
     vm.tap = "kfc0badc0de";
@@ -106,9 +106,9 @@ test_install_plan_has_tap_before_start (void **state)
     vm.guest_ip = "172.30.0.2";
     vm.gateway_ip = "172.30.0.1";
     vm.netmask = "255.255.255.0";
-    kiwi__fc_plan p;
+    kiwi__fc_boot p;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi__fc_plan_build (&vm, &p, &err), 0);
+    assert_int_equal (kiwi__fc_boot_build (&vm, &p, &err), 0);
     assert_int_equal (p.n, 7);
     assert_string_equal (p.steps[4].path, "/network-interfaces/eth0");
     json_t *want = json_pack ("{s:s,s:s,s:s}", "iface_id", "eth0", "host_dev_name", "kfc0badc0de", "guest_mac",
@@ -118,7 +118,7 @@ test_install_plan_has_tap_before_start (void **state)
     assert_string_equal (p.steps[6].path, "/actions");
     const char *args = json_string_value (json_object_get (p.steps[1].body, "boot_args"));
     assert_non_null (strstr (args, " ip=172.30.0.2::172.30.0.1:255.255.255.0:sandbox:eth0:off:172.30.0.1"));
-    kiwi__fc_plan_clear (&p);
+    kiwi__fc_boot_clear (&p);
 }
 
 static void
@@ -148,14 +148,14 @@ test_initrd_and_extra_args (void **state)
     kiwi__fc_vm_config vm = base_vm ();
     vm.initrd = "/fc/initrd.img";
     vm.extra_args = "loglevel=3";
-    kiwi__fc_plan p;
+    kiwi__fc_boot p;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi__fc_plan_build (&vm, &p, &err), 0);
+    assert_int_equal (kiwi__fc_boot_build (&vm, &p, &err), 0);
     assert_string_equal (json_string_value (json_object_get (p.steps[1].body, "initrd_path")), "/fc/initrd.img");
     const char *args = json_string_value (json_object_get (p.steps[1].body, "boot_args"));
     size_t n = strlen (args);
     assert_string_equal (args + n - strlen (" loglevel=3"), " loglevel=3");
-    kiwi__fc_plan_clear (&p);
+    kiwi__fc_boot_clear (&p);
 }
 
 static void
@@ -285,9 +285,9 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_phase_b_plan_is_golden),
+        cmocka_unit_test (test_phase_b_boot_is_golden),
         cmocka_unit_test (test_no_network_device_without_tap),
-        cmocka_unit_test (test_install_plan_has_tap_before_start),
+        cmocka_unit_test (test_install_boot_has_tap_before_start),
         cmocka_unit_test (test_sizes_from_limits),
         cmocka_unit_test (test_initrd_and_extra_args),
         cmocka_unit_test (test_rootfs_naming),
