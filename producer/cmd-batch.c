@@ -22,6 +22,7 @@
 
 #include "producer/batch.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "producer/cli.h"
 #include "producer/kafka.h"
@@ -92,14 +93,6 @@ typedef struct batch_run {
     kiwi_watch *watch; /* --wait: delivered tasks are added to it; else NULL */
     bool watch_failed;
 } batch_run;
-
-static int64_t
-wall_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 report (batch_run *b, unsigned long lineno, const char *status, const char *id, const char *error)
@@ -415,7 +408,7 @@ kiwi_cmd_batch (int argc, char **argv)
         batch_id = gen_id;
     }
     b.batch_id = batch_id;
-    kiwi_batch_manifest man = { .submitted_at = wall_ms () };
+    kiwi_batch_manifest man = { .submitted_at = kiwi_wall_ms () };
     snprintf (man.batch_id, sizeof man.batch_id, "%s", batch_id);
     char when[32];
     kiwi_time_format (man.submitted_at, when, sizeof when);

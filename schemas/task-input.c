@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "schemas/wire.h"
 
@@ -593,11 +594,8 @@ kiwi_task_input_finish (kiwi_task *t, const char *source, kiwi_error_t *err)
         if (kiwi_task_id_new (id, sizeof id, err) < 0 || set_str (&t->id, id, err) < 0)
             return -1;
     }
-    if (t->submitted_at == 0) {
-        struct timespec ts;
-        clock_gettime (CLOCK_REALTIME, &ts);
-        t->submitted_at = (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    if (t->submitted_at == 0)
+        t->submitted_at = kiwi_wall_ms ();
     if (t->source == NULL && source != NULL && set_str (&t->source, source, err) < 0)
         return -1;
     return kiwi_task_validate (t, err);

@@ -11,12 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 int64_t
 kiwi_now_ms (void)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return kiwi_wall_ms ();
 }
 
 static void
@@ -93,7 +93,7 @@ kiwi_events_emit (kiwi_events *ev, kiwi_phase phase, const char *kind, uint32_t 
     p.round = round;
     p.phase = phase;
     p.kind = (char *) kind;
-    p.ts = kiwi_now_ms ();
+    p.ts = kiwi_wall_ms ();
     int rc = 0;
     if (payload != NULL) {
         kiwi_error_t err = NULL;

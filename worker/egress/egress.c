@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "common/defaults.h"
 #include "worker/egress/egress-proxy.h"
@@ -239,7 +240,7 @@ static void
 report (const char *name, bool ok, const char *detail)
 {
     json_t *j = json_pack ("{s:s,s:b,s:s,s:I}", "name", name, "ok", ok, "detail", detail ? detail : "",
-                           "checked_at", (json_int_t) kiwi_now_ms ());
+                           "checked_at", (json_int_t) kiwi_wall_ms ());
     char *s = json_dumps (j, JSON_COMPACT);
     printf ("%s\n", s);
     fflush (stdout);
