@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 
 int64_t
 kiwi_now_ms (void)
@@ -244,7 +245,7 @@ pipe_progress (kiwi_events *ev, const kiwi_progress *p)
     if (rc == 0)
         rc = kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_PROGRESS, buf, len, &err);
     if (rc < 0)
-        fprintf (stderr, "kiwi task: event %s not delivered: %s\n", p->kind, kiwi_error_msg (err));
+        kiwi_errorf ("event %s not delivered: %s", p->kind, kiwi_error_msg (err));
     kiwi_error_free (&err);
     free (buf);
     return rc;
@@ -258,7 +259,7 @@ pipe_result (kiwi_events *ev, const kiwi_result *r)
     kiwi_error_t err = NULL;
     kiwi_result m;
     if (masked_result (ev->mask, r, &m) < 0) {
-        fprintf (stderr, "kiwi task: result not delivered: out of memory masking it\n");
+        kiwi_errorf ("result not delivered: out of memory masking it");
         return -1;
     }
     int rc = kiwi_result_encode (&m, &buf, &len, &err);
@@ -266,7 +267,7 @@ pipe_result (kiwi_events *ev, const kiwi_result *r)
     if (rc == 0)
         rc = kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_RESULT, buf, len, &err);
     if (rc < 0)
-        fprintf (stderr, "kiwi task: result not delivered: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("result not delivered: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
     free (buf);
     return rc;
@@ -277,7 +278,7 @@ pipe_observe (kiwi_events *ev, const char *line)
 {
     kiwi_error_t err = NULL;
     if (kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_OBSERVE, line, strlen (line), &err) < 0)
-        fprintf (stderr, "kiwi task: observation not delivered: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("observation not delivered: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
 }
 
@@ -290,7 +291,7 @@ pipe_sandbox (kiwi_events *ev, const char *address, const char *command)
         n = snprintf (body, sizeof body, "%s\n", address); /* a command that long is cut: the address matters */
     kiwi_error_t err = NULL;
     if (kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_SANDBOX, body, (size_t) n, &err) < 0)
-        fprintf (stderr, "kiwi task: sandbox frame not delivered: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("sandbox frame not delivered: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
 }
 
@@ -365,13 +366,13 @@ jsonl_result (kiwi_events *ev, const kiwi_result *r)
     kiwi_error_t err = NULL;
     kiwi_result m;
     if (masked_result (ev->mask, r, &m) < 0) {
-        fprintf (stderr, "kiwi-worker: result: out of memory masking it\n");
+        kiwi_errorf ("result: out of memory masking it");
         return -1;
     }
     int rc = kiwi_result_to_json (&m, &json, &err);
     masked_result_clear (&m);
     if (rc < 0) {
-        fprintf (stderr, "kiwi-worker: result: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("result: %s", kiwi_error_msg (err));
         kiwi_error_free (&err);
         return -1;
     }

@@ -187,7 +187,7 @@ main (int argc, char **argv)
      * process masks its task's secrets on top, pipeline.c) */
     kiwi_mask *mask = kiwi_worker_mask (&cfg, (const char *const *) environ, NULL, &err);
     if (mask == NULL) {
-        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("%s", kiwi_error_msg (err));
         return 1;
     }
     kiwi_log_set_mask (mask);
@@ -206,7 +206,7 @@ main (int argc, char **argv)
         status = kiwi_cache_gc_main (&cfg) < 0 ? 1 : 0;
     else if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
         /* the daemon and --once run an egress proxy on a bridge of their own */
-        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("%s", kiwi_error_msg (err));
         status = 2;
     } else if (once)
         status = kiwi_pipeline_once_main (&cfg, once);
@@ -214,7 +214,7 @@ main (int argc, char **argv)
         char self[PATH_MAX];
         ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
         if (n <= 0) {
-            fprintf (stderr, "kiwi-worker: cannot find its own executable\n");
+            kiwi_errorf ("cannot find its own executable");
             status = 1;
         } else {
             self[n] = '\0';
