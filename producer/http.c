@@ -35,7 +35,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
-#include "producer/opts.h"
+#include "producer/cli-opts.h"
 
 /* A connection's memory in libmicrohttpd: its head (parsed in place) and
  * read buffer; a head that does not fit is refused with 431. */

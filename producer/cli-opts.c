@@ -1,8 +1,8 @@
 /*
- * opts.c: parsing command lines against a command's option table, and the
- * --help text made from the same table (see opts.h).
+ * cli-opts.c: kiwi's commands on the common parser (common/opts.h), and the
+ * --help text made from the same table (see cli-opts.h).
  */
-#include "producer/opts.h"
+#include "producer/cli-opts.h"
 #include "schemas/task-input.h"
 
 #include <ctype.h>

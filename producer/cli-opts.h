@@ -1,5 +1,5 @@
 /*
- * opts.h: command-line options for the kiwi command, described as data.
+ * cli-opts.h: command-line options for the kiwi command, described as data.
  *
  * Each command is a kiwi_cmd: its name, synopsis, description, a table of
  * options (kiwi_opt, common/opts.h), the task fields it takes as options
@@ -11,8 +11,8 @@
  * records separately for kiwi_cli_settings_load(). The spellings and the
  * ownership of kiwi_args are common/opts.h's.
  */
-#ifndef KIWI_PRODUCER_OPTS_H
-#define KIWI_PRODUCER_OPTS_H
+#ifndef KIWI_PRODUCER_CLI_OPTS_H
+#define KIWI_PRODUCER_CLI_OPTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
