@@ -223,7 +223,7 @@ static bool
 find_field (const kiwi_fcp_frame *f, int want, const char **val, size_t *vlen)
 {
     size_t pos = 0;
-    int tag;
+    int tag = 0;
     kiwi_error_t e = NULL;
     int rc;
     while ((rc = kiwi_fcp_next_field (f->payload, f->len, &pos, &tag, val, vlen, &e)) == 1)
@@ -236,8 +236,8 @@ find_field (const kiwi_fcp_frame *f, int want, const char **val, size_t *vlen)
 char *
 kiwi_fcp_get_str (const kiwi_fcp_frame *f, int tag)
 {
-    const char *v;
-    size_t n;
+    const char *v = NULL;
+    size_t n = 0;
     if (!find_field (f, tag, &v, &n))
         return NULL;
     return strndup (v, n);
@@ -246,8 +246,8 @@ kiwi_fcp_get_str (const kiwi_fcp_frame *f, int tag)
 int64_t
 kiwi_fcp_get_int (const kiwi_fcp_frame *f, int tag, int64_t dflt)
 {
-    const char *v;
-    size_t n;
+    const char *v = NULL;
+    size_t n = 0;
     if (!find_field (f, tag, &v, &n) || n == 0 || n >= 32)
         return dflt;
     char num[32];
