@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "schemas/result.h"
 #include "schemas/task-input.h"
 #include "schemas/task.h"
@@ -54,14 +55,6 @@ mono_s (void)
     struct timespec ts;
     clock_gettime (CLOCK_MONOTONIC, &ts);
     return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-static int64_t
-wall_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -277,7 +270,7 @@ main (int argc, char **argv)
     if (brokers == NULL)
         brokers = "127.0.0.1:19092";
     char run[32];
-    snprintf (run, sizeof run, "%lld", (long long) wall_ms ());
+    snprintf (run, sizeof run, "%lld", (long long) kiwi_wall_ms ());
 
     scenario sc[2];
     int64_t t0 = mono_ms ();

@@ -1,7 +1,8 @@
 /*
- * clock.h: the monotonic clock in milliseconds, for deadlines and
- * durations (never for timestamps that leave the process: those are wall
- * clock).
+ * clock.h: the two clocks, in milliseconds. The monotonic one is for
+ * deadlines, timeouts and durations; the wall clock is for timestamps that
+ * people and other hosts read (events, results, Kafka message times), never
+ * for deadlines, as it jumps when the time is set.
  */
 #ifndef KIWI_CLOCK_H
 #define KIWI_CLOCK_H
@@ -11,5 +12,9 @@
 /* Milliseconds on CLOCK_MONOTONIC (an arbitrary origin; only differences
  * mean anything). */
 int64_t kiwi_mono_ms (void);
+
+/* Milliseconds since the Unix epoch on CLOCK_REALTIME: for timestamps that
+ * people and other hosts read, never for deadlines. */
+int64_t kiwi_wall_ms (void);
 
 #endif

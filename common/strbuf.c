@@ -3,6 +3,8 @@
  */
 #include "common/strbuf.h"
 
+#include "common/buf.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,20 +12,12 @@
 int
 kiwi_strbuf_append (char **buf, size_t *len, size_t *cap, const void *data, size_t n)
 {
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 1024;
-        while (c < *len + n + 1)
-            c *= 2;
-        char *nb = realloc (*buf, c);
-        if (nb == NULL)
-            return -1;
-        *buf = nb;
-        *cap = c;
-    }
-    if (n > 0)
-        memcpy (*buf + *len, data, n);
-    *len += n;
-    (*buf)[*len] = '\0';
+    kiwi_buf b = { *buf, *len, *cap, 0 };
+    if (kiwi_buf_append (&b, data, n, NULL) < 0)
+        return -1;
+    *buf = b.data;
+    *len = b.len;
+    *cap = b.cap;
     return 0;
 }
 

@@ -12,9 +12,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-/* Appends data[0..n) to *buf (holding *len bytes in *cap), growing it by
- * doubling and keeping it NUL-terminated. *buf may be NULL with *len and
- * *cap 0. Returns < 0 on allocation failure (the buffer is unchanged). */
+/* Deprecated: use kiwi_buf (common/buf.h), which this wraps. Appends
+ * data[0..n) to *buf (holding *len bytes in *cap) as kiwi_buf_append() does.
+ * *buf may be NULL with *len and *cap 0. Returns < 0 on allocation failure
+ * (the buffer is unchanged). Kept for worker/task/store.c until it moves to
+ * kiwi_buf. */
 int kiwi_strbuf_append (char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 
 /* Frees *dst and replaces it with the formatted string, or NULL when that

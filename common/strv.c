@@ -3,6 +3,8 @@
  */
 #include "common/strv.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,33 @@ kiwi_strv_join_lines (const kiwi_strv *s)
     }
     *p = '\0';
     return out;
+}
+
+int
+kiwi_strv_split_list (kiwi_strv *out, const char *list, const char *seps, kiwi_error_t *err)
+{
+    if (seps == NULL)
+        seps = ",";
+    size_t before = out->n;
+    for (const char *p = list ? list : ""; *p != '\0';) {
+        size_t n = strcspn (p, seps);
+        const char *b = p, *e = p + n;
+        while (b < e && isspace ((unsigned char) *b))
+            b++;
+        while (e > b && isspace ((unsigned char) e[-1]))
+            e--;
+        if (e > b && kiwi_strv_take (out, strndup (b, (size_t) (e - b))) < 0) {
+            while (out->n > before)
+                free (out->v[--out->n]);
+            if (out->v != NULL)
+                out->v[out->n] = NULL;
+            return kiwi_error_make (err, ENOMEM, "splitting a list");
+        }
+        p += n;
+        if (*p != '\0')
+            p++;
+    }
+    return (int) (out->n - before);
 }
 
 void

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/error.h"
+
 typedef struct kiwi_strv {
     char **v;   /* NULL-terminated once anything was added; may be NULL when empty */
     size_t n;
@@ -35,6 +37,14 @@ const char *kiwi_strv_env_get (const kiwi_strv *s, const char *key);
 /* The strings, each followed by a newline, in one new string (empty when
  * the vector is). Caller frees; NULL on allocation failure. */
 char *kiwi_strv_join_lines (const kiwi_strv *s);
+
+/* Splits a list setting such as "a, b,,c" at any of the characters in
+ * `seps` (NULL means ","), trims white space (isspace) off both ends of each
+ * item, skips the items left empty, and appends copies of the others to *out
+ * in order. `list` may be NULL or empty (no items). Returns the number of
+ * items added, or < 0 with ENOMEM in *err (*out then keeps what it had
+ * before the call). The one splitter for comma-separated settings. */
+int kiwi_strv_split_list (kiwi_strv *out, const char *list, const char *seps, kiwi_error_t *err);
 
 void kiwi_strv_free (kiwi_strv *s);
 

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/cleanup.h"
 #include "inspect/inspect-internal.h"
 
@@ -425,33 +426,22 @@ reserved_host (const char *h)
 
 /* Line-bounded matching: a line is copied out (at most KIWI__MAX_LINE
  * bytes) so that no pattern reaches into the next one. */
-typedef struct {
-    char *buf;
-    size_t cap;
-} line_buf;
-
 static bool
-line_matches (const regex_t *re, const char *ls, size_t len, line_buf *lb)
+line_matches (const regex_t *re, const char *ls, size_t len, kiwi_buf *lb)
 {
     if (len > KIWI__MAX_LINE)
         len = KIWI__MAX_LINE;
-    if (lb->cap < len + 1) {
-        char *nb = realloc (lb->buf, KIWI__MAX_LINE + 1);
-        if (nb == NULL)
-            return false; /* out of memory: the condition fails, honest */
-        lb->buf = nb;
-        lb->cap = KIWI__MAX_LINE + 1;
-    }
-    memcpy (lb->buf, ls, len);
-    lb->buf[len] = '\0';
-    return regexec (re, lb->buf, 0, NULL, 0) == 0;
+    kiwi_buf_reset (lb);
+    if (kiwi_buf_append (lb, ls, len, NULL) < 0)
+        return false; /* out of memory: the condition fails, honest */
+    return regexec (re, lb->data, 0, NULL, 0) == 0;
 }
 
 /* Does the condition hold for the line [ls, le) of output? The end of the
  * output (its start, looking before) is a boundary: an empty line, which
  * VERDICT may accept ("^$"). */
 static bool
-condition_holds (const condition *c, bool after, const char *output, const char *ls, const char *le, line_buf *lb)
+condition_holds (const condition *c, bool after, const char *output, const char *ls, const char *le, kiwi_buf *lb)
 {
     for (int n = 0; n < KIWI__CONTEXT_LINES; n++) {
         const char *s, *e;
@@ -540,7 +530,7 @@ kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification
     cleanup_free char *plain = strip_ansi (output);
     if (plain != NULL)
         output = plain;
-    line_buf lb = { 0 };
+    kiwi_buf lb = KIWI_BUF_INIT;
     for (size_t i = 0; i < c->n; i++) {
         const rule *r = &c->rules[i];
         regmatch_t m[10];
@@ -559,7 +549,7 @@ kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification
             if (ok) {
                 fill (r, output, from, m, ls, (size_t) (le - ls), out);
                 if (out->host[0] == '\0' || !reserved_host (out->host)) {
-                    free (lb.buf);
+                    kiwi_buf_free (&lb);
                     return out->cls;
                 }
                 memset (out, 0, sizeof *out);
@@ -570,6 +560,6 @@ kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification
             from = le + 1;
         }
     }
-    free (lb.buf);
+    kiwi_buf_free (&lb);
     return KIWI_FAILURE_NONE;
 }

@@ -19,6 +19,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "models/models-internal.h"
+#include "common/buf.h"
 #include "common/strbuf.h"
 
 /* ------------------------------------------------------------ selector --- */
@@ -387,10 +388,7 @@ kiwi_model_client_cost (const kiwi_model_client *c, kiwi_model_usage usage)
 
 /* One HTTP exchange: what came back. */
 typedef struct exchange {
-    char *body;
-    size_t len;
-    size_t cap;
-    size_t limit;
+    kiwi_buf body;    /* at most body.max bytes: more is too_large */
     bool too_large;
     char *retry_after;
     char *retry_after_ms;
@@ -401,12 +399,11 @@ typedef struct exchange {
 static void
 exchange_clear (exchange *x)
 {
-    free (x->body);
+    kiwi_buf_free (&x->body);
     free (x->retry_after);
     free (x->retry_after_ms);
     free (x->request_id);
-    x->body = x->retry_after = x->retry_after_ms = x->request_id = NULL;
-    x->len = x->cap = 0;
+    x->retry_after = x->retry_after_ms = x->request_id = NULL;
     x->too_large = false;
 }
 
@@ -415,11 +412,11 @@ on_body (char *data, size_t size, size_t nmemb, void *userdata)
 {
     exchange *x = userdata;
     size_t n = size * nmemb;
-    if (x->len + n > x->limit) {
+    if (n > x->body.max - x->body.len) {
         x->too_large = true;
         return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
     }
-    return kiwi_strbuf_append (&x->body, &x->len, &x->cap, data, n) < 0 ? 0 : n;
+    return kiwi_buf_append (&x->body, data, n, NULL) < 0 ? 0 : n;
 }
 
 /* If the header line is `name: value`, a copy of the trimmed value. */
@@ -518,7 +515,7 @@ static void
 attempt_once (kiwi_model_client *c, const char *url, struct curl_slist *headers, const char *payload,
               kiwi_model_response *resp, attempt *a)
 {
-    exchange x = { .limit = c->cfg.max_response_bytes, .request_id_header = c->p->request_id_header };
+    exchange x = { .body = { .max = c->cfg.max_response_bytes }, .request_id_header = c->p->request_id_header };
     char errbuf[CURL_ERROR_SIZE] = "";
     CURL *h = c->curl;
     curl_easy_reset (h);
@@ -560,13 +557,13 @@ attempt_once (kiwi_model_client *c, const char *url, struct curl_slist *headers,
     }
 
     json_error_t jerr;
-    json_t *body = x.len > 0 ? json_loadb (x.body, x.len, JSON_DECODE_ANY, &jerr) : NULL;
+    json_t *body = x.body.len > 0 ? json_loadb (x.body.data, x.body.len, JSON_DECODE_ANY, &jerr) : NULL;
 
     if (status >= 200 && status <= 299) {
         if (body == NULL) {
-            cleanup_free char *q = quote (x.body != NULL ? x.body : "", 120);
+            cleanup_free char *q = quote (kiwi_buf_str (&x.body), 120);
             attempt_set (a, KIWI_MODEL_E_MALFORMED_RESPONSE, false, "HTTP %ld: body is not JSON (%s): \"%s\"", status,
-                         x.len > 0 ? jerr.text : "empty", q != NULL ? q : "");
+                         x.body.len > 0 ? jerr.text : "empty", q != NULL ? q : "");
         } else {
             kiwi_error_t derr = NULL;
             if (c->p->decode (body, resp, &derr) < 0) {
@@ -598,8 +595,8 @@ attempt_once (kiwi_model_client *c, const char *url, struct curl_slist *headers,
     cleanup_free char *said = NULL;
     if (info.message != NULL)
         said = quote (info.message, MAX_ERROR_QUOTE);
-    else if (x.body != NULL && x.len > 0)
-        said = quote (x.body, MAX_ERROR_QUOTE);
+    else if (x.body.len > 0)
+        said = quote (x.body.data, MAX_ERROR_QUOTE);
     char kind[256] = "";
     if (info.type != NULL && info.code != NULL)
         snprintf (kind, sizeof kind, " %s/%s", info.type, info.code);

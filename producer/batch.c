@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/strv.h"
 #include "schemas/wire.h"
 
 struct kiwi__batch_id {
@@ -179,15 +180,12 @@ tsv_cell (kiwi_task *t, kiwi_task_field f, char *cell, kiwi_error_t *err)
     free (t->test_credentials);
     t->test_credentials = NULL;
     t->n_test_credentials = 0;
-    for (char *save = NULL, *name = strtok_r (cell, ",", &save); name; name = strtok_r (NULL, ",", &save)) {
-        while (isspace ((unsigned char) *name))
-            name++;
-        size_t l = strlen (name);
-        while (l > 0 && isspace ((unsigned char) name[l - 1]))
-            name[--l] = '\0';
-        if (l > 0 && kiwi_task_input_set (t, KIWI_TF_CRED, name, what, err) < 0)
+    cleanup_strv kiwi_strv names = KIWI_STRV_INIT;
+    if (kiwi_strv_split_list (&names, cell, ",", err) < 0)
+        return kiwi_error_wrap (err, "%s", what);
+    for (size_t i = 0; i < names.n; i++)
+        if (kiwi_task_input_set (t, KIWI_TF_CRED, names.v[i], what, err) < 0)
             return -1;
-    }
     return 0;
 }
 

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "producer/opts.h"
+#include "producer/cli-opts.h"
 
 #define K KIWI_PROGRAM_KIWI
 

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "common/error.h"
-#include "producer/opts.h"
+#include "producer/cli-opts.h"
 #include "schemas/result.h"
 #include "producer/cli-settings.h"
 

@@ -21,6 +21,8 @@
 #include <jansson.h>
 
 #include "producer/batch.h"
+#include "common/buf.h"
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "producer/cli.h"
 #include "producer/kafka.h"
@@ -92,14 +94,6 @@ typedef struct batch_run {
     bool watch_failed;
 } batch_run;
 
-static int64_t
-wall_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void
 report (batch_run *b, unsigned long lineno, const char *status, const char *id, const char *error)
 {
@@ -147,13 +141,18 @@ on_delivery (kiwi_delivery *d, void *ctx)
     free (p);
 }
 
-/* Reads one line of at most KIWI_BATCH_LINE_MAX bytes into *buf. Returns its
+/* Reads one line of at most KIWI_BATCH_LINE_MAX bytes into *line (emptied
+ * first, NUL-terminated, line->data never NULL after a line). Returns its
  * length, -1 at the end of the file, -2 when it was longer (the rest of it
  * is skipped), -3 on a read error (errno). */
 static ssize_t
-read_line (FILE *f, char **buf, size_t *cap)
+read_line (FILE *f, kiwi_buf *line)
 {
-    size_t n = 0;
+    kiwi_buf_reset (line);
+    if (kiwi_buf_reserve (line, 0, NULL) < 0) {
+        errno = ENOMEM;
+        return -3;
+    }
     bool too_long = false;
     int c;
     while ((c = getc_unlocked (f)) != EOF) {
@@ -161,28 +160,23 @@ read_line (FILE *f, char **buf, size_t *cap)
             break;
         if (too_long)
             continue;
-        if (n + 2 > *cap) {
-            size_t ncap = *cap ? *cap * 2 : 4096;
-            char *nb = realloc (*buf, ncap);
-            if (nb == NULL) {
-                errno = ENOMEM;
-                return -3;
-            }
-            *buf = nb;
-            *cap = ncap;
-        }
-        (*buf)[n++] = (char) c;
-        if (n > KIWI_BATCH_LINE_MAX)
+        if (line->len == KIWI_BATCH_LINE_MAX) {
             too_long = true;
+            continue;
+        }
+        char ch = (char) c;
+        if (kiwi_buf_append (line, &ch, 1, NULL) < 0) {
+            errno = ENOMEM;
+            return -3;
+        }
     }
     if (c == EOF && ferror (f))
         return -3;
-    if (c == EOF && n == 0 && !too_long)
+    if (c == EOF && line->len == 0 && !too_long)
         return -1;
     if (too_long)
         return -2;
-    (*buf)[n] = '\0';
-    return (ssize_t) n;
+    return (ssize_t) line->len;
 }
 
 static int
@@ -194,8 +188,7 @@ run_batch (const kiwi_cli_settings *s, FILE *in, kiwi_batch_parser *parser, batc
     if (!dry_run && (rk = kiwi_cli_producer_new (s, &cb, &err)) == NULL)
         return kiwi_cli_fail (&err, "batch");
 
-    cleanup_free char *line = NULL;
-    size_t cap = 0;
+    cleanup_buf kiwi_buf line = KIWI_BUF_INIT;
     unsigned long lineno = 0;
     int code = KIWI_EXIT_OK;
     bool interrupted = false;
@@ -204,7 +197,7 @@ run_batch (const kiwi_cli_settings *s, FILE *in, kiwi_batch_parser *parser, batc
             interrupted = true;
             break;
         }
-        ssize_t len = read_line (in, &line, &cap);
+        ssize_t len = read_line (in, &line);
         if (len == -1)
             break;
         lineno++;
@@ -221,7 +214,7 @@ run_batch (const kiwi_cli_settings *s, FILE *in, kiwi_batch_parser *parser, batc
             continue;
         }
         kiwi_task t;
-        kiwi_batch_line_kind k = kiwi_batch_line (parser, lineno, line, (size_t) len, &t, &err);
+        kiwi_batch_line_kind k = kiwi_batch_line (parser, lineno, line.data, (size_t) len, &t, &err);
         if (k == KIWI_BATCH_LINE_SKIP)
             continue;
         if (k == KIWI_BATCH_LINE_FATAL) {
@@ -415,7 +408,7 @@ kiwi_cmd_batch (int argc, char **argv)
         batch_id = gen_id;
     }
     b.batch_id = batch_id;
-    kiwi_batch_manifest man = { .submitted_at = wall_ms () };
+    kiwi_batch_manifest man = { .submitted_at = kiwi_wall_ms () };
     snprintf (man.batch_id, sizeof man.batch_id, "%s", batch_id);
     char when[32];
     kiwi_time_format (man.submitted_at, when, sizeof when);

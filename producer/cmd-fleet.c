@@ -56,14 +56,6 @@ const kiwi_cmd kiwi_cmd_fleet_def = {
     .exits = fleet_exits,
 };
 
-static int64_t
-wall_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The terminal's columns and rows (0: unknown). */
 static void
 term_size (unsigned *cols, unsigned *rows)
@@ -95,7 +87,7 @@ put_lines (const char *text, unsigned keep)
 static void
 draw (const kiwi_fleet *f, bool tty, bool json, const char *topic)
 {
-    int64_t now = wall_ms ();
+    int64_t now = kiwi_wall_ms ();
     if (json) {
         kiwi_error_t err = NULL;
         cleanup_free char *j = kiwi_fleet_json (f, now, &err);
@@ -193,7 +185,7 @@ kiwi_cmd_fleet (int argc, char **argv)
         int64_t now = kiwi_mono_ms ();
         if (n_parts == 0 && now >= next_assign) {
             int64_t *from = NULL;
-            n_parts = kiwi_cli_assign_topic_since (rk, s.topic_heartbeats, wall_ms () - window, 5000, &from, &err);
+            n_parts = kiwi_cli_assign_topic_since (rk, s.topic_heartbeats, kiwi_wall_ms () - window, 5000, &from, &err);
             if (n_parts < 0) {
                 if (once) {
                     code = kiwi_cli_fail (&err, "fleet");

@@ -258,9 +258,7 @@ on_message (loop *l, const rd_kafka_message_t *m)
             return;
         }
         if (l->o->read_tasks) {
-            struct timespec ts;
-            clock_gettime (CLOCK_REALTIME, &ts);
-            int64_t now = (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+            int64_t now = kiwi_wall_ms ();
             int64_t mts = rd_kafka_message_timestamp (m, NULL);
             if (mts > 0 && now - mts < PARK_MS)
                 park (l, m);
@@ -369,18 +367,10 @@ term_width (void)
     return 0;
 }
 
-static int64_t
-wall_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void
 show (const loop *l, bool tty)
 {
-    cleanup_free char *line = kiwi_watch_line (l->w, wall_ms (), tty, tty ? term_width () : 0);
+    cleanup_free char *line = kiwi_watch_line (l->w, kiwi_wall_ms (), tty, tty ? term_width () : 0);
     if (line == NULL)
         return;
     fputs (line, stdout);

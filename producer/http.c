@@ -33,8 +33,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/log.h"
-#include "producer/opts.h"
+#include "producer/cli-opts.h"
 
 /* A connection's memory in libmicrohttpd: its head (parsed in place) and
  * read buffer; a head that does not fit is refused with 431. */
@@ -45,8 +46,7 @@ typedef struct exchange {
     struct exchange *prev, *next; /* srv->list */
     uint64_t id;
     struct MHD_Connection *mc;
-    char *body;
-    size_t len, cap;
+    kiwi_buf body;              /* at most srv->lim.max_body bytes */
     bool refused;               /* answered before the body was read */
     bool dispatched;            /* the handler has it */
     bool answered;              /* kiwi_http_respond was called */
@@ -258,25 +258,13 @@ on_head (kiwi_http_server *srv, struct MHD_Connection *c, exchange *e, const cha
 static enum MHD_Result
 on_body (kiwi_http_server *srv, struct MHD_Connection *c, exchange *e, const char *data, size_t n)
 {
-    if (n > srv->lim.max_body - e->len) {
+    if (n > srv->lim.max_body - e->body.len) {
         char msg[128];
         snprintf (msg, sizeof msg, "body over the limit of %zu bytes", srv->lim.max_body);
         return refuse_mid_body (c, e, MHD_HTTP_CONTENT_TOO_LARGE, msg);
     }
-    if (e->len + n > e->cap) {
-        size_t cap = e->cap ? e->cap : 4096;
-        while (cap < e->len + n)
-            cap *= 2;
-        if (cap > srv->lim.max_body)
-            cap = srv->lim.max_body;
-        char *b = realloc (e->body, cap);
-        if (b == NULL)
-            return refuse_mid_body (c, e, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-        e->body = b;
-        e->cap = cap;
-    }
-    memcpy (e->body + e->len, data, n);
-    e->len += n;
+    if (kiwi_buf_append (&e->body, data, n, NULL) < 0)
+        return refuse_mid_body (c, e, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     return MHD_YES;
 }
 
@@ -286,7 +274,7 @@ static enum MHD_Result
 dispatch (kiwi_http_server *srv, struct MHD_Connection *c, exchange *e, const char *url, const char *method)
 {
     kiwi_http_request req = {
-        .conn = e->id, .method = method, .target = url, .body = e->body ? e->body : "", .body_len = e->len,
+        .conn = e->id, .method = method, .target = url, .body = kiwi_buf_str (&e->body), .body_len = e->body.len,
         .peer = e->peer, .mhd = c,
     };
     e->dispatched = true;
@@ -310,6 +298,7 @@ on_request (void *cls, struct MHD_Connection *c, const char *url, const char *me
             return MHD_NO;
         e->id = srv->next_id++;
         e->mc = c;
+        kiwi_buf_init (&e->body, srv->lim.max_body);
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info (c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (ci != NULL && ci->client_addr != NULL)
             format_addr (ci->client_addr, e->peer, sizeof e->peer);
@@ -356,7 +345,7 @@ on_completed (void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_Requ
         e->next->prev = e->prev;
     if (e->resp != NULL)
         MHD_destroy_response (e->resp);
-    free (e->body);
+    kiwi_buf_free (&e->body);
     free (e);
     *req_cls = NULL;
 }

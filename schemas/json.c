@@ -28,36 +28,14 @@ kiwi__json_init (kiwi__json *j)
 void
 kiwi__json_destroy (kiwi__json *j)
 {
-    free (j->buf);
-    j->buf = NULL;
-    j->len = j->cap = 0;
+    kiwi_buf_free (&j->out);
 }
 
 static void
 put (kiwi__json *j, const char *s, size_t n)
 {
-    if (j->failed)
-        return;
-    if (j->cap - j->len < n + 1) {
-        size_t cap = j->cap > 0 ? j->cap : 256;
-        while (cap - j->len < n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                j->failed = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *nb = realloc (j->buf, cap);
-        if (nb == NULL) {
-            j->failed = true;
-            return;
-        }
-        j->buf = nb;
-        j->cap = cap;
-    }
-    memcpy (j->buf + j->len, s, n);
-    j->len += n;
-    j->buf[j->len] = '\0';
+    if (!j->failed && kiwi_buf_append (&j->out, s, n, NULL) < 0)
+        j->failed = true;
 }
 
 static void
@@ -385,7 +363,7 @@ kiwi__json_msgpack (kiwi__json *j, const msgpack_object *o, int depth, kiwi_erro
                 if (sub.failed)
                     j->failed = true;
                 else
-                    kiwi__json_key_n (j, sub.buf, sub.len);
+                    kiwi__json_key_n (j, sub.out.data, sub.out.len);
                 kiwi__json_destroy (&sub);
             }
             if (kiwi__json_msgpack (j, &o->via.map.ptr[i].val, depth + 1, err) < 0)
@@ -400,13 +378,11 @@ kiwi__json_msgpack (kiwi__json *j, const msgpack_object *o, int depth, kiwi_erro
 int
 kiwi__json_finish (kiwi__json *j, const char *what, char **out, kiwi_error_t *err)
 {
-    if (j->failed || j->buf == NULL) {
+    if (j->failed || j->out.data == NULL) {
         kiwi__json_destroy (j);
         return kiwi_error_make (err, ENOMEM, "%s: rendering JSON", what);
     }
-    *out = j->buf;
-    j->buf = NULL;
-    j->len = j->cap = 0;
+    *out = kiwi_buf_steal (&j->out, NULL);
     return 0;
 }
 

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "schemas/wire.h"
 
@@ -593,11 +595,8 @@ kiwi_task_input_finish (kiwi_task *t, const char *source, kiwi_error_t *err)
         if (kiwi_task_id_new (id, sizeof id, err) < 0 || set_str (&t->id, id, err) < 0)
             return -1;
     }
-    if (t->submitted_at == 0) {
-        struct timespec ts;
-        clock_gettime (CLOCK_REALTIME, &ts);
-        t->submitted_at = (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    if (t->submitted_at == 0)
+        t->submitted_at = kiwi_wall_ms ();
     if (t->source == NULL && source != NULL && set_str (&t->source, source, err) < 0)
         return -1;
     return kiwi_task_validate (t, err);
@@ -612,21 +611,12 @@ kiwi_read_file (const char *path, size_t max, char **out, size_t *len, kiwi_erro
     cleanup_close int fd = is_stdin ? dup (STDIN_FILENO) : open (path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return kiwi_error_make (err, errno, "cannot open `%s`", is_stdin ? "stdin" : path);
-    size_t cap = 65536, n = 0;
-    cleanup_free char *buf = malloc (cap);
-    if (buf == NULL)
-        return oom (err);
+    cleanup_buf kiwi_buf b = KIWI_BUF_INIT;
     for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > max + 1) /* read one byte past max to detect "too large" */
-                break;
-            cap *= 2;
-            char *nb = realloc (buf, cap);
-            if (nb == NULL)
-                return oom (err);
-            buf = nb;
-        }
-        ssize_t r = read (fd, buf + n, cap - 1 - n);
+        /* 64 KiB first, then doubling; one byte of room always kept for the NUL */
+        if (b.cap - b.len <= 1 && kiwi_buf_reserve (&b, b.cap ? b.cap : 65535, NULL) < 0)
+            return oom (err);
+        ssize_t r = read (fd, b.data + b.len, b.cap - 1 - b.len);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -634,13 +624,12 @@ kiwi_read_file (const char *path, size_t max, char **out, size_t *len, kiwi_erro
         }
         if (r == 0)
             break;
-        n += (size_t) r;
-        if (n > max)
+        b.len += (size_t) r;
+        if (b.len > max)
             return kiwi_error_make_code (err, KIWI_WIRE_EINVALID, "`%s`: larger than %zu bytes",
                                          is_stdin ? "stdin" : path, max);
     }
-    buf[n] = '\0';
-    *out = steal_pointer (&buf);
-    *len = n;
+    b.data[b.len] = '\0';
+    *out = kiwi_buf_steal (&b, len);
     return 0;
 }

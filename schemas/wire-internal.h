@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 #include "schemas/wire.h"
 
@@ -223,8 +224,7 @@ int kiwi__enc_finish (kiwi__enc *e, const char *what, char **out, size_t *out_le
 #define KIWI__JSON_MAX_DEPTH (KIWI_WIRE_MAX_DEPTH + 8)
 
 typedef struct kiwi__json {
-    char *buf;
-    size_t len, cap;
+    kiwi_buf out;
     bool failed; /* sticky: out of memory or nesting beyond KIWI__JSON_MAX_DEPTH */
     int depth;
     bool after_key;

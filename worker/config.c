@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/opts.h"
+
 #define W KIWI_PROGRAM_WORKER
 
 /* worker.id's default: the host name, in the characters a label takes. */
@@ -57,61 +59,31 @@ kiwi_worker_config_kafka_props (const kiwi_worker_config *c, kiwi_strv *pairs, k
     return kiwi_settings_kafka_props (c, pairs, err);
 }
 
-/* argv[from..) flags into flags[] by row (pointing into argv); returns the
- * index of the first argument that is not one, or -1 with *err. */
-static int
-parse_flags (const char *flags[KIWI_SETTING__COUNT], int argc, char **argv, int from, kiwi_error_t *err)
-{
-    int i = from;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || strcmp (a, "-") == 0)
-            break;
-        if (strcmp (a, "--") == 0)
-            return i + 1;
-        const char *name = a + (a[1] == '-' ? 2 : 1);
-        char buf[256];
-        const char *value = NULL;
-        const char *eq = strchr (name, '=');
-        if (eq != NULL) {
-            snprintf (buf, sizeof buf, "%.*s", (int) (eq - name), name);
-            name = buf;
-            value = eq + 1;
-        }
-        const kiwi_setting_def *d = NULL;
-        for (int k = 0; k < KIWI_SETTING__COUNT && d == NULL; k++) {
-            const kiwi_setting_def *r = kiwi_setting_get ((kiwi_setting_id) k);
-            if ((r->programs & W) && r->flag && strcmp (r->flag, name) == 0)
-                d = r;
-        }
-        if (d == NULL && strcmp (name, "sandbox-runtime") == 0)
-            d = kiwi_setting_get (KIWI_SETTING_SANDBOX);
-        if (d == NULL)
-            return kiwi_error_make (err, 0, "unknown option `%s` (see --help)", a);
-        if (value == NULL) {
-            if (d->type == KIWI_SETTING_TYPE_BOOL && (i + 1 >= argc || argv[i + 1][0] == '-'))
-                value = "true";
-            else if (i + 1 < argc)
-                value = argv[++i];
-            else
-                return kiwi_error_make (err, 0, "option `%s` needs a value", a);
-        }
-        flags[d->id] = value;
-    }
-    return i;
-}
+/* -sandbox-runtime (and --sandbox-runtime): the sandbox driver's old flag. */
+static const kiwi_opt flag_aliases[] = {
+    { KIWI_OPT_SETTING (KIWI_SETTING_SANDBOX), "sandbox-runtime", 0, "NAME", NULL },
+    { 0, NULL, 0, NULL, NULL },
+};
 
 int
 kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char *const *envp, int argc, char **argv,
                          int from, int *rest_index, kiwi_error_t *err)
 {
-    const char *flags[KIWI_SETTING__COUNT] = { 0 };
-    int rest = parse_flags (flags, argc, argv, from, err);
-    if (rest < 0)
+    static const kiwi_opts_spec spec = {
+        .opts = flag_aliases, .settings = W, .help_hint = "--help",
+        .flags = KIWI_OPTS_STOP | KIWI_OPTS_ONE_DASH | KIWI_OPTS_BOOL_ALONE | KIWI_OPTS_QUOTE_ARG,
+    };
+    kiwi_args args = { 0 };
+    if (kiwi_opts_parse (&spec, argc, argv, from, &args, err) < 0) {
+        kiwi_args_clear (&args);
         return -1;
+    }
     if (file != NULL)
-        flags[KIWI_SETTING_CONFIG] = file;
-    if (kiwi_settings_load (c, W, flags, envp, 0, err) < 0 || default_worker_id (c, err) < 0)
+        args.settings[KIWI_SETTING_CONFIG] = file;
+    int rc = kiwi_settings_load (c, W, args.settings, envp, 0, err);
+    int rest = args.end;
+    kiwi_args_clear (&args);
+    if (rc < 0 || default_worker_id (c, err) < 0)
         return -1;
     if (rest_index)
         *rest_index = rest;

@@ -11,12 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/log.h"
+
 int64_t
 kiwi_now_ms (void)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return kiwi_wall_ms ();
 }
 
 static void
@@ -93,7 +94,7 @@ kiwi_events_emit (kiwi_events *ev, kiwi_stage stage, const char *kind, uint32_t 
     p.round = round;
     p.stage = stage;
     p.kind = (char *) kind;
-    p.ts = kiwi_now_ms ();
+    p.ts = kiwi_wall_ms ();
     int rc = 0;
     if (payload != NULL) {
         kiwi_error_t err = NULL;
@@ -245,7 +246,7 @@ pipe_progress (kiwi_events *ev, const kiwi_progress *p)
     if (rc == 0)
         rc = kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_PROGRESS, buf, len, &err);
     if (rc < 0)
-        fprintf (stderr, "kiwi task: event %s not delivered: %s\n", p->kind, kiwi_error_msg (err));
+        kiwi_errorf ("event %s not delivered: %s", p->kind, kiwi_error_msg (err));
     kiwi_error_free (&err);
     free (buf);
     return rc;
@@ -259,7 +260,7 @@ pipe_result (kiwi_events *ev, const kiwi_result *r)
     kiwi_error_t err = NULL;
     kiwi_result m;
     if (masked_result (ev->mask, r, &m) < 0) {
-        fprintf (stderr, "kiwi task: result not delivered: out of memory masking it\n");
+        kiwi_errorf ("result not delivered: out of memory masking it");
         return -1;
     }
     int rc = kiwi_result_encode (&m, &buf, &len, &err);
@@ -267,7 +268,7 @@ pipe_result (kiwi_events *ev, const kiwi_result *r)
     if (rc == 0)
         rc = kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_RESULT, buf, len, &err);
     if (rc < 0)
-        fprintf (stderr, "kiwi task: result not delivered: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("result not delivered: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
     free (buf);
     return rc;
@@ -278,7 +279,7 @@ pipe_observe (kiwi_events *ev, const char *line)
 {
     kiwi_error_t err = NULL;
     if (kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_OBSERVE, line, strlen (line), &err) < 0)
-        fprintf (stderr, "kiwi task: observation not delivered: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("observation not delivered: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
 }
 
@@ -291,7 +292,7 @@ pipe_sandbox (kiwi_events *ev, const char *address, const char *command)
         n = snprintf (body, sizeof body, "%s\n", address); /* a command that long is cut: the address matters */
     kiwi_error_t err = NULL;
     if (kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_SANDBOX, body, (size_t) n, &err) < 0)
-        fprintf (stderr, "kiwi task: sandbox frame not delivered: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("sandbox frame not delivered: %s", kiwi_error_msg (err));
     kiwi_error_free (&err);
 }
 
@@ -366,13 +367,13 @@ jsonl_result (kiwi_events *ev, const kiwi_result *r)
     kiwi_error_t err = NULL;
     kiwi_result m;
     if (masked_result (ev->mask, r, &m) < 0) {
-        fprintf (stderr, "kiwi-worker: result: out of memory masking it\n");
+        kiwi_errorf ("result: out of memory masking it");
         return -1;
     }
     int rc = kiwi_result_to_json (&m, &json, &err);
     masked_result_clear (&m);
     if (rc < 0) {
-        fprintf (stderr, "kiwi-worker: result: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("result: %s", kiwi_error_msg (err));
         kiwi_error_free (&err);
         return -1;
     }

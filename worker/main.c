@@ -24,11 +24,32 @@
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/install-bridge.h"
 #include "common/log.h"
+#include "common/opts.h"
 #include "worker/task/pipeline.h"
 #include "worker/task/secrets.h"
 #include "worker/task/policy.h"
 
 extern char **environ;
+
+/* The mode flags, picked out of argv before the settings flags are read;
+ * usage() below is their --help. */
+enum { MODE_HELP = 1, MODE_HELP_CONFIG, MODE_VERSION, MODE_TASK_CHILD, MODE_EGRESS_CHECK, MODE_GC,
+       MODE_PRINT_CONFIG, MODE_ONCE };
+
+static const kiwi_opt mode_opts[] = {
+    { MODE_HELP, "help", 'h', NULL, NULL },
+    { MODE_HELP_CONFIG, "help-config", 0, NULL, NULL },
+    { MODE_VERSION, "version", 0, NULL, NULL },
+    { MODE_TASK_CHILD, "task-child", 0, NULL, NULL },
+    { MODE_EGRESS_CHECK, "egress-check", 0, NULL, NULL },
+    { MODE_GC, "gc", 0, NULL, NULL },
+    { MODE_GC, "gc-snapshots", 0, NULL, NULL },
+    { MODE_PRINT_CONFIG, "print-config", 0, NULL, NULL },
+    { MODE_ONCE, "once", 0, "FILE", NULL },
+    { 0, NULL, 0, NULL, NULL },
+};
+
+static const kiwi_opts_spec mode_spec = { .opts = mode_opts, .help_hint = "--help", .flags = KIWI_OPTS_KEEP };
 
 static void
 usage (FILE *out)
@@ -95,43 +116,55 @@ claim_bridge (kiwi_worker_config *cfg, int *fd, kiwi_error_t *err)
 int
 main (int argc, char **argv)
 {
+    /* the mode flags first (wherever they are); the rest are settings */
+    kiwi_args modes = { 0 };
+    kiwi_error_t err = NULL;
+    if (kiwi_opts_parse (&mode_spec, argc, argv, 1, &modes, &err) < 0) {
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        return 2;
+    }
     const char *once = NULL;
     int task_child = 0, print_config = 0, egress_check = 0, gc = 0;
-    /* the mode flags first; the rest are settings */
-    char **rest = calloc ((size_t) argc + 1, sizeof *rest);
-    int nrest = 0;
-    rest[nrest++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (strcmp (argv[i], "--help") == 0 || strcmp (argv[i], "-h") == 0) {
+    for (size_t k = 0; k < modes.n_opts; k++) {
+        switch (modes.opts[k].id) {
+        case MODE_HELP:
             usage (stdout);
             return 0;
-        }
-        if (strcmp (argv[i], "--help-config") == 0) {
+        case MODE_HELP_CONFIG:
             kiwi_worker_config_help (stdout);
             return 0;
-        }
-        if (strcmp (argv[i], "--version") == 0) {
+        case MODE_VERSION:
             printf ("kiwi-worker %s\n", KIWI_VERSION);
             return 0;
-        }
-        if (strcmp (argv[i], "--task-child") == 0)
+        case MODE_TASK_CHILD:
             task_child = 1;
-        else if (strcmp (argv[i], "--egress-check") == 0)
+            break;
+        case MODE_EGRESS_CHECK:
             egress_check = 1;
-        else if (strcmp (argv[i], "--gc") == 0 || strcmp (argv[i], "--gc-snapshots") == 0)
+            break;
+        case MODE_GC:
             gc = 1;
-        else if (strcmp (argv[i], "--print-config") == 0)
+            break;
+        case MODE_PRINT_CONFIG:
             print_config = 1;
-        else if (strcmp (argv[i], "--once") == 0 && i + 1 < argc)
-            once = argv[++i];
-        else if (strncmp (argv[i], "--once=", 7) == 0)
-            once = argv[i] + 7;
-        else
-            rest[nrest++] = argv[i];
+            break;
+        case MODE_ONCE:
+            once = modes.opts[k].value;
+            break;
+        }
     }
+    char **rest = calloc (modes.n_pos + 2, sizeof *rest);
+    if (rest == NULL) {
+        fprintf (stderr, "kiwi-worker: out of memory\n");
+        return 1;
+    }
+    int nrest = 0;
+    rest[nrest++] = argv[0];
+    for (size_t k = 0; k < modes.n_pos; k++)
+        rest[nrest++] = modes.pos[k];
+    kiwi_args_clear (&modes);
     kiwi_worker_config cfg;
     kiwi_worker_config_init (&cfg);
-    kiwi_error_t err = NULL;
     int idx = 0;
     if (kiwi_worker_config_load (&cfg, NULL, (const char *const *) environ, nrest, rest, 1, &idx, &err) < 0) {
         fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
@@ -154,7 +187,7 @@ main (int argc, char **argv)
      * process masks its task's secrets on top, pipeline.c) */
     kiwi_mask *mask = kiwi_worker_mask (&cfg, (const char *const *) environ, NULL, &err);
     if (mask == NULL) {
-        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("%s", kiwi_error_msg (err));
         return 1;
     }
     kiwi_log_set_mask (mask);
@@ -173,7 +206,7 @@ main (int argc, char **argv)
         status = kiwi_cache_gc_main (&cfg) < 0 ? 1 : 0;
     else if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
         /* the daemon and --once run an egress proxy on a bridge of their own */
-        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        kiwi_errorf ("%s", kiwi_error_msg (err));
         status = 2;
     } else if (once)
         status = kiwi_pipeline_once_main (&cfg, once);
@@ -181,7 +214,7 @@ main (int argc, char **argv)
         char self[PATH_MAX];
         ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
         if (n <= 0) {
-            fprintf (stderr, "kiwi-worker: cannot find its own executable\n");
+            kiwi_errorf ("cannot find its own executable");
             status = 1;
         } else {
             self[n] = '\0';

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strv.h"
 
 typedef struct series {
     struct series *next;
@@ -110,30 +111,23 @@ valid_name (const char *s, size_t len, bool colon)
 static int
 split_labels (kiwi_metric *f, const char *labels, kiwi_error_t *err)
 {
-    if (labels == NULL || *labels == '\0')
-        return 0;
-    size_t n = 1;
-    for (const char *p = labels; *p; p++)
-        n += *p == ',';
-    f->labels = calloc (n, sizeof *f->labels);
-    if (f->labels == NULL)
-        return kiwi_error_make (err, ENOMEM, "metric %s", f->name);
-    for (const char *p = labels;; p++) {
-        size_t l = strcspn (p, ",");
+    cleanup_strv kiwi_strv v = KIWI_STRV_INIT;
+    if (kiwi_strv_split_list (&v, labels, ",", err) < 0)
+        return kiwi_error_wrap (err, "metric %s", f->name);
+    for (size_t i = 0; i < v.n; i++) {
+        const char *p = v.v[i];
+        size_t l = strlen (p);
         if (!valid_name (p, l, false) || (l >= 2 && p[0] == '_' && p[1] == '_')
-            || (f->type == KIWI_METRIC_HISTOGRAM && l == 2 && strncmp (p, "le", 2) == 0))
-            return kiwi_error_make (err, 0, "metric %s: `%.*s` is not a label name it may have", f->name, (int) l,
-                                    p);
-        for (size_t i = 0; i < f->nlabels; i++)
-            if (strlen (f->labels[i]) == l && strncmp (f->labels[i], p, l) == 0)
-                return kiwi_error_make (err, 0, "metric %s: label `%.*s` twice", f->name, (int) l, p);
-        if ((f->labels[f->nlabels] = strndup (p, l)) == NULL)
-            return kiwi_error_make (err, ENOMEM, "metric %s", f->name);
-        f->nlabels++;
-        p += l;
-        if (*p == '\0')
-            return 0;
+            || (f->type == KIWI_METRIC_HISTOGRAM && strcmp (p, "le") == 0))
+            return kiwi_error_make (err, 0, "metric %s: `%s` is not a label name it may have", f->name, p);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp (v.v[j], p) == 0)
+                return kiwi_error_make (err, 0, "metric %s: label `%s` twice", f->name, p);
     }
+    f->nlabels = v.n;
+    f->labels = v.v; /* now owned by f (strings_free) */
+    v = (kiwi_strv) KIWI_STRV_INIT;
+    return 0;
 }
 
 kiwi_metric *

@@ -55,10 +55,6 @@ kiwi__shown kiwi__show (const char *name);
  * at most 155 bytes). */
 kiwi__shown kiwi__show_field (const unsigned char *f, size_t w);
 
-/* Appends a string without its NUL. */
-int kiwi__buf_append_str (kiwi_buf *b, const char *s, kiwi_error_t *err);
-/* Keeps the content NUL-terminated without counting the NUL in len. */
-int kiwi__buf_terminate (kiwi_buf *b, kiwi_error_t *err);
 
 /* opts, or the defaults (kiwi_archive_opts_init) in *storage. */
 const kiwi_archive_opts *kiwi__archive_opts_or_default (const kiwi_archive_opts *opts, kiwi_archive_opts *storage);

@@ -41,34 +41,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "common/buf.h"
 #include "common/error.h"
-
-/* -------------------------------------------------------------------------
- * A growable byte buffer. Zero-initialised (KIWI_BUF_INIT) it is empty; data
- * is owned by the buffer until kiwi_buf_steal().
- */
-typedef struct kiwi_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-} kiwi_buf;
-
-#define KIWI_BUF_INIT { NULL, 0, 0 }
-
-/* Makes room for `more` bytes after len. Returns < 0 on overflow or ENOMEM. */
-int kiwi_buf_reserve (kiwi_buf *b, size_t more, kiwi_error_t *err);
-
-/* Appends `n` bytes. Returns < 0 on overflow or ENOMEM (b unchanged). */
-int kiwi_buf_append (kiwi_buf *b, const void *data, size_t n, kiwi_error_t *err);
-
-/* Frees the data and resets the buffer to empty. Safe on an empty buffer. */
-void kiwi_buf_free (kiwi_buf *b);
-
-/* Hands the data to the caller (free() it) and resets the buffer. *len (if
- * non-NULL) receives the length. NULL for an empty buffer. */
-char *kiwi_buf_steal (kiwi_buf *b, size_t *len);
-
-#define cleanup_buf __attribute__ ((cleanup (kiwi_buf_free)))
 
 /* -------------------------------------------------------------------------
  * Limits.

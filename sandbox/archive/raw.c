@@ -103,8 +103,8 @@ pax_add (kiwi_buf *pax, const char *key, const char *val, kiwi_error_t *err)
         n = body + decimal_digits (n);
     char lenbuf[32];
     snprintf (lenbuf, sizeof lenbuf, "%zu ", n);
-    if (kiwi__buf_append_str (pax, lenbuf, err) < 0 || kiwi__buf_append_str (pax, key, err) < 0
-        || kiwi_buf_append (pax, "=", 1, err) < 0 || kiwi__buf_append_str (pax, val, err) < 0
+    if (kiwi_buf_append_str (pax, lenbuf, err) < 0 || kiwi_buf_append_str (pax, key, err) < 0
+        || kiwi_buf_append (pax, "=", 1, err) < 0 || kiwi_buf_append_str (pax, val, err) < 0
         || kiwi_buf_append (pax, "\n", 1, err) < 0)
         return -1;
     return 0;

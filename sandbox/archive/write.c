@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/strv.h"
 
 /* -------------------------------------------------------------------------
  * A libarchive writer appending to a kiwi_buf under a ceiling.
@@ -460,7 +461,7 @@ walk_entry (walk *w, int dfd, const char *name, size_t depth, kiwi_error_t *err)
             return kiwi_error_make (err, 0, "`%s` in `%s` changed while archiving", kiwi__show (rel).s, w->root);
         }
         /* the entry name of a directory ends with '/' */
-        if (kiwi_buf_append (&w->name, "/", 1, err) < 0 || kiwi__buf_terminate (&w->name, err) < 0) {
+        if (kiwi_buf_append (&w->name, "/", 1, err) < 0) {
             close (sub);
             return -1;
         }
@@ -489,30 +490,17 @@ walk_dir (walk *w, int fd, size_t depth, kiwi_error_t *err)
         return kiwi_error_make (err, e, "reading directory `%s` in `%s`", kiwi__show (w->name.data + w->rel_off).s,
                                 w->root);
     }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
+    kiwi_strv names = KIWI_STRV_INIT;
     int rc = 0;
     struct dirent *de;
     errno = 0;
     while ((de = readdir (d)) != NULL) {
         if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
             continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 32;
-            char **p = realloc (names, ncap * sizeof *p);
-            if (p == NULL) {
-                rc = kiwi_error_make (err, ENOMEM, "listing `%s`", kiwi__show (w->name.data + w->rel_off).s);
-                goto out;
-            }
-            names = p;
-            cap = ncap;
-        }
-        names[n] = strdup (de->d_name);
-        if (names[n] == NULL) {
+        if (kiwi_strv_add (&names, de->d_name) < 0) {
             rc = kiwi_error_make (err, ENOMEM, "listing `%s`", kiwi__show (w->name.data + w->rel_off).s);
             goto out;
         }
-        n++;
         errno = 0;
     }
     if (errno != 0) {
@@ -520,24 +508,22 @@ walk_dir (walk *w, int fd, size_t depth, kiwi_error_t *err)
                               w->root);
         goto out;
     }
-    if (n > 1)
-        qsort (names, n, sizeof *names, name_cmp);
+    if (names.n > 1)
+        qsort (names.v, names.n, sizeof *names.v, name_cmp);
     size_t base = w->name.len;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < names.n && rc == 0; i++) {
         w->name.len = base;
-        if (kiwi__buf_append_str (&w->name, names[i], err) < 0 || kiwi__buf_terminate (&w->name, err) < 0) {
+        if (kiwi_buf_append_str (&w->name, names.v[i], err) < 0) {
             rc = -1;
             break;
         }
-        rc = walk_entry (w, dirfd (d), names[i], depth, err);
+        rc = walk_entry (w, dirfd (d), names.v[i], depth, err);
     }
     w->name.len = base;
     if (w->name.data)
         w->name.data[base] = '\0';
 out:
-    for (size_t i = 0; i < n; i++)
-        free (names[i]);
-    free (names);
+    kiwi_strv_free (&names);
     closedir (d);
     return rc;
 }
@@ -560,13 +546,12 @@ kiwi_archive_from_dir (const char *dir, const kiwi_archive_opts *opts, kiwi_buf 
         close (fd);
         return -1;
     }
-    int rc = kiwi__buf_terminate (&w.name, err);
+    int rc = kiwi_buf_reserve (&w.name, 0, err); /* an empty name is "" */
     if (rc == 0 && w.o->prefix && w.o->prefix[0]) {
         cleanup_free char *prefix = NULL;
         struct stat st;
         if (builder_path (w.o->prefix, &prefix, err) < 0 || fstat (fd, &st) < 0
-            || kiwi__buf_append_str (&w.name, prefix, err) < 0 || kiwi_buf_append (&w.name, "/", 1, err) < 0
-            || kiwi__buf_terminate (&w.name, err) < 0)
+            || kiwi_buf_append_str (&w.name, prefix, err) < 0 || kiwi_buf_append (&w.name, "/", 1, err) < 0)
             rc = kiwi_error_wrap (err, "archive prefix `%s`", kiwi__show (w.o->prefix).s);
         w.rel_off = w.name.len;
         if (rc == 0)

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "common/cleanup.h"
-#include "common/strbuf.h"
+#include "common/buf.h"
 
 struct kiwi_docker {
     CURL *curl;
@@ -33,17 +33,11 @@ version_cmp (const char *a, const char *b)
     return 0;
 }
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} growbuf;
-
 static size_t
 collect_cb (char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     size_t n = size * nmemb;
-    growbuf *g = userdata;
-    return kiwi_strbuf_append (&g->buf, &g->len, &g->cap, ptr, n) < 0 ? 0 : n;
+    return kiwi_buf_append (userdata, ptr, n, NULL) < 0 ? 0 : n;
 }
 
 typedef struct {
@@ -54,7 +48,7 @@ typedef struct {
     long tick_ms;
     struct timespec last_tick;
     int tick_aborted;
-    growbuf error_body; /* body of a non-2xx response */
+    kiwi_buf error_body; /* body of a non-2xx response */
     int checked;
     int failed_status;
 } stream_ctx;
@@ -71,7 +65,7 @@ stream_cb (char *ptr, size_t size, size_t nmemb, void *userdata)
         s->checked = 1;
     }
     if (s->failed_status)
-        return kiwi_strbuf_append (&s->error_body.buf, &s->error_body.len, &s->error_body.cap, ptr, n) < 0 ? 0 : n;
+        return kiwi_buf_append (&s->error_body, ptr, n, NULL) < 0 ? 0 : n;
     return s->sink (ptr, n, s->userdata) < 0 ? 0 : n;
 }
 
@@ -159,18 +153,17 @@ kiwi_docker_request (kiwi_docker *d, const char *method, const char *path, const
     memset (resp, 0, sizeof *resp);
     if (prepare (d, method, path, content_type, body, body_len, timeout_ms, NULL, &headers, err) < 0)
         return -1;
-    growbuf g = { 0 };
+    kiwi_buf g = KIWI_BUF_INIT;
     curl_easy_setopt (d->curl, CURLOPT_WRITEFUNCTION, collect_cb);
     curl_easy_setopt (d->curl, CURLOPT_WRITEDATA, &g);
     CURLcode rc = curl_easy_perform (d->curl);
     curl_slist_free_all (headers);
     if (rc != CURLE_OK) {
-        free (g.buf);
+        kiwi_buf_free (&g);
         return transport_error (d, rc, method, path, err);
     }
     curl_easy_getinfo (d->curl, CURLINFO_RESPONSE_CODE, &resp->status);
-    resp->body = g.buf ? g.buf : strdup ("");
-    resp->len = g.len;
+    resp->body = g.data ? kiwi_buf_steal (&g, &resp->len) : strdup ("");
     return 0;
 }
 
@@ -234,20 +227,20 @@ kiwi_docker_request_stream_header (kiwi_docker *d, const char *method, const cha
     if (status)
         *status = code;
     if ((rc == CURLE_WRITE_ERROR && !s.failed_status) || (rc == CURLE_ABORTED_BY_CALLBACK && s.tick_aborted)) {
-        free (s.error_body.buf);
+        kiwi_buf_free (&s.error_body);
         return kiwi_error_make_code (err, KIWI_DOCKER_ABORTED, "docker %s %s: aborted by the receiver", method,
                                      path);
     }
     if (rc != CURLE_OK) {
-        free (s.error_body.buf);
+        kiwi_buf_free (&s.error_body);
         return transport_error (d, rc, method, path, err);
     }
     if (code < 200 || code >= 300) {
-        status_error (code, method, path, s.error_body.buf, s.error_body.len, err);
-        free (s.error_body.buf);
+        status_error (code, method, path, s.error_body.data, s.error_body.len, err);
+        kiwi_buf_free (&s.error_body);
         return -1;
     }
-    free (s.error_body.buf);
+    kiwi_buf_free (&s.error_body);
     return 0;
 }
 

@@ -246,7 +246,7 @@ kiwi_pull_stream_init (kiwi_pull_stream *s)
 void
 kiwi_pull_stream_clear (kiwi_pull_stream *s)
 {
-    free (s->line);
+    kiwi_buf_free (&s->line);
     free (s->layers);
     memset (s, 0, sizeof *s);
 }
@@ -327,28 +327,24 @@ one_line (kiwi_pull_stream *s, const char *text, size_t len)
 int
 kiwi_pull_stream_feed (kiwi_pull_stream *s, const char *data, size_t len)
 {
-    for (size_t i = 0; i < len; i++) {
-        char c = data[i];
-        if (c == '\n') {
-            if (s->line_len <= PULL_LINE_MAX)
-                one_line (s, s->line ? s->line : "", s->line_len);
-            s->line_len = 0;
-            continue;
-        }
-        if (s->line_len >= PULL_LINE_MAX) {
-            s->bad = true;
-            s->line_len = PULL_LINE_MAX + 1; /* skipped up to its newline */
-            continue;
-        }
-        if (s->line_len + 1 >= s->line_cap) {
-            size_t cap = s->line_cap ? s->line_cap * 2 : 1024;
-            char *n = realloc (s->line, cap);
-            if (n == NULL)
+    while (len > 0) {
+        const char *nl = memchr (data, '\n', len);
+        size_t n = nl != NULL ? (size_t) (nl - data) : len;
+        if (!s->line_skip) {
+            if (n > PULL_LINE_MAX - s->line.len) {
+                s->bad = true;
+                s->line_skip = true;
+            } else if (kiwi_buf_append (&s->line, data, n, NULL) < 0)
                 return -1;
-            s->line = n;
-            s->line_cap = cap;
         }
-        s->line[s->line_len++] = c;
+        if (nl == NULL)
+            break;
+        if (!s->line_skip)
+            one_line (s, kiwi_buf_str (&s->line), s->line.len);
+        kiwi_buf_reset (&s->line);
+        s->line_skip = false;
+        data += n + 1;
+        len -= n + 1;
     }
     return 0;
 }
@@ -356,8 +352,9 @@ kiwi_pull_stream_feed (kiwi_pull_stream *s, const char *data, size_t len)
 int
 kiwi_pull_stream_finish (kiwi_pull_stream *s)
 {
-    if (s->line_len > 0 && s->line_len <= PULL_LINE_MAX)
-        one_line (s, s->line, s->line_len);
-    s->line_len = 0;
+    if (s->line.len > 0 && !s->line_skip)
+        one_line (s, s->line.data, s->line.len);
+    kiwi_buf_reset (&s->line);
+    s->line_skip = false;
     return 0;
 }

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 
 /* ----- references ----- */
@@ -80,8 +81,8 @@ typedef struct kiwi_pull_layer {
 } kiwi_pull_layer;
 
 typedef struct kiwi_pull_stream {
-    char *line;            /* the unfinished line */
-    size_t line_len, line_cap;
+    kiwi_buf line;         /* the unfinished line */
+    bool line_skip;        /* the line went over PULL_LINE_MAX: dropped up to its newline */
     kiwi_pull_layer *layers;
     size_t n_layers;
     uint64_t bytes_total;  /* the sum of the layers' sizes the stream reported */

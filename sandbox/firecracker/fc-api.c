@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/strbuf.h"
+#include "common/buf.h"
 
 struct kiwi_fc_api {
     CURL *curl;
@@ -39,19 +39,11 @@ kiwi_fc_api_close (kiwi_fc_api *a)
     free (a);
 }
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} body_buf;
-
 static size_t
 collect (char *ptr, size_t size, size_t nmemb, void *ud)
 {
-    body_buf *b = ud;
     size_t n = size * nmemb;
-    if (b->len + n > (1u << 20))
-        return 0; /* Firecracker's answers are small; anything else is not Firecracker */
-    return kiwi_strbuf_append (&b->buf, &b->len, &b->cap, ptr, n) < 0 ? 0 : n;
+    return kiwi_buf_append (ud, ptr, n, NULL) < 0 ? 0 : n;
 }
 
 int
@@ -85,14 +77,15 @@ kiwi_fc_api_call (kiwi_fc_api *a, const char *method, const char *path, json_t *
         curl_easy_setopt (c, CURLOPT_POSTFIELDS, payload);
         curl_easy_setopt (c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) strlen (payload));
     }
-    body_buf b = { 0 };
+    kiwi_buf b;
+    kiwi_buf_init (&b, 1u << 20); /* Firecracker's answers are small; anything else is not Firecracker */
     curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt (c, CURLOPT_WRITEDATA, &b);
     CURLcode rc = curl_easy_perform (c);
     curl_slist_free_all (h);
     free (payload);
     if (rc != CURLE_OK) {
-        free (b.buf);
+        kiwi_buf_free (&b);
         return kiwi_error_make_code (err, (int) rc, "Firecracker %s %s via %s: %s", method, path, a->socket_path,
                                      curl_easy_strerror (rc));
     }
@@ -101,11 +94,11 @@ kiwi_fc_api_call (kiwi_fc_api *a, const char *method, const char *path, json_t *
     if (status)
         *status = st;
     json_error_t je;
-    json_t *j = b.len ? json_loadb (b.buf, b.len, 0, &je) : NULL;
+    json_t *j = b.len ? json_loadb (b.data, b.len, 0, &je) : NULL;
     int ret = 0;
     if (st < 200 || st >= 300) {
         const char *fm = json_string_value (json_object_get (j, "fault_message"));
-        const char *msg = fm ? fm : b.buf ? b.buf : "";
+        const char *msg = fm ? fm : kiwi_buf_str (&b);
         if (fault)
             *fault = strdup (msg);
         ret = kiwi_error_make_code (err, KIWI_FC_API_HTTP, "Firecracker %s %s: HTTP %ld: %s", method, path, st,
@@ -115,7 +108,7 @@ kiwi_fc_api_call (kiwi_fc_api *a, const char *method, const char *path, json_t *
         *out = j;
     else
         json_decref (j);
-    free (b.buf);
+    kiwi_buf_free (&b);
     return ret;
 }
 

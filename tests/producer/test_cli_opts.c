@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "producer/cli.h"
-#include "producer/opts.h"
+#include "producer/cli-opts.h"
 #include "schemas/task-input.h"
 
 enum { O_FOLLOW = KIWI_OPT_OWN, O_LIMIT, O_FILE };

@@ -203,8 +203,10 @@ test_batch_wait (void **state)
         if (cli_read_line (out_fd, line, sizeof line, 60000) < 0)
             fail_msg ("kiwi batch reported %d lines; stderr: %s", i, cli_slurp (err_fd, 1000));
         char *p = strstr (line, ": accepted: ");
-        if (p == NULL)
+        if (p == NULL) {
             fail_msg ("line `%s`", line);
+            return;
+        }
         ids[i] = strdup (p + 12);
     }
     usleep (1500000); /* it is waiting now */

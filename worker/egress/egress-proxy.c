@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/proc.h"
+#include "common/strv.h"
 #include "sandbox/sandbox.h"
 
 extern char **environ;
@@ -59,31 +60,30 @@ kiwi_install_egress_parse (const char *value, kiwi_install_egress *out, kiwi_err
 {
     *out = (kiwi_install_egress) { .hosts = KIWI_STRV_INIT };
     bool any = false;
-    for (const char *p = value ? value : ""; *p;) {
-        size_t n = strcspn (p, ", \t");
-        if (n > 0) {
-            char tok[300];
-            if (n >= sizeof tok)
-                return kiwi_error_make (err, 0, "KIWI_INSTALL_EGRESS: entry `%.40s...` too long", p);
-            snprintf (tok, sizeof tok, "%.*s", (int) n, p);
-            any = true;
-            if (strcmp (tok, "open") == 0)
-                out->open = true;
-            else if (strcmp (tok, "registries") == 0)
-                out->registries = true;
-            else if (!valid_host (tok)) {
-                kiwi_install_egress_clear (out);
-                return kiwi_error_make (err, 0,
-                                        "KIWI_INSTALL_EGRESS: `%s` is not a host name (want registries, open, or "
-                                        "host names)",
-                                        tok);
-            } else if (!kiwi_strv_contains (&out->hosts, tok) && kiwi_strv_add (&out->hosts, tok) < 0) {
-                kiwi_install_egress_clear (out);
-                return kiwi_error_make (err, ENOMEM, "KIWI_INSTALL_EGRESS");
-            }
+    cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+    if (kiwi_strv_split_list (&items, value, ", \t", err) < 0)
+        return kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS");
+    for (size_t i = 0; i < items.n; i++) {
+        const char *tok = items.v[i];
+        if (strlen (tok) >= 300) {
+            kiwi_install_egress_clear (out);
+            return kiwi_error_make (err, 0, "KIWI_INSTALL_EGRESS: entry `%.40s...` too long", tok);
         }
-        p += n;
-        p += strspn (p, ", \t");
+        any = true;
+        if (strcmp (tok, "open") == 0)
+            out->open = true;
+        else if (strcmp (tok, "registries") == 0)
+            out->registries = true;
+        else if (!valid_host (tok)) {
+            kiwi_install_egress_clear (out);
+            return kiwi_error_make (err, 0,
+                                    "KIWI_INSTALL_EGRESS: `%s` is not a host name (want registries, open, or "
+                                    "host names)",
+                                    tok);
+        } else if (!kiwi_strv_contains (&out->hosts, tok) && kiwi_strv_add (&out->hosts, tok) < 0) {
+            kiwi_install_egress_clear (out);
+            return kiwi_error_make (err, ENOMEM, "KIWI_INSTALL_EGRESS");
+        }
     }
     if (!any)
         out->registries = true;

@@ -16,12 +16,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "common/defaults.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/events.h"
 #include "sandbox/phases.h"
 #include "common/proc.h"
+#include "common/strv.h"
 #include "sandbox/sandbox.h"
 #include "worker/shutdown.h"
 
@@ -170,16 +172,14 @@ kiwi_egress_targets_collect (const kiwi_worker_config *cfg, kiwi_egress_targets 
     const char *lists[2] = { cfg->brokers, cfg->install_deny };
     const char *names[2] = { "KIWI_KAFKA_BROKERS", "KIWI_INSTALL_DENY" };
     for (int l = 0; l < 2; l++) {
-        for (const char *p = lists[l] ? lists[l] : ""; *p;) {
-            size_t n = strcspn (p, ", \t");
-            if (n > 0) {
-                char entry[512];
-                snprintf (entry, sizeof entry, "%.*s", (int) n, p);
-                if (add_entry (t, entry, l == 0, names[l], err) < 0)
-                    return -1;
-            }
-            p += n;
-            p += strspn (p, ", \t");
+        cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+        if (kiwi_strv_split_list (&items, lists[l], ", \t", err) < 0)
+            return kiwi_error_wrap (err, "%s", names[l]);
+        for (size_t i = 0; i < items.n; i++) {
+            char entry[512];
+            snprintf (entry, sizeof entry, "%s", items.v[i]);
+            if (add_entry (t, entry, l == 0, names[l], err) < 0)
+                return -1;
         }
     }
     return 0;
@@ -240,7 +240,7 @@ static void
 report (const char *name, bool ok, const char *detail)
 {
     json_t *j = json_pack ("{s:s,s:b,s:s,s:I}", "name", name, "ok", ok, "detail", detail ? detail : "",
-                           "checked_at", (json_int_t) kiwi_now_ms ());
+                           "checked_at", (json_int_t) kiwi_wall_ms ());
     char *s = json_dumps (j, JSON_COMPACT);
     printf ("%s\n", s);
     fflush (stdout);

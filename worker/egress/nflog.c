@@ -23,6 +23,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "worker/events.h"
 
 /* ------------------------------------------------------------ packets --- */
@@ -174,7 +175,7 @@ on_packet (struct nflog_g_handle *gh, struct nfgenmsg *nfmsg, struct nflog_data 
     struct timeval tv;
     p.at_ms = nflog_get_timestamp (nfd, &tv) == 0 && tv.tv_sec > 0
                   ? (int64_t) tv.tv_sec * 1000 + tv.tv_usec / 1000
-                  : kiwi_now_ms ();
+                  : kiwi_wall_ms ();
     if (kiwi_nflog_parse (nfmsg->nfgen_family, (const uint8_t *) payload, (size_t) n, &p) < 0)
         return 0;
     l->read_now++;
@@ -293,3 +294,4 @@ kiwi_nflog_close (kiwi_nflog *l)
         nflog_close (l->h);
     free (l);
 }
+

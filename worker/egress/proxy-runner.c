@@ -231,7 +231,7 @@ kiwi_proxy_runner_check (const kiwi_proxy_runner *r)
     else
         snprintf (detail, sizeof detail, "squid not running: %s", r->error[0] ? r->error : "starting");
     return json_pack ("{s:b,s:s,s:I,s:O}", "ok", r->pid > 0, "detail", detail, "checked_at",
-                      (json_int_t) kiwi_now_ms (), "hosts", r->hosts);
+                      (json_int_t) kiwi_wall_ms (), "hosts", r->hosts);
 }
 
 void

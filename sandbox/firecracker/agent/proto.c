@@ -58,7 +58,7 @@ kiwi_fcp_now_ms (void)
 void
 kiwi_fcp_frame_clear (kiwi_fcp_frame *f)
 {
-    free (f->payload);
+    kiwi_buf_free (&f->store);
     memset (f, 0, sizeof *f);
 }
 
@@ -152,16 +152,10 @@ kiwi_fcp_recv (int fd, int64_t deadline_ms, kiwi_fcp_frame *f, kiwi_error_t *err
     if (len > KIWI_FCP_MAX_PAYLOAD)
         return kiwi_error_make_code (err, KIWI_FCP_EPROTO, "agent protocol: a %s frame of %" PRIu32
                                      " bytes is over the maximum", kiwi_fcp_type_str (h[0]), len);
-    if (f->cap < (size_t) len + 1) {
-        size_t cap = f->cap ? f->cap : 256;
-        while (cap < (size_t) len + 1)
-            cap *= 2;
-        char *nb = realloc (f->payload, cap);
-        if (nb == NULL)
-            return kiwi_error_make (err, ENOMEM, "agent protocol: frame of %" PRIu32 " bytes", len);
-        f->payload = nb;
-        f->cap = cap;
-    }
+    kiwi_buf_reset (&f->store);
+    if (kiwi_buf_reserve (&f->store, len, NULL) < 0)
+        return kiwi_error_make (err, ENOMEM, "agent protocol: frame of %" PRIu32 " bytes", len);
+    f->payload = f->store.data;
     f->type = h[0];
     f->len = len;
     if (len > 0) {
@@ -229,7 +223,7 @@ static bool
 find_field (const kiwi_fcp_frame *f, int want, const char **val, size_t *vlen)
 {
     size_t pos = 0;
-    int tag;
+    int tag = 0;
     kiwi_error_t e = NULL;
     int rc;
     while ((rc = kiwi_fcp_next_field (f->payload, f->len, &pos, &tag, val, vlen, &e)) == 1)
@@ -242,8 +236,8 @@ find_field (const kiwi_fcp_frame *f, int want, const char **val, size_t *vlen)
 char *
 kiwi_fcp_get_str (const kiwi_fcp_frame *f, int tag)
 {
-    const char *v;
-    size_t n;
+    const char *v = NULL;
+    size_t n = 0;
     if (!find_field (f, tag, &v, &n))
         return NULL;
     return strndup (v, n);
@@ -252,8 +246,8 @@ kiwi_fcp_get_str (const kiwi_fcp_frame *f, int tag)
 int64_t
 kiwi_fcp_get_int (const kiwi_fcp_frame *f, int tag, int64_t dflt)
 {
-    const char *v;
-    size_t n;
+    const char *v = NULL;
+    size_t n = 0;
     if (!find_field (f, tag, &v, &n) || n == 0 || n >= 32)
         return dflt;
     char num[32];

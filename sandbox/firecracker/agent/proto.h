@@ -90,13 +90,13 @@ typedef enum {
 const char *kiwi_fcp_type_str (int type);
 const char *kiwi_fcp_field_str (int tag);
 
-/* One received frame. `payload` is owned by the frame and reused by the
- * next read into it; kiwi_fcp_frame_clear() frees it. */
+/* One received frame. `payload` points into `store`, which the frame owns
+ * and the next read into it reuses; kiwi_fcp_frame_clear() frees it. */
 typedef struct kiwi_fcp_frame {
     int type;
-    char *payload; /* NUL-terminated for convenience (not counted in len) */
+    char *payload; /* store.data: NUL-terminated for convenience (not counted in len) */
     size_t len;
-    size_t cap;
+    kiwi_buf store;
 } kiwi_fcp_frame;
 
 void kiwi_fcp_frame_clear (kiwi_fcp_frame *f);

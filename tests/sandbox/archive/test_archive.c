@@ -646,7 +646,7 @@ extract_gnu_format (fixture *f, const char *format)
     size_t len;
     char *data = read_all (tarpath, &len);
     assert_non_null (data);
-    kiwi_buf b = { data, len, len };
+    kiwi_buf b = { data, len, len, 0 };
     kiwi_archive_stats st;
     extract_ok (f, &b, NULL, &st);
     compare_trees (f->src, f->dest, true);
@@ -1525,7 +1525,7 @@ test_sparse_unknown_and_long_links (void **state)
         size_t len;
         char *data = read_all (tarpath, &len);
         assert_non_null (data);
-        kiwi_buf t = { data, len, len };
+        kiwi_buf t = { data, len, len, 0 };
         expect_reject (f, &t, NULL, "sparse");
         assert_int_equal (count_entries (f->dest), 0);
         kiwi_buf_free (&t);

@@ -1,24 +1,18 @@
 /*
- * opts.h: command-line options for the kiwi command, described as data.
+ * cli-opts.h: command-line options for the kiwi command, described as data.
  *
  * Each command is a kiwi_cmd: its name, synopsis, description, a table of
- * options (kiwi_opt), the task fields it takes as options (task-input.h:
- * --repo, --max-rounds, ...) and its exit statuses. One table drives both parsing
- * (kiwi_args_parse) and the --help text (kiwi_cmd_help), so the two never
+ * options (kiwi_opt, common/opts.h), the task fields it takes as options
+ * (task-input.h: --repo, --max-rounds, ...) and its exit statuses. One table
+ * drives both parsing (kiwi_args_parse, over the common parser
+ * kiwi_opts_parse) and the --help text (kiwi_cmd_help), so the two never
  * disagree. Every command also takes the configuration flags of the settings
  * table (settings.h: --brokers, --tasks-topic, ...), which the parser
- * records separately for kiwi_cli_settings_load().
- *
- * Accepted spellings: --name VALUE, --name=VALUE, -x VALUE, -xVALUE for
- * options with a value; --name and -x for switches; "--" ends the options;
- * "-" alone is a positional argument (stdin). Options and positional
- * arguments may be mixed.
- *
- * Ownership: a kiwi_args borrows its values from argv; kiwi_args_clear()
- * frees only the arrays.
+ * records separately for kiwi_cli_settings_load(). The spellings and the
+ * ownership of kiwi_args are common/opts.h's.
  */
-#ifndef KIWI_PRODUCER_OPTS_H
-#define KIWI_PRODUCER_OPTS_H
+#ifndef KIWI_PRODUCER_CLI_OPTS_H
+#define KIWI_PRODUCER_CLI_OPTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,6 +20,7 @@
 #include <stdio.h>
 
 #include "common/error.h"
+#include "common/opts.h"
 #include "producer/cli-settings.h"
 
 /* Option ids below KIWI_OPT_OWN are task fields (task-input.h: the option
@@ -34,15 +29,6 @@
 #define KIWI_OPT_OWN 100
 #define KIWI_TASK_FIELD_BIT(f) (1u << (f))
 #define KIWI_TASK_FIELDS_ALL 0xfffffffeu
-
-/* One option of a command. A table ends with an entry whose name is NULL. */
-typedef struct kiwi_opt {
-    int id;              /* the command's identifier for this option (> 0) */
-    const char *name;    /* long name without "--" */
-    char short_name;     /* 'f' for -f, or 0 */
-    const char *metavar; /* "URL" for an option taking a value; NULL for a switch */
-    const char *help;    /* one line */
-} kiwi_opt;
 
 /* Exit statuses, for --help and docs/cli.md. Ends with { -1, NULL }. */
 typedef struct kiwi_exit_doc {
@@ -60,24 +46,6 @@ typedef struct kiwi_cmd {
     const kiwi_exit_doc *exits;    /* may be NULL */
 } kiwi_cmd;
 
-/* One option as it was given. */
-typedef struct kiwi_arg {
-    int id;
-    const char *value; /* NULL for a switch */
-    const char *spelling; /* "--repo" or "-f": for error messages */
-} kiwi_arg;
-
-typedef struct kiwi_args {
-    kiwi_arg *opts;      /* in command-line order */
-    size_t n_opts;
-    char **pos;          /* positional arguments, in order */
-    size_t n_pos;
-    /* Values of configuration flags, by setting (NULL: not given); the last
-     * one given wins. */
-    const char *settings[KIWI_SETTING__COUNT];
-    bool help;           /* -h or --help was given */
-} kiwi_args;
-
 /* Error code of a usage error (unknown option, missing value, bad value). */
 #define KIWI_CLI_EUSAGE (KIWI_ERR_RANGE_CLI + 1)
 
@@ -85,8 +53,6 @@ typedef struct kiwi_args {
  * Returns 0, or < 0 with *err (code KIWI_CLI_EUSAGE) naming the option.
  * *out must be zeroed or cleared before the call. */
 int kiwi_args_parse (const kiwi_cmd *cmd, int argc, char **argv, int from, kiwi_args *out, kiwi_error_t *err);
-
-void kiwi_args_clear (kiwi_args *a);
 
 /* Prints the full help of cmd: usage, description, options, configuration
  * flags and exit statuses. */
