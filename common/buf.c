@@ -119,3 +119,12 @@ kiwi_buf_free (kiwi_buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+void
+kiwi_str_vset (char **dst, const char *fmt, va_list ap)
+{
+    free (*dst);
+    *dst = NULL;
+    if (vasprintf (dst, fmt, ap) < 0)
+        *dst = NULL;
+}

@@ -83,4 +83,9 @@ void kiwi_buf_free (kiwi_buf *b);
 
 #define cleanup_buf __attribute__ ((cleanup (kiwi_buf_free)))
 
+/* A string slot a formatted message replaces: frees *dst and sets it to
+ * the formatted string (owned by the caller), or NULL when that cannot be
+ * allocated. */
+void kiwi_str_vset (char **dst, const char *fmt, va_list ap) __attribute__ ((format (printf, 2, 0)));
+
 #endif

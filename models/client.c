@@ -20,7 +20,6 @@
 #include "common/log.h"
 #include "models/models-internal.h"
 #include "common/buf.h"
-#include "common/strbuf.h"
 
 /* ------------------------------------------------------------ selector --- */
 

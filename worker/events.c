@@ -14,12 +14,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 
-int64_t
-kiwi_now_ms (void)
-{
-    return kiwi_wall_ms ();
-}
-
 static void
 pack_json (msgpack_packer *pk, const json_t *j)
 {

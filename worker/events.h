@@ -75,10 +75,6 @@ void kiwi_events_sandbox (kiwi_events *ev, const char *address, const char *comm
 /* JSON object → one encoded msgpack map. Caller frees *out. */
 int kiwi_json_to_msgpack (const json_t *j, char **out, size_t *len, kiwi_error_t *err);
 
-/* kiwi_wall_ms() (common/clock.h) under its old name, for worker/daemon and
- * worker/task until they call it directly. New code calls kiwi_wall_ms()
- * for timestamps and kiwi_mono_ms() for deadlines. */
-int64_t kiwi_now_ms (void);
 
 /* ----- frames ----- */
 

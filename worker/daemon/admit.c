@@ -19,6 +19,7 @@
 
 #include "worker/task/cache.h"
 #include "worker/daemon/lease.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "worker/task/policy.h"
 #include "schemas/task.h"
@@ -85,7 +86,7 @@ kiwi__admit_park (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len, kiw
     w->raw_len = raw_len;
     w->from = *from;
     from->topic = NULL;
-    w->next_look_ms = kiwi_now_ms () + after_ms;
+    w->next_look_ms = kiwi_mono_ms () + after_ms;
     w->next = d->admit.waiting;
     d->admit.waiting = w;
     return 0;
@@ -205,7 +206,7 @@ refuse_reused_id (kiwi__daemon *d, kiwi__daemon_decide_ctx *c, const char *mine,
     r.status = KIWI_RESULT_ERROR;
     r.reason = reason;
     r.worker_id = d->cfg->worker_id;
-    r.finished_at = kiwi_now_ms ();
+    r.finished_at = kiwi_wall_ms ();
     char *buf = NULL;
     size_t len = 0;
     kiwi_error_t err = NULL;
@@ -370,7 +371,7 @@ void
 kiwi__admit_wait_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 {
     kiwi__daemon *d = w->data;
-    int64_t now = kiwi_now_ms ();
+    int64_t now = kiwi_mono_ms ();
     kiwi__daemon_waiting **pp = &d->admit.waiting;
     while (*pp) {
         kiwi__daemon_waiting *wt = *pp;

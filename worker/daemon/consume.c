@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "worker/daemon/daemon-internal.h"
 
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "schemas/deadletter.h"
 #include "common/log.h"
@@ -121,7 +122,7 @@ dead_letter (kiwi__daemon *d, const rd_kafka_message_t *m, const char *reason)
         dl.has_key = false;
         dl.reason = (char *) "undecodable task (not copied: out of memory masking it)";
     }
-    dl.ts = kiwi_now_ms ();
+    dl.ts = kiwi_wall_ms ();
     dl.worker_id = d->cfg->worker_id;
     char *buf = NULL;
     size_t len = 0;

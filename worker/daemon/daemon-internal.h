@@ -107,7 +107,7 @@ typedef struct kiwi__daemon_slot {
     bool leased;
     bool lease_lost; /* its lease ended while its result was being published (said once) */
     char hash[65]; /* kiwi_policy_task_hash of the task, kept in its finished record */
-    int64_t started_ms;
+    int64_t started_ms; /* kiwi_mono_ms when its task process started, for the duration */
     unsigned generation; /* tells delivery reports of an old occupant apart */
     ev_timer retry;      /* the result produced again after a failed delivery */
     int deliveries_failed;
@@ -155,7 +155,6 @@ typedef struct kiwi__daemon_stop {
     bool drain_expired; /* the drain deadline passed: unanswered look-ups no longer hold the exit */
     bool fatal;
     char fatal_msg[512];
-    int64_t started_ms;
 } kiwi__daemon_stop;
 
 /* Messages in: written by consume.c (set up and torn down by daemon.c);

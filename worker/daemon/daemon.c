@@ -244,7 +244,6 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
                        .outbox = { .held = { .max_bytes = KIWI__OUTBOX_MAX_BYTES } } };
     d.egress_check.results = json_object ();
     d.loop = ev_default_loop (EVFLAG_AUTO);
-    d.stop.started_ms = kiwi_now_ms ();
     int slots_rc = kiwi__slots_init (&d);
     if (d.egress_check.results == NULL || d.loop == NULL || slots_rc < 0) {
         kiwi_error_make (err, ENOMEM, "starting the daemon: %s",

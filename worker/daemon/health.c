@@ -21,6 +21,7 @@
 
 #include "worker/egress/egress.h"
 #include "schemas/heartbeat.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 void
@@ -30,7 +31,7 @@ kiwi__health_publish_heartbeat (kiwi__daemon *d)
     kiwi_heartbeat_init (&h);
     h.worker_id = d->cfg->worker_id;
     h.version = (char *) KIWI_VERSION;
-    h.ts = kiwi_now_ms ();
+    h.ts = kiwi_wall_ms ();
     h.slots_total = (uint32_t) d->slots.n;
     h.slots_busy = (uint32_t) d->slots.busy;
     h.tasks_done = d->slots.done;

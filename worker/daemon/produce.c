@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "worker/daemon/daemon-internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "schemas/task.h"
 
@@ -77,7 +78,7 @@ outbox_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
 void
 kiwi__outbox_flush (kiwi__daemon *d, int block_ms)
 {
-    int64_t until = kiwi_now_ms () + block_ms;
+    int64_t until = kiwi_mono_ms () + block_ms;
     int64_t timeout_ms = (int64_t) d->cfg->delivery_timeout * 1000;
     const kiwi_outbox_msg *m;
     while ((m = kiwi_outbox_head (&d->outbox.held)) != NULL) {
@@ -88,7 +89,7 @@ kiwi__outbox_flush (kiwi__daemon *d, int block_ms)
                 kiwi_info ("producer queue has room again: every held message handed over");
             continue;
         }
-        int64_t now = kiwi_now_ms ();
+        int64_t now = kiwi_mono_ms ();
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || kiwi_outbox_head_expired (&d->outbox.held, now, timeout_ms)) {
             if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 e = RD_KAFKA_RESP_ERR__MSG_TIMED_OUT;
@@ -130,7 +131,7 @@ kiwi__produce (kiwi__daemon *d, const char *topic, const char *key, const void *
     if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         bool first = kiwi_outbox_head (&d->outbox.held) == NULL;
         kiwi_error_t err = NULL;
-        if (kiwi_outbox_push (&d->outbox.held, topic, key, buf, len, a, kiwi_now_ms (), &err) == 0) {
+        if (kiwi_outbox_push (&d->outbox.held, topic, key, buf, len, a, kiwi_mono_ms (), &err) == 0) {
             if (first) {
                 kiwi_warn ("producer queue full (broker slow or away): holding messages and offering them again");
                 kiwi__outbox_flush (d, 0); /* arms the timer */

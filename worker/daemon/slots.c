@@ -26,6 +26,7 @@
 
 #include "worker/task/cache.h"
 #include "worker/daemon/lease.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "worker/task/policy.h"
 #include "worker/task/result-fit.h"
@@ -144,7 +145,7 @@ emit_daemon_event (kiwi__daemon *d, kiwi__daemon_slot *s, kiwi_stage phase, cons
     p.worker_id = d->cfg->worker_id;
     p.stage = phase;
     p.kind = (char *) kind;
-    p.ts = kiwi_now_ms ();
+    p.ts = kiwi_wall_ms ();
     if (payload != NULL) {
         kiwi_error_t err = NULL;
         if (kiwi_json_to_msgpack (payload, &p.payload, &p.payload_len, &err) < 0)
@@ -296,8 +297,8 @@ synthesize_result (kiwi__daemon *d, kiwi__daemon_slot *s, const char *reason)
     r.status = KIWI_RESULT_ERROR;
     r.reason = (char *) reason;
     r.worker_id = d->cfg->worker_id;
-    r.finished_at = kiwi_now_ms ();
-    r.duration_ms = (uint64_t) (kiwi_now_ms () - s->started_ms);
+    r.finished_at = kiwi_wall_ms ();
+    r.duration_ms = (uint64_t) (kiwi_mono_ms () - s->started_ms);
     kiwi_error_t err = NULL;
     free (s->result);
     s->result = NULL;
@@ -731,7 +732,7 @@ kiwi__slots_start_run (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len
     s->leased = leased;
     s->attempt = attempt;
     s->denials_told = 0;
-    s->started_ms = kiwi_now_ms ();
+    s->started_ms = kiwi_mono_ms ();
     s->fd = -1;
     d->slots.busy++;
     kiwi__consumer_update_pause (d);

@@ -284,7 +284,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .extra_env = kiwi_strv_list (&in->install.install_env),
         /* c->task carries the effective limits (kiwi_policy_task) */
         .limits = kiwi__pipeline_sandbox_limits (p->cfg, c->task),
-        .deadline_ms = c->deadline_ms - kiwi_now_ms () > 1 ? c->deadline_ms - kiwi_now_ms () : 1,
+        .deadline_ms = c->deadline_ms - kiwi_mono_ms () > 1 ? c->deadline_ms - kiwi_mono_ms () : 1,
         .task_id = c->task->id,
         .snapshot_dir = tmpdir,
     };

@@ -13,6 +13,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "common/buf.h"
+#include "common/log.h"
 #include "common/fs.h"
 #include "worker/task/policy.h"
 #include "schemas/task-input.h"
@@ -30,30 +32,30 @@ kiwi_pipeline_child_main (const kiwi_worker_config *cfg)
     prctl (PR_SET_PDEATHSIG, SIGTERM);
     if (getppid () == 1)
         return 75;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
+    /* the task's message on stdin, at most 64 MiB */
+    kiwi_buf in;
+    kiwi_buf_init (&in, 64u * 1024 * 1024);
     for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 65536;
-            if (cap > 64u * 1024 * 1024)
-                return 70;
-            buf = realloc (buf, cap);
+        if (kiwi_buf_reserve (&in, 65536, NULL) < 0) {
+            kiwi_buf_free (&in);
+            return 70;
         }
-        ssize_t n = read (0, buf + len, cap - len);
+        ssize_t n = read (0, in.data + in.len, in.cap - in.len - 1);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
-        len += (size_t) n;
+        in.len += (size_t) n;
     }
     kiwi_task task;
     kiwi_error_t err = NULL;
-    if (kiwi_task_decode (buf, len, &task, &err) < 0) {
-        fprintf (stderr, "kiwi-worker task process: %s\n", kiwi_error_msg (err));
-        free (buf);
+    int decoded = kiwi_task_decode (in.data, in.len, &task, &err);
+    kiwi_buf_free (&in);
+    if (decoded < 0) {
+        kiwi_errorf ("task process: %s", kiwi_error_msg (err));
+        kiwi_error_free (&err);
         return 65;
     }
-    free (buf);
     kiwi_events ev;
     kiwi_events_pipe_init (&ev, 3, task.id, cfg->worker_id);
     /* the daemon runs the egress proxy and publishes the denials */
@@ -82,7 +84,7 @@ kiwi_pipeline_once_main (const kiwi_worker_config *cfg, const char *path)
     size_t len = 0;
     if (kiwi_read_file (path, 16u * 1024 * 1024, &text, &len, &err) < 0
         || kiwi_task_input_parse (text, len, &task, &err) < 0 || kiwi_task_input_finish (&task, "once", &err) < 0) {
-        fprintf (stderr, "kiwi-worker: %s: %s\n", path, kiwi_error_msg (err));
+        kiwi_errorf ("%s: %s", path, kiwi_error_msg (err));
         kiwi_error_free (&err);
         free (text);
         kiwi_task_clear (&task);

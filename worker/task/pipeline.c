@@ -23,7 +23,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/strbuf.h"
+#include "common/buf.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/task/cache.h"
 #include "worker/task/pipeline-internal.h"
@@ -232,7 +232,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     const kiwi_worker_config *cfg = p->cfg;
     kiwi_error_t err = NULL;
     int rc = 0;
-    int64_t deadline_ms = kiwi_now_ms () + (int64_t) task->limits.timeout_seconds * 1000;
+    int64_t deadline_ms = kiwi_mono_ms () + (int64_t) task->limits.timeout_seconds * 1000;
     char ws[PATH_MAX];
     snprintf (ws, sizeof ws, "%s/work/%s-%d", cfg->state_dir, task->id, (int) getpid ());
     char workdir[PATH_MAX];
@@ -304,13 +304,9 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         goto done;
     }
 
-    for (const char *k = cfg->model_key_vars; k && *k;) {
-        size_t l = strcspn (k, ",");
-        if (l)
-            kiwi_strv_addf (&model_keys, "%.*s", (int) l, k);
-        k += l;
-        if (*k == ',')
-            k++;
+    if (kiwi_strv_split_list (&model_keys, cfg->model_key_vars, NULL, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "KIWI_MODEL_KEY_VARS: %s", kiwi_error_msg (err));
+        goto done;
     }
     bool proxied = false;
     if (kiwi_proxy_phase_env (cfg, &proxy_env, &proxied, &err) < 0) {
@@ -524,7 +520,7 @@ kiwi_pipeline_run (const kiwi_pipeline *p, const kiwi_task *asked, kiwi_result *
         kiwi_warn ("task %s: %s", asked->id, out->reason);
     kiwi_error_free (&err);
     out->duration_ms = (uint64_t) (kiwi_mono_ms () - t0);
-    out->finished_at = kiwi_now_ms ();
+    out->finished_at = kiwi_wall_ms ();
     kiwi_events_emit (p->events, KIWI_STAGE_FINISHED, "finished", out->rounds,
                       json_pack ("{s:s,s:s,s:I,s:I}", "status", kiwi_result_status_name (out->status), "reason",
                                  out->reason ? out->reason : "", "rounds", (json_int_t) out->rounds, "duration_ms",

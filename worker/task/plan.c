@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "worker/task/repo.h"
@@ -324,7 +325,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     if (kiwi_classifier_builtin (&cls, err) < 0)
         return -1;
     install_bridge b = { .fn = install, .ud = install_ud, .plan = plan };
-    int64_t left = deadline_ms - kiwi_now_ms ();
+    int64_t left = deadline_ms - kiwi_mono_ms ();
     kiwi_step0_request rq = {
         .env = sb,
         .cfg = pc,

@@ -24,38 +24,31 @@
 
 /* ---------- lists ("a, b,c") ---------- */
 
-/* The next item of a comma-separated list into buf (trimmed); returns the
- * rest, or NULL at the end. */
-static const char *
-list_next (const char *p, char *buf, size_t cap)
+/* The items of a comma-separated list (trimmed, empty ones skipped) into
+ * *out; < 0 only when out of memory. */
+static int
+list_items (const char *list, kiwi_strv *out, kiwi_error_t *err)
 {
-    if (p == NULL)
-        return NULL;
-    while (*p == ' ' || *p == ',')
-        p++;
-    if (*p == '\0')
-        return NULL;
-    size_t l = strcspn (p, ",");
-    size_t t = l;
-    while (t > 0 && p[t - 1] == ' ')
-        t--;
-    snprintf (buf, cap, "%.*s", (int) (t < cap ? t : cap - 1), p);
-    return p + l;
+    return kiwi_strv_split_list (out, list, NULL, err) < 0 ? -1 : 0;
 }
 
 static bool
 list_empty (const char *list)
 {
-    char item[8];
-    return list_next (list, item, sizeof item) == NULL;
+    for (const char *p = list; p && *p; p++)
+        if (*p != ' ' && *p != ',' && *p != '\t' && *p != '\n')
+            return false;
+    return true;
 }
 
 static bool
 list_has (const char *list, const char *name, bool nocase)
 {
-    char item[512];
-    for (const char *p = list; (p = list_next (p, item, sizeof item)) != NULL;)
-        if (nocase ? strcasecmp (item, name) == 0 : strcmp (item, name) == 0)
+    cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+    if (list_items (list, &items, NULL) < 0)
+        return false;
+    for (size_t i = 0; i < items.n; i++)
+        if (nocase ? strcasecmp (items.v[i], name) == 0 : strcmp (items.v[i], name) == 0)
             return true;
     return false;
 }
@@ -200,9 +193,11 @@ decide_model (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_task_po
                        "task.model.base_url: %s is not in KIWI_MODEL_BASE_URLS (empty: tasks cannot choose a base "
                        "URL)",
                        want);
-    char item[2048];
-    for (const char *p = cfg->model_base_urls; (p = list_next (p, item, sizeof item)) != NULL;)
-        if (kiwi_url_under (want, item)) {
+    cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+    if (list_items (cfg->model_base_urls, &items, err) < 0)
+        return -1;
+    for (size_t i = 0; i < items.n; i++)
+        if (kiwi_url_under (want, items.v[i])) {
             out->model_base_url = want;
             return 0;
         }
@@ -216,11 +211,14 @@ static const char *const known_schemes[] = { "https", "http", "ssh", "git" };
 static int
 check_schemes (const char *list, kiwi_error_t *err)
 {
-    char item[64];
-    for (const char *p = list; (p = list_next (p, item, sizeof item)) != NULL;) {
+    cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+    if (list_items (list, &items, err) < 0)
+        return -1;
+    for (size_t i = 0; i < items.n; i++) {
+        const char *item = items.v[i];
         bool ok = false;
-        for (size_t i = 0; i < sizeof known_schemes / sizeof known_schemes[0]; i++)
-            ok = ok || strcasecmp (item, known_schemes[i]) == 0;
+        for (size_t k = 0; k < sizeof known_schemes / sizeof known_schemes[0]; k++)
+            ok = ok || strcasecmp (item, known_schemes[k]) == 0;
         if (!ok)
             return REFUSE (err,
                            "KIWI_REPO_SCHEMES: unknown scheme `%s` (known: https, http, ssh, git; local paths and "
@@ -390,8 +388,11 @@ decide_repo (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_task_pol
             return REFUSE (err, "task.repo.url: %s: scheme %s is not in KIWI_REPO_SCHEMES (%s)", url, sbuf,
                            schemes ? schemes : "");
         if (strcmp (scheme, "https") == 0 && !u.userinfo) {
-            char item[300];
-            for (const char *p = cfg->git_token_hosts; (p = list_next (p, item, sizeof item)) != NULL;) {
+            cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+            if (list_items (cfg->git_token_hosts, &items, err) < 0)
+                return -1;
+            for (size_t i = 0; i < items.n; i++) {
+                const char *item = items.v[i];
                 kiwi_url h;
                 char as_url[320];
                 snprintf (as_url, sizeof as_url, "https://%s/", item);
@@ -468,15 +469,21 @@ kiwi_policy_check_config (const kiwi_worker_config *cfg, kiwi_error_t *err)
 {
     if (check_schemes (cfg->repo_schemes, err) < 0)
         return -1;
-    char item[2048];
+    cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+    if (list_items (cfg->model_base_urls, &items, err) < 0)
+        return -1;
     kiwi_url u;
-    for (const char *p = cfg->model_base_urls; (p = list_next (p, item, sizeof item)) != NULL;)
-        if (kiwi_url_parse (item, &u) < 0 || u.userinfo)
+    for (size_t i = 0; i < items.n; i++)
+        if (kiwi_url_parse (items.v[i], &u) < 0 || u.userinfo)
             return kiwi_error_make (err, 0,
                                     "KIWI_MODEL_BASE_URLS: `%s` is not a URL prefix (scheme://host[:port][/path], no "
                                     "user@)",
-                                    item);
-    for (const char *p = cfg->git_token_hosts; (p = list_next (p, item, sizeof item)) != NULL;) {
+                                    items.v[i]);
+    cleanup_strv kiwi_strv hosts = KIWI_STRV_INIT;
+    if (list_items (cfg->git_token_hosts, &hosts, err) < 0)
+        return -1;
+    for (size_t i = 0; i < hosts.n; i++) {
+        const char *item = hosts.v[i];
         char as_url[2100];
         snprintf (as_url, sizeof as_url, "https://%s/", item);
         if (strpbrk (item, "/@?#") != NULL || kiwi_url_parse (as_url, &u) < 0)

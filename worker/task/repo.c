@@ -26,6 +26,7 @@
 
 #include "common/fs.h"
 #include "common/base64.h"
+#include "common/buf.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/proc.h"
@@ -147,9 +148,8 @@ typedef int (*git_sink) (void *ud, const char *data, size_t len);
 typedef struct git_out {
     git_sink sink;
     void *ud;
-    size_t cap;
-    char *data; /* NUL-terminated, owned */
-    size_t len;
+    size_t cap;   /* the most kept in out (0: nothing kept) */
+    kiwi_buf out; /* what git printed, NUL-terminated (out.data NULL: nothing) */
     bool over;
     bool stopped; /* the sink or the cap stopped git */
 } git_out;
@@ -157,8 +157,7 @@ typedef struct git_out {
 static void
 git_out_clear (git_out *o)
 {
-    free (o->data);
-    o->data = NULL;
+    kiwi_buf_free (&o->out);
 }
 
 static int
@@ -168,19 +167,11 @@ keep (git_out *o, const char *chunk, size_t n)
         return o->sink (o->ud, chunk, n);
     if (o->cap == 0)
         return 0;
-    if (o->len + n > o->cap) {
+    o->out.max = o->cap;
+    if (kiwi_buf_append (&o->out, chunk, n, NULL) < 0) { /* past the cap, or out of memory */
         o->over = true;
         return 1;
     }
-    char *d = realloc (o->data, o->len + n + 1);
-    if (d == NULL) {
-        o->over = true;
-        return 1;
-    }
-    memcpy (d + o->len, chunk, n);
-    o->len += n;
-    d[o->len] = '\0';
-    o->data = d;
     return 0;
 }
 
@@ -524,12 +515,12 @@ kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *ref, c
     snprintf (spec, sizeof spec, "%s^{commit}", ref);
     git_out rev = { .cap = 4096 };
     const char *rp[] = { "rev-parse", "--verify", "--quiet", "--end-of-options", spec, NULL };
-    if (git_run (&mc, rp, mirror, 60000, KIWI_REPO_E_NO_REF, &rev, err) < 0 || rev.data == NULL) {
+    if (git_run (&mc, rp, mirror, 60000, KIWI_REPO_E_NO_REF, &rev, err) < 0 || rev.out.data == NULL) {
         git_out_clear (&rev);
         kiwi_error_free (err);
         return kiwi_error_make_code (err, KIWI_REPO_E_NO_REF, "ref `%s` does not exist in %s", ref, url);
     }
-    cleanup_free char *sha = steal_pointer (&rev.data);
+    cleanup_free char *sha = kiwi_buf_steal (&rev.out, NULL);
     sha[strcspn (sha, "\n")] = '\0';
     flock (lfd, LOCK_UN);
 
@@ -649,7 +640,7 @@ kiwi_repo_diff (const char *workspace, const char *commit, char **diff, kiwi_err
         git_out_clear (&out);
         return kiwi_error_wrap (err, "diff");
     }
-    *diff = out.data ? steal_pointer (&out.data) : strdup ("");
+    *diff = out.out.data ? kiwi_buf_steal (&out.out, NULL) : strdup ("");
     return 0;
 }
 
@@ -669,11 +660,11 @@ kiwi_repo_not_carried (const char *workspace, size_t max, kiwi_strv *out, kiwi_e
     if (rc < 0)
         return kiwi_error_wrap (err, "listing ignored files");
     size_t n = 0;
-    for (size_t i = 0; o.data && i < o.len && n < max; n++) {
-        size_t l = strnlen (o.data + i, o.len - i);
-        if (i + l >= o.len && o.over)
+    for (size_t i = 0; o.out.data && i < o.out.len && n < max; n++) {
+        size_t l = strnlen (o.out.data + i, o.out.len - i);
+        if (i + l >= o.out.len && o.over)
             break; /* cut by the cap */
-        kiwi_strv_addf (out, "%.*s", (int) l, o.data + i);
+        kiwi_strv_addf (out, "%.*s", (int) l, o.out.data + i);
         i += l + 1;
     }
     git_out_clear (&o);
@@ -726,13 +717,13 @@ kiwi_repo_tree_id (const char *workspace, char **tree, kiwi_error_t *err)
     if (rc == 0)
         rc = git_run (&w.c, wt, w.git_dir, GIT_TIMEOUT_MS, 0, &out, err);
     unlink (w.index);
-    if (rc == 0 && out.data == NULL)
+    if (rc == 0 && out.out.data == NULL)
         rc = kiwi_error_make (err, 0, "git write-tree printed nothing");
     if (rc < 0) {
         git_out_clear (&out);
         return kiwi_error_wrap (err, "hashing the tree");
     }
-    out.data[strcspn (out.data, "\n")] = '\0';
-    *tree = steal_pointer (&out.data);
+    out.out.data[strcspn (out.out.data, "\n")] = '\0';
+    *tree = kiwi_buf_steal (&out.out, NULL);
     return 0;
 }

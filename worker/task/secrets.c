@@ -14,15 +14,9 @@ kiwi_worker_mask (const kiwi_worker_config *cfg, const char *const *host_env, co
                   kiwi_error_t *err)
 {
     cleanup_strv kiwi_strv extra = KIWI_STRV_INIT;
-    for (const char *k = cfg->model_key_vars; k != NULL && *k != '\0';) {
-        size_t l = strcspn (k, ",");
-        if (l > 0 && kiwi_strv_addf (&extra, "%.*s", (int) l, k) < 0) {
-            kiwi_error_make (err, ENOMEM, "the secret mask");
-            return NULL;
-        }
-        k += l;
-        if (*k == ',')
-            k++;
+    if (kiwi_strv_split_list (&extra, cfg->model_key_vars, NULL, err) < 0) {
+        kiwi_error_wrap (err, "the secret mask");
+        return NULL;
     }
     kiwi_mask *m = kiwi_mask_new (err);
     if (m == NULL)

@@ -46,14 +46,14 @@ kiwi__session_remaining_ms (const kiwi__session *s)
 {
     if (s->env->deadline_ms <= 0)
         return 0;
-    int64_t left = s->env->deadline_ms - kiwi_now_ms ();
+    int64_t left = s->env->deadline_ms - kiwi_mono_ms ();
     return left > 1 ? left : 1;
 }
 
 static bool
 out_of_time (const kiwi__session *s)
 {
-    return s->env->deadline_ms > 0 && kiwi_now_ms () >= s->env->deadline_ms;
+    return s->env->deadline_ms > 0 && kiwi_mono_ms () >= s->env->deadline_ms;
 }
 
 /* Accounts one model call; true when the budget is spent. */

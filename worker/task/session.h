@@ -45,7 +45,7 @@ typedef struct kiwi_session_env {
     int step0_exit;
     kiwi_model_client *model;
     const char *model_name;
-    int64_t deadline_ms;              /* CLOCK_REALTIME ms when the task's time is up */
+    int64_t deadline_ms;              /* kiwi_mono_ms when the task's time is up */
     kiwi_events *events;
     volatile int *stop;               /* set by SIGTERM: end now */
 } kiwi_session_env;

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
-#include "common/strbuf.h"
+#include "common/buf.h"
 
 #define MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
 #define MANIFEST_MAX ((size_t) 1 << 20)
@@ -197,8 +197,8 @@ kiwi_store_close (kiwi_store *s)
 
 /* One response: a bounded body in memory, or streamed to a sink. */
 typedef struct response {
-    char *body;
-    size_t len, cap, max;
+    kiwi_buf body;                /* the body in memory (fd < 0) */
+    size_t len, max;              /* bytes received, and the most taken */
     int fd;                       /* >= 0: write the body here */
     kiwi_store_blob_check *check; /* hash what arrives, or NULL */
     bool over;
@@ -229,7 +229,10 @@ on_body (char *data, size_t size, size_t n, void *ud)
         r->len += len;
         return len;
     }
-    return kiwi_strbuf_append (&r->body, &r->len, &r->cap, data, len) < 0 ? 0 : len;
+    if (kiwi_buf_append (&r->body, data, len, NULL) < 0)
+        return 0;
+    r->len += len;
+    return len;
 }
 
 static void
@@ -333,8 +336,7 @@ perform (kiwi_store *s, const request *q, response *r, long *status, kiwi_error_
 static void
 response_clear (response *r)
 {
-    free (r->body);
-    r->body = NULL;
+    kiwi_buf_free (&r->body);
 }
 
 static char *
@@ -350,8 +352,8 @@ repo_url (kiwi_store *s, const char *kind, const char *ref)
 static int
 status_error (const char *what, long status, const response *r, kiwi_error_t *err)
 {
-    return kiwi_error_make (err, 0, "%s: the store answered %ld%s%.300s", what, status, r->body ? ": " : "",
-                            r->body ? r->body : "");
+    return kiwi_error_make (err, 0, "%s: the store answered %ld%s%.300s", what, status, r->body.len ? ": " : "",
+                            kiwi_buf_str (&r->body));
 }
 
 static int
@@ -541,7 +543,7 @@ kiwi_store_pull (kiwi_store *s, const char *digest, const char *dest_dir, uint64
         rc = status_error ("fetching the manifest", status, &r, err);
     kiwi_store_part parts[2];
     if (rc == 0)
-        rc = kiwi_store_check_manifest (r.body ? r.body : "", r.len, digest, parts, err);
+        rc = kiwi_store_check_manifest (kiwi_buf_str (&r.body), r.len, digest, parts, err);
     response_clear (&r);
     for (size_t i = 0; rc == 0 && i < 2; i++)
         rc = pull_blob (s, &parts[i], dest_dir, max_bytes, err);

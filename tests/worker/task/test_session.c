@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "need.h"
 #include "scripted-provider.h"
 #include "worker/task/repo.h"
@@ -174,7 +175,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
         .step0_exit = 1,
         .model = model,
         .model_name = "claude-sonnet-4-5-20250929",
-        .deadline_ms = kiwi_now_ms () + 600000,
+        .deadline_ms = kiwi_mono_ms () + 600000,
         .events = &ev,
     };
     kiwi_result_init (&o->result);
