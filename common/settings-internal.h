@@ -17,17 +17,12 @@ const char *kiwi__setting_parse_int (const kiwi_setting_def *d, const char *v, i
 const char *kiwi__setting_parse_num (const kiwi_setting_def *d, const char *v, double *out);
 const char *kiwi__setting_parse_bool (const char *v, bool *out);
 
-/* Whether a row's field is a string (char *). */
-bool kiwi__setting_is_string (const kiwi_setting_def *d);
 
 /* Stores a value already checked into its field, and `origin` (adopted,
  * may be NULL) as its origin. */
 int kiwi__setting_store (kiwi_settings *s, const kiwi_setting_def *d, const char *value, char *origin,
                          kiwi_error_t *err);
 
-/* The row named `name` (key, environment variable, flag or one of the
- * spec's other spellings) among `programs`' rows. */
-const kiwi_setting_def *kiwi__setting_lookup (const char *name, unsigned programs);
 
 /* kafka.property.NAME = VALUE: appended to s->kafka_props. */
 int kiwi__setting_kafka_property (kiwi_settings *s, const char *key, const char *value, const char *origin, int code,

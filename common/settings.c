@@ -57,8 +57,10 @@ kiwi_setting_find (const char *name, unsigned programs)
     return NULL;
 }
 
-const kiwi_setting_def *
-kiwi__setting_lookup (const char *name, unsigned programs)
+/* The row named `name` (key, environment variable, flag or one of the
+ * spec's other spellings) among `programs`' rows. */
+static const kiwi_setting_def *
+setting_lookup (const char *name, unsigned programs)
 {
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcmp (name, aliases[i].alias) == 0 && (kiwi__settings[aliases[i].id].programs & programs))
@@ -66,19 +68,9 @@ kiwi__setting_lookup (const char *name, unsigned programs)
     return kiwi_setting_find (name, programs);
 }
 
-const char *
-kiwi_setting_default (const kiwi_setting_def *d, unsigned program)
-{
-    if (program == KIWI_PROGRAM_KIWI && d->def_kiwi != NULL)
-        return d->def_kiwi;
-    /* kiwi's strings are never NULL: unset is empty */
-    if (program == KIWI_PROGRAM_KIWI && d->def == NULL && kiwi__setting_is_string (d))
-        return "";
-    return d->def;
-}
-
-bool
-kiwi__setting_is_string (const kiwi_setting_def *d)
+/* Whether a row's field is a string (char *). */
+static bool
+setting_is_string (const kiwi_setting_def *d)
 {
     switch (d->type) {
     case KIWI_SETTING_TYPE_INT:
@@ -90,6 +82,17 @@ kiwi__setting_is_string (const kiwi_setting_def *d)
     default:
         return true;
     }
+}
+
+const char *
+kiwi_setting_default (const kiwi_setting_def *d, unsigned program)
+{
+    if (program == KIWI_PROGRAM_KIWI && d->def_kiwi != NULL)
+        return d->def_kiwi;
+    /* kiwi's strings are never NULL: unset is empty */
+    if (program == KIWI_PROGRAM_KIWI && d->def == NULL && setting_is_string (d))
+        return "";
+    return d->def;
 }
 
 int
@@ -157,7 +160,7 @@ void
 kiwi_settings_clear (kiwi_settings *s)
 {
     for (int i = 0; i < KIWI_SETTING__COUNT; i++) {
-        if (kiwi__setting_is_string (&kiwi__settings[i]))
+        if (setting_is_string (&kiwi__settings[i]))
             free (*(char **) ((char *) s + kiwi__settings[i].offset));
         free (s->origin[i]);
     }
@@ -184,7 +187,7 @@ kiwi_settings_set (kiwi_settings *s, unsigned program, const char *name, const c
 {
     if (strncmp (name, KIWI_KAFKA_PROPERTY_PREFIX, strlen (KIWI_KAFKA_PROPERTY_PREFIX)) == 0)
         return kiwi__setting_kafka_property (s, name, value, origin, code, err);
-    const kiwi_setting_def *d = kiwi__setting_lookup (name, program);
+    const kiwi_setting_def *d = setting_lookup (name, program);
     if (d == NULL)
         return kiwi_error_make_code (err, code, "%s: unknown setting `%s` (%s --help-config lists them)", origin,
                                      name, program == KIWI_PROGRAM_KIWI ? "kiwi" : "kiwi-worker");

@@ -181,7 +181,7 @@ const kiwi_cmd kiwi_cmd_config_def = {
     .exits = config_exits,
 };
 
-int
+static int
 kiwi_cmd_config (int argc, char **argv)
 {
     kiwi_args args = { 0 };

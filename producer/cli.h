@@ -89,10 +89,6 @@ typedef struct kiwi_batch_manifest {
 
 int kiwi_cli_manifest_write (const kiwi_cli_settings *s, const kiwi_batch_manifest *m, kiwi_error_t *err);
 
-/* Returns 1 and fills *m when the batch has a manifest, 0 when it has none,
- * < 0 with *err when it cannot be read. */
-int kiwi_cli_manifest_read (const kiwi_cli_settings *s, const char *batch_id, kiwi_batch_manifest *m,
-                            kiwi_error_t *err);
 
 /* How kiwi_cli_watch follows a batch. */
 typedef struct kiwi_cli_watch_opts {
@@ -127,7 +123,6 @@ int kiwi_cmd_batch (int argc, char **argv);
 int kiwi_cmd_ci_event (int argc, char **argv);
 int kiwi_cmd_tail (int argc, char **argv);
 int kiwi_cmd_wait (int argc, char **argv);
-int kiwi_cmd_config (int argc, char **argv);
 int kiwi_cmd_watch (int argc, char **argv);
 int kiwi_cmd_fleet (int argc, char **argv);
 

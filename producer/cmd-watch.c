@@ -95,7 +95,9 @@ kiwi_cli_manifest_write (const kiwi_cli_settings *s, const kiwi_batch_manifest *
     return 0;
 }
 
-int
+/* Returns 1 and fills *m when the batch has a manifest, 0 when it has none,
+ * < 0 with *err when it cannot be read. */
+static int
 kiwi_cli_manifest_read (const kiwi_cli_settings *s, const char *batch_id, kiwi_batch_manifest *m,
                         kiwi_error_t *err)
 {

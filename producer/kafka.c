@@ -223,7 +223,9 @@ kiwi_cli_consumer_free (rd_kafka_t *rk)
     rd_kafka_destroy (rk);
 }
 
-int
+/* The number of partitions of `topic`. Returns 0 when it does not exist,
+ * > 0 otherwise, < 0 with *err when the broker cannot be asked. */
+static int
 kiwi_cli_topic_partitions (rd_kafka_t *rk, const char *topic, int timeout_ms, kiwi_error_t *err)
 {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new (rk, topic, NULL);

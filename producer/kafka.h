@@ -69,9 +69,6 @@ rd_kafka_t *kiwi_cli_consumer_new (const kiwi_cli_settings *s, kiwi_error_t *err
 /* Closes and destroys a consumer from kiwi_cli_consumer_new; NULL is fine. */
 void kiwi_cli_consumer_free (rd_kafka_t *rk);
 
-/* The number of partitions of `topic`. Returns 0 when it does not exist,
- * > 0 otherwise, < 0 with *err when the broker cannot be asked. */
-int kiwi_cli_topic_partitions (rd_kafka_t *rk, const char *topic, int timeout_ms, kiwi_error_t *err);
 
 /* Adds every partition of `topic` to the consumer's assignment, starting at
  * `offset` (RD_KAFKA_OFFSET_BEGINNING or RD_KAFKA_OFFSET_END). Returns the

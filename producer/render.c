@@ -25,7 +25,8 @@ static const struct {
 #undef KIWI__MSG_NAME
 };
 
-const char *
+/* "task" ... "deadletter", "raw". */
+static const char *
 kiwi_msg_type_name (kiwi_msg_type t)
 {
     return (int) t >= 0 && t < KIWI_MSG__END ? types[t].name : NULL;

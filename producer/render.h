@@ -34,8 +34,6 @@ typedef enum {
     KIWI_MSG__END
 } kiwi_msg_type;
 
-/* "task" ... "deadletter", "raw". */
-const char *kiwi_msg_type_name (kiwi_msg_type t);
 
 /* Parses a type name ("result") or "raw". */
 int kiwi_msg_type_parse (const char *s, kiwi_msg_type *out);
