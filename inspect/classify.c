@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/enum.h"
 #include "common/buf.h"
 #include "common/cleanup.h"
 #include "inspect/inspect-internal.h"
@@ -82,18 +83,7 @@ struct kiwi_classifier {
     size_t n;
 };
 
-const char *
-kiwi_failure_class_str (kiwi_failure_class c)
-{
-    switch (c) {
-#define KIWI__FC_CASE(name, str)                                                                             \
-    case name:                                                                                               \
-        return str;
-        KIWI_FAILURE_CLASSES (KIWI__FC_CASE)
-#undef KIWI__FC_CASE
-    }
-    return "unknown";
-}
+KIWI_ENUM_STR_FN (kiwi_failure_class_str, kiwi_failure_class, KIWI_FAILURE_CLASSES)
 
 int
 kiwi_failure_class_parse (const char *s, kiwi_failure_class *out)

@@ -8,20 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/enum.h"
 #include "common/cleanup.h"
 
-const char *
-kiwi_step0_action_str (kiwi_step0_action a)
-{
-    switch (a) {
-#define KIWI__S0A_CASE(name, str)                                                                            \
-    case name:                                                                                               \
-        return str;
-        KIWI_STEP0_ACTIONS (KIWI__S0A_CASE)
-#undef KIWI__S0A_CASE
-    }
-    return "unknown";
-}
+KIWI_ENUM_STR_FN (kiwi_step0_action_str, kiwi_step0_action, KIWI_STEP0_ACTIONS)
 
 void
 kiwi_step0_decision_clear (kiwi_step0_decision *d)

@@ -12,21 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/enum.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 
-const char *
-kiwi_step0_status_str (kiwi_step0_status s)
-{
-    switch (s) {
-#define KIWI__S0_CASE(name, str)                                                                             \
-    case name:                                                                                               \
-        return str;
-        KIWI_STEP0_STATUSES (KIWI__S0_CASE)
-#undef KIWI__S0_CASE
-    }
-    return "unknown";
-}
+KIWI_ENUM_STR_FN (kiwi_step0_status_str, kiwi_step0_status, KIWI_STEP0_STATUSES)
 
 void
 kiwi_step0_result_clear (kiwi_step0_result *r)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/enum.h"
 #include "common/cleanup.h"
 #include "inspect/runtime.h"
 
@@ -141,18 +142,7 @@ kiwi_devcontainer_image (const char *root, char **image, char **path, char **not
     return 0;
 }
 
-const char *
-kiwi_image_source_str (kiwi_image_source s)
-{
-    switch (s) {
-#define KIWI__IS_CASE(name, str)                                                                             \
-    case name:                                                                                               \
-        return str;
-        KIWI_IMAGE_SOURCES (KIWI__IS_CASE)
-#undef KIWI__IS_CASE
-    }
-    return "unknown";
-}
+KIWI_ENUM_STR_FN (kiwi_image_source_str, kiwi_image_source, KIWI_IMAGE_SOURCES)
 
 void
 kiwi_image_resolution_clear (kiwi_image_resolution *r)

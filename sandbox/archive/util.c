@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/enum.h"
 #include "common/cleanup.h"
 
 /* -------------------------------------------------------------------------
@@ -54,18 +55,7 @@ kiwi__show_field (const unsigned char *f, size_t w)
 /* -------------------------------------------------------------------------
  * Writer: headers.
  */
-const char *
-kiwi_tar_type_str (kiwi_tar_type t)
-{
-    switch (t) {
-#define KIWI__TAR_STR(name, str)                                                                             \
-    case name:                                                                                               \
-        return str;
-        KIWI_TAR_TYPES (KIWI__TAR_STR)
-#undef KIWI__TAR_STR
-    }
-    return "unknown";
-}
+KIWI_ENUM_STR_FN (kiwi_tar_type_str, kiwi_tar_type, KIWI_TAR_TYPES)
 
 void
 kiwi_archive_opts_init (kiwi_archive_opts *opts)

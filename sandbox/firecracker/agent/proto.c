@@ -3,6 +3,7 @@
  * proto.h).
  */
 #include "sandbox/firecracker/agent/proto.h"
+#include "common/enum.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,31 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *
-kiwi_fcp_type_str (int type)
-{
-    switch (type) {
-#define KIWI__FCP_CASE(name, ch, str)                                                                        \
-    case name:                                                                                               \
-        return str;
-        KIWI_FCP_FRAMES (KIWI__FCP_CASE)
-#undef KIWI__FCP_CASE
-    }
-    return "unknown";
-}
+KIWI_ENUM_STR_FN3 (kiwi_fcp_type_str, int, KIWI_FCP_FRAMES)
 
-const char *
-kiwi_fcp_field_str (int tag)
-{
-    switch (tag) {
-#define KIWI__FCF_CASE(name, ch, str)                                                                        \
-    case name:                                                                                               \
-        return str;
-        KIWI_FCP_FIELDS (KIWI__FCF_CASE)
-#undef KIWI__FCF_CASE
-    }
-    return "unknown";
-}
+KIWI_ENUM_STR_FN3 (kiwi_fcp_field_str, int, KIWI_FCP_FIELDS)
 
 static bool
 known_type (int type)
