@@ -34,7 +34,9 @@ Three more rules make an include line say where it reaches:
   include it;
 - a module's libraries are the add_library names in its CMake files.
 
-tests/ and bench/ may use anything. Prints every violation as FILE:LINE:
+tests/ and bench/ may include anything, but a test of a module (its source
+under tests/MODULE/) links only libraries of the modules that module may
+use: the inspection tests link no driver and no libcurl. Prints every violation as FILE:LINE:
 what; exits 1 when there is one.
 Usage: layers.py [ROOT] (default: the checkout this file is in).
 """
@@ -158,6 +160,24 @@ def main():
                         if dst is not None and not allowed(mod, dst):
                             n = text[: m.start()].count("\n") + 1
                             say(f"{rel}:{n}: {mod} builds or includes from {m.group(1)} of {dst}, which {mod} may not use")
+    # the tests of a module link only what the module may use: the
+    # inspection tests prove inspect/ builds without a driver or libcurl
+    lists = os.path.join(root, "tests", "CMakeLists.txt")
+    if os.path.exists(lists):
+        text = open(lists).read()
+        for m in re.finditer(r"kiwi_add_test\(\s*(\w+)(.*?)\)\n", text, re.S):
+            src = re.search(r"SOURCES\s+\$\{T\}/([\w/]+)/test_\w+\.c", m.group(2))
+            words = re.search(r"LIBS\s+([^)]*?)(?:\s+TIMEOUT\b|$)", m.group(2), re.S)
+            mod = module_of(src.group(1)) if src else None
+            if mod is None or words is None:
+                continue
+            n = text[: m.start()].count("\n") + 1
+            for word in words.group(1).split():
+                dst = libs.get(word)
+                if dst is not None and not allowed(mod, dst):
+                    say(f"tests/CMakeLists.txt:{n}: {m.group(1)} tests {mod} but links {word} of {dst}")
+                if mod == "inspect" and word == "PkgConfig::CURL":
+                    say(f"tests/CMakeLists.txt:{n}: {m.group(1)} tests inspect but links libcurl")
     print(f"{len(headers)} headers, {len(libs)} libraries in {len(USES)} modules: {bad} violation(s)")
     return 1 if bad else 0
 
