@@ -5,18 +5,23 @@
 
 #include <time.h>
 
+/* Milliseconds on `clock`. */
+static int64_t
+ms_on (clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime (clock, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int64_t
 kiwi_mono_ms (void)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return ms_on (CLOCK_MONOTONIC);
 }
 
 int64_t
 kiwi_wall_ms (void)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return ms_on (CLOCK_REALTIME);
 }
