@@ -24,19 +24,13 @@
 
 /* ---------- lists ("a, b,c") ---------- */
 
-/* The items of a comma-separated list (trimmed, empty ones skipped) into
- * *out; < 0 only when out of memory. */
-static int
-list_items (const char *list, kiwi_strv *out, kiwi_error_t *err)
-{
-    return kiwi_strv_split_list (out, list, NULL, err) < 0 ? -1 : 0;
-}
-
+/* Whether a list has no item: kiwi_strv_split_list would find none (every
+ * byte a comma or white space). */
 static bool
 list_empty (const char *list)
 {
     for (const char *p = list; p && *p; p++)
-        if (*p != ' ' && *p != ',' && *p != '\t' && *p != '\n')
+        if (*p != ',' && !isspace ((unsigned char) *p))
             return false;
     return true;
 }
@@ -45,7 +39,7 @@ static bool
 list_has (const char *list, const char *name, bool nocase)
 {
     cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
-    if (list_items (list, &items, NULL) < 0)
+    if (kiwi_strv_split_list (&items, list, NULL, NULL) < 0)
         return false;
     for (size_t i = 0; i < items.n; i++)
         if (nocase ? strcasecmp (items.v[i], name) == 0 : strcmp (items.v[i], name) == 0)
@@ -194,7 +188,7 @@ decide_model (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_task_po
                        "URL)",
                        want);
     cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
-    if (list_items (cfg->model_base_urls, &items, err) < 0)
+    if (kiwi_strv_split_list (&items, cfg->model_base_urls, NULL, err) < 0)
         return -1;
     for (size_t i = 0; i < items.n; i++)
         if (kiwi_url_under (want, items.v[i])) {
@@ -212,7 +206,7 @@ static int
 check_schemes (const char *list, kiwi_error_t *err)
 {
     cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
-    if (list_items (list, &items, err) < 0)
+    if (kiwi_strv_split_list (&items, list, NULL, err) < 0)
         return -1;
     for (size_t i = 0; i < items.n; i++) {
         const char *item = items.v[i];
@@ -389,7 +383,7 @@ decide_repo (const kiwi_worker_config *cfg, const kiwi_task *task, kiwi_task_pol
                            schemes ? schemes : "");
         if (strcmp (scheme, "https") == 0 && !u.userinfo) {
             cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
-            if (list_items (cfg->git_token_hosts, &items, err) < 0)
+            if (kiwi_strv_split_list (&items, cfg->git_token_hosts, NULL, err) < 0)
                 return -1;
             for (size_t i = 0; i < items.n; i++) {
                 const char *item = items.v[i];
@@ -470,7 +464,7 @@ kiwi_policy_check_config (const kiwi_worker_config *cfg, kiwi_error_t *err)
     if (check_schemes (cfg->repo_schemes, err) < 0)
         return -1;
     cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
-    if (list_items (cfg->model_base_urls, &items, err) < 0)
+    if (kiwi_strv_split_list (&items, cfg->model_base_urls, NULL, err) < 0)
         return -1;
     kiwi_url u;
     for (size_t i = 0; i < items.n; i++)
@@ -480,7 +474,7 @@ kiwi_policy_check_config (const kiwi_worker_config *cfg, kiwi_error_t *err)
                                     "user@)",
                                     items.v[i]);
     cleanup_strv kiwi_strv hosts = KIWI_STRV_INIT;
-    if (list_items (cfg->git_token_hosts, &hosts, err) < 0)
+    if (kiwi_strv_split_list (&hosts, cfg->git_token_hosts, NULL, err) < 0)
         return -1;
     for (size_t i = 0; i < hosts.n; i++) {
         const char *item = hosts.v[i];
