@@ -9,8 +9,10 @@
 
 #include "sandbox/sandbox.h"
 
-/* Opens driver `name`'s environment as worker `worker_id` (static string).
- * An unknown driver fails the test; one that cannot open is an absent
+/* Opens driver `name`'s environment as worker "`worker_id`-<pid>": tests run
+ * side by side (ctest -j), and a worker id of their own per process keeps
+ * one test's sandboxes, disks and reaping apart from another's (the same
+ * test in two stages or two corpus shards included). An unknown driver fails the test; one that cannot open is an absent
  * service (KIWI_NEED: fails the full suite, skips otherwise). The caller
  * closes it with kiwi_sandbox_env_close. */
 kiwi_sandbox_env *kiwi_test_sandbox_env (const char *name, const char *worker_id);
