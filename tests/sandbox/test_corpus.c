@@ -12,12 +12,17 @@
  * Phase A snapshots are cached by the install cache key
  * (kiwi_install_cache_key) for the length of one run (cases that share a key
  * install once), in a directory of the run's own under
- * $KIWI_STATE_DIR/cache/, removed at the end: every run, CI's two stages
- * included, installs for real. KIWI_TEST_INSTALL_CACHE=keep reuses
- * $KIWI_STATE_DIR/cache/corpus across runs instead (a developer's quick
- * re-run), KIWI_TEST_INSTALL_CACHE=0 installs every case, even a shared key,
- * anew. KIWI_CORPUS_ONLY=a,b runs only those
- * repositories. The driver is KIWI_SANDBOX / KIWI_SANDBOX_RUNTIME (docker by
+ * $KIWI_STATE_DIR/cache/, removed at the end: every run installs for real.
+ * KIWI_TEST_INSTALL_CACHE=keep reuses $KIWI_STATE_DIR/cache/corpus across
+ * runs instead (a developer's quick re-run); KIWI_TEST_INSTALL_CACHE=/DIR
+ * (an absolute path) uses DIR/<driver> and leaves it: tests/run.sh gives
+ * one to the whole suite, so the shards of a stage share their installs,
+ * and the sanitizer stage lays the snapshots the first stage installed (the
+ * same driver's) instead of installing them again; KIWI_TEST_INSTALL_CACHE=0
+ * installs every case, even a shared key, anew. KIWI_CORPUS_ONLY=a,b runs
+ * only those repositories; KIWI_CORPUS_SHARD=I/N only the I-th of N shards
+ * (1 <= I <= N) of the sorted repositories, those whose index modulo N is
+ * I - 1, so that N tests, one per shard, cover every repository once. The driver is KIWI_SANDBOX / KIWI_SANDBOX_RUNTIME (docker by
  * default), the catalogue KIWI_IMAGE_CATALOG (ops/images/catalog.local.tsv
  * by default: no registry serves images here).
  */
@@ -113,8 +118,13 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
         kiwi_test_shf ("rm -rf '%s'", tmp);
         return 0;
     }
-    if (rename (tmp, dir) < 0)
-        return kiwi_error_make (err, errno, "caching %s", dir);
+    if (rename (tmp, dir) < 0) {
+        /* another shard installed the same key meanwhile: keep its copy */
+        int e = errno;
+        kiwi_test_shf ("rm -rf '%s'", tmp);
+        if ((e != ENOTEMPTY && e != EEXIST) || access (done, F_OK) != 0)
+            return kiwi_error_make (err, e, "caching %s", dir);
+    }
     FILE *f = fopen (done, "w");
     if (f)
         fclose (f);
@@ -178,6 +188,23 @@ wanted_repo (const char *name)
         if (strcmp (t, name) == 0)
             return true;
     return false;
+}
+
+/* KIWI_CORPUS_SHARD "I/N": *index = I - 1, *count = N; 0/1 when unset. */
+static void
+corpus_shard (size_t *index, size_t *count)
+{
+    *index = 0;
+    *count = 1;
+    const char *v = getenv ("KIWI_CORPUS_SHARD");
+    if (v == NULL || *v == '\0')
+        return;
+    unsigned i = 0, n = 0;
+    char extra;
+    if (sscanf (v, "%u/%u%c", &i, &n, &extra) != 2 || n == 0 || i == 0 || i > n)
+        fail_msg ("KIWI_CORPUS_SHARD=%s: expected I/N with 1 <= I <= N", v);
+    *index = i - 1;
+    *count = n;
 }
 
 static int
@@ -334,8 +361,10 @@ test_corpus (void **state)
 
     char cache_dir[512];
     const char *uc = getenv ("KIWI_TEST_INSTALL_CACHE");
-    bool keep = uc && strcmp (uc, "keep") == 0;
-    if (keep)
+    bool keep = uc && (strcmp (uc, "keep") == 0 || uc[0] == '/');
+    if (uc && uc[0] == '/')
+        snprintf (cache_dir, sizeof cache_dir, "%s/%s", uc, driver);
+    else if (keep)
         snprintf (cache_dir, sizeof cache_dir, "%s/cache/corpus", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"));
     else
         snprintf (cache_dir, sizeof cache_dir, "%s/cache/corpus-run-%d", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
@@ -349,7 +378,7 @@ test_corpus (void **state)
     DIR *d = opendir (REPOS);
     assert_non_null (d);
     char *names[128];
-    size_t nn = 0;
+    size_t nn = 0, all = 0;
     struct dirent *e;
     while ((e = readdir (d)) != NULL && nn < 128) {
         char p[1024];
@@ -359,8 +388,20 @@ test_corpus (void **state)
     }
     closedir (d);
     qsort (names, nn, sizeof *names, cmp_names);
+    all = nn;
     if (getenv ("KIWI_CORPUS_ONLY") == NULL)
-        assert_true (nn >= 20);
+        assert_true (all >= 20);
+    /* this shard's repositories, in order */
+    size_t shard, shards;
+    corpus_shard (&shard, &shards);
+    nn = 0;
+    for (size_t i = 0; i < all; i++) {
+        if (i % shards == shard)
+            names[nn++] = names[i];
+        else
+            free (names[i]);
+    }
+    assert_true (nn > 0);
 
     row rows[160];
     size_t nr = 0;
@@ -423,9 +464,13 @@ test_corpus (void **state)
             bad++;
     }
 #undef CELLS
-    printf ("\n%zu cases in %zu repositories, %d mismatching, %.0f s (driver %s, catalogue %s, install cache %s)\n",
-            nr, nn, bad, total, driver, kiwi_image_catalog_origin (cat),
-            !ictx.use_cache ? "off" : keep ? "kept across runs" : "this run only: every install real");
+    printf ("\n%zu cases in %zu repositories (shard %zu of %zu, of %zu repositories), %d mismatching, %.0f s (driver %s, "
+            "catalogue %s, install cache %s)\n",
+            nr, nn, shard + 1, shards, all, bad, total, driver, kiwi_image_catalog_origin (cat),
+            !ictx.use_cache       ? "off"
+            : uc && uc[0] == '/' ? "the suite's: shared by its shards and stages"
+            : keep               ? "kept across runs"
+                                 : "this run only: every install real");
     fflush (stdout);
     kiwi_test_shf ("rm -rf /tmp/kiwi-corpus-%d", (int) getpid ());
     if (!keep)
