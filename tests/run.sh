@@ -6,29 +6,49 @@
 #   3. two builds           build/ (RelWithDebInfo) and build-asan/ (ASan+UBSan)
 #   4. ctest in each        unit and integration suites, every service required
 #
-# Options: --unit (unit suites only, no stack), --no-asan, --keep-going,
-#          -R REGEX (passed to ctest), --help.
+# Tests run side by side (ctest -j, KIWI_TEST_JOBS, default twice the cores:
+# most of a test's time is spent waiting on Docker, Kafka and registries),
+# sharing the stack's services and the host's network as ctest resources
+# (tests/resources.json): those labelled `exclusive` stop a service or
+# change the host's egress rules, and run while no other test uses that
+# resource (tests/CMakeLists.txt says which and why).
+# The sanitizer stage runs every unit test and every integration test that
+# drives Kiwi's C code, except those labelled `release-only` (each says why
+# in tests/CMakeLists.txt: a gVisor variant of a runc suite, a test of the
+# ops scripts alone, a part that kill -9s the worker under test); its corpus
+# lays the snapshots the release stage installed (one install cache for the
+# whole run, KIWI_TEST_INSTALL_CACHE) instead of installing them again.
+#
+# Options: --unit (unit suites only, no stack), --no-asan,
+#          -R REGEX (passed to ctest), -j N (tests side by side), --help.
 # Printed at the end, whatever happened: every skipped test with its
 # reasons and the count, each test's time (slowest first), each suite's
-# total, each stage's time. The full suite fails on a skip that is not in
-# ALLOWED_SKIPS below, and any run fails on a test that skipped a case but
-# exited as passed (a skip nobody would see).
+# total, each stage's time. Each stage's times are also kept in
+# BUILD/Testing/test-times.tsv (seconds, stage, test, status). The full
+# suite fails on a skip that is not in ALLOWED_SKIPS below, and any run
+# fails on a test that skipped a case but exited as passed (a skip nobody
+# would see).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 unit_only=0 asan=1 ctest_extra=()
+jobs=${KIWI_TEST_JOBS:-$(($(nproc) * 2))}
 while [ $# -gt 0 ]; do
   case "$1" in
     --unit) unit_only=1 ;;
     --no-asan) asan=0 ;;
     -R) ctest_extra+=(-R "$2"); shift ;;
+    -j) jobs=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "tests/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+case "$jobs" in
+  '' | *[!0-9]* | 0) echo "tests/run.sh: -j / KIWI_TEST_JOBS must be a number of tests, at least 1 (got '$jobs')" >&2; exit 2 ;;
+esac
 
 # Skips the full suite allows: what this machine cannot have. One per line:
 # TEST_NAME, a space, an extended regex that its SKIP reason matches.
@@ -61,6 +81,9 @@ else
   . "$env_file"
   set +a
   export KIWI_REQUIRE_SERVICES=1
+  # one install cache for the run's corpus (test_corpus.c): shared by its
+  # shards, laid again by the sanitizer stage; removed at the end
+  export KIWI_TEST_INSTALL_CACHE="${KIWI_STATE_DIR:-/var/lib/kiwi}/cache/suite-$$"
 fi
 
 final_report() {
@@ -81,6 +104,7 @@ final_report() {
     echo "==> skipped: 0 tests"
   fi
   rm -rf "$report_dir"
+  [ -z "${KIWI_TEST_INSTALL_CACHE:-}" ] || rm -rf "$KIWI_TEST_INSTALL_CACHE"
   if [ "$rc" = 0 ] && [ "$skip_bad" != 0 ]; then
     echo "tests/run.sh: $skip_bad unexpected or invisible skip(s), see above" >&2
     rc=1
@@ -111,6 +135,7 @@ test_report() {
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*( |\*\*\*)(.*[^ ]) +([0-9.]+) sec$/\4\t'"$label"'\t\1\t\3/p' "$console" \
     | sed -E 's/\t +/\t/' >"$report_dir/times.$label"
   cat "$report_dir/times.$label" >>"$report_dir/times"
+  sort -t $'\t' -k1,1 -rn "$report_dir/times.$label" >"$dir/Testing/test-times.tsv"
   sed -nE 's/^Total Test time \(real\) = *([0-9.]+) sec$/'"$label"': suite total \1 s/p' "$console" >>"$report_dir/totals"
   test_outputs "$dir" >"$report_dir/out-$label"
   # skips: the test's SKIP: lines and TAP SKIP directives are its reasons
@@ -174,7 +199,7 @@ failure_digest() {
 
 build_and_test() { # DIR LABEL [cmake args...]
   # explicit checks: errexit does not apply inside a function called from `if`
-  local dir=$1 label=$2 rc=0 left='' stage_labels=("${labels[@]}"); shift 2
+  local dir=$1 label=$2 rc=0 left='' excl stage_labels=("${labels[@]}"); shift 2
   # the sanitizer stage leaves out the tests labelled release-only (each
   # says why in its CMake file), and says which
   if [ "$label" = asan ]; then
@@ -189,7 +214,9 @@ build_and_test() { # DIR LABEL [cmake args...]
     left=$(cd "$root/$dir" && ctest -N -L release-only | sed -nE 's/^ *Test +#[0-9]+: //p' | tr '\n' ' ')
     echo "tests/run.sh: left out of the sanitizer stage (label release-only, run in the release stage): ${left:-none}"
   fi
-  (cd "$root/$dir" && ctest --output-on-failure --no-tests=error "${stage_labels[@]}" "${ctest_extra[@]}") 2>&1 \
+  excl=$(cd "$root/$dir" && ctest -N -L exclusive "${stage_labels[@]}" "${ctest_extra[@]}" | sed -nE 's/^ *Test +#[0-9]+: //p' | tr '\n' ' ')
+  echo "tests/run.sh: up to $jobs test(s) side by side; each alone on its resource (label exclusive): ${excl:-none}"
+  (cd "$root/$dir" && ctest --output-on-failure --no-tests=error -j "$jobs" --resource-spec-file "$root/tests/resources.json" "${stage_labels[@]}" "${ctest_extra[@]}") 2>&1 \
     | tee "$root/$dir/Testing/Temporary/ctest-console.log" || rc=$?
   test_report "$root/$dir" "$label"
   if [ "$unit_only" != 1 ] && ! watch_check "$root/$dir/Testing/Temporary/containers.jsonl"; then
