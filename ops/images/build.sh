@@ -92,8 +92,10 @@ on_err() {
 trap 'on_err $? "$BASH_COMMAND" "${BASH_SOURCE[0]##*/}:$LINENO"' ERR
 
 WORK_DIRS=()
+RM_PIDS=()   # work trees being removed in the background (remove_later)
 on_exit() {
   local rc=$? d
+  [[ ${#RM_PIDS[@]} -eq 0 ]] || wait "${RM_PIDS[@]}" 2>/dev/null || true
   for d in "${WORK_DIRS[@]}"; do
     [[ -e $d ]] || continue
     if rootfs_assert_unmounted "$d"; then rm -rf --one-file-system "$d"
@@ -274,12 +276,30 @@ build_image() {
     sed 's/^/    /' <<<"$versions" >&2
     step "docker import $REF"
     import_image "$r" "$name" "$hash" "$versions"
-    step "remove work tree"
-    rootfs_remove "$r"
+    step "remove work tree (in the background)"
+    remove_later "$r"
   fi
   RESULT[$name]="built in $(fmt_ms $(($(now_ms) - t0)))"
   img_log "[$name] ${RESULT[$name]}"
 }
+
+# remove_later DIR: DIR, checked unmounted, renamed aside and removed in the
+# background while the next image builds (a work tree is a whole Debian:
+# removing one takes seconds to a minute); on_exit waits for them, and
+# sweeps what a killed run left.
+remove_later() {
+  [[ -e $1 ]] || return 0
+  rootfs_assert_unmounted "$1"
+  local trash
+  trash=$(mktemp -d "$WORK/.trash-XXXXXX")
+  mv "$1" "$trash/"
+  WORK_DIRS+=("$trash")
+  rm -rf --one-file-system "$trash" &
+  RM_PIDS+=($!)
+}
+for d in "$WORK"/.trash-*; do
+  [[ -e $d ]] && WORK_DIRS+=("$d")
+done
 
 declare -A RESULT
 t_all=$(now_ms)
