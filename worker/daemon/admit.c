@@ -222,6 +222,7 @@ refuse_reused_id (kiwi__daemon *d, kiwi__daemon_decide_ctx *c, const char *mine,
         return;
     }
     a->kind = KIWI__ACK_COMMIT;
+    a->task_id = strdup (c->task_id); /* for the commit's log line: without memory, it does without */
     a->from = c->from;
     c->from.topic = NULL; /* now owned by the ack */
     if (kiwi__produce (d, d->cfg->topic_results, c->task_id, buf, len, a) < 0)
@@ -247,7 +248,7 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
             refuse_reused_id (d, c, mine, hash->str);
         } else if (published) {
             kiwi_info ("task %s: delivered again after it finished; its result stands", c->task_id);
-            kiwi__consumer_offset_done (d, &c->from);
+            kiwi__consumer_offset_done (d, &c->from, c->task_id);
         } else if (kiwi__slots_holding (d, c->task_id)
                    || (holder->type == REDIS_REPLY_STRING && strcmp (holder->str, d->cfg->worker_id) != 0)) {
             /* the worker that finished it (this one, or the lease's holder)
@@ -265,6 +266,7 @@ done_cb (redisAsyncContext *ac, void *r, void *privdata)
                 kiwi__out_of_memory (d, "republishing a result");
             } else {
                 a->kind = KIWI__ACK_COMMIT;
+                a->republished = true;
                 a->from = c->from;
                 c->from.topic = NULL; /* now owned by the ack */
                 if (kiwi__produce (d, d->cfg->topic_results, c->task_id, res->str, res->len, a) < 0)

@@ -6,7 +6,11 @@
  * (admit.c) or, undecodable, sent to the dead-letter topic with its
  * reason. A rebalance hands the revoked partitions' tasks to their next
  * owner. Consumption pauses while admission.h wants no task, and a
- * finished message's offset is committed here (d->consumer).
+ * finished message's offset is committed here (d->consumer): the commit is
+ * asynchronous, and the log says `task ID: offset committed
+ * (TOPIC[PARTITION]@OFFSET)` when the broker has taken it (OFFSET is the
+ * next message to read, so every message before it is done with; the task
+ * named is the one whose finishing moved it, a commit may cover others).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +25,36 @@
 #include "worker/task/secrets.h"
 #include "schemas/task.h"
 
+struct kiwi__daemon_commit {
+    char *topic;
+    int32_t partition;
+    int64_t offset;  /* the offset committed: the next one to read */
+    char *task_id;   /* whose finishing moved it; NULL: none (a dead letter) */
+    kiwi__daemon_commit *next;
+};
+
+static void
+commit_free (kiwi__daemon_commit *c)
+{
+    if (c == NULL)
+        return;
+    free (c->topic);
+    free (c->task_id);
+    free (c);
+}
+
+/* "task ID: " when there is a task, else "" (for the commit's log lines) */
+static const char *
+task_prefix (const char *task_id, char *buf, size_t size)
+{
+    if (task_id == NULL)
+        return "";
+    snprintf (buf, size, "task %s: ", task_id);
+    return buf;
+}
+
 void
-kiwi__consumer_offset_done (kiwi__daemon *d, const kiwi__daemon_origin *o)
+kiwi__consumer_offset_done (kiwi__daemon *d, const kiwi__daemon_origin *o, const char *task_id)
 {
     int64_t commit;
     if (!kiwi_offsets_done (&d->consumer.offsets, o->topic, o->partition, o->offset, &commit))
@@ -30,11 +62,90 @@ kiwi__consumer_offset_done (kiwi__daemon *d, const kiwi__daemon_origin *o)
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new (1);
     rd_kafka_topic_partition_list_add (l, o->topic, o->partition)->offset = commit;
     rd_kafka_resp_err_t e = rd_kafka_commit (d->consumer.rk, l, 1);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-        kiwi_warn ("commit %s[%d]@%lld: %s", o->topic, o->partition, (long long) commit, rd_kafka_err2str (e));
-    else
-        kiwi_debug ("committed %s[%d]@%lld", o->topic, o->partition, (long long) commit);
     rd_kafka_topic_partition_list_destroy (l);
+    char who[300];
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        kiwi_warn ("%scommit %s[%d]@%lld: %s", task_prefix (task_id, who, sizeof who), o->topic, o->partition,
+                   (long long) commit, rd_kafka_err2str (e));
+        return;
+    }
+    kiwi_debug ("%scommitting %s[%d]@%lld", task_prefix (task_id, who, sizeof who), o->topic, o->partition,
+                (long long) commit);
+    /* asynchronous: kiwi__consumer_commit_cb says how it went, naming the
+     * task (without memory to remember it, its line does without) */
+    kiwi__daemon_commit *c = calloc (1, sizeof *c);
+    if (c == NULL || (c->topic = strdup (o->topic)) == NULL
+        || (task_id != NULL && (c->task_id = strdup (task_id)) == NULL)) {
+        commit_free (c);
+        return;
+    }
+    c->partition = o->partition;
+    c->offset = commit;
+    if (d->consumer.commits_tail)
+        d->consumer.commits_tail->next = c;
+    else
+        d->consumer.commits = c;
+    d->consumer.commits_tail = c;
+}
+
+/* The oldest commit asked of topic[partition]@offset, unlinked; NULL if none. */
+static kiwi__daemon_commit *
+commit_take (kiwi__daemon *d, const char *topic, int32_t partition, int64_t offset)
+{
+    kiwi__daemon_commit *prev = NULL;
+    for (kiwi__daemon_commit *c = d->consumer.commits; c != NULL; prev = c, c = c->next) {
+        if (c->partition != partition || c->offset != offset || strcmp (c->topic, topic) != 0)
+            continue;
+        if (prev)
+            prev->next = c->next;
+        else
+            d->consumer.commits = c->next;
+        if (d->consumer.commits_tail == c)
+            d->consumer.commits_tail = prev;
+        c->next = NULL;
+        return c;
+    }
+    return NULL;
+}
+
+void
+kiwi__consumer_commit_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                          void *opaque)
+{
+    (void) rk;
+    kiwi__daemon *d = opaque;
+    if (offsets == NULL || offsets->cnt == 0) {
+        /* (_NO_OFFSET: nothing was asked, not an error) */
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+            kiwi_warn ("commit: %s", rd_kafka_err2str (err));
+        return;
+    }
+    for (int i = 0; i < offsets->cnt; i++) {
+        const rd_kafka_topic_partition_t *p = &offsets->elems[i];
+        kiwi__daemon_commit *c = commit_take (d, p->topic, p->partition, p->offset);
+        char who[300];
+        const char *task = task_prefix (c != NULL ? c->task_id : NULL, who, sizeof who);
+        rd_kafka_resp_err_t e = p->err != RD_KAFKA_RESP_ERR_NO_ERROR ? p->err : err;
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            /* left uncommitted: a later commit of the partition, or its
+             * next owner, covers it */
+            kiwi_warn ("%scommit %s[%d]@%lld: %s", task, p->topic, p->partition, (long long) p->offset,
+                       rd_kafka_err2str (e));
+        else
+            kiwi_info ("%soffset committed (%s[%d]@%lld)", task, p->topic, p->partition, (long long) p->offset);
+        commit_free (c);
+    }
+}
+
+void
+kiwi__consumer_commits_clear (kiwi__daemon *d)
+{
+    while (d->consumer.commits) {
+        kiwi__daemon_commit *c = d->consumer.commits;
+        d->consumer.commits = c->next;
+        commit_free (c);
+    }
+    d->consumer.commits_tail = NULL;
 }
 
 int

@@ -142,7 +142,8 @@ typedef struct kiwi__daemon_ack {
     int slot;
     unsigned generation;
     kiwi__daemon_origin from; /* KIWI__ACK_COMMIT */
-    char *task_id;            /* KIWI__ACK_COMMIT of a republished result */
+    char *task_id;            /* KIWI__ACK_COMMIT: the task, named in the commit's log line (NULL: none) */
+    bool republished;         /* KIWI__ACK_COMMIT of a republished result: its record is marked published */
 } kiwi__daemon_ack;
 
 /* The run: written by daemon.c (the signals, the drain) and through
@@ -157,6 +158,9 @@ typedef struct kiwi__daemon_stop {
     char fatal_msg[512];
 } kiwi__daemon_stop;
 
+/* A commit asked of the broker and not answered yet (consume.c). */
+typedef struct kiwi__daemon_commit kiwi__daemon_commit;
+
 /* Messages in: written by consume.c (set up and torn down by daemon.c);
  * no other room looks inside. */
 typedef struct kiwi__daemon_consumer {
@@ -167,6 +171,7 @@ typedef struct kiwi__daemon_consumer {
     ev_timer poll_timer;
     rd_kafka_topic_partition_list_t *assignment;
     kiwi_offsets offsets; /* consumed and not yet committed, per partition */
+    kiwi__daemon_commit *commits, *commits_tail; /* asked, awaiting kiwi__consumer_commit_cb, oldest first */
     bool paused;
 } kiwi__daemon_consumer;
 
@@ -298,8 +303,16 @@ void kiwi__consumer_update_pause (kiwi__daemon *d);
 /* Pauses (or resumes) the assigned partitions, whatever admission says. */
 void kiwi__consumer_set_paused (kiwi__daemon *d, bool pause);
 /* Marks a message finished and commits its partition up to the first
- * unfinished message (offsets.h). */
-void kiwi__consumer_offset_done (kiwi__daemon *d, const kiwi__daemon_origin *o);
+ * unfinished message (offsets.h). task_id, when not NULL, is the message's
+ * task: the commit's log line names it. */
+void kiwi__consumer_offset_done (kiwi__daemon *d, const kiwi__daemon_origin *o, const char *task_id);
+/* librdkafka's offset commit callback (opaque: the daemon): logs how each
+ * commit went, `task ID: offset committed (TOPIC[PARTITION]@OFFSET)` once
+ * the broker has taken it. */
+void kiwi__consumer_commit_cb (rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                               void *opaque);
+/* Forgets the commits not answered (the consumer destroyed). */
+void kiwi__consumer_commits_clear (kiwi__daemon *d);
 /* Empties the wake-up pipe of a librdkafka queue (non-blocking). */
 void kiwi__drain_pipe (int fd);
 /* Copies where m came from into o. Returns 0, or -1 without memory. */

@@ -164,6 +164,7 @@ setup_kafka (kiwi__daemon *d, kiwi_error_t *err)
         return kiwi_error_make (err, 0, "kafka consumer configuration: %s", errstr);
     }
     rd_kafka_conf_set_rebalance_cb (cc, kiwi__consumer_rebalance_cb);
+    rd_kafka_conf_set_offset_commit_cb (cc, kiwi__consumer_commit_cb);
     rd_kafka_conf_set_opaque (cc, d);
     d->consumer.rk = rd_kafka_new (RD_KAFKA_CONSUMER, cc, errstr, sizeof errstr);
     if (d->consumer.rk == NULL)
@@ -352,6 +353,7 @@ out:
     if (d.consumer.assignment)
         rd_kafka_topic_partition_list_destroy (d.consumer.assignment);
     kiwi_offsets_clear (&d.consumer.offsets);
+    kiwi__consumer_commits_clear (&d);
     kiwi__admit_drop (&d, NULL, 0);
     kiwi__outbox_drop (&d);
     kiwi__egress_check_stop (&d);

@@ -176,9 +176,9 @@ kiwi__producer_dr_msg_cb (rd_kafka_t *rk, const rd_kafka_message_t *m, void *opa
         if (a->kind == KIWI__ACK_RESULT)
             kiwi__slots_result_acked (d, a->slot, a->generation);
         else if (a->kind == KIWI__ACK_COMMIT) {
-            if (a->task_id)
+            if (a->republished)
                 kiwi__redis_mark_done_published (d, a->task_id);
-            kiwi__consumer_offset_done (d, &a->from);
+            kiwi__consumer_offset_done (d, &a->from, a->task_id);
         }
     }
     kiwi__ack_free (a);

@@ -581,7 +581,7 @@ kiwi__slots_result_acked (kiwi__daemon *d, int idx, unsigned generation)
     kiwi__redis_mark_done_published (d, s->task_id);
     kiwi__redis_lease_release (d, s->task_id);
     if (!s->revoked)
-        kiwi__consumer_offset_done (d, &s->from);
+        kiwi__consumer_offset_done (d, &s->from, s->task_id);
     finish_slot (d, s);
 }
 

@@ -166,6 +166,87 @@ kcat_raw() {
   kcat -C -b "$KIWI_KAFKA_BROKERS" -t "kiwi.itest.$RUN_ID.$1" -e -q -f '%k\t%S\t%s' >"$2" 2>>"$TMP/kcat.log" || true
 }
 
+# commits_missing ID...: of the ids, those whose offset no worker has
+# committed yet, a line each with why. A task's place is its `task ID:
+# received from TOPIC[P]@O` line in a worker's log; it is committed once a
+# worker's log says `offset committed (TOPIC[P]@C)` with C > O (C is the
+# next offset to read, so the commit covers O whichever task it names).
+# Every $TMP/worker-*.log is read: topics are unique per run.
+commits_missing() {
+  python3 - "$TMP" "$@" <<'PY'
+import glob, re, sys
+recv, committed = {}, {}
+rx_recv = re.compile(r"task (\S+): received from ([^\s\[]+)\[(\d+)\]@(\d+)")
+rx_commit = re.compile(r"offset committed \(([^\s\[]+)\[(\d+)\]@(\d+)\)")
+for f in glob.glob(sys.argv[1] + "/worker-*.log"):
+    for line in open(f, errors="replace"):
+        m = rx_recv.search(line)
+        if m:
+            recv[m[1]] = (m[2], int(m[3]), int(m[4]))
+        m = rx_commit.search(line)
+        if m:
+            k = (m[1], int(m[2]))
+            committed[k] = max(committed.get(k, -1), int(m[3]))
+for i in sys.argv[2:]:
+    if i not in recv:
+        print(f"{i} (no worker log says it was received)")
+        continue
+    t, p, o = recv[i]
+    c = committed.get((t, p))
+    if c is None or c <= o:
+        print(f"{i} (at {t}[{p}]@{o}; committed: {'none' if c is None else '@' + str(c)})")
+PY
+}
+
+# wait_committed SECONDS ID...: until a worker has committed each task's
+# offset (commits_missing): after that Kafka delivers none of them again,
+# so no late result of theirs can come. Fails after SECONDS.
+wait_committed() {
+  local deadline=$((SECONDS + $1)) secs=$1 left; shift
+  while :; do
+    left=$(commits_missing "$@")
+    [ -z "$left" ] && { log "offsets committed: $*"; return 0; }
+    [ "$SECONDS" -lt "$deadline" ] || fail "no worker committed the offset of $(echo "$left" | tr '\n' ' ')within $secs s"
+    sleep 0.5
+  done
+}
+
+# wait_topic_committed SECONDS: until the workers have committed every
+# partition of this run's tasks topic to its end as it is now (read with
+# kcat): every message on it, task or not, is done with and none is
+# delivered again. Fails after SECONDS.
+wait_topic_committed() {
+  local topic="kiwi.itest.$RUN_ID.tasks" deadline=$((SECONDS + $1)) secs=$1 left
+  kcat -C -b "$KIWI_KAFKA_BROKERS" -t "$topic" -e -q -f '%p %o\n' >"$TMP/task-offsets.txt" 2>>"$TMP/kcat.log" \
+    || fail "kcat could not read $topic"
+  while :; do
+    left=$(python3 - "$TMP" "$topic" "$TMP/task-offsets.txt" <<'PY'
+import glob, re, sys
+tmp, topic, offsets = sys.argv[1:4]
+end = {}
+for l in open(offsets):
+    if l.strip():
+        p, o = map(int, l.split())
+        end[p] = max(end.get(p, 0), o + 1)
+committed = {}
+rx = re.compile(r"offset committed \(" + re.escape(topic) + r"\[(\d+)\]@(\d+)\)")
+for f in glob.glob(tmp + "/worker-*.log"):
+    for line in open(f, errors="replace"):
+        m = rx.search(line)
+        if m:
+            committed[int(m[1])] = max(committed.get(int(m[1]), -1), int(m[2]))
+for p in sorted(end):
+    c = committed.get(p)
+    if c is None or c < end[p]:
+        print(f"[{p}] committed {'nothing' if c is None else '@' + str(c)} of @{end[p]}")
+PY
+)
+    [ -z "$left" ] && { log "every partition of $topic committed to its end"; return 0; }
+    [ "$SECONDS" -lt "$deadline" ] || fail "$topic is not committed to its end within $secs s: $(echo "$left" | tr '\n' ' ')"
+    sleep 0.5
+  done
+}
+
 kiwi_cli() {
   local cmd=$1; shift
   "$KIWI" "$cmd" --brokers "$KIWI_KAFKA_BROKERS" \

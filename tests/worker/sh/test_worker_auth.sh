@@ -128,7 +128,23 @@ worker_start d "${common[@]}" KIWI_REDIS_PASSWORD="$PW" \
   KIWI_KAFKA_PROPERTIES="security.protocol=sasl_ssl,sasl.mechanism=PLAIN,sasl.username=kiwi,sasl.password=$SASLPW"
 worker_start e "${common[@]}" KIWI_REDIS_PASSWORD="$PW"
 wait_hb e 'True' 60 || fail "worker e (no properties) published no heartbeat"
-sleep 4
+# d's producer reached for the broker and its TLS handshake failed (its
+# librdkafka log line): the property is applied to what carries heartbeats
+for _ in $(seq 1 120); do
+  grep -qE '\|FAIL\|[^|]*#producer-[0-9]+\|.*SSL' "$TMP/worker-d.log" && break
+  sleep 0.25
+done
+grep -qE '\|FAIL\|[^|]*#producer-[0-9]+\|.*SSL' "$TMP/worker-d.log" \
+  || fail "worker d's producer never failed a TLS handshake with the plaintext broker in 30 s: $(grep -E '^%[0-9]' "$TMP/worker-d.log" | tail -n 3)"
+# the window for a heartbeat of d's: e, started with it, publishes two more
+hb_count() { # hb_count NAME: how many heartbeats worker NAME has on the topic
+  { kiwi_cli tail heartbeats 2>/dev/null || true; } | python3 -c '
+import json, sys
+print(sum(1 for l in sys.stdin if l.strip() and json.loads(l).get("worker_id") == sys.argv[1]))' "$RUN_ID-$1"
+}
+e0=$(hb_count e)
+for _ in $(seq 1 60); do [ "$(hb_count e)" -ge $((e0 + 2)) ] && break; sleep 0.5; done
+[ "$(hb_count e)" -ge $((e0 + 2)) ] || fail "worker e published no two more heartbeats after its ${e0}th"
 hb_of d 'True' >/dev/null 2>&1 && fail "worker d (security.protocol=sasl_ssl against a plaintext broker) published a heartbeat: the properties were not applied"
 set +e
 out=$(KIWI_KAFKA_PROPERTIES="security.protocol=ssl" kiwi_cli submit --repo "$GIT_URL_BASE/js-sum.git" --ref main \

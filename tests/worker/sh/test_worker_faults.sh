@@ -47,7 +47,11 @@
 #           committed (a worker joining afterwards does not run the task).
 #
 # Every result count is made twice: through `kiwi tail` and with kcat (the
-# messages keyed by each task id on the results topic).
+# messages keyed by each task id on the results topic). A count waits first
+# for the tasks' offsets to be committed (the workers' `offset committed`
+# log lines, lib.sh wait_committed): a result is acknowledged before its
+# offset is committed and Kafka delivers a committed task no more, so a late
+# duplicate would be on the topic by then.
 #
 # Usage: test_worker_faults.sh [kill] [kafka] [round] [revoke] [redis] [noredis] [dlq] [drain] [undelivered]
 # (default: all)
@@ -323,7 +327,10 @@ part_kill() {
   reaped "$victim" "$vname"
 
   wait_results 150 "${ids[@]}"
-  sleep 4 # a late duplicate would show here
+  # once their offsets are committed Kafka delivers none of them again: a
+  # duplicate would be on the topic by then (a result is acknowledged before
+  # its offset is committed)
+  wait_committed 120 "${ids[@]}"
   exactly_one_result not_fixed "${ids[@]}"
   python3 - "$TMP/results-$PART.jsonl" "$vtask" "$victim" <<'PY' || fail "the killed worker's task was not finished by the other"
 import json, sys
@@ -464,8 +471,18 @@ part_kafka() {
   done
   [ -n "$inflight" ] || fail "no task in flight at the broker restart (kcat: none accepted without a result)"
   log "$n task(s) in their sandboxes; in flight by kcat: $(echo "$inflight" | tr '\n' ' '); restarting the broker"
+  local full0 full
+  full0=$(grep -c "producer queue full" "$TMP/worker-a.log" || true)
   stack down kafka
-  sleep 3
+  # the broker stays away until worker a's producer queue (2 messages) is
+  # full: its heartbeats and events have nowhere to go
+  for _ in $(seq 1 240); do
+    full=$(grep -c "producer queue full" "$TMP/worker-a.log" || true)
+    [ "$full" -gt "$full0" ] && break
+    sleep 0.25
+  done
+  [ "$full" -gt "$full0" ] || fail "worker a's producer queue (2 messages) did not fill within 60 s of the broker going away"
+  log "worker a's producer queue is full; starting the broker again"
   stack up kafka
   # tasks submitted after the restart are taken too
   for k in 5 6; do
@@ -473,7 +490,7 @@ part_kafka() {
   done
   log "submitted after the restart: ${ids[*]:4}"
   wait_results 180 "${ids[@]}"
-  sleep 4
+  wait_committed 180 "${ids[@]}" # no late duplicate after this (see part_kill)
   for v in a b; do
     kill -0 "$(eval echo "\$WORKER_PID_$v")" 2>/dev/null || fail "worker $v died"
   done
@@ -586,7 +603,7 @@ part_round() {
   provider_reset
   reaped "$victim" "$vname"
   wait_results 300 "$id"
-  sleep 4 # a late duplicate would show here
+  wait_committed 120 "$id" # no late duplicate after this (see part_kill)
   exactly_one_result fixed "$id"
   grep -q "task $id: started" "$TMP/worker-${survivor##*-}.log" || fail "$survivor never ran $id"
   [ "$(slow_requests)" -gt $((n0 + 1)) ] || fail "the slow round was not asked again after the kill"
@@ -623,11 +640,14 @@ print(next(f"js-sum-{k}" for k in range(1, 100) if zlib.crc32(f"{sys.argv[1]}/js
   [ -n "$(in_flight "$id")" ] || fail "$id has a result at the rebalance (finished before it, or run a second time): the revoke did not hit it mid-task"
   log "worker b joined; a's partitions were revoked while $id was in its model round"
   wait_results 300 "$id"
-  sleep 6 # a late duplicate (b running it again) would show here
+  # a never commits it (revoked); b commits it once it finds the result
+  # published, or after running it again, whose result would be on the
+  # topic by then
+  wait_committed 120 "$id"
   exactly_one_result fixed "$id"
   same_diff "$id"
   grep -q "task $id: received" "$TMP/worker-b.log" || fail "$id's partition did not move to b: the revoke moved no task"
-  log "  $id, revoked from a mid-task, was delivered to b: $(grep -o "task $id: [a-z].*" "$TMP/worker-b.log" | tail -n 1)"
+  log "  $id, revoked from a mid-task, was delivered to b: $(grep -o "task $id: [a-z].*" "$TMP/worker-b.log" | grep -v ": offset committed" | tail -n 1)"
   passed=$((passed + 1))
   stop_workers
 }
@@ -689,7 +709,7 @@ PY
   log "the heartbeat shows redis back"
   t4=$(submit_task js-pass-4 "KIWI_FAULT=$RUN_ID-4 npm test")
   wait_results 90 "$t1" "$t4"
-  sleep 2
+  wait_committed 120 "$t1" "$t2" "$t3" "$t4" # no late duplicate after this (see part_kill)
   exactly_one_result not_fixed "$t1" "$t2" "$t3" "$t4"
   ! grep -q "lost its lease" "$TMP/worker-a.log" || fail "$t1 was stopped when redis came back"
   log "  $t1 ran through the outage (longer than its lease) and was not stopped when redis came back"
@@ -757,7 +777,9 @@ part_dlq() {
     [ "$n" -ge 1000 ] && break
     sleep 1
   done
-  sleep 3
+  # every message of the tasks topic committed: no task or dead letter comes
+  # again (each is acknowledged before its offset is committed)
+  wait_topic_committed 120
   exactly_one_result not_fixed "${ids[@]}"
   tail_topic dlq "$TMP/dlq.jsonl"
   python3 - "$TMP/dlq.jsonl" "$mal/manifest.json" "$topic" "$RUN_ID-a" <<'PY' || fail "the dead letters do not match the malformed messages"
@@ -820,11 +842,19 @@ part_undelivered() {
   for _ in $(seq 1 240); do grep -q "task $id: result not delivered" "$TMP/worker-a.log" && break; sleep 0.25; done
   grep -q "task $id: result not delivered" "$TMP/worker-a.log" || fail "no refused delivery of $id's result in 60 s"
   log "$(grep -o "task $id: result not delivered.*" "$TMP/worker-a.log" | head -1)"
-  sleep 6 # at least one more refused attempt
+  # at least one more refused attempt: the count of those lines grows
+  local refused0 refused
+  refused0=$(grep -c "task $id: result not delivered" "$TMP/worker-a.log" || true)
+  for _ in $(seq 1 240); do
+    refused=$(grep -c "task $id: result not delivered" "$TMP/worker-a.log" || true)
+    [ "$refused" -gt "$refused0" ] && break
+    sleep 0.25
+  done
+  [ "$refused" -gt "$refused0" ] || fail "no further refused delivery of $id's result within 60 s of the first"
   topic_config "$results" --delete-config max.message.bytes
   log "the results topic takes messages again"
   wait_results 120 "$id"
-  sleep 2
+  wait_committed 60 "$id" # no late duplicate after this (see part_kill)
   exactly_one_result not_fixed "$id"
   log "$(grep -c "task $id: result not delivered" "$TMP/worker-a.log") refused deliveries, then published"
   ! grep -qE "revoked [0-9]+ partition" "$TMP/worker-a.log" || fail "a rebalance happened: this part is about its absence"
@@ -833,7 +863,18 @@ part_undelivered() {
   stop_workers
   worker_start b KIWI_SLOTS=1 "${WORKER_ENV[@]}"
   wait_assigned 4 b
-  sleep 4
+  # a later task of the same repository (the same key, so the same
+  # partition): b receives the partition's messages in order, so once it
+  # has received this one it would have received $id before, had $id's
+  # offset not been committed
+  local later where later_where
+  later=$(submit_task js-pass-1 "KIWI_FAULT=$RUN_ID-2 npm test")
+  for _ in $(seq 1 240); do grep -q "task $later: received" "$TMP/worker-b.log" && break; sleep 0.25; done
+  grep -q "task $later: received" "$TMP/worker-b.log" || fail "worker b did not receive $later, submitted after it joined, within 60 s"
+  where=$(sed -nE "s/.*task $id: received from ([^ ]+)@[0-9]+.*/\1/p" "$TMP/worker-a.log" | head -n 1)
+  later_where=$(sed -nE "s/.*task $later: received from ([^ ]+)@[0-9]+.*/\1/p" "$TMP/worker-b.log" | head -n 1)
+  [ -n "$where" ] && [ "$where" = "$later_where" ] \
+    || fail "$later came from '$later_where', $id from '$where': not one partition, so b not getting $id would prove nothing"
   ! grep -q "task $id: received" "$TMP/worker-b.log" || fail "worker b got $id again: its offset was not committed"
   log "worker b, joining afterwards, did not get $id: the offset was committed"
   passed=$((passed + 1))
@@ -868,7 +909,7 @@ part_drain() {
   log "$(grep -o "task $quick: not started.*" "$TMP/worker-a.log")"
   worker_start b KIWI_SLOTS=2 "${WORKER_ENV[@]}"
   wait_results 150 "$long" "$quick"
-  sleep 2 # a late duplicate would show here
+  wait_committed 120 "$long" "$quick" # no late duplicate after this (see part_kill)
   exactly_one_result not_fixed "$long" "$quick"
   grep -q "task $quick: started" "$TMP/worker-b.log" || fail "worker b never started $quick"
   passed=$((passed + 1))

@@ -152,7 +152,14 @@ st=$(once_payload "$TMP/once-b.jsonl" result status)
 cmp -s "$TMP/state-a/snapshots/$key/src.tar" "$TMP/state-b/snapshots/$key/src.tar" || fail "host B's src.tar differs from host A's"
 cmp -s "$TMP/state-a/snapshots/$key/home.tar" "$TMP/state-b/snapshots/$key/home.tar" || fail "host B's home.tar differs from host A's"
 
-sleep 1 # the event streams catch up
+# the event streams catch up: host A's install and host B's verify are in
+# them (a dockerd reports its containers' creation in order, so a Phase A
+# container of host B's, created before its verify, would be there too);
+# up to 15 s, then the checks below say what is missing
+for _ in $(seq 1 60); do
+  grep -qx install "$TMP/events-a.txt" && grep -qx verify "$TMP/events-b.txt" && break
+  sleep 0.25
+done
 a_install=$(grep -cx install "$TMP/events-a.txt" || true)
 b_install=$(grep -cx install "$TMP/events-b.txt" || true)
 b_verify=$(grep -cx verify "$TMP/events-b.txt" || true)
