@@ -125,18 +125,46 @@ age (int64_t ms, char *buf, size_t cap)
     return buf;
 }
 
-/* Appends one line to f, cut to width (0: no cut), then '\n'. Control
- * characters (from a worker's reason or detail) become '?'. */
+char *
+kiwi_fleet_oneline (const char *text)
+{
+    size_t n = strlen (text);
+    char *out = malloc (4 * n + 1), *o = out;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) text[i];
+        if (c == '\n' || c == '\r') {
+            while (i + 1 < n && (text[i + 1] == '\n' || text[i + 1] == '\r'))
+                i++;
+            if (i + 1 < n && o > out) { /* a break between lines, not at an end */
+                *o++ = ';';
+                *o++ = ' ';
+            }
+        } else if (c == '\t')
+            *o++ = ' ';
+        else if (c < 0x20 || c == 0x7f)
+            o += sprintf (o, "\\x%02x", c);
+        else
+            *o++ = (char) c;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Appends one line to f as kiwi_fleet_oneline renders it (a worker's reason
+ * or detail may hold line breaks and control characters), cut to width (0:
+ * no cut), then '\n'. */
 static void
 put_line (FILE *f, const char *line, unsigned width)
 {
-    size_t n = strlen (line);
+    cleanup_free char *r = kiwi_fleet_oneline (line);
+    if (r == NULL)
+        return;
+    size_t n = strlen (r);
     if (width > 0 && n > width)
         n = width;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char) line[i];
-        fputc (c < 0x20 || c == 0x7f ? '?' : c, f);
-    }
+    fwrite (r, 1, n, f);
     fputc ('\n', f);
 }
 
@@ -267,3 +295,4 @@ kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err)
         kiwi_error_make (err, ENOMEM, "printing the fleet");
     return s;
 }
+
