@@ -178,7 +178,7 @@ typedef struct kiwi_settings {
     char *ci_test_command, *ci_goal, *ci_webhook_secret;
     uint64_t ci_max_body;
     char *batch_dir;        /* when loaded: the setting, else $HOME/.kiwi/batches, or "" */
-    uint64_t progress_interval, refresh, clock_skew, gone_after;
+    uint64_t progress_interval, refresh, clock_skew, gone_after, stall_after;
     /* Where each value came from: "default", "environment KIWI_X", "flag
      * --x", "FILE:LINE", "stack env file PATH"; NULL for the other
      * program's rows. Owned. */

@@ -79,5 +79,14 @@ char *kiwi_fleet_oneline (const char *text);
  * Returns a malloc'd string, or NULL with *err. */
 char *kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err);
 
+/* Why no task moves, as far as the heartbeats tell (kiwi wait, watch and
+ * batch --wait say it when nothing moved for a while): *out is NULL when a
+ * worker is up; else a malloc'd line: no heartbeat on `topic` at all (read
+ * back `window_ms`), no worker up (every one seen is gone, named), or every
+ * worker not gone degraded (each named with its reason, on one line). It
+ * holds no age, so it changes only when the diagnosis does. Returns 0, or
+ * < 0 with *err (out of memory). */
+int kiwi_fleet_diagnose (const kiwi_fleet *f, int64_t now_ms, const char *topic, int64_t window_ms, char **out,
+                         kiwi_error_t *err);
 
 #endif
