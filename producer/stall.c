@@ -77,7 +77,9 @@ kiwi_stall_tick (kiwi_stall *st, rd_kafka_t *rk, int64_t now_mono)
     if (st->after_ms <= 0)
         return NULL;
     kiwi_error_t err = NULL;
-    if (st->n_parts == 0 && now_mono >= st->next_assign) {
+    /* the topic is read only once things are half-way to a stall, so a
+     * command that is over sooner costs the broker nothing more */
+    if (st->n_parts == 0 && now_mono - st->moved_at >= st->after_ms / 2 && now_mono >= st->next_assign) {
         int64_t *from = NULL;
         int n = kiwi_cli_assign_topic_since (rk, st->topic, kiwi_wall_ms () - st->window_ms, 5000, &from, &err);
         if (n < 0) {

@@ -2,7 +2,8 @@
  * stall.h: saying why nothing moves, for the commands that wait on workers
  * (kiwi wait, kiwi watch, kiwi batch --wait). Beside their own topics they
  * read the heartbeats topic (from now minus the window kiwi fleet uses) into
- * a fleet (fleet.h); once nothing has moved for the stall_after setting
+ * a fleet (fleet.h), from the time nothing has moved for half the stall
+ * time; once nothing has moved for the stall_after setting
  * (cli.stall_after, KIWI_STALL_AFTER, --stall-after), they warn with the
  * fleet's diagnosis (kiwi_fleet_diagnose): no heartbeat at all, no worker
  * up, or every worker degraded with its reasons. A diagnosis is said once,
@@ -50,7 +51,8 @@ void kiwi_stall_moved (kiwi_stall *st, int64_t now_mono);
 bool kiwi_stall_message (kiwi_stall *st, const rd_kafka_message_t *m);
 
 /* Called on every pass of the caller's loop: adds the heartbeats topic to
- * rk's assignment while it is not (once a second at most), and, when
+ * rk's assignment while it is not, once nothing moved for after_ms / 2
+ * (looked for once a second at most), and, when
  * nothing has moved for after_ms, the heartbeats read back were read to
  * their end (or there is no such topic) and the diagnosis differs from the
  * one said last, returns what to say: "nothing moved for N s: DIAGNOSIS",
