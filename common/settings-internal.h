@@ -28,4 +28,14 @@ int kiwi__setting_store (kiwi_settings *s, const kiwi_setting_def *d, const char
 int kiwi__setting_kafka_property (kiwi_settings *s, const char *key, const char *value, const char *origin, int code,
                                   kiwi_error_t *err);
 
+/* settings-env.c: warns once (kiwi_warn) about each KIWI_ variable of
+ * envp that is no row of any program, nor a known non-setting variable,
+ * nor `token_var` (the git token's, may be NULL), naming the closest row's
+ * variable when one is close; never prints a value. */
+void kiwi__settings_env_warn (const char *const *envp, const char *token_var);
+
+/* The row variable close to the n-byte `name` (a small typo, or the same
+ * words in another order), or NULL. */
+const char *kiwi__setting_env_closest (const char *name, size_t n);
+
 #endif

@@ -3,7 +3,8 @@
  * lowest first (default, kiwi's stack env file, the config file, the
  * environment, flags), the winner of each row checked and stored. The only
  * place below main that reads the environment, through the envp it is
- * given.
+ * given; a KIWI_ variable there that is no setting is warned about
+ * (settings-env.c).
  */
 #include "common/settings-internal.h"
 
@@ -236,6 +237,8 @@ kiwi_settings_load (kiwi_settings *s, unsigned program, const char *const flags[
             goto out;
     }
     ret = derive (s, program, envp, err);
+    if (ret == 0)
+        kiwi__settings_env_warn (envp, s->git_token_var ? s->git_token_var : env_get (envp, "KIWI_GIT_TOKEN_VAR"));
 out:
     for (size_t i = 0; i < nl; i++)
         layer_clear (ls[i]);

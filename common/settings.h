@@ -19,7 +19,9 @@
  *      program is ignored, a key of neither refused, kiwi's earlier
  *      spellings refused naming the new one; kafka.property.NAME = VALUE
  *      keys are librdkafka properties for both;
- *   4. the environment;
+ *   4. the environment (a KIWI_ variable that is no setting of either
+ *      program nor a known non-setting variable is warned about, with the
+ *      closest setting's variable when one is close; settings-env.c);
  *   5. flags.
  * Only the winning value is checked; a bad one is an error naming the key,
  * the value (never a secret's), where it came from and what is accepted.
@@ -176,7 +178,7 @@ typedef struct kiwi_settings {
     char *ci_test_command, *ci_goal, *ci_webhook_secret;
     uint64_t ci_max_body;
     char *batch_dir;        /* when loaded: the setting, else $HOME/.kiwi/batches, or "" */
-    uint64_t progress_interval, refresh, clock_skew, gone_after;
+    uint64_t progress_interval, refresh, clock_skew, gone_after, stall_after;
     /* Where each value came from: "default", "environment KIWI_X", "flag
      * --x", "FILE:LINE", "stack env file PATH"; NULL for the other
      * program's rows. Owned. */

@@ -72,8 +72,8 @@ const kiwi_cmd kiwi_cmd_batch_def = {
       "Every task carries the batch id (--batch-id, else a new one), said on stderr at the start and\n"
       "the end with the submission time, and kept in the batch's manifest in batch_dir for kiwi watch.\n"
       "With --wait the command then follows the batch as `kiwi watch BATCH_ID` does: a progress line,\n"
-      "the outcome table, the results in a file of JSON lines; after an interrupt, `kiwi watch\n"
-      "BATCH_ID` goes on where it stopped.",
+      "the outcome table, the results in a file of JSON lines, why nothing moves when nothing did\n"
+      "for stall_after seconds; after an interrupt, `kiwi watch BATCH_ID` goes on where it stopped.",
     .opts = batch_opts,
     .task_fields = KIWI_TASK_FIELDS_ALL & ~KIWI_TASK_FIELD_BIT (KIWI_TF_ID),
     .exits = batch_exits,

@@ -6,7 +6,9 @@
  * kiwi (kiwi-<UTC time>-<hex>); every partition starts at
  * rd_kafka_offsets_for_times of it (minus the clock_skew setting), so a
  * long-lived topic is not read from its beginning. An id without a time is
- * looked for from the beginning, and the command says so.
+ * looked for from the beginning, and the command says so. While no result
+ * (nor, with --progress, a progress event of the task) arrives for
+ * stall_after seconds, it says why from the heartbeats (stall.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include "producer/kafka.h"
 #include "common/log.h"
 #include "producer/render.h"
+#include "producer/stall.h"
 #include "schemas/result.h"
 #include "producer/watch.h"
 
@@ -57,7 +60,9 @@ const kiwi_cmd kiwi_cmd_wait_def = {
                    "its outcome. The submission time is --since, else the time in an id made by kiwi\n"
                    "(kiwi-20261129T221422.123Z-...), less clock_skew seconds; an id without a time is looked\n"
                    "for from the topic's beginning (said on stderr). The first result wins if a task has\n"
-                   "several. A results topic that does not exist yet is waited for.",
+                   "several. A results topic that does not exist yet is waited for. When nothing moved for\n"
+                   "stall_after seconds, the heartbeats topic tells why on stderr (no worker heartbeat, no\n"
+                   "worker up, or every worker degraded, with the reasons), once per change.",
     .opts = wait_opts,
     .exits = wait_exits,
 };
@@ -104,25 +109,28 @@ on_result (const rd_kafka_message_t *m, const char *id)
     return code;
 }
 
-static void
+/* Prints a progress event of task `id`. Returns whether it was one. */
+static bool
 on_progress (const rd_kafka_message_t *m, const char *id)
 {
     kiwi_msg_meta mm = { rd_kafka_topic_name (m->rkt), m->partition, m->offset, -1, m->key, m->key_len };
     bool key_match = key_is (m, id);
     if (m->key != NULL && !key_match)
-        return;
+        return false;
     cleanup_free char *line = NULL;
     cleanup_free char *tid = NULL;
     bool decoded = false;
     kiwi_error_t err = NULL;
     if (kiwi_render_message (KIWI_MSG_PROGRESS, &mm, m->payload, m->len, false, &line, &tid, &decoded, &err) < 0) {
         kiwi_error_free (&err);
-        return;
+        return false;
     }
     if (key_match || (tid != NULL && strcmp (tid, id) == 0)) {
         fprintf (stderr, "%s\n", line);
         fflush (stderr);
+        return true;
     }
+    return false;
 }
 
 int
@@ -133,6 +141,7 @@ kiwi_cmd_wait (int argc, char **argv)
     kiwi_cli_settings_init (&s);
     kiwi_error_t err = NULL;
     rd_kafka_t *rk = NULL;
+    kiwi_stall st = { 0 };
     int sigfd = -1;
     int code = 0;
     if (kiwi_cli_begin (&kiwi_cmd_wait_def, argc, argv, &args, &s, &code) != 0)
@@ -174,6 +183,7 @@ kiwi_cmd_wait (int argc, char **argv)
     }
 
     int64_t deadline = timeout_s ? kiwi_mono_ms () + (int64_t) timeout_s * 1000 : INT64_MAX;
+    kiwi_stall_init (&st, &s, kiwi_mono_ms ());
     bool have_results = false, have_progress = !progress, told = false;
     int64_t next_check = 0, started = kiwi_mono_ms ();
     unsigned long long n_read = 0;
@@ -210,17 +220,22 @@ kiwi_cmd_wait (int argc, char **argv)
             }
             next_check = kiwi_mono_ms () + 1000;
         }
+        cleanup_free char *stall = kiwi_stall_tick (&st, rk, now);
+        if (stall != NULL)
+            kiwi_warn ("wait: task %s: %s", id, stall);
         rd_kafka_message_t *m = rd_kafka_consumer_poll (rk, 200);
         if (m == NULL)
             continue;
-        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (kiwi_stall_message (&st, m))
+            ; /* a heartbeat: taken into the fleet */
+        else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
             const char *t = rd_kafka_topic_name (m->rkt);
             if (strcmp (t, s.topic_results) == 0) {
                 n_read++;
                 code = on_result (m, id);
             }
-            else if (progress)
-                on_progress (m, id);
+            else if (progress && on_progress (m, id))
+                kiwi_stall_moved (&st, kiwi_mono_ms ());
         } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
             kiwi_warn ("wait: %s", rd_kafka_message_errstr (m));
         rd_kafka_message_destroy (m);
@@ -232,6 +247,7 @@ kiwi_cmd_wait (int argc, char **argv)
                    (long long) (kiwi_mono_ms () - started));
     }
 out:
+    kiwi_stall_clear (&st);
     kiwi_cli_consumer_free (rk);
     if (sigfd >= 0)
         close (sigfd);

@@ -11,6 +11,8 @@
  * topics; it keeps reading tasks while the batch is still being submitted.
  * A result whose task id is not known yet and that is only seconds old is
  * held for a few seconds, in case its task is still on the way to us.
+ * When no task of the batch was taken, progressed or finished for
+ * stall_after seconds, the loop says why from the heartbeats (stall.h).
  */
 #include <errno.h>
 #include <limits.h>
@@ -29,6 +31,7 @@
 #include "common/clock.h"
 #include "producer/kafka.h"
 #include "common/log.h"
+#include "producer/stall.h"
 #include "schemas/result.h"
 #include "schemas/task.h"
 #include "producer/watch.h"
@@ -427,6 +430,9 @@ kiwi_cli_watch (const kiwi_cli_settings *s, kiwi_watch *w, kiwi_cli_watch_opts *
     int64_t every = (int64_t) (tty ? s->refresh : s->progress_interval) * 1000;
     int64_t next_show = start, next_assign = 0, next_idle = 0;
     bool shown = false;
+    kiwi_stall st;
+    kiwi_stall_init (&st, s, start);
+    uint64_t seen_done = w->done, seen_running = w->running;
     for (;;) {
         if (kiwi_cli_stop) {
             outcome = "interrupted";
@@ -458,10 +464,26 @@ kiwi_cli_watch (const kiwi_cli_settings *s, kiwi_watch *w, kiwi_cli_watch_opts *
             outcome = "complete";
             break;
         }
+        if (w->done != seen_done || w->running != seen_running) {
+            seen_done = w->done;
+            seen_running = w->running;
+            kiwi_stall_moved (&st, now);
+        }
+        cleanup_free char *stall = kiwi_stall_tick (&st, l.rk, now);
+        if (stall != NULL) {
+            if (tty && shown) { /* the warning under the progress line, which is drawn again */
+                fputc ('\n', stdout);
+                fflush (stdout);
+                next_show = now;
+            }
+            kiwi_warn ("batch %s: %s", w->batch_id, stall);
+        }
         unpark (&l);
         rd_kafka_message_t *m = rd_kafka_consumer_poll (l.rk, 100);
         if (m != NULL) {
-            if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            if (kiwi_stall_message (&st, m))
+                ; /* a heartbeat: taken into the fleet */
+            else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
                 on_message (&l, m);
             else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                 if (o->read_tasks && strcmp (rd_kafka_topic_name (m->rkt), s->topic_tasks) == 0
@@ -508,6 +530,7 @@ kiwi_cli_watch (const kiwi_cli_settings *s, kiwi_watch *w, kiwi_cli_watch_opts *
     free (l.park);
     free (l.tasks_end);
     free (l.tasks_caught);
+    kiwi_stall_clear (&st);
     kiwi_cli_consumer_free (l.rk);
     return code;
 }
@@ -551,7 +574,9 @@ const kiwi_cmd kiwi_cmd_watch_def = {
       "first, so after an interrupt the same command goes on where it stopped and no task is written\n"
       "twice. The total comes from the manifest (written by kiwi batch on this machine), else\n"
       "--total, else the batch's tasks on the tasks topic (a batch still being submitted elsewhere\n"
-      "may then look complete early).",
+      "may then look complete early). When no task moved for stall_after seconds, the heartbeats\n"
+      "topic tells why on stderr (no worker heartbeat, no worker up, or every worker degraded,\n"
+      "with the reasons), once per change.",
     .opts = watch_opts,
     .exits = watch_exits,
 };

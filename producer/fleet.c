@@ -125,18 +125,46 @@ age (int64_t ms, char *buf, size_t cap)
     return buf;
 }
 
-/* Appends one line to f, cut to width (0: no cut), then '\n'. Control
- * characters (from a worker's reason or detail) become '?'. */
+char *
+kiwi_fleet_oneline (const char *text)
+{
+    size_t n = strlen (text);
+    char *out = malloc (4 * n + 1), *o = out;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) text[i];
+        if (c == '\n' || c == '\r') {
+            while (i + 1 < n && (text[i + 1] == '\n' || text[i + 1] == '\r'))
+                i++;
+            if (i + 1 < n && o > out) { /* a break between lines, not at an end */
+                *o++ = ';';
+                *o++ = ' ';
+            }
+        } else if (c == '\t')
+            *o++ = ' ';
+        else if (c < 0x20 || c == 0x7f)
+            o += sprintf (o, "\\x%02x", c);
+        else
+            *o++ = (char) c;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Appends one line to f as kiwi_fleet_oneline renders it (a worker's reason
+ * or detail may hold line breaks and control characters), cut to width (0:
+ * no cut), then '\n'. */
 static void
 put_line (FILE *f, const char *line, unsigned width)
 {
-    size_t n = strlen (line);
+    cleanup_free char *r = kiwi_fleet_oneline (line);
+    if (r == NULL)
+        return;
+    size_t n = strlen (r);
     if (width > 0 && n > width)
         n = width;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char) line[i];
-        fputc (c < 0x20 || c == 0x7f ? '?' : c, f);
-    }
+    fwrite (r, 1, n, f);
     fputc ('\n', f);
 }
 
@@ -266,4 +294,63 @@ kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err)
     if (s == NULL)
         kiwi_error_make (err, ENOMEM, "printing the fleet");
     return s;
+}
+
+/* Appends up to KIWI__DIAG_NAMED workers' ids to o (", " between), with
+ * each one's reason when `reasons`, then how many more there are. */
+#define KIWI__DIAG_NAMED 5
+static void
+diag_workers (FILE *o, const kiwi_fleet *f, int64_t now_ms, const char *state, bool reasons)
+{
+    size_t named = 0, more = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const kiwi_fleet_worker *w = &f->workers[i];
+        if (strcmp (kiwi_fleet_state (f, w, now_ms), state) != 0)
+            continue;
+        if (named == KIWI__DIAG_NAMED) {
+            more++;
+            continue;
+        }
+        fprintf (o, "%s%s", named++ ? ", " : "", w->hb.worker_id);
+        if (reasons) {
+            const char *r = w->hb.degraded_reason;
+            cleanup_free char *line = kiwi_fleet_oneline (r && *r ? r : "no reason given");
+            fprintf (o, " (%s)", line ? line : "?");
+        }
+    }
+    if (more > 0)
+        fprintf (o, " and %zu more", more);
+}
+
+int
+kiwi_fleet_diagnose (const kiwi_fleet *f, int64_t now_ms, const char *topic, int64_t window_ms, char **out,
+                     kiwi_error_t *err)
+{
+    *out = NULL;
+    fleet_sum t;
+    fleet_sum_of (f, now_ms, &t);
+    if (t.up > 0)
+        return 0;
+    char *s = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream (&s, &len);
+    if (o == NULL)
+        return kiwi_error_make (err, ENOMEM, "the fleet's diagnosis");
+    if (f->n == 0)
+        fprintf (o, "no worker heartbeat on %s in the last %llds: no kiwi-worker seems to be running for these topics",
+                 topic, (long long) (window_ms / 1000));
+    else if (t.degraded == 0) {
+        fprintf (o, "no worker is up: the worker%s seen on %s (", f->n > 1 ? "s" : "", topic);
+        diag_workers (o, f, now_ms, "gone", false);
+        fprintf (o, ") stopped sending heartbeats");
+    } else {
+        fprintf (o, "every worker is degraded: ");
+        diag_workers (o, f, now_ms, "degraded", true);
+    }
+    if (fclose (o) != 0) {
+        free (s);
+        return kiwi_error_make (err, ENOMEM, "the fleet's diagnosis");
+    }
+    *out = s;
+    return 0;
 }

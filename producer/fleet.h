@@ -60,10 +60,17 @@ double kiwi_fleet_tasks_per_min (const kiwi_fleet_worker *w);
  * cache hit rate), a header, then one row per worker with its state,
  * slots, counters, tasks per minute, cache hit rate, Redis, age of its last
  * heartbeat and each egress check ("name ok" or "name FAIL"), and under a
- * degraded worker's row its reason, under a failed check its detail. Rows
+ * degraded worker's row its reason, under a failed check its detail (each
+ * as kiwi_fleet_oneline renders it). Rows
  * are cut to `width` columns (0: no cut). Returns a malloc'd string, or
  * NULL when out of memory. */
 char *kiwi_fleet_table (const kiwi_fleet *f, int64_t now_ms, unsigned width);
+
+/* `text` (a worker's reason or a check's detail) on one line a terminal
+ * shows as it is: each run of line breaks between lines becomes "; " (at
+ * either end it is dropped), a tab a space, any other control character
+ * \xNN. Returns a malloc'd string, or NULL when out of memory. */
+char *kiwi_fleet_oneline (const char *text);
 
 /* One JSON document (no newline): {"ts", "workers": [{"worker_id", "state",
  * "age_ms", "gone_after_ms", "tasks_per_min", "cache_hit_rate" (null when no
@@ -71,5 +78,15 @@ char *kiwi_fleet_table (const kiwi_fleet *f, int64_t now_ms, unsigned width);
  * {"up", "degraded", "gone", "slots_busy", "slots_total", "tasks_per_min"}}.
  * Returns a malloc'd string, or NULL with *err. */
 char *kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err);
+
+/* Why no task moves, as far as the heartbeats tell (kiwi wait, watch and
+ * batch --wait say it when nothing moved for a while): *out is NULL when a
+ * worker is up; else a malloc'd line: no heartbeat on `topic` at all (read
+ * back `window_ms`), no worker up (every one seen is gone, named), or every
+ * worker not gone degraded (each named with its reason, on one line). It
+ * holds no age, so it changes only when the diagnosis does. Returns 0, or
+ * < 0 with *err (out of memory). */
+int kiwi_fleet_diagnose (const kiwi_fleet *f, int64_t now_ms, const char *topic, int64_t window_ms, char **out,
+                         kiwi_error_t *err);
 
 #endif

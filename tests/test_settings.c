@@ -4,7 +4,8 @@
  * others naming the key; a per-program default; the rule for a key of
  * another program, of neither, or spelled the old way; one config file
  * shared by both programs' loaders; a Firecracker row reaching the
- * driver's struct from a config file; the derived git token.
+ * driver's struct from a config file; the derived git token; a KIWI_
+ * variable that is no setting warned about.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -293,6 +294,86 @@ test_git_token_read_when_loaded (void **state)
     kiwi_cli_settings_clear (&s);
 }
 
+/* Loads `program`'s settings from envp and returns what was logged
+ * (stderr captured), malloc'd. */
+static char *
+load_logged (unsigned program, const char *const *envp)
+{
+    FILE *f = tmpfile ();
+    assert_non_null (f);
+    fflush (stderr);
+    int saved = dup (2);
+    dup2 (fileno (f), 2);
+    kiwi_settings s;
+    memset (&s, 0, sizeof s);
+    kiwi_error_t err = NULL;
+    int rc = kiwi_settings_load (&s, program, NULL, envp, 0, &err);
+    fflush (stderr);
+    dup2 (saved, 2);
+    close (saved);
+    if (rc < 0)
+        fail_msg ("load: %s", kiwi_error_msg (err));
+    kiwi_settings_clear (&s);
+    long n = ftell (f);
+    assert_true (n >= 0);
+    char *out = calloc ((size_t) n + 1, 1);
+    assert_non_null (out);
+    rewind (f);
+    assert_int_equal (fread (out, 1, (size_t) n, f), (size_t) n);
+    fclose (f);
+    return out;
+}
+
+static size_t
+count (const char *hay, const char *needle)
+{
+    size_t k = 0;
+    for (const char *p = hay; (p = strstr (p, needle)) != NULL; p += strlen (needle))
+        k++;
+    return k;
+}
+
+/* A KIWI_ variable that is no setting warns once, naming the setting it
+ * probably meant (a typo or the same words reordered) or none when none is
+ * close; a row of the other program, the alias and the harness's variables
+ * do not; no value is ever printed. */
+static void
+test_unknown_env_warns (void **state)
+{
+    (void) state;
+    const char *envp[] = { "KIWI_STACK_ENV=/nonexistent",
+                           "KIWI_TASKS_TOPIC=value-reordered",
+                           "KIWI_TOPIC_TAKS=value-typo",
+                           "KIWI_ZEBRA_QUOKKA=value-far",
+                           "KIWI_ZEBRA_QUOKKA=value-far-again",
+                           "KIWI_SANDBOX_RUNTIME=runc",
+                           "KIWI_REQUIRE_SERVICES=1",
+                           "KIWI_TEST_ANYTHING=value-known",
+                           "KIWI_KAFKA_CONTROLLER=127.0.0.1:1",
+                           "KIWI_SLOTS=3", /* kiwi-worker's row, read by kiwi too */
+                           "KIWI_GIT_TOKEN=value-secret",
+                           "NOT_KIWI_TOPIC=x",
+                           NULL };
+    for (unsigned p = KIWI_PROGRAM_KIWI; p <= KIWI_PROGRAM_WORKER; p++) {
+        char *out = load_logged (p, envp);
+        assert_int_equal (count (out, " warn: "), 3);
+        assert_non_null (strstr (out, "KIWI_TASKS_TOPIC is no setting of kiwi or kiwi-worker; ignored (did you mean "
+                                      "KIWI_TOPIC_TASKS?)"));
+        assert_non_null (strstr (out, "KIWI_TOPIC_TAKS is no setting of kiwi or kiwi-worker; ignored (did you mean "
+                                      "KIWI_TOPIC_TASKS?)"));
+        assert_non_null (strstr (out, "KIWI_ZEBRA_QUOKKA is no setting of kiwi or kiwi-worker; ignored\n"));
+        assert_int_equal (count (out, "KIWI_ZEBRA_QUOKKA"), 1);
+        assert_null (strstr (out, "value"));
+        assert_null (strstr (out, "RUNTIME"));
+        assert_null (strstr (out, "KIWI_TEST_"));
+        assert_null (strstr (out, "CONTROLLER"));
+        assert_null (strstr (out, "SERVICES"));
+        assert_null (strstr (out, "KIWI_SLOTS"));
+        assert_null (strstr (out, "NOT_KIWI"));
+        free (out);
+    }
+}
+
 int
 main (void)
 {
@@ -304,6 +385,7 @@ main (void)
         cmocka_unit_test (test_one_file_both_programs),
         cmocka_unit_test (test_firecracker_rows),
         cmocka_unit_test (test_git_token_read_when_loaded),
+        cmocka_unit_test (test_unknown_env_warns),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

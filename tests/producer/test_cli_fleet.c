@@ -4,7 +4,8 @@
  * rate, egress checks, the degraded reason and a failed check's detail),
  * the gone-after time (fixed, from the heartbeat interval, the 30 s
  * default), tasks per minute, older heartbeats dropped, control characters
- * from a worker never reaching the terminal, and the JSON document.
+ * from a worker never reaching the terminal (line breaks read as "; "), the
+ * JSON document, and the diagnosis of why nothing moves.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -150,15 +151,17 @@ test_updates (void **state)
     assert_true (kiwi_fleet_tasks_per_min (&f.workers[0]) == 0.0); /* one heartbeat */
     double tpm = kiwi_fleet_tasks_per_min (&f.workers[1]);
     assert_true (tpm > 5.99 && tpm < 6.01);
-    /* a worker's reason cannot move the terminal's cursor */
+    /* a worker's reason cannot move the terminal's cursor; its line breaks
+     * read as "; " */
     hb (&h, "zeta", NOW, 0, 1, 0);
     h.degraded = true;
-    h.degraded_reason = strdup ("bad\033[2Jthing\r\n");
+    h.degraded_reason = strdup ("bad\033[2Jthing\r\nsecond line\n\nthird\tline\r\n");
     feed (&f, &h);
     char *t = kiwi_fleet_table (&f, NOW, 0);
     assert_null (strchr (t, '\033'));
     assert_null (strchr (t, '\r'));
-    assert_non_null (strstr (t, "    degraded: bad?[2Jthing??\n"));
+    assert_null (strchr (t, '?'));
+    assert_non_null (strstr (t, "    degraded: bad\\x1b[2Jthing; second line; third line\n"));
     free (t);
     kiwi_fleet_clear (&f);
 }
@@ -191,6 +194,57 @@ test_json (void **state)
     kiwi_fleet_clear (&f);
 }
 
+static char *
+diagnose (const kiwi_fleet *f, int64_t now)
+{
+    char *d = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_fleet_diagnose (f, now, "kiwi.heartbeats", 180000, &d, &err), 0);
+    return d;
+}
+
+/* Why nothing moves, from the heartbeats at a time: nothing while a worker
+ * is up; no heartbeat at all; no worker up (every one seen gone); every
+ * worker not gone degraded, each with its reason on one line. */
+static void
+test_diagnose (void **state)
+{
+    kiwi_fleet f;
+    kiwi_fleet_init (&f, 30000);
+    char *d = diagnose (&f, NOW);
+    assert_string_equal (d, "no worker heartbeat on kiwi.heartbeats in the last 180s: no kiwi-worker seems to be "
+                            "running for these topics");
+    free (d);
+    kiwi_fleet_clear (&f);
+
+    sample_fleet (&f, 30000); /* alpha up, beta gone, gamma degraded */
+    assert_null (diagnose (&f, NOW));
+    /* 26 s later alpha is gone too: gamma, degraded, is all there is */
+    d = diagnose (&f, NOW + 26000);
+    assert_string_equal (d, "every worker is degraded: gamma (egress check metadata-blocked failed)");
+    free (d);
+    /* a second degraded worker, its reason on several lines */
+    kiwi_heartbeat h;
+    hb (&h, "delta", NOW + 20000, 0, 2, 0);
+    h.degraded = true;
+    h.degraded_reason = strdup ("disk full\nredis down\n");
+    feed (&f, &h);
+    d = diagnose (&f, NOW + 26000);
+    assert_string_equal (d, "every worker is degraded: delta (disk full; redis down), gamma (egress check "
+                            "metadata-blocked failed)");
+    /* the same a second later: the diagnosis holds no age */
+    char *d2 = diagnose (&f, NOW + 27000);
+    assert_string_equal (d, d2);
+    free (d);
+    free (d2);
+    /* a minute later every worker is gone */
+    d = diagnose (&f, NOW + 90000);
+    assert_string_equal (d, "no worker is up: the workers seen on kiwi.heartbeats (alpha, beta, delta, gamma) "
+                         "stopped sending heartbeats");
+    free (d);
+    kiwi_fleet_clear (&f);
+}
+
 int
 main (void)
 {
@@ -199,6 +253,7 @@ main (void)
         cmocka_unit_test (test_gone_after),
         cmocka_unit_test (test_updates),
         cmocka_unit_test (test_json),
+        cmocka_unit_test (test_diagnose),
     };
     return cmocka_run_group_tests_name ("cli_fleet", tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * status gives its exit status and the result's JSON on stdout, for results
  * produced before the wait started and after; a wait that runs out of time
  * is 124 (also on a results topic that does not exist); --progress streams
- * the task's progress events on stderr.
+ * the task's progress events on stderr; a wait where nothing moves says
+ * why from the heartbeats (none, or every worker degraded with its reason).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 
 #include "producer/cli.h"
 #include "need.h"
+#include "schemas/heartbeat.h"
 #include "schemas/result.h"
 #include "test_cli_util.h"
 #include "test_schemas_samples.h"
@@ -177,6 +179,57 @@ test_undecodable_result (void **state)
     free (out), free (err), free (topic);
 }
 
+/* needle is in hay exactly once */
+static void
+once (const char *hay, const char *needle)
+{
+    const char *p = strstr (hay, needle);
+    if (p == NULL || strstr (p + 1, needle) != NULL)
+        fail_msg ("`%s` not once in: %s", needle, hay);
+}
+
+/* A wait where nothing moves says why, once per diagnosis, from the test's
+ * own heartbeats topic: no heartbeat at all, then (a degraded worker's
+ * heartbeat produced) every worker degraded, with its reason on one line. */
+static void
+test_stall_says_why (void **state)
+{
+    need_broker ();
+    char *results = kiwi_test_unique ("kiwi.test.cli.waitstall");
+    char *hbs = kiwi_test_unique ("kiwi.test.cli.waitstallhb");
+    const char *argv[] = { "wait", "--brokers", cli_brokers (), "--results-topic", results, "--heartbeats-topic", hbs,
+                           "--stall-after", "1", "--timeout", "4", "nobody", NULL };
+    char *out = NULL, *err = NULL;
+    /* no heartbeats topic at all */
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
+    once (err, "wait: task nobody: nothing moved for ");
+    assert_non_null (strstr (err, ": no worker heartbeat on "));
+    free (out), free (err);
+
+    kiwi_heartbeat h;
+    kiwi_heartbeat_init (&h);
+    h.worker_id = strdup ("w-stalled");
+    h.version = strdup ("0.1.0");
+    h.ts = cli_wall_ms ();
+    h.slots_total = 2;
+    h.redis_ok = true;
+    h.degraded = true;
+    h.degraded_reason = strdup ("egress check https-reachable failed\nno route to host\n");
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t e = NULL;
+    if (kiwi_heartbeat_encode (&h, &buf, &len, &e) < 0)
+        fail_msg ("%s", kiwi_error_msg (e));
+    cli_produce (hbs, h.worker_id, buf, len);
+    free (buf);
+    kiwi_heartbeat_clear (&h);
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
+    once (err, "nothing moved for ");
+    assert_non_null (strstr (err, ": every worker is degraded: w-stalled (egress check https-reachable failed; no "
+                                  "route to host)\n"));
+    free (out), free (err), free (results), free (hbs);
+}
+
 int
 main (void)
 {
@@ -185,6 +238,7 @@ main (void)
         cmocka_unit_test (test_result_after_the_wait_started),
         cmocka_unit_test (test_wait_times_out),
         cmocka_unit_test (test_undecodable_result),
+        cmocka_unit_test (test_stall_says_why),
     };
     return kiwi_run_group ("cli_stack_wait", tests, NULL, NULL);
 }
