@@ -755,6 +755,22 @@ cmd_status() {
   [[ $applied == 1 ]]
 }
 
+# fix_command: the apply that makes `check` with these options pass, as a
+# command line that works as printed (this script's absolute path, the
+# options it was given, each quoted for the shell).
+fix_command() {
+  local a line
+  line="bash $(sh_word "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")") apply"
+  for a in "${cmd_args[@]}"; do line+=" $(sh_word "$a")"; done
+  printf '%s\n' "$line"
+}
+# sh_word S: S as one shell word (as is when it is plain, else in single quotes)
+sh_word() {
+  if [[ $1 =~ ^[A-Za-z0-9_./:,+=@%-]+$ ]]; then printf '%s' "$1"
+  else printf "'%s'" "${1//\'/\'\\\'\'}"
+  fi
+}
+
 cmd_check() {
   local f bad=0 out
   for f in "${families[@]}"; do
@@ -771,7 +787,7 @@ cmd_check() {
   else
     echo "$out"; bad=1
   fi
-  [[ $bad == 0 ]] && echo "check: the applied rules match" || echo "check: MISMATCH (egress.sh apply fixes it)"
+  [[ $bad == 0 ]] && echo "check: the applied rules match" || echo "check: MISMATCH (fix, as root: $(fix_command))"
   return $bad
 }
 
@@ -793,6 +809,7 @@ cmd_rules() {
 
 [[ $# -ge 1 ]] || { usage >&2; exit 2; }
 cmd=$1; shift
+cmd_args=("$@") # for fix_command
 case $cmd in
   apply|check|rules) parse_options "$@" ;;
   remove|status)

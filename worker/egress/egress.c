@@ -319,6 +319,64 @@ phase_b (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
     return ok;
 }
 
+/* Appends the n bytes of s to out[*len..cap), as far as they fit (out
+ * stays terminated). */
+static void
+put (char *out, size_t cap, size_t *len, const char *s, size_t n)
+{
+    if (*len + 1 >= cap)
+        return;
+    if (n > cap - 1 - *len)
+        n = cap - 1 - *len;
+    memcpy (out + *len, s, n);
+    *len += n;
+    out[*len] = '\0';
+}
+
+/* Appends s as one shell word: as is when plain, else in single quotes. */
+static void
+sh_word (char *out, size_t cap, size_t *len, const char *s)
+{
+    bool plain = *s != '\0'
+                 && strspn (s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:,+=@%-") == strlen (s);
+    if (!plain)
+        put (out, cap, len, "'", 1);
+    for (const char *c = s; *c; c++)
+        if (!plain && *c == '\'')
+            put (out, cap, len, "'\\''", 4);
+        else
+            put (out, cap, len, c, 1);
+    if (!plain)
+        put (out, cap, len, "'", 1);
+}
+
+/* "; fix: as root, run `bash .../egress.sh apply ...` (the apply whose
+ * rules this worker checks), or start kiwi-worker with
+ * KIWI_EGRESS_APPLY=true": a hint that works as printed. */
+static void
+fix_command (const kiwi_worker_config *cfg, char *out, size_t cap)
+{
+    cleanup_strv kiwi_strv argv = KIWI_STRV_INIT;
+    kiwi_egress_targets t = { KIWI_STRV_INIT, KIWI_STRV_INIT };
+    kiwi_error_t err = NULL;
+    int rc = egress_argv (cfg, "apply", &argv, &t, &err);
+    kiwi_egress_targets_clear (&t);
+    if (rc < 0) {
+        kiwi_error_free (&err);
+        snprintf (out, cap, "; fix: start kiwi-worker with KIWI_EGRESS_APPLY=true");
+        return;
+    }
+    char line[900];
+    size_t len = 0;
+    line[0] = '\0';
+    for (size_t i = 0; i < argv.n; i++) {
+        if (i)
+            put (line, sizeof line, &len, " ", 1);
+        sh_word (line, sizeof line, &len, argv.v[i]);
+    }
+    snprintf (out, cap, "; fix: as root, run `%s`, or start kiwi-worker with KIWI_EGRESS_APPLY=true", line);
+}
+
 static bool
 metadata (const kiwi_worker_config *cfg, char *detail, size_t cap)
 {
@@ -335,8 +393,12 @@ metadata (const kiwi_worker_config *cfg, char *detail, size_t cap)
     }
     trim (r.output);
     bool ok = r.exit_code == 0;
-    snprintf (detail, cap, "%s (egress.sh check exit %d)%s%s", ok ? "rules in place" : "rules missing or changed",
-              r.exit_code, r.output && *r.output ? ": " : "", r.output ? r.output : "");
+    /* the fix first, so that a long check output cuts nothing of it */
+    char fix[1024] = "";
+    if (!ok)
+        fix_command (cfg, fix, sizeof fix);
+    snprintf (detail, cap, "%s (egress.sh check exit %d)%s%s%s%s", ok ? "rules in place" : "rules missing or changed",
+              r.exit_code, fix, *fix ? "; " : "", r.output && *r.output ? "check says: " : "", r.output ? r.output : "");
     kiwi_proc_result_clear (&r);
     return ok;
 }

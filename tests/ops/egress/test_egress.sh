@@ -565,8 +565,12 @@ fi
 note "--- drift"
 iptables -D KIWI-EGRESS 3
 check "after deleting a rule by hand, egress.sh check fails" bash -c "! '$EGRESS' check >/dev/null 2>&1"
-"$EGRESS" apply >/dev/null 2>&1
-check "apply repairs it: check exits 0 again" quiet "$EGRESS" check
+# the fix check names, run as printed, repairs it
+fix=$("$EGRESS" check 2>&1 | sed -nE 's/^check: MISMATCH \(fix, as root: (.*)\)$/\1/p')
+check "check's MISMATCH line names the fix: an apply of this script by its full path" \
+  bash -c "case \"\$1\" in 'bash /'*'/egress.sh apply'*) exit 0 ;; *) exit 1 ;; esac" _ "$fix"
+bash -c "$fix" >/dev/null 2>&1
+check "apply repairs it (the fix run as printed): check exits 0 again" quiet "$EGRESS" check
 check "apply repairs it: still one set of rules" [ "$(rules_count)" = "$c1" ]
 iptables -I DOCKER-USER 1 -m comment --comment kiwi-egress-test-other -j RETURN
 check "a foreign rule in front of the jump makes check fail" bash -c "! '$EGRESS' check >/dev/null 2>&1"
