@@ -71,8 +71,22 @@ kiwi_cli tail progress --task "$id" >"$TMP/p.jsonl" 2>/dev/null || true  # no to
 [ ! -s "$TMP/p.jsonl" ] || fail "a degraded worker took a task: $(head -2 "$TMP/p.jsonl")"
 log "no task taken while degraded"
 
-# 2. rules applied: the next check passes and the task is done
-bash "$EGRESS" apply >/dev/null
+# 2. the fix the reason names, run as printed: the next check passes and
+#    the task is done
+fix=$(sed -nE 's/.*fix: as root, run `([^`]*)`.*/\1/p' <<<"$reason" | head -n 1)
+[ -n "$fix" ] || fail "the degraded reason names no fix command: $reason"
+case "$fix" in "bash /"*"/egress.sh apply"*) ;; *) fail "the fix is not an egress.sh apply by its full path: $fix" ;; esac
+# the host-readiness command fails the same check and names the same fix
+KIWI_BUILD_DIR="$BUILD" bash "$ROOT/ops/doctor.sh" >"$TMP/doctor1.out" 2>&1 \
+  && fail "ops/doctor.sh passed without the egress rules: $(cat "$TMP/doctor1.out")"
+grep -q '^FAIL  egress    metadata_blocked' "$TMP/doctor1.out" || fail "ops/doctor.sh does not fail metadata_blocked: $(cat "$TMP/doctor1.out")"
+dfix=$(sed -nE 's/^      fix: (.*egress\.sh apply.*)$/\1/p' "$TMP/doctor1.out" | head -n 1)
+[ "$dfix" = "$fix" ] || fail "ops/doctor.sh's fix ($dfix) is not the worker's ($fix)"
+log "running the fix as printed: $fix"
+bash -c "$fix" >/dev/null 2>"$TMP/fix.err" || fail "the fix as printed failed: $(cat "$TMP/fix.err")"
+KIWI_BUILD_DIR="$BUILD" bash "$ROOT/ops/doctor.sh" >"$TMP/doctor2.out" 2>&1 \
+  || fail "ops/doctor.sh still fails after the fix: $(grep -A1 '^FAIL' "$TMP/doctor2.out")"
+log "ops/doctor.sh passes after the fix"
 kiwi_cli wait "$id" --timeout 120 >"$TMP/result.json" || fail "the task was not done after the rules: $(cat "$TMP/result.json")"
 [ "$(hb_field 'checks["metadata_blocked"]["ok"]')" = True ] || fail "metadata_blocked still fails with the rules"
 [ "$(hb_field 'h["degraded"]')" = False ] || fail "still degraded: $(hb_field 'h.get("degraded_reason")')"
