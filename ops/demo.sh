@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # ops/demo.sh: Kiwi's main job, end to end, on this machine.
 #
-#   1. set-up (packages, Kafka jars, sandbox images)    ops/setup.sh
+#   1. set-up (packages, Kafka jars, the two sandbox images the demo needs:
+#      kiwi/base and kiwi/node:22)                      ops/setup.sh --images
+#      (the other images are built after the result, unless --no-rest)
 #   2. the stack (Kafka, Redis, dockerd + runsc)          ops/stack.sh up
 #   3. the build                                          build/
 #   4. a worker, a task for an example repository with a really failing
 #      test, its progress streamed, its result and diff printed
 #
-# Options: --help.
+# Options: --no-rest (do not build the other sandbox images afterwards),
+#          --help.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+rest=1
 case "${1:-}" in
-  -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --no-rest) rest=0 ;;
   "") ;;
   *) echo "ops/demo.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 esac
 
 say() { printf '\n== %s\n' "$*"; }
 
-say "set-up"
-bash ops/setup.sh
+t_start=$SECONDS
+say "set-up (the images this demo needs first: kiwi/base, kiwi/node:22)"
+bash ops/setup.sh --images base,node22
 say "stack"
 bash ops/stack.sh up
 set -a; . "${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"; set +a
@@ -155,4 +161,12 @@ if r.get("reason"):
 if r.get("diff"):
     print("\ndiff:\n" + r["diff"])
 PY
+echo
+echo "demo: $((SECONDS - t_start)) s from the start to the result"
+if [ "$rest" = 1 ]; then
+  say "the other sandbox images (for Python, Go, Rust, Ruby, PHP, Java and other Node versions)"
+  echo "the demo is done; building the rest now (ops/images/build.sh; an interrupted build is finished by ops/setup.sh)"
+  set -a; . "${KIWI_STATE_DIR:-/var/lib/kiwi}/stack.env"; set +a
+  bash ops/images/build.sh || echo "ops/demo.sh: some images did not build; ops/setup.sh builds them" >&2
+fi
 exit "$status"

@@ -11,7 +11,7 @@ install_err_trap
 
 usage() {
   cat <<EOF
-Usage: ops/setup.sh [--no-kafka] [--no-images] [--help]
+Usage: ops/setup.sh [--no-kafka] [--no-images] [--images NAME,...] [--help]
 
 Sets up this machine for Kiwi (Debian 12, as root):
   1. packages  apt-get install of the build, test and stack dependencies
@@ -30,6 +30,10 @@ Sets up this machine for Kiwi (Debian 12, as root):
 Options:
   --no-kafka   skip step 2
   --no-images  skip steps 4 and 5
+  --images NAME,...
+               build only these images in step 5 (names as ops/images/build.sh
+               --list shows them, e.g. base,node22); the others are left for a
+               later ops/setup.sh or ops/images/build.sh
   --help       this text
 
 Environment:
@@ -38,10 +42,13 @@ Environment:
 EOF
 }
 
-want_images=1 want_kafka=1
+want_images=1 want_kafka=1 image_names=()
 while (($#)); do
   case $1 in
     --no-images) want_images=0 ;;
+    --images)
+      [[ $# -ge 2 && -n $2 ]] || { usage >&2; die "--images needs a list of image names (e.g. base,node22)"; }
+      IFS=, read -r -a image_names <<<"$2"; shift ;;
     --no-kafka) want_kafka=0 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
@@ -215,7 +222,7 @@ step_images() {
   # shellcheck disable=SC1090
   . "$KIWI_ENV_FILE"
   set +a
-  bash "$build"
+  bash "$build" "${image_names[@]}"
 }
 
 t_all=$(now_ms)
