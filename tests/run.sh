@@ -3,7 +3,8 @@
 #
 #   1. ops/setup.sh         packages, Kafka jars, sandbox images (idempotent)
 #   2. ops/stack.sh up      Kafka (KRaft), Redis, dockerd + runsc
-#   3. two builds           build/ (RelWithDebInfo) and build-asan/ (ASan+UBSan)
+#   3. two builds           build/ (RelWithDebInfo) and build-asan/ (ASan+UBSan),
+#                           and build-release/ (Release) compiled, not tested
 #   4. ctest in each        unit and integration suites, every service required
 #
 # Tests run side by side (ctest -j, KIWI_TEST_JOBS, default twice the cores:
@@ -32,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 unit_only=0 asan=1 ctest_extra=()
 jobs=${KIWI_TEST_JOBS:-$(($(nproc) * 2))}
 while [ $# -gt 0 ]; do
@@ -249,10 +250,38 @@ watch_check() { # RECORDS
   python3 "$root/tests/support/container_watch.py" check "$1" --min "$min"
 }
 
+# The Release build type compiles too (-O3 finds warnings -O2 does not, and
+# -Werror makes them errors): in build-release/, niced, in the background
+# of the sanitizer stage (whose time goes mostly to waiting); the run fails
+# if it does not build.
+release_pid=
+release_compile() {
+  cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null \
+    && nice -n 19 ninja -C "$root/build-release"
+}
+release_compile_wait() {
+  [ -n "$release_pid" ] || return 0
+  local t0=$SECONDS rc=0
+  wait "$release_pid" || rc=$?
+  release_pid=
+  if [ "$rc" != 0 ]; then
+    tail -n 40 "$root/build-release/compile.log" >&2
+    echo "tests/run.sh: the Release build type does not compile (the whole log: build-release/compile.log; again: cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build-release)" >&2
+    return 1
+  fi
+  echo "tests/run.sh: the Release build type compiles (waited $((SECONDS - t0)) s for it)"
+}
+
 stage "build+test (release)" build_and_test build release
+if [ "$unit_only" != 1 ] && [ "${#ctest_extra[@]}" -eq 0 ]; then
+  mkdir -p "$root/build-release"
+  release_compile >"$root/build-release/compile.log" 2>&1 &
+  release_pid=$!
+fi
 if [ "$asan" = 1 ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   stage "build+test (asan+ubsan)" build_and_test build-asan asan -DKIWI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 fi
+stage "compile (Release)" release_compile_wait
 
