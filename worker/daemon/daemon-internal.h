@@ -237,7 +237,7 @@ typedef struct kiwi__daemon_egress_check {
     size_t len;
     json_t *results;          /* object: name -> {ok, detail, checked_at} */
     bool isolation_failed;    /* a failed isolation check: degraded */
-    char degraded_reason[1024];
+    char degraded_reason[2048];
 } kiwi__daemon_egress_check;
 
 /* The clean-up process (kiwi-worker --gc): written by health.c. */

@@ -58,7 +58,7 @@ kiwi__health_publish_heartbeat (kiwi__daemon *d)
     h.degraded = d->stop.draining || !d->redis.ok || d->egress_check.isolation_failed || proxy_down;
     /* every cause, not the first: Redis down on a worker whose egress checks
      * fail must still show */
-    char reason[2200] = "";
+    char reason[sizeof d->egress_check.degraded_reason + 1200] = "";
     if (d->egress_check.isolation_failed)
         snprintf (reason, sizeof reason, "%s", d->egress_check.degraded_reason);
     if (d->stop.draining)
@@ -155,11 +155,13 @@ egress_io_cb (struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
+#define KIWI_REASON_DETAIL_MAX 480
+
 static void
 egress_evaluate (kiwi__daemon *d)
 {
     bool failed = false;
-    char reason[1024] = "";
+    char reason[sizeof d->egress_check.degraded_reason - 100] = ""; /* room for the suffix below */
     const char *name;
     json_t *v;
     json_object_foreach (d->egress_check.results, name, v)
@@ -167,9 +169,17 @@ egress_evaluate (kiwi__daemon *d)
         if (!kiwi_egress_is_isolation_check (name) || json_is_true (json_object_get (v, "ok")))
             continue;
         failed = true;
+        /* each failing check named, with its detail up to what the check
+         * printed (the heartbeat's checks carry it whole) and at most
+         * KIWI_REASON_DETAIL_MAX bytes: one long detail must not push the
+         * next check's name out of the reason */
+        const char *detail = json_string_value (json_object_get (v, "detail")) ?: "";
+        const char *says = strstr (detail, "; check says: ");
+        int dl = (int) (says ? (size_t) (says - detail) : strlen (detail));
+        if (dl > KIWI_REASON_DETAIL_MAX)
+            dl = KIWI_REASON_DETAIL_MAX;
         size_t l = strlen (reason);
-        snprintf (reason + l, sizeof reason - l, "%segress check %s failed: %s", l ? "; " : "", name,
-                  json_string_value (json_object_get (v, "detail")) ?: "");
+        snprintf (reason + l, sizeof reason - l, "%segress check %s failed: %.*s", l ? "; " : "", name, dl, detail);
     }
     if (failed && !d->egress_check.isolation_failed)
         kiwi_errorf ("degraded: %s%s", reason,
