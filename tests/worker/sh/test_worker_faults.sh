@@ -163,6 +163,18 @@ wait_assigned() {
   fail "the group of $* did not settle on $total partitions"
 }
 
+# count_grows TRIES PATTERN FILE BASE: polls (every 0.25 s, TRIES times)
+# until FILE has more lines matching PATTERN than BASE; prints the last count.
+count_grows() {
+  local n=0
+  for _ in $(seq 1 "$1"); do
+    n=$(grep -c -- "$2" "$3" || true)
+    [ "$n" -gt "$4" ] && break
+    sleep 0.25
+  done
+  echo "$n"
+}
+
 tail_topic() { # tail_topic KIND OUT: the topic from the beginning to its end now
   kiwi_cli tail "$1" >"$2" 2>>"$TMP/cli.log" || : >"$2"
 }
@@ -476,11 +488,7 @@ part_kafka() {
   stack down kafka
   # the broker stays away until worker a's producer queue (2 messages) is
   # full: its heartbeats and events have nowhere to go
-  for _ in $(seq 1 240); do
-    full=$(grep -c "producer queue full" "$TMP/worker-a.log" || true)
-    [ "$full" -gt "$full0" ] && break
-    sleep 0.25
-  done
+  full=$(count_grows 240 "producer queue full" "$TMP/worker-a.log" "$full0")
   [ "$full" -gt "$full0" ] || fail "worker a's producer queue (2 messages) did not fill within 60 s of the broker going away"
   log "worker a's producer queue is full; starting the broker again"
   stack up kafka
@@ -845,11 +853,7 @@ part_undelivered() {
   # at least one more refused attempt: the count of those lines grows
   local refused0 refused
   refused0=$(grep -c "task $id: result not delivered" "$TMP/worker-a.log" || true)
-  for _ in $(seq 1 240); do
-    refused=$(grep -c "task $id: result not delivered" "$TMP/worker-a.log" || true)
-    [ "$refused" -gt "$refused0" ] && break
-    sleep 0.25
-  done
+  refused=$(count_grows 240 "task $id: result not delivered" "$TMP/worker-a.log" "$refused0")
   [ "$refused" -gt "$refused0" ] || fail "no further refused delivery of $id's result within 60 s of the first"
   topic_config "$results" --delete-config max.message.bytes
   log "the results topic takes messages again"
