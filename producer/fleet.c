@@ -322,6 +322,33 @@ diag_workers (FILE *o, const kiwi_fleet *f, int64_t now_ms, const char *state, b
         fprintf (o, " and %zu more", more);
 }
 
+/* A diagnosis is written to a memory stream: diag_open, then diag_close
+ * into *out (malloc'd), or < 0 with *err. */
+typedef struct diag_line {
+    FILE *o;
+    char *s;
+    size_t len;
+} diag_line;
+
+static FILE *
+diag_open (diag_line *l)
+{
+    l->s = NULL;
+    l->len = 0;
+    return l->o = open_memstream (&l->s, &l->len);
+}
+
+static int
+diag_close (diag_line *l, char **out, kiwi_error_t *err)
+{
+    if (fclose (l->o) != 0) {
+        free (l->s);
+        return kiwi_error_make (err, ENOMEM, "the fleet's diagnosis");
+    }
+    *out = l->s;
+    return 0;
+}
+
 int
 kiwi_fleet_diagnose (const kiwi_fleet *f, int64_t now_ms, const char *topic, int64_t window_ms, char **out,
                      kiwi_error_t *err)
@@ -331,9 +358,8 @@ kiwi_fleet_diagnose (const kiwi_fleet *f, int64_t now_ms, const char *topic, int
     fleet_sum_of (f, now_ms, &t);
     if (t.up > 0)
         return 0;
-    char *s = NULL;
-    size_t len = 0;
-    FILE *o = open_memstream (&s, &len);
+    diag_line l;
+    FILE *o = diag_open (&l);
     if (o == NULL)
         return kiwi_error_make (err, ENOMEM, "the fleet's diagnosis");
     if (f->n == 0)
@@ -347,10 +373,45 @@ kiwi_fleet_diagnose (const kiwi_fleet *f, int64_t now_ms, const char *topic, int
         fprintf (o, "every worker is degraded: ");
         diag_workers (o, f, now_ms, "degraded", true);
     }
-    if (fclose (o) != 0) {
-        free (s);
+    return diag_close (&l, out, err);
+}
+
+/* Up to KIWI__DIAG_NAMED names of list, then how many more. */
+static void
+diag_names (FILE *o, const kiwi_strv *list)
+{
+    for (size_t i = 0; i < list->n && i < KIWI__DIAG_NAMED; i++)
+        fprintf (o, "%s%s", i ? ", " : "", list->v[i]);
+    if (list->n > KIWI__DIAG_NAMED)
+        fprintf (o, " and %zu more", list->n - KIWI__DIAG_NAMED);
+}
+
+int
+kiwi_fleet_diagnose_readers (const kiwi_fleet *f, int64_t now_ms, const char *hb_topic, const char *tasks_topic,
+                             const kiwi_topic_readers *r, char **out, kiwi_error_t *err)
+{
+    *out = NULL;
+    fleet_sum t;
+    fleet_sum_of (f, now_ms, &t);
+    if (t.up == 0 || r->members > 0)
+        return 0;
+    diag_line l;
+    FILE *o = diag_open (&l);
+    if (o == NULL)
         return kiwi_error_make (err, ENOMEM, "the fleet's diagnosis");
+    if (r->rebalancing.n > 0) {
+        fprintf (o, "no consumer group has settled on %s yet: ", tasks_topic);
+        diag_names (o, &r->rebalancing);
+        fprintf (o, " %s rebalancing (worker%s up on %s: ", r->rebalancing.n > 1 ? "are" : "is", t.up > 1 ? "s" : "",
+                 hb_topic);
+        diag_workers (o, f, now_ms, "up", false);
+        fprintf (o, ")");
+    } else {
+        fprintf (o, "no worker reads %s: no consumer group has a member on it, though %u worker%s %s up on %s (",
+                 tasks_topic, t.up, t.up > 1 ? "s" : "", t.up > 1 ? "are" : "is", hb_topic);
+        diag_workers (o, f, now_ms, "up", false);
+        fprintf (o, "): they take their tasks from another topic (kiwi-worker's KIWI_TOPIC_TASKS against this "
+                    "command's --tasks-topic)");
     }
-    *out = s;
-    return 0;
+    return diag_close (&l, out, err);
 }

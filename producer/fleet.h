@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "producer/readers.h"
 #include "schemas/heartbeat.h"
 
 #define KIWI_FLEET_GONE_DEFAULT_MS 30000
@@ -88,5 +89,15 @@ char *kiwi_fleet_json (const kiwi_fleet *f, int64_t now_ms, kiwi_error_t *err);
  * < 0 with *err (out of memory). */
 int kiwi_fleet_diagnose (const kiwi_fleet *f, int64_t now_ms, const char *topic, int64_t window_ms, char **out,
                          kiwi_error_t *err);
+
+/* Why no task moves although a worker is up (kiwi_fleet_diagnose said
+ * nothing), from the broker's consumer groups (readers.h): *out is NULL
+ * when a group has a member on `tasks_topic` (r->members > 0) or no worker
+ * is up; else a malloc'd line: the groups with members that are still
+ * rebalancing (named), or that no group reads tasks_topic although workers
+ * are up on `hb_topic` (named): they consume another tasks topic. Like
+ * kiwi_fleet_diagnose, it holds no age. Returns 0, or < 0 with *err. */
+int kiwi_fleet_diagnose_readers (const kiwi_fleet *f, int64_t now_ms, const char *hb_topic, const char *tasks_topic,
+                                 const kiwi_topic_readers *r, char **out, kiwi_error_t *err);
 
 #endif

@@ -18,6 +18,7 @@ kiwi_stall_init (kiwi_stall *st, const kiwi_cli_settings *s, int64_t now_mono)
     memset (st, 0, sizeof *st);
     kiwi_fleet_init (&st->fleet, (int64_t) s->gone_after * 1000);
     st->topic = s->topic_heartbeats;
+    st->tasks = s->topic_tasks;
     /* as kiwi fleet reads it: far enough back that a worker gone lately
      * is known as gone */
     st->window_ms = s->gone_after > 0 ? 3 * (int64_t) s->gone_after * 1000 : 180000;
@@ -35,6 +36,8 @@ kiwi_stall_clear (kiwi_stall *st)
     st->caught = NULL;
     free (st->said);
     st->said = NULL;
+    free (st->readers_said);
+    st->readers_said = NULL;
 }
 
 void
@@ -69,6 +72,32 @@ kiwi_stall_message (kiwi_stall *st, const rd_kafka_message_t *m)
         kiwi_error_free (&err);
     }
     return true;
+}
+
+/* A worker is up: whether a consumer group reads the tasks topic, asked
+ * of the broker every KIWI_STALL_READERS_EVERY_MS at most (the answer kept
+ * in between). A malloc'd diagnosis, or NULL. */
+static char *
+readers_diagnosis (kiwi_stall *st, rd_kafka_t *rk, int64_t now_mono)
+{
+    if (st->tasks == NULL || *st->tasks == '\0')
+        return NULL;
+    if (now_mono >= st->next_readers) {
+        kiwi_topic_readers r = KIWI_TOPIC_READERS_INIT;
+        kiwi_error_t err = NULL;
+        free (st->readers_said);
+        st->readers_said = NULL;
+        if (kiwi_topic_readers_get (rk, st->tasks, 5000, &r, &err) < 0
+            || kiwi_fleet_diagnose_readers (&st->fleet, kiwi_wall_ms (), st->topic, st->tasks, &r, &st->readers_said,
+                                            &err)
+                   < 0) {
+            kiwi_debug ("who reads %s: %s", st->tasks, kiwi_error_msg (err));
+            kiwi_error_free (&err);
+        }
+        kiwi_topic_readers_clear (&r);
+        st->next_readers = kiwi_mono_ms () + KIWI_STALL_READERS_EVERY_MS;
+    }
+    return st->readers_said ? strdup (st->readers_said) : NULL;
 }
 
 char *
@@ -111,6 +140,8 @@ kiwi_stall_tick (kiwi_stall *st, rd_kafka_t *rk, int64_t now_mono)
         kiwi_error_free (&err);
         return NULL;
     }
+    if (diag == NULL)
+        diag = readers_diagnosis (st, rk, now_mono);
     if (diag == NULL || (st->said != NULL && strcmp (diag, st->said) == 0)) {
         if (diag == NULL) { /* a worker is up: a later stall is said again */
             free (st->said);

@@ -6,7 +6,10 @@
  * time; once nothing has moved for the stall_after setting
  * (cli.stall_after, KIWI_STALL_AFTER, --stall-after), they warn with the
  * fleet's diagnosis (kiwi_fleet_diagnose): no heartbeat at all, no worker
- * up, or every worker degraded with its reasons. A diagnosis is said once,
+ * up, or every worker degraded with its reasons; and when a worker is up,
+ * whether any consumer group reads the tasks topic (readers.h, asked every
+ * KIWI_STALL_READERS_EVERY_MS at most: kiwi_fleet_diagnose_readers). A
+ * diagnosis is said once,
  * and again only when it changes (or after a worker was up in between).
  *
  * Ownership: a kiwi_stall owns its fleet and the last diagnosis said; it
@@ -27,6 +30,7 @@
 typedef struct kiwi_stall {
     kiwi_fleet fleet;
     const char *topic;    /* the heartbeats topic (borrowed from the settings) */
+    const char *tasks;    /* the tasks topic (borrowed from the settings) */
     int64_t window_ms;    /* heartbeats are read back this far */
     int64_t after_ms;     /* quiet this long before a diagnosis; 0: never */
     int64_t moved_at;     /* monotonic ms of the last movement */
@@ -36,9 +40,14 @@ typedef struct kiwi_stall {
     bool *caught;         /* each partition read to its end once */
     int n_caught;
     char *said;           /* the diagnosis said last, NULL: none */
+    char *readers_said;   /* the consumer groups' diagnosis at the last look, NULL: none */
+    int64_t next_readers; /* monotonic ms of the next look at the consumer groups */
 } kiwi_stall;
 
-/* Sets up st from the settings (stall_after, gone_after, topic_heartbeats)
+#define KIWI_STALL_READERS_EVERY_MS 10000
+
+/* Sets up st from the settings (stall_after, gone_after, topic_heartbeats,
+ * topic_tasks)
  * with now_mono (kiwi_mono_ms) as the last movement. */
 void kiwi_stall_init (kiwi_stall *st, const kiwi_cli_settings *s, int64_t now_mono);
 void kiwi_stall_clear (kiwi_stall *st);

@@ -245,6 +245,43 @@ test_diagnose (void **state)
     kiwi_fleet_clear (&f);
 }
 
+static char *
+readers (kiwi_fleet *f, int64_t now, const kiwi_topic_readers *r)
+{
+    char *d = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_fleet_diagnose_readers (f, now, "kiwi.heartbeats", "kiwi.tasks", r, &d, &err), 0);
+    return d;
+}
+
+static void
+test_diagnose_readers (void **state)
+{
+    (void) state;
+    kiwi_fleet f;
+    sample_fleet (&f, 30000); /* alpha up, beta gone, gamma degraded */
+    kiwi_topic_readers r = KIWI_TOPIC_READERS_INIT;
+    char *d = readers (&f, NOW, &r);
+    assert_string_equal (d, "no worker reads kiwi.tasks: no consumer group has a member on it, though 1 worker is up "
+                            "on kiwi.heartbeats (alpha): they take their tasks from another topic (kiwi-worker's "
+                            "KIWI_TOPIC_TASKS against this command's --tasks-topic)");
+    free (d);
+    /* a group still rebalancing */
+    assert_int_equal (kiwi_strv_add (&r.rebalancing, "kiwi-workers"), 0);
+    d = readers (&f, NOW, &r);
+    assert_string_equal (d, "no consumer group has settled on kiwi.tasks yet: kiwi-workers is rebalancing (worker up "
+                            "on kiwi.heartbeats: alpha)");
+    free (d);
+    /* a member reads it: nothing to say */
+    assert_int_equal (kiwi_strv_add (&r.groups, "kiwi-workers"), 0);
+    r.members = 1;
+    assert_null (readers (&f, NOW, &r));
+    kiwi_topic_readers_clear (&r);
+    /* no worker up: kiwi_fleet_diagnose speaks, not this */
+    assert_null (readers (&f, NOW + 90000, &r));
+    kiwi_fleet_clear (&f);
+}
+
 int
 main (void)
 {
@@ -254,6 +291,7 @@ main (void)
         cmocka_unit_test (test_updates),
         cmocka_unit_test (test_json),
         cmocka_unit_test (test_diagnose),
+        cmocka_unit_test (test_diagnose_readers),
     };
     return cmocka_run_group_tests_name ("cli_fleet", tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
  * produced before the wait started and after; a wait that runs out of time
  * is 124 (also on a results topic that does not exist); --progress streams
  * the task's progress events on stderr; a wait where nothing moves says
- * why from the heartbeats (none, or every worker degraded with its reason).
+ * why from the heartbeats (none, or every worker degraded with its reason)
+ * and, with a worker up, from the consumer groups (none reads the tasks
+ * topic; one that does silences it).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -191,14 +193,38 @@ once (const char *hay, const char *needle)
 /* A wait where nothing moves says why, once per diagnosis, from the test's
  * own heartbeats topic: no heartbeat at all, then (a degraded worker's
  * heartbeat produced) every worker degraded, with its reason on one line. */
+/* A heartbeat of worker id, now: degraded with `reason` unless it is NULL. */
+static void
+beat (const char *topic, const char *id, const char *reason)
+{
+    kiwi_heartbeat h;
+    kiwi_heartbeat_init (&h);
+    h.worker_id = strdup (id);
+    h.version = strdup ("0.1.0");
+    h.ts = cli_wall_ms ();
+    h.slots_total = 2;
+    h.redis_ok = true;
+    h.degraded = reason != NULL;
+    h.degraded_reason = reason ? strdup (reason) : NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    kiwi_error_t e = NULL;
+    if (kiwi_heartbeat_encode (&h, &buf, &len, &e) < 0)
+        fail_msg ("%s", kiwi_error_msg (e));
+    cli_produce (topic, h.worker_id, buf, len);
+    free (buf);
+    kiwi_heartbeat_clear (&h);
+}
+
 static void
 test_stall_says_why (void **state)
 {
     need_broker ();
     char *results = kiwi_test_unique ("kiwi.test.cli.waitstall");
     char *hbs = kiwi_test_unique ("kiwi.test.cli.waitstallhb");
+    char *tasks = kiwi_test_unique ("kiwi.test.cli.waitstalltasks");
     const char *argv[] = { "wait", "--brokers", cli_brokers (), "--results-topic", results, "--heartbeats-topic", hbs,
-                           "--stall-after", "1", "--timeout", "4", "nobody", NULL };
+                           "--tasks-topic", tasks, "--stall-after", "1", "--timeout", "4", "nobody", NULL };
     char *out = NULL, *err = NULL;
     /* no heartbeats topic at all */
     assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
@@ -206,28 +232,31 @@ test_stall_says_why (void **state)
     assert_non_null (strstr (err, ": no worker heartbeat on "));
     free (out), free (err);
 
-    kiwi_heartbeat h;
-    kiwi_heartbeat_init (&h);
-    h.worker_id = strdup ("w-stalled");
-    h.version = strdup ("0.1.0");
-    h.ts = cli_wall_ms ();
-    h.slots_total = 2;
-    h.redis_ok = true;
-    h.degraded = true;
-    h.degraded_reason = strdup ("egress check https-reachable failed\nno route to host\n");
-    char *buf = NULL;
-    size_t len = 0;
-    kiwi_error_t e = NULL;
-    if (kiwi_heartbeat_encode (&h, &buf, &len, &e) < 0)
-        fail_msg ("%s", kiwi_error_msg (e));
-    cli_produce (hbs, h.worker_id, buf, len);
-    free (buf);
-    kiwi_heartbeat_clear (&h);
+    beat (hbs, "w-stalled", "egress check https-reachable failed\nno route to host\n");
     assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
     once (err, "nothing moved for ");
     assert_non_null (strstr (err, ": every worker is degraded: w-stalled (egress check https-reachable failed; no "
                                   "route to host)\n"));
-    free (out), free (err), free (results), free (hbs);
+    free (out), free (err);
+
+    /* a worker up, but no consumer group reads the tasks topic */
+    beat (hbs, "w-elsewhere", NULL);
+    cli_produce (tasks, "not-a-task", "x", 1); /* the topic exists, and no one reads it */
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
+    once (err, "nothing moved for ");
+    char want[512];
+    snprintf (want, sizeof want, ": no worker reads %s: no consumer group has a member on it, though 1 worker is up on "
+              "%s (w-elsewhere)", tasks, hbs);
+    assert_non_null (strstr (err, want));
+    free (out), free (err);
+
+    /* a member of a group on the tasks topic: nothing to say */
+    cli_member *m = cli_group_join (tasks, 60000);
+    beat (hbs, "w-elsewhere", NULL); /* still up */
+    assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), KIWI_EXIT_WAIT_TIMEOUT);
+    assert_null (strstr (err, "nothing moved for "));
+    cli_group_leave (m);
+    free (out), free (err), free (results), free (hbs), free (tasks);
 }
 
 int

@@ -178,6 +178,38 @@ cli_wall_ms (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+cli_member *
+cli_group_join (const char *topic, int timeout_ms)
+{
+    rd_kafka_t *rk = client (RD_KAFKA_CONSUMER);
+    rd_kafka_poll_set_consumer (rk);
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new (1);
+    rd_kafka_topic_partition_list_add (sub, topic, RD_KAFKA_PARTITION_UA);
+    if (rd_kafka_subscribe (rk, sub) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        fail_msg ("subscribe %s", topic);
+    rd_kafka_topic_partition_list_destroy (sub);
+    for (int64_t until = cli_now_ms () + timeout_ms;;) {
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll (rk, 200);
+        if (msg != NULL)
+            rd_kafka_message_destroy (msg);
+        rd_kafka_topic_partition_list_t *a = NULL;
+        bool assigned = rd_kafka_assignment (rk, &a) == RD_KAFKA_RESP_ERR_NO_ERROR && a != NULL && a->cnt > 0;
+        if (a != NULL)
+            rd_kafka_topic_partition_list_destroy (a);
+        if (assigned)
+            return rk;
+        if (cli_now_ms () >= until)
+            fail_msg ("no partition of %s assigned within %d ms", topic, timeout_ms);
+    }
+}
+
+void
+cli_group_leave (cli_member *m)
+{
+    rd_kafka_consumer_close (m);
+    rd_kafka_destroy (m);
+}
+
 size_t
 cli_consume (const char *topic, size_t want, int timeout_ms, cli_msg **out)
 {

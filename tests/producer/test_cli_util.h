@@ -76,6 +76,13 @@ long long cli_topic_count (const char *topic);
 /* Whether `topic` exists on the broker. */
 bool cli_topic_exists (const char *topic);
 
+/* A member of a consumer group of its own subscribed to `topic` (which must
+ * exist), returned once the group assigned it a partition of the topic
+ * (fails the test after timeout_ms); cli_group_leave closes it. */
+typedef struct rd_kafka_s cli_member;
+cli_member *cli_group_join (const char *topic, int timeout_ms);
+void cli_group_leave (cli_member *m);
+
 /* Milliseconds on the monotonic clock. */
 int64_t cli_now_ms (void);
 
