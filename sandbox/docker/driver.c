@@ -34,21 +34,35 @@
 #include "common/log.h"
 #include "sandbox/docker/resolv.h"
 
-/* Creates the install network `p->install_network` on bridge
- * `p->install_bridge` if it is missing (racing workers: a 409 from the loser
- * is fine). */
+/* Whether the install network exists: 1, 0 (404), or -1 with *err. */
 static int
-ensure_install_network (const kiwi__docker_priv *p, kiwi_error_t *err)
+install_network_exists (const kiwi__docker_priv *p, kiwi_error_t *err)
 {
     long status = 0;
     kiwi_error_t e = NULL;
     char path[64];
     snprintf (path, sizeof path, "/networks/%s", p->install_network);
     if (kiwi_docker_call (p->api, "GET", path, NULL, 15000, NULL, &status, &e) == 0)
-        return 0;
+        return 1;
     kiwi_error_free (&e);
     if (status != 404)
         return kiwi_error_make (err, 0, "checking the %s network: HTTP %ld", p->install_network, status);
+    return 0;
+}
+
+/* Creates the install network `p->install_network` on bridge
+ * `p->install_bridge` if it is missing. Processes that open the driver at
+ * once on a host that has no such network yet (workers starting together,
+ * or tests side by side) race to create it: dockerd refuses the losers
+ * (409 for the name, or 403 for the bridge name, whichever check the race
+ * reaches), and a loser then finds the winner's network and uses it. */
+static int
+ensure_install_network (const kiwi__docker_priv *p, kiwi_error_t *err)
+{
+    long status = 0;
+    int have = install_network_exists (p, err);
+    if (have != 0)
+        return have < 0 ? -1 : 0;
     json_t *body = json_pack ("{s:s,s:s,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", p->install_network, "Driver",
                               "bridge", "CheckDuplicate", 1, "Options", "com.docker.network.bridge.enable_icc",
                               "false", "com.docker.network.bridge.name", p->install_bridge,
@@ -56,9 +70,13 @@ ensure_install_network (const kiwi__docker_priv *p, kiwi_error_t *err)
                               "org.kiwi.network", "install");
     int rc = kiwi_docker_call (p->api, "POST", "/networks/create", body, 30000, NULL, &status, err);
     json_decref (body);
-    if (rc < 0 && status == 409) {
-        kiwi_error_free (err);
-        return 0;
+    if (rc < 0 && (status == 409 || status == 403)) {
+        kiwi_error_t e = NULL;
+        if (install_network_exists (p, &e) == 1) {
+            kiwi_error_free (err);
+            return 0;
+        }
+        kiwi_error_free (&e);
     }
     return rc < 0 ? kiwi_error_wrap (err, "creating the %s network (bridge %s) for Phase A", p->install_network,
                                      p->install_bridge)
