@@ -106,6 +106,11 @@ final_report() {
   fi
   rm -rf "$report_dir"
   [ -z "${KIWI_TEST_INSTALL_CACHE:-}" ] || rm -rf "$KIWI_TEST_INSTALL_CACHE"
+  # the suites' topics, so that the broker's partitions do not pile up
+  # from run to run (a failure here fails nothing: it is said)
+  if [ "$unit_only" != 1 ] && [ -n "${KIWI_KAFKA_BROKERS:-}" ] && [ -x "$root/build/tests/kiwi-test-topics-clean" ]; then
+    "$root/build/tests/kiwi-test-topics-clean" "$KIWI_KAFKA_BROKERS" || echo "tests/run.sh: the suites' topics were not deleted (see above)" >&2
+  fi
   if [ "$rc" = 0 ] && [ "$skip_bad" != 0 ]; then
     echo "tests/run.sh: $skip_bad unexpected or invisible skip(s), see above" >&2
     rc=1
