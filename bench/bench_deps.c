@@ -28,8 +28,17 @@
  * locations kept) into --work and reused afterwards; --snapshot DIR takes a snapshot made elsewhere instead (src.tar
  * and home.tar, as Phase A writes them).
  *
+ * It runs as production does: the worker's settings from the environment
+ * (kiwi-worker's KIWI_* variables), the host's egress rules applied first
+ * with KIWI_EGRESS_APPLY=true and checked (egress.sh check, as the
+ * worker's metadata_blocked check runs it: missing rules stop the bench,
+ * naming the command that fixes them), and Phase A through the worker's
+ * egress proxy (Squid, started as `kiwi-worker --once` starts it, unless
+ * KIWI_INSTALL_EGRESS=open). --open-egress skips the rules' check, and the
+ * figures then say they were not made in the production configuration.
+ *
  * Usage: bench_deps [--driver docker|gvisor] [--image IMAGE] [--runs N] [--work DIR] [--command CMD]
- *                   [--snapshot DIR] [--cpus N]
+ *                   [--snapshot DIR] [--cpus N] [--open-egress]
  * --cpus N gives Kiwi's sandboxes N cores (KIWI_SANDBOX_CPUS), and the
  * limited baseline the same.
  * Reads the stack's env (KIWI_DOCKER_SOCKET, KIWI_STATE_DIR, KIWI_STORE_URL).
@@ -47,6 +56,9 @@
 #include "inspect/lockfile/lockfile.h"
 #include "sandbox/phases.h"
 #include "sandbox/sandbox.h"
+#include "worker/config.h"
+#include "worker/egress/egress-proxy.h"
+#include "worker/egress/egress.h"
 #include "worker/task/store.h"
 
 extern char **environ;
@@ -121,12 +133,46 @@ report (const char *what, const char *a, double *av, const char *b, double *bv, 
             target);
 }
 
+/* The worker's settings from the environment into *wc (worker id
+ * "bench-deps"), its egress rules applied (KIWI_EGRESS_APPLY=true) and
+ * checked unless open_egress; what holds is described in `said`. */
+static int
+production_setup (kiwi_worker_config *wc, bool open_egress, char *said, size_t cap)
+{
+    kiwi_error_t err = NULL;
+    kiwi_worker_config_init (wc);
+    if (kiwi_worker_config_load (wc, NULL, (const char *const *) environ, 0, NULL, 0, NULL, &err) < 0
+        || kiwi_worker_config_set (wc, "worker.id", "bench-deps", "bench_deps", &err) < 0) {
+        fprintf (stderr, "bench: the worker's settings: %s\n", kiwi_error_msg (err));
+        return -1;
+    }
+    if (wc->egress_apply && kiwi_egress_apply_rules (wc, &err) < 0) {
+        fprintf (stderr, "bench: applying the egress rules (KIWI_EGRESS_APPLY=true): %s\n", kiwi_error_msg (err));
+        return -1;
+    }
+    char detail[2048];
+    bool hold = kiwi_egress_rules_hold (wc, detail, sizeof detail);
+    if (!hold && !open_egress) {
+        fprintf (stderr, "bench: not the production configuration: the host's egress rules: %s\n"
+                         "bench: (set KIWI_EGRESS_APPLY=true to apply them first, or pass --open-egress to measure "
+                         "without them)\n",
+                 detail);
+        return -1;
+    }
+    snprintf (said, cap, "%s; KIWI_INSTALL_EGRESS=%s",
+              hold ? (wc->egress_apply ? "egress rules applied and checked" : "egress rules in place (checked)")
+                   : "NOT production: egress rules missing (--open-egress)",
+              wc->install_egress && *wc->install_egress ? wc->install_egress : "registries");
+    return 0;
+}
+
 int
 main (int argc, char **argv)
 {
     bench_opts o = { .driver = "docker", .image = "kiwi/node:22", .runs = 5 };
     const char *work = "/var/tmp/kiwi-bench-deps";
     const char *command = "npx jest", *given = NULL;
+    bool open_egress = false;
     for (int i = 1; i < argc; i++) {
         if (bench_opt (argc, argv, &i, &o))
             continue;
@@ -138,9 +184,11 @@ main (int argc, char **argv)
             given = argv[++i];
         else if (strcmp (argv[i], "--cpus") == 0 && i + 1 < argc && atof (argv[i + 1]) > 0)
             limits.cpus = atof (argv[++i]);
+        else if (strcmp (argv[i], "--open-egress") == 0)
+            open_egress = true;
         else {
             fprintf (stderr, "usage: bench_deps [--driver docker|gvisor] [--image IMAGE] [--runs N] [--work DIR] "
-                             "[--command CMD] [--snapshot DIR] [--cpus N]\n");
+                             "[--command CMD] [--snapshot DIR] [--cpus N] [--open-egress]\n");
             return strcmp (argv[i], "--help") == 0 ? 0 : 2;
         }
     }
@@ -152,6 +200,13 @@ main (int argc, char **argv)
     if (env == NULL)
         return 1;
     kiwi_error_t err = NULL;
+    /* the production configuration: the worker's settings, its egress
+     * rules, its proxy for Phase A */
+    kiwi_worker_config wc;
+    char production[1024];
+    pid_t proxy_pid = 0;
+    if (production_setup (&wc, open_egress, production, sizeof production) < 0)
+        return 1;
     const char *runtime = strcmp (drv->name, "gvisor") == 0 ? "runsc" : "runc";
     char ws[1024], snap[1024], bake[1024], fresh[1024], baked[256];
     snprintf (ws, sizeof ws, "%s/tree", work);
@@ -173,8 +228,20 @@ main (int argc, char **argv)
     if (access (p, R_OK) != 0) {
         /* as the worker installs: the plan's command and settings, Phase A
          * given the install's input only, the dependency locations kept */
+        cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
+        bool proxied = false;
+        if (kiwi_proxy_phase_env (&wc, &proxy_env, &proxied, &err) < 0
+            || (proxied && kiwi_proxy_start_once (&wc, &proxy_pid, &err) < 0)) {
+            fprintf (stderr, "bench: the egress proxy: %s\n", kiwi_error_msg (err));
+            return 1;
+        }
+        fprintf (stderr, "bench: Phase A %s\n", proxied ? "through the egress proxy (as the worker runs it)"
+                                                          : "with open egress (KIWI_INSTALL_EGRESS=open)");
         kiwi_phase_config ic = { .host_env = (const char *const *) environ,
-                                 .ca_bundle = "/etc/ssl/certs/ca-certificates.crt" };
+                                 .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
+                                 .ca_bundle = wc.ca_bundle && *wc.ca_bundle ? wc.ca_bundle
+                                                                            : "/etc/ssl/certs/ca-certificates.crt",
+                                 .install_timeout_ms = (int64_t) wc.install_timeout_s * 1000 };
         kiwi_install_plan plan;
         kiwi_strv input = KIWI_STRV_INIT, dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;
         if (kiwi_install_plan_make (ws, "node", &plan, &err) < 0 || plan.argv.n == 0
@@ -189,7 +256,10 @@ main (int argc, char **argv)
                                     .task_id = "bench", .snapshot_dir = snap };
         kiwi_install_result res;
         fprintf (stderr, "bench: installing the fixture's dependencies once (Phase A: %s)\n", plan.display);
-        if (kiwi_phase_install (env, &ic, &ir, &res, &err) < 0 || res.status != KIWI_INSTALL_OK) {
+        int irc = kiwi_phase_install (env, &ic, &ir, &res, &err);
+        kiwi_proxy_stop (proxy_pid);
+        proxy_pid = 0;
+        if (irc < 0 || res.status != KIWI_INSTALL_OK) {
             fprintf (stderr, "bench: install: %s %s\n", err ? kiwi_error_msg (err) : res.reason,
                      res.output ? res.output : "");
             return 1;
@@ -289,6 +359,7 @@ main (int argc, char **argv)
         }
     }
     printf ("driver %s, image %s, command `%s`, Kiwi's sandboxes %s cores\n", drv->name, image, command, cpus);
+    printf ("configuration: %s\n", production);
     report ("verify of the test command", "kiwi (laid)", kl, "docker run (baked)", dr, runs, "<= 1.10");
     report ("the same, against docker run with the CPU and memory ceilings of Kiwi's sandboxes", "kiwi (laid)", kl,
             "docker run (baked, --cpus --memory)", dl, runs, "<= 1.10");
@@ -310,6 +381,7 @@ main (int argc, char **argv)
         printf ("first verify on a fresh host: no KIWI_STORE_URL, not measured\n");
     kiwi_store_close (store);
     kiwi_sandbox_env_close (env);
+    kiwi_worker_config_clear (&wc);
     free (deps);
     return 0;
 }

@@ -24,6 +24,10 @@
 #      every slot is busy). The sandboxes' own processes run under dockerd
 #      and are not counted.
 #
+# The worker runs as in production: KIWI_EGRESS_APPLY=true (it applies the
+# host's egress rules: run as root), Phase A through its egress proxy, and
+# it takes nothing while degraded (the bench stops then, saying why).
+#
 # Settings (environment): KIWI_BENCH_SLOTS ("1 2 4"), KIWI_BENCH_TASKS (8,
 # tasks per slot count with the verify run), KIWI_BENCH_CACHED_TASKS (24),
 # KIWI_BUILD_DIR (build/). Needs the stack: set -a; . /var/lib/kiwi/stack.env.
@@ -47,17 +51,22 @@ topic_ready() { # topic_ready TOPIC: created (a metadata request makes it)
   fail "cannot create topic $1"
 }
 
-wait_settled() { # wait_settled NAME PID: assigned, and no egress check running
+# wait_settled NAME PID: assigned, its egress checks all reported in a
+# heartbeat, and no egress check running. A degraded worker takes no task
+# (as in production): the bench stops, with its reason.
+wait_settled() {
   local name=$1 pid=$2
-  for _ in $(seq 1 120); do
+  for _ in $(seq 1 240); do
     if grep -q "assigned [1-9]" "$TMP/worker-$name.log" \
-      && grep -qE "degraded:|egress checks pass" "$TMP/worker-$name.log" \
+      && [ "$(hb_of "$name" 'len(checks) >= 4' 2>/dev/null)" = True ] \
       && ! pgrep -P "$pid" -f -- --egress-check >/dev/null; then
+      [ "$(hb_of "$name" 'h["degraded"]')" = False ] \
+        || fail "worker $name is degraded: $(hb_of "$name" 'h.get("degraded_reason")')"
       return 0
     fi
     sleep 0.5
   done
-  fail "worker $name did not settle"
+  fail "worker $name did not settle (log: $TMP/worker-$name.log)"
 }
 
 # wait_n_results N IDS_FILE DEADLINE_S: until the results topic has a result
@@ -193,7 +202,9 @@ for s in $SLOTS_LIST; do
   topic_ready "kiwi.itest.$RUN_ID.tasks"
   topic_ready "kiwi.itest.$RUN_ID.progress"
   topic_ready "kiwi.itest.$RUN_ID.results"
-  HB=10 worker_start "w$s" KIWI_SLOTS="$s" KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_EGRESS_INTERVAL=86400 \
+  # production's configuration: the worker applies the host's egress rules
+  # and runs Phase A through its proxy (KIWI_INSTALL_EGRESS's default)
+  HB=10 worker_start "w$s" KIWI_SLOTS="$s" KIWI_EGRESS_APPLY=true KIWI_EGRESS_INTERVAL=86400 \
     KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
   pid=$(eval echo "\$WORKER_PID_w$s")
   wait_settled "w$s" "$pid"

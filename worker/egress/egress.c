@@ -403,6 +403,12 @@ metadata (const kiwi_worker_config *cfg, char *detail, size_t cap)
     return ok;
 }
 
+bool
+kiwi_egress_rules_hold (const kiwi_worker_config *cfg, char *detail, size_t cap)
+{
+    return metadata (cfg, detail, cap);
+}
+
 /* The fleet probe's part of the Phase A script: a TCP connection to each
  * target (numeric addresses only, from getaddrinfo), one line each:
  * "fleet ADDR:PORT blocked" or "fleet ADDR:PORT REACHED". */

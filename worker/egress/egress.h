@@ -28,6 +28,7 @@
 #define KIWI_WORKER_EGRESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "worker/config.h"
 #include "common/error.h"
@@ -52,6 +53,11 @@ void kiwi_egress_targets_clear (kiwi_egress_targets *t);
 
 /* egress.sh apply with --deny for the fleet's services (KIWI_EGRESS_APPLY). */
 int kiwi_egress_apply_rules (const kiwi_worker_config *cfg, kiwi_error_t *err);
+
+/* egress.sh check with the same arguments as kiwi_egress_apply_rules
+ * (metadata_blocked): whether the host's rules are in place, with what the
+ * check said and, when they are not, the command that fixes it, in detail. */
+bool kiwi_egress_rules_hold (const kiwi_worker_config *cfg, char *detail, size_t cap);
 
 /* The --egress-check process: runs the checks, prints the lines, returns
  * 0 when all held, 1 otherwise. */
