@@ -62,7 +62,8 @@ const kiwi_cmd kiwi_cmd_wait_def = {
                    "for from the topic's beginning (said on stderr). The first result wins if a task has\n"
                    "several. A results topic that does not exist yet is waited for. When nothing moved for\n"
                    "stall_after seconds, the heartbeats topic tells why on stderr (no worker heartbeat, no\n"
-                   "worker up, or every worker degraded, with the reasons), once per change.",
+                   "worker up, or every worker degraded, with the reasons), and with a worker up the broker's\n"
+                   "consumer groups (none reads the tasks topic, or its group is rebalancing), once per change.",
     .opts = wait_opts,
     .exits = wait_exits,
 };

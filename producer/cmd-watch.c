@@ -576,7 +576,8 @@ const kiwi_cmd kiwi_cmd_watch_def = {
       "--total, else the batch's tasks on the tasks topic (a batch still being submitted elsewhere\n"
       "may then look complete early). When no task moved for stall_after seconds, the heartbeats\n"
       "topic tells why on stderr (no worker heartbeat, no worker up, or every worker degraded,\n"
-      "with the reasons), once per change.",
+      "with the reasons), and with a worker up the broker's consumer groups (none reads the tasks\n"
+      "topic, or its group is rebalancing), once per change.",
     .opts = watch_opts,
     .exits = watch_exits,
 };
