@@ -145,7 +145,7 @@ log "host B: a fresh host gets the image ($image) the way it would from a regist
 log "host B: the same repository"
 run_once b "$SOCK_B"
 st=$(once_payload "$TMP/once-b.jsonl" result status)
-[ "$st" = not_fixed ] || fail "host B's verdict '$st': $(tail -n 5 "$TMP/once-b.log")"
+[ "$st" = not_fixed ] || fail "host B's verdict '$st' ($(once_payload "$TMP/once-b.jsonl" result reason)): $(tail -n 5 "$TMP/once-b.log")"
 [ "$(once_payload "$TMP/once-b.jsonl" install key)" = "$key" ] || fail "host B computed another key"
 [ "$(once_payload "$TMP/once-b.jsonl" install cached)" = true ] || fail "host B installed again: $(grep '"install"' "$TMP/once-b.jsonl" | tail -n 1)"
 [ "$(once_payload "$TMP/once-b.jsonl" install fetched)" = true ] || fail "host B's snapshot did not come from the store"
