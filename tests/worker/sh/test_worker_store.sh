@@ -112,13 +112,40 @@ for h in a b; do
 EOF
 done
 
-run_once() { # HOST SOCKET
+# Host B's dockerd is in a network namespace of its own while its worker
+# runs here, and that worker's Phase A proxy listens on its install
+# bridge's gateway on this side: the shared dockerd's network of the same
+# name gives it that address. A machine that ran the suite before has every
+# such network; a fresh one has only those its workers made so far, and
+# host B failed there when it leased a bridge not yet made. So host B is
+# given a bridge: the highest free one now (workers lease the lowest; the
+# lease is the worker's own flock, released here), made on the shared
+# dockerd when missing, as the driver makes it.
+BRIDGE_LOCKS=/run/kiwi/install-bridges
+mkdir -p "$BRIDGE_LOCKS"
+BRIDGE_B=
+for n in $(seq 14 -1 1); do
+  exec {lk}>>"$BRIDGE_LOCKS/kiwi-install$n.lock"
+  if flock -n "$lk"; then BRIDGE_B=kiwi-install$n; fi
+  exec {lk}>&-
+  [ -n "$BRIDGE_B" ] && break
+done
+[ -n "$BRIDGE_B" ] || fail "no install bridge free for host B"
+"${DA[@]}" network inspect "$BRIDGE_B" >/dev/null 2>&1 \
+  || "${DA[@]}" network create --driver bridge -o com.docker.network.bridge.name="$BRIDGE_B" \
+    -o com.docker.network.bridge.enable_icc=false -o com.docker.network.bridge.enable_ip_masquerade=true \
+    --label org.kiwi.network=install "$BRIDGE_B" >/dev/null \
+  || "${DA[@]}" network inspect "$BRIDGE_B" >/dev/null 2>&1 || fail "could not make the $BRIDGE_B network"
+
+run_once() { # HOST SOCKET [VAR=VALUE...]
   mkdir -p "$TMP/state-$1"
-  env KIWI_STATE_DIR="$TMP/state-$1" KIWI_WORKER_ID="$RUN_ID-$1" KIWI_ALLOW_LOCAL_REPOS=true \
-    KIWI_DOCKER_SOCKET="$2" KIWI_STORE_URL="$STORE_URL" \
+  local h=$1 sock=$2
+  shift 2
+  env KIWI_STATE_DIR="$TMP/state-$h" KIWI_WORKER_ID="$RUN_ID-$h" KIWI_ALLOW_LOCAL_REPOS=true "$@" \
+    KIWI_DOCKER_SOCKET="$sock" KIWI_STORE_URL="$STORE_URL" \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_CA_BUNDLE="${KIWI_CA_BUNDLE:-$CA_BUNDLE}" \
     KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
-    "$WORKER" --once "$TMP/task-$1.json" >"$TMP/once-$1.jsonl" 2>"$TMP/once-$1.log" || true
+    "$WORKER" --once "$TMP/task-$h.json" >"$TMP/once-$h.jsonl" 2>"$TMP/once-$h.log" || true
 }
 
 log "host A: installs and shares the snapshot"
@@ -143,7 +170,7 @@ log "host B: a fresh host gets the image ($image) the way it would from a regist
 "${DA[@]}" save "$image" | "${DBK[@]}" load -q >/dev/null || fail "could not load $image into host B's dockerd"
 
 log "host B: the same repository"
-run_once b "$SOCK_B"
+run_once b "$SOCK_B" KIWI_INSTALL_BRIDGE="$BRIDGE_B"
 st=$(once_payload "$TMP/once-b.jsonl" result status)
 [ "$st" = not_fixed ] || fail "host B's verdict '$st' ($(once_payload "$TMP/once-b.jsonl" result reason)): $(tail -n 5 "$TMP/once-b.log")"
 [ "$(once_payload "$TMP/once-b.jsonl" install key)" = "$key" ] || fail "host B computed another key"
