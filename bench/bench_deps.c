@@ -204,7 +204,6 @@ main (int argc, char **argv)
      * rules, its proxy for Phase A */
     kiwi_worker_config wc;
     char production[1024];
-    pid_t proxy_pid = 0;
     if (production_setup (&wc, open_egress, production, sizeof production) < 0)
         return 1;
     const char *runtime = strcmp (drv->name, "gvisor") == 0 ? "runsc" : "runc";
@@ -230,6 +229,7 @@ main (int argc, char **argv)
          * given the install's input only, the dependency locations kept */
         cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
         bool proxied = false;
+        pid_t proxy_pid = 0;
         if (kiwi_proxy_phase_env (&wc, &proxy_env, &proxied, &err) < 0
             || (proxied && kiwi_proxy_start_once (&wc, &proxy_pid, &err) < 0)) {
             fprintf (stderr, "bench: the egress proxy: %s\n", kiwi_error_msg (err));
@@ -258,7 +258,6 @@ main (int argc, char **argv)
         fprintf (stderr, "bench: installing the fixture's dependencies once (Phase A: %s)\n", plan.display);
         int irc = kiwi_phase_install (env, &ic, &ir, &res, &err);
         kiwi_proxy_stop (proxy_pid);
-        proxy_pid = 0;
         if (irc < 0 || res.status != KIWI_INSTALL_OK) {
             fprintf (stderr, "bench: install: %s %s\n", err ? kiwi_error_msg (err) : res.reason,
                      res.output ? res.output : "");
