@@ -176,7 +176,7 @@ note "environment variable names in Squid's group: $(tr '\n' ' ' <<<"$names")"
 
 # ------------------------------------------------------------- the rules ---
 
-eout=$(inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" --no-ipv6 --deny "$OTHER:8080" 2>&1); rc=$?
+eout=$(inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" --deny "$OTHER:8080" 2>&1); rc=$?
 check "egress.sh apply --proxy inside the host namespace" [ "$rc" = 0 ]
 indent <<<"$eout"
 
@@ -246,13 +246,13 @@ note "questions the resolver saw:"; indent <"$tmp/questions"
 
 # Vector 4: Squid's own connections are held to egress.sh's deny list; it
 # connects from the host namespace (OUTPUT), never through FORWARD.
-apply() { inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" --no-ipv6 "$@" 2>&1; }
-egress_check() { inh bash "$EGRESS" check --proxy "$PORTS" --install-bridge "$BR" --no-ipv6 "$@" 2>&1; }
+apply() { inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" "$@" 2>&1; }
+egress_check() { inh bash "$EGRESS" check --proxy "$PORTS" --install-bridge "$BR" "$@" 2>&1; }
 out=$(egress_check --deny "$OTHER:8080"); rc=$?
 check "egress.sh check: the rules applied are exactly what apply adds (OUTPUT chain included)" [ "$rc" = 0 ]
 indent <<<"$out"
 check "egress.sh rules lists the OUTPUT jump for Squid's user" \
-  bash -c "inh() { ip netns exec '$NH' \"\$@\"; }; inh bash '$EGRESS' rules --proxy '$PORTS' --install-bridge '$BR' --no-ipv6 | grep -q -- '-A OUTPUT -m owner --uid-owner $(id -u proxy) .*-j KIWI-EGRESS-OUTPUT'"
+  bash -c "inh() { ip netns exec '$NH' \"\$@\"; }; inh bash '$EGRESS' rules --proxy '$PORTS' --install-bridge '$BR' | grep -q -- '-A OUTPUT -m owner --uid-owner $(id -u proxy) .*-j KIWI-EGRESS-OUTPUT'"
 probe "Squid cannot reach the metadata address (meta.kiwi.test -> $META)" '^(403|5[0-9][0-9])$' "$META" 0 \
   -x "$P" http://meta.kiwi.test/
 out=$(apply --deny "$ALLOWED:80"); rc=$?
@@ -268,16 +268,16 @@ probe "... and still resolves through the resolver (--dns)" '^200$' "http $ALLOW
   http://resolve.kiwi.test/ --resolve "resolve.kiwi.test:80:$ALLOWED"
 out=$(inh bash "$EGRESS" remove 2>&1); rc=$?
 check "egress.sh remove" [ "$rc" = 0 ]
-check "remove took the OUTPUT chain and its jump" \
-  bash -c "! ip netns exec '$NH' iptables -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' iptables -S OUTPUT | grep -q KIWI"
+check "remove took the OUTPUT chain and its jump (IPv4 and IPv6)" \
+  bash -c "for t in iptables ip6tables; do ! ip netns exec '$NH' \$t -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' \$t -S OUTPUT | grep -q KIWI || exit 1; done"
 out=$(apply); rc=$?
 check "egress.sh apply --proxy again" [ "$rc" = 0 ]
 out=$(inh bash "$EGRESS" status 2>&1)
 check "egress.sh status lists the OUTPUT chain with its counters" grep -q '^  KIWI-EGRESS-OUTPUT (packets bytes rule):' <<<"$out"
-out=$(inh bash "$EGRESS" apply --install-bridge "$BR" --no-ipv6 2>&1); rc=$?
+out=$(inh bash "$EGRESS" apply --install-bridge "$BR" 2>&1); rc=$?
 check "egress.sh apply without --proxy takes the OUTPUT chain away" \
   bash -c "[ $rc = 0 ] && ! ip netns exec '$NH' iptables -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' iptables -S OUTPUT | grep -q KIWI"
-out=$(inh bash "$EGRESS" check --install-bridge "$BR" --no-ipv6 2>&1); rc=$?
+out=$(inh bash "$EGRESS" check --install-bridge "$BR" 2>&1); rc=$?
 check "... and check without --proxy passes" [ "$rc" = 0 ]
 out=$(apply); rc=$?
 check "egress.sh apply --proxy once more" [ "$rc" = 0 ]
