@@ -284,6 +284,9 @@ kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, c
     cleanup_strv kiwi_strv run = KIWI_STRV_INIT;
     if (script_argv (cfg, &run, "run", dir, err) < 0)
         return -1;
+    if (kiwi_strv_add (&run, "--log-max-mb") < 0
+        || kiwi_strv_addf (&run, "%lld", (long long) cfg->install_proxy_log_mb) < 0)
+        return kiwi_error_make (err, ENOMEM, "proxy.sh run");
     posix_spawnattr_t at;
     posix_spawnattr_init (&at);
     posix_spawnattr_setflags (&at, POSIX_SPAWN_SETPGROUP);

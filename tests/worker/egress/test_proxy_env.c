@@ -5,7 +5,8 @@
  * decided from outside Squid: the names of the environment variables of
  * every process of the proxy's process group, from /proc/<pid>/environ.
  * None of the worker's may be there (ANTHROPIC_API_KEY, KIWI_REDIS_PASSWORD,
- * KIWI_GIT_TOKEN, ...): Squid gets PATH and LANG only.
+ * KIWI_GIT_TOKEN, ...): Squid gets PATH and LANG only. And the log bound
+ * (KIWI_INSTALL_PROXY_LOG_MB) reaches proxy.sh run.
  *
  * The test runs in a network namespace of its own (unshare), with a bridge
  * of its own as the install bridge: nothing on the host changes, and Squid
@@ -49,6 +50,33 @@ in_group (const char *pid, pid_t pgid)
     char state;
     int ppid, pgrp;
     return close && sscanf (close + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == (int) pgid;
+}
+
+/* Whether a process of group pgid was started with `arg` among its
+ * arguments (/proc/<pid>/cmdline). */
+static bool
+group_has_arg (pid_t pgid, const char *arg)
+{
+    DIR *d = opendir ("/proc");
+    assert_non_null (d);
+    struct dirent *de;
+    bool found = false;
+    while (!found && (de = readdir (d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9' || !in_group (de->d_name, pgid))
+            continue;
+        char path[64], buf[4096];
+        snprintf (path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        FILE *f = fopen (path, "r");
+        if (f == NULL)
+            continue;
+        size_t n = fread (buf, 1, sizeof buf - 1, f);
+        fclose (f);
+        buf[n] = '\0';
+        for (size_t i = 0; i < n && !found; i += strlen (buf + i) + 1)
+            found = strcmp (buf + i, arg) == 0;
+    }
+    closedir (d);
+    return found;
 }
 
 /* The names of the environment variables of every process of group pgid
@@ -112,7 +140,8 @@ test_proxy_env (void **state)
     char state_dir[128];
     snprintf (state_dir, sizeof state_dir, "KIWI_STATE_DIR=%s", dir);
     const char *env[] = { state_dir, "KIWI_INSTALL_BRIDGE=" BRIDGE, "KIWI_EGRESS_PROXY_SCRIPT=" PROXY_SCRIPT,
-                          "KIWI_INSTALL_PROXY_PORTS=23128,23129,23130", "KIWI_WORKER_ID=proxy-env-test", NULL };
+                          "KIWI_INSTALL_PROXY_PORTS=23128,23129,23130", "KIWI_WORKER_ID=proxy-env-test",
+                          "KIWI_INSTALL_PROXY_LOG_MB=7", NULL };
     kiwi_error_t err = NULL;
     int idx = 0;
     assert_int_equal (kiwi_worker_config_load (&cfg, NULL, env, 0, NULL, 0, &idx, &err), 0);
@@ -124,7 +153,9 @@ test_proxy_env (void **state)
     char names[4096];
     int procs = 0;
     env_names (pid, names, sizeof names, &procs);
+    bool bound = group_has_arg (pid, "--log-max-mb") && group_has_arg (pid, "7");
     kiwi_proxy_stop (pid);
+    assert_true (bound); /* KIWI_INSTALL_PROXY_LOG_MB reached proxy.sh run */
     print_message ("%d process(es) in the proxy's group; their variables: %s\n", procs, names);
     assert_true (procs >= 2); /* squid and proxy.sh's watcher */
     const char *secret[] = { "ANTHROPIC_API_KEY", "KIWI_REDIS_PASSWORD", "KIWI_GIT_TOKEN", "KIWI_STORE_PASSWORD",
