@@ -216,6 +216,10 @@ note "headers the registry saw:"; indent <"$tmp/headers"
 # Vector 4: names, never reverse lookups; only the ports a registry needs
 probe "CONNECT to a raw IP whose PTR names an allowed host" '^(403|000)$' "$PTR" 0 -x "$P" "https://$PTR/" -k
 probe "plain HTTP to a raw IP whose PTR names an allowed host" '^403$' "$PTR" 0 -x "$P" "http://$PTR/"
+before=$(arrivals "tls $PTR")
+ins timeout 10 openssl s_client -noservername -connect "$PTR:443" </dev/null >/dev/null 2>&1
+sleep 0.2
+check "redirected TLS without SNI to that address is closed, nothing arrives" [ "$(arrivals "tls $PTR")" = "$before" ]
 ptr_q=$(awk -F. '{ print $4 "." $3 "." $2 "." $1 ".in-addr.arpa" }' <<<"$PTR")
 check "no PTR question was asked for the address ($ptr_q)" [ "$(asked "^PTR $ptr_q\$")" = 0 ]
 probe "explicit proxy, allowed host on port 8080 (http://allowed:8080/)" '^403$' "tcp $ALLOWED 8080" 0 \
