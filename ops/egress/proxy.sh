@@ -255,7 +255,9 @@ cmd_run() {
   (
     me=$BASHPID
     parent() { local s; s=$(cat "/proc/$me/stat" 2>/dev/null) || return 1; s=${s##*) }; set -- $s; echo "$2"; }
-    while kill -0 "$caller" 2>/dev/null; do
+    # the caller runs (a caller that died but is not yet reaped is a zombie)
+    caller_runs() { local s; s=$(cat "/proc/$caller/stat" 2>/dev/null) || return 1; s=${s##*) }; [ "${s%% *}" != Z ]; }
+    while caller_runs; do
       [ "$(parent)" = "$self" ] || exit 0
       rotate_if_big "$self"
       sleep "$watch_s"
