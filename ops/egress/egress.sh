@@ -39,7 +39,10 @@
 #                        explicit proxy, HTTP_PROXY), H (intercepted HTTP)
 #                        and S (intercepted TLS); the bridge's TCP 80 and 443
 #                        are redirected to H and S (nat table), everything
-#                        else it sends is rejected, DNS included
+#                        else it sends is rejected, DNS included; the
+#                        proxy's own connections (OUTPUT, as the user
+#                        proxy) are held to --deny, the metadata addresses
+#                        and, with --rfc1918, the private ranges
 #                        (KIWI_EGRESS_PROXY="3128,3129,3130")
 #   --nflog-group N      with --proxy: what the install bridge sends and the
 #                        rules reject is first logged to netlink group N+I
@@ -70,7 +73,7 @@ CONF=${KIWI_EGRESS_CONF:-/etc/kiwi/egress.env}
 
 log() { printf 'egress: %s\n' "$*" >&2; }
 die() { printf 'egress: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ------------------------------------------------------------ configuration ---
 
