@@ -243,16 +243,27 @@ on_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata)
     d->n++;
 }
 
+/* A connection to the explicit proxy, or -1. */
+static int
+dial (void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (EXPLICIT_PORT) };
+    inet_pton (AF_INET, GATEWAY, &sa.sin_addr);
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect (fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
+        close (fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 /* A plain-HTTP request for http://HOST/ to the explicit proxy, answered
  * (403: HOST is not listed) before this returns. */
 static void
 request (const char *host)
 {
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (EXPLICIT_PORT) };
-    inet_pton (AF_INET, GATEWAY, &sa.sin_addr);
-    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = dial ();
     assert_true (fd >= 0);
-    assert_int_equal (connect (fd, (struct sockaddr *) &sa, sizeof sa), 0);
     char req[256], buf[512];
     int n = snprintf (req, sizeof req, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host, host);
     assert_int_equal (write (fd, req, (size_t) n), n);
@@ -286,7 +297,8 @@ test_runner_rotation (void **state)
     snprintf (pidfile, sizeof pidfile, "%s/egress-proxy/proxy-run-test/squid.pid", dir);
     snprintf (log0, sizeof log0, "%s/egress-proxy/proxy-run-test/access.log.0", dir);
     pid_t squid = 0;
-    for (int i = 0; i < 300 && squid <= 0; i++) { /* Squid writes its pid once it listens */
+    int fd = -1;
+    for (int i = 0; i < 300 && (squid <= 0 || fd < 0); i++) { /* its pid file, then its port */
         ev_run (loop, EVRUN_NOWAIT);
         usleep (100000);
         FILE *f = fopen (pidfile, "r");
@@ -294,8 +306,11 @@ test_runner_rotation (void **state)
             squid = 0;
         if (f)
             fclose (f);
+        fd = squid > 0 ? dial () : -1;
     }
     assert_true (squid > 0);
+    assert_true (fd >= 0);
+    close (fd);
 
     request ("first.kiwi.invalid");
     PUMP (loop, d.n >= 1, 5000);
