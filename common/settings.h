@@ -130,6 +130,7 @@ typedef struct kiwi_settings {
     char *install_egress;
     char *install_bridge;   /* kiwi-installN, or NULL: worker/egress/install-bridge.h decides */
     char *install_proxy_ports;
+    int64_t install_proxy_log_mb; /* the egress proxy's logs rotated past this (proxy.sh run --log-max-mb) */
     int64_t egress_nflog_group; /* netlink log group of kiwi-install0; kiwi-installN's is this + N */
     int64_t lease_ttl_s, cache_ttl_s, cache_fail_ttl_s, done_ttl_s;
     /* sandbox */

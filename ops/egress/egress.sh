@@ -39,7 +39,10 @@
 #                        explicit proxy, HTTP_PROXY), H (intercepted HTTP)
 #                        and S (intercepted TLS); the bridge's TCP 80 and 443
 #                        are redirected to H and S (nat table), everything
-#                        else it sends is rejected, DNS included
+#                        else it sends is rejected, DNS included; the
+#                        proxy's own connections (OUTPUT, as the user
+#                        proxy) are held to --deny, the metadata addresses
+#                        and, with --rfc1918, the private ranges
 #                        (KIWI_EGRESS_PROXY="3128,3129,3130")
 #   --nflog-group N      with --proxy: what the install bridge sends and the
 #                        rules reject is first logged to netlink group N+I
@@ -57,6 +60,8 @@ set -euo pipefail
 
 CHAIN=KIWI-EGRESS
 INCHAIN=KIWI-EGRESS-INPUT
+OUTCHAIN=KIWI-EGRESS-OUTPUT
+PROXY_USER=proxy
 NATCHAIN=KIWI-EGRESS-NAT
 USERCHAIN=DOCKER-USER
 TAG=kiwi-egress
@@ -68,7 +73,7 @@ CONF=${KIWI_EGRESS_CONF:-/etc/kiwi/egress.env}
 
 log() { printf 'egress: %s\n' "$*" >&2; }
 die() { printf 'egress: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ------------------------------------------------------------ configuration ---
 
@@ -296,67 +301,91 @@ nflog_rules() {
   done
 }
 
-# render F: the rules of both chains for family F, one iptables-save line each.
+# fleet_rules CHAIN MATCH WHO F: the fleet's own services (--deny), for
+# family F: nothing WHO sends reaches them, whatever the state of the flow
+# and whichever host they run on.
+fleet_rules() {
+  local chain=$1 match=$2 who=$3 f=$4 r cidr port reject_other
+  if [[ $f == 4 ]]; then reject_other=icmp-admin-prohibited; else reject_other=icmp6-adm-prohibited; fi
+  for r in "${opt_deny[@]}"; do
+    read -r cidr port < <(split_allow "$r")
+    if [[ $f == 6 ]]; then is_v6 "$cidr" || continue; else is_v6 "$cidr" && continue; fi
+    if [[ -n $port ]]; then
+      echo "-A $chain $match-d $cidr -p tcp -m tcp --dport $port $(c "$who: fleet service denied") -j REJECT --reject-with tcp-reset"
+    else
+      echo "-A $chain $match-d $cidr -p tcp $(c "$who: fleet address denied") -j REJECT --reject-with tcp-reset"
+      echo "-A $chain $match-d $cidr $(c "$who: fleet address denied") -j REJECT --reject-with $reject_other"
+    fi
+  done
+}
+
+# metadata_rules CHAIN LABEL F: the metadata addresses take DNS only.
+metadata_rules() {
+  local chain=$1 label=$2 f=$3 m reject_other
+  if [[ $f == 4 ]]; then reject_other=icmp-admin-prohibited; else reject_other=icmp6-adm-prohibited; fi
+  for m in "${opt_metadata[@]}"; do
+    if [[ $f == 6 ]]; then is_v6 "$m" || continue; [[ $m == */* ]] || m+=/128
+    else is_v6 "$m" && continue; [[ $m == */* ]] || m+=/32; fi
+    echo "-A $chain -d $m -p udp -m udp --dport 53 $(c "${label}metadata DNS allowed") -j RETURN"
+    echo "-A $chain -d $m -p tcp -m tcp --dport 53 $(c "${label}metadata DNS allowed") -j RETURN"
+    echo "-A $chain -d $m -p tcp -m multiport --dports $TOKEN_PORTS $(c "${label}metadata token ports") -j REJECT --reject-with tcp-reset"
+    echo "-A $chain -d $m -p tcp $(c "${label}metadata other TCP ports") -j REJECT --reject-with tcp-reset"
+    echo "-A $chain -d $m $(c "${label}metadata other traffic") -j REJECT --reject-with $reject_other"
+  done
+}
+
+# private_rules CHAIN LABEL F [forward]: with --rfc1918, the private
+# ranges are rejected but for replies, resolvers (DNS) and --allow; on the
+# forward path also what Docker publishes or keeps within one bridge.
+private_rules() {
+  local chain=$1 label=$2 f=$3 r cidr port reject_other
+  if [[ $f == 4 ]]; then reject_other=icmp-admin-prohibited; else reject_other=icmp6-adm-prohibited; fi
+  echo "-A $chain -m conntrack --ctstate RELATED,ESTABLISHED $(c "${label}private: replies and established flows") -j RETURN"
+  if [[ ${4:-} == forward ]]; then
+    echo "-A $chain -m conntrack --ctstate DNAT $(c "${label}private: published ports, Docker decides") -j RETURN"
+    echo "-A $chain -m physdev --physdev-is-bridged $(c "${label}private: within one bridge, Docker decides") -j RETURN"
+  fi
+  while read -r r; do
+    [[ -n $r ]] || continue
+    if [[ $f == 6 ]]; then is_v6 "$r" || continue; r+=/128; else is_v6 "$r" && continue; r+=/32; fi
+    echo "-A $chain -d $r -p udp -m udp --dport 53 $(c "${label}private: DNS to a resolver") -j RETURN"
+    echo "-A $chain -d $r -p tcp -m tcp --dport 53 $(c "${label}private: DNS to a resolver") -j RETURN"
+  done < <(resolvers)
+  for r in "${opt_allow[@]}"; do
+    read -r cidr port < <(split_allow "$r")
+    if [[ $f == 6 ]]; then is_v6 "$cidr" || continue; else is_v6 "$cidr" && continue; fi
+    if [[ -n $port ]]; then
+      echo "-A $chain -d $cidr -p tcp -m tcp --dport $port $(c "${label}private: allow-listed") -j RETURN"
+    else
+      echo "-A $chain -d $cidr $(c "${label}private: allow-listed") -j RETURN"
+    fi
+  done
+  local ranges=("${PRIVATE4[@]}")
+  [[ $f == 6 ]] && ranges=("${PRIVATE6[@]}")
+  for r in "${ranges[@]}"; do
+    echo "-A $chain -d $r -p tcp $(c "${label}private range") -j REJECT --reject-with tcp-reset"
+    echo "-A $chain -d $r $(c "${label}private range") -j REJECT --reject-with $reject_other"
+  done
+}
+
+# render F: the rules of Kiwi's chains for family F, one iptables-save line
+# each: $CHAIN and $INCHAIN, and with --proxy $OUTCHAIN.
 render() {
-  local f=$1 m cidr port r reject_other icmp_p
+  local f=$1 reject_other icmp_p
   if [[ $f == 4 ]]; then reject_other=icmp-admin-prohibited; else reject_other=icmp6-adm-prohibited; fi
   # Before anything else (the metadata rules' DNS exception included): with
   # the proxy, nothing from the install bridge is forwarded, and each such
   # packet is logged first for the worker's `egress_denied` events.
   [[ -n $opt_proxy ]] && nflog_rules "$CHAIN" forward
-  # The fleet's own services: nothing from the install bridge reaches them,
-  # whatever the state of the flow and whichever host they run on.
-  for r in "${opt_deny[@]}"; do
-    read -r cidr port < <(split_allow "$r")
-    if [[ $f == 6 ]]; then is_v6 "$cidr" || continue; else is_v6 "$cidr" && continue; fi
-    if [[ -n $port ]]; then
-      echo "-A $CHAIN -i $opt_bridge -d $cidr -p tcp -m tcp --dport $port $(c "install bridge: fleet service denied") -j REJECT --reject-with tcp-reset"
-    else
-      echo "-A $CHAIN -i $opt_bridge -d $cidr -p tcp $(c "install bridge: fleet address denied") -j REJECT --reject-with tcp-reset"
-      echo "-A $CHAIN -i $opt_bridge -d $cidr $(c "install bridge: fleet address denied") -j REJECT --reject-with $reject_other"
-    fi
-  done
+  fleet_rules "$CHAIN" "-i $opt_bridge " "install bridge" "$f"
   # Through the proxy or not at all: nothing from the install bridge is
   # forwarded (the proxy's own connections leave from the host, OUTPUT).
   if [[ -n $opt_proxy ]]; then
     echo "-A $CHAIN -i $opt_bridge -p tcp $(c "install bridge: only through the egress proxy") -j REJECT --reject-with tcp-reset"
     echo "-A $CHAIN -i $opt_bridge $(c "install bridge: only through the egress proxy") -j REJECT --reject-with $reject_other"
   fi
-  for m in "${opt_metadata[@]}"; do
-    if [[ $f == 6 ]]; then is_v6 "$m" || continue; [[ $m == */* ]] || m+=/128
-    else is_v6 "$m" && continue; [[ $m == */* ]] || m+=/32; fi
-    echo "-A $CHAIN -d $m -p udp -m udp --dport 53 $(c "metadata DNS allowed") -j RETURN"
-    echo "-A $CHAIN -d $m -p tcp -m tcp --dport 53 $(c "metadata DNS allowed") -j RETURN"
-    echo "-A $CHAIN -d $m -p tcp -m multiport --dports $TOKEN_PORTS $(c "metadata token ports") -j REJECT --reject-with tcp-reset"
-    echo "-A $CHAIN -d $m -p tcp $(c "metadata other TCP ports") -j REJECT --reject-with tcp-reset"
-    echo "-A $CHAIN -d $m $(c "metadata other traffic") -j REJECT --reject-with $reject_other"
-  done
-  if [[ $opt_rfc1918 == 1 ]]; then
-    echo "-A $CHAIN -m conntrack --ctstate RELATED,ESTABLISHED $(c "private: replies and established flows") -j RETURN"
-    echo "-A $CHAIN -m conntrack --ctstate DNAT $(c "private: published ports, Docker decides") -j RETURN"
-    echo "-A $CHAIN -m physdev --physdev-is-bridged $(c "private: within one bridge, Docker decides") -j RETURN"
-    while read -r r; do
-      [[ -n $r ]] || continue
-      if [[ $f == 6 ]]; then is_v6 "$r" || continue; r+=/128; else is_v6 "$r" && continue; r+=/32; fi
-      echo "-A $CHAIN -d $r -p udp -m udp --dport 53 $(c "private: DNS to a resolver") -j RETURN"
-      echo "-A $CHAIN -d $r -p tcp -m tcp --dport 53 $(c "private: DNS to a resolver") -j RETURN"
-    done < <(resolvers)
-    for r in "${opt_allow[@]}"; do
-      read -r cidr port < <(split_allow "$r")
-      if [[ $f == 6 ]]; then is_v6 "$cidr" || continue; else is_v6 "$cidr" && continue; fi
-      if [[ -n $port ]]; then
-        echo "-A $CHAIN -d $cidr -p tcp -m tcp --dport $port $(c "private: allow-listed") -j RETURN"
-      else
-        echo "-A $CHAIN -d $cidr $(c "private: allow-listed") -j RETURN"
-      fi
-    done
-    local ranges=("${PRIVATE4[@]}")
-    [[ $f == 6 ]] && ranges=("${PRIVATE6[@]}")
-    for r in "${ranges[@]}"; do
-      echo "-A $CHAIN -d $r -p tcp $(c "private range") -j REJECT --reject-with tcp-reset"
-      echo "-A $CHAIN -d $r $(c "private range") -j REJECT --reject-with $reject_other"
-    done
-  fi
+  metadata_rules "$CHAIN" "" "$f"
+  if [[ $opt_rfc1918 == 1 ]]; then private_rules "$CHAIN" "" "$f" forward; fi
   # Phase A may not open connections to the host itself.
   echo "-A $INCHAIN -m conntrack --ctstate RELATED,ESTABLISHED $(c "install bridge: replies") -j RETURN"
   if [[ $f == 6 ]]; then
@@ -373,16 +402,28 @@ render() {
   [[ -n $opt_proxy ]] && nflog_rules "$INCHAIN" host
   echo "-A $INCHAIN -p tcp $(c "install bridge: no new connections to the host") -j REJECT --reject-with tcp-reset"
   echo "-A $INCHAIN $(c "install bridge: no new connections to the host") -j REJECT --reject-with $reject_other"
+  # The proxy's own connections leave from the host, as the user Squid
+  # runs as: FORWARD never sees them. They are held to the same lists as
+  # the sandboxes' (the fleet's services, the metadata addresses, with
+  # --rfc1918 the private ranges).
+  if [[ -n $opt_proxy ]]; then
+    fleet_rules "$OUTCHAIN" "" "egress proxy" "$f"
+    metadata_rules "$OUTCHAIN" "egress proxy: " "$f"
+    if [[ $opt_rfc1918 == 1 ]]; then private_rules "$OUTCHAIN" "egress proxy: " "$f"; fi
+  fi
+  return 0
 }
 
 jump_user() { echo "-A $USERCHAIN -m comment --comment $TAG -j $CHAIN"; }
 jump_input() { echo "-A INPUT -i $opt_bridge -m comment --comment $TAG -j $INCHAIN"; }
+jump_output() { echo "-A OUTPUT -m owner --uid-owner $PROXY_USER -m comment --comment $TAG -j $OUTCHAIN"; }
 
-# canonical F: the rules and both jumps as `iptables -S` prints them, loaded
+# canonical F: the rules and the jumps as `iptables -S` prints them, loaded
 # into a throwaway network namespace (its own, empty netfilter tables; nothing
 # on the host is touched). This validates every rule before the live tables
 # see it and makes `check` compare like with like. Prints "-A" lines of
-# $CHAIN, then $INCHAIN, then the DOCKER-USER jump, then the INPUT jump.
+# $CHAIN, $INCHAIN, $OUTCHAIN, then the DOCKER-USER, INPUT and OUTPUT jumps
+# ($OUTCHAIN and the OUTPUT jump with --proxy only).
 canonical() {
   local f=$1 payload out
   payload=$(
@@ -390,15 +431,17 @@ canonical() {
     echo ":$USERCHAIN - [0:0]"
     echo ":$CHAIN - [0:0]"
     echo ":$INCHAIN - [0:0]"
+    echo ":$OUTCHAIN - [0:0]"
     render "$f"
     jump_user
     jump_input
+    if [[ -n $opt_proxy ]]; then jump_output; fi
     echo COMMIT
   )
   local tool=iptables
   [[ $f == 6 ]] && tool=ip6tables
   if command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
-    if ! out=$(unshare -n sh -c "$tool-restore -w && $tool -w -S $CHAIN && $tool -w -S $INCHAIN && $tool -w -S $USERCHAIN && $tool -w -S INPUT" <<<"$payload" 2>&1); then
+    if ! out=$(unshare -n sh -c "$tool-restore -w && $tool -w -S $CHAIN && $tool -w -S $INCHAIN && $tool -w -S $OUTCHAIN && $tool -w -S $USERCHAIN && $tool -w -S INPUT && $tool -w -S OUTPUT" <<<"$payload" 2>&1); then
       die "ipv$f: the rules do not load: $out"
     fi
     grep -- '^-A ' <<<"$out"
@@ -412,18 +455,45 @@ canonical() {
 
 # state F: compares the live tables with the canonical rules; prints one
 # reason per difference; returns 0 when they match.
-declare -A want_chain want_inchain want_juser want_jinput
+declare -A want_chain want_inchain want_outchain want_juser want_jinput want_joutput
 load_wanted() {
   local f=$1 all
   all=$(canonical "$f")
   want_chain[$f]=$(grep -- "^-A $CHAIN " <<<"$all" || true)
   want_inchain[$f]=$(grep -- "^-A $INCHAIN " <<<"$all" || true)
+  want_outchain[$f]=$(grep -- "^-A $OUTCHAIN " <<<"$all" || true)
   want_juser[$f]=$(grep -- "^-A $USERCHAIN " <<<"$all")
   want_jinput[$f]=$(grep -- "^-A INPUT " <<<"$all")
+  want_joutput[$f]=$(grep -- "^-A OUTPUT " <<<"$all" || true)
 }
 
+# The chains apply keeps, and "CHAIN:JUMP" for each jump to one of them
+# (each the first rule of CHAIN): $OUTCHAIN and the OUTPUT jump only with
+# --proxy.
+our_chains() {
+  echo "$CHAIN"; echo "$INCHAIN"
+  if [[ -n $opt_proxy ]]; then echo "$OUTCHAIN"; fi
+}
+our_jumps() { # our_jumps F
+  echo "$USERCHAIN:${want_juser[$1]}"; echo "INPUT:${want_jinput[$1]}"
+  if [[ -n $opt_proxy ]]; then echo "OUTPUT:${want_joutput[$1]}"; fi
+}
+# "A + B [+ C]": the number of rules of each of our chains
+rule_counts() {
+  local out
+  out="$(wc -l <<<"${want_chain[$1]}") + $(wc -l <<<"${want_inchain[$1]}")"
+  if [[ -n $opt_proxy ]]; then out+=" + $(wc -l <<<"${want_outchain[$1]}")"; fi
+  echo "$out"
+}
+# every jump to $OUTCHAIN in family F, from any chain
+out_jumps() { ipt "$1" -S 2>/dev/null | grep -E -- "^-A .* -j $OUTCHAIN( |\$)" | grep -Ev -- "^-A $OUTCHAIN " || true; }
+
 wanted() { # wanted F CHAIN
-  if [[ $2 == "$CHAIN" ]]; then printf '%s\n' "${want_chain[$1]}"; else printf '%s\n' "${want_inchain[$1]}"; fi
+  case $2 in
+    "$CHAIN") printf '%s\n' "${want_chain[$1]}" ;;
+    "$INCHAIN") printf '%s\n' "${want_inchain[$1]}" ;;
+    *) printf '%s\n' "${want_outchain[$1]}" ;;
+  esac
 }
 
 first_rule() { chain_rules "$1" "$2" | head -n1; }
@@ -434,7 +504,7 @@ has_rule() { [[ $(count_rule "$@") != 0 ]]; }
 compare() {
   local f=$1 bad=0 have want
   local ch
-  for ch in "$CHAIN" "$INCHAIN"; do
+  for ch in $(our_chains); do
     want=$(wanted "$f" "$ch")
     if ! chain_exists "$f" "$ch"; then
       echo "ipv$f: chain $ch missing"; bad=1; continue
@@ -446,15 +516,23 @@ compare() {
       [[ -n $(diff <(sort <<<"$want") <(sort <<<"$have")) ]] || echo "ipv$f: $ch: rules out of order"
     fi
   done
-  local rule n pair
-  for pair in "$USERCHAIN:${want_juser[$f]}" "INPUT:${want_jinput[$f]}"; do
+  local rule n pair line
+  while IFS= read -r pair; do
     ch=${pair%%:*} rule=${pair#*:}
     n=$(count_rule "$f" "$ch" "$rule")
     if [[ $n == 0 ]]; then echo "ipv$f: jump missing: $rule"; bad=1
     elif [[ $n != 1 ]]; then echo "ipv$f: jump present $n times: $rule"; bad=1
     elif [[ $(first_rule "$f" "$ch") != "$rule" ]]; then echo "ipv$f: jump not the first rule of $ch: $rule"; bad=1
     fi
-  done
+  done < <(our_jumps "$f")
+  if [[ -n $opt_proxy ]]; then
+    while IFS= read -r line; do
+      [[ -n $line && $line != "${want_joutput[$f]}" ]] && { echo "ipv$f: unexpected: $line"; bad=1; }
+    done <<<"$(out_jumps "$f")"
+  else
+    if chain_exists "$f" "$OUTCHAIN"; then echo "ipv$f: chain $OUTCHAIN present (applied with --proxy)"; bad=1; fi
+    while IFS= read -r line; do [[ -n $line ]] && { echo "ipv$f: unexpected: $line"; bad=1; }; done <<<"$(out_jumps "$f")"
+  fi
   if ! has_rule "$f" FORWARD "-A FORWARD -j $USERCHAIN"; then
     echo "ipv$f: FORWARD does not jump to $USERCHAIN (rules inert)"; bad=1
   fi
@@ -606,7 +684,7 @@ apply_family() {
   fi
   [[ ${#created[@]} -gt 0 ]] && changed=1
   local pair ch line
-  for ch in "$CHAIN" "$INCHAIN"; do
+  for ch in $(our_chains); do
     want=$(wanted "$f" "$ch")
     have=$(chain_rules "$f" "$ch")
     if chain_exists "$f" "$ch" && [[ $have == "$want" ]]; then continue; fi
@@ -621,7 +699,7 @@ apply_family() {
     fi
   done
   local rule n
-  for pair in "$USERCHAIN:${want_juser[$f]}" "INPUT:${want_jinput[$f]}"; do
+  while IFS= read -r pair; do
     ch=${pair%%:*} rule=${pair#*:}
     n=$(count_rule "$f" "$ch" "$rule")
     if [[ $n == 1 && $(first_rule "$f" "$ch") == "$rule" ]]; then continue; fi
@@ -632,10 +710,20 @@ apply_family() {
     done
     payload+="-I $ch 1 ${rule#-A "$ch" }"$'\n'
     log "ipv$f: + -I $ch 1 ${rule#-A "$ch" }"
-  done
+  done < <(our_jumps "$f")
+  # Applied before with --proxy, now without: the proxy's chain goes.
+  if [[ -z $opt_proxy ]]; then
+    while IFS= read -r line; do
+      [[ -n $line ]] || continue
+      changed=1; payload+="-D ${line#-A }"$'\n'; log "ipv$f: - $line"
+    done <<<"$(out_jumps "$f")"
+    if chain_exists "$f" "$OUTCHAIN"; then
+      changed=1; payload+="-F $OUTCHAIN"$'\n'"-X $OUTCHAIN"$'\n'; log "ipv$f: - -X $OUTCHAIN"
+    fi
+  fi
   payload+=$'COMMIT\n'
   if [[ $changed == 0 ]]; then
-    log "ipv$f: already applied ($(wc -l <<<"${want_chain[$f]}") + $(wc -l <<<"${want_inchain[$f]}") rules); nothing changed"
+    log "ipv$f: already applied ($(rule_counts "$f") rules); nothing changed"
     return 0
   fi
   local err
@@ -670,8 +758,8 @@ remove_family() {
     payload+="-D ${line#-A }"$'\n'
     log "ipv$f: - $line"
     any=1
-  done < <(ipt "$f" -S 2>/dev/null | grep -E -- "^-A .* -j ($CHAIN|$INCHAIN)( |$)" | grep -Ev -- "^-A ($CHAIN|$INCHAIN) " || true)
-  for ch in "$CHAIN" "$INCHAIN"; do
+  done < <(ipt "$f" -S 2>/dev/null | grep -E -- "^-A .* -j ($CHAIN|$INCHAIN|$OUTCHAIN)( |$)" | grep -Ev -- "^-A ($CHAIN|$INCHAIN|$OUTCHAIN) " || true)
+  for ch in "$CHAIN" "$INCHAIN" "$OUTCHAIN"; do
     chain_exists "$f" "$ch" || continue
     while IFS= read -r line; do [[ -n $line ]] && log "ipv$f: - $line"; done < <(chain_rules "$f" "$ch")
     payload+="-F $ch"$'\n'"-X $ch"$'\n'
@@ -739,8 +827,9 @@ cmd_status() {
       continue
     fi
     echo "  jumps:"
-    ipt "$f" -S | grep -E -- "-j ($CHAIN|$INCHAIN)\$" | grep -Ev -- "^-A ($CHAIN|$INCHAIN) " | sed 's/^/    /'
-    for line in "$CHAIN" "$INCHAIN"; do
+    ipt "$f" -S | grep -E -- "-j ($CHAIN|$INCHAIN|$OUTCHAIN)\$" | grep -Ev -- "^-A ($CHAIN|$INCHAIN|$OUTCHAIN) " | sed 's/^/    /'
+    for line in "$CHAIN" "$INCHAIN" "$OUTCHAIN"; do
+      chain_exists "$f" "$line" || continue
       echo "  $line (packets bytes rule):"
       ipt "$f" -S "$line" -v | sed -n 's/^-A [^ ]* \(.*\) -c \([0-9]*\) \([0-9]*\) \(-j .*\)$/    \2 \3 \1 \4/p'
     done
@@ -776,7 +865,7 @@ cmd_check() {
   for f in "${families[@]}"; do
     load_wanted "$f"
     if out=$(compare "$f"); then
-      echo "ipv$f: ok ($(wc -l <<<"${want_chain[$f]}") + $(wc -l <<<"${want_inchain[$f]}") rules, jumps in place)"
+      echo "ipv$f: ok ($(rule_counts "$f") rules, jumps in place)"
     else
       echo "$out"; bad=1
     fi
@@ -797,6 +886,7 @@ cmd_rules() {
     load_wanted "$f"
     echo "# ipv$f"
     printf '%s\n' "${want_juser[$f]}" "${want_jinput[$f]}" "${want_chain[$f]}" "${want_inchain[$f]}"
+    if [[ -n $opt_proxy ]]; then printf '%s\n' "${want_joutput[$f]}" "${want_outchain[$f]}"; fi
   done
   load_wanted_nat
   if [[ -n $opt_proxy ]]; then
@@ -818,6 +908,9 @@ case $cmd in
   -h|--help|help) usage; exit 0 ;;
   *) printf 'egress: unknown command %s (see --help)\n' "$cmd" >&2; exit 2 ;;
 esac
+if [[ $cmd != remove && $cmd != status && -n $opt_proxy ]] && ! id -u "$PROXY_USER" >/dev/null 2>&1; then
+  die "--proxy: the user $PROXY_USER, which Squid runs as, does not exist (Debian: apt-get install squid-openssl)"
+fi
 # remove looks at both families whatever the configuration says, so that
 # rules applied under another configuration are still found.
 [[ $cmd == remove ]] && opt_ipv6=1

@@ -5,7 +5,8 @@
 # Usage: proxy.sh conf --dir DIR --listen ADDR [--ports E,H,S]
 #                      [--ecosystem NAME]... [--allow HOST]... [--hosts-file FILE]
 #        proxy.sh hosts NAME...     the registry hosts of each ecosystem ("all": every one)
-#        proxy.sh run --dir DIR     squid in the foreground (exec: the caller's child)
+#        proxy.sh run --dir DIR [--log-max-mb N]
+#                                   squid in the foreground (exec: the caller's child)
 #        proxy.sh check --dir DIR   squid -k parse on DIR/squid.conf
 #
 #   conf       writes DIR/squid.conf (and DIR/tls/, a throwaway self-signed
@@ -13,28 +14,40 @@
 #              presents anything: TLS is peeked and spliced, never bumped).
 #              Squid listens on ADDR (the install bridge's gateway): port E
 #              is the explicit proxy (HTTP_PROXY/HTTPS_PROXY), H takes
-#              intercepted HTTP and S intercepted TLS (egress.sh --proxy
+#              redirected plain HTTP and S intercepted TLS (egress.sh --proxy
 #              E,H,S redirects the bridge's 80 and 443 there). Default
 #              ports 3128,3129,3130.
 #   allow-list the union of each --ecosystem's registry hosts and every
 #              --allow HOST (a name; ".example.org" = the domain and its
-#              subdomains). Plain HTTP is allowed when its Host is listed;
-#              CONNECT when its target is listed and the port is 443; an
-#              intercepted TLS connection is spliced when its SNI is listed
-#              and closed otherwise (also without SNI). A Host that does
-#              not resolve to the address the client connected to is
-#              refused (host_verify_strict), so a listed name cannot be
-#              used to reach another address.
+#              subdomains), matched as names, never by a reverse lookup: a
+#              raw IP is refused. Plain HTTP is allowed when its host is
+#              listed and its port is 80; CONNECT when its target is listed
+#              and the port is 443; an intercepted TLS connection is spliced
+#              when its SNI is listed and closed otherwise (also without
+#              SNI), to the address the client connected to only if the
+#              SNI resolves to it (host_verify_strict). Redirected plain
+#              HTTP is taken by its Host header (a virtual host): the
+#              allow-list decides before any name is resolved, and Squid
+#              connects to the listed name's own addresses.
+#              Nothing names the host: no Via, no X-Forwarded-For, a fixed
+#              visible_hostname.
 #   hosts-file names Squid resolves from FILE before DNS (default /etc/hosts).
+#   run        Squid and proxy.sh run itself get an environment of their own
+#              (PATH, LANG), whatever the caller's. Squid's logs are rotated
+#              (to .0, one old generation kept) once one passes N MiB
+#              (--log-max-mb, default 64), checked every second.
 #
 # The access log (DIR/access.log, one line per request) has the fields
 #   time client local_port squid_status http_status method sni url
-#   bytes_in bytes_out server_addr bump_mode
-# separated by single spaces ("-" when empty). See ops/egress/README.md.
+#   bytes_in bytes_out server_addr bump_mode via
+# separated by single spaces ("-" when empty; via is "redirected" for what
+# the nat rules brought). method, sni and url are %-encoded (no space or
+# control byte survives) and cut to 32, 256 and 1024 bytes. See
+# ops/egress/README.md.
 set -euo pipefail
 
 die() { printf 'proxy: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # registries NAME: the hosts an ecosystem's package manager fetches from.
 registries() {
@@ -51,14 +64,16 @@ registries() {
   esac
 }
 
-valid_host() { [[ $1 =~ ^\.?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$ && ${#1} -le 253 ]]; }
+# a name (the last label not all digits: an address is never listed)
+valid_host() { [[ $1 =~ ^\.?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$ && ${#1} -le 253 && ! ${1##*.} =~ ^[0-9]+$ ]]; }
 valid_v4() {
   local IFS=. o
   [[ $1 =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || return 1
   for o in $1; do ((10#$o <= 255)) || return 1; done
 }
 
-dir='' listen='' ports=3128,3129,3130 hosts_file=/etc/hosts
+LOG_SNI_MAX=256 LOG_URL_MAX=1024
+dir='' listen='' ports=3128,3129,3130 hosts_file=/etc/hosts log_max_mb=64 watch_s=1
 allow=()
 
 parse() {
@@ -75,6 +90,7 @@ parse() {
         # shellcheck disable=SC2206  # one host per word
         allow+=($h); shift ;;
       --hosts-file) [[ $# -ge 2 ]] || die "--hosts-file needs a file"; hosts_file=$2; shift ;;
+      --log-max-mb) [[ $# -ge 2 ]] || die "--log-max-mb needs a size"; log_max_mb=$2; shift ;;
       -h|--help) usage; exit 0 ;;
       *) printf 'proxy: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
     esac
@@ -92,15 +108,23 @@ conf_text() {
 pid_filename $dir/squid.pid
 cache_log $dir/cache.log
 coredump_dir $dir
-logformat kiwi %ts.%03tu %>a %>lp %Ss %>Hs %rm %ssl::>sni %ru %>st %<st %<a %ssl::bump_mode
+# Every field a client chooses is %-encoded (no space, control byte or
+# newline survives) and cut to a width; the client is the connection's.
+logformat kiwi %ts.%03tu %>a %>lp %Ss %>Hs %#.32rm %#.${LOG_SNI_MAX}ssl::>sni %#.${LOG_URL_MAX}ru %>st %<st %<a %ssl::bump_mode %{kiwi_via}note
 access_log stdio:$dir/access.log logformat=kiwi buffer-size=0KB
 buffered_logs off
-logfile_rotate 0
+# proxy.sh run rotates (SIGUSR1) once a log passes its bound: one old
+# generation (.0) is kept.
+logfile_rotate 1
 hosts_file $hosts_file
 pinger_enable off
 cache deny all
 cache_mem 0 MB
+# nothing names this host to a registry or to Phase A
+via off
 forwarded_for delete
+visible_hostname kiwi-egress-proxy
+request_header_access Surrogate-Capability deny all
 httpd_suppress_version_string on
 host_verify_strict on
 client_dst_passthru off
@@ -108,19 +132,34 @@ shutdown_lifetime 1 seconds
 workers 1
 
 http_port $listen:$e name=explicit
-http_port $listen:$h intercept name=http_intercept
+# Redirected plain HTTP is taken as a virtual host (its Host names the
+# origin), not intercepted: an intercepted request's Host is resolved
+# before any access rule runs; here the allow-list decides first and only
+# a listed name is ever resolved (and connected to).
+http_port $listen:$h accel vhost allow-direct name=http_redirected
 https_port $listen:$s intercept ssl-bump tls-cert=$dir/tls/cert.pem tls-key=$dir/tls/key.pem generate-host-certificates=off name=tls_intercept
 
-acl kiwi_allowed dstdomain ${allow[*]}
+# -n: names only, never a reverse lookup of an address
+acl kiwi_allowed dstdomain -n ${allow[*]}
 acl kiwi_allowed_sni ssl::server_name ${allow[*]}
+acl kiwi_raw_ip dstdom_regex -n ^[0-9.]+\$ ^0[xX] :
 acl kiwi_tls_intercept myportname tls_intercept
 acl kiwi_step1 at_step SslBump1
+acl kiwi_http_port port 80
 acl kiwi_tls_port port 443
+acl kiwi_http proto HTTP
 acl CONNECT method CONNECT
+acl kiwi_redirected myportname http_redirected tls_intercept
+# the log's last field: "redirected" for what the nat rules brought here
+note kiwi_via redirected kiwi_redirected
 
-http_access deny CONNECT !kiwi_tls_port
-# an intercepted TLS connection: ssl_bump below decides on its SNI
+# an intercepted TLS connection (a CONNECT to the address it was sent to):
+# ssl_bump below decides on its SNI
 http_access allow kiwi_tls_intercept
+http_access deny kiwi_raw_ip
+http_access deny CONNECT !kiwi_tls_port
+http_access deny !CONNECT !kiwi_http
+http_access deny !CONNECT !kiwi_http_port
 http_access allow kiwi_allowed
 http_access deny all
 
@@ -163,13 +202,37 @@ squid_bin() { command -v squid || echo /usr/sbin/squid; }
 
 cmd_check() {
   [[ -f $dir/squid.conf ]] || die "$dir/squid.conf missing (proxy.sh conf writes it)"
-  "$(squid_bin)" -k parse -f "$dir/squid.conf" 2>&1 | grep -E 'ERROR|FATAL|WARNING' >&2 && return 1
+  # `via off` is deliberate (nothing names this host to a registry)
+  "$(squid_bin)" -k parse -f "$dir/squid.conf" 2>&1 | grep -E 'ERROR|FATAL|WARNING' |
+    grep -v 'WARNING: HTTP requires the use of Via' >&2 && return 1
   return 0
+}
+
+# The environment Squid and this script's run get, whoever starts them: no
+# variable of the caller's (a worker's keys and passwords) reaches Squid.
+CLEAN_ENV=(PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C)
+
+# rotate_if_big SQUID_PID: Squid's logs rotated (SIGUSR1: each renamed to
+# .0, the .0 before it dropped, reopened) once one holds more than
+# log_max bytes.
+rotate_if_big() {
+  local f size
+  for f in "$dir/access.log" "$dir/cache.log"; do
+    size=$(stat -c %s "$f" 2>/dev/null) || continue
+    if ((size > log_max)); then kill -USR1 "$1" 2>/dev/null; return 0; fi
+  done
 }
 
 cmd_run() {
   [[ -f $dir/squid.conf ]] || die "$dir/squid.conf missing (proxy.sh conf writes it)"
   [[ -x $(squid_bin) ]] || die "squid not found (Debian: apt-get install squid-openssl)"
+  [[ $log_max_mb =~ ^[0-9]{1,6}$ ]] && ((10#$log_max_mb > 0)) || die "bad --log-max-mb '$log_max_mb'"
+  if compgen -e | grep -qvxE 'PATH|LANG|PWD|OLDPWD|SHLVL|_'; then
+    # the same run again, in an environment of its own (exec: the caller
+    # keeps its child, and $PPID stays the caller)
+    exec env -i "${CLEAN_ENV[@]}" bash "${BASH_SOURCE[0]}" run --dir "$dir" --log-max-mb "$log_max_mb"
+  fi
+  log_max=$((10#$log_max_mb * 1024 * 1024))
   # A Squid left by a caller that was killed outright holds the ports:
   # stopped first, if its pid file names a squid running this configuration.
   local old
@@ -184,16 +247,20 @@ cmd_run() {
   # with SIGKILL cannot stop it, and Squid's change to the user proxy
   # clears a parent-death signal): a watcher in Squid's process group
   # (which the caller stops as a group) looks for the caller every second
-  # and stops Squid when it is gone. Squid is the watcher's parent (this
+  # and stops Squid when it is gone; meanwhile it keeps Squid's logs under
+  # their bound (rotate_if_big). Squid is the watcher's parent (this
   # shell, after the exec); a watcher whose parent is no longer Squid ends
-  # without a kill, so it never signals a pid that was reused.
+  # without a signal, so it never signals a pid that was reused.
   local caller=$PPID self=$$
   (
     me=$BASHPID
     parent() { local s; s=$(cat "/proc/$me/stat" 2>/dev/null) || return 1; s=${s##*) }; set -- $s; echo "$2"; }
-    while kill -0 "$caller" 2>/dev/null; do
+    # the caller runs (a caller that died but is not yet reaped is a zombie)
+    caller_runs() { local s; s=$(cat "/proc/$caller/stat" 2>/dev/null) || return 1; s=${s##*) }; [ "${s%% *}" != Z ]; }
+    while caller_runs; do
       [ "$(parent)" = "$self" ] || exit 0
-      sleep 1
+      rotate_if_big "$self"
+      sleep "$watch_s"
     done
     [ "$(parent)" = "$self" ] && kill "$self" 2>/dev/null
   ) </dev/null >/dev/null 2>&1 &

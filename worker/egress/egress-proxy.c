@@ -30,14 +30,20 @@
 #include "common/strv.h"
 #include "sandbox/sandbox.h"
 
-extern char **environ;
+/* The whole environment of proxy.sh and of the Squid it runs: none of the
+ * worker's variables (model keys, the git token, the Redis and store
+ * passwords) reaches the one process Phase A talks to. */
+static const char *const proxy_env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", NULL };
 
 /* ---------- settings ---------- */
 
+/* A host name: labels of letters, digits and inner hyphens, the last one
+ * not all digits (that is an address, which the proxy never matches). */
 static bool
 valid_host (const char *h)
 {
     size_t n = strlen (h), label = 0;
+    bool digits = true;
     if (n == 0 || n > 253)
         return false;
     for (size_t i = h[0] == '.' ? 1 : 0; i < n; i++) {
@@ -46,13 +52,15 @@ valid_host (const char *h)
             if (label == 0)
                 return false;
             label = 0;
+            digits = true;
         } else if (isalnum (c) || (c == '-' && label > 0)) {
             if (++label > 63)
                 return false;
+            digits = digits && isdigit (c);
         } else
             return false;
     }
-    return label > 0;
+    return label > 0 && !digits;
 }
 
 int
@@ -271,16 +279,19 @@ kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, c
     for (size_t i = 0; i < e->hosts.n; i++)
         if (kiwi_strv_add (&conf, "--allow") < 0 || kiwi_strv_add (&conf, e->hosts.v[i]) < 0)
             return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
-    if (kiwi_proc_check (kiwi_strv_list (&conf), NULL, NULL, 60000, err) < 0)
+    if (kiwi_proc_check (kiwi_strv_list (&conf), proxy_env, NULL, 60000, err) < 0)
         return kiwi_error_wrap (err, "writing the egress proxy's configuration");
     cleanup_strv kiwi_strv run = KIWI_STRV_INIT;
     if (script_argv (cfg, &run, "run", dir, err) < 0)
         return -1;
+    if (kiwi_strv_add (&run, "--log-max-mb") < 0
+        || kiwi_strv_addf (&run, "%lld", (long long) cfg->install_proxy_log_mb) < 0)
+        return kiwi_error_make (err, ENOMEM, "proxy.sh run");
     posix_spawnattr_t at;
     posix_spawnattr_init (&at);
     posix_spawnattr_setflags (&at, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup (&at, 0);
-    int rc = posix_spawnp (pid, "bash", NULL, &at, run.v, environ);
+    int rc = posix_spawnp (pid, "bash", NULL, &at, run.v, (char *const *) proxy_env);
     posix_spawnattr_destroy (&at);
     if (rc != 0)
         return kiwi_error_make (err, rc, "starting the egress proxy (proxy.sh run)");
@@ -387,6 +398,38 @@ field (char **p)
     return s;
 }
 
+static int
+hexval (char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* A field as Squid %-encoded it, decoded in place where the byte is
+ * printable and not a space; every other escape stays as written, and a
+ * raw byte outside the printable range (a log of another format) becomes
+ * '?': no field ever holds a control byte or a space. */
+static const char *
+clean (char *s)
+{
+    char *out = s;
+    for (const char *in = s; *in; in++) {
+        unsigned char c = (unsigned char) *in;
+        int hi, lo;
+        if (c == '%' && (hi = hexval (in[1])) >= 0 && (lo = hexval (in[2])) >= 0 && hi * 16 + lo > 0x20
+            && hi * 16 + lo < 0x7f) {
+            *out++ = (char) (hi * 16 + lo);
+            in += 2;
+        } else
+            *out++ = c > 0x20 && c < 0x7f ? (char) c : '?';
+    }
+    *out = '\0';
+    return s;
+}
+
 static const char *
 dash (const char *s)
 {
@@ -424,10 +467,12 @@ kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e)
 {
     memset (e, 0, sizeof *e);
     char *p = line;
-    const char *f[12];
-    for (int i = 0; i < 12; i++)
-        if ((f[i] = field (&p)) == NULL)
+    const char *f[13];
+    for (int i = 0; i < 13; i++)
+        if ((f[i] = field (&p)) == NULL && i < 12)
             return -1;
+    for (int i = 0; i < 13 && f[i]; i++)
+        clean ((char *) f[i]);
     char *end = NULL;
     e->time = strtod (f[0], &end);
     if (end == f[0])
@@ -443,6 +488,7 @@ kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e)
     e->bytes_out = strtoll (f[9], NULL, 10);
     e->server = dash (f[10]);
     e->bump = dash (f[11]);
+    e->redirected = f[12] && strcmp (f[12], "redirected") == 0;
     if (e->url)
         url_host (e->url, e->host, sizeof e->host, &e->port);
     if (e->sni)

@@ -13,7 +13,9 @@
  *
  * With a proxy, the worker writes Squid's configuration with
  * `ops/egress/proxy.sh conf` (listening on the install bridge's gateway,
- * KIWI_INSTALL_PROXY_PORTS E,H,S), runs `proxy.sh run` as its child,
+ * KIWI_INSTALL_PROXY_PORTS E,H,S), runs `proxy.sh run` as its child (both
+ * with an environment of PATH and LANG only: no worker secret reaches the
+ * process Phase A talks to),
  * restarts it when it dies, gives Phase A HTTP_PROXY and friends, and
  * passes `--proxy E,H,S` to egress.sh apply/check, which redirects the
  * bridge's 80/443 to Squid and rejects everything else (DNS included).
@@ -116,7 +118,11 @@ void kiwi_proxy_stop (pid_t pid);
 int kiwi_proxy_start_once (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *err);
 
 /* One line of the access log. Strings point into the caller's buffer
- * (kiwi_proxy_log_parse writes NULs into it); "-" fields are NULL. */
+ * (kiwi_proxy_log_parse writes NULs into it); "-" fields are NULL. Squid
+ * %-encodes every field a client chooses (method, SNI, URL): the parser
+ * decodes printable bytes and leaves the others escaped, so no string
+ * holds a space or a control byte, and a line is one request however its
+ * SNI or URL was made. */
 typedef struct kiwi_proxy_log_entry {
     double time;          /* seconds since the epoch */
     const char *client;   /* the sandbox's address */
@@ -129,11 +135,14 @@ typedef struct kiwi_proxy_log_entry {
     int64_t bytes_in, bytes_out;
     const char *server;   /* the address Squid connected to */
     const char *bump;     /* peek, splice, terminate */
+    bool redirected;      /* caught by the nat rules (a client that ignored the proxy settings) */
     char host[256];       /* the host the request was for (SNI, URL host, CONNECT target) */
     int port;             /* its port */
 } kiwi_proxy_log_entry;
 
-/* Parses one line (modified in place). -1 when it is not one. */
+/* Parses one line (modified in place): the twelve fields of
+ * ops/egress/README.md and an optional thirteenth, "redirected" or "-".
+ * -1 when it is not one. */
 int kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e);
 
 /* Whether the entry is a denied attempt; *rule (when non-NULL) names the

@@ -6,9 +6,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -57,7 +59,7 @@ kiwi_egress_allow_with (const kiwi_proxy_log_entry *e, const char *rule, const c
 const char *
 kiwi_egress_via (const kiwi_proxy_log_entry *e)
 {
-    return e->local_port == 80 || e->local_port == 443 ? "redirected" : "proxy";
+    return e->redirected || e->local_port == 80 || e->local_port == 443 ? "redirected" : "proxy";
 }
 
 json_t *
@@ -90,54 +92,65 @@ kiwi_egress_count_host (json_t *hosts, const kiwi_proxy_log_entry *e, size_t max
     json_object_set_new (h, "bytes", json_integer (json_integer_value (json_object_get (h, "bytes")) + e->bytes_out));
 }
 
-int64_t
+/* The identity of the file fd or path (fd < 0) refers to: device, inode
+ * and, where the file system keeps it, its birth time (an inode number is
+ * soon reused after a rotation deletes a file) and its size (offset). */
+static bool
+identify (int fd, const char *path, kiwi_egress_log_pos *pos)
+{
+    struct statx stx;
+    if (statx (fd < 0 ? AT_FDCWD : fd, fd < 0 ? path : "", fd < 0 ? 0 : AT_EMPTY_PATH,
+               STATX_INO | STATX_SIZE | STATX_BTIME, &stx)
+        < 0)
+        return false;
+    pos->dev = ((uint64_t) stx.stx_dev_major << 32) | stx.stx_dev_minor;
+    pos->ino = stx.stx_ino;
+    pos->born_ns = stx.stx_mask & STATX_BTIME ? stx.stx_btime.tv_sec * 1000000000LL + stx.stx_btime.tv_nsec : 0;
+    pos->offset = (int64_t) stx.stx_size;
+    return true;
+}
+
+kiwi_egress_log_pos
 kiwi_egress_log_mark (const char *log_path)
 {
-    struct stat st;
-    return stat (log_path, &st) == 0 ? (int64_t) st.st_size : 0;
+    kiwi_egress_log_pos pos = { 0 };
+    if (!identify (-1, log_path, &pos))
+        return (kiwi_egress_log_pos) { 0 };
+    return pos;
 }
 
 /* Until the log has kept its length for 100 ms, at most 1 s. */
 static void
 wait_quiet (const char *log_path)
 {
-    int64_t last = kiwi_egress_log_mark (log_path);
+    int64_t last = kiwi_egress_log_mark (log_path).offset;
     for (int i = 0; i < 10; i++) {
         struct timespec ts = { 0, 100 * 1000000L };
         nanosleep (&ts, NULL);
-        int64_t now = kiwi_egress_log_mark (log_path);
+        int64_t now = kiwi_egress_log_mark (log_path).offset;
         if (now == last)
             return;
         last = now;
     }
 }
 
-int
-kiwi_egress_record_read (const char *log_path, int64_t offset, const char *client, const char *setting,
-                         kiwi_egress_record *rec, kiwi_error_t *err)
+/* `path` opened for reading, and whether it is the file `pos` marked
+ * (*same); NULL when it does not exist (errno ENOENT) or cannot be read. */
+static FILE *
+open_log (const char *path, kiwi_egress_log_pos pos, bool *same)
 {
-    memset (rec, 0, sizeof *rec);
-    rec->hosts = json_object ();
-    rec->denied = json_array ();
-    if (rec->hosts == NULL || rec->denied == NULL) {
-        kiwi_egress_record_clear (rec);
-        return kiwi_error_make (err, ENOMEM, "the egress record");
-    }
-    wait_quiet (log_path);
-    FILE *f = fopen (log_path, "r");
-    if (f == NULL) {
-        if (errno == ENOENT)
-            return 0;
-        int e = errno;
-        kiwi_egress_record_clear (rec);
-        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
-    }
-    if (offset > 0 && fseeko (f, (off_t) offset, SEEK_SET) < 0) {
-        int e = errno;
-        fclose (f);
-        kiwi_egress_record_clear (rec);
-        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
-    }
+    FILE *f = fopen (path, "r");
+    kiwi_egress_log_pos now;
+    /* the same file: same identity, and not shorter than it was */
+    *same = f != NULL && pos.ino != 0 && identify (fileno (f), NULL, &now) && now.dev == pos.dev
+            && now.ino == pos.ino && now.born_ns == pos.born_ns && now.offset >= pos.offset;
+    return f;
+}
+
+/* The lines of f from its position on whose client is `client`, into rec. */
+static void
+read_lines (FILE *f, const char *client, const char *setting, kiwi_egress_record *rec)
+{
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -160,6 +173,51 @@ kiwi_egress_record_read (const char *log_path, int64_t offset, const char *clien
         }
     }
     free (line);
+}
+
+int
+kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client, const char *setting,
+                         kiwi_egress_record *rec, kiwi_error_t *err)
+{
+    memset (rec, 0, sizeof *rec);
+    rec->hosts = json_object ();
+    rec->denied = json_array ();
+    if (rec->hosts == NULL || rec->denied == NULL) {
+        kiwi_egress_record_clear (rec);
+        return kiwi_error_make (err, ENOMEM, "the egress record");
+    }
+    wait_quiet (log_path);
+    bool same;
+    FILE *f = open_log (log_path, from, &same);
+    if (f == NULL && errno != ENOENT) {
+        int e = errno;
+        kiwi_egress_record_clear (rec);
+        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
+    }
+    if (!same && from.ino != 0) {
+        /* rotated since the mark (proxy.sh run keeps one old generation,
+         * <log>.0): the rest of the marked file first, then the new one
+         * whole; a file rotated away twice is gone (rec->incomplete) */
+        char old[PATH_MAX];
+        bool old_same = false;
+        FILE *o = snprintf (old, sizeof old, "%s.0", log_path) < (int) sizeof old ? open_log (old, from, &old_same)
+                                                                                 : NULL;
+        if (o != NULL && old_same && fseeko (o, (off_t) from.offset, SEEK_SET) == 0)
+            read_lines (o, client, setting, rec);
+        else
+            rec->incomplete = true;
+        if (o != NULL)
+            fclose (o);
+    }
+    if (f == NULL)
+        return 0;
+    if (same && from.offset > 0 && fseeko (f, (off_t) from.offset, SEEK_SET) < 0) {
+        int e = errno;
+        fclose (f);
+        kiwi_egress_record_clear (rec);
+        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
+    }
+    read_lines (f, client, setting, rec);
     fclose (f);
     return 0;
 }

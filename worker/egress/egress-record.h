@@ -17,6 +17,7 @@
 #define KIWI_WORKER_EGRESS_RECORD_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -54,21 +55,33 @@ const char *kiwi_egress_via (const kiwi_proxy_log_entry *e);
  * hosts (past that, a new host is not added). */
 void kiwi_egress_count_host (json_t *hosts, const kiwi_proxy_log_entry *e, size_t max);
 
-/* The log's length now (0 when it does not exist yet): where the part
- * written from now on starts. */
-int64_t kiwi_egress_log_mark (const char *log_path);
+/* Where the part of the log written from now on starts: the file (its
+ * device, inode and birth time, all 0 when it does not exist yet) and its
+ * length.
+ * proxy.sh run rotates the log past its bound (the file becomes <log>.0,
+ * a new one is started): the inode tells a reader where its part went. */
+typedef struct kiwi_egress_log_pos {
+    uint64_t dev, ino;
+    int64_t born_ns; /* the file's birth time, 0 where the file system keeps none */
+    int64_t offset;
+} kiwi_egress_log_pos;
+
+kiwi_egress_log_pos kiwi_egress_log_mark (const char *log_path);
 
 typedef struct kiwi_egress_record {
     json_t *hosts;     /* host -> {requests, bytes}, at most 256 hosts */
     json_t *denied;    /* kiwi_egress_denial_json objects, at most 64 */
     int64_t requests, bytes, denials; /* denials counts them all, listed or not */
+    bool incomplete;   /* the log was rotated twice since the mark: its start is gone */
 } kiwi_egress_record;
 
-/* The lines from `offset` on whose client is `client`. Waits (up to 1 s)
- * for the log to stop growing first: Squid writes a tunnel's line when it
- * closes, a moment after the install's process ended. An error when the
- * log cannot be read (a missing log is an empty record). */
-int kiwi_egress_record_read (const char *log_path, int64_t offset, const char *client, const char *setting,
+/* The lines from `from` on whose client is `client`: the rest of the
+ * marked file (in <log>.0 when the log was rotated since) and the log
+ * written after it. Waits (up to 1 s) for the log to stop growing first:
+ * Squid writes a tunnel's line when it closes, a moment after the
+ * install's process ended. An error when the log cannot be read (a
+ * missing log is an empty record). */
+int kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client, const char *setting,
                              kiwi_egress_record *rec, kiwi_error_t *err);
 void kiwi_egress_record_clear (kiwi_egress_record *rec);
 

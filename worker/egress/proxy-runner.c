@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -107,7 +108,19 @@ on_line (kiwi_proxy_runner *r, char *line)
     }
 }
 
-/* What Squid appended since the last tick; a partial last line waits. */
+/* Whether the log at r->log_path is no longer the file r->log reads
+ * (proxy.sh run rotated it: renamed to <log>.0, a new one started). */
+static bool
+rotated (const kiwi_proxy_runner *r)
+{
+    struct stat open_st, path_st;
+    return fstat (fileno (r->log), &open_st) == 0 && stat (r->log_path, &path_st) == 0
+           && (open_st.st_ino != path_st.st_ino || open_st.st_dev != path_st.st_dev);
+}
+
+/* What Squid appended since the last tick; a partial last line waits. When
+ * the log was rotated, the old file is read to its end (Squid closed it
+ * before it started the new one) and the new one from its start. */
 static void
 tail (kiwi_proxy_runner *r)
 {
@@ -116,6 +129,7 @@ tail (kiwi_proxy_runner *r)
         if (r->log == NULL)
             return;
     }
+    bool moved = rotated (r);
     clearerr (r->log);
     size_t n;
     while ((n = fread (r->line + r->line_len, 1, sizeof r->line - 1 - r->line_len, r->log)) > 0) {
@@ -131,6 +145,12 @@ tail (kiwi_proxy_runner *r)
         memmove (r->line, start, r->line_len);
         if (r->line_len == sizeof r->line - 1)
             r->line_len = 0; /* a line that long is not Squid's */
+    }
+    if (moved) {
+        fclose (r->log);
+        r->log = NULL;
+        r->line_len = 0;
+        tail (r);
     }
 }
 

@@ -6,7 +6,8 @@
  * (egress-proxy.h); when it dies it is started again after a back-off (1 s,
  * doubling to 30 s) and the heartbeat's `egress_proxy` check reports it
  * down meanwhile. Every 50 ms the runner reads what Squid appended to its
- * access log: each request is counted by host, and each denied attempt is
+ * access log (following it to the new file when proxy.sh run rotated it
+ * past its bound): each request is counted by host, and each denied attempt is
  * logged with the host, port, SNI, rule and the setting that would allow
  * it, and counted; the daemon is told of each (kiwi_proxy_runner_on_denied)
  * to publish it as the event of the task whose install it came from.

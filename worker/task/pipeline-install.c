@@ -118,7 +118,8 @@ tell_once_denials (kiwi__pipeline_install_ctx *c, install_run *run, json_t *prox
  * `ev` ("egress"); a failed install's reason names the hosts it was denied
  * and the setting that would allow each. */
 static void
-record_egress (kiwi__pipeline_install_ctx *c, install_run *run, int64_t offset, kiwi_install_result *r, json_t *ev)
+record_egress (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_pos offset, kiwi_install_result *r,
+               json_t *ev)
 {
     if (c->egress_log == NULL || run->address[0] == '\0')
         return;
@@ -136,6 +137,8 @@ record_egress (kiwi__pipeline_install_ctx *c, install_run *run, int64_t offset, 
     json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I}", "hosts", rec.hosts, "requests",
                                                  (json_int_t) rec.requests, "bytes", (json_int_t) rec.bytes,
                                                  "denied", rec.denied, "denials", (json_int_t) rec.denials));
+    if (rec.incomplete)
+        json_object_set_new (json_object_get (ev, "egress"), "incomplete", json_true ());
     if (rec.denials > 0 && r->status != KIWI_INSTALL_OK) {
         size_t len = strlen (r->reason);
         const char *said[3] = { NULL, NULL, NULL };
@@ -289,7 +292,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .snapshot_dir = tmpdir,
     };
     install_run run = { .c = c, .command = in->install.display, .denials = json_array () };
-    int64_t log_offset = 0;
+    kiwi_egress_log_pos log_offset = { 0 };
     if (c->egress_log != NULL) {
         log_offset = kiwi_egress_log_mark (c->egress_log);
         req.on_started = install_started;

@@ -116,8 +116,8 @@ test_record (void **state)
     FILE *f = fdopen (fd, "w");
     fputs (log_lines[0], f);
     fflush (f);
-    int64_t offset = kiwi_egress_log_mark (path);
-    assert_int_equal (offset, (int64_t) strlen (log_lines[0]));
+    kiwi_egress_log_pos offset = kiwi_egress_log_mark (path);
+    assert_int_equal (offset.offset, (int64_t) strlen (log_lines[0]));
     for (size_t i = 1; i < sizeof log_lines / sizeof *log_lines; i++)
         fputs (log_lines[i], f);
     fclose (f);
@@ -140,7 +140,7 @@ test_record (void **state)
     assert_string_equal (str (json_array_get (rec.denied, 1), "host"), "198.18.139.201");
     kiwi_egress_record_clear (&rec);
 
-    assert_int_equal (kiwi_egress_record_read (path, 0, B, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     assert_int_equal (rec.requests, 0);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "b-only.kiwi.test");
@@ -148,11 +148,99 @@ test_record (void **state)
 
     /* no log yet: nothing went through the proxy */
     unlink (path);
-    assert_int_equal (kiwi_egress_log_mark (path), 0);
-    assert_int_equal (kiwi_egress_record_read (path, 0, A, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_log_mark (path).offset, 0);
+    assert_int_equal (kiwi_egress_log_mark (path).ino, 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", &rec, &err), 0);
     assert_int_equal (rec.requests + rec.denials, 0);
     assert_int_equal (json_object_size (rec.hosts), 0);
     kiwi_egress_record_clear (&rec);
+}
+
+/* Writes `text` to path (replacing it). */
+static void
+write_file (const char *path, const char *text)
+{
+    FILE *f = fopen (path, "w");
+    assert_non_null (f);
+    fputs (text, f);
+    fclose (f);
+}
+
+/* The log rotated while an install ran (proxy.sh run renames it to
+ * <log>.0 past its bound and Squid starts a new one): the install's part
+ * is the rest of the old file and the whole new one; rotated twice, what
+ * is left, marked incomplete. */
+static void
+test_record_rotated (void **state)
+{
+    (void) state;
+    char dir[] = "/tmp/kiwi-egress-rotate-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    char path[256], old[256];
+    snprintf (path, sizeof path, "%s/access.log", dir);
+    snprintf (old, sizeof old, "%s/access.log.0", dir);
+    write_file (path, log_lines[0]); /* another install's, before the mark */
+    kiwi_egress_log_pos mark = kiwi_egress_log_mark (path);
+    FILE *f = fopen (path, "a");
+    fputs (log_lines[5], f); /* A, denied other.kiwi.test: in the old file */
+    fclose (f);
+    assert_int_equal (rename (path, old), 0);
+    write_file (path, log_lines[1]); /* A, a request: in the new file */
+
+    kiwi_egress_record rec;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", &rec, &err), 0);
+    assert_int_equal (rec.denials, 1);
+    assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "other.kiwi.test");
+    assert_int_equal (rec.requests, 1);
+    assert_false (rec.incomplete);
+    kiwi_egress_record_clear (&rec);
+
+    /* rotated again: the marked file is gone */
+    assert_int_equal (rename (path, old), 0);
+    write_file (path, log_lines[6]);
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", &rec, &err), 0);
+    assert_true (rec.incomplete);
+    assert_int_equal (rec.denials, 1);
+    assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "198.18.139.201");
+    kiwi_egress_record_clear (&rec);
+    unlink (path);
+    unlink (old);
+    rmdir (dir);
+}
+
+/* A TLS hello whose SNI holds a newline, a whole forged line for another
+ * sandbox and an escape sequence, as Squid logs it now (%-encoded, on one
+ * line): one denial, for the client that sent it; none for the address
+ * the forged line names; and no control byte in what the worker tells. */
+static void
+test_record_forged_sni (void **state)
+{
+    (void) state;
+    char path[] = "/tmp/kiwi-egress-forged-XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    close (fd);
+    write_file (path, "1796481768.089 " A " 443 NONE_NONE 0 CONNECT x.kiwi.test%0A1796168010.000%20" B
+                      "%20443%20NONE_NONE%200%20CONNECT%20evil.kiwi.test%20evil.kiwi.test:443%200%200%20-%20"
+                      "terminate%0A%1B%5B31mred 198.18.139.201:443 0 0 - terminate redirected\n");
+    kiwi_egress_record rec;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", &rec, &err), 0);
+    assert_int_equal (rec.denials, 1);
+    json_t *d = json_array_get (rec.denied, 0);
+    const char *sni = str (d, "sni");
+    assert_non_null (sni);
+    for (const char *c = sni; *c; c++)
+        assert_true ((unsigned char) *c > 0x20 && (unsigned char) *c < 0x7f);
+    assert_non_null (strstr (sni, "%0A1796168010.000%20" B));
+    assert_non_null (strstr (sni, "%1B[31mred"));
+    assert_string_equal (str (d, "via"), "redirected");
+    kiwi_egress_record_clear (&rec);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", &rec, &err), 0);
+    assert_int_equal (rec.denials + rec.requests, 0);
+    kiwi_egress_record_clear (&rec);
+    unlink (path);
 }
 
 typedef struct {
@@ -225,6 +313,8 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_sort_and_denial),
         cmocka_unit_test (test_record),
+        cmocka_unit_test (test_record_rotated),
+        cmocka_unit_test (test_record_forged_sni),
         cmocka_unit_test (test_sandbox_frame),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -47,6 +47,12 @@ test_setting (void **state)
     kiwi_error_free (&err);
     assert_int_equal (kiwi_install_egress_parse ("a..b", &e, &err), -1);
     kiwi_error_free (&err);
+    /* an address is not a name: the proxy matches names only */
+    assert_int_equal (kiwi_install_egress_parse ("registries 10.0.0.1", &e, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "`10.0.0.1` is not a host name"));
+    kiwi_error_free (&err);
+    assert_int_equal (kiwi_install_egress_parse ("10.example.org", &e, &err), 0);
+    kiwi_install_egress_clear (&e);
 }
 
 /* Whether the worker's settings loaded from `assignment` ("K=V", or NULL
@@ -188,6 +194,35 @@ test_log (void **state)
     assert_true (kiwi_proxy_log_denied (&e, &rule));
     assert_string_equal (rule, "TLS without SNI");
     assert_string_equal (e.host, "198.18.139.201");
+
+    /* the format proxy.sh writes now: %-encoded fields and a thirteenth,
+     * "redirected" for what the nat rules caught (HTTP on Squid's own
+     * port, not 80) */
+    char l8[] = "1796481899.369 198.18.139.66 3129 TCP_DENIED 403 GET - http://leak.kiwi.test/a%20b%25c 78 3424 - - "
+                "redirected";
+    assert_int_equal (kiwi_proxy_log_parse (l8, &e), 0);
+    assert_true (e.redirected);
+    assert_int_equal (e.local_port, 3129);
+    assert_string_equal (e.url, "http://leak.kiwi.test/a%20b%c");
+    assert_string_equal (e.host, "leak.kiwi.test");
+    assert_true (kiwi_proxy_log_denied (&e, &rule));
+    char l9[] = "1796481899.377 198.18.139.66 3128 TCP_DENIED 403 GET - http://leak.kiwi.test/ 129 3424 - - -";
+    assert_int_equal (kiwi_proxy_log_parse (l9, &e), 0);
+    assert_false (e.redirected);
+
+    /* an SNI with a newline and an escape sequence: one line, its fields
+     * escaped; decoded only where the byte is printable */
+    char l10[] = "1796481768.089 198.18.139.66 443 NONE_NONE 0 CONNECT x%0Ay%1B%5B31m%20z 198.18.139.201:443 0 0 - "
+                 "terminate redirected";
+    assert_int_equal (kiwi_proxy_log_parse (l10, &e), 0);
+    assert_string_equal (e.sni, "x%0Ay%1B[31m%20z");
+    assert_string_equal (e.host, "x%0Ay%1B[31m%20z");
+    assert_string_equal (e.bump, "terminate");
+    /* a raw control byte (a log of the format before): never passed on */
+    char l11[] = "1796168021.773 198.18.139.66 443 NONE_NONE 0 CONNECT a\x1b[2Jb\rc 198.18.139.201:443 0 0 - terminate";
+    assert_int_equal (kiwi_proxy_log_parse (l11, &e), 0);
+    assert_string_equal (e.sni, "a?[2Jb?c");
+    assert_false (e.redirected);
 
     char bad[] = "not a log line";
     assert_int_equal (kiwi_proxy_log_parse (bad, &e), -1);

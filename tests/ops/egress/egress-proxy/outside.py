@@ -5,7 +5,9 @@ serves HTTP on 80, TLS (self-signed) on 443, a TCP listener on 8080, and UDP
 on 9999 and 53 (a resolver that answers nothing). Every connection,
 request and datagram is appended to --log as one line
 ("http ADDR HOST", "tls ADDR", "tcp ADDR 8080", "udp ADDR 9999", "dns ADDR"),
-so the test counts what arrived."""
+so the test counts what arrived. With --headers FILE, each HTTP request's
+header lines are appended to FILE too ("ADDR Name: value"), for a test
+that looks at what a proxy added."""
 import argparse, socket, socketserver, ssl, threading, http.server
 
 ap = argparse.ArgumentParser()
@@ -13,6 +15,7 @@ ap.add_argument("--addr", action="append", required=True)
 ap.add_argument("--log", required=True)
 ap.add_argument("--cert", required=True)
 ap.add_argument("--key", required=True)
+ap.add_argument("--headers")
 args = ap.parse_args()
 lock = threading.Lock()
 
@@ -25,6 +28,10 @@ def record(line):
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         record("http %s %s" % (self.server.server_address[0], self.headers.get("Host", "-")))
+        if args.headers:
+            with lock, open(args.headers, "a") as f:
+                for k, v in self.headers.items():
+                    f.write("%s %s: %s\n" % (self.server.server_address[0], k, v))
         body = b"hello from the outside\n" * 64
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))

@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # functions run through check() and the EXIT trap
+# tests/ops/egress/test_proxy_netns.sh: what Phase A's egress proxy
+# (ops/egress/proxy.sh, Squid) does on the wire, decided from outside it,
+# in network namespaces the test creates and nothing else:
+#   host     Squid (proxy.sh run) and egress.sh apply --proxy, as on a
+#            worker's host, with a bridge (the install bridge) whose gateway
+#            is 10.231.A.1
+#   sandbox  10.231.A.2 on that bridge, where the probes (curl, openssl)
+#            run, as Phase A would
+#   outside  10.231.C.200 ("allowed.kiwi.test" in the proxy's hosts file),
+#            .201 ("other.kiwi.test", not allowed), .202 (no name but
+#            its PTR) and 169.254.169.254 (the metadata address, as
+#            "meta.kiwi.test"), each serving
+#            HTTP 80, TLS 443 and TCP 8080 (egress-proxy/outside.py, every
+#            arrival counted, every request's headers kept), and the
+#            host's resolver on 10.231.C.53 (egress-proxy/resolver.py,
+#            every question kept; "resolve.kiwi.test" is an allowed name
+#            only it knows, and it answers the PTR of .202 with
+#            "allowed.kiwi.test")
+# The host namespace has no route but to the outside namespace: nothing
+# leaves the machine, and the machine's own firewall is never touched
+# (egress.sh runs inside the host namespace, with a run directory of the
+# test's own).
+#
+# What it proves:
+#   environment  Squid (and proxy.sh run) hold none of the caller's variables
+#   no Via       what reaches a registry names neither the host nor a proxy
+#   names        a raw IP (however its PTR reads) is refused; only port 80
+#                for plain HTTP and 443 for CONNECT
+#   no lookups   a name off the list is refused without a DNS question
+#   own egress   Squid's own connections are held to egress.sh's deny list,
+#                the metadata address and (with --rfc1918) private ranges
+#   the log      a newline or escape in an SNI stays inside its field, and
+#                a flood of refused TLS hellos with long SNIs keeps the
+#                log under proxy.sh run --log-max-mb
+# Runs as root; TAP output; exit 77 (skip) without root, squid, curl or
+# python3, unless KIWI_REQUIRE_SERVICES=1.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+egress_dir=${KIWI_EGRESS_DIR:-$repo/ops/egress}
+EGRESS=$egress_dir/egress.sh
+PROXY=$egress_dir/proxy.sh
+PY=/usr/bin/python3
+
+# shellcheck source=tests/ops/egress/tap.sh
+. "$here/tap.sh"
+
+[[ $(id -u) == 0 ]] || skip_or_fail "root (network namespaces)"
+for t in ip iptables curl openssl unshare; do
+  command -v "$t" >/dev/null || skip_or_fail "the $t command"
+done
+[[ -x $PY ]] || skip_or_fail "$PY (for the outside's fake servers)"
+command -v squid >/dev/null || skip_or_fail "squid (Debian: squid-openssl, ops/setup.sh)"
+id proxy >/dev/null 2>&1 || skip_or_fail "the user proxy (Squid's; Debian: squid-common)"
+
+for v in $(compgen -v KIWI_EGRESS_); do unset "$v"; done
+tmp=$(mktemp -d /tmp/kiwi-proxy-netns.XXXXXX)
+chmod 755 "$tmp"
+export KIWI_EGRESS_CONF=$tmp/no-config KIWI_EGRESS_RUN_DIR=$tmp/egress-run
+
+pid=$$
+A=$((pid % 80 * 3 + 10)) B=$((pid % 80 * 3 + 11)) C=$((pid % 80 * 3 + 12))
+NH=kiwi-pxn-h-$pid NS=kiwi-pxn-s-$pid NO=kiwi-pxn-o-$pid
+BR=kpxn$((pid % 10000))
+GW=10.231.$A.1 SBX=10.231.$A.2 HO=10.231.$B.1 OH=10.231.$B.2
+ALLOWED=10.231.$C.200 OTHER=10.231.$C.201 PTR=10.231.$C.202 DNS=10.231.$C.53 META=169.254.169.254
+PORTS=3128,3129,3130 EPORT=3128
+LOG_MAX_MB=1
+squid_pid='' out_pid='' dns_pid=''
+made_ns=()
+
+inh() { ip netns exec "$NH" "$@"; }
+ins() { ip netns exec "$NS" "$@"; }
+
+cleanup() {
+  local rc=$? p
+  trap - EXIT INT TERM
+  if [[ -n $squid_pid ]]; then # squid's shutdown_lifetime is 1 s
+    kill "$squid_pid" 2>/dev/null
+    for _ in $(seq 30); do kill -0 "$squid_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$squid_pid" 2>/dev/null
+    wait "$squid_pid" 2>/dev/null
+  fi
+  [[ -n $out_pid ]] && kill "$out_pid" 2>/dev/null
+  [[ -n $dns_pid ]] && kill "$dns_pid" 2>/dev/null
+  for r in "${made_ns[@]}"; do for p in $(ip netns pids "$r" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; done
+  for r in "${made_ns[@]}"; do ip netns del "$r" 2>/dev/null; done
+  rm -rf "/etc/netns/$NH"
+  [[ -n ${KIWI_KEEP_TMP:-} ]] || rm -rf "$tmp"
+  echo "1..$n"
+  if ((failed > 0 || rc != 0)); then [[ $rc == 0 ]] && rc=1; echo "# $failed of $n failed"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 143' INT TERM
+
+# ----------------------------------------------------------- the namespaces ---
+
+for ns in "$NH" "$NS" "$NO"; do
+  ip netns add "$ns" || bail "ip netns add $ns"
+  made_ns+=("$ns")
+  ip -n "$ns" link set lo up
+done
+{
+  ip -n "$NH" link add "$BR" type bridge && ip -n "$NH" addr add "$GW/24" dev "$BR" && ip -n "$NH" link set "$BR" up &&
+    ip -n "$NH" link add sb0 type veth peer name eth0 netns "$NS" && ip -n "$NH" link set sb0 master "$BR" &&
+    ip -n "$NH" link set sb0 up && ip -n "$NS" addr add "$SBX/24" dev eth0 && ip -n "$NS" link set eth0 up &&
+    ip -n "$NS" route add default via "$GW" &&
+    ip -n "$NH" link add out0 type veth peer name eth0 netns "$NO" && ip -n "$NH" addr add "$HO/30" dev out0 &&
+    ip -n "$NH" link set out0 up && ip -n "$NO" addr add "$OH/30" dev eth0 && ip -n "$NO" link set eth0 up &&
+    ip -n "$NO" route add "10.231.$A.0/24" via "$HO" &&
+    ip -n "$NH" route add "10.231.$C.0/24" via "$OH" && ip -n "$NH" route add "$META/32" via "$OH" &&
+    for a in "$ALLOWED" "$OTHER" "$PTR" "$DNS" "$META"; do ip -n "$NO" addr add "$a/32" dev lo || exit 1; done &&
+    inh sysctl -qw net.ipv4.ip_forward=1
+} || bail "could not build the namespaces"
+# The host namespace resolves through the outside's resolver only.
+mkdir -p "/etc/netns/$NH"
+echo "nameserver $DNS" >"/etc/netns/$NH/resolv.conf"
+
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=outside -keyout "$tmp/out.key" -out "$tmp/out.crt" >/dev/null 2>&1
+: >"$tmp/arrived"
+: >"$tmp/headers"
+: >"$tmp/questions"
+ip netns exec "$NO" "$PY" "$here/egress-proxy/outside.py" --addr "$ALLOWED" --addr "$OTHER" --addr "$PTR" --addr "$META" \
+  --log "$tmp/arrived" --headers "$tmp/headers" --cert "$tmp/out.crt" --key "$tmp/out.key" 2>"$tmp/outside.err" &
+out_pid=$!
+ip netns exec "$NO" "$PY" "$here/egress-proxy/resolver.py" --addr "$DNS" --log "$tmp/questions" \
+  --a "resolve.kiwi.test=$ALLOWED" --ptr "$PTR=allowed.kiwi.test" 2>"$tmp/resolver.err" &
+dns_pid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/arrived" && grep -q ready "$tmp/questions" && break; sleep 0.1; done
+grep -q ready "$tmp/arrived" || bail "the outside's servers did not start: $(cat "$tmp/outside.err")"
+grep -q ready "$tmp/questions" || bail "the outside's resolver did not start: $(cat "$tmp/resolver.err")"
+
+# ------------------------------------------------------------- the proxy ---
+
+printf '%s allowed.kiwi.test\n%s other.kiwi.test\n%s meta.kiwi.test\n' "$ALLOWED" "$OTHER" "$META" >"$tmp/hosts"
+out=$("$PROXY" conf --dir "$tmp/proxy" --listen "$GW" --ports "$PORTS" --allow allowed.kiwi.test \
+  --allow resolve.kiwi.test --allow meta.kiwi.test --hosts-file "$tmp/hosts" 2>&1)
+check "proxy.sh conf writes the Squid configuration" [ -f "$tmp/proxy/squid.conf" ]
+indent <<<"$out"
+check "squid -k parse accepts it (proxy.sh check)" "$PROXY" check --dir "$tmp/proxy"
+conf=$tmp/proxy/squid.conf
+check "the configuration turns Via off" grep -qx 'via off' "$conf"
+check "the configuration names no host of the machine (visible_hostname is fixed)" grep -qx 'visible_hostname kiwi-egress-proxy' "$conf"
+check "the allow-list matches names only (dstdomain -n)" grep -q '^acl kiwi_allowed dstdomain -n ' "$conf"
+check "every field a client chooses is %-encoded and bounded in the log format" \
+  grep -Eq '^logformat kiwi .* %#\.[0-9]+rm %#\.[0-9]+ssl::>sni %#\.[0-9]+ru ' "$conf"
+
+# Squid started as the worker does (its own process group), by a caller
+# that holds secrets: none of them may reach Squid.
+ANTHROPIC_API_KEY=sk-test-not-a-key KIWI_REDIS_PASSWORD=not-a-password KIWI_GIT_TOKEN=not-a-token \
+  setsid ip netns exec "$NH" bash "$PROXY" run --dir "$tmp/proxy" --log-max-mb "$LOG_MAX_MB" >"$tmp/squid.out" 2>&1 &
+squid_pid=$!
+for _ in $(seq 100); do
+  inh ss -ltn | grep -q "$GW:${PORTS##*,}" && break
+  kill -0 "$squid_pid" 2>/dev/null || break
+  sleep 0.1
+done
+inh ss -ltn | grep -q "$GW:${PORTS##*,}" || bail "squid is not listening: $(tail -5 "$tmp/proxy/cache.log" "$tmp/squid.out" 2>/dev/null)"
+
+# Every process of Squid's group (squid, its helpers, proxy.sh's watcher):
+# the names of their environment variables.
+env_names() {
+  local p
+  for p in $(pgrep -g "$squid_pid"); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed 's/=.*//'; done | sort -u
+}
+names=$(env_names)
+leaked=$(grep -xE 'ANTHROPIC_API_KEY|KIWI_REDIS_PASSWORD|KIWI_GIT_TOKEN' <<<"$names" || true)
+check "Squid's process group holds none of the caller's secrets ($(pgrep -g "$squid_pid" | wc -l) processes)" [ -z "$leaked" ]
+check "Squid's environment is PATH and LANG only (and bash's own PWD, SHLVL, _)" \
+  [ "$(grep -vxE 'PATH|LANG|PWD|SHLVL|_' <<<"$names" | grep -c .)" = 0 ]
+note "environment variable names in Squid's group: $(tr '\n' ' ' <<<"$names")"
+
+# ------------------------------------------------------------- the rules ---
+
+eout=$(inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" --deny "$OTHER:8080" 2>&1); rc=$?
+check "egress.sh apply --proxy inside the host namespace" [ "$rc" = 0 ]
+indent <<<"$eout"
+
+# --------------------------------------------------------------- probes ---
+
+arrivals() { grep -c -- "$1" "$tmp/arrived" || true; }
+asked() { grep -c -- "$1" "$tmp/questions" || true; }
+# code ARGS...: curl from the sandbox; prints the HTTP status (000: none)
+code() { ins curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@" 2>/dev/null; }
+
+# probe DESCRIPTION WANT_STATUS_REGEX ARRIVAL_PATTERN WANT_DELTA CURL_ARGS...
+probe() {
+  local d=$1 want=$2 pat=$3 delta=$4 before after res
+  shift 4
+  before=$(arrivals "$pat")
+  res=$(code "$@")
+  sleep 0.2
+  after=$(arrivals "$pat")
+  if [[ $res =~ $want && $((after - before)) == "$delta" ]]; then ok "$d (status $res)"
+  else notok "$d: got status '$res', $((after - before)) arrival(s) of '$pat' (want /$want/, $delta)"; fi
+}
+P=http://$GW:$EPORT
+
+# Vector 12: no Via, nothing that names the host
+probe "explicit proxy, allowed host" '^200$' "http $ALLOWED allowed.kiwi.test" 1 -x "$P" http://allowed.kiwi.test/
+probe "redirected HTTP, allowed host" '^200$' "http $ALLOWED allowed.kiwi.test" 1 http://allowed.kiwi.test/ \
+  --resolve "allowed.kiwi.test:80:$ALLOWED"
+host_names=$(inh hostname; hostname)
+check "the registry saw no Via header" bash -c "! grep -qi ' via:' '$tmp/headers'"
+check "the registry saw no X-Forwarded-For, Forwarded or Surrogate-Capability header" \
+  bash -c "! grep -Eqi ' (x-forwarded-for|forwarded|surrogate-capability):' '$tmp/headers'"
+leak=0
+while read -r h; do [[ -n $h ]] && grep -qiF -- "$h" "$tmp/headers" && leak=1; done <<<"$host_names"
+check "no header the registry saw names this machine ($(tr '\n' ' ' <<<"$host_names"))" [ "$leak" = 0 ]
+note "headers the registry saw:"; indent <"$tmp/headers"
+
+# Vector 4: names, never reverse lookups; only the ports a registry needs
+probe "CONNECT to a raw IP whose PTR names an allowed host" '^(403|000)$' "$PTR" 0 -x "$P" "https://$PTR/" -k
+probe "plain HTTP to a raw IP whose PTR names an allowed host" '^403$' "$PTR" 0 -x "$P" "http://$PTR/"
+before=$(arrivals "tls $PTR")
+ins timeout 10 openssl s_client -noservername -connect "$PTR:443" </dev/null >/dev/null 2>&1
+sleep 0.2
+check "redirected TLS without SNI to that address is closed, nothing arrives" [ "$(arrivals "tls $PTR")" = "$before" ]
+ptr_q=$(awk -F. '{ print $4 "." $3 "." $2 "." $1 ".in-addr.arpa" }' <<<"$PTR")
+check "no PTR question was asked for the address ($ptr_q)" [ "$(asked "^PTR $ptr_q\$")" = 0 ]
+probe "explicit proxy, allowed host on port 8080 (http://allowed:8080/)" '^403$' "tcp $ALLOWED 8080" 0 \
+  -x "$P" http://allowed.kiwi.test:8080/
+probe "CONNECT to an allowed host on port 8080" '^(403|000)$' "tcp $ALLOWED 8080" 0 -x "$P" https://allowed.kiwi.test:8080/ -k
+probe "redirected HTTP with Host allowed.kiwi.test:8080" '^403$' "tcp $ALLOWED 8080" 0 \
+  http://allowed.kiwi.test:8080/ --connect-to "allowed.kiwi.test:8080:$ALLOWED:80"
+# raw REQUEST: sent to the explicit proxy from the sandbox; prints the status line
+raw() { ins timeout 10 bash -c "exec 3<>/dev/tcp/$GW/$EPORT; printf '%b' \"\$1\" >&3; head -n1 <&3" _ "$1" 2>/dev/null | tr -d '\r'; }
+before=$(arrivals "$ALLOWED")
+res=$(raw 'GET https://allowed.kiwi.test/ HTTP/1.1\r\nHost: allowed.kiwi.test\r\nConnection: close\r\n\r\n')
+check "explicit proxy, GET https://... (TLS by Squid itself) refused ($res)" \
+  bash -c "[[ '$res' == *' 403 '* && $(arrivals "$ALLOWED") == $before ]]"
+
+# Vector 5: no name resolved before the allow-list decides
+probe "resolve.kiwi.test (allowed, known only to DNS) is resolved and reached" '^200$' "http $ALLOWED resolve.kiwi.test" 1 \
+  http://resolve.kiwi.test/ --resolve "resolve.kiwi.test:80:$ALLOWED"
+check "the resolver saw that question (it is listening)" [ "$(asked '^A resolve.kiwi.test$')" -ge 1 ]
+probe "redirected HTTP, Host not allowed" '^403$' "$OTHER" 0 http://leak-http.kiwi.test/ --resolve "leak-http.kiwi.test:80:$OTHER"
+probe "explicit proxy, a name not allowed" '^403$' "$OTHER" 0 -x "$P" http://leak-proxy.kiwi.test/
+probe "explicit proxy, CONNECT to a name not allowed" '^(403|000)$' "$OTHER" 0 -x "$P" https://leak-connect.kiwi.test/ -k
+before=$(arrivals "tls $OTHER")
+ins "$PY" "$here/egress-proxy/hello.py" --to "$OTHER:443" --sni-hex "$(printf leak-tls.kiwi.test | od -An -tx1 | tr -d ' \n')" >/dev/null
+sleep 0.3
+check "redirected TLS with an SNI not allowed is closed, nothing arrives" [ "$(arrivals "tls $OTHER")" = "$before" ]
+check "no name off the list was asked of the resolver" [ "$(asked 'leak-')" = 0 ]
+note "questions the resolver saw:"; indent <"$tmp/questions"
+
+# Vector 4: Squid's own connections are held to egress.sh's deny list; it
+# connects from the host namespace (OUTPUT), never through FORWARD.
+apply() { inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" "$@" 2>&1; }
+egress_check() { inh bash "$EGRESS" check --proxy "$PORTS" --install-bridge "$BR" "$@" 2>&1; }
+out=$(egress_check --deny "$OTHER:8080"); rc=$?
+check "egress.sh check: the rules applied are exactly what apply adds (OUTPUT chain included)" [ "$rc" = 0 ]
+indent <<<"$out"
+check "egress.sh rules lists the OUTPUT jump for Squid's user" \
+  bash -c "inh() { ip netns exec '$NH' \"\$@\"; }; inh bash '$EGRESS' rules --proxy '$PORTS' --install-bridge '$BR' | grep -q -- '-A OUTPUT -m owner --uid-owner $(id -u proxy) .*-j KIWI-EGRESS-OUTPUT'"
+probe "Squid cannot reach the metadata address (meta.kiwi.test -> $META)" '^(403|5[0-9][0-9])$' "$META" 0 \
+  -x "$P" http://meta.kiwi.test/
+out=$(apply --deny "$ALLOWED:80"); rc=$?
+check "egress.sh apply --deny $ALLOWED:80 (a fleet service where an allowed name points)" [ "$rc" = 0 ]
+probe "Squid cannot reach a denied fleet service" '^5[0-9][0-9]$' "http $ALLOWED" 0 -x "$P" http://allowed.kiwi.test/
+out=$(egress_check --deny "$OTHER:8080"); rc=$?
+check "egress.sh check with other options reports the difference" [ "$rc" != 0 ]
+apply --rfc1918 >/dev/null
+probe "with --rfc1918, Squid cannot reach a private address" '^5[0-9][0-9]$' "http $ALLOWED" 0 -x "$P" http://allowed.kiwi.test/
+apply --rfc1918 --allow "$ALLOWED/32" --dns "$DNS" >/dev/null
+probe "with --rfc1918 --allow $ALLOWED/32, it can again" '^200$' "http $ALLOWED" 1 -x "$P" http://allowed.kiwi.test/
+probe "... and still resolves through the resolver (--dns)" '^200$' "http $ALLOWED resolve.kiwi.test" 1 \
+  http://resolve.kiwi.test/ --resolve "resolve.kiwi.test:80:$ALLOWED"
+out=$(inh bash "$EGRESS" remove 2>&1); rc=$?
+check "egress.sh remove" [ "$rc" = 0 ]
+check "remove took the OUTPUT chain and its jump (IPv4 and IPv6)" \
+  bash -c "for t in iptables ip6tables; do ! ip netns exec '$NH' \$t -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' \$t -S OUTPUT | grep -q KIWI || exit 1; done"
+out=$(apply); rc=$?
+check "egress.sh apply --proxy again" [ "$rc" = 0 ]
+out=$(inh bash "$EGRESS" status 2>&1)
+check "egress.sh status lists the OUTPUT chain with its counters" grep -q '^  KIWI-EGRESS-OUTPUT (packets bytes rule):' <<<"$out"
+out=$(inh bash "$EGRESS" apply --install-bridge "$BR" 2>&1); rc=$?
+check "egress.sh apply without --proxy takes the OUTPUT chain away" \
+  bash -c "[ $rc = 0 ] && ! ip netns exec '$NH' iptables -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' iptables -S OUTPUT | grep -q KIWI"
+out=$(inh bash "$EGRESS" check --install-bridge "$BR" 2>&1); rc=$?
+check "... and check without --proxy passes" [ "$rc" = 0 ]
+out=$(apply); rc=$?
+check "egress.sh apply --proxy once more" [ "$rc" = 0 ]
+
+# ---------------------------------------------------------------- the log ---
+
+log=$tmp/proxy/access.log
+hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }
+lines_before=$(wc -l <"$log")
+forged="x.kiwi.test"$'\n'"1796168010.000 10.231.$A.99 443 NONE_NONE 0 CONNECT evil.kiwi.test evil.kiwi.test:443 0 0 - splice"$'\n'$'\e[31m'"red"
+ins "$PY" "$here/egress-proxy/hello.py" --to "$OTHER:443" --sni-hex "$(hex "$forged")" >/dev/null
+sleep 0.5
+check "a hello whose SNI holds a newline and a whole line adds one line to the log" \
+  [ "$(($(wc -l <"$log") - lines_before))" = 1 ]
+check "no line of the log is for the forged client" bash -c "! grep -q '^1796168010.000 ' '$log'"
+check "no escape byte reaches the log" bash -c "! grep -q $'\e' '$log'"
+note "the line: $(tail -n1 "$log" | cut -c1-300)"
+
+# A flood of refused hellos with 8 KiB SNIs, from several connections at
+# once: the log (and its one old generation) stays under the bound.
+bound=$((LOG_MAX_MB * 1024 * 1024))
+t0=$(date +%s.%N)
+made=$(ins "$PY" "$here/egress-proxy/hello.py" --to "$OTHER:443" --sni-hex "$(hex abcdefgh.)" --repeat 910 \
+  --count 16000 --procs 8)
+t1=$(date +%s.%N)
+sleep 1.5
+size=$(stat -c %s "$log") size0=$(stat -c %s "$log.0" 2>/dev/null || echo 0)
+note "flood: $made refused hellos in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s; access.log $size bytes, access.log.0 $size0 bytes (bound $bound each)"
+check "the flood was refused hellos, not errors (at least 10000 made)" [ "${made:-0}" -ge 10000 ]
+check "the log was rotated (access.log.0 exists)" [ -f "$log.0" ]
+# The watcher looks every second: up to a second of the flood may land past
+# the bound before it rotates. The flood's rate, from what it wrote (one
+# line per hello, each line no longer than the longest seen, and never
+# counted as more than 2 KiB), with half a second's margin.
+longest=$(cat "$log" "$log.0" 2>/dev/null | awk '{ if (length > m) m = length } END { print m + 0 }')
+line=$((longest + 1 > 2048 ? 2048 : longest + 1))
+ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 + 1 }')
+per_s=$((made * line * 1000 / ms))
+slack=$((per_s * 3 / 2))
+note "the flood wrote about $per_s bytes a second; allowed past the bound: $slack"
+check "access.log stays within its bound (+ 1.5 s of flood)" [ "$size" -le $((bound + slack)) ]
+check "access.log.0 stays within its bound (+ 1.5 s of flood)" [ "$size0" -le $((bound + slack)) ]
+check "no line of the log is longer than 2 KiB (longest $longest)" [ "$longest" -le 2048 ]
+csize=$(stat -c %s "$tmp/proxy/cache.log" 2>/dev/null || echo 0)
+check "cache.log stays within the bound too ($csize bytes)" [ "$csize" -le $((bound * 2)) ]
