@@ -22,9 +22,26 @@ typedef struct form {
     bool value; /* a value added, not only an encoding of one */
 } form;
 
+/* A loose form: a skeleton matched with separators allowed between its
+ * units (a character of a value, two hex digits of its hex form), so the
+ * value spaced out ("s 3 c r"), listed ("'s', '3'") or in a hex dump
+ * ("73 33", "7333:6372", "\x73\x33", "0x73, 0x33", "%73%33") is
+ * caught. Hex skeletons are lower case and matched in any case. */
+typedef struct loose {
+    char *s;
+    size_t n;
+    bool hex;
+} loose;
+
+/* At most this many separator bytes between two units: enough for "  " in
+ * a hex dump's middle, ", 0x", or a line break and an indent. */
+#define LOOSE_SEP_MAX 8
+
 struct kiwi_mask {
     form *forms; /* longest first */
     size_t nforms, cap;
+    loose *loose;
+    size_t nloose;
     size_t nvalues;
 };
 
@@ -47,6 +64,11 @@ kiwi_mask_free (kiwi_mask *m)
         free (m->forms[i].s);
     }
     free (m->forms);
+    for (size_t i = 0; i < m->nloose; i++) {
+        explicit_bzero (m->loose[i].s, m->loose[i].n);
+        free (m->loose[i].s);
+    }
+    free (m->loose);
     free (m);
 }
 
@@ -231,6 +253,37 @@ add_json_forms (kiwi_mask *m, const char *v, size_t vn)
     return 0;
 }
 
+/* Adds a loose skeleton (copied). -1 out of memory. */
+static int
+add_loose (kiwi_mask *m, const char *s, size_t n, bool hex)
+{
+    loose *l = realloc (m->loose, (m->nloose + 1) * sizeof *l);
+    if (l == NULL)
+        return -1;
+    m->loose = l;
+    char *c = malloc (n);
+    if (c == NULL)
+        return -1;
+    memcpy (c, s, n);
+    m->loose[m->nloose++] = (loose) { c, n, hex };
+    return 0;
+}
+
+/* The value spaced out, and its bytes in hex (any case, any separators). */
+static int
+add_loose_forms (kiwi_mask *m, const char *v, size_t vn)
+{
+    cleanup_free char *hex = malloc (vn * 2 + 1);
+    if (hex == NULL)
+        return -1;
+    for (size_t i = 0; i < vn; i++)
+        snprintf (hex + 2 * i, 3, "%02x", (unsigned char) v[i]);
+    if (add_loose (m, v, vn, false) < 0 || add_loose (m, hex, vn * 2, true) < 0)
+        return -1;
+    explicit_bzero (hex, vn * 2);
+    return 0;
+}
+
 int
 kiwi_mask_add (kiwi_mask *m, const char *value, kiwi_error_t *err)
 {
@@ -252,7 +305,8 @@ kiwi_mask_add (kiwi_mask *m, const char *value, kiwi_error_t *err)
     if (add_b64_whole (m, "", value, vn, "") < 0 || add_b64_whole (m, "", value, vn, "\n") < 0
         || add_b64_whole (m, "x-access-token:", value, vn, "") < 0 || add_b64_core (m, value, vn, 0) < 0
         || add_b64_core (m, value, vn, 1) < 0 || add_b64_core (m, value, vn, 2) < 0
-        || add_url_forms (m, value, vn) < 0 || add_json_forms (m, value, vn) < 0)
+        || add_url_forms (m, value, vn) < 0 || add_json_forms (m, value, vn) < 0
+        || add_loose_forms (m, value, vn) < 0)
         return kiwi_error_make (err, ENOMEM, "adding a secret's encodings to the mask");
     return 0;
 }
@@ -292,6 +346,82 @@ edge_tail (const form *f, const char *buf, size_t len)
     return 0;
 }
 
+static bool
+loose_same (const loose *l, unsigned char c, char want)
+{
+    if (l->hex && c >= 'A' && c <= 'F')
+        c = (unsigned char) (c - 'A' + 'a');
+    return c == (unsigned char) want;
+}
+
+/* How many bytes at t[p] are one separator: a space, a line break or a
+ * punctuation mark that lists or groups characters, an escaped line break
+ * ("\n" inside a JSON string); in hex also a byte's "0x", "\x" or "%". */
+static size_t
+loose_sep (const loose *l, const unsigned char *t, size_t p, size_t len)
+{
+    if (p + 1 < len && t[p] == '\\' && (t[p + 1] == 'n' || t[p + 1] == 'r' || t[p + 1] == 't'))
+        return 2;
+    if (l->hex && p + 1 < len && (t[p] == '0' || t[p] == '\\') && (t[p + 1] == 'x' || t[p + 1] == 'X'))
+        return 2;
+    if (l->hex && t[p] == '%')
+        return 1;
+    return t[p] != '\0' && strchr (" \t\r\n:,;.-_|/\\'\"", t[p]) != NULL ? 1 : 0;
+}
+
+/* The end of a loose match of l starting at t[at] (whose first byte is the
+ * skeleton's), or 0 when there is none. Between units the skeleton's next
+ * byte is taken before a separator, so a value holding separator bytes
+ * ("ab-cd") still matches; in hex a "0x" is always a separator ("0x0a"). */
+static size_t
+loose_match (const loose *l, const unsigned char *t, size_t len, size_t at)
+{
+    size_t unit = l->hex ? 2 : 1, p = at;
+    for (size_t k = 0; k < l->n; k++) {
+        if (k > 0 && k % unit == 0) {
+            size_t skipped = 0;
+            while (p < len) {
+                bool prefix = l->hex && p + 1 < len && (t[p + 1] == 'x' || t[p + 1] == 'X');
+                if (!prefix && loose_same (l, t[p], l->s[k]))
+                    break;
+                size_t w = loose_sep (l, t, p, len);
+                if (w == 0 || skipped + w > LOOSE_SEP_MAX)
+                    return 0;
+                p += w;
+                skipped += w;
+            }
+        }
+        if (p >= len || !loose_same (l, t[p], l->s[k]))
+            return 0;
+        p++;
+    }
+    return p;
+}
+
+/* Calls mark(buf, from, to, arg) for every loose match of every skeleton;
+ * stops at the first when mark is NULL. Whether there was one. */
+static bool
+loose_each (const kiwi_mask *m, const char *buf, size_t len, void (*mark) (size_t, size_t, void *), void *arg)
+{
+    const unsigned char *t = (const unsigned char *) buf;
+    bool any = false;
+    for (size_t i = 0; i < m->nloose; i++) {
+        const loose *l = &m->loose[i];
+        for (size_t at = 0; at + l->n <= len; at++) {
+            if (!loose_same (l, t[at], l->s[0]))
+                continue;
+            size_t end = loose_match (l, t, len, at);
+            if (end == 0)
+                continue;
+            if (mark == NULL)
+                return true;
+            any = true;
+            mark (at, end, arg);
+        }
+    }
+    return any;
+}
+
 bool
 kiwi_mask_hits (const kiwi_mask *m, const char *buf, size_t len)
 {
@@ -301,7 +431,19 @@ kiwi_mask_hits (const kiwi_mask *m, const char *buf, size_t len)
         if (memmem (buf, len, m->forms[i].s, m->forms[i].n) != NULL || edge_head (&m->forms[i], buf, len) > 0
             || edge_tail (&m->forms[i], buf, len) > 0)
             return true;
-    return false;
+    return loose_each (m, buf, len, NULL, NULL);
+}
+
+static void
+mark_stars (size_t from, size_t to, void *buf)
+{
+    memset ((char *) buf + from, '*', to - from);
+}
+
+static void
+mark_cov (size_t from, size_t to, void *cov)
+{
+    memset ((unsigned char *) cov + from, 1, to - from);
 }
 
 /* Overwrites each occurrence with '*' (length kept), longest form first:
@@ -319,6 +461,7 @@ overwrite (const kiwi_mask *m, char *buf, size_t len)
             p = hit + m->forms[f].n;
         }
     }
+    loose_each (m, buf, len, mark_stars, buf);
     return len;
 }
 
@@ -342,6 +485,7 @@ kiwi_mask_apply_buf (const kiwi_mask *m, char *buf, size_t len)
             p = hit + 1; /* overlapping occurrences of the same form too */
         }
     }
+    loose_each (m, buf, len, mark_cov, cov);
     /* every run is at least KIWI_MASK_MIN_LEN (> 3) bytes long, so the
      * write position never passes the read position */
     size_t w = 0, r = 0;

@@ -16,7 +16,14 @@
  *     VALUE inside a longer text is caught too; and the URL-safe alphabet
  *     (-_ for +/) of every base64 form;
  *   - its URL-encoded form (RFC 3986, upper- and lower-case hex) and its
- *     JSON-escaped form, when they differ from the value.
+ *     JSON-escaped form, when they differ from the value;
+ *   - loosely, with up to 8 separator bytes (spaces, line breaks, listing
+ *     punctuation, quotes, an escaped line break) between characters: the
+ *     value spaced out or listed character by character, and its hex in
+ *     any case, separated between bytes as the common dumps print it (also
+ *     "0x", "\x" and "%" before a byte).
+ * No mask stops a test that means to leak (a value reversed, encrypted, or
+ * split by a dump's offsets): it catches what a careless test prints.
  * Values shorter than KIWI_MASK_MIN_LEN bytes are ignored, and so is any
  * encoded form that short: masking "1" or "true" would destroy the output
  * and protect nothing.
@@ -32,7 +39,8 @@
  * a cut; shorter matches would mask ordinary text).
  *
  * Cost: one memmem() scan of the text per form (a few dozen secrets give a
- * few hundred forms): plenty for the 64 KiB output tails Kiwi handles, and
+ * few hundred forms) and two byte-wise scans per value for the loose forms:
+ * plenty for the 64 KiB output tails Kiwi handles, and
  * kept that simple on purpose.
  *
  * Ownership: a mask owns copies of its values; it is immutable once built,

@@ -2,7 +2,9 @@
  * test_mask.c: the secret mask (common/mask.h): every occurrence of a
  * secret becomes "***" (overlapping, adjacent, repeated, at either edge of
  * the buffer, inside binary bytes), so do its base64, URL-encoded and
- * JSON-escaped forms, and what is left of one at a cut edge of the text; values too short to mask are ignored; an empty set
+ * JSON-escaped forms, its hex (any case, any common dump's separators),
+ * the value spaced out or listed character by character, and what is left
+ * of one at a cut edge of the text; values too short to mask are ignored; an empty set
  * changes nothing; JSON trees are masked in every string and key; a large
  * output with dozens of secrets keeps none of them. The base64 forms
  * expected here were computed independently (Python's base64 module).
@@ -282,6 +284,49 @@ test_large_input (void **state)
     kiwi_mask_free (m);
 }
 
+static void
+test_hex_and_spaced (void **state)
+{
+    /* hex of s3cr3t-T0ken-42 is 7333637233742d54306b656e2d3432 */
+    const char *v[] = { "s3cr3t-T0ken-42", "ab-cd-ef", NULL };
+    kiwi_mask *m = mask_of (v);
+    /* hex in either case, and mixed */
+    expect_masked (m, "hex: 7333637233742d54306b656e2d3432 end", "hex: *** end");
+    expect_masked (m, "HEX: 7333637233742D54306B656E2D3432", "HEX: ***");
+    expect_masked (m, "7333637233742D54306b656e2d3432", "***");
+    /* what the common dumps print: od -An -tx1, xxd -p wrapped, xxd's
+     * groups, hexdump -C's line, C and shell escapes, a 0x list, a
+     * percent-encoding of every byte, a line break escaped inside JSON */
+    expect_masked (m, " 73 33 63 72 33 74 2d 54 30 6b 65 6e 2d 34 32\n", " ***\n");
+    expect_masked (m, "7333637233742d54\n306b656e2d3432\n", "***\n");
+    expect_masked (m, "00000000: 7333 6372 3374 2d54 306b 656e 2d34 32", "00000000: ***");
+    expect_masked (m, "73 33 63 72 33 74 2d 54  30 6b 65 6e 2d 34 32  |", "***  |");
+    expect_masked (m, "printf '\\x73\\x33\\x63\\x72\\x33\\x74\\x2d\\x54\\x30\\x6b\\x65\\x6e\\x2d\\x34\\x32'",
+                   "printf '\\x***'");
+    expect_masked (m, "{0x73, 0x33, 0x63, 0x72, 0x33, 0x74, 0x2d, 0x54, 0x30, 0x6b, 0x65, 0x6e, 0x2d, 0x34, 0x32}",
+                   "{0x***}");
+    expect_masked (m, "%73%33%63%72%33%74%2D%54%30%6B%65%6E%2D%34%32", "%***");
+    expect_masked (m, "\"7333637233742d54\\n306b656e2d3432\"", "\"***\"");
+    /* the value spaced out, listed character by character, dashed */
+    expect_masked (m, "t: s 3 c r 3 t - T 0 k e n - 4 2.", "t: ***.");
+    expect_masked (m, "['s', '3', 'c', 'r', '3', 't', '-', 'T', '0', 'k', 'e', 'n', '-', '4', '2']", "['***']");
+    expect_masked (m, "s-3-c-r-3-t---T-0-k-e-n---4-2", "***");
+    expect_masked (m, "s\n3\nc\nr\n3\nt\n-\nT\n0\nk\ne\nn\n-\n4\n2\n", "***\n");
+    /* a value holding separator bytes of its own */
+    expect_masked (m, "[a b - c d - e f] [a:b:-:c:d:-:e:f]", "[***] [***]");
+    /* near misses stay: part of the hex, another value's hex, the value's
+     * characters too far apart, a character missing */
+    expect_masked (m, "7333637233742d54306b656e2d34", "7333637233742d54306b656e2d34");
+    expect_masked (m, "7433637233742d54306b656e2d3432", "7433637233742d54306b656e2d3432");
+    expect_masked (m, "s 3 c r 3 t -          T 0 k e n - 4 2", "s 3 c r 3 t -          T 0 k e n - 4 2");
+    expect_masked (m, "s 3 c r 3 t - T 0 k n - 4 2", "s 3 c r 3 t - T 0 k n - 4 2");
+    expect_masked (m, "a b c d e f", "a b c d e f");
+    /* the '*' fallback agrees on where the hex was */
+    char buf[] = "x 73 33 63 72 33 74 2d 54 30 6b 65 6e 2d 34 32 y";
+    assert_true (kiwi_mask_hits (m, buf, strlen (buf)));
+    kiwi_mask_free (m);
+}
+
 int
 main (void)
 {
@@ -293,6 +338,7 @@ main (void)
         cmocka_unit_test (test_url_and_json_forms), cmocka_unit_test (test_json_tree),
         cmocka_unit_test (test_env),                cmocka_unit_test (test_large_input),
         cmocka_unit_test (test_value_that_is_another_ones_encoding),
+        cmocka_unit_test (test_hex_and_spaced),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
 # test_worker_mask.sh: no secret leaves the worker, wherever it is printed.
 #
 # The repository js-print-secret prints its test credential APP_TEST_TOKEN
-# (raw and in base64) and leak.txt, which this test fills with the worker's
+# (raw, in base64, in hex in both cases and spaced out) and leak.txt, which this test fills with the worker's
 # own secrets (a model key of each kind: OPENAI_API_KEY, the ANTHROPIC_API_KEY
 # every test worker has, a key named by KIWI_MODEL_KEY_VARS; the git token
 # KIWI_GIT_TOKEN), as a test dumping its environment or a config file would;
@@ -15,7 +15,8 @@
 # secrets goes to the dead-letter topic. Then, read from outside: the --once
 # stdout, the progress, results and dead-letter topics (kcat), the model's
 # request log, both worker logs and Redis (kiwi:verify:* and the tasks'
-# kiwi:done:*) must not hold any canary, raw or in base64, and must show
+# kiwi:done:*) must not hold any canary, raw, in base64, in hex or spaced
+# out, and must show
 # `***` where the test printed one (also where the output tail of the
 # step-0 event was cut inside the token).
 . "$(dirname "$0")/lib.sh"
@@ -148,7 +149,8 @@ tmp, once_rc = sys.argv[1], int(sys.argv[2])
 token, openai, extra, git, anthropic = sys.argv[3:8]
 def forms(v):
     b = v.encode()
-    return [b, base64.b64encode(b), base64.b64encode(b + b"\n"), base64.b64encode(b"x-access-token:" + b)]
+    return [b, base64.b64encode(b), base64.b64encode(b + b"\n"), base64.b64encode(b"x-access-token:" + b),
+            b.hex().encode(), b.hex().upper().encode(), b" ".join(b"%02X" % c for c in b), b" ".join(bytes([c]) for c in b)]
 # the fixed Anthropic test key may sit in verify entries other runs left;
 # it is looked for everywhere else
 random_canaries = [token, openai, extra, git]
@@ -194,6 +196,8 @@ for t in ("progress", "results", "dlq"):
         failures.append("topic %s is empty" % t)
     clean("topic " + t, data, everything)
 shows("topic progress", read("topic-progress.bin"), "APP_TEST_TOKEN=***")
+for printed in ("hex: ***", "HEX: *** ", "spaced: ***"):
+    shows("topic progress", read("topic-progress.bin"), printed)
 shows("topic results", read("topic-results.bin"), "+token=***")
 shows("topic dlq", read("topic-dlq.bin"), "not a task: *** ***")
 try:
