@@ -88,6 +88,36 @@ base_env (kiwi_strv *out)
     return 0;
 }
 
+/* Variables that hold a list of options, which a plan's entry adds to
+ * rather than replaces: the JVM's proxy options (kiwi_proxy_env) and a
+ * Maven or Gradle step's trust store must both reach Java. */
+static const char *const option_lists[] = {
+    "JAVA_TOOL_OPTIONS", "MAVEN_OPTS", "GRADLE_OPTS", "NODE_OPTIONS", NULL,
+};
+
+/* Adds `entry` (KEY=VALUE, its name `name`) to out, which holds at most one
+ * entry per name: an option list already there gets the value appended
+ * after a space, any other name already there takes the new value. */
+static int
+put_entry (kiwi_strv *out, const char *name, const char *entry)
+{
+    size_t nl = strlen (name);
+    for (size_t i = 0; i < out->n; i++) {
+        if (strncmp (out->v[i], name, nl) != 0 || out->v[i][nl] != '=')
+            continue;
+        bool list = false;
+        for (size_t k = 0; option_lists[k] && !list; k++)
+            list = strcmp (option_lists[k], name) == 0;
+        char *joined = NULL;
+        if (list ? asprintf (&joined, "%s %s", out->v[i], entry + nl + 1) < 0 : (joined = strdup (entry)) == NULL)
+            return -1;
+        free (out->v[i]);
+        out->v[i] = joined;
+        return 0;
+    }
+    return kiwi_strv_add (out, entry);
+}
+
 static int
 add_extra (kiwi_strv *out, const kiwi_phase_config *cfg, const char *const *extra, kiwi_error_t *err)
 {
@@ -99,7 +129,7 @@ add_extra (kiwi_strv *out, const kiwi_phase_config *cfg, const char *const *extr
         snprintf (name, sizeof name, "%.*s", (int) (eq - extra[i]), extra[i]);
         if (kiwi_phase_is_secret_name (cfg, name))
             return kiwi_error_make (err, 0, "refusing to put `%s` into a sandbox environment", name);
-        if (kiwi_strv_add (out, extra[i]) < 0)
+        if (put_entry (out, name, extra[i]) < 0)
             return kiwi_error_make (err, ENOMEM, "sandbox environment");
     }
     return 0;

@@ -153,7 +153,10 @@ kiwi_proxy_env (const char *gateway, int port, kiwi_strv *env, kiwi_error_t *err
     for (size_t i = 0; url_vars[i]; i++)
         if (kiwi_strv_addf (env, "%s=http://%s:%d", url_vars[i], gateway, port) < 0)
             return kiwi_error_make (err, ENOMEM, "proxy environment");
+    /* Node's own fetch (corepack's downloads) reads the URLs above only
+     * when told to */
     if (kiwi_strv_add (env, "NO_PROXY=") < 0 || kiwi_strv_add (env, "no_proxy=") < 0
+        || kiwi_strv_add (env, "NODE_USE_ENV_PROXY=1") < 0
         || kiwi_strv_addf (env,
                            "JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=%s -Dhttp.proxyPort=%d -Dhttps.proxyHost=%s "
                            "-Dhttps.proxyPort=%d",

@@ -127,11 +127,30 @@ test_phase_env (void **state)
     assert_string_equal (val (&env, "npm_config_https_proxy"), "http://172.30.0.1:3128");
     assert_string_equal (val (&env, "NO_PROXY"), "");
     assert_non_null (strstr (val (&env, "JAVA_TOOL_OPTIONS"), "-Dhttps.proxyHost=172.30.0.1"));
+    assert_string_equal (val (&env, "NODE_USE_ENV_PROXY"), "1");
     assert_null (val (&env, "ALL_PROXY"));
     size_t n = 0;
     for (size_t i = 0; i < env.n; i++)
         n += strncmp (env.v[i], "HTTPS_PROXY=", 12) == 0;
     assert_int_equal (n, 1);
+    kiwi_strv_free (&env);
+    /* a Maven or Gradle plan's trust store is added to the JVM's proxy
+     * options, not put in their place; any other name the plan sets
+     * replaces the earlier entry: one entry per name */
+    const char *plan[] = { "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=/kiwi/ts.jks", "NO_PROXY=localhost",
+                           "MAVEN_OPTS=-Duser.home=/kiwi/home", NULL };
+    assert_int_equal (kiwi_phase_install_env (&pc, plan, &env, &err), 0);
+    assert_string_equal (val (&env, "JAVA_TOOL_OPTIONS"),
+                         "-Dhttp.proxyHost=172.30.0.1 -Dhttp.proxyPort=3128 -Dhttps.proxyHost=172.30.0.1 "
+                         "-Dhttps.proxyPort=3128 -Djavax.net.ssl.trustStore=/kiwi/ts.jks");
+    assert_string_equal (val (&env, "NO_PROXY"), "localhost");
+    assert_string_equal (val (&env, "MAVEN_OPTS"), "-Duser.home=/kiwi/home");
+    for (size_t i = 0; i < env.n; i++)
+        for (size_t j = i + 1; j < env.n; j++) {
+            size_t k = strcspn (env.v[i], "=");
+            if (strncmp (env.v[i], env.v[j], k + 1) == 0)
+                fail_msg ("two entries for one name: %s and %s", env.v[i], env.v[j]);
+        }
     kiwi_strv_free (&env);
     /* without the proxy: the worker's own, as before */
     pc.proxy_env = NULL;
