@@ -241,6 +241,13 @@ plan_env (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
 {
     char path_dirs[1024] = "";
     bool venv = false;
+    /* Go refuses the runtime's -mod=mod in a workspace: its default there
+     * (readonly) takes the place (the first setting of a name stands) */
+    for (size_t i = 0; i < p->n; i++)
+        if (p->steps[i].eco == KIWI_ECO_GO && p->steps[i].workspace
+            && (env_add (&p->install_env, "GOFLAGS=-mod=readonly") < 0
+                || env_add (&p->verify_env, "GOFLAGS=-mod=readonly") < 0))
+            return kiwi_error_make (err, ENOMEM, "install plan");
     const kiwi__runtime *image_rt = kiwi__runtime_get (runtime);
     if (image_rt != NULL && add_settings (p, image_rt->env, err) < 0)
         return -1;

@@ -79,6 +79,8 @@ typedef struct kiwi_install_step {
     char *script;   /* the shell text that runs it, in dir */
     char *why;      /* which files decided: "package-lock.json", "packageManager pnpm@10 (yarn.lock ignored)" */
     bool locked;    /* a lockfile pins the versions (frozen/locked mode) */
+    bool workspace; /* Go: the module is in a go.work workspace (go.work in its folder or above), where
+                       Go refuses -mod=mod */
     char *prelude;  /* shell text run offline at the start of Phase B, in dir: the part of the install that
                        needs the repository's own code (Poetry's root package, npm's root
                        postinstall); NULL: none */

@@ -31,8 +31,27 @@ kiwi__detect_go (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__st
     if (!requires)
         return 0; /* the standard library only */
     bool sum = kiwi__has_in (root, dir, "go.sum");
-    return kiwi__add_step (s, KIWI_ECO_GO, dir, sum, "go mod download", "go mod download",
-                           sum ? "go.mod, go.sum" : "go.mod (no go.sum)", err);
+    /* a go.work in the module's folder or any folder above it, up to the
+     * root, puts the module in workspace mode */
+    bool work = false;
+    char up[1024];
+    snprintf (up, sizeof up, "%s", dir);
+    for (;;) {
+        work = work || kiwi__has_in (root, up, "go.work");
+        char *slash = strrchr (up, '/');
+        if (work || up[0] == '\0')
+            break;
+        if (slash != NULL)
+            *slash = '\0';
+        else
+            up[0] = '\0';
+    }
+    char why[64];
+    snprintf (why, sizeof why, "%s%s", work ? "go.work, " : "", sum ? "go.mod, go.sum" : "go.mod (no go.sum)");
+    if (kiwi__add_step (s, KIWI_ECO_GO, dir, sum, "go mod download", "go mod download", why, err) < 0)
+        return -1;
+    s->v[s->n - 1].workspace = work;
+    return 0;
 }
 
 

@@ -555,6 +555,17 @@ test_other_ecosystems (void **state)
     assert_string_equal (kiwi_strv_env_get (&p.install_env, "GOPATH"), "GOPATH=/kiwi/home/go");
     assert_null (kiwi_strv_env_get (&p.install_env, "GOPROXY"));
     kiwi_install_plan_clear (&p);
+    /* a go.work above the module (here: a module in a subfolder of the
+     * workspace) is workspace mode, where Go refuses -mod=mod */
+    put (r, "go.work", "go 1.19\n\nuse ./svc\n");
+    put (r, "svc/go.mod", "module y\n\ngo 1.19\n\nrequire github.com/google/go-cmp v0.5.9\n");
+    assert_int_equal (kiwi_install_plan_make (r, "go", &p, &err), 0);
+    assert_int_equal (p.n, 2); /* the root's module and svc's */
+    for (size_t i = 0; i < p.n; i++)
+        assert_true (p.steps[i].workspace);
+    assert_string_equal (kiwi_strv_env_get (&p.verify_env, "GOFLAGS"), "GOFLAGS=-mod=readonly");
+    assert_string_equal (kiwi_strv_env_get (&p.install_env, "GOFLAGS"), "GOFLAGS=-mod=readonly");
+    kiwi_install_plan_clear (&p);
     repo_free (r);
 
     r = repo_new ();
