@@ -72,12 +72,35 @@ cargo_table_has_remote (const char *toml, const char *section)
     return remote;
 }
 
+/* The files a manifest's declared targets need: each [[bench]], [[test]],
+ * [[example]] and [[bin]] at its `path`, or where Cargo looks for its `name`
+ * (benches/NAME.rs, tests/NAME.rs, examples/NAME.rs, src/bin/NAME.rs), and
+ * a [lib] with a `path`; one per line. An awk program (every image has
+ * awk), in single quotes. */
+#define CARGO_TARGETS_AWK                                                                                    \
+    "'function flush() { p = path; if (p == \"\" && name != \"\" && kind != \"lib\") "                   \
+    "p = (kind == \"bench\" ? \"benches/\" : kind == \"test\" ? \"tests/\" : kind == \"example\" ? "       \
+    "\"examples/\" : \"src/bin/\") name \".rs\"; if (p != \"\") print p; kind = \"\"; name = \"\"; "      \
+    "path = \"\" } "                                                                                        \
+    "/^[ \\t]*\\[/ { flush(); if ($0 ~ /^[ \\t]*\\[\\[(bench|test|example|bin)\\]\\]/) { k = $0; "        \
+    "gsub(/[^a-z]/, \"\", k); kind = k } else if ($0 ~ /^[ \\t]*\\[lib\\]/) kind = \"lib\"; next } "      \
+    "kind != \"\" && /^[ \\t]*name[ \\t]*=[ \\t]*\"/ { v = $0; sub(/^[^\"]*\"/, \"\", v); "              \
+    "sub(/\".*/, \"\", v); name = v } "                                                                      \
+    "kind != \"\" && /^[ \\t]*path[ \\t]*=[ \\t]*\"/ { v = $0; sub(/^[^\"]*\"/, \"\", v); "              \
+    "sub(/\".*/, \"\", v); path = v } "                                                                      \
+    "END { flush() }'"
+
 /* Phase A holds the manifests only, and Cargo refuses a package with no
- * target: an empty src/lib.rs where a package has neither src/lib.rs nor
- * src/main.rs (outside the dependency locations: not in the snapshot). */
+ * target, or with a declared target whose file is missing: an empty
+ * src/lib.rs where a package has neither src/lib.rs nor src/main.rs, and an
+ * empty file for each declared target (CARGO_TARGETS_AWK; a path that is
+ * absolute or climbs out with .. is left alone). None of them is in a
+ * dependency location, so none reaches the snapshot. */
 #define CARGO_STUBS                                                                                          \
     "find . -name Cargo.toml -not -path '*/target/*' | while read -r m; do d=${m%/Cargo.toml}; "            \
     "[ -e \"$d/src/lib.rs\" ] || [ -e \"$d/src/main.rs\" ] || { mkdir -p \"$d/src\" && : > \"$d/src/lib.rs\"; }; "  \
+    "awk " CARGO_TARGETS_AWK " \"$m\" | while read -r f; do case \"$f\" in /*|*..*) continue;; esac; "         \
+    "[ -e \"$d/$f\" ] || { mkdir -p \"$(dirname \"$d/$f\")\" && : > \"$d/$f\"; }; done; "                   \
     "done && "
 
 int
