@@ -36,6 +36,152 @@ static const char *const requirement_files[] = {
     "requirements_test.txt", "requirements-tests.txt", "dev-requirements.txt", "test-requirements.txt", NULL,
 };
 
+/* A requirements/ folder: the files for tests when there are any (they
+ * include the base with -r), else those for development, else the base. */
+static const char *const requirement_dir_tiers[][7] = {
+    { "requirements/test.txt", "requirements/tests.txt", "requirements/testing.txt", "requirements/ci.txt", NULL },
+    { "requirements/dev.txt", "requirements/development.txt", NULL },
+    { "requirements/base.txt", "requirements/common.txt", "requirements/default.txt", "requirements/main.txt",
+      "requirements/requirements.txt", "requirements/prod.txt", NULL },
+};
+
+/* The program Phase A runs for pip (kiwi__detect_python): the requirement
+ * lines from the manifests alone, self-references (-e .) left to Phase B
+ * (docs/inspection.md says what it reads). */
+static const char *const pydeps_source =
+    "# kiwi pydeps: what Phase A installs for a pip project, from its manifests.\n"
+    "# Usage: python3 pydeps.py OUT SELF [REQUIREMENTS...]   (SELF: 1 when the\n"
+    "# project itself is installed in Phase B; a self-reference in a requirement\n"
+    "# file makes it so too, and leaves .venv/kiwi-project for Phase B).\n"
+    "# Self-references in requirement files (-e ., .[extra]) are commented out in\n"
+    "# place (Phase A has no code); OUT gets -r for each file, then, for the\n"
+    "# project itself, its declared dependencies, the extras it is asked with (or\n"
+    "# those named test/tests/testing/dev), those dependency groups (PEP 735) and\n"
+    "# its build requirements.\n"
+    "# .venv/bin/python pydeps.py --editable OUT: what the build backend asks\n"
+    "# for an editable install (hatchling: editables), asked of the backend.\n"
+    "import importlib, os, re, sys\n"
+    "try:\n"
+    "    import tomllib\n"
+    "except ImportError:\n"
+    "    tomllib = None\n"
+    "pp = {}\n"
+    "if os.path.isfile(\"pyproject.toml\"):\n"
+    "    if tomllib is None:\n"
+    "        print(\"kiwi: this Python has no tomllib; pyproject.toml's lists are not read\", file=sys.stderr)\n"
+    "    else:\n"
+    "        try:\n"
+    "            with open(\"pyproject.toml\", \"rb\") as f:\n"
+    "                pp = tomllib.load(f)\n"
+    "        except Exception as e:\n"
+    "            print(\"kiwi: pyproject.toml: %s\" % e, file=sys.stderr)\n"
+    "def table(d, k):\n"
+    "    v = d.get(k) if isinstance(d, dict) else None\n"
+    "    return v if isinstance(v, dict) else {}\n"
+    "def strings(v):\n"
+    "    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []\n"
+    "def norm(n):\n"
+    "    return re.sub(r\"[-_.]+\", \"-\", n).lower()\n"
+    "def write(path, lines):\n"
+    "    with open(path, \"w\", encoding=\"utf-8\") as f:\n"
+    "        f.write(\"\".join(l + \"\\n\" for l in lines))\n"
+    "if sys.argv[1] == \"--editable\":\n"
+    "    # the hook may rewrite sys.argv (setuptools does); no .git here\n"
+    "    bs, reqs, out = table(pp, \"build-system\"), [], sys.argv[2]\n"
+    "    os.environ.setdefault(\"SETUPTOOLS_SCM_PRETEND_VERSION\", \"0.0.0\")\n"
+    "    try:\n"
+    "        for p in strings(bs.get(\"backend-path\")):\n"
+    "            sys.path.insert(0, os.path.abspath(p))\n"
+    "        mod, _, attrs = (bs.get(\"build-backend\") or \"setuptools.build_meta:__legacy__\").partition(\":\")\n"
+    "        backend = importlib.import_module(mod)\n"
+    "        for a in filter(None, attrs.split(\".\")):\n"
+    "            backend = getattr(backend, a)\n"
+    "        hook = getattr(backend, \"get_requires_for_build_editable\", None)\n"
+    "        reqs = strings(list(hook({}))) if hook else []\n"
+    "    except BaseException as e:\n"
+    "        print(\"kiwi: what the build backend needs for an editable install is unknown: %r\" % e,\n"
+    "              file=sys.stderr)\n"
+    "    write(out, reqs)\n"
+    "    sys.exit(0)\n"
+    "out, want_self, reqs = sys.argv[1], sys.argv[2] == \"1\", sys.argv[3:]\n"
+    "top = os.path.realpath(\".\")\n"
+    "proj = table(pp, \"project\")\n"
+    "name = norm(proj[\"name\"]) if isinstance(proj.get(\"name\"), str) else None\n"
+    "WANT = (\"test\", \"tests\", \"testing\", \"dev\")\n"
+    "SELF = re.compile(r\"^\\s*(?:(?:-e|--editable)(?:=|\\s+))?(?:file:)?\\.\\/?(?:\\[([^\\]]*)\\])?\\s*(?:#.*)?$\")\n"
+    "INCL = re.compile(r\"^\\s*(?:-r|--requirement|-c|--constraint)(?:=|\\s+)(\\S+)\")\n"
+    "extras, seen = set(), set()\n"
+    "def clean(path):\n"
+    "    global want_self\n"
+    "    rp = os.path.realpath(path)\n"
+    "    if rp in seen or not rp.startswith(top + os.sep) or not os.path.isfile(rp):\n"
+    "        return\n"
+    "    seen.add(rp)\n"
+    "    with open(rp, encoding=\"utf-8\", errors=\"replace\") as f:\n"
+    "        lines = f.read().splitlines()\n"
+    "    kept = []\n"
+    "    for line in lines:\n"
+    "        m = SELF.match(line)\n"
+    "        if m:\n"
+    "            want_self = True\n"
+    "            extras.update(e.strip() for e in (m.group(1) or \"\").split(\",\") if e.strip())\n"
+    "            kept.append(\"# kiwi: the project itself, installed at the start of Phase B: \" + line.strip())\n"
+    "            continue\n"
+    "        m = INCL.match(line)\n"
+    "        if m:\n"
+    "            clean(os.path.join(os.path.dirname(rp), m.group(1)))\n"
+    "        kept.append(line)\n"
+    "    with open(rp, \"w\", encoding=\"utf-8\") as f:\n"
+    "        f.write(\"\\n\".join(kept) + \"\\n\")\n"
+    "for r in reqs:\n"
+    "    clean(r)\n"
+    "REQ = re.compile(r\"^\\s*([A-Za-z0-9][A-Za-z0-9._-]*)\\s*(?:\\[([^\\]]*)\\])?\")\n"
+    "def expand(deps, depth=0):\n"
+    "    # a dependency on the project itself (name[extra]) is its extras' lists\n"
+    "    res = []\n"
+    "    for d in deps:\n"
+    "        m = REQ.match(d)\n"
+    "        if m and name and norm(m.group(1)) == name:\n"
+    "            if depth < 8:\n"
+    "                opt = table(proj, \"optional-dependencies\")\n"
+    "                for e in (m.group(2) or \"\").split(\",\"):\n"
+    "                    res += expand(strings(opt.get(e.strip())), depth + 1)\n"
+    "        else:\n"
+    "            res.append(d)\n"
+    "    return res\n"
+    "lines = [\"-r \" + os.path.realpath(r) for r in reqs if os.path.isfile(r)]\n"
+    "if want_self:\n"
+    "    deps = strings(proj.get(\"dependencies\"))\n"
+    "    dyn = table(table(table(pp, \"tool\"), \"setuptools\"), \"dynamic\")\n"
+    "    if \"dependencies\" in strings(proj.get(\"dynamic\")):\n"
+    "        files = table(dyn, \"dependencies\").get(\"file\")\n"
+    "        files = [files] if isinstance(files, str) else strings(files)\n"
+    "        lines += [\"-r \" + f for f in files if os.path.isfile(f)]\n"
+    "    opt = table(proj, \"optional-dependencies\")\n"
+    "    for e in sorted(extras or [e for e in opt if norm(e) in WANT]):\n"
+    "        deps += strings(opt.get(e))\n"
+    "    groups = table(pp, \"dependency-groups\")\n"
+    "    def group(g, depth=0):\n"
+    "        res = []\n"
+    "        for item in groups.get(g, []) if isinstance(groups.get(g), list) else []:\n"
+    "            if isinstance(item, str):\n"
+    "                res.append(item)\n"
+    "            elif isinstance(item, dict) and isinstance(item.get(\"include-group\"), str) and depth < 8:\n"
+    "                res += group(item[\"include-group\"], depth + 1)\n"
+    "        return res\n"
+    "    for g in groups:\n"
+    "        if norm(g) in WANT:\n"
+    "            deps += group(g)\n"
+    "    bs = table(pp, \"build-system\")\n"
+    "    deps += strings(bs.get(\"requires\")) if \"requires\" in bs else [\"setuptools>=40.8.0\"]\n"
+    "    lines += expand(deps)\n"
+    "write(out, lines)\n"
+    "if want_self and os.path.isdir(\".venv\"):\n"
+    "    open(os.path.join(\".venv\", \"kiwi-project\"), \"w\").close()  # the prelude installs it in Phase B\n"
+    "later = \" (the project itself in Phase B)\" if want_self else \"\"\n"
+    "print(\"kiwi: %d requirement line(s) for Phase A%s\" % (len(lines), later), file=sys.stderr)\n";
+
+
 /* Poetry: the dependencies in Phase A (--no-root: the project's code is not
  * there), the project itself at the start of Phase B, offline, as Poetry
  * installs it (an editable .pth into the in-project .venv). A project that
@@ -52,16 +198,93 @@ add_poetry (kiwi__steps *s, const char *dir, bool locked, const char *why, kiwi_
 
 #define VENV_SCRIPT "python3 -m venv .venv && .venv/bin/pip install"
 
-/* `pip install -e .`: Phase A installs the dependencies over the
- * manifests; the project itself is installed again at the start of Phase
- * B, offline and without its dependencies, now that its code is there. */
+/* The project itself, installed at the start of Phase B, offline, without
+ * its dependencies, with the build requirements Phase A put in the .venv;
+ * a version from git (setuptools-scm, hatch-vcs) gets a stand-in, as
+ * there is no .git in the tree. */
+#define PROJECT_INSTALL                                                                                      \
+    "SETUPTOOLS_SCM_PRETEND_VERSION=\"${SETUPTOOLS_SCM_PRETEND_VERSION:-0.0.0}\" "                            \
+    ".venv/bin/pip install --no-deps --no-index --no-build-isolation -e ."
+
+/* `pip install -e .` of a setup.py: Phase A installs over the manifests;
+ * the project itself is installed again at the start of Phase B. */
 static int
 add_editable (kiwi__steps *s, const char *dir, const char *summary, const char *script, const char *why,
               kiwi_error_t *err)
 {
     if (kiwi__add_step (s, KIWI_ECO_PIP, dir, false, summary, script, why, err) < 0)
                         return -1;
-    return kiwi__set_prelude (s, ".venv/bin/pip install --no-deps --no-index --no-build-isolation -e .", err);
+    return kiwi__set_prelude (s, PROJECT_INSTALL, err);
+}
+
+/* pip through the pydeps program: requirement files (`files`, " -r a -r
+ * b", may be empty) and, when `self` (or a file names the project itself),
+ * the project's declared lists, its build requirements and what its build
+ * backend asks for an editable install in Phase A, the project in Phase B. */
+static int
+add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const char *summary, const char *why,
+            kiwi_error_t *err)
+{
+    char args[600] = "";
+    for (const char *p = files; p && *p;) {
+        while (*p == ' ')
+            p++;
+        if (strncmp (p, "-r ", 3) == 0)
+            p += 3;
+        size_t n = strcspn (p, " ");
+        size_t l = strlen (args);
+        snprintf (args + l, sizeof args - l, " '%.*s'", (int) n, p);
+        p += n;
+    }
+    cleanup_free char *script = NULL;
+    if (asprintf (&script,
+                  "mkdir -p " KIWI__SCRATCH " && cat > " KIWI__SCRATCH "/pydeps.py <<'KIWI_PY_EOF'\n%sKIWI_PY_EOF\n"
+                  "python3 -m venv .venv && python3 " KIWI__SCRATCH "/pydeps.py " KIWI__SCRATCH
+                  "/requirements.txt %d%s && { [ ! -s " KIWI__SCRATCH "/requirements.txt ] || "
+                  ".venv/bin/pip install -r " KIWI__SCRATCH "/requirements.txt; } && "
+                  "{ [ ! -e .venv/kiwi-project ] || { .venv/bin/python " KIWI__SCRATCH "/pydeps.py --editable "
+                  KIWI__SCRATCH "/editable.txt && { [ ! -s " KIWI__SCRATCH "/editable.txt ] || "
+                  ".venv/bin/pip install -r " KIWI__SCRATCH "/editable.txt; }; }; }",
+                  pydeps_source, self ? 1 : 0, args)
+        < 0) {
+        script = NULL;
+        return kiwi_error_make (err, ENOMEM, "install plan");
+    }
+    if (kiwi__add_step (s, KIWI_ECO_PIP, dir, false, summary, script, why, err) < 0)
+        return -1;
+    return kiwi__set_prelude (s, "if [ -e .venv/kiwi-project ]; then " PROJECT_INSTALL "; fi", err);
+}
+
+/* The keys of TOML table `section` named test, tests, testing or dev,
+ * joined by `sep` into out ("" when none). */
+static void
+wanted_keys (const char *toml, const char *section, const char *sep, char *out, size_t cap)
+{
+    static const char *const wanted[] = { "test", "tests", "testing", "dev", NULL };
+    char **keys = kiwi__toml_keys (toml, section);
+    out[0] = '\0';
+    for (size_t i = 0; keys && keys[i]; i++)
+        for (size_t w = 0; wanted[w]; w++)
+            if (strcmp (keys[i], wanted[w]) == 0) {
+                size_t l = strlen (out);
+                snprintf (out + l, cap - l, "%s%s", l ? sep : "", keys[i]);
+            }
+    kiwi__strv_free_raw (keys);
+}
+
+/* Appends " -r file" to args and the file's name to names when the file
+ * holds a requirement. */
+static bool
+add_requirements (kiwi__inspect_ctx *ctx, const char *dir, const char *file, char *args, size_t acap, char *names,
+                  size_t ncap)
+{
+    const char *t = kiwi__ctx_text (ctx, dir, file, NULL);
+    if (t == NULL || !requirements_nonempty (t))
+        return false;
+    size_t al = strlen (args), nl = strlen (names);
+    snprintf (args + al, acap - al, " -r %s", file);
+    snprintf (names + nl, ncap - nl, "%s%s", nl ? ", " : "", file);
+    return true;
 }
 
 int
@@ -78,20 +301,20 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
         return kiwi__add_step (s, KIWI_ECO_PIPENV, dir, true, "pipenv sync --dev", "pipenv sync --dev", "Pipfile.lock",
                                err);
     char args[512] = "", names[512] = "";
-    for (size_t i = 0; requirement_files[i]; i++) {
-        const char *t = kiwi__ctx_text (ctx, dir, requirement_files[i], NULL);
-        if (t == NULL || !requirements_nonempty (t))
-            continue;
-        size_t al = strlen (args), nl = strlen (names);
-        snprintf (args + al, sizeof args - al, " -r %s", requirement_files[i]);
-        snprintf (names + nl, sizeof names - nl, "%s%s", nl ? ", " : "", requirement_files[i]);
-    }
+    for (size_t i = 0; requirement_files[i]; i++)
+        add_requirements (ctx, dir, requirement_files[i], args, sizeof args, names, sizeof names);
+    bool tier_found = false;
+    for (size_t k = 0; k < sizeof requirement_dir_tiers / sizeof *requirement_dir_tiers && !tier_found; k++)
+        for (size_t i = 0; requirement_dir_tiers[k][i]; i++)
+            tier_found |= add_requirements (ctx, dir, requirement_dir_tiers[k][i], args, sizeof args, names,
+                                            sizeof names);
     if (args[0]) {
-        char script[700], summary[600];
-        snprintf (script, sizeof script, VENV_SCRIPT "%s", args);
+        char summary[600];
         snprintf (summary, sizeof summary, "pip install%s (.venv)", args);
-        /* pinned or not, requirements files are what the project installs with */
-        return kiwi__add_step (s, KIWI_ECO_PIP, dir, false, summary, script, names, err);
+        /* pinned or not, requirements files are what the project installs
+         * with; one that names the project itself (-e .) installs it in
+         * Phase B */
+        return add_pydeps (s, dir, args, false, summary, names, err);
     }
     const char *pp = kiwi__ctx_text (ctx, dir, "pyproject.toml", NULL);
     if (pp != NULL) {
@@ -99,22 +322,17 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
         if (poetry_name != NULL || kiwi__toml_table_nonempty (pp, "tool.poetry.dependencies"))
             return add_poetry (s, dir, false, "pyproject.toml [tool.poetry], no poetry.lock", err);
         cleanup_free char *deps = kiwi__toml_get (pp, "project", "dependencies");
-        char **extras = kiwi__toml_keys (pp, "project.optional-dependencies");
-        static const char *const wanted[] = { "test", "tests", "testing", "dev", NULL };
-        char ex[128] = "";
-        for (size_t i = 0; extras && extras[i]; i++)
-            for (size_t w = 0; wanted[w]; w++)
-                if (strcmp (extras[i], wanted[w]) == 0) {
-                    size_t l = strlen (ex);
-                    snprintf (ex + l, sizeof ex - l, "%s%s", l ? "," : "", extras[i]);
-                }
-        kiwi__strv_free_raw (extras);
-        if (kiwi__toml_array_nonempty (deps) || ex[0]) {
-            char script[300], summary[200];
-            snprintf (script, sizeof script, VENV_SCRIPT " -e '.%s%s%s'", ex[0] ? "[" : "", ex, ex[0] ? "]" : "");
-            snprintf (summary, sizeof summary, "pip install -e .%s%s%s (.venv)", ex[0] ? "[" : "", ex,
-                      ex[0] ? "]" : "");
-            return add_editable (s, dir, summary, script, "pyproject.toml [project]", err);
+        char ex[128], gr[128];
+        wanted_keys (pp, "project.optional-dependencies", ",", ex, sizeof ex);
+        wanted_keys (pp, "dependency-groups", ", ", gr, sizeof gr);
+        if (kiwi__toml_array_nonempty (deps) || ex[0] || gr[0]) {
+            /* the declared lists, read in Phase A by pydeps: the project is
+             * never built there (a src/ layout, a version from git) */
+            char summary[300], why[200];
+            snprintf (summary, sizeof summary, "pip install -e .%s%s%s%s%s (.venv)", ex[0] ? "[" : "", ex,
+                      ex[0] ? "]" : "", gr[0] ? " + dependency groups " : "", gr);
+            snprintf (why, sizeof why, "pyproject.toml [project]%s%s", gr[0] ? " [dependency-groups] " : "", gr);
+            return add_pydeps (s, dir, "", true, summary, why, err);
         }
     }
     if (kiwi__has_in (root, dir, "Pipfile"))

@@ -583,6 +583,33 @@ test_other_ecosystems (void **state)
     assert_string_equal (kiwi_strv_env_get (&p.verify_env, "VIRTUAL_ENV"), "VIRTUAL_ENV=/kiwi/src/.venv");
     assert_non_null (strstr (kiwi_strv_env_get (&p.verify_env, "PATH"), "PATH=/kiwi/src/.venv/bin:"));
     kiwi_install_plan_clear (&p);
+    /* the project itself is never built in Phase A: pydeps reads the
+     * lists, and Phase B installs it when it is named (-e .) */
+    assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
+    assert_non_null (strstr (p.steps[0].script, "pydeps.py"));
+    assert_null (strstr (p.steps[0].script, "pip install -e"));
+    assert_string_equal (p.steps[0].prelude,
+                         "if [ -e .venv/kiwi-project ]; then SETUPTOOLS_SCM_PRETEND_VERSION="
+                         "\"${SETUPTOOLS_SCM_PRETEND_VERSION:-0.0.0}\" .venv/bin/pip install --no-deps --no-index "
+                         "--no-build-isolation -e .; fi");
+    kiwi_install_plan_clear (&p);
+    /* a requirements/ folder: the test tier first, else development, else
+     * the base */
+    char *q = repo_new ();
+    put (q, "requirements/base.txt", "attrs\n");
+    expect_plan (q, "python", "pip install -r requirements/base.txt (.venv)", "/bin/sh");
+    put (q, "requirements/dev.txt", "-r base.txt\nblack\n");
+    expect_plan (q, "python", "pip install -r requirements/dev.txt (.venv)", "/bin/sh");
+    put (q, "requirements/test.txt", "-r base.txt\npytest\n");
+    put (q, "requirements/ci.txt", "-r test.txt\n");
+    expect_plan (q, "python", "pip install -r requirements/test.txt -r requirements/ci.txt (.venv)", "/bin/sh");
+    repo_free (q);
+    /* PEP 735 dependency groups for tests, with no other list */
+    q = repo_new ();
+    put (q, "pyproject.toml", "[project]\nname = \"x\"\ndependencies = []\n\n[dependency-groups]\n"
+                              "test = [\"pytest\"]\ndocs = [\"sphinx\"]\n");
+    expect_plan (q, "python", "pip install -e . + dependency groups test (.venv)", "/bin/sh");
+    repo_free (q);
     put (r, "Pipfile.lock", "{}");
     expect_plan (r, "python", "pipenv sync --dev", "pipenv");
     put (r, "poetry.lock", "# poetry\n");
