@@ -154,9 +154,12 @@ int kiwi__version_markers_ctx (kiwi__inspect_ctx *ctx, const char *dir, const ch
 
 /* kiwi_install_plan_make, kiwi_install_hashed_files and
  * kiwi_install_cache_key over the context (the key hashes the files the
- * context holds from memory, the others from the tree). */
-int kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, kiwi_install_plan *plan,
-                                 kiwi_error_t *err);
+ * context holds from memory, the others from the tree). The plan leaves out
+ * a folder of its own for documentation, a website, benchmarks, fuzzing or
+ * examples unless it is `project_dir` (the folder the test command runs
+ * in; NULL: the root) or holds it. */
+int kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, const char *project_dir,
+                                 kiwi_install_plan *plan, kiwi_error_t *err);
 int kiwi__install_hashed_files_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan, kiwi_strv *files,
                                     kiwi_error_t *err);
 int kiwi__install_cache_key_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan,

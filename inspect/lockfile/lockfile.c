@@ -357,8 +357,33 @@ plan_prelude (kiwi_install_plan *p, kiwi_error_t *err)
     return 0;
 }
 
+/* Folders that hold a project of their own the tests do not run: their
+ * installs fill the disk or trip on a lockfile nobody keeps up. */
+static const char *const aside_dirs[] = {
+    "docs",  "doc",     "website",  "site", "www",  "fuzz", "benches", "benchmarks", "bench",
+    "perf",  "examples", "example", "demo", "demos", "playground", NULL,
+};
+
+/* True when step directory `dir` is under an aside folder that is not
+ * project_dir and does not hold it. */
+static bool
+aside (const char *dir, const char *project_dir)
+{
+    size_t n = strcspn (dir, "/");
+    if (n == 0)
+        return false;
+    const char *pd = project_dir ? project_dir : "";
+    if (strncmp (pd, dir, n) == 0 && (pd[n] == '\0' || pd[n] == '/'))
+        return false;
+    for (size_t i = 0; aside_dirs[i]; i++)
+        if (strlen (aside_dirs[i]) == n && strncmp (dir, aside_dirs[i], n) == 0)
+            return true;
+    return false;
+}
+
 int
-kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, kiwi_install_plan *p, kiwi_error_t *err)
+kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, const char *project_dir,
+                             kiwi_install_plan *p, kiwi_error_t *err)
 {
     memset (p, 0, sizeof *p);
     kiwi__steps found = { 0 };
@@ -377,13 +402,16 @@ kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, kiwi_i
     }
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (kiwi_ecosystem_runs_in (all[i].eco, runtime)) {
+        bool runs = kiwi_ecosystem_runs_in (all[i].eco, runtime), apart = aside (all[i].dir, project_dir);
+        if (runs && !apart) {
             p->steps[p->n++] = all[i]; /* now owned by the plan */
             continue;
         }
         if (rc == 0
-            && kiwi_strv_addf (&p->left_out, "%s (%s): the image runs %s", kiwi_ecosystem_str (all[i].eco),
-                               all[i].dir[0] ? all[i].dir : ".", runtime)
+            && kiwi_strv_addf (&p->left_out, "%s (%s): %s%s", kiwi_ecosystem_str (all[i].eco),
+                               all[i].dir[0] ? all[i].dir : ".",
+                               apart ? "a folder of its own the test command does not run in" : "the image runs ",
+                               apart ? "" : runtime)
                    < 0)
             rc = kiwi_error_make (err, ENOMEM, "install plan");
         kiwi_install_step_clear (&all[i]);
@@ -419,7 +447,7 @@ kiwi_install_plan_make (const char *root, const char *runtime, kiwi_install_plan
         memset (p, 0, sizeof *p);
         return kiwi_error_make (err, ENOMEM, "install plan");
     }
-    int rc = kiwi__install_plan_make_ctx (ctx, runtime, p, err);
+    int rc = kiwi__install_plan_make_ctx (ctx, runtime, NULL, p, err);
     kiwi__ctx_free (ctx);
     return rc;
 }

@@ -104,7 +104,9 @@ int kiwi_install_detect (const char *root, kiwi_install_step **steps, size_t *n,
 
 void kiwi_install_step_clear (kiwi_install_step *s);
 
-/* The plan for an image of `runtime` ("" unknown: everything). */
+/* The plan for an image of `runtime` ("" unknown: everything), for a test
+ * command run at the root: a folder of its own for documentation, a
+ * website, benchmarks, fuzzing or examples is left out (left_out says so). */
 int kiwi_install_plan_make (const char *root, const char *runtime, kiwi_install_plan *plan, kiwi_error_t *err);
 
 void kiwi_install_plan_clear (kiwi_install_plan *plan);

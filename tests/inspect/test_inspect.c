@@ -708,6 +708,43 @@ test_polyglot_plan (void **state)
     assert_string_equal (p.display, "-");
     kiwi_install_plan_clear (&p);
     repo_free (r);
+
+    /* a website and a fuzz crate with lockfiles of their own, beside the
+     * project: the tests at the root never run there */
+    r = repo_new ();
+    put (r, "package.json", "{ \"dependencies\": { \"is-number\": \"7.0.0\" } }");
+    put (r, "package-lock.json", "{}");
+    put (r, "website/package.json", "{ \"dependencies\": { \"docusaurus\": \"3.0.0\" } }");
+    put (r, "website/package-lock.json", "{}");
+    put (r, "tools/package.json", "{ \"dependencies\": { \"is-odd\": \"3.0.1\" } }");
+    put (r, "tools/package-lock.json", "{}");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "npm ci; npm ci (in tools)");
+    assert_int_equal (p.left_out.n, 1);
+    assert_string_equal (p.left_out.v[0], "npm (website): a folder of its own the test command does not run in");
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+/* A test command that runs in an aside folder (cd docs && npm test) has it
+ * planned. */
+static void
+test_aside_folder_of_the_command (void **state)
+{
+    char *r = repo_new ();
+    put (r, "docs/package.json", "{ \"dependencies\": { \"is-number\": \"7.0.0\" } }");
+    put (r, "docs/package-lock.json", "{}");
+    put (r, "examples/package.json", "{ \"dependencies\": { \"is-odd\": \"3.0.1\" } }");
+    put (r, "examples/package-lock.json", "{}");
+    kiwi_inspect_request rq = {
+        .root = r, .test_command = "cd docs && npm test", .catalog = local, .driver = "docker",
+    };
+    kiwi_inspection in;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+    assert_string_equal (in.install.display, "npm ci (in docs)");
+    kiwi_inspection_clear (&in);
+    repo_free (r);
 }
 
 /* ----------------------------------------------------------- the cache key */
@@ -1341,7 +1378,7 @@ main (void)
         cmocka_unit_test (test_version_markers),
         cmocka_unit_test (test_resolution_order),
         cmocka_unit_test (test_node_lockfiles),
-        cmocka_unit_test (test_other_ecosystems),
+        cmocka_unit_test (test_other_ecosystems), cmocka_unit_test (test_aside_folder_of_the_command),
         cmocka_unit_test (test_polyglot_plan),
         cmocka_unit_test (test_cache_key),
         cmocka_unit_test (test_install_input_table),
