@@ -32,7 +32,14 @@ static const char *const node_exe[] = {
 static const char *const node_images[] = { "node", NULL };
 static const char *const node_markers[] = { "package.json", ".nvmrc", ".node-version", NULL };
 static const kiwi__env_setting env_rt_node[] = {
-    { AB, "npm_config_update_notifier=false" }, { B, "npm_config_offline=true" }, { 0, NULL },
+    { AB, "npm_config_update_notifier=false" }, { B, "npm_config_offline=true" },
+    /* dependencies' install scripts that download browsers and binaries
+     * from hosts no registry list holds (the projects' own CI turns these
+     * off too): a test that needs one says so in Phase B */
+    { A, "PUPPETEER_SKIP_DOWNLOAD=true" }, { A, "PUPPETEER_SKIP_CHROMIUM_DOWNLOAD=true" },
+    { A, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1" }, { A, "CYPRESS_INSTALL_BINARY=0" },
+    { A, "ELECTRON_SKIP_BINARY_DOWNLOAD=1" }, { A, "CHROMEDRIVER_SKIP_DOWNLOAD=true" },
+    { A, "GECKODRIVER_SKIP_DOWNLOAD=true" }, { 0, NULL },
 };
 static const kiwi__env_setting env_npm[] = {
     { A, "npm_config_cache=/kiwi/tmp/npm-cache" }, { A, "npm_config_fund=false" }, { A, "npm_config_audit=false" },

@@ -720,6 +720,11 @@ test_polyglot_plan (void **state)
     put (r, "tools/package-lock.json", "{}");
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
     assert_string_equal (p.display, "npm ci; npm ci (in tools)");
+    /* browsers and drivers are never downloaded by install scripts */
+    assert_string_equal (kiwi_strv_env_get (&p.install_env, "PUPPETEER_SKIP_DOWNLOAD"), "PUPPETEER_SKIP_DOWNLOAD=true");
+    assert_string_equal (kiwi_strv_env_get (&p.install_env, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"),
+                         "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1");
+    assert_null (kiwi_strv_env_get (&p.verify_env, "PUPPETEER_SKIP_DOWNLOAD"));
     assert_int_equal (p.left_out.n, 1);
     assert_string_equal (p.left_out.v[0], "npm (website): a folder of its own the test command does not run in");
     kiwi_install_plan_clear (&p);
