@@ -27,6 +27,7 @@ struct kiwi_disk {
     char *fs;    /* dir/fs: where the ext4 is mounted under an overlay */
     char *lower; /* dir/lower: where a lower image is mounted */
     int mounted;
+    bool lower_used; /* mnt is an overlay over a lower layer, the ext4 at fs */
 };
 
 /* Unmounts and removes the directory `dir`/`leaf` (lazy: a sandbox that is
@@ -170,6 +171,7 @@ kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, uid_
     snprintf (lf, sizeof lf, "%s/lost+found", fs);
     rmdir (lf);
     if (lower != NULL) {
+        d->lower_used = true;
         if (mount_overlay (d, lower, uid, gid, err) < 0)
             goto fail;
     } else {
@@ -189,6 +191,27 @@ const char *
 kiwi_disk_mountpoint (const kiwi_disk *d)
 {
     return d->mnt;
+}
+
+int
+kiwi_disk_volume_dir (kiwi_disk *d, size_t index, uid_t uid, gid_t gid, char **path, kiwi_error_t *err)
+{
+    *path = NULL;
+    /* the ext4's root: fs under an overlay, else mnt itself */
+    const char *root = d->lower_used ? d->fs : d->mnt;
+    char parent[PATH_MAX + 16];
+    snprintf (parent, sizeof parent, "%s/.volumes", root);
+    if (mkdir (parent, 0755) < 0 && errno != EEXIST)
+        return kiwi_error_make (err, errno, "creating %s", parent);
+    char leaf[32];
+    snprintf (leaf, sizeof leaf, "%zu", index);
+    if (make_owned (parent, leaf, uid, gid, err) < 0)
+        return -1;
+    if (asprintf (path, "%s/%s", parent, leaf) < 0) {
+        *path = NULL;
+        return kiwi_error_make (err, ENOMEM, "volume directory %zu", index);
+    }
+    return 0;
 }
 
 int

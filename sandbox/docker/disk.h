@@ -45,6 +45,15 @@ int kiwi_disk_create (const char *state_dir, const char *name, int64_t size_mb, 
 /* Host path of the mounted filesystem. Borrowed. */
 const char *kiwi_disk_mountpoint (const kiwi_disk *d);
 
+/* Makes directory number `index` for an image volume on the disk's
+ * filesystem (.volumes/<index> at its root: beside the overlay's upper and
+ * work directories when there is a lower layer, else at /kiwi/.volumes in
+ * the sandbox), owned by uid:gid, and sets *path to its host path (owned
+ * by the caller). Mounted over the volume's path in the container, it holds
+ * what the sandbox writes there within the same ceiling as /kiwi
+ * (volumes.h). */
+int kiwi_disk_volume_dir (kiwi_disk *d, size_t index, uid_t uid, gid_t gid, char **path, kiwi_error_t *err);
+
 int kiwi_disk_destroy (kiwi_disk *d, kiwi_error_t *err);
 
 /* Removes <state>/sandboxes/<name> for every name for which keep(name)

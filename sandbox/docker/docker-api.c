@@ -365,19 +365,30 @@ kiwi_docker_socket_path (const kiwi_docker *d)
 }
 
 int
-kiwi_docker_image_id (kiwi_docker *d, const char *name, char **id, kiwi_error_t *err)
+kiwi_docker_image_inspect (kiwi_docker *d, const char *name, json_t **doc, long *status, kiwi_error_t *err)
 {
-    *id = NULL;
+    *doc = NULL;
+    if (status != NULL)
+        *status = 0;
     if (name == NULL || *name == '\0' || strpbrk (name, "?#% ") != NULL)
         return kiwi_error_make (err, EINVAL, "image name `%s`", name ? name : "");
     char *path = NULL;
     if (asprintf (&path, "/images/%s/json", name) < 0)
         return kiwi_error_make (err, ENOMEM, "image %s", name);
-    json_t *doc = NULL;
-    int rc = kiwi_docker_call (d, "GET", path, NULL, 10000, &doc, NULL, err);
+    int rc = kiwi_docker_call (d, "GET", path, NULL, 10000, doc, status, err);
     free (path);
     if (rc < 0)
         return kiwi_error_wrap (err, "image %s", name);
+    return 0;
+}
+
+int
+kiwi_docker_image_id (kiwi_docker *d, const char *name, char **id, kiwi_error_t *err)
+{
+    *id = NULL;
+    json_t *doc = NULL;
+    if (kiwi_docker_image_inspect (d, name, &doc, NULL, err) < 0)
+        return -1;
     const char *v = json_string_value (json_object_get (doc, "Id"));
     if (v != NULL)
         *id = strdup (v);

@@ -90,6 +90,11 @@ int kiwi_docker_call (kiwi_docker *d, const char *method, const char *path, json
 
 void kiwi_docker_response_clear (kiwi_docker_response *r);
 
+/* GET /images/<name>/json: *doc (owned by the caller) is dockerd's record
+ * of the image; *status (may be NULL) the HTTP status, 404 for an image the
+ * daemon does not hold. */
+int kiwi_docker_image_inspect (kiwi_docker *d, const char *name, json_t **doc, long *status, kiwi_error_t *err);
+
 /* The Id ("sha256:...") of the image `name` (GET /images/<name>/json): the
  * image by digest, whatever tag names it. *id is owned by the caller; an
  * image the daemon does not hold is an error (status 404). */

@@ -62,6 +62,13 @@ json_t *kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiw
                                   const char *disk_host_path, const char *resolv_host_path, const char *worker_id,
                                   const char *install_network, const kiwi_exec_spec *oneshot, kiwi_error_t *err);
 
+/* Masks every volume the image declares (`image_volumes`: its
+ * Config.Volumes, may be NULL) with a directory of `disk` mounted at the
+ * volume's path in `body`, so dockerd makes no anonymous volume (volumes.h
+ * says which paths get one and which images are refused, KIWI_SBE_INVALID
+ * with the path and the reason). */
+int kiwi__docker_mask_volumes (json_t *body, json_t *image_volumes, kiwi_disk *disk, kiwi_error_t *err);
+
 /* The runtime a container for `spec` runs under (Phase A's, a sealed
  * verify's, or the flavour's own). Static. */
 const char *kiwi__docker_runtime (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec);

@@ -20,6 +20,7 @@
 #include "sandbox/docker/docker-stream.h"
 #include "common/log.h"
 #include "sandbox/docker/resolv.h"
+#include "sandbox/docker/volumes.h"
 
 const kiwi__docker_flavour kiwi__docker_flavour_runc = {
     .runtime = "runc",
@@ -168,4 +169,62 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     json_object_set_new (body, "Labels", labels);
     json_object_set_new (body, "HostConfig", host);
     return body;
+}
+
+/* The targets `body` mounts anyway (HostConfig.Mounts and Tmpfs): a volume
+ * at one of them is masked already. NULL-terminated; the strings are
+ * borrowed from body. */
+static const char **
+covered_targets (json_t *body)
+{
+    json_t *host = json_object_get (body, "HostConfig");
+    json_t *mounts = json_object_get (host, "Mounts");
+    json_t *tmpfs = json_object_get (host, "Tmpfs");
+    const char **out = calloc (json_array_size (mounts) + json_object_size (tmpfs) + 1, sizeof *out);
+    if (out == NULL)
+        return NULL;
+    size_t n = 0, i;
+    json_t *m;
+    json_array_foreach (mounts, i, m)
+    {
+        const char *t = json_string_value (json_object_get (m, "Target"));
+        if (t != NULL)
+            out[n++] = t;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach (tmpfs, key, v) {
+        (void) v;
+        out[n++] = key;
+    }
+    return out;
+}
+
+int
+kiwi__docker_mask_volumes (json_t *body, json_t *image_volumes, kiwi_disk *disk, kiwi_error_t *err)
+{
+    cleanup_free const char **covered = covered_targets (body);
+    if (covered == NULL)
+        return kiwi_error_make (err, ENOMEM, "image volumes");
+    char **masks = NULL;
+    if (kiwi_volumes_plan (image_volumes, KIWI_SANDBOX_ROOT, covered, &masks, err) < 0)
+        return -1;
+    json_t *host = json_object_get (body, "HostConfig");
+    json_t *mounts = json_object_get (host, "Mounts");
+    if (mounts == NULL && masks[0] != NULL) {
+        mounts = json_array ();
+        json_object_set_new (host, "Mounts", mounts);
+    }
+    int rc = 0;
+    for (size_t i = 0; masks[i] != NULL && rc == 0; i++) {
+        cleanup_free char *dir = NULL;
+        rc = kiwi_disk_volume_dir (disk, i, KIWI_SANDBOX_UID, KIWI_SANDBOX_GID, &dir, err);
+        if (rc == 0)
+            json_array_append_new (mounts, json_pack ("{s:s,s:s,s:s,s:b}", "Type", "bind", "Source", dir, "Target",
+                                                      masks[i], "ReadOnly", 0));
+        else
+            kiwi_error_wrap (err, "masking the image's volume %s", masks[i]);
+    }
+    kiwi_volumes_free (masks);
+    return rc;
 }

@@ -240,32 +240,103 @@ kiwi__docker_remove_all (kiwi__docker_sb *s, kiwi_error_t *err)
     return rc;
 }
 
+/* The image `name` as dockerd holds it: *id its Id (owned by the caller)
+ * and *volumes its Config.Volumes (a new reference, NULL when it declares
+ * none). An image the daemon lacks is KIWI_SBE_NO_IMAGE. */
+static int
+image_volumes (kiwi__docker_priv *p, const char *name, char **id, json_t **volumes, kiwi_error_t *err)
+{
+    *id = NULL;
+    *volumes = NULL;
+    json_t *doc = NULL;
+    long status = 0;
+    if (kiwi_docker_image_inspect (p->api, name, &doc, &status, err) < 0) {
+        if (status == 404)
+            (*err)->code = KIWI_SBE_NO_IMAGE;
+        return -1;
+    }
+    const char *v = json_string_value (json_object_get (doc, "Id"));
+    if (v == NULL || (*id = strdup (v)) == NULL) {
+        json_decref (doc);
+        return kiwi_error_make (err, v ? ENOMEM : 0, "image %s: no Id in the daemon's answer", name);
+    }
+    *volumes = json_incref (json_object_get (json_object_get (doc, "Config"), "Volumes"));
+    json_decref (doc);
+    return 0;
+}
+
+/* Refuses a created container that dockerd gave a volume of its own (a
+ * path the masks missed): the container is never started with it. */
+static int
+check_no_volume (kiwi__docker_sb *s, kiwi_error_t *err)
+{
+    char path[256];
+    snprintf (path, sizeof path, "/containers/%s/json", s->id);
+    json_t *j = NULL;
+    if (kiwi_docker_call (s->p->api, "GET", path, NULL, 30000, &j, NULL, err) < 0)
+        return kiwi_error_wrap (err, "inspecting sandbox %s", s->name);
+    size_t i;
+    json_t *m;
+    int rc = 0;
+    json_array_foreach (json_object_get (j, "Mounts"), i, m)
+    {
+        const char *type = json_string_value (json_object_get (m, "Type"));
+        if (type != NULL && strcmp (type, "bind") != 0 && strcmp (type, "tmpfs") != 0) {
+            const char *dest = json_string_value (json_object_get (m, "Destination"));
+            rc = kiwi_error_make_code (err, KIWI_SBE_INVALID,
+                                       "dockerd gave sandbox %s a %s mount at %s outside its disk: refused", s->name,
+                                       type, dest ? dest : "?");
+            break;
+        }
+    }
+    json_decref (j);
+    return rc;
+}
+
 /* Creates the disk and the container; `oneshot` as in
- * kiwi__docker_create_body. The container is not started. */
+ * kiwi__docker_create_body. The container is not started. It is made from
+ * the image's Id, so the volumes masked are those of the image it runs. */
 int
 kiwi__docker_create_container (kiwi__docker_priv *p, const kiwi_sandbox_spec *spec, const kiwi_exec_spec *oneshot,
                                kiwi__docker_sb **out, kiwi_error_t *err)
 {
+    cleanup_free char *image_id = NULL;
+    json_t *volumes = NULL;
+    if (spec->image == NULL || *spec->image == '\0')
+        return kiwi_error_make_code (err, KIWI_SBE_INVALID, "sandbox spec has no image");
+    if (image_volumes (p, spec->image, &image_id, &volumes, err) < 0)
+        return kiwi_error_wrap (err, "creating a sandbox from %s", spec->image);
     kiwi__docker_sb *s = calloc (1, sizeof *s);
-    if (s == NULL)
+    if (s == NULL) {
+        json_decref (volumes);
         return kiwi_error_make (err, ENOMEM, "sandbox");
+    }
     s->p = p;
     unsigned rnd = kiwi_sandbox_name_nonce ();
     if (asprintf (&s->name, "kiwi-%s-%08x", p->worker_id, rnd) < 0) {
+        json_decref (volumes);
         free (s);
         return kiwi_error_make (err, ENOMEM, "sandbox");
     }
     int64_t disk_mb = spec->limits.disk_mb > 0 ? spec->limits.disk_mb : KIWI_SANDBOX_DEFAULT_DISK_MB;
     if (kiwi_disk_create (p->state_dir, s->name, disk_mb, KIWI_SANDBOX_UID, KIWI_SANDBOX_GID, spec->lower_dir,
                           &s->disk, err) < 0) {
+        json_decref (volumes);
         kiwi__docker_sb_free (s);
         return -1;
     }
     json_t *body
         = kiwi__docker_create_body (&p->fl, spec, kiwi_disk_mountpoint (s->disk), p->resolv_path, p->worker_id,
                                     p->install_network, oneshot, err);
+    if (body != NULL && kiwi__docker_mask_volumes (body, volumes, s->disk, err) < 0) {
+        kiwi_error_wrap (err, "image %s", spec->image);
+        json_decref (body);
+        body = NULL;
+    }
+    json_decref (volumes);
     if (body == NULL)
         goto fail;
+    json_object_set_new (body, "Image", json_string (image_id));
     char path[256];
     snprintf (path, sizeof path, "/containers/create?name=%s", s->name);
     json_t *created = NULL;
@@ -280,6 +351,8 @@ kiwi__docker_create_container (kiwi__docker_priv *p, const kiwi_sandbox_spec *sp
     }
     s->id = strdup (json_string_value (json_object_get (created, "Id")) ?: "");
     json_decref (created);
+    if (check_no_volume (s, err) < 0)
+        goto fail;
     *out = s;
     return 0;
 fail:

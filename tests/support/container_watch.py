@@ -18,7 +18,9 @@ suite's workers create, whatever code path made it:
             - privileged, added capabilities, not all capabilities dropped,
               no `no-new-privileges`, a writable root filesystem;
             - the Docker socket (or /var/run, /run) mounted, any bind mount
-              other than the sandbox's disk;
+              other than the sandbox's disk (at /kiwi, and its .volumes
+              directories over the image's volume paths, outside /kiwi);
+              any mount of a dockerd volume (an image's VOLUME, unmasked);
             - a HostConfig key outside the allow-list set to a non-default
               value (PidMode host, Devices, Sysctls, ...);
             - the runtime runsc-verify (a cached /kiwi) on anything but
@@ -204,6 +206,9 @@ SANDBOX_DISK = re.compile(r"^/[^\0]*/sandboxes/kiwi-[A-Za-z0-9._-]+/mnt$")
 # and, in Phase A under gVisor only, the host's upstream resolvers read-only at
 # /etc/resolv.conf (sandbox/docker/resolv.h: netstack cannot reach Docker's own)
 GVISOR_RESOLV = re.compile(r"^/[^\0]*/gvisor-resolv\.conf$")
+# an image's volume path masked by a directory of the same sandbox's disk
+# (sandbox/docker/volumes.h): <disk>/{mnt,fs}/.volumes/<n>
+SANDBOX_VOLUME = re.compile(r"^(/[^\0]*/sandboxes/kiwi-[A-Za-z0-9._-]+)/(mnt|fs)/\.volumes/[0-9]+$")
 SOCKET_PATHS = re.compile(r"(docker\.sock|containerd\.sock|^/var/run/?$|^/run/?$|^/$)")
 
 
@@ -253,10 +258,21 @@ def violations(rec, state_dir, cgroupns_default):
     mounts = (hc.get("Mounts") or []) + [
         {"Source": m.get("Source"), "Type": m.get("Type"), "Target": m.get("Destination")}
         for m in insp.get("Mounts") or [] if m.get("Type") == "bind"]
+    for m in insp.get("Mounts") or []:
+        if m.get("Type") not in ("bind", "tmpfs"):
+            bad.append(f"{name}: a {m.get('Type')} mount at {m.get('Destination')} ({m.get('Source')}): "
+                       "outside the sandbox's disk ceiling")
+    disks = {m["Source"][:-len("/mnt")] for m in mounts
+             if m.get("Target") == "/kiwi" and SANDBOX_DISK.search(m.get("Source") or "")}
     for m in mounts:
         src = m.get("Source") or ""
+        vol = SANDBOX_VOLUME.search(src) if m.get("Type") == "bind" else None
+        target = m.get("Target") or ""
         if SOCKET_PATHS.search(src):
             bad.append(f"{name}: mounts {src}")
+        elif vol:
+            if vol.group(1) not in disks or target == "/kiwi" or target.startswith("/kiwi/"):
+                bad.append(f"{name}: {src} at {target}: not this sandbox's disk, or inside /kiwi")
         elif m.get("Type") == "bind" and GVISOR_RESOLV.search(src) and m.get("Target") == "/etc/resolv.conf":
             if not (install and hc.get("Runtime") == "runsc-net" and resolv_read_only(m, insp)):
                 bad.append(f"{name}: {src} at /etc/resolv.conf outside Phase A under runsc-net, or writable")
@@ -398,6 +414,23 @@ def selftest(_args):
     case("a sandbox disk at another target",
          lambda r: r["inspect"]["Mounts"].append({"Type": "bind", "Source": "/var/lib/kiwi/sandboxes/kiwi-w-2/mnt",
                                                   "Destination": "/etc"}), True)
+    def volume(src, target):
+        def m(r):
+            hc(r)["Mounts"].append({"Type": "bind", "Source": src, "Target": target})
+            r["inspect"]["Mounts"].append({"Type": "bind", "Source": src, "Destination": target})
+        return m
+    case("an image volume masked by the sandbox's disk",
+         volume("/var/lib/kiwi/sandboxes/kiwi-w-x/mnt/.volumes/0", "/var/lib/postgresql/data"), False)
+    case("an image volume masked by the disk under an overlay",
+         volume("/var/lib/kiwi/sandboxes/kiwi-w-x/fs/.volumes/3", "/data"), False)
+    case("an image volume masked by another sandbox's disk",
+         volume("/var/lib/kiwi/sandboxes/kiwi-w-y/mnt/.volumes/0", "/data"), True)
+    case("a disk's volume directory inside /kiwi", volume("/var/lib/kiwi/sandboxes/kiwi-w-x/mnt/.volumes/0",
+                                                          "/kiwi/src"), True)
+    case("a dockerd volume (an image's VOLUME unmasked)",
+         lambda r: r["inspect"]["Mounts"].append({"Type": "volume", "Name": "abc", "Destination": "/data",
+                                                  "Source": "/var/lib/docker/volumes/abc/_data", "RW": True}), True)
+
     def resolv(runtime, ro=True, phase_mount=True):
         def m(r):
             hc(r).update(Runtime=runtime)
