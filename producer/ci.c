@@ -76,6 +76,45 @@ int_at (const json_t *root, const char *path, char *buf, size_t cap)
         buf[0] = '\0';
 }
 
+/* ---------------------------------------------------------------- ids */
+
+int
+kiwi_ci_task_id (const char *key, size_t key_len, const char *base, const char *clone_url, const char *sha, char *out,
+                 size_t cap, kiwi_error_t *err)
+{
+    static const char domain[] = "kiwi-ci-task-id";
+    const char *parts[] = { domain, base, clone_url, sha };
+    size_t len = 0;
+    for (size_t i = 0; i < 4; i++)
+        len += strlen (parts[i]) + 1;
+    cleanup_free unsigned char *m = malloc (len);
+    if (m == NULL)
+        return kiwi_error_make (err, ENOMEM, "deriving the task id");
+    size_t at = 0;
+    for (size_t i = 0; i < 4; i++) {
+        size_t n = strlen (parts[i]) + 1; /* with its NUL: no part can hold one (JSON strings here never do) */
+        memcpy (m + at, parts[i], n);
+        at += n;
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    int ok = key != NULL ? HMAC (EVP_sha256 (), key, (int) key_len, m, len, md, &md_len) != NULL
+                         : EVP_Digest (m, len, md, &md_len, EVP_sha256 (), NULL) == 1;
+    if (!ok || md_len < KIWI_CI_ID_TAG_HEX / 2)
+        return kiwi_error_make (err, 0, "deriving the task id: %s failed", key != NULL ? "HMAC-SHA256" : "SHA-256");
+    static const char hex[] = "0123456789abcdef";
+    char tag[KIWI_CI_ID_TAG_HEX + 1];
+    for (size_t i = 0; i < KIWI_CI_ID_TAG_HEX / 2; i++) {
+        tag[2 * i] = hex[md[i] >> 4];
+        tag[2 * i + 1] = hex[md[i] & 15];
+    }
+    tag[KIWI_CI_ID_TAG_HEX] = '\0';
+    int n = snprintf (out, cap, "%s-%s", base, tag);
+    if (n < 0 || (size_t) n >= cap)
+        return kiwi_error_make_code (err, KIWI_WIRE_EINVALID, "task id %s-%s: too long", base, tag);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- building */
 
 typedef struct ci_fields {
@@ -251,11 +290,13 @@ workflow_run (const json_t *root, const kiwi_ci_options *o, kiwi_task *out, char
         f.name = str_at (root, "workflow.name");
     if (f.name == NULL || *f.name == '\0')
         f.name = "workflow";
-    char run_id[32], attempt[32];
+    char run_id[32], attempt[32], base[80];
     if (required_id (root, f.event, "workflow_run.id", run_id, sizeof run_id, err) < 0)
         return KIWI_CI_ERROR;
     int_at (root, "workflow_run.run_attempt", attempt, sizeof attempt);
-    snprintf (f.id, sizeof f.id, "gh-run-%s-%s", run_id, attempt[0] ? attempt : "1");
+    snprintf (base, sizeof base, "gh-run-%s-%s", run_id, attempt[0] ? attempt : "1");
+    if (kiwi_ci_task_id (o->id_key, o->id_key_len, base, f.clone_url, f.sha, f.id, sizeof f.id, err) < 0)
+        return KIWI_CI_ERROR;
 
     FILE *m = context_stream (&f, err);
     if (m == NULL)
@@ -287,10 +328,12 @@ check_run (const json_t *root, const kiwi_ci_options *o, kiwi_task *out, char **
     f.name = str_at (root, "check_run.name");
     if (f.name == NULL || *f.name == '\0')
         f.name = "check";
-    char check_id[32];
+    char check_id[32], base[64];
     if (required_id (root, f.event, "check_run.id", check_id, sizeof check_id, err) < 0)
         return KIWI_CI_ERROR;
-    snprintf (f.id, sizeof f.id, "gh-check-%s", check_id);
+    snprintf (base, sizeof base, "gh-check-%s", check_id);
+    if (kiwi_ci_task_id (o->id_key, o->id_key_len, base, f.clone_url, f.sha, f.id, sizeof f.id, err) < 0)
+        return KIWI_CI_ERROR;
 
     FILE *m = context_stream (&f, err);
     if (m == NULL)

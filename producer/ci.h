@@ -8,15 +8,18 @@
  *   workflow_run  action "completed", workflow_run.conclusion "failure":
  *                 repo.url = repository.clone_url, ref = workflow_run.head_sha;
  *                 ci_context names the workflow, run URL, branch, commit and
- *                 commit message; id "gh-run-<run id>-<run attempt>".
+ *                 commit message; id "gh-run-<run id>-<run attempt>-<tag>".
  *   check_run     action "completed", check_run.conclusion "failure":
  *                 repo.url = repository.clone_url, ref = check_run.head_sha;
  *                 ci_context holds check_run.output.title, summary and text
  *                 (the tail, if longer than the field allows); id
- *                 "gh-check-<check run id>".
+ *                 "gh-check-<check run id>-<tag>".
  *
  * The ids are derived from the event, so a webhook GitHub delivers twice
- * becomes the same task twice, which the workers' idempotency absorbs.
+ * becomes the same task twice, which the workers' idempotency absorbs. The
+ * tag (kiwi_ci_task_id) binds the id to the repository and commit and,
+ * given the webhook secret, makes it one nobody without the secret can
+ * compute: a producer cannot take a CI event's id before the event comes.
  * Every other event, action or conclusion is ignored (with the reason).
  * The goal comes from a template (settings.h: {name} {sha} {branch} {url}
  * {repo} {event}) unless one is given.
@@ -34,6 +37,8 @@ typedef struct kiwi_ci_options {
     const char *test_command;  /* required */
     const char *goal_template; /* used when the base task has no goal */
     const kiwi_task *base;     /* fields given as flags (limits, model, ...); may be NULL */
+    const char *id_key;        /* keys the id's tag: the webhook secret, or NULL (an unkeyed tag) */
+    size_t id_key_len;
 } kiwi_ci_options;
 
 typedef enum {
@@ -47,6 +52,17 @@ typedef enum {
  * otherwise *out holds nothing to free. */
 kiwi_ci_outcome kiwi_ci_event_to_task (const char *event, const char *body, size_t len, const kiwi_ci_options *o,
                                        kiwi_task *out, char **why, kiwi_error_t *err);
+
+/* The id of a CI event's task: `base` ("gh-run-<run id>-<attempt>",
+ * "gh-check-<check run id>"), a dash and 16 hex digits, the first 64 bits
+ * of HMAC-SHA256(key, M), or of SHA-256(M) when key is NULL, where M is
+ * "kiwi-ci-task-id", base, clone_url and sha, each ended by a NUL byte.
+ * The same event (a redelivery) gives the same id; another repository or
+ * commit another id; without the key nobody can compute it. Writes it to
+ * out (cap bytes). Returns 0, or < 0 with *err. */
+#define KIWI_CI_ID_TAG_HEX 16
+int kiwi_ci_task_id (const char *key, size_t key_len, const char *base, const char *clone_url, const char *sha,
+                     char *out, size_t cap, kiwi_error_t *err);
 
 /* Checks an X-Hub-Signature-256 header ("sha256=<64 hex digits>") against
  * HMAC-SHA256(secret, body), in constant time. Returns 0 when it matches,

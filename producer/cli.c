@@ -147,9 +147,12 @@ kiwi_cli_submit_task (const kiwi_cli_settings *s, const kiwi_task *t, bool json,
     rd_kafka_destroy (rk);
     if (r < 0)
         return -1;
+    char sha[65];
+    if (json && kiwi_task_body_sha256 (t, sha, err) < 0)
+        return -1;
     if (json) {
-        json_t *o = json_pack ("{s:s, s:s, s:i, s:I}", "id", t->id, "topic", s->topic_tasks, "partition",
-                               (int) d.partition, "offset", (json_int_t) d.offset);
+        json_t *o = json_pack ("{s:s, s:s, s:i, s:I, s:s}", "id", t->id, "topic", s->topic_tasks, "partition",
+                               (int) d.partition, "offset", (json_int_t) d.offset, "task_sha256", sha);
         cleanup_free char *line = o ? json_dumps (o, JSON_COMPACT) : NULL;
         json_decref (o);
         if (line == NULL)

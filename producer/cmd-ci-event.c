@@ -33,7 +33,8 @@ static const kiwi_opt ci_opts[] = {
     { OPT_SECRET_FILE, "secret-file", 0, "FILE", "webhook secret from a file (default: KIWI_CI_WEBHOOK_SECRET)" },
     { OPT_INSECURE, "insecure-no-secret", 0, NULL,
       "with --listen and no secret: accept unsigned webhooks (anyone who can reach the port submits tasks)" },
-    { OPT_JSON, "json", 0, NULL, "print {\"id\", \"topic\", \"partition\", \"offset\"} (or {\"status\": \"ignored\", ...})" },
+    { OPT_JSON, "json", 0, NULL,
+      "print {\"id\", \"topic\", \"partition\", \"offset\", \"task_sha256\"} (or {\"status\": \"ignored\", ...})" },
     { OPT_DRY_RUN, "dry-run", 0, NULL, "print the task as JSON; produce nothing (not with --listen)" },
     { 0, NULL, 0, NULL, NULL },
 };
@@ -66,8 +67,11 @@ const kiwi_cmd kiwi_cmd_ci_event_def = {
       "that completed with conclusion \"failure\", produces a task: repository.clone_url at the head\n"
       "commit, the CI details as ci_context, the test command from --test (else KIWI_CI_TEST_COMMAND),\n"
       "the goal from --goal (else KIWI_CI_GOAL, default \"" KIWI_CI_GOAL_DEFAULT "\").\n"
-      "The task id comes from the event (gh-run-<run id>-<attempt>, gh-check-<check run id>), so a\n"
-      "redelivered webhook is the same task. Any other event is ignored, said so on stderr, exit 0.\n"
+      "The task id comes from the event (gh-run-<run id>-<attempt>-<tag>, gh-check-<check run id>-<tag>),\n"
+      "so a redelivered webhook is the same task; the tag is keyed with the webhook secret (given one)\n"
+      "and binds the id to the repository and commit, so that no producer can take the id first.\n"
+      "--json prints the task's task_sha256 too, for kiwi wait --task-sha256. Any other event is\n"
+      "ignored, said so on stderr, exit 0.\n"
       "\n"
       "With --listen it serves HTTP/1.1: POST (any path) with the payload as the body and the\n"
       "X-GitHub-Event header. The X-Hub-Signature-256 header must match the secret\n"
@@ -75,7 +79,7 @@ const kiwi_cmd kiwi_cmd_ci_event_def = {
       "start unless --insecure-no-secret is given (then a warning is logged). A delivery already\n"
       "turned into a task (the same X-GitHub-Delivery, or the same task id, among the last\n"
       "4096) is not produced again. Answers:\n"
-      "202 {\"status\":\"accepted\",\"id\",...} once the broker acknowledged the task, 200\n"
+      "202 {\"status\":\"accepted\",\"id\",...,\"task_sha256\"} once the broker acknowledged the task, 200\n"
       "{\"status\":\"duplicate\",\"reason\":\"duplicate delivery\",\"id\"} for a redelivery, 200\n"
       "{\"status\":\"ignored\",\"reason\"} for other events, 400 malformed, 401 bad signature, 413 body\n"
       "over KIWI_CI_MAX_BODY, 503 not delivered. GET /healthz answers 200. The first line on stdout\n"
@@ -136,6 +140,10 @@ one_event (ci_cmd *cc, const char *path, const char *event, bool json, bool dry_
         }
         return KIWI_EXIT_OK;
     }
+    if (cc->secret == NULL && cc->base.id == NULL)
+        kiwi_warn ("ci-event: no webhook secret (KIWI_CI_WEBHOOK_SECRET or --secret-file): task id %s is derived from "
+                   "the event alone, so a producer who knows the run, the repository and the commit can take it first",
+                   t.id);
     int code = KIWI_EXIT_OK;
     if (dry_run) {
         cleanup_free char *j = NULL;
@@ -157,6 +165,7 @@ typedef struct ci_pending {
     ci_cmd *cc;
     uint64_t conn;
     char *delivery;  /* X-GitHub-Delivery, or NULL; owned */
+    char sha[65];    /* the task's body (kiwi_task_body_sha256): its result's task_sha256 */
     char id[];
 } ci_pending;
 
@@ -187,8 +196,9 @@ on_delivery (kiwi_delivery *d, void *ctx)
                    (long long) d->offset);
         kiwi_ci_seen_add (&cc->seen, p->delivery, p->id);
         answer_json (cc->srv, p->conn, 202,
-                     json_pack ("{s:s, s:s, s:s, s:i, s:I}", "status", "accepted", "id", p->id, "topic",
-                                cc->s->topic_tasks, "partition", (int) d->partition, "offset", (json_int_t) d->offset));
+                     json_pack ("{s:s, s:s, s:s, s:i, s:I, s:s}", "status", "accepted", "id", p->id, "topic",
+                                cc->s->topic_tasks, "partition", (int) d->partition, "offset", (json_int_t) d->offset,
+                                "task_sha256", p->sha));
     } else {
         kiwi_warn ("task %s not delivered: %s", p->id, rd_kafka_err2str (d->err));
         char msg[512];
@@ -274,7 +284,7 @@ on_request (kiwi_http_server *srv, const kiwi_http_request *req, void *ctx)
     size_t len = 0;
     size_t idlen = strlen (t.id);
     ci_pending *p = calloc (1, sizeof *p + idlen + 1);
-    if (p == NULL || kiwi_task_encode (&t, &buf, &len, &err) < 0) {
+    if (p == NULL || kiwi_task_encode (&t, &buf, &len, &err) < 0 || kiwi_task_body_sha256 (&t, p->sha, &err) < 0) {
         answer_json (srv, req->conn, 500, json_pack ("{s:s}", "error", p ? kiwi_error_msg (err) : "out of memory"));
         kiwi_error_free (&err);
         free (p);
@@ -471,6 +481,9 @@ kiwi_cmd_ci_event (int argc, char **argv)
         kiwi_errorf ("ci-event: --insecure-no-secret goes with --listen");
         goto out;
     }
+
+    cc.opts.id_key = cc.secret; /* NULL: the ids' tags are unkeyed */
+    cc.opts.id_key_len = cc.secret_len;
 
     if (listen_on != NULL)
         code = listen_loop (&cc, listen_on);

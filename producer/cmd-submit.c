@@ -18,7 +18,8 @@ enum { OPT_FILE = KIWI_OPT_OWN, OPT_JSON, OPT_DRY_RUN };
 
 static const kiwi_opt submit_opts[] = {
     { OPT_FILE, "file", 0, "TASK.json", "read the task from a JSON object (- for stdin); flags override its fields" },
-    { OPT_JSON, "json", 0, NULL, "print {\"id\", \"topic\", \"partition\", \"offset\"} instead of the bare id" },
+    { OPT_JSON, "json", 0, NULL,
+      "print {\"id\", \"topic\", \"partition\", \"offset\", \"task_sha256\"} instead of the bare id" },
     { OPT_DRY_RUN, "dry-run", 0, NULL, "validate and print the task as JSON; produce nothing" },
     { 0, NULL, 0, NULL, NULL },
 };

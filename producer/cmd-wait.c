@@ -8,8 +8,11 @@
  * long-lived topic is not read from its beginning. An id without a time is
  * looked for from the beginning, and the command says so. While no result
  * (nor, with --progress, a progress event of the task) arrives for
- * stall_after seconds, it says why from the heartbeats (stall.h).
+ * stall_after seconds, it says why from the heartbeats (stall.h). With
+ * --task-sha256 only a result stamped with that task body hash is the
+ * task's: another task may have been sent under the same id (result.md).
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,13 +28,15 @@
 #include "schemas/result.h"
 #include "producer/watch.h"
 
-enum { OPT_TIMEOUT = KIWI_OPT_OWN, OPT_PROGRESS, OPT_SINCE, OPT_STATS };
+enum { OPT_TIMEOUT = KIWI_OPT_OWN, OPT_PROGRESS, OPT_SINCE, OPT_STATS, OPT_TASK_SHA256 };
 
 static const kiwi_opt wait_opts[] = {
     { OPT_TIMEOUT, "timeout", 0, "S", "give up after S seconds (exit 124); default: wait for ever" },
     { OPT_PROGRESS, "progress", 0, NULL, "print the task's progress events (JSON lines) on stderr meanwhile" },
     { OPT_SINCE, "since", 0, "TIME", "the task's submission time (ms since the epoch or 2026-12-01T19:50:00Z)" },
     { OPT_STATS, "stats", 0, NULL, "say on stderr where each topic was read from and how many messages" },
+    { OPT_TASK_SHA256, "task-sha256", 0, "HEX",
+      "take only a result stamped with this task body hash (task_sha256 of submit/ci-event --json)" },
     { 0, NULL, 0, NULL, NULL },
 };
 
@@ -60,7 +65,10 @@ const kiwi_cmd kiwi_cmd_wait_def = {
                    "its outcome. The submission time is --since, else the time in an id made by kiwi\n"
                    "(kiwi-20261129T221422.123Z-...), less clock_skew seconds; an id without a time is looked\n"
                    "for from the topic's beginning (said on stderr). The first result wins if a task has\n"
-                   "several. A results topic that does not exist yet is waited for. When nothing moved for\n"
+                   "several. With --task-sha256 (printed by submit --json and ci-event --json) a result is\n"
+                   "taken only when its task_sha256 says it answers that very task: one for another task under\n"
+                   "the same id, or one without the stamp, is said on stderr and passed over.\n"
+                   "A results topic that does not exist yet is waited for. When nothing moved for\n"
                    "stall_after seconds, the heartbeats topic tells why on stderr (no worker heartbeat, no\n"
                    "worker up, or every worker degraded, with the reasons), and with a worker up the broker's\n"
                    "consumer groups (none reads the tasks topic, or its group is rebalancing), once per change.",
@@ -74,9 +82,11 @@ key_is (const rd_kafka_message_t *m, const char *id)
     return m->key != NULL && m->key_len == strlen (id) && memcmp (m->key, id, m->key_len) == 0;
 }
 
-/* One results-topic message: < 0 not ours, else the exit status. */
+/* One results-topic message: < 0 not ours, else the exit status. With
+ * `sha` (--task-sha256), a result of the id whose task_sha256 is not `sha`
+ * answers another task: said, and not ours. */
 static int
-on_result (const rd_kafka_message_t *m, const char *id)
+on_result (const rd_kafka_message_t *m, const char *id, const char *sha)
 {
     /* Results are keyed by task id; a keyless one is decoded to check. */
     if (m->key != NULL && !key_is (m, id))
@@ -94,6 +104,15 @@ on_result (const rd_kafka_message_t *m, const char *id)
         return KIWI_EXIT_FAILURE;
     }
     if (strcmp (r.task_id, id) != 0) {
+        kiwi_result_clear (&r);
+        return -1;
+    }
+    if (sha != NULL && (r.task_sha256 == NULL || strcmp (r.task_sha256, sha) != 0)) {
+        kiwi_warn ("wait: a result of task id %s (%s [%d] at offset %lld, %s) answers %s: passed over", id,
+                   rd_kafka_topic_name (m->rkt), (int) m->partition, (long long) m->offset,
+                   kiwi_result_status_name (r.status),
+                   r.task_sha256 ? "another task under the same id (its task_sha256 differs)"
+                                 : "a task it does not name (no task_sha256)");
         kiwi_result_clear (&r);
         return -1;
     }
@@ -150,6 +169,8 @@ kiwi_cmd_wait (int argc, char **argv)
 
     unsigned long long timeout_s = 0;
     bool progress = false, stats = false;
+    char sha_buf[65];
+    const char *sha = NULL;
     int64_t since = -1;
     code = KIWI_EXIT_USAGE;
     for (size_t i = 0; i < args.n_opts; i++) {
@@ -158,6 +179,16 @@ kiwi_cmd_wait (int argc, char **argv)
             progress = true;
         else if (a->id == OPT_STATS)
             stats = true;
+        else if (a->id == OPT_TASK_SHA256) {
+            if (strlen (a->value) != 64 || strspn (a->value, "0123456789abcdefABCDEF") != 64) {
+                kiwi_errorf ("wait: --task-sha256: `%s` is not 64 hex digits", a->value);
+                goto out;
+            }
+            for (size_t k = 0; k < 64; k++) /* results carry it in lower case */
+                sha_buf[k] = (char) tolower ((unsigned char) a->value[k]);
+            sha_buf[64] = '\0';
+            sha = sha_buf;
+        }
         else if (a->id == OPT_SINCE && kiwi_time_parse (a->value, &since) < 0) {
             kiwi_errorf ("wait: --since: `%s` is not a time (ms since the epoch, or 2026-12-01T19:50:00Z)", a->value);
             goto out;
@@ -233,7 +264,7 @@ kiwi_cmd_wait (int argc, char **argv)
             const char *t = rd_kafka_topic_name (m->rkt);
             if (strcmp (t, s.topic_results) == 0) {
                 n_read++;
-                code = on_result (m, id);
+                code = on_result (m, id, sha);
             }
             else if (progress && on_progress (m, id))
                 kiwi_stall_moved (&st, kiwi_mono_ms ());

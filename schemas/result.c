@@ -58,7 +58,20 @@ kiwi_result_clear (kiwi_result *r)
     free (r->worker_id);
     free (r->diff_sha256);
     free (r->diff_location);
+    free (r->task_sha256);
     kiwi_result_init (r);
+}
+
+/* A 64-character field (R_SHA256) in lowercase hex. */
+static int
+check_sha256 (const char *field, const char *v, kiwi_error_t *err)
+{
+    if (kiwi__check_str ("result", field, v, &R_SHA256, err) < 0)
+        return -1;
+    for (const char *p = v; p && *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return kiwi__fail (err, "result", field, "not lowercase hex");
+    return 0;
 }
 
 /* Checks every rule of result.md, including that diff is present exactly
@@ -84,12 +97,10 @@ kiwi_result_validate (const kiwi_result *r, kiwi_error_t *err)
         || kiwi__check_str ("result", "worker_id", r->worker_id, &R_WORKER_ID, err) < 0
         || kiwi__check_i64 ("result", "finished_at", r->finished_at, KIWI__TS_MIN, KIWI__TS_MAX, err) < 0)
         return -1;
-    if (kiwi__check_str ("result", "diff_sha256", r->diff_sha256, &R_SHA256, err) < 0
-        || kiwi__check_str ("result", "diff_location", r->diff_location, &R_LOCATION, err) < 0)
+    if (check_sha256 ("diff_sha256", r->diff_sha256, err) < 0
+        || kiwi__check_str ("result", "diff_location", r->diff_location, &R_LOCATION, err) < 0
+        || check_sha256 ("task_sha256", r->task_sha256, err) < 0)
         return -1;
-    for (const char *p = r->diff_sha256; p && *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return kiwi__fail (err, "result", "diff_sha256", "not lowercase hex");
     if (r->diff_truncated && r->diff == NULL)
         return kiwi__fail (err, "result", "diff_truncated", "only allowed with a diff (status fixed)");
     if (r->diff_truncated && r->diff_bytes < strlen (r->diff))
@@ -125,6 +136,7 @@ kiwi_result_encode (const kiwi_result *r, char **out, size_t *out_len, kiwi_erro
     }
     kiwi__enc_kstr (&e, "diff_sha256", r->diff_sha256);
     kiwi__enc_kstr (&e, "diff_location", r->diff_location);
+    kiwi__enc_kstr (&e, "task_sha256", r->task_sha256);
     kiwi__enc_map_end (&e);
     return kiwi__enc_finish (&e, "result", out, out_len, err);
 }
@@ -158,7 +170,8 @@ decode_fields (const kiwi__map *root, kiwi_result *r, kiwi_error_t *err)
         || kiwi__read_bool (root, "diff_truncated", &r->diff_truncated, &present, err) < 0
         || kiwi__read_u64 (root, "diff_bytes", &r->diff_bytes, &present, err) < 0
         || kiwi__read_str (root, "diff_sha256", &r->diff_sha256, err) < 0
-        || kiwi__read_str (root, "diff_location", &r->diff_location, err) < 0)
+        || kiwi__read_str (root, "diff_location", &r->diff_location, err) < 0
+        || kiwi__read_str (root, "task_sha256", &r->task_sha256, err) < 0)
         return -1;
     return 0;
 }
@@ -204,6 +217,7 @@ kiwi_result_to_json (const kiwi_result *r, char **out, kiwi_error_t *err)
     }
     kiwi__json_kstr (&j, "diff_sha256", r->diff_sha256);
     kiwi__json_kstr (&j, "diff_location", r->diff_location);
+    kiwi__json_kstr (&j, "task_sha256", r->task_sha256);
     kiwi__json_object_end (&j);
     return kiwi__json_finish (&j, "result", out, err);
 }

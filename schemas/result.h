@@ -65,6 +65,9 @@ typedef struct kiwi_result {
     uint64_t diff_bytes;       /* the whole diff's size; set with diff_truncated */
     char *diff_sha256;         /* the whole diff's SHA-256, 64 lowercase hex, or NULL */
     char *diff_location;       /* where the whole diff is, <= 4096 bytes, or NULL */
+    /* optional: kiwi_task_body_sha256 of the task this result answers (64
+     * lowercase hex), stamped by the worker; NULL from older workers */
+    char *task_sha256;
 } kiwi_result;
 
 void kiwi_result_init (kiwi_result *r);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sha256.h"
 #include "schemas/wire-internal.h"
 
 static const char *const provider_names[] = {
@@ -357,4 +358,18 @@ kiwi_task_to_json (const kiwi_task *t, char **out, kiwi_error_t *err)
     kiwi__json_kstr (&j, "batch_id", t->batch_id);
     kiwi__json_object_end (&j);
     return kiwi__json_finish (&j, "task", out, err);
+}
+
+int
+kiwi_task_body_sha256 (const kiwi_task *t, char out[65], kiwi_error_t *err)
+{
+    kiwi_task body = *t; /* borrows every string; not cleared */
+    body.submitted_at = 0;
+    body.source = NULL;
+    char *json = NULL;
+    if (kiwi_task_to_json (&body, &json, err) < 0)
+        return -1;
+    kiwi_sha256_hex (json, out);
+    free (json);
+    return 0;
 }

@@ -120,4 +120,13 @@ int kiwi_task_decode (const char *buf, size_t len, kiwi_task *out, kiwi_error_t 
  * optional ones left out. *out is malloc'd; the caller frees it. */
 int kiwi_task_to_json (const kiwi_task *t, char **out, kiwi_error_t *err);
 
+/* The identity of a task's body: sha256 (64 lowercase hex) of its JSON
+ * rendering (kiwi_task_to_json) without submitted_at and source, which
+ * change when the same task is submitted again. The worker keeps it in the
+ * finished record (telling a redelivery from a different task reusing the
+ * id) and stamps it on the task's result as `task_sha256`; a producer
+ * computes it from the task it sent, and a follower compares the two
+ * (result.md). Returns 0, or < 0 with *err set. */
+int kiwi_task_body_sha256 (const kiwi_task *t, char out[65], kiwi_error_t *err);
+
 #endif

@@ -34,7 +34,7 @@ fixture (const char *name, size_t *len)
     return text;
 }
 
-static const kiwi_ci_options plain = { "npm test", KIWI_CI_GOAL_DEFAULT, NULL };
+static const kiwi_ci_options plain = { .test_command = "npm test", .goal_template = KIWI_CI_GOAL_DEFAULT };
 
 static void
 test_workflow_run_failure (void **state)
@@ -46,7 +46,7 @@ test_workflow_run_failure (void **state)
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_ci_event_to_task ("workflow_run", body, len, &plain, &t, &why, &err), KIWI_CI_TASK);
     assert_null (why);
-    assert_string_equal (t.id, "gh-run-7065301437-2");
+    assert_string_equal (t.id, "gh-run-7065301437-2-3562f6b24dc8a23b");
     assert_string_equal (t.repo.url, "https://github.com/acme/widgets.git");
     assert_string_equal (t.repo.ref, SHA);
     assert_null (t.repo.subdir);
@@ -69,7 +69,7 @@ test_workflow_run_failure (void **state)
 
     /* the event is recognised without its name, too */
     assert_int_equal (kiwi_ci_event_to_task (NULL, body, len, &plain, &t, &why, &err), KIWI_CI_TASK);
-    assert_string_equal (t.id, "gh-run-7065301437-2");
+    assert_string_equal (t.id, "gh-run-7065301437-2-3562f6b24dc8a23b");
     kiwi_task_clear (&t);
     free (body);
 }
@@ -84,11 +84,13 @@ test_check_run_failure (void **state)
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_task_input_set (&base, KIWI_TF_MAX_ROUNDS, "3", "--max-rounds", &err), 0);
     assert_int_equal (kiwi_task_input_set (&base, KIWI_TF_CRED, "NPM_TOKEN", "--cred", &err), 0);
-    kiwi_ci_options o = { "npm ci && npm test", "{name} failed on {branch} ({repo}, {event}): see {url}", &base };
+    kiwi_ci_options o = { .test_command = "npm ci && npm test",
+                          .goal_template = "{name} failed on {branch} ({repo}, {event}): see {url}",
+                          .base = &base };
     kiwi_task t;
     char *why = NULL;
     assert_int_equal (kiwi_ci_event_to_task ("check_run", body, len, &o, &t, &why, &err), KIWI_CI_TASK);
-    assert_string_equal (t.id, "gh-check-19398730211");
+    assert_string_equal (t.id, "gh-check-19398730211-49cb0229348f4d1f");
     assert_string_equal (t.repo.url, "https://github.com/acme/widgets.git");
     assert_string_equal (t.repo.ref, SHA);
     assert_string_equal (t.test_command, "npm ci && npm test");
@@ -119,7 +121,7 @@ test_flags_win (void **state)
     assert_int_equal (kiwi_task_input_set (&base, KIWI_TF_ID, "my-own-id", "--id", &err), 0);
     assert_int_equal (kiwi_task_input_set (&base, KIWI_TF_TEST, "make ci", "--test", &err), 0);
     assert_int_equal (kiwi_task_input_set (&base, KIWI_TF_GOAL, "just fix it", "--goal", &err), 0);
-    kiwi_ci_options o = { "ignored: the flag wins", KIWI_CI_GOAL_DEFAULT, &base };
+    kiwi_ci_options o = { .test_command = "ignored: the flag wins", .goal_template = KIWI_CI_GOAL_DEFAULT, .base = &base };
     kiwi_task t;
     char *why = NULL;
     assert_int_equal (kiwi_ci_event_to_task ("check_run", body, len, &o, &t, &why, &err), KIWI_CI_TASK);
@@ -351,6 +353,70 @@ test_seen_ring (void **state)
     kiwi_ci_seen_clear (&s);
 }
 
+/* The id's tag: the first 64 bits of HMAC-SHA256(secret, M) (of SHA-256(M)
+ * without a secret), M = "kiwi-ci-task-id", the base id, the clone URL and
+ * the commit, each ended by a NUL; the vectors were computed apart with
+ * Python's hmac and hashlib. */
+static void
+test_task_id_derivation (void **state)
+{
+    static const char secret[] = "It's a Secret to Everybody";
+    static const char url[] = "https://github.com/acme/widgets.git";
+    char a[160], b[160];
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-2", url, SHA, a, sizeof a, &err), 0);
+    assert_string_equal (a, "gh-run-7065301437-2-8147e440f255e40a");
+    assert_int_equal (kiwi_ci_task_id (NULL, 0, "gh-run-7065301437-2", url, SHA, b, sizeof b, &err), 0);
+    assert_string_equal (b, "gh-run-7065301437-2-3562f6b24dc8a23b");
+    /* the same event again: the same id */
+    assert_int_equal (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-2", url, SHA, b, sizeof b, &err), 0);
+    assert_string_equal (a, b);
+    /* another repository, commit, run, attempt or secret: another id */
+    assert_int_equal (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-2",
+                                       "https://github.com/mallory/widgets.git", SHA, b, sizeof b, &err),
+                      0);
+    assert_string_not_equal (a, b);
+    assert_int_equal (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-2", url,
+                                       "0000000000000000000000000000000000000000", b, sizeof b, &err),
+                      0);
+    assert_string_not_equal (a, b);
+    assert_int_equal (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-3", url, SHA, b, sizeof b, &err), 0);
+    assert_true (strncmp (b, "gh-run-7065301437-3-", 20) == 0);
+    assert_string_not_equal (a + 20, b + 20);
+    assert_int_equal (kiwi_ci_task_id ("another secret", 14, "gh-run-7065301437-2", url, SHA, b, sizeof b, &err), 0);
+    assert_string_not_equal (a, b);
+    /* the parts cannot slide into one another */
+    assert_int_equal (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-2", url, SHA, a, sizeof a, &err), 0);
+    assert_int_equal (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-2",
+                                       "https://github.com/acme/widgets.git" SHA, "", b, sizeof b, &err),
+                      0);
+    assert_string_not_equal (a, b);
+    /* no room: an error, not a cut id */
+    assert_true (kiwi_ci_task_id (secret, strlen (secret), "gh-run-7065301437-2", url, SHA, b, 30, &err) < 0);
+    assert_non_null (strstr (kiwi_error_msg (err), "too long"));
+    kiwi_error_free (&err);
+
+    /* through the event: with the secret, the keyed id; an event naming
+     * another repository under the same run gets another id */
+    size_t len;
+    char *body = fixture ("workflow_run.completed.failure.json", &len);
+    kiwi_ci_options o = { "npm test", KIWI_CI_GOAL_DEFAULT, NULL, secret, strlen (secret) };
+    kiwi_task t;
+    char *why = NULL;
+    assert_int_equal (kiwi_ci_event_to_task ("workflow_run", body, len, &o, &t, &why, &err), KIWI_CI_TASK);
+    assert_string_equal (t.id, "gh-run-7065301437-2-8147e440f255e40a");
+    kiwi_task_clear (&t);
+    char *at = strstr (body, "https://github.com/acme/widgets.git");
+    assert_non_null (at);
+    memcpy (at + strlen ("https://github.com/"), "evil", 4); /* acme -> evil */
+    assert_int_equal (kiwi_ci_event_to_task ("workflow_run", body, len, &o, &t, &why, &err), KIWI_CI_TASK);
+    assert_string_equal (t.repo.url, "https://github.com/evil/widgets.git");
+    assert_true (strncmp (t.id, "gh-run-7065301437-2-", 20) == 0);
+    assert_string_not_equal (t.id, "gh-run-7065301437-2-8147e440f255e40a");
+    kiwi_task_clear (&t);
+    free (body);
+}
+
 int
 main (void)
 {
@@ -364,6 +430,7 @@ main (void)
         cmocka_unit_test (test_signature_vector),
         cmocka_unit_test (test_signature_refusals),
         cmocka_unit_test (test_seen_ring),
+        cmocka_unit_test (test_task_id_derivation),
     };
     return cmocka_run_group_tests_name ("cli_ci", tests, NULL, NULL);
 }

@@ -219,10 +219,15 @@ test_listener_with_secret (void **state)
         fail_msg ("status %ld: %s", r.status, r.body);
     json_t *o = json_loads (r.body, 0, NULL);
     assert_string_equal (json_string_value (json_object_get (o, "status")), "accepted");
-    assert_string_equal (json_string_value (json_object_get (o, "id")), "gh-run-7065301437-2");
+    assert_string_equal (json_string_value (json_object_get (o, "id")), "gh-run-7065301437-2-8147e440f255e40a");
     assert_string_equal (json_string_value (json_object_get (o, "topic")), topic);
     assert_true (json_integer_value (json_object_get (o, "partition")) >= 0);
     assert_true (json_is_integer (json_object_get (o, "offset")));
+    /* the body's hash, for a follower's kiwi wait --task-sha256 */
+    char wr_sha[65];
+    assert_non_null (json_string_value (json_object_get (o, "task_sha256")));
+    snprintf (wr_sha, sizeof wr_sha, "%s", json_string_value (json_object_get (o, "task_sha256")));
+    assert_int_equal (strlen (wr_sha), 64);
     json_decref (o);
 
     /* the same delivery again (GitHub's redelivery): 200 duplicate, not produced */
@@ -230,7 +235,7 @@ test_listener_with_secret (void **state)
     if (r.status != 200)
         fail_msg ("status %ld: %s", r.status, r.body);
     assert_string_equal (r.body, "{\"status\":\"duplicate\",\"reason\":\"duplicate delivery\",\"id\":"
-                                 "\"gh-run-7065301437-2\"}\n");
+                                 "\"gh-run-7065301437-2-8147e440f255e40a\"}\n");
     /* the same event under another delivery id: the same task, not produced again */
     r = post (url, "workflow_run", sig, wr, wlen);
     assert_int_equal (r.status, 200);
@@ -243,7 +248,7 @@ test_listener_with_secret (void **state)
     sign (SECRET, cr, clen, sig);
     r = post (url, "check_run", sig, cr, clen);
     assert_int_equal (r.status, 202);
-    assert_non_null (strstr (r.body, "\"id\":\"gh-check-19398730211\""));
+    assert_non_null (strstr (r.body, "\"id\":\"gh-check-19398730211-41757c91f49023de\""));
 
     /* badly signed: signed with another secret, or a changed body */
     sign ("not the secret", wr, wlen, sig);
@@ -320,9 +325,13 @@ test_listener_with_secret (void **state)
         assert_string_equal (t.test_command, "npm ci && npm test");
         assert_int_equal (t.limits.max_rounds, 6);
         assert_string_equal (t.source, "ci-event");
-        if (strcmp (t.id, "gh-run-7065301437-2") == 0)
+        if (strcmp (t.id, "gh-run-7065301437-2-8147e440f255e40a") == 0) {
             seen |= 1;
-        if (strcmp (t.id, "gh-check-19398730211") == 0) {
+            char sha[65];
+            assert_int_equal (kiwi_task_body_sha256 (&t, sha, &e), 0);
+            assert_string_equal (sha, wr_sha); /* what the worker will stamp on its result */
+        }
+        if (strcmp (t.id, "gh-check-19398730211-41757c91f49023de") == 0) {
             seen |= 2;
             assert_non_null (strstr (t.ci_context, "Expected: 3"));
         }
@@ -357,7 +366,7 @@ test_listener_without_secret (void **state)
     char *wr = fixture ("workflow_run.completed.failure.json", &wlen);
     reply r = post (base, NULL, NULL, wr, wlen); /* no event header: recognised from the payload */
     assert_int_equal (r.status, 202);
-    assert_non_null (strstr (r.body, "gh-run-7065301437-2"));
+    assert_non_null (strstr (r.body, "gh-run-7065301437-2-3562f6b24dc8a23b")); /* unkeyed */
     kill (pid, SIGINT);
     assert_int_equal (cli_wait (pid, 20000), 0);
     char *log = cli_slurp (err_fd, 2000);
@@ -378,7 +387,7 @@ test_one_event_from_file (void **state)
     char *out = NULL, *err = NULL;
     assert_int_equal (cli_run (argv, NULL, 0, &out, &err, 60), 0);
     json_t *o = json_loads (out, 0, NULL);
-    assert_string_equal (json_string_value (json_object_get (o, "id")), "gh-check-19398730211");
+    assert_string_equal (json_string_value (json_object_get (o, "id")), "gh-check-19398730211-49cb0229348f4d1f");
     json_decref (o);
     free (out), free (err);
 

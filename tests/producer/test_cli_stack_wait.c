@@ -6,7 +6,8 @@
  * the task's progress events on stderr; a wait where nothing moves says
  * why from the heartbeats (none, or every worker degraded with its reason)
  * and, with a worker up, from the consumer groups (none reads the tasks
- * topic; one that does silences it).
+ * topic; one that does silences it); with --task-sha256 only the result
+ * stamped with that task body hash is taken.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,15 +33,17 @@ need_broker (void)
     KIWI_NEED (cli_broker_up (), "kafka at %s", cli_brokers ());
 }
 
-/* Produces a result for task_id with status s; *json receives its JSON. */
+/* Produces a result for task_id with status s, stamped with task_sha256
+ * (NULL: none); *json receives its JSON. */
 static void
-produce_result (const char *topic, const char *task_id, kiwi_result_status s, char **json)
+produce_stamped (const char *topic, const char *task_id, kiwi_result_status s, const char *task_sha256, char **json)
 {
     kiwi_result r;
     kiwi_result_init (&r);
     sample_result_not_fixed (&r);
     free (r.task_id);
     r.task_id = strdup (task_id);
+    r.task_sha256 = task_sha256 ? strdup (task_sha256) : NULL;
     r.status = s;
     free (r.diff);
     r.diff = s == KIWI_RESULT_FIXED ? strdup ("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-1\n+2\n") : NULL;
@@ -54,6 +57,12 @@ produce_result (const char *topic, const char *task_id, kiwi_result_status s, ch
     cli_produce (topic, task_id, buf, len);
     free (buf);
     kiwi_result_clear (&r);
+}
+
+static void
+produce_result (const char *topic, const char *task_id, kiwi_result_status s, char **json)
+{
+    produce_stamped (topic, task_id, s, NULL, json);
 }
 
 static void
@@ -259,6 +268,48 @@ test_stall_says_why (void **state)
     free (out), free (err), free (results), free (hbs), free (tasks);
 }
 
+/* --task-sha256: results of the id for another task (another stamp, or
+ * none) come first and are passed over, said on stderr; the one stamped
+ * with the given hash is the answer. A malformed hash is a usage error. */
+static void
+test_task_sha256 (void **state)
+{
+    need_broker ();
+    char *topic = kiwi_test_unique ("kiwi.test.cli.waitsha");
+    static const char mine[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    static const char theirs[] = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+    char *json = NULL;
+    produce_stamped (topic, "gh-run-1-1", KIWI_RESULT_FIXED, NULL, NULL);
+    produce_stamped (topic, "gh-run-1-1", KIWI_RESULT_FIXED, theirs, NULL);
+    produce_stamped (topic, "gh-run-1-1", KIWI_RESULT_ERROR, mine, &json);
+    /* upper case is the same hash */
+    const char *argv[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "--timeout", "30",
+                           "--task-sha256", "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff",
+                           "gh-run-1-1", NULL };
+    char *out = NULL, *err = NULL;
+    int rc = cli_run (argv, NULL, 0, &out, &err, 60);
+    if (rc != 16)
+        fail_msg ("exit %d, want 16 (error)\n%s", rc, err);
+    size_t jl = strlen (json);
+    assert_memory_equal (out, json, jl);
+    assert_string_equal (out + jl, "\n");
+    assert_non_null (strstr (err, "a task it does not name (no task_sha256): passed over"));
+    assert_non_null (strstr (err, "another task under the same id (its task_sha256 differs): passed over"));
+    free (out), free (err), free (json);
+
+    /* without it, the first result of the id is taken, as before */
+    const char *argv2[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "--timeout", "30",
+                            "gh-run-1-1", NULL };
+    assert_int_equal (cli_run (argv2, NULL, 0, &out, &err, 60), 0);
+    free (out), free (err);
+
+    const char *argv3[] = { "wait", "--brokers", cli_brokers (), "--results-topic", topic, "--task-sha256", "abc",
+                            "gh-run-1-1", NULL };
+    assert_int_equal (cli_run (argv3, NULL, 0, &out, &err, 60), 2);
+    assert_non_null (strstr (err, "wait: --task-sha256: `abc` is not 64 hex digits"));
+    free (out), free (err), free (topic);
+}
+
 int
 main (void)
 {
@@ -267,6 +318,7 @@ main (void)
         cmocka_unit_test (test_result_after_the_wait_started),
         cmocka_unit_test (test_wait_times_out),
         cmocka_unit_test (test_undecodable_result),
+        cmocka_unit_test (test_task_sha256),
         cmocka_unit_test (test_stall_says_why),
     };
     return kiwi_run_group ("cli_stack_wait", tests, NULL, NULL);

@@ -248,11 +248,35 @@ test_truncated_diff_fields (void **state)
     kiwi_result_clear (&r);
 }
 
+/* task_sha256: optional, written only when set (an older result encodes
+ * as before), round-tripped, rendered, checked. */
+static void
+test_task_sha256 (void **state)
+{
+    kiwi_result r;
+    kiwi_error_t err = NULL;
+    char *json = NULL;
+    kiwi_result_init (&r);
+    sample_result_not_fixed (&r);
+    r.task_sha256 = xstrdup ("fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210");
+    roundtrip_result (&r);
+    expect_ok (kiwi_result_to_json (&r, &json, &err), &err);
+    assert_non_null (strstr (json, ",\"task_sha256\":\"fedcba98"));
+    free (json);
+    r.task_sha256[63] = 'G';
+    expect_encode_refused_result (&r, "result.task_sha256: not lowercase hex");
+    free (r.task_sha256);
+    r.task_sha256 = xstrdup ("fedcba");
+    expect_encode_refused_result (&r, "result.task_sha256: shorter than 64 bytes");
+    kiwi_result_clear (&r);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_truncated_diff_fields),
+        cmocka_unit_test (test_task_sha256),
         cmocka_unit_test (test_roundtrip),
         cmocka_unit_test (test_every_status),
         cmocka_unit_test (test_diff_iff_fixed),

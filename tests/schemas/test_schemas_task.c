@@ -596,6 +596,49 @@ test_to_json (void **state)
     kiwi_task_clear (&t);
 }
 
+/* The body's identity: the same after an encode/decode round trip (what a
+ * producer computes is what the worker computes), blind to submitted_at
+ * and source, changed by any other field. */
+static void
+test_body_sha256 (void **state)
+{
+    kiwi_task t, back;
+    kiwi_task_init (&t);
+    sample_task_full (&t);
+    char a[65], b[65];
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_task_body_sha256 (&t, a, &err), 0);
+    assert_int_equal (strlen (a), 64);
+    for (const char *p = a; *p; p++)
+        assert_true ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'));
+    char *buf = NULL;
+    size_t len = 0;
+    assert_int_equal (kiwi_task_encode (&t, &buf, &len, &err), 0);
+    assert_int_equal (kiwi_task_decode (buf, len, &back, &err), 0);
+    free (buf);
+    assert_int_equal (kiwi_task_body_sha256 (&back, b, &err), 0);
+    assert_string_equal (a, b);
+    kiwi_task_clear (&back);
+    /* the same task submitted again (another time, another source) */
+    t.submitted_at += 1000;
+    free (t.source);
+    t.source = xstrdup ("ci-event");
+    assert_int_equal (kiwi_task_body_sha256 (&t, b, &err), 0);
+    assert_string_equal (a, b);
+    /* a different task under the same id */
+    free (t.goal);
+    t.goal = xstrdup ("something else");
+    assert_int_equal (kiwi_task_body_sha256 (&t, b, &err), 0);
+    assert_string_not_equal (a, b);
+    kiwi_task_clear (&t);
+    kiwi_task_init (&t);
+    sample_task_full (&t);
+    t.limits.disk_mb = 64;
+    assert_int_equal (kiwi_task_body_sha256 (&t, b, &err), 0);
+    assert_string_not_equal (a, b);
+    kiwi_task_clear (&t);
+}
+
 int
 main (void)
 {
@@ -619,6 +662,7 @@ main (void)
         cmocka_unit_test (test_encode_validates),
         cmocka_unit_test (test_decode_failure_leaves_nothing),
         cmocka_unit_test (test_to_json),
+        cmocka_unit_test (test_body_sha256),
     };
     return cmocka_run_group_tests_name ("schemas_task", tests, base_setup_task, base_teardown);
 }

@@ -181,7 +181,7 @@ same_body (const kiwi__daemon_decide_ctx *c, const char *stored, char mine[65])
         kiwi_error_free (&err);
         return true;
     }
-    int rc = kiwi_policy_task_hash (&t, mine, &err);
+    int rc = kiwi_task_body_sha256 (&t, mine, &err);
     kiwi_task_clear (&t);
     kiwi_error_free (&err);
     return rc < 0 || strcmp (mine, stored) == 0;
@@ -207,6 +207,7 @@ refuse_reused_id (kiwi__daemon *d, kiwi__daemon_decide_ctx *c, const char *mine,
     r.reason = reason;
     r.worker_id = d->cfg->worker_id;
     r.finished_at = kiwi_wall_ms ();
+    r.task_sha256 = (char *) mine; /* this delivery's body: its producer's follower takes this answer */
     char *buf = NULL;
     size_t len = 0;
     kiwi_error_t err = NULL;

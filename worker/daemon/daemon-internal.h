@@ -106,7 +106,7 @@ typedef struct kiwi__daemon_slot {
     bool revoked; /* its partition went elsewhere: publish, never commit */
     bool leased;
     bool lease_lost; /* its lease ended while its result was being published (said once) */
-    char hash[65]; /* kiwi_policy_task_hash of the task, kept in its finished record */
+    char hash[65]; /* kiwi_task_body_sha256 of the task ("": unknown): its finished record's, its result's */
     int64_t started_ms; /* kiwi_mono_ms when its task process started, for the duration */
     unsigned generation; /* tells delivery reports of an old occupant apart */
     ev_timer retry;      /* the result produced again after a failed delivery */

@@ -34,6 +34,7 @@
 
 static void finish_slot (kiwi__daemon *d, kiwi__daemon_slot *s);
 static void publish_result (kiwi__daemon *d, kiwi__daemon_slot *s);
+static void stamp_task_sha256 (kiwi__daemon_slot *s);
 static void result_not_delivered (kiwi__daemon *d, kiwi__daemon_slot *s, const char *why);
 static void result_too_large (kiwi__daemon *d, kiwi__daemon_slot *s, size_t len, const char *why);
 
@@ -183,6 +184,7 @@ on_frame (int type, const char *body, size_t len, void *ud)
         memcpy (s->result, body, len);
         s->result_len = len;
         s->have_result = true;
+        stamp_task_sha256 (s);
     } else if (type == KIWI_FRAME_SANDBOX) {
         if (kiwi_frame_sandbox_parse (body, len, s->install_address, sizeof s->install_address, s->install_command,
                                       sizeof s->install_command)
@@ -287,6 +289,39 @@ io_cb (struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
+/* Writes the task's body hash into the result its process sent
+ * (`task_sha256`, result.md), so that a follower can tell it is the answer
+ * to the task it submitted. A result that does not decode is left as it
+ * came. */
+static void
+stamp_task_sha256 (kiwi__daemon_slot *s)
+{
+    if (s->hash[0] == '\0')
+        return;
+    kiwi_result r;
+    kiwi_error_t err = NULL;
+    if (kiwi_result_decode (s->result, s->result_len, &r, &err) < 0) {
+        kiwi_error_free (&err);
+        return;
+    }
+    char *out = NULL;
+    size_t out_len = 0;
+    if (r.task_sha256 == NULL || strcmp (r.task_sha256, s->hash) != 0) {
+        free (r.task_sha256);
+        r.task_sha256 = strdup (s->hash);
+        if (r.task_sha256 == NULL || kiwi_result_encode (&r, &out, &out_len, &err) < 0)
+            kiwi_warn ("task %s: its result goes without task_sha256: %s", s->task_id,
+                       err ? kiwi_error_msg (err) : "out of memory");
+    }
+    if (out != NULL) {
+        free (s->result);
+        s->result = out; /* now owned by the slot */
+        s->result_len = out_len;
+    }
+    kiwi_error_free (&err);
+    kiwi_result_clear (&r);
+}
+
 /* Builds an error Result for a task whose process ended without one. */
 static void
 synthesize_result (kiwi__daemon *d, kiwi__daemon_slot *s, const char *reason)
@@ -299,6 +334,7 @@ synthesize_result (kiwi__daemon *d, kiwi__daemon_slot *s, const char *reason)
     r.worker_id = d->cfg->worker_id;
     r.finished_at = kiwi_wall_ms ();
     r.duration_ms = (uint64_t) (kiwi_mono_ms () - s->started_ms);
+    r.task_sha256 = s->hash[0] ? s->hash : NULL;
     kiwi_error_t err = NULL;
     free (s->result);
     s->result = NULL;
@@ -741,9 +777,10 @@ kiwi__slots_start_run (kiwi__daemon *d, char *task_id, char *raw, size_t raw_len
     kiwi_task t;
     kiwi_task_policy pol;
     kiwi_error_t err = NULL;
+    s->hash[0] = '\0';
     int ok = kiwi_task_decode (s->raw, s->raw_len, &t, &err) == 0;
     if (ok) {
-        ok = kiwi_policy_task_hash (&t, s->hash, &err) == 0 && kiwi_policy_apply (d->cfg, &t, &pol, &err) == 0;
+        ok = kiwi_task_body_sha256 (&t, s->hash, &err) == 0 && kiwi_policy_apply (d->cfg, &t, &pol, &err) == 0;
         kiwi_task_clear (&t);
     }
     if (!ok) {

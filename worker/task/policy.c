@@ -18,7 +18,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "common/sha256.h"
 
 #define REFUSE(err, ...) kiwi_error_make_code (err, KIWI_POLICY_E_REFUSED, __VA_ARGS__)
 
@@ -517,18 +516,4 @@ kiwi_policy_limits_json (const kiwi_task_policy *pol)
     if (o != NULL && l->has_session_budget_usd_micros)
         json_object_set_new (o, "session_budget_usd_micros", json_integer ((json_int_t) l->session_budget_usd_micros));
     return o;
-}
-
-int
-kiwi_policy_task_hash (const kiwi_task *task, char out[65], kiwi_error_t *err)
-{
-    kiwi_task t = *task; /* borrows every string; not cleared */
-    t.submitted_at = 0;
-    t.source = NULL;
-    char *json = NULL;
-    if (kiwi_task_to_json (&t, &json, err) < 0)
-        return -1;
-    kiwi_sha256_hex (json, out);
-    free (json);
-    return 0;
 }

@@ -68,13 +68,6 @@ int kiwi_policy_apply (const kiwi_worker_config *cfg, const kiwi_task *task, kiw
  * borrows every string of `task` (do not clear it). */
 kiwi_task kiwi_policy_task (const kiwi_task *task, const kiwi_task_policy *pol);
 
-/* The identity of a task's body, for telling a redelivery (the same task
- * again) from a different task reusing its id: sha256 (hex) of the task's
- * JSON rendering (kiwi_task_to_json) without submitted_at and source, which
- * change when the same task is submitted again. Returns 0, or < 0 with *err
- * set. */
-int kiwi_policy_task_hash (const kiwi_task *task, char out[65], kiwi_error_t *err);
-
 /* The effective limits as a JSON object for the accepted event:
  * {timeout_seconds, disk_mb, max_rounds, session_budget_tokens,
  * [session_budget_usd_micros,] memory_mb, pids}, plus git_token (whether

@@ -141,6 +141,7 @@ kiwi_result_minimal (const char *in, size_t in_len, size_t refused_len, kiwi_dif
     r.task_id = NULL;
     m.worker_id = r.worker_id;
     r.worker_id = NULL;
+    m.task_sha256 = steal_pointer (&r.task_sha256);
     m.status = r.status;
     m.rounds = r.rounds;
     m.tokens_in = r.tokens_in;

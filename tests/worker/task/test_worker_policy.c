@@ -448,34 +448,6 @@ test_credentials (void **state)
     assert_string_not_equal (decide (f, NULL), ""); /* names are exact */
 }
 
-/* ---------- task ids reused ---------- */
-
-static void
-test_task_hash (void **state)
-{
-    fixture *f = *state;
-    char a[65], b[65];
-    kiwi_error_t err = NULL;
-    f->task.submitted_at = 1000;
-    assert_int_equal (kiwi_policy_task_hash (&f->task, a, &err), 0);
-    assert_int_equal (strlen (a), 64);
-    /* the same task submitted again (another time, another source) */
-    f->task.submitted_at = 2000;
-    f->task.source = strdup ("ci-event");
-    assert_int_equal (kiwi_policy_task_hash (&f->task, b, &err), 0);
-    assert_string_equal (a, b);
-    /* a different task under the same id */
-    free (f->task.goal);
-    f->task.goal = strdup ("something else");
-    assert_int_equal (kiwi_policy_task_hash (&f->task, b, &err), 0);
-    assert_string_not_equal (a, b);
-    free (f->task.goal);
-    f->task.goal = strdup ("fix");
-    f->task.limits.disk_mb = 64;
-    assert_int_equal (kiwi_policy_task_hash (&f->task, b, &err), 0);
-    assert_string_not_equal (a, b);
-}
-
 static void
 test_check_config (void **state)
 {
@@ -534,7 +506,6 @@ main (void)
         cmocka_unit_test_setup_teardown (test_limits_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown (test_limits_clamped, setup, teardown),
         cmocka_unit_test_setup_teardown (test_credentials, setup, teardown),
-        cmocka_unit_test_setup_teardown (test_task_hash, setup, teardown),
         cmocka_unit_test_setup_teardown (test_check_config, setup, teardown),
         cmocka_unit_test (test_help_lists_settings),
     };
