@@ -37,6 +37,8 @@ kiwi_setting_accepted (const kiwi_setting_def *d, char *buf, size_t cap)
         return "host:port[,host:port...], e.g. 127.0.0.1:9092";
     case KIWI_SETTING_TYPE_TOPIC:
         return "a Kafka topic name: 1 to 249 characters of A-Z a-z 0-9 . _ -";
+    case KIWI_SETTING_TYPE_NAME:
+        return "1 to 64 characters of A-Z a-z 0-9 . _ -, the first a letter or digit";
     case KIWI_SETTING_TYPE_TEMPLATE:
         return "text with the placeholders {name} {sha} {branch} {url} {repo} {event}";
     case KIWI_SETTING_TYPE_LOGLEVEL:
@@ -113,6 +115,25 @@ check_topic (const char *v)
         return "longer than 249 characters";
     if (strcmp (v, ".") == 0 || strcmp (v, "..") == 0)
         return "\".\" and \"..\" are not topic names";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) v[i];
+        if (!(isalnum (c) || c == '.' || c == '_' || c == '-'))
+            return "invalid character";
+    }
+    return NULL;
+}
+
+/* A name that goes into file names, container names and labels as it is. */
+static const char *
+check_name (const char *v)
+{
+    size_t n = strlen (v);
+    if (n == 0)
+        return "empty";
+    if (n > 64)
+        return "longer than 64 characters";
+    if (!isalnum ((unsigned char) v[0]))
+        return "the first character is not a letter or digit";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char) v[i];
         if (!(isalnum (c) || c == '.' || c == '_' || c == '-'))
@@ -279,6 +300,8 @@ why_bad (const kiwi_setting_def *d, const char *value, kiwi_error_t *why_err)
         return check_brokers (value);
     case KIWI_SETTING_TYPE_TOPIC:
         return check_topic (value);
+    case KIWI_SETTING_TYPE_NAME:
+        return check_name (value);
     case KIWI_SETTING_TYPE_TEMPLATE:
         return check_template (value);
     case KIWI_SETTING_TYPE_LOGLEVEL:

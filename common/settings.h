@@ -67,6 +67,7 @@ typedef enum {
     KIWI_SETTING_TYPE_ADDR,     /* HOST:PORT to listen on; empty: none (stored NULL) */
     KIWI_SETTING_TYPE_BROKERS,  /* host:port[,host:port...] */
     KIWI_SETTING_TYPE_TOPIC,    /* a Kafka topic name */
+    KIWI_SETTING_TYPE_NAME,     /* a name in files, containers and labels: 1 to 64 of A-Z a-z 0-9 . _ - */
     KIWI_SETTING_TYPE_TEMPLATE, /* text with known {placeholders} only */
     KIWI_SETTING_TYPE_LOGLEVEL, /* debug, info, warn, error */
     KIWI_SETTING_TYPE_INT,      /* int64_t in [min, max] */

@@ -83,8 +83,11 @@ static void
 test_each_type (void **state)
 {
     (void) state;
-    accepts (KIWI_SETTING_WORKER_ID, "w1"); /* STR */
-    refuses (KIWI_SETTING_WORKER_ID, "", "a non-empty string");
+    accepts (KIWI_SETTING_STATE_DIR, "/var/lib/kiwi"); /* STR */
+    refuses (KIWI_SETTING_STATE_DIR, "", "a non-empty string");
+    accepts (KIWI_SETTING_WORKER_ID, "w1"); /* NAME */
+    refuses (KIWI_SETTING_WORKER_ID, "w+1", "1 to 64 characters of A-Z a-z 0-9 . _ -");
+    refuses (KIWI_SETTING_WORKER_ID, "", "1 to 64 characters");
     accepts (KIWI_SETTING_CONFIG, ""); /* PATH */
     accepts (KIWI_SETTING_CI_TEST_COMMAND, "make check"); /* TEXT */
     refuses (KIWI_SETTING_CI_TEST_COMMAND, "a\tb", "control character");
@@ -264,6 +267,46 @@ test_firecracker_rows (void **state)
     kiwi_worker_config_clear (&w);
 }
 
+/* The worker id goes into container names, labels and file names as it is:
+ * only a name's characters are taken. */
+static void
+test_worker_id_is_a_name (void **state)
+{
+    (void) state;
+    char *argv[] = { "kiwi-worker", NULL };
+    static const char *const refused[] = { "a+b", "a/../../etc", "-x", "a b", "a\tb", "", NULL };
+    for (size_t i = 0; refused[i]; i++) {
+        char var[128];
+        snprintf (var, sizeof var, "KIWI_WORKER_ID=%s", refused[i]);
+        const char *envp[] = { var, NULL };
+        kiwi_worker_config w;
+        kiwi_worker_config_init (&w);
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_worker_config_load (&w, NULL, envp, 1, argv, 1, NULL, &err), -1);
+        if (strstr (kiwi_error_msg (err), "worker.id: invalid value") == NULL)
+            fail_msg ("KIWI_WORKER_ID=%s: %s", refused[i], kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        kiwi_worker_config_clear (&w);
+    }
+    char long_id[80];
+    memset (long_id, 'a', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = '\0';
+    char var[128];
+    snprintf (var, sizeof var, "KIWI_WORKER_ID=%s", long_id);
+    const char *too_long[] = { var, NULL };
+    kiwi_worker_config w;
+    kiwi_worker_config_init (&w);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_worker_config_load (&w, NULL, too_long, 1, argv, 1, NULL, &err), -1);
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&w);
+    const char *ok[] = { "KIWI_WORKER_ID=host-1.example_2", NULL };
+    kiwi_worker_config_init (&w);
+    assert_int_equal (kiwi_worker_config_load (&w, NULL, ok, 1, argv, 1, NULL, &err), 0);
+    assert_string_equal (w.worker_id, "host-1.example_2");
+    kiwi_worker_config_clear (&w);
+}
+
 /* The variable git.token_var names is read once, when loading. */
 static void
 test_git_token_read_when_loaded (void **state)
@@ -385,6 +428,7 @@ main (void)
         cmocka_unit_test (test_one_file_both_programs),
         cmocka_unit_test (test_firecracker_rows),
         cmocka_unit_test (test_git_token_read_when_loaded),
+        cmocka_unit_test (test_worker_id_is_a_name),
         cmocka_unit_test (test_unknown_env_warns),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -27,6 +27,7 @@ default_worker_id (kiwi_worker_config *c, kiwi_error_t *err)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.'
               || *p == '-' || *p == '_'))
             *p = '-';
+    host[64] = '\0'; /* worker.id is at most 64 characters */
     if ((c->worker_id = strdup (host)) == NULL)
         return kiwi_error_make (err, ENOMEM, "settings");
     return 0;
