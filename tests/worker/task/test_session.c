@@ -3,7 +3,8 @@
  * scripted provider (real libcurl, the Anthropic wire format) and the real
  * Docker sandbox: a fix in one round, a fix that needs two, max-rounds, the
  * session budget, a provider that keeps failing, and a model that tries to
- * write outside the workspace. Each ends with the right status and events.
+ * write outside the workspace, and a model that gives up. Each ends with
+ * the right status and events.
  * Every session has a second env, as the worker gives it, so each round's
  * verify sandbox is made ahead; test_verify_made_ahead checks from outside
  * (dockerd) that it exists while the Architect is still thinking and that
@@ -437,6 +438,42 @@ test_gitignored_fix_not_fixed (void **state)
     outcome_clear (&o);
 }
 
+/* The Implementer calls give_up: the task ends at once with the status
+ * gave_up and the model's kind and reason, no verify runs, no round
+ * follows, a call after it in the same answer is not run, and nothing of
+ * the task is left in dockerd. The script checks what the model was told:
+ * the round (1 of 3), the step-0 failure in the Implementer's first message
+ * (not only the Architect's plan), read_file's header and the status line
+ * after the tool results. */
+static void
+test_give_up (void **state)
+{
+    outcome o;
+    run_session ("js-sum-give-up", 3, 0, &o);
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-give-up", &first);
+    if (bad != 0)
+        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
+    free (first);
+    if (o.result.status != KIWI_RESULT_GAVE_UP)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_string_equal (kiwi_result_status_name (o.result.status), "gave_up");
+    assert_non_null (strstr (o.result.reason, "test_wrong: The test expects sum(1, 2) to be 4"));
+    assert_int_equal (o.result.rounds, 1);
+    assert_null (o.result.diff);
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-give-up"), 3);
+    assert_int_equal (count_rounds (o.events), 1);
+    json_t *r1 = round_event (o.events, 1);
+    assert_string_equal (json_string_value (json_object_get (r1, "ended")), "gave_up");
+    assert_null (json_object_get (r1, "verify"));
+    /* the write after give_up did not happen */
+    char p[256];
+    snprintf (p, sizeof p, "%s/late.txt", o.repo);
+    assert_int_not_equal (access (p, F_OK), 0);
+    assert_int_equal (task_containers (""), 0);
+    outcome_clear (&o);
+}
+
 int
 main (void)
 {
@@ -445,6 +482,7 @@ main (void)
         cmocka_unit_test (test_max_rounds),             cmocka_unit_test (test_budget_exhausted),
         cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
         cmocka_unit_test (test_gitignored_fix_not_fixed), cmocka_unit_test (test_verify_made_ahead),
+        cmocka_unit_test (test_give_up),
     };
     return kiwi_run_group ("session", tests, setup, teardown);
 }
