@@ -132,8 +132,12 @@ kiwi__tool_read_file (kiwi__session *s, json_t *args, const char *path, kiwi_err
         return out;
     }
     size_t total = kiwi_text_count_lines (data, len);
-    if (total == 0)
-        return kiwi_error_make (err, 0, "read_file: `%s` is empty", path), NULL;
+    if (total == 0) {
+        char *out = NULL;
+        if (asprintf (&out, "[%s: 0 lines (an empty file)]", path) < 0)
+            return NULL;
+        return out;
+    }
     if ((size_t) start > total)
         return kiwi_error_make (err, 0, "read_file: start_line %lld is past the end of `%s` (%zu lines)", start,
                                 path, total),
@@ -191,6 +195,12 @@ show_result (const char *head, const char *path, const char *data, size_t len, s
                           first, shown, kiwi_buf_str (&b))
         < 0)
         return NULL;
+    if (shown < last && kiwi_buf_appendf (&out, err, "[... cut at %d KiB: read on with read_file, start_line %zu]\n",
+                                          SNIPPET_MAX / 1024, shown + 1)
+                            < 0) {
+        kiwi_buf_free (&out);
+        return NULL;
+    }
     return kiwi_buf_steal (&out, NULL);
 }
 

@@ -163,7 +163,8 @@ static const struct {
     { "list_files",
       "List files and directories under a directory of the repository, recursively to `depth` (1..8, default 2), "
       "sorted. Directories end with '/', symlinks show as `name -> (symlink)` and are never followed, .git is hidden "
-      "and node_modules is not entered. At most 500 entries; then the last line says `... cut at 500 entries`.",
+      "and node_modules is not entered. At most 500 entries; then the last line says `... cut at 500 entries`. "
+      "Errors: a depth outside 1..8, a path that is not a directory." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"description\":\"a directory relative to "
       "the repository root; empty for the root\"},\"depth\":{\"type\":\"integer\",\"description\":\"1..8, default "
       "2\"}},\"required\":[]}",
@@ -173,8 +174,8 @@ static const struct {
       "`[path: N lines; showing A-B]`. start_line and end_line (1-based, inclusive) choose the lines; by default the "
       "whole file, and an end_line past the end reads to the end. At most 64 KiB of lines are shown and a line over "
       "2000 bytes is cut with a note; when the output is cut, its last line says `[... cut at 64 KiB after line L "
-      "of N: read on with start_line L+1]`. A binary file is named, not shown. Errors: no path; not a regular file; "
-      "the file is empty or larger than 8 MiB; start_line past the end; end_line before start_line; a number that "
+      "of N: read on with start_line L+1]`. A binary file is named, not shown; an empty one is said to be. Errors: no path; not a "
+      "regular file; larger than 8 MiB; start_line past the end; end_line before start_line; a number that "
       "is not an integer or is below 1." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"start_line\":{\"type\":\"integer\","
       "\"description\":\"the first line shown, 1-based; default 1\"},\"end_line\":{\"type\":\"integer\","
@@ -182,7 +183,8 @@ static const struct {
       kiwi__tool_read_file },
     { "write_file",
       "Create or replace a whole file of the repository (parent directories are made; at most 8 MiB). To change "
-      "part of a file, use edit_file or insert_lines." PATH_ERRORS,
+      "part of a file, use edit_file or insert_lines. Errors: no path or no content, content over 8 MiB or "
+      "holding a NUL byte." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"}},"
       "\"required\":[\"path\",\"content\"]}",
       kiwi__tool_write_file },
