@@ -174,9 +174,9 @@ static const struct {
       "`[path: N lines; showing A-B]`. start_line and end_line (1-based, inclusive) choose the lines; by default the "
       "whole file, and an end_line past the end reads to the end. At most 64 KiB of lines are shown and a line over "
       "2000 bytes is cut with a note; when the output is cut, its last line says `[... cut at 64 KiB after line L "
-      "of N: read on with start_line L+1]`. A binary file is named, not shown; an empty one is said to be. Errors: no path; not a "
-      "regular file; larger than 8 MiB; start_line past the end; end_line before start_line; a number that "
-      "is not an integer or is below 1." PATH_ERRORS,
+      "of N: read on with start_line L+1]`. A binary file is named, not shown; an empty one is said to be. "
+      "Errors: no path; not a regular file; larger than 8 MiB; start_line past the end; end_line before "
+      "start_line; a number that is not an integer or is below 1." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"start_line\":{\"type\":\"integer\","
       "\"description\":\"the first line shown, 1-based; default 1\"},\"end_line\":{\"type\":\"integer\","
       "\"description\":\"the last line shown, inclusive; default the last line\"}},\"required\":[\"path\"]}",
@@ -232,7 +232,8 @@ static const struct {
       "{\"type\":\"object\",\"properties\":{\"glob\":{\"type\":\"string\"},\"path\":{\"type\":\"string\","
       "\"description\":\"a directory; default the repository root\"}},\"required\":[\"glob\"]}",
       kiwi__tool_find_files },
-    { "run", NULL, "{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\"}},\"required\":[\"command\"]}",
+    { "run", NULL,
+      "{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\"}},\"required\":[\"command\"]}",
       tool_run },
     { "run_tests",
       "End the round: the task's test command runs on the workspace in a fresh sandbox (no network). If it passes, "

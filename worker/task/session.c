@@ -231,7 +231,8 @@ architect (kiwi__session *s, int round, const char *map, char **plan, kiwi_error
                   "Repository map:\n%s",
                   s->task->goal, s->task->test_command, s->task->ci_context ? "CI failure context:\n" : "",
                   s->task->ci_context ? s->task->ci_context : "", s->task->ci_context ? "\n\n" : "", round,
-                  (int) s->task->limits.max_rounds, s->have_verify ? s->last_verify.exit_code : s->env->step0_exit, out ? out : "", map)
+                  (int) s->task->limits.max_rounds, s->have_verify ? s->last_verify.exit_code : s->env->step0_exit,
+                  out ? out : "", map)
         < 0)
         return kiwi_error_make (err, ENOMEM, "architect prompt");
     int rc = kiwi_model_conv_add_user_text (&conv, msg, err);

@@ -456,7 +456,8 @@ kiwi_ws_search (const char *root, const char *path, const kiwi_ws_search_opts *o
         rc = -1;
     else {
         /* a file or a directory */
-        int fd = *norm ? open_file (root, norm, O_RDONLY | O_NONBLOCK, 0, err) : open_dir (root, "", norm, sizeof norm, err);
+        int fd = *norm ? open_file (root, norm, O_RDONLY | O_NONBLOCK, 0, err)
+                       : open_dir (root, "", norm, sizeof norm, err);
         struct stat st;
         if (fd < 0)
             rc = -1;

@@ -258,7 +258,8 @@ test_edit_several_matches (void **state)
     put ("x.py", "x = 1\ny = 2\nx = 1\nz = 3\nx = 1\n");
     expect_error ("edit_file", "{\"path\":\"x.py\",\"old_text\":\"x = 1\",\"new_text\":\"x = 2\"}",
                   W ("occurs 3 times, at lines 1, 3, 5", "replace_all"));
-    expect_error ("edit_file", "{\"path\":\"x.py\",\"old_text\":\"x = 1\",\"new_text\":\"x = 2\",\"replace_all\":\"yes\"}",
+    expect_error ("edit_file",
+                  "{\"path\":\"x.py\",\"old_text\":\"x = 1\",\"new_text\":\"x = 2\",\"replace_all\":\"yes\"}",
                   W ("`replace_all` must be true or false"));
     expect_error ("edit_file", "{\"path\":\"x.py\",\"old_text\":\"y = 2\",\"new_text\":\"y = 2\"}", W ("the same"));
     expect_error ("edit_file", "{\"path\":\"x.py\",\"old_text\":\"\",\"new_text\":\"y\"}", W ("empty", "insert_lines"));
