@@ -41,7 +41,8 @@ typedef enum {
     X (BUDGET_EXHAUSTED, 13)                                                                                  \
     X (MAX_ROUNDS, 14)                                                                                        \
     X (TIMED_OUT, 15)                                                                                         \
-    X (ERROR, 16)
+    X (ERROR, 16)                                                                                             \
+    X (GAVE_UP, 17)
 #define KIWI_EXIT_WAIT_TIMEOUT 124
 
 /* The exit status for a result status (KIWI_WAIT_EXIT_MAP). */

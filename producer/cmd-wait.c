@@ -49,6 +49,7 @@ static const kiwi_exit_doc wait_exits[] = {
     { 14, "max_rounds" },
     { 15, "timed_out (the task ran out of time)" },
     { 16, "error (Kiwi itself failed on the task)" },
+    { 17, "gave_up (the model said the task cannot be done, and why)" },
     { 124, "the wait timed out (--timeout) before a result arrived" },
     { 1, "the broker could not be reached, the result could not be decoded, or the wait was interrupted" },
     { 2, "usage or configuration error" },

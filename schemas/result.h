@@ -28,7 +28,8 @@
     X (BUDGET_EXHAUSTED, "budget_exhausted")   \
     X (MAX_ROUNDS, "max_rounds")               \
     X (TIMED_OUT, "timed_out")                 \
-    X (ERROR, "error")
+    X (ERROR, "error")                         \
+    X (GAVE_UP, "gave_up")
 
 typedef enum {
     KIWI_RESULT_UNSET = 0,

@@ -76,11 +76,11 @@ test_every_status_before_the_wait (void **state)
     } cases[] = {
         { KIWI_RESULT_FIXED, 0 },          { KIWI_RESULT_NOT_FIXED, 10 },     { KIWI_RESULT_INSTALL_FAILED, 11 },
         { KIWI_RESULT_NEEDS_NETWORK, 12 }, { KIWI_RESULT_BUDGET_EXHAUSTED, 13 }, { KIWI_RESULT_MAX_ROUNDS, 14 },
-        { KIWI_RESULT_TIMED_OUT, 15 },     { KIWI_RESULT_ERROR, 16 },
+        { KIWI_RESULT_TIMED_OUT, 15 },     { KIWI_RESULT_ERROR, 16 },         { KIWI_RESULT_GAVE_UP, 17 },
     };
     const size_t n = sizeof cases / sizeof cases[0];
     assert_int_equal (n, KIWI_RESULT__END - 1); /* every status is covered */
-    char *json[8];
+    char *json[9];
     /* other tasks' results around them */
     produce_result (topic, "someone-else", KIWI_RESULT_FIXED, NULL);
     for (size_t i = 0; i < n; i++) {

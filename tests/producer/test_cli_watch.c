@@ -231,6 +231,7 @@ test_outcome_table (void **state)
                               "max_rounds                0    0.0%\n"
                               "timed_out                 0    0.0%\n"
                               "error                     0    0.0%\n"
+                              "gave_up                   0    0.0%\n"
                               "done                      3\n"
                               "running                   2\n"
                               "waiting                   7\n"

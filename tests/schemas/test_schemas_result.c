@@ -83,9 +83,10 @@ static void
 test_every_status (void **state)
 {
     static const char *names[] = { "fixed",    "not_fixed",  "install_failed", "needs_network",
-                                   "budget_exhausted", "max_rounds", "timed_out",      "error" };
-    assert_int_equal (KIWI_RESULT__END - 1, 8);
-    for (int i = 0; i < 8; i++) {
+                                   "budget_exhausted", "max_rounds", "timed_out",      "error",
+                                   "gave_up" };
+    assert_int_equal (KIWI_RESULT__END - 1, 9);
+    for (int i = 0; i < 9; i++) {
         kiwi_result_status s;
         assert_int_equal (kiwi_result_status_parse (names[i], &s), 0);
         assert_int_equal (s, i + 1);
@@ -99,7 +100,7 @@ test_every_status (void **state)
     assert_null (kiwi_result_status_name (KIWI_RESULT__END));
     edit ("status", EDIT_SET, obj_str ("FIXED"),
           "result.status: unknown value \"FIXED\" (expected fixed, not_fixed, install_failed, needs_network, "
-          "budget_exhausted, max_rounds, timed_out, error)");
+          "budget_exhausted, max_rounds, timed_out, error, gave_up)");
 }
 
 static void

@@ -74,8 +74,8 @@ test_families_from_the_start (void **state)
     }
     assert_has (t, "kiwi_build_info{version=\"0.1.0\",worker=\"w-1\"} 1\n");
     static const char *const statuses[] = { "fixed",  "not_fixed",  "install_failed", "needs_network",
-                                            "budget_exhausted", "max_rounds", "timed_out", "error" };
-    for (size_t i = 0; i < 8; i++) {
+                                            "budget_exhausted", "max_rounds", "timed_out", "error", "gave_up" };
+    for (size_t i = 0; i < 9; i++) {
         char line[160];
         snprintf (line, sizeof line, "kiwi_tasks_total{status=\"%s\"} 0\n", statuses[i]);
         assert_has (t, line);

@@ -16,7 +16,10 @@
 #include "worker/task/session.h"
 
 #define KIWI__SESSION_OUTPUT_TAIL (16 * 1024) /* what a run or verify keeps of its output */
-#define KIWI__SESSION_N_TOOLS 7               /* tool_defs, session-tools.c */
+#define KIWI__SESSION_N_TOOLS 10              /* tool_defs, session-tools.c */
+#define KIWI__SESSION_CALLS_PER_ROUND 40      /* tool calls the Implementer may make in one round */
+#define KIWI__SESSION_RUN_TIMEOUT_S 600       /* the longest one `run` may take */
+#define KIWI__SESSION_GIVE_UP_MAX 2000        /* bytes of give_up's reason kept */
 
 /* One session's state, on kiwi_session_run's stack. */
 typedef struct kiwi__session {
@@ -30,6 +33,9 @@ typedef struct kiwi__session {
     kiwi_sandbox *box;        /* the round's persistent sandbox, created on first use */
     kiwi_strv actions;        /* what the Implementer did this round, for the event */
     int tests_requested;
+    bool gave_up;             /* give_up was called: the session ends */
+    char *give_up_reason;     /* "kind: reason", as the result says it */
+    char *run_description;    /* the run tool's, with the task's limits */
     kiwi_exec_result last_verify;
     bool have_verify;
     char *not_carried;        /* the last round passed only in the workspace: what the diff lacked */
@@ -79,8 +85,20 @@ void kiwi__session_tools_init (kiwi__session *s);
 void kiwi__session_tools_clear (kiwi__session *s);
 
 /* Runs one tool call; returns its content (caller frees) and sets
- * *is_error. */
+ * *is_error. Hostile arguments give an error content, never more. */
 char *kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool *is_error);
+
+/* The tools over the workspace's files (session-files.c), as the table in
+ * session-tools.c calls them: content (caller frees), or NULL with *err
+ * set (NULL without *err is out of memory); `path` is the call's "path"
+ * argument, free of NUL bytes, or NULL. */
+char *kiwi__tool_list_files (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
+char *kiwi__tool_read_file (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
+char *kiwi__tool_write_file (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
+char *kiwi__tool_edit_file (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
+char *kiwi__tool_insert_lines (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
+char *kiwi__tool_search (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
+char *kiwi__tool_find_files (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
 
 /* Removes the round's persistent sandbox, if any. */
 void kiwi__session_box_drop (kiwi__session *s);

@@ -1,10 +1,12 @@
 /*
  * session-tools.c: the Implementer's tools, one table of name, description,
- * parameters (JSON Schema) and handler: list, read (bounded), write, edit
- * and search the workspace (wspath.h), run a command in the round's
- * persistent sandbox (no network, made on first use, dropped at the end of
- * the round or when it died), and run_tests, which ends the round with its
- * verify (see session-internal.h).
+ * parameters (JSON Schema) and handler, declared once and rendered by each
+ * provider (models/): the file tools (session-files.c), run a command in
+ * the round's persistent sandbox (no network, made on first use, dropped at
+ * the end of the round or when it died), run_tests, which ends the round
+ * with its verify, and give_up, which ends the task (see
+ * session-internal.h). Each description says what the tool does, its
+ * bounds and its errors: it is all the model knows of it.
  */
 #include "worker/task/session-internal.h"
 
@@ -14,9 +16,6 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
-#include "worker/task/wspath.h"
-
-#define READ_MAX (64 * 1024)
 
 static json_t *
 schema (const char *json)
@@ -68,7 +67,12 @@ kiwi__session_box_drop (kiwi__session *s)
     s->box = NULL;
 }
 
-/* ---------- tools ---------- */
+/* ---------- the Implementer's tools: one table of name, description,
+ * parameters and handler ---------- */
+
+/* A tool's handler: as kiwi__tool_read_file (session-internal.h). Each adds
+ * its line to s->actions. */
+typedef char *(*tool_fn) (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
 
 static const char *
 arg_str (json_t *args, const char *key)
@@ -76,117 +80,24 @@ arg_str (json_t *args, const char *key)
     return json_string_value (json_object_get (args, key));
 }
 
-/* ---------- the Implementer's tools: one table of name, description,
- * parameters and handler ---------- */
-
-/* A tool's handler: its content (caller frees), or NULL with *err set (a
- * NULL without *err is out of memory). `path` is the call's "path"
- * argument, checked for NUL bytes, or NULL. Each adds its line to
- * s->actions. */
-typedef char *(*tool_fn) (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err);
-
-static char *
-tool_list_files (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
-{
-    kiwi_strv files = KIWI_STRV_INIT;
-    json_t *d = json_object_get (args, "depth");
-    int depth = json_is_integer (d) ? (int) json_integer_value (d) : 2;
-    if (depth < 1 || depth > 8)
-        depth = 2;
-    if (kiwi_ws_list (s->env->workspace, path ? path : "", depth, 500, &files, err) < 0)
-        return NULL;
-    char *out = kiwi_strv_join_lines (&files);
-    kiwi_strv_free (&files);
-    kiwi_strv_addf (&s->actions, "list %s", path && *path ? path : ".");
-    return out;
-}
-
-static char *
-tool_read_file (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
-{
-    json_t *o = json_object_get (args, "offset");
-    size_t off = json_is_integer (o) && json_integer_value (o) > 0 ? (size_t) json_integer_value (o) : 0;
-    char *data = NULL, *out = NULL;
-    size_t len = 0;
-    int truncated = 0;
-    if (path == NULL) {
-        kiwi_error_make (err, 0, "read_file needs a path");
-        return NULL;
-    }
-    if (kiwi_ws_read (s->env->workspace, path, off, READ_MAX, &data, &len, &truncated, err) < 0)
-        return NULL;
-    if (truncated) {
-        if (asprintf (&out, "%s\n[... truncated: read again with offset %zu ...]", data, off + len) < 0)
-            out = NULL;
-        free (data);
-    } else
-        out = data;
-    kiwi_strv_addf (&s->actions, "read %s", path);
-    return out;
-}
-
-static char *
-tool_write_file (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
-{
-    const char *content = arg_str (args, "content");
-    char *out = NULL;
-    if (path == NULL || content == NULL) {
-        kiwi_error_make (err, 0, "write_file needs path and content");
-        return NULL;
-    }
-    if (kiwi_ws_write (s->env->workspace, path, content, strlen (content), err) < 0)
-        return NULL;
-    kiwi_strv_addf (&s->actions, "write %s", path);
-    if (asprintf (&out, "wrote %zu bytes to %s", strlen (content), path) < 0)
-        out = NULL;
-    return out;
-}
-
-static char *
-tool_edit_file (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
-{
-    const char *old = arg_str (args, "old_text"), *nw = arg_str (args, "new_text");
-    char *out = NULL;
-    if (path == NULL || old == NULL || nw == NULL) {
-        kiwi_error_make (err, 0, "edit_file needs path, old_text and new_text");
-        return NULL;
-    }
-    if (kiwi_ws_edit (s->env->workspace, path, old, nw, err) < 0)
-        return NULL;
-    kiwi_strv_addf (&s->actions, "edit %s", path);
-    if (asprintf (&out, "edited %s", path) < 0)
-        out = NULL;
-    return out;
-}
-
-static char *
-tool_search (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
-{
-    const char *text = arg_str (args, "text");
-    kiwi_strv hits = KIWI_STRV_INIT;
-    if (kiwi_ws_search (s->env->workspace, path ? path : "", text, 200, &hits, err) < 0)
-        return NULL;
-    char *out = hits.n ? kiwi_strv_join_lines (&hits) : strdup ("no matches\n");
-    kiwi_strv_free (&hits);
-    kiwi_strv_addf (&s->actions, "search %.60s", text ? text : "");
-    return out;
-}
-
 static char *
 tool_run (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
 {
     (void) path;
-    const char *cmd = arg_str (args, "command");
+    json_t *c = json_object_get (args, "command");
+    const char *cmd = json_string_value (c);
     char *out = NULL;
-    if (cmd == NULL) {
-        kiwi_error_make (err, 0, "run needs a command");
-        return NULL;
-    }
+    if (cmd == NULL || *cmd == '\0')
+        return kiwi_error_make (err, 0, "run needs a command"), NULL;
+    if (strlen (cmd) != json_string_length (c))
+        return kiwi_error_make (err, 0, "run: the command holds a NUL byte"), NULL;
     if (box_ready (s, err) < 0)
         return NULL;
     const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
     int64_t t = kiwi__session_remaining_ms (s);
-    kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > 600000 || t == 0 ? 600000 : t, .output_cap = KIWI__SESSION_OUTPUT_TAIL };
+    int64_t cap = KIWI__SESSION_RUN_TIMEOUT_S * 1000;
+    kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > cap || t == 0 ? cap : t,
+                         .output_cap = KIWI__SESSION_OUTPUT_TAIL };
     kiwi_exec_result r;
     if (kiwi_sandbox_exec (s->box, &x, &r, err) < 0) {
         kiwi__session_box_drop (s);
@@ -211,50 +122,178 @@ tool_run_tests (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *
     (void) err;
     s->tests_requested = 1;
     kiwi_strv_add (&s->actions, "run_tests");
-    return strdup ("running the tests: the result follows at the end of the round");
+    return strdup ("running the tests: this round ends; the result follows at the start of the next round");
 }
+
+static const char *const give_up_kinds[] = { "environment", "test_wrong", "cannot_fix" };
+
+static char *
+tool_give_up (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
+{
+    (void) path;
+    const char *kind = arg_str (args, "kind"), *reason = arg_str (args, "reason");
+    bool known = false;
+    for (size_t i = 0; kind && i < sizeof give_up_kinds / sizeof give_up_kinds[0]; i++)
+        known = known || strcmp (kind, give_up_kinds[i]) == 0;
+    if (!known)
+        return kiwi_error_make (err, 0, "give_up: kind must be environment, test_wrong or cannot_fix"), NULL;
+    if (reason == NULL || *reason == '\0')
+        return kiwi_error_make (err, 0, "give_up needs a reason"), NULL;
+    free (s->give_up_reason);
+    /* the reason as far as its first NUL byte, cut to its bound */
+    if (asprintf (&s->give_up_reason, "%s: %.*s", kind, KIWI__SESSION_GIVE_UP_MAX, reason) < 0) {
+        s->give_up_reason = NULL;
+        return NULL;
+    }
+    s->gave_up = true;
+    kiwi_strv_addf (&s->actions, "give_up %s", kind);
+    return strdup ("giving up: the task ends now, with the status gave_up and your reason");
+}
+
+#define PATH_ERRORS                                                                                                   \
+    " Path errors (every tool): a path that is absolute, holds `..` or a NUL byte, goes through a symlink, names "  \
+    ".git, or names nothing is refused."
 
 static const struct {
     const char *name;
-    const char *description;
-    const char *parameters; /* JSON Schema of the arguments */
+    const char *description; /* NULL: made by tools_init (run's names the task's limits) */
+    const char *parameters;  /* JSON Schema of the arguments */
     tool_fn run;
 } tool_defs[KIWI__SESSION_N_TOOLS] = {
-    { "list_files", "List files and directories under a directory of the repository (recursively, to a depth).",
-      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"description\":\"directory relative to "
-      "the repository root; empty for the root\"},\"depth\":{\"type\":\"integer\"}},\"required\":[]}",
-      tool_list_files },
-    { "read_file", "Read a file of the repository (at most 64 KiB from an offset).",
-      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"offset\":{\"type\":\"integer\"}},"
-      "\"required\":[\"path\"]}",
-      tool_read_file },
-    { "write_file", "Create or replace a whole file of the repository.",
+    { "list_files",
+      "List files and directories under a directory of the repository, recursively to `depth` (1..8, default 2), "
+      "sorted. Directories end with '/', symlinks show as `name -> (symlink)` and are never followed, .git is hidden "
+      "and node_modules is not entered. At most 500 entries; then the last line says `... cut at 500 entries`. "
+      "Errors: a depth outside 1..8, a path that is not a directory." PATH_ERRORS,
+      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"description\":\"a directory relative to "
+      "the repository root; empty for the root\"},\"depth\":{\"type\":\"integer\",\"description\":\"1..8, default "
+      "2\"}},\"required\":[]}",
+      kiwi__tool_list_files },
+    { "read_file",
+      "Read a text file of the repository with its lines numbered (`    12\\t<line>`), after a header "
+      "`[path: N lines; showing A-B]`. start_line and end_line (1-based, inclusive) choose the lines; by default the "
+      "whole file, and an end_line past the end reads to the end. At most 64 KiB of lines are shown and a line over "
+      "2000 bytes is cut with a note; when the output is cut, its last line says `[... cut at 64 KiB after line L "
+      "of N: read on with start_line L+1]`. A binary file is named, not shown; an empty one is said to be. "
+      "Errors: no path; not a regular file; larger than 8 MiB; start_line past the end; end_line before "
+      "start_line; a number that is not an integer or is below 1." PATH_ERRORS,
+      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"start_line\":{\"type\":\"integer\","
+      "\"description\":\"the first line shown, 1-based; default 1\"},\"end_line\":{\"type\":\"integer\","
+      "\"description\":\"the last line shown, inclusive; default the last line\"}},\"required\":[\"path\"]}",
+      kiwi__tool_read_file },
+    { "write_file",
+      "Create or replace a whole file of the repository (parent directories are made; at most 8 MiB). To change "
+      "part of a file, use edit_file or insert_lines. Errors: no path or no content, content over 8 MiB or "
+      "holding a NUL byte." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"}},"
       "\"required\":[\"path\",\"content\"]}",
-      tool_write_file },
-    { "edit_file", "Replace exactly one occurrence of old_text by new_text in a file.",
+      kiwi__tool_write_file },
+    { "edit_file",
+      "Replace old_text by new_text in a file. old_text must match the file's bytes exactly (whitespace and "
+      "indentation included) and occur exactly once, unless replace_all is true, which replaces every occurrence. "
+      "On success the answer shows the result's lines around the (first) change, numbered. Errors: old_text not "
+      "found (the error names the file and shows, numbered, the lines most like old_text's first line); old_text "
+      "occurs several times and replace_all is not true (the error gives the count and the line of each); old_text "
+      "empty (use insert_lines) or equal to new_text; the file or the result larger than 8 MiB; the file not a "
+      "regular file." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"old_text\":{\"type\":\"string\"},"
-      "\"new_text\":{\"type\":\"string\"}},\"required\":[\"path\",\"old_text\",\"new_text\"]}",
-      tool_edit_file },
-    { "search", "Find lines containing a text in the repository's files.",
-      "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"}},"
-      "\"required\":[\"text\"]}",
-      tool_search },
-    { "run", "Run a shell command in the repository's sandbox (no network). Output is truncated to its last 16 KiB.",
+      "\"new_text\":{\"type\":\"string\"},\"replace_all\":{\"type\":\"boolean\",\"description\":\"replace every "
+      "occurrence; default false\"}},\"required\":[\"path\",\"old_text\",\"new_text\"]}",
+      kiwi__tool_edit_file },
+    { "insert_lines",
+      "Insert text into a file after line `line`: 0 inserts at the top, the file's line count at the end. A "
+      "newline is added to text when it lacks one. The answer shows the result's lines around the insertion, "
+      "numbered. Errors: line past the end of the file (the error gives the line count) or below 0; text empty; "
+      "the file or the result larger than 8 MiB; the file not a regular file." PATH_ERRORS,
+      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"line\":{\"type\":\"integer\","
+      "\"description\":\"insert after this line; 0 = at the top\"},\"text\":{\"type\":\"string\"}},"
+      "\"required\":[\"path\",\"line\",\"text\"]}",
+      kiwi__tool_insert_lines },
+    { "search",
+      "Find lines in the repository's files. pattern is literal text, unless regex is true: then it is a POSIX "
+      "extended regular expression (e.g. `foo(Bar|Baz)\\(`; no back-references). Case-sensitive unless "
+      "ignore_case is true. path is a file or a directory (default: the whole repository). glob keeps only files "
+      "whose name matches it (e.g. `*.py`; a glob with a '/' matches the path from the root, e.g. `src/*/*.js`). "
+      "Output: one `path:line:text` per match (text cut at 300 bytes), files in name order, or `no matches`. At "
+      "most 200 matches; when there are more, the last line says `... cut at 200 matches; narrow with path or "
+      "glob`. Binary files, files over 1 MiB, .git and node_modules are not searched. Errors: a pattern or glob "
+      "empty or over 1000 bytes, a bad regular expression, a path that is not a directory or a text file." PATH_ERRORS,
+      "{\"type\":\"object\",\"properties\":{\"pattern\":{\"type\":\"string\"},\"path\":{\"type\":\"string\","
+      "\"description\":\"a file or a directory; default the repository root\"},\"glob\":{\"type\":\"string\","
+      "\"description\":\"file names to search, e.g. *.py\"},\"regex\":{\"type\":\"boolean\",\"description\":"
+      "\"pattern is a POSIX extended regular expression; default false (literal)\"},\"ignore_case\":{\"type\":"
+      "\"boolean\",\"description\":\"default false\"}},\"required\":[\"pattern\"]}",
+      kiwi__tool_search },
+    { "find_files",
+      "Find files by name under a directory (default: the whole repository, at any depth; .git and node_modules "
+      "skipped). glob matches the file's name (e.g. `*_test.go`), or, when it holds a '/', the path from the root. "
+      "One path a line, sorted; at most 200, then the last line says `... cut at 200 files; narrow with path or "
+      "glob`. Errors: a glob empty or over 1000 bytes, a path that is not a directory." PATH_ERRORS,
+      "{\"type\":\"object\",\"properties\":{\"glob\":{\"type\":\"string\"},\"path\":{\"type\":\"string\","
+      "\"description\":\"a directory; default the repository root\"}},\"required\":[\"glob\"]}",
+      kiwi__tool_find_files },
+    { "run", NULL,
       "{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\"}},\"required\":[\"command\"]}",
       tool_run },
     { "run_tests",
-      "Run the repository's test command in a fresh sandbox (no network) and report the result. Ends the round.",
+      "End the round: the task's test command runs on the workspace in a fresh sandbox (no network). If it passes, "
+      "and passes again on the task's commit plus the diff of your changes, the task is fixed. If it fails, its "
+      "output reaches you at the start of the next round with the Architect's new plan, when rounds are left. Tool "
+      "calls after it in the same answer are not run.",
       "{\"type\":\"object\",\"properties\":{},\"required\":[]}", tool_run_tests },
+    { "give_up",
+      "End the task now, without a fix, instead of spending the remaining rounds: when the environment is broken "
+      "(kind environment), the test itself is wrong or cannot pass (test_wrong), or you cannot find a fix "
+      "(cannot_fix). The task's result has the status gave_up and says the kind and your reason (at most 2000 "
+      "bytes kept). Tool calls after it in the same answer are not run. Errors: a kind not one of the three, an "
+      "empty reason.",
+      "{\"type\":\"object\",\"properties\":{\"kind\":{\"type\":\"string\",\"enum\":[\"environment\",\"test_wrong\","
+      "\"cannot_fix\"]},\"reason\":{\"type\":\"string\",\"description\":\"what is wrong, for the people who read "
+      "the result\"}},\"required\":[\"kind\",\"reason\"]}",
+      tool_give_up },
 };
+
+/* run's description: the limits of this task's sandbox. Caller frees. */
+static char *
+run_description (const kiwi__session *s)
+{
+    const kiwi_sandbox_limits *l = &s->env->limits;
+    char cpu[48] = "", mem[48] = "", pids[48] = "", disk[48] = "";
+    if (l->cpus > 0)
+        snprintf (cpu, sizeof cpu, ", %g CPUs", l->cpus);
+    if (l->memory_mb > 0)
+        snprintf (mem, sizeof mem, ", %lld MiB of memory", (long long) l->memory_mb);
+    if (l->pids > 0)
+        snprintf (pids, sizeof pids, ", %lld processes", (long long) l->pids);
+    if (l->disk_mb > 0)
+        snprintf (disk, sizeof disk, ", %lld MiB written", (long long) l->disk_mb);
+    char *out = NULL;
+    if (asprintf (&out,
+                  "Run a shell command (/bin/sh -c) in the repository's sandbox, in the repository root. The "
+                  "dependencies are installed; there is no network at all. Limits: %d s a command (less when the "
+                  "task's time runs out sooner)%s%s%s%s. The sandbox persists through the round (files it writes "
+                  "stay between run calls) and is made afresh in the next round; a command that times out or "
+                  "kills it loses it, and the next run makes a new one. Before each command the workspace's "
+                  "files are copied in; what a command changes in the sandbox does not come back to the "
+                  "workspace, so change files with write_file, edit_file or insert_lines. Output: `exit status "
+                  "N`, then the last 16 KiB of stdout and stderr.",
+                  KIWI__SESSION_RUN_TIMEOUT_S, cpu, mem, pids, disk)
+        < 0)
+        out = NULL;
+    return out;
+}
 
 /* The tools as the model client takes them (their parameters parsed). */
 void
 kiwi__session_tools_init (kiwi__session *s)
 {
-    for (size_t i = 0; i < KIWI__SESSION_N_TOOLS; i++)
-        s->tools[i] = (kiwi_model_tool) { tool_defs[i].name, tool_defs[i].description,
-                                          schema (tool_defs[i].parameters) };
+    s->run_description = run_description (s);
+    for (size_t i = 0; i < KIWI__SESSION_N_TOOLS; i++) {
+        const char *d = tool_defs[i].description;
+        if (d == NULL)
+            d = s->run_description ? s->run_description : "Run a shell command in the repository's sandbox.";
+        s->tools[i] = (kiwi_model_tool) { tool_defs[i].name, d, schema (tool_defs[i].parameters) };
+    }
 }
 
 void
@@ -262,6 +301,10 @@ kiwi__session_tools_clear (kiwi__session *s)
 {
     for (size_t i = 0; i < KIWI__SESSION_N_TOOLS; i++)
         json_decref (s->tools[i].parameters);
+    free (s->run_description);
+    s->run_description = NULL;
+    free (s->give_up_reason);
+    s->give_up_reason = NULL;
 }
 
 /* Runs one tool call; returns its content (caller frees) and sets *is_error. */
@@ -271,6 +314,8 @@ kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool *
     kiwi_error_t err = NULL;
     char *out = NULL;
     *is_error = false;
+    if (!json_is_object (args))
+        args = NULL; /* every argument absent */
     const char *path = arg_str (args, "path");
     if (path != NULL && strlen (path) != json_string_length (json_object_get (args, "path"))) {
         kiwi_error_make (&err, 0, "a path with a NUL byte is not allowed");
@@ -283,10 +328,10 @@ kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool *
                 return out;
             goto fail;
         }
-    kiwi_error_make (&err, 0, "unknown tool `%s`", name);
+    kiwi_error_make (&err, 0, "unknown tool `%.64s`", name);
 fail:
     *is_error = true;
-    kiwi_strv_addf (&s->actions, "refused %s %.80s: %.120s", name, path ? path : "", kiwi_error_msg (err));
+    kiwi_strv_addf (&s->actions, "refused %.64s %.80s: %.120s", name, path ? path : "", kiwi_error_msg (err));
     out = strdup (kiwi_error_msg (err));
     kiwi_error_free (&err);
     return out;

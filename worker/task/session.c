@@ -25,7 +25,6 @@
 #include "worker/worker-metrics.h"
 #include "worker/task/wspath.h"
 
-#define TOOL_CALLS_PER_ROUND 40
 #define MAP_ENTRIES 400
 #define MAX_TOKENS 8192
 
@@ -33,13 +32,25 @@ static const char architect_system[]
     = "You are the Architect in Kiwi, a system that fixes code so that a repository's tests pass. You read the "
       "task, the repository map and the failing test output, and you write a short, concrete plan for the "
       "Implementer: which files to look at, what the cause most likely is, and what to change. You do not edit "
-      "files yourself. Keep the plan under 300 words.";
+      "files yourself. Keep the plan under 300 words. The task has a fixed number of rounds: each message says "
+      "which round this is; from round 2 on, the output is the last round's failing run.";
+
+#define STR_(x) #x
+#define STR(x) STR_ (x)
 
 static const char implementer_system[]
     = "You are the Implementer in Kiwi. Follow the Architect's plan using the tools. Paths are relative to the "
-      "repository root. Commands run in a sandbox without network access. Make the smallest change that makes "
-      "the tests pass; do not weaken or delete tests. When you believe the change is complete, call run_tests. "
-      "If run_tests fails, read its output and continue.";
+      "repository root. Make the smallest change that makes the tests pass; do not weaken or delete tests.\n"
+      "How a round works: you may make at most " STR (KIWI__SESSION_CALLS_PER_ROUND) " tool calls in a round, "
+      "and every batch of tool results ends with a status line: the round (round k of N), the tool calls left "
+      "in it, and the budget and time left. The round ends when you call run_tests, when you answer without "
+      "calling a tool, or when its tool calls are used up; each way, the test command then runs on the "
+      "workspace in a fresh sandbox. If the tests pass there and on the task's commit plus the diff of your "
+      "changes, the task is fixed and ends. If they fail and rounds are left, the next round starts: the "
+      "Architect writes a new plan, and you get the failing output and that plan in this conversation. After "
+      "the last round, the task ends unfixed. The sandbox of `run` lasts for one round. If the task cannot be "
+      "done (the environment is broken, the test itself is wrong, or you find no fix), call give_up with the "
+      "kind and the reason rather than spend the remaining rounds.";
 
 int64_t
 kiwi__session_remaining_ms (const kiwi__session *s)
@@ -113,12 +124,40 @@ call (kiwi__session *s, const char *system, kiwi_model_conversation *conv, bool 
     return kiwi_model_client_call (s->env->model, &req, resp, err);
 }
 
-typedef enum { ROUND_VERIFY, ROUND_BUDGET, ROUND_PROVIDER, ROUND_TIME, ROUND_STOPPED } round_end;
+typedef enum { ROUND_VERIFY, ROUND_BUDGET, ROUND_PROVIDER, ROUND_TIME, ROUND_STOPPED, ROUND_GAVE_UP } round_end;
+
+/* The line that ends a batch of tool results: where the round and the
+ * task stand. Caller frees. */
+static char *
+status_line (const kiwi__session *s, int round, int max_rounds, int calls_left)
+{
+    char budget[96] = "", time_left[64] = "";
+    if (s->budget_tokens) {
+        uint64_t used = s->tokens_in + s->tokens_out;
+        snprintf (budget, sizeof budget, "; tokens left: %llu",
+                  (unsigned long long) (used < s->budget_tokens ? s->budget_tokens - used : 0));
+    }
+    if (s->budget_micros) {
+        uint64_t used = (uint64_t) (s->cost * 1e6);
+        snprintf (budget + strlen (budget), sizeof budget - strlen (budget), "; budget left: $%.2f",
+                  (double) (used < s->budget_micros ? s->budget_micros - used : 0) / 1e6);
+    }
+    if (s->env->deadline_ms > 0)
+        snprintf (time_left, sizeof time_left, "; time left: %lld s",
+                  (long long) (kiwi__session_remaining_ms (s) / 1000));
+    char *out = NULL;
+    if (asprintf (&out, "\n[round %d of %d; tool calls left this round: %d%s%s]", round, max_rounds, calls_left,
+                  budget, time_left)
+        < 0)
+        out = NULL;
+    return out;
+}
 
 static round_end
-implement (kiwi__session *s, kiwi_model_conversation *conv, kiwi_error_t *err)
+implement (kiwi__session *s, kiwi_model_conversation *conv, int round, int max_rounds, kiwi_error_t *err)
 {
-    for (int calls = 0; calls < TOOL_CALLS_PER_ROUND; calls++) {
+    int used = 0;
+    while (used < KIWI__SESSION_CALLS_PER_ROUND) {
         if (out_of_time (s))
             return ROUND_TIME;
         if (s->env->stop && *s->env->stop)
@@ -141,9 +180,28 @@ implement (kiwi__session *s, kiwi_model_conversation *conv, kiwi_error_t *err)
         kiwi_model_conv_take_message (conv, &resp.message, &e);
         kiwi_error_free (&e);
         kiwi_model_response_clear (&resp);
+        /* every call gets its answer (the wire wants one per call), but
+         * only those within the round's count run, and none after one that
+         * ends the round or the task */
         for (size_t i = 0; i < ncalls; i++) {
-            bool is_error = false;
-            char *content = kiwi__session_run_tool (s, names.v[i], json_array_get (arglist, i), &is_error);
+            bool is_error = true;
+            char *content = NULL;
+            if (s->gave_up || s->tests_requested)
+                content = strdup ("not run: an earlier call in this answer ended the round");
+            else if (used >= KIWI__SESSION_CALLS_PER_ROUND)
+                content = strdup ("not run: this round's tool calls are used up; the tests run now");
+            else {
+                content = kiwi__session_run_tool (s, names.v[i], json_array_get (arglist, i), &is_error);
+                used++;
+            }
+            if (i + 1 == ncalls) {
+                cleanup_free char *st = status_line (s, round, max_rounds, KIWI__SESSION_CALLS_PER_ROUND - used);
+                char *joined = NULL;
+                if (st != NULL && asprintf (&joined, "%s%s", content ? content : "", st) >= 0) {
+                    free (content);
+                    content = joined;
+                }
+            }
             kiwi_model_conv_add_tool_result (conv, ids.v[i], names.v[i], content ? content : "", is_error, &e);
             kiwi_error_free (&e);
             free (content);
@@ -151,6 +209,8 @@ implement (kiwi__session *s, kiwi_model_conversation *conv, kiwi_error_t *err)
         kiwi_strv_free (&ids);
         kiwi_strv_free (&names);
         json_decref (arglist);
+        if (s->gave_up)
+            return ROUND_GAVE_UP;
         if (spent)
             return ROUND_BUDGET;
         if (ncalls == 0 || s->tests_requested)
@@ -167,11 +227,12 @@ architect (kiwi__session *s, int round, const char *map, char **plan, kiwi_error
     char *msg = NULL;
     if (asprintf (&msg,
                   "Task: %s\n\nTest command: %s\n\n%s%s%s"
-                  "Round %d. The last test run exited with status %d. Its output (tail):\n%s\n\n"
+                  "Round %d of %d. The last test run exited with status %d. Its output (tail):\n%s\n\n"
                   "Repository map:\n%s",
                   s->task->goal, s->task->test_command, s->task->ci_context ? "CI failure context:\n" : "",
                   s->task->ci_context ? s->task->ci_context : "", s->task->ci_context ? "\n\n" : "", round,
-                  s->have_verify ? s->last_verify.exit_code : s->env->step0_exit, out ? out : "", map)
+                  (int) s->task->limits.max_rounds, s->have_verify ? s->last_verify.exit_code : s->env->step0_exit,
+                  out ? out : "", map)
         < 0)
         return kiwi_error_make (err, ENOMEM, "architect prompt");
     int rc = kiwi_model_conv_add_user_text (&conv, msg, err);
@@ -283,21 +344,26 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         /* the Implementer continues one conversation across rounds */
         char *msg = NULL;
         if (round == 1) {
-            if (asprintf (&msg, "Task: %s\nTest command: %s\n\nThe Architect's plan:\n%s", task->goal,
-                          task->test_command, plan)
+            cleanup_free char *t = tail (env->step0_output, 8000);
+            if (asprintf (&msg,
+                          "Round 1 of %d.\nTask: %s\nTest command: %s\n\nThe test command failed before any "
+                          "change (exit status %d). Its output (tail):\n%s\n\nThe Architect's plan:\n%s",
+                          max_rounds, task->goal, task->test_command, env->step0_exit, t ? t : "", plan)
                 < 0)
                 msg = NULL;
         } else {
             cleanup_free char *t = tail (s.last_verify.output, 12000);
             if (s.not_carried != NULL) {
                 if (asprintf (&msg,
-                              "Not fixed yet: %s. Put the change in files the diff carries. The run on the ref plus "
-                              "your diff exited with status %d:\n%s\n\nThe Architect's new plan:\n%s",
-                              s.not_carried, s.last_verify.exit_code, t ? t : "", plan)
+                              "Round %d of %d. Not fixed yet: %s. Put the change in files the diff carries. The run "
+                              "on the ref plus your diff exited with status %d:\n%s\n\nThe Architect's new plan:\n%s",
+                              round, max_rounds, s.not_carried, s.last_verify.exit_code, t ? t : "", plan)
                     < 0)
                     msg = NULL;
-            } else if (asprintf (&msg, "The tests still fail (exit status %d):\n%s\n\nThe Architect's new plan:\n%s",
-                                 s.last_verify.exit_code, t ? t : "", plan)
+            } else if (asprintf (&msg,
+                                 "Round %d of %d. The tests still fail (exit status %d):\n%s\n\nThe Architect's "
+                                 "new plan:\n%s",
+                                 round, max_rounds, s.last_verify.exit_code, t ? t : "", plan)
                        < 0)
                 msg = NULL;
         }
@@ -309,8 +375,18 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
             kiwi_model_conv_add_user_text (&conv, msg ? msg : plan, &e);
         kiwi_error_free (&e);
         free (msg);
-        round_end how = implement (&s, &conv, &e);
+        round_end how = implement (&s, &conv, round, max_rounds, &e);
         kiwi__session_box_drop (&s);
+        if (how == ROUND_GAVE_UP) {
+            /* the model's word ends the task: no verify, no more rounds */
+            char reason[KIWI__SESSION_GIVE_UP_MAX + 128];
+            snprintf (reason, sizeof reason, "the model gave up in round %d (%s)", round,
+                      s.give_up_reason ? s.give_up_reason : "");
+            emit_round (&s, round, plan, NULL, NULL, "gave_up");
+            free (plan);
+            finish (&s, out, KIWI_RESULT_GAVE_UP, reason, round);
+            goto done;
+        }
         if (how == ROUND_PROVIDER) {
             char reason[1024];
             snprintf (reason, sizeof reason, "model provider failed (implementer, round %d): %s", round,

@@ -6,6 +6,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@
 
 #include "common/cleanup.h"
 
-#define MAX_FILE (8u * 1024 * 1024)
+#define MAX_FILE KIWI_WS_FILE_MAX
 
 /* A component git would take for its own directory: `.git` in any case,
  * also with trailing dots or spaces (what case- or dot-insensitive file
@@ -241,13 +243,79 @@ kiwi_ws_edit (const char *root, const char *path, const char *old, const char *n
     return rc;
 }
 
+/* What a walk visits at most, whatever the repository holds: a listing,
+ * search or find past it stops and says it was cut. */
+#define WALK_VISITS 200000
+
 typedef struct {
     kiwi_strv *out;
     size_t max;
     int depth;
-    const char *needle;
+    const kiwi_ws_search_opts *search; /* NULL: a listing or a find */
+    const char *glob;                  /* a find: names that match */
+    const regex_t *re;                 /* a regular-expression search */
     size_t hits;
+    size_t visits;
+    int cut;
 } walk_ctx;
+
+/* Whether `rel` (its last component `name`) passes a glob: on the name, or
+ * on the path from the root when the glob holds a '/'. */
+static bool
+glob_ok (const char *glob, const char *rel, const char *name)
+{
+    if (glob == NULL || *glob == '\0')
+        return true;
+    return strchr (glob, '/') ? fnmatch (glob, rel, FNM_PATHNAME | FNM_PERIOD) == 0
+                              : fnmatch (glob, name, FNM_PERIOD) == 0;
+}
+
+static bool
+line_matches (const walk_ctx *w, const char *line)
+{
+    if (w->re != NULL)
+        return regexec (w->re, line, 0, NULL, 0) == 0;
+    return w->search->ignore_case ? strcasestr (line, w->search->pattern) != NULL
+                                  : strstr (line, w->search->pattern) != NULL;
+}
+
+/* Searches one open regular file (fd is taken). */
+static void
+grep_fd (int fd, const char *rel, walk_ctx *w)
+{
+    FILE *f = fdopen (fd, "r");
+    if (f == NULL) {
+        close (fd);
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    size_t ln = 0;
+    while ((n = getline (&line, &cap, f)) >= 0) {
+        ln++;
+        if (memchr (line, '\0', (size_t) n) != NULL)
+            break; /* binary */
+        line[strcspn (line, "\n")] = '\0';
+        if (!line_matches (w, line))
+            continue;
+        if (w->hits >= w->max) {
+            w->cut = 1;
+            break;
+        }
+        kiwi_strv_addf (w->out, "%s:%zu:%.300s", rel, ln, line);
+        w->hits++;
+    }
+    free (line);
+    fclose (f);
+}
+
+/* qsort's comparator for a vector of names (it is given pointers to them). */
+static int
+by_name (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
 
 static int
 walk (int dfd, const char *prefix, int level, walk_ctx *w)
@@ -265,18 +333,25 @@ walk (int dfd, const char *prefix, int level, walk_ctx *w)
             && !is_dotgit (e->d_name, strlen (e->d_name)))
             kiwi_strv_add (&names, e->d_name);
     if (names.n > 1)
-        qsort (names.v, names.n, sizeof (char *), (int (*) (const void *, const void *)) strcmp);
-    for (size_t i = 0; i < names.n; i++) {
-        if ((w->needle ? w->hits : w->out->n) >= w->max)
+        qsort (names.v, names.n, sizeof (char *), by_name);
+    for (size_t i = 0; i < names.n && !w->cut; i++) {
+        if (w->search == NULL && w->out->n >= w->max) {
+            w->cut = 1; /* a search knows it is cut only when one more line matches (grep_fd) */
             break;
+        }
+        if (++w->visits > WALK_VISITS) {
+            w->cut = 1;
+            break;
+        }
         const char *name = names.v[i];
         struct stat st;
         if (fstatat (dirfd (dir), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         char rel[4096];
         snprintf (rel, sizeof rel, "%s%s%s", prefix, *prefix ? "/" : "", name);
+        bool listing = w->search == NULL && w->glob == NULL;
         if (S_ISDIR (st.st_mode)) {
-            if (w->needle == NULL)
+            if (listing)
                 kiwi_strv_addf (w->out, "%s/", rel);
             if (level + 1 < w->depth && strcmp (name, "node_modules") != 0) {
                 int sub = openat (dirfd (dir), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -284,36 +359,19 @@ walk (int dfd, const char *prefix, int level, walk_ctx *w)
                     walk (sub, rel, level + 1, w);
             }
         } else if (S_ISLNK (st.st_mode)) {
-            if (w->needle == NULL)
+            if (listing || (w->glob && glob_ok (w->glob, rel, name)))
                 kiwi_strv_addf (w->out, "%s -> (symlink)", rel);
         } else if (S_ISREG (st.st_mode)) {
-            if (w->needle == NULL) {
-                kiwi_strv_add (w->out, rel);
+            if (w->search == NULL) {
+                if (listing || glob_ok (w->glob, rel, name))
+                    kiwi_strv_add (w->out, rel);
                 continue;
             }
-            if (st.st_size > 1024 * 1024)
+            if (st.st_size > KIWI_WS_SEARCH_FILE_MAX || !glob_ok (w->search->glob, rel, name))
                 continue;
             int fd = openat (dirfd (dir), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            if (fd < 0)
-                continue;
-            FILE *f = fdopen (fd, "r");
-            if (f == NULL) {
-                close (fd);
-                continue;
-            }
-            char line[2048];
-            int ln = 0;
-            while (fgets (line, sizeof line, f) && w->hits < w->max) {
-                ln++;
-                if (memchr (line, '\0', strlen (line)) != NULL)
-                    break;
-                if (strstr (line, w->needle)) {
-                    line[strcspn (line, "\n")] = '\0';
-                    kiwi_strv_addf (w->out, "%s:%d: %.300s", rel, ln, line);
-                    w->hits++;
-                }
-            }
-            fclose (f);
+            if (fd >= 0)
+                grep_fd (fd, rel, w);
         }
     }
     kiwi_strv_free (&names);
@@ -348,15 +406,76 @@ kiwi_ws_list (const char *root, const char *dir, int depth, size_t max, kiwi_str
 }
 
 int
-kiwi_ws_search (const char *root, const char *dir, const char *needle, size_t max, kiwi_strv *out,
-                kiwi_error_t *err)
+kiwi_ws_find (const char *root, const char *dir, const char *glob, size_t max, kiwi_strv *out, int *cut,
+              kiwi_error_t *err)
 {
-    if (needle == NULL || *needle == '\0')
-        return kiwi_error_make (err, 0, "search: empty pattern");
+    if (glob == NULL || *glob == '\0')
+        return kiwi_error_make (err, 0, "find_files: empty glob");
+    if (strlen (glob) > KIWI_WS_PATTERN_MAX)
+        return kiwi_error_make (err, 0, "find_files: the glob is longer than %d bytes", KIWI_WS_PATTERN_MAX);
     char prefix[KIWI_WS_PATH_MAX + 1];
     int fd = open_dir (root, dir, prefix, sizeof prefix, err);
     if (fd < 0)
         return -1;
-    walk_ctx w = { .out = out, .max = max, .depth = 32, .needle = needle };
-    return walk (fd, prefix, 0, &w);
+    walk_ctx w = { .out = out, .max = max, .depth = 32, .glob = glob };
+    walk (fd, prefix, 0, &w);
+    *cut = w.cut;
+    return 0;
+}
+
+int
+kiwi_ws_search (const char *root, const char *path, const kiwi_ws_search_opts *o, kiwi_strv *out, int *cut,
+                kiwi_error_t *err)
+{
+    *cut = 0;
+    if (o->pattern == NULL || *o->pattern == '\0')
+        return kiwi_error_make (err, 0, "search: empty pattern");
+    if (strlen (o->pattern) > KIWI_WS_PATTERN_MAX)
+        return kiwi_error_make (err, 0, "search: the pattern is longer than %d bytes", KIWI_WS_PATTERN_MAX);
+    if (o->glob != NULL && strlen (o->glob) > KIWI_WS_PATTERN_MAX)
+        return kiwi_error_make (err, 0, "search: the glob is longer than %d bytes", KIWI_WS_PATTERN_MAX);
+    regex_t re;
+    bool have_re = false;
+    if (o->regex) {
+        /* a back-reference makes matching exponential: refused */
+        for (const char *p = o->pattern; *p; p++)
+            if (p[0] == '\\' && p[1] >= '1' && p[1] <= '9')
+                return kiwi_error_make (err, 0, "search: back-references (\\1..\\9) are not allowed");
+        int rc = regcomp (&re, o->pattern, REG_EXTENDED | REG_NOSUB | (o->ignore_case ? REG_ICASE : 0));
+        if (rc != 0) {
+            char msg[200];
+            regerror (rc, &re, msg, sizeof msg);
+            return kiwi_error_make (err, 0, "search: bad regular expression: %s", msg);
+        }
+        have_re = true;
+    }
+    walk_ctx w = { .out = out, .max = o->max, .depth = 32, .search = o, .re = have_re ? &re : NULL };
+    char norm[KIWI_WS_PATH_MAX + 1];
+    int rc = 0;
+    if (kiwi_ws_normalise (path ? path : "", 1, norm, sizeof norm, err) < 0)
+        rc = -1;
+    else {
+        /* a file or a directory */
+        int fd = *norm ? open_file (root, norm, O_RDONLY | O_NONBLOCK, 0, err)
+                       : open_dir (root, "", norm, sizeof norm, err);
+        struct stat st;
+        if (fd < 0)
+            rc = -1;
+        else if (fstat (fd, &st) < 0) {
+            rc = kiwi_error_make (err, errno, "search: `%s`", norm);
+            close (fd);
+        } else if (S_ISDIR (st.st_mode))
+            walk (fd, norm, 0, &w);
+        else if (S_ISREG (st.st_mode) && st.st_size <= KIWI_WS_SEARCH_FILE_MAX)
+            grep_fd (fd, norm, &w);
+        else {
+            rc = kiwi_error_make (err, 0, "search: `%s` is not a directory or a text file of at most %d bytes", norm,
+                                  KIWI_WS_SEARCH_FILE_MAX);
+            close (fd);
+        }
+    }
+    if (have_re)
+        regfree (&re);
+    *cut = w.cut;
+    return rc;
 }

@@ -13,6 +13,7 @@
 #ifndef KIWI_WORKER_WSPATH_H
 #define KIWI_WORKER_WSPATH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -20,6 +21,7 @@
 #include "common/strv.h"
 
 #define KIWI_WS_PATH_MAX 4096
+#define KIWI_WS_FILE_MAX (8u * 1024 * 1024) /* the largest file read whole, written or edited */
 
 /* Normalises a model-given path into out (cap bytes) as described above.
  * With allow_root, "" and paths that collapse to nothing ("." or "./")
@@ -47,9 +49,32 @@ int kiwi_ws_edit (const char *root, const char *path, const char *old, const cha
  * such and never followed. */
 int kiwi_ws_list (const char *root, const char *dir, int depth, size_t max, kiwi_strv *out, kiwi_error_t *err);
 
-/* Lines containing `needle` (plain text) under `dir`: "path:line: text",
- * at most `max` hits; binary and large files skipped. */
-int kiwi_ws_search (const char *root, const char *dir, const char *needle, size_t max, kiwi_strv *out,
+#define KIWI_WS_PATTERN_MAX 1000           /* bytes of a search pattern or a glob */
+#define KIWI_WS_SEARCH_FILE_MAX (1024 * 1024) /* larger files are not searched */
+
+/* What a search looks for: `pattern` as plain text, or with `regex` as a
+ * POSIX extended regular expression (back-references refused); in files
+ * whose name matches `glob` (fnmatch; against the path from the root when
+ * it holds a '/'; NULL: every file); at most `max` hits. */
+typedef struct kiwi_ws_search_opts {
+    const char *pattern;
+    bool regex;
+    bool ignore_case;
+    const char *glob;
+    size_t max;
+} kiwi_ws_search_opts;
+
+/* Lines matching under `path` (a file or a directory; "" = the root):
+ * "path:line:text" (text cut at 300 bytes), binary files, files larger
+ * than KIWI_WS_SEARCH_FILE_MAX and node_modules skipped in a directory.
+ * *cut tells whether hits were left out (the cap, or the walk's bound). */
+int kiwi_ws_search (const char *root, const char *path, const kiwi_ws_search_opts *o, kiwi_strv *out, int *cut,
                     kiwi_error_t *err);
+
+/* Files (and symlinks, "name -> (symlink)") under `dir` whose name matches
+ * `glob` (as in a search), at most `max`; *cut tells whether some were
+ * left out. */
+int kiwi_ws_find (const char *root, const char *dir, const char *glob, size_t max, kiwi_strv *out, int *cut,
+                  kiwi_error_t *err);
 
 #endif

@@ -3,7 +3,8 @@
  * scripted provider (real libcurl, the Anthropic wire format) and the real
  * Docker sandbox: a fix in one round, a fix that needs two, max-rounds, the
  * session budget, a provider that keeps failing, and a model that tries to
- * write outside the workspace. Each ends with the right status and events.
+ * write outside the workspace, and a model that gives up. Each ends with
+ * the right status and events.
  * Every session has a second env, as the worker gives it, so each round's
  * verify sandbox is made ahead; test_verify_made_ahead checks from outside
  * (dockerd) that it exists while the Architect is still thinking and that
@@ -32,6 +33,7 @@ extern char **environ;
 static kiwi_scripted_provider sp;
 static kiwi_sandbox_env *sbenv, *sbenv_ahead;
 static const char *session_command = "npm test";
+static const char *session_provider = "anthropic", *session_model = "claude-sonnet-4-5-20250929";
 static char outside[64];
 
 static int
@@ -140,9 +142,9 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
     KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
     o->commit = make_repo (o->src, o->state, o->repo, sizeof o->src, extra);
     kiwi_error_t err = NULL;
-    const kiwi_model_provider *prov = kiwi_model_provider_find ("anthropic", &err);
-    char *base = kiwi_scripted_provider_base_url (&sp, "anthropic", script);
-    kiwi_model_config mc = { .base_url = base, .api_key = kiwi_scripted_provider_key ("anthropic"),
+    const kiwi_model_provider *prov = kiwi_model_provider_find (session_provider, &err);
+    char *base = kiwi_scripted_provider_base_url (&sp, session_provider, script);
+    kiwi_model_config mc = { .base_url = base, .api_key = kiwi_scripted_provider_key (session_provider),
                              .max_attempts = 3, .backoff_base_ms = 20, .backoff_max_ms = 100,
                              .request_timeout_ms = 20000, .price_input_per_mtok = 3.0, .price_output_per_mtok = 15.0 };
     kiwi_model_client *model = kiwi_model_client_open (prov, &mc, &err);
@@ -174,7 +176,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
         .step0_output = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3",
         .step0_exit = 1,
         .model = model,
-        .model_name = "claude-sonnet-4-5-20250929",
+        .model_name = session_model,
         .deadline_ms = kiwi_mono_ms () + 600000,
         .events = &ev,
     };
@@ -437,6 +439,80 @@ test_gitignored_fix_not_fixed (void **state)
     outcome_clear (&o);
 }
 
+/* The Implementer calls give_up: the task ends at once with the status
+ * gave_up and the model's kind and reason, no verify runs, no round
+ * follows, a call after it in the same answer is not run, and nothing of
+ * the task is left in dockerd. The script checks what the model was told:
+ * the round (1 of 3), the step-0 failure in the Implementer's first message
+ * (not only the Architect's plan), the same ten tools, read_file's header
+ * and the status line after the tool results. Through each provider's wire
+ * format: the tools are declared once and every provider gets them. */
+static void
+give_up_via (const char *provider, const char *model, const char *script)
+{
+    outcome o;
+    session_provider = provider;
+    session_model = model;
+    run_session (script, 3, 0, &o);
+    session_provider = "anthropic";
+    session_model = "claude-sonnet-4-5-20250929";
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (&sp, script, &first);
+    if (bad != 0)
+        fail_msg ("%s: %zu requests broke the script: %s", provider, bad, first ? first : "");
+    free (first);
+    if (o.result.status != KIWI_RESULT_GAVE_UP)
+        fail_msg ("%s: status %s: %s", provider, kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_string_equal (kiwi_result_status_name (o.result.status), "gave_up");
+    assert_non_null (strstr (o.result.reason, "test_wrong: The test expects sum(1, 2) to be 4"));
+    assert_int_equal (o.result.rounds, 1);
+    assert_null (o.result.diff);
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, script), 3);
+    assert_int_equal (count_rounds (o.events), 1);
+    json_t *r1 = round_event (o.events, 1);
+    assert_string_equal (json_string_value (json_object_get (r1, "ended")), "gave_up");
+    assert_null (json_object_get (r1, "verify"));
+    /* the write after give_up did not happen */
+    char p[256];
+    snprintf (p, sizeof p, "%s/late.txt", o.repo);
+    assert_int_not_equal (access (p, F_OK), 0);
+    assert_int_equal (task_containers (""), 0);
+    outcome_clear (&o);
+}
+
+static void
+test_give_up (void **state)
+{
+    give_up_via ("anthropic", "claude-sonnet-4-5-20250929", "js-sum-give-up");
+    give_up_via ("openai", "gpt-4.1", "js-sum-give-up-openai");
+    give_up_via ("gemini", "gemini-2.5-flash", "js-sum-give-up-gemini");
+}
+
+/* One answer with 45 tool calls: the round's 40 are counted per call, not
+ * per answer, so 40 run, the rest are answered without running, and the
+ * round ends with its verify. */
+static void
+test_tool_calls_capped_per_call (void **state)
+{
+    outcome o;
+    run_session ("js-sum-many-calls", 1, 0, &o);
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-many-calls", &first);
+    if (bad != 0)
+        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
+    free (first);
+    assert_int_equal (o.result.status, KIWI_RESULT_MAX_ROUNDS);
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-many-calls"), 2);
+    json_t *r1 = round_event (o.events, 1);
+    json_t *acts = json_object_get (r1, "actions");
+    size_t reads = 0, i;
+    json_t *a;
+    json_array_foreach (acts, i, a) if (strcmp (json_string_value (a), "read sum.js") == 0) reads++;
+    assert_int_equal (reads, 40);
+    assert_non_null (json_object_get (r1, "verify"));
+    outcome_clear (&o);
+}
+
 int
 main (void)
 {
@@ -445,6 +521,7 @@ main (void)
         cmocka_unit_test (test_max_rounds),             cmocka_unit_test (test_budget_exhausted),
         cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
         cmocka_unit_test (test_gitignored_fix_not_fixed), cmocka_unit_test (test_verify_made_ahead),
+        cmocka_unit_test (test_give_up),                cmocka_unit_test (test_tool_calls_capped_per_call),
     };
     return kiwi_run_group ("session", tests, setup, teardown);
 }

@@ -83,9 +83,11 @@ test_reads_and_writes_inside (void **state)
     expect_refused (kiwi_ws_edit (root, "src/app.js", "zzz", "y", &err), &err, "not found");
     assert_int_equal (kiwi_ws_write (root, "new/dir/file.txt", "hi\n", 3, &err), 0);
     kiwi_strv hits = KIWI_STRV_INIT;
-    assert_int_equal (kiwi_ws_search (root, "", "b = 3", 10, &hits, &err), 0);
+    int cut = 0;
+    kiwi_ws_search_opts so = { .pattern = "b = 3", .max = 10 };
+    assert_int_equal (kiwi_ws_search (root, "", &so, &hits, &cut, &err), 0);
     assert_int_equal (hits.n, 1);
-    assert_string_equal (hits.v[0], "src/app.js:2: const b = 3;");
+    assert_string_equal (hits.v[0], "src/app.js:2:const b = 3;");
     kiwi_strv_free (&hits);
 }
 
@@ -123,7 +125,9 @@ test_escapes_refused (void **state)
     assert_true (kiwi_strv_contains (&l, "evil -> (symlink)"));
     kiwi_strv_free (&l);
     kiwi_strv hits = KIWI_STRV_INIT;
-    assert_int_equal (kiwi_ws_search (root, "", "TOP SECRET", 10, &hits, &err), 0);
+    int cut = 0;
+    kiwi_ws_search_opts so = { .pattern = "TOP SECRET", .max = 10 };
+    assert_int_equal (kiwi_ws_search (root, "", &so, &hits, &cut, &err), 0);
     assert_int_equal (hits.n, 0);
     kiwi_strv_free (&hits);
 }
