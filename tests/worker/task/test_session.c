@@ -32,6 +32,9 @@ extern char **environ;
 
 static kiwi_scripted_provider sp;
 static kiwi_sandbox_env *sbenv, *sbenv_ahead;
+/* this process's worker id: another run of this test (the other build
+ * stage, a second checkout) has its own sandboxes, never counted here */
+static char worker_id[64];
 static const char *session_command = "npm test";
 static const char *session_provider = "anthropic", *session_model = "claude-sonnet-4-5-20250929";
 static char outside[64];
@@ -46,10 +49,11 @@ setup (void **state)
         return -1;
     }
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find ("docker", &err);
+    snprintf (worker_id, sizeof worker_id, "itest-session-%d", (int) getpid ());
     kiwi_sandbox_config cfg = {
         .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
         .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
-        .worker_id = "itest-session",
+        .worker_id = worker_id,
     };
     if (kiwi_sandbox_env_open (drv, &cfg, &sbenv, &err) < 0 || kiwi_sandbox_env_open (drv, &cfg, &sbenv_ahead, &err) < 0) {
         fprintf (stderr, "sandbox: %s\n", kiwi_error_msg (err));
@@ -152,7 +156,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
     kiwi_phase_config pc = { .host_env = (const char *const *) environ };
     collected c = { .events = json_array () };
     kiwi_events ev = { .progress = collect_progress, .result = collect_result, .task_id = "session-task",
-                       .worker_id = "itest-session", .userdata = &c };
+                       .worker_id = worker_id, .userdata = &c };
     kiwi_task task;
     kiwi_task_init (&task);
     task.id = strdup ("session-task");
@@ -235,9 +239,10 @@ task_containers (const char *phase)
 {
     char cmd[512], out[4096] = "";
     snprintf (cmd, sizeof cmd,
-              "docker -H 'unix://%s' ps -aq --filter label=org.kiwi.task=session-task%s%s | wc -l",
-              kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"), *phase ? " --filter label=org.kiwi.phase=" : "",
-              phase);
+              "docker -H 'unix://%s' ps -aq --filter label=org.kiwi.task=session-task "
+              "--filter label=org.kiwi.worker=%s%s%s | wc -l",
+              kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"), worker_id,
+              *phase ? " --filter label=org.kiwi.phase=" : "", phase);
     assert_int_equal (kiwi_test_sh (cmd, out, sizeof out), 0);
     return atoi (out);
 }
@@ -372,11 +377,12 @@ test_verify_made_ahead (void **state)
      * process at once: the mark cannot come before the command looks) */
     snprintf (cmd, sizeof cmd,
               "( marked=; for i in $(seq 1 300); do for id in $(docker -H 'unix://%s' ps -q --filter "
-              "label=org.kiwi.task=session-task --filter label=org.kiwi.phase=verify --filter status=running); do "
+              "label=org.kiwi.task=session-task --filter label=org.kiwi.worker=%s --filter label=org.kiwi.phase=verify "
+              "--filter status=running); do "
               "case \" $marked \" in *\" $id \"*) continue;; esac; "
               "docker -H 'unix://%s' exec \"$id\" touch /kiwi/tmp/marked-from-outside && echo \"$id\" >> %s; "
               "marked=\"$marked $id\"; done; [ -e %s.stop ] && break; sleep 0.1; done ) >/tmp/kiwi-session-ahead.log 2>&1 &",
-              sock, sock, seen, seen);
+              sock, worker_id, sock, seen, seen);
     assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
     /* the verify lasts 2 s more: time for the next sandbox to be made
      * while it runs, and marked */
