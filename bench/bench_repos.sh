@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# bench/bench_repos.sh: real public repositories through `kiwi-worker --once`
+# as a new user meets them: does each get a working environment, or a true,
+# actionable stop? Prints a row per repository, the rate per ecosystem and
+# the median Phase A and step-0 times. Asserts nothing.
+#
+# Usage: bench/bench_repos.sh --list FILE --mirrors FILE [--out DIR]
+#                              [--only REPO,REPO...] [--open-egress]
+#   --list FILE     repositories, tab-separated with a header line:
+#                   repo commit ecosystem test_command notes
+#                   (bench/repos.tsv is the project's list)
+#   --mirrors FILE  where the clones are: `owner/name<TAB>GIT_DIR` per line,
+#                   a bare repository or a clone holding the commit. The
+#                   repositories' code never enters this project: bring
+#                   them yourself (git clone --bare URL DIR).
+#   --out DIR       keeps each run's output (events, worker log) and the
+#                   report (report.tsv, report.txt); a temporary folder
+#                   otherwise
+#   --only LIST     those repositories only
+#   --open-egress   Phase A without the host's egress rules
+#                   (KIWI_ONCE_EGRESS_UNCHECKED=true): the report then says
+#                   it was not made in the production configuration
+#
+# Production configuration by default: KIWI_EGRESS_APPLY=true (the worker
+# applies the host's egress rules: run as root), Phase A through the
+# worker's egress proxy, and an empty cache (Redis is pointed at a port
+# nobody listens on, so every install and every step 0 runs for real; no
+# artifact store). Each task names the commit of the list; the model's
+# address is one nobody answers (127.0.0.1:9): a task whose step 0 fails
+# for a code reason then ends with a model error, which the report does
+# not count against the environment.
+#
+# Verdicts, from the task's own events:
+#   env      step 0 ran the tests: they passed, or failed as code fails
+#   stopped  step 0 stopped and named the cause (a version, a service, a
+#            host, a tool): a true stop if the cause is right (read it)
+#   setup    the install failed, or step 0 could not run the tests
+#   error    Kiwi's own fault (clone, sandbox, Docker)
+# Needs the stack (dockerd): set -a; . /var/lib/kiwi/stack.env; set +a.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../tests/worker/sh/lib.sh"
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+LIST="" MIRRORS="" OUT="" ONLY="" OPEN=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --list) LIST=$2; shift 2 ;;
+    --mirrors) MIRRORS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    --open-egress) OPEN=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bench_repos: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$LIST" ] && [ -f "$LIST" ] || { echo "bench_repos: --list FILE is required (bench/repos.tsv)" >&2; exit 2; }
+[ -n "$MIRRORS" ] && [ -f "$MIRRORS" ] || { echo "bench_repos: --mirrors FILE is required (see --help)" >&2; exit 2; }
+[ -x "$WORKER" ] || { echo "bench_repos: $WORKER is not built (cmake --build build)" >&2; exit 2; }
+if [ "$OPEN" = 0 ] && [ "$(id -u)" != 0 ]; then
+  echo "bench_repos: the production configuration applies the host's egress rules: run as root, or pass --open-egress" >&2
+  exit 2
+fi
+OUT=${OUT:-$TMP/out}
+mkdir -p "$OUT/runs" "$TMP/git"
+chmod 755 "$OUT" "$OUT/runs"
+
+# each listed commit, alone (depth 1: a mirror may lack objects of other
+# refs), in a bare repository of its own whose main branch it is, all
+# served by one git daemon on loopback as owner+name.git
+mirror_of() { awk -F'\t' -v r="$1" '$1 == r { print $2; exit }' "$MIRRORS"; }
+tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit _rest; do
+  [ -n "$repo" ] || continue
+  if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$repo,"* ]]; then continue; fi
+  dir=$(mirror_of "$repo")
+  [ -n "$dir" ] && [ -d "$dir" ] || { log "no mirror for $repo in $MIRRORS: it will be an error row"; continue; }
+  bare="$TMP/git/${repo/\//+}.git"
+  git init -q --bare "$bare"
+  if ! git -C "$bare" fetch -q --depth 1 "file://$(cd "$dir" && pwd)" "$commit" 2>"$TMP/prep.log"; then
+    log "$repo: $commit is not in $dir: $(tail -n 1 "$TMP/prep.log")"
+    rm -rf "$bare"
+    continue
+  fi
+  git -C "$bare" update-ref refs/heads/main "$commit"
+  git -C "$bare" symbolic-ref HEAD refs/heads/main
+done
+gport=$(free_port)
+git daemon --reuseaddr --base-path="$TMP/git" --export-all --listen=127.0.0.1 --port="$gport" "$TMP/git" \
+  >"$TMP/git-daemon.log" 2>&1 &
+PIDS+=($!)
+sleep 0.5
+
+dead_port=$(free_port) # Redis nobody answers: an empty cache
+egress_env=(KIWI_EGRESS_APPLY=true)
+[ "$OPEN" = 1 ] && egress_env=(KIWI_EGRESS_APPLY=false KIWI_ONCE_EGRESS_UNCHECKED=true)
+config="production configuration (egress rules applied, Phase A through the proxy, empty cache)"
+[ "$OPEN" = 1 ] && config="NOT the production configuration: --open-egress (no egress rules), empty cache"
+log "$config"
+
+tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit eco cmd _notes; do
+  [ -n "$repo" ] || continue
+  if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$repo,"* ]]; then continue; fi
+  name=${repo/\//+}
+  run="$OUT/runs/$name"
+  mkdir -p "$run"
+  if [ ! -e "$TMP/git/$name.git" ]; then
+    printf '{"type":"bench","verdict":"error","reason":"no mirror"}\n' >"$run/once.jsonl"
+    continue
+  fi
+  python3 - "$run/task.json" "$repo" "$commit" "$cmd" "git://127.0.0.1:$gport/$name.git" <<'PY'
+import json, sys
+out, repo, commit, cmd, url = sys.argv[1:6]
+json.dump({"id": "bench-" + repo.replace("/", "-") + "-" + commit[:12], "repo": {"url": url, "ref": commit},
+           "test_command": cmd, "goal": "Make the tests pass.", "limits": {"max_rounds": 1},
+           "model": {"provider": "anthropic", "name": "claude-sonnet-4-5", "base_url": "http://127.0.0.1:9/"}},
+          open(out, "w"))
+PY
+  log "$repo ($eco): $cmd"
+  start=$(date +%s%3N)
+  set +e
+  env -u KIWI_STORE_URL "${egress_env[@]}" KIWI_STATE_DIR="$run/state" KIWI_WORKER_ID="bench-$$-${name//+/-}" \
+    KIWI_REDIS_HOST=127.0.0.1 KIWI_REDIS_PORT="$dead_port" \
+    KIWI_REPO_SCHEMES=https,ssh,git KIWI_MODEL_BASE_URLS=http://127.0.0.1:9/ ANTHROPIC_API_KEY=kiwi-bench-no-model \
+    KIWI_IMAGE_CATALOG="${KIWI_IMAGE_CATALOG:-$ROOT/ops/images/catalog.local.tsv}" \
+    timeout 3600 "$WORKER" --once "$run/task.json" >"$run/once.jsonl" 2>"$run/worker.log"
+  rc=$?
+  set -e
+  printf '{"type":"bench","exit":%d,"wall_ms":%d}\n' "$rc" "$(($(date +%s%3N) - start))" >>"$run/once.jsonl"
+done
+
+python3 - "$LIST" "$OUT" "$config" "$ONLY" <<'PY'
+import json, os, statistics, sys
+lst, out, config, only = sys.argv[1:5]
+rows, per = [], {}
+for line in open(lst).read().splitlines()[1:]:
+    f = line.split("\t")
+    if len(f) < 4 or (only and f[0] not in only.split(",")):
+        continue
+    repo, commit, eco, cmd = f[:4]
+    path = os.path.join(out, "runs", repo.replace("/", "+"), "once.jsonl")
+    ev = {"install": None, "step0": None, "result": None, "wall_ms": None}
+    try:
+        for l in open(path):
+            try:
+                j = json.loads(l)
+            except ValueError:
+                continue
+            if j.get("type") == "progress" and j["event"]["kind"] in ("install", "step0"):
+                ev[j["event"]["kind"]] = j["event"].get("payload", {})
+            elif j.get("type") == "result":
+                ev["result"] = j["result"]
+            elif j.get("type") == "bench":
+                ev["wall_ms"] = j.get("wall_ms")
+    except OSError:
+        pass
+    s0, ins, res = ev["step0"] or {}, ev["install"] or {}, ev["result"] or {}
+    st = s0.get("status")
+    if st in ("passed", "failed"):
+        verdict = "env"
+    elif st == "stopped":
+        verdict = "stopped"
+    elif st == "install_failed" or ins.get("status") == "failed":
+        verdict = "setup"
+    else:
+        verdict = "error"
+    reason = s0.get("reason") or ins.get("reason") or res.get("reason") or ""
+    if not reason:  # no event: the worker's last words
+        try:
+            reason = open(os.path.join(os.path.dirname(path), "worker.log")).read().strip().splitlines()[-1]
+        except (OSError, IndexError):
+            pass
+    reason = reason.replace("\n", " ").replace("\t", " ")
+    cls = (s0.get("classification") or {}).get("class", "-")
+    rows.append([repo, eco, verdict, (st or "-") + "/" + cls, s0.get("image", "-"), ins.get("command", "-"),
+                 "%.1f" % (ins.get("duration_ms", 0) / 1000) if ins.get("duration_ms") is not None else "-",
+                 "%.1f" % (s0.get("duration_ms", 0) / 1000) if s0.get("duration_ms") is not None else "-",
+                 "%.0f" % ((ev["wall_ms"] or 0) / 1000), reason[:300]])
+    per.setdefault(eco, []).append(verdict)
+head = ["repo", "ecosystem", "verdict", "step0/class", "image", "install", "install_s", "step0_s", "wall_s", "reason"]
+with open(os.path.join(out, "report.tsv"), "w") as f:
+    f.write("\t".join(head) + "\n" + "".join("\t".join(r) + "\n" for r in rows))
+lines = ["bench_repos: " + config, ""]
+w = [max(len(str(r[i])) for r in rows + [head]) for i in range(9)]
+for r in [head] + rows:
+    lines.append("  ".join(str(r[i]).ljust(w[i]) for i in range(9)) + "  " + r[9][:120])
+lines.append("")
+tot = {k: 0 for k in ("env", "stopped", "setup", "error")}
+for eco in sorted(per):
+    v = per[eco]
+    for k in tot:
+        tot[k] += v.count(k)
+    lines.append("%-10s %2d repositories: %d env, %d stopped, %d setup, %d error" % (
+        eco, len(v), v.count("env"), v.count("stopped"), v.count("setup"), v.count("error")))
+n = len(rows)
+if n:
+    lines.append("all        %2d repositories: %d env (%.0f%%), %d stopped (%.0f%%), %d setup, %d error" % (
+        n, tot["env"], 100.0 * tot["env"] / n, tot["stopped"], 100.0 * tot["stopped"] / n, tot["setup"], tot["error"]))
+    for i, what in ((6, "Phase A"), (7, "step 0")):
+        xs = [float(r[i]) for r in rows if r[i] != "-"]
+        if xs:
+            lines.append("median %s: %.1f s over %d repositories" % (what, statistics.median(xs), len(xs)))
+text = "\n".join(lines) + "\n"
+open(os.path.join(out, "report.txt"), "w").write(text)
+print(text, end="")
+PY
+log "report: $OUT/report.txt"
