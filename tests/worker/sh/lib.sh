@@ -42,6 +42,8 @@ cleanup() {
   for pid in "${PIDS[@]:-}"; do
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
   done
+  # the worker id locks of this run's workers (ids are the run's own)
+  rm -f /run/kiwi/workers/"$RUN_ID"-*.lock 2>/dev/null || true
   if [ "$rc" -ne 0 ] && [ -d "$TMP" ]; then
     for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "---- $f (tail)"; tail -n 40 "$f"; }; done >&2
   fi

@@ -38,6 +38,14 @@ squid_pid() {
   p=$(cat "$STATE/egress-proxy/$RUN_ID-$1/squid.pid" 2>/dev/null) || return 1
   kill -0 "$p" 2>/dev/null && echo "$p"
 }
+# stop_worker NAME: SIGTERM, and until it has ended: its egress check's
+# sandboxes are removed by it, not left to the clean-up's SIGKILL
+stop_worker() {
+  local v="WORKER_PID_$1"
+  kill "${!v}" 2>/dev/null || return 0
+  for _ in $(seq 1 120); do kill -0 "${!v}" 2>/dev/null || return 0; sleep 0.5; done
+  fail "worker $1 still runs 60 s after SIGTERM"
+}
 proxied_worker() { # NAME [assignments...]: a worker with its proxy on this run's ports
   local name=$1; shift
   worker_start "$name" KIWI_SLOTS=1 KIWI_EGRESS_INTERVAL=86400 KIWI_EGRESS_STOP_WHEN_DEGRADED=false \
@@ -101,6 +109,7 @@ print("kcat: one result keyed by %s, status error, naming the egress proxy" % ti
 PY
   n=$(redis EXISTS "kiwi:install:$key")
   [ "$n" = 0 ] || fail "the install cache holds kiwi:install:$key: $(redis HGETALL "kiwi:install:$key")"
+  stop_worker a
   log "result error ($(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r=r.get("result", r); print(r["reason"][:200])' "$TMP/result.json")); no kiwi:install:${key:0:16}... in Redis"
   ;;
 
@@ -137,6 +146,7 @@ id)
   [ "$(md5sum <"$STATE/egress-proxy/$RUN_ID-a/squid.conf")" = "$conf_sum" ] || fail "worker a's squid.conf was rewritten"
   log "worker b refused: $(grep -o 'KIWI_WORKER_ID=.*' "$TMP/worker-b.log" | head -n 1 | cut -c1-160)"
   log "worker a ($WORKER_PID_a) runs on, its squid $sq and its configuration untouched"
+  stop_worker a
   ;;
 
 rules)
