@@ -169,7 +169,7 @@ typedef struct kiwi_settings {
     char *test_credentials;
     /* health and egress */
     int64_t heartbeat_interval_s, egress_interval_s;
-    bool egress_stop_when_degraded, egress_apply;
+    bool egress_stop_when_degraded, egress_apply, once_egress_unchecked;
     char *egress_script, *egress_proxy_script, *egress_probe_url, *egress_image;
     int64_t drain_timeout_s;
     /* host resources */

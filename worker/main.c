@@ -23,8 +23,10 @@
 #include "worker/egress/egress.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/install-bridge.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/opts.h"
+#include "common/pidlock.h"
 #include "worker/task/pipeline.h"
 #include "worker/task/secrets.h"
 #include "worker/task/policy.h"
@@ -113,6 +115,41 @@ claim_bridge (kiwi_worker_config *cfg, int *fd, kiwi_error_t *err)
     return 0;
 }
 
+/* Where each running worker (the daemon, --once) holds the lock of its id. */
+#define KIWI_WORKER_ID_LOCK_DIR "/run/kiwi/workers"
+
+/* This worker's id, for as long as it runs: an exclusive lock on
+ * <KIWI_WORKER_ID_LOCK_DIR>/<id>.lock (pidlock.h), *fd holding it. Two
+ * workers with one id on a host would share the egress proxy's files
+ * (<state>/egress-proxy/<id>: the second one's proxy.sh run stops the
+ * first one's Squid) and the sandboxes' names and labels (each one's start
+ * removes the other's as left over): the second refuses to start, naming
+ * the id and the holder. */
+static int
+claim_worker_id (const kiwi_worker_config *cfg, int *fd, kiwi_error_t *err)
+{
+    const char *id = cfg->worker_id;
+    if (id == NULL || *id == '\0' || strchr (id, '/') != NULL || id[0] == '.')
+        return kiwi_error_make (err, EINVAL, "KIWI_WORKER_ID=%s: an id is a file name (no '/', not empty, no "
+                                             "leading '.')", id ? id : "");
+    if (kiwi_fs_mkdir_p (KIWI_WORKER_ID_LOCK_DIR, 0755) < 0)
+        return kiwi_error_make (err, errno, "worker id locks: creating %s", KIWI_WORKER_ID_LOCK_DIR);
+    char path[PATH_MAX], who[64];
+    int n = snprintf (path, sizeof path, "%s/%s.lock", KIWI_WORKER_ID_LOCK_DIR, id);
+    if (n < 0 || (size_t) n >= sizeof path)
+        return kiwi_error_make (err, ENAMETOOLONG, "KIWI_WORKER_ID=%s: too long", id);
+    int rc = kiwi_pidlock_take (path, fd, who, sizeof who, err);
+    if (rc < 0)
+        return kiwi_error_wrap (err, "KIWI_WORKER_ID=%s", id);
+    if (rc == 0)
+        return kiwi_error_make (err, EBUSY,
+                                "KIWI_WORKER_ID=%s is held by another kiwi-worker on this host (%s, lock %s): two "
+                                "workers with one id would stop each other's egress proxy and remove each other's "
+                                "sandboxes; give this one an id of its own",
+                                id, who, path);
+    return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -197,14 +234,18 @@ main (int argc, char **argv)
         return 0;
     }
     int status;
-    int bridge_fd = -1;
+    int bridge_fd = -1, id_fd = -1;
     if (task_child)
         status = kiwi_pipeline_child_main (&cfg);
     else if (egress_check)
         status = kiwi_egress_check_main (&cfg);
     else if (gc)
         status = kiwi_cache_gc_main (&cfg) < 0 ? 1 : 0;
-    else if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
+    else if (claim_worker_id (&cfg, &id_fd, &err) < 0) {
+        /* the daemon and --once, one per id on a host */
+        kiwi_errorf ("%s", kiwi_error_msg (err));
+        status = 2;
+    } else if (claim_bridge (&cfg, &bridge_fd, &err) < 0) {
         /* the daemon and --once run an egress proxy on a bridge of their own */
         kiwi_errorf ("%s", kiwi_error_msg (err));
         status = 2;
@@ -225,6 +266,8 @@ main (int argc, char **argv)
     }
     if (bridge_fd >= 0)
         close (bridge_fd);
+    if (id_fd >= 0)
+        close (id_fd);
     kiwi_error_free (&err);
     kiwi_log_set_mask (NULL);
     kiwi_mask_free (mask);

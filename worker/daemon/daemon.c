@@ -254,14 +254,7 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
         return -1;
     }
     signal (SIGPIPE, SIG_IGN);
-    if (cfg->egress_apply) {
-        kiwi_error_t e = NULL;
-        if (kiwi_egress_apply_rules (cfg, &e) < 0)
-            kiwi_errorf ("applying the egress rules: %s (the egress checks will report it)", kiwi_error_msg (e));
-        else
-            kiwi_info ("egress rules applied");
-        kiwi_error_free (&e);
-    }
+    kiwi_egress_apply_if_set (cfg);
     {
         /* sandboxes a crashed run of this worker left behind */
         const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, NULL);

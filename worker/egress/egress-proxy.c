@@ -384,6 +384,76 @@ out:
     return rc < 0 ? kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS=%s: the egress proxy", cfg->install_egress) : 0;
 }
 
+/* The Squid <dir>/squid.pid names, when it runs this configuration (its
+ * command line has `-f <dir>/squid.conf`) and is neither a zombie nor
+ * stopped; 0 with what is wrong in why[cap] otherwise. */
+static pid_t
+squid_of (const char *dir, char *why, size_t cap)
+{
+    char path[PATH_MAX + 32], conf[PATH_MAX + 16];
+    snprintf (path, sizeof path, "%s/squid.pid", dir);
+    snprintf (conf, sizeof conf, "%s/squid.conf", dir);
+    FILE *f = fopen (path, "re");
+    long pid = 0;
+    if (f == NULL || fscanf (f, "%ld", &pid) != 1 || pid <= 0) {
+        snprintf (why, cap, "%s names no process", path);
+        if (f)
+            fclose (f);
+        return 0;
+    }
+    fclose (f);
+    char cmd[PATH_MAX + 64] = "";
+    snprintf (path, sizeof path, "/proc/%ld/cmdline", pid);
+    f = fopen (path, "re");
+    size_t n = f ? fread (cmd, 1, sizeof cmd - 1, f) : 0;
+    if (f)
+        fclose (f);
+    cmd[n] = '\0';
+    bool ours = false;
+    for (size_t i = 0; i < n; i += strlen (cmd + i) + 1)
+        if (strcmp (cmd + i, "-f") == 0 && i + 3 < n && strcmp (cmd + i + 3, conf) == 0)
+            ours = true;
+    if (!ours) {
+        snprintf (why, cap, "squid (pid %ld, from %s/squid.pid) is not running %s", pid, dir, conf);
+        return 0;
+    }
+    char stat[512] = "";
+    snprintf (path, sizeof path, "/proc/%ld/stat", pid);
+    f = fopen (path, "re");
+    n = f ? fread (stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+        fclose (f);
+    stat[n] = '\0';
+    const char *close_paren = strrchr (stat, ')');
+    char state = close_paren && close_paren[1] == ' ' ? close_paren[2] : '?';
+    if (state == 'Z' || state == 'X' || state == 'T' || state == 't' || state == '?') {
+        snprintf (why, cap, "squid (pid %ld) is %s", pid,
+                  state == 'T' || state == 't' ? "stopped" : state == '?' ? "gone" : "dead");
+        return 0;
+    }
+    return (pid_t) pid;
+}
+
+int
+kiwi_proxy_alive (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *err)
+{
+    *pid = 0;
+    int ports[3];
+    char gw[INET_ADDRSTRLEN], dir[PATH_MAX], why[PATH_MAX + 128];
+    if (kiwi_proxy_ports_parse (cfg->install_proxy_ports, ports, err) < 0 || kiwi_proxy_dir (cfg, dir, sizeof dir, err) < 0
+        || kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gw, sizeof gw, err) < 0)
+        return kiwi_error_wrap (err, "the egress proxy");
+    pid_t p = squid_of (dir, why, sizeof why);
+    if (p == 0)
+        return kiwi_error_make (err, ESRCH, "the egress proxy of worker %s is not running: %s", cfg->worker_id, why);
+    if (!accepts (gw, ports[0]))
+        return kiwi_error_make (err, ECONNREFUSED, "the egress proxy of worker %s (squid pid %d) does not accept "
+                                                   "connections on %s:%d",
+                                cfg->worker_id, (int) p, gw, ports[0]);
+    *pid = p;
+    return 0;
+}
+
 /* ---------- the access log ---------- */
 
 static const char *

@@ -117,6 +117,14 @@ void kiwi_proxy_stop (pid_t pid);
  * setting and, when Squid exited, its status and its log. */
 int kiwi_proxy_start_once (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *err);
 
+/* Whether this worker's egress proxy can carry Phase A now: the Squid
+ * that <proxy dir>/squid.pid names runs this worker's configuration (not
+ * a zombie, not stopped) and accepts connections on its explicit port on
+ * the install bridge's gateway. 0 with its pid in *pid, or -1 with *err
+ * saying what is missing (a dead or absent proxy is Kiwi's fault, never a
+ * repository's: pipeline-install.c). */
+int kiwi_proxy_alive (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *err);
+
 /* One line of the access log. Strings point into the caller's buffer
  * (kiwi_proxy_log_parse writes NULs into it); "-" fields are NULL. Squid
  * %-encodes every field a client chooses (method, SNI, URL): the parser

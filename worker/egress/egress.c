@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/cleanup.h"
 #include "common/defaults.h"
+#include "common/log.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/events.h"
 #include "sandbox/phases.h"
@@ -234,6 +235,19 @@ kiwi_egress_apply_rules (const kiwi_worker_config *cfg, kiwi_error_t *err)
         rc = kiwi_proc_check (kiwi_strv_list (&argv), NULL, NULL, 120000, err);
     kiwi_egress_targets_clear (&t);
     return rc;
+}
+
+void
+kiwi_egress_apply_if_set (const kiwi_worker_config *cfg)
+{
+    if (!cfg->egress_apply)
+        return;
+    kiwi_error_t e = NULL;
+    if (kiwi_egress_apply_rules (cfg, &e) < 0)
+        kiwi_errorf ("applying the egress rules: %s (the egress checks will report it)", kiwi_error_msg (e));
+    else
+        kiwi_info ("egress rules applied");
+    kiwi_error_free (&e);
 }
 
 static void

@@ -54,6 +54,11 @@ void kiwi_egress_targets_clear (kiwi_egress_targets *t);
 /* egress.sh apply with --deny for the fleet's services (KIWI_EGRESS_APPLY). */
 int kiwi_egress_apply_rules (const kiwi_worker_config *cfg, kiwi_error_t *err);
 
+/* KIWI_EGRESS_APPLY where a worker starts (the daemon; --once before its
+ * first Phase A): with it set, the rules applied and the outcome logged (a
+ * failure is left for the check to report); without it, nothing. */
+void kiwi_egress_apply_if_set (const kiwi_worker_config *cfg);
+
 /* egress.sh check with the same arguments as kiwi_egress_apply_rules
  * (metadata_blocked): whether the host's rules are in place, with what the
  * check said and, when they are not, the command that fixes it, in detail. */

@@ -5,30 +5,14 @@
 #include "worker/egress/install-bridge.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "common/pidlock.h"
 #include "sandbox/sandbox.h"
-
-/* The lock file's content: the holder's pid, for the next one's error. */
-static void
-holder (const char *path, char *buf, size_t cap)
-{
-    snprintf (buf, cap, "another process");
-    FILE *f = fopen (path, "re");
-    if (f == NULL)
-        return;
-    long pid = 0;
-    if (fscanf (f, "%ld", &pid) == 1 && pid > 0)
-        snprintf (buf, cap, "pid %ld", pid);
-    fclose (f);
-}
 
 /* 1: taken, *fd open; 0: held by someone else (who into who); -1: error. */
 static int
@@ -38,27 +22,8 @@ try_take (const char *dir, const char *bridge, int *fd, char *who, size_t who_ca
     int n = snprintf (path, sizeof path, "%s/%s.lock", dir, bridge);
     if (n < 0 || (size_t) n >= sizeof path)
         return kiwi_error_make (err, ENAMETOOLONG, "install bridge lock under %s", dir);
-    int f = open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (f < 0)
-        return kiwi_error_make (err, errno, "install bridge lock %s", path);
-    if (flock (f, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        close (f);
-        if (e == EWOULDBLOCK) {
-            holder (path, who, who_cap);
-            return 0;
-        }
-        return kiwi_error_make (err, e, "install bridge lock %s", path);
-    }
-    char pid[32];
-    int len = snprintf (pid, sizeof pid, "%ld\n", (long) getpid ());
-    if (ftruncate (f, 0) < 0 || pwrite (f, pid, (size_t) len, 0) != len) {
-        int e = errno;
-        close (f);
-        return kiwi_error_make (err, e, "install bridge lock %s", path);
-    }
-    *fd = f;
-    return 1;
+    int rc = kiwi_pidlock_take (path, fd, who, who_cap, err);
+    return rc < 0 ? kiwi_error_wrap (err, "install bridge") : rc;
 }
 
 int

@@ -18,8 +18,10 @@
 
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/enum.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "worker/egress/egress.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/egress-record.h"
 #include "worker/gc.h"
@@ -202,6 +204,66 @@ hold_snapshot (kiwi__pipeline_install_ctx *c, const char *snapshot)
     return true;
 }
 
+KIWI_ENUM_STR_FN (kiwi_install_fault_str, kiwi_install_fault, KIWI_INSTALL_FAULTS)
+
+kiwi_install_fault
+kiwi_install_fault_after (kiwi_install_status status, pid_t before, pid_t after)
+{
+    if (status == KIWI_INSTALL_OK || status == KIWI_INSTALL_SKIPPED)
+        return KIWI_INSTALL_FAULT_NONE;
+    return before > 0 && after == before ? KIWI_INSTALL_FAULT_NONE : KIWI_INSTALL_FAULT_PROXY;
+}
+
+/* Kiwi's own fault instead of Phase A's verdict: the install event says
+ * so (status "error", the cause), nothing is cached, and *err carries the
+ * reason for the task's `error` result. Returns -1. */
+static int
+install_fault (kiwi__pipeline_install_ctx *c, const kiwi_inspection *in, kiwi_install_fault f, const char *why,
+               kiwi_error_t *err)
+{
+    kiwi_events_emit (c->p->events, KIWI_STAGE_INSTALL, "install", 0,
+                      json_pack ("{s:s,s:s,s:b,s:s,s:s,s:s,s:s}", "status", "error", "cause", kiwi_install_fault_str (f),
+                                 "cached", 0, "key", in->cache_key, "image", in->image.image, "command",
+                                 in->install.display, "reason", why));
+    return kiwi_error_make (err, 0, "Phase A not run to a verdict (%s, Kiwi's fault, not the repository's; nothing "
+                                    "cached): %s",
+                            kiwi_install_fault_str (f), why);
+}
+
+/* --once, before its first Phase A: the host's egress rules, as the daemon
+ * has them (KIWI_EGRESS_APPLY applies them, egress.sh check compares), or
+ * the operator's explicit KIWI_ONCE_EGRESS_UNCHECKED, logged and told as a
+ * warning event. 0 when Phase A may run; -1 with why[cap] (the check's
+ * detail, with the command that fixes it) when not. */
+static int
+once_rules (kiwi__pipeline_install_ctx *c, char *why, size_t cap)
+{
+    const kiwi_worker_config *cfg = c->p->cfg;
+    if (c->rules_checked)
+        return 0;
+    kiwi_egress_apply_if_set (cfg);
+    char detail[2048];
+    if (kiwi_egress_rules_hold (cfg, detail, sizeof detail)) {
+        c->rules_checked = true;
+        return 0;
+    }
+    if (cfg->once_egress_unchecked) {
+        kiwi_warn ("KIWI_ONCE_EGRESS_UNCHECKED=true: Phase A runs although the host's egress rules do not hold: %s",
+                   detail);
+        kiwi_events_emit (c->p->events, KIWI_STAGE_INSTALL, "warning", 0,
+                          json_pack ("{s:s,s:s,s:s}", "warning",
+                                     "egress rules not in place: Phase A runs without them (KIWI_ONCE_EGRESS_UNCHECKED=true)",
+                                     "setting", "KIWI_ONCE_EGRESS_UNCHECKED", "reason", detail));
+        c->rules_checked = true;
+        c->rules_unchecked = true;
+        return 0;
+    }
+    snprintf (why, cap, "the host's egress rules do not hold, so Phase A would reach what they close: %s (or, knowing "
+                        "that, set KIWI_ONCE_EGRESS_UNCHECKED=true)",
+              detail);
+    return -1;
+}
+
 /* Phase A for `in`, or the cached snapshot of an identical install (the
  * cache key holds the install's input, the image by digest, the command,
  * the driver and the environment Kiwi sets). Phase A gets the input files
@@ -291,6 +353,19 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .task_id = c->task->id,
         .snapshot_dir = tmpdir,
     };
+    /* Kiwi's own state before Phase A: a fault is not the repository's */
+    char why[2560];
+    if (p->own_proxy && once_rules (c, why, sizeof why) < 0)
+        return install_fault (c, in, KIWI_INSTALL_FAULT_EGRESS_RULES, why, err);
+    pid_t proxy_before = 0;
+    if (c->egress_log != NULL) {
+        kiwi_error_t aerr = NULL;
+        if (kiwi_proxy_alive (p->cfg, &proxy_before, &aerr) < 0) {
+            snprintf (why, sizeof why, "%s", kiwi_error_msg (aerr));
+            kiwi_error_free (&aerr);
+            return install_fault (c, in, KIWI_INSTALL_FAULT_PROXY, why, err);
+        }
+    }
     install_run run = { .c = c, .command = in->install.display, .denials = json_array () };
     kiwi_egress_log_pos log_offset = { 0 };
     if (c->egress_log != NULL) {
@@ -306,9 +381,33 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         rm_rf (tmpdir);
         return -1;
     }
+    if (c->egress_log != NULL && r->status != KIWI_INSTALL_OK) {
+        /* the same proxy from start to end, or the failure is not the
+         * repository's */
+        pid_t proxy_after = 0;
+        kiwi_error_t aerr = NULL;
+        if (kiwi_proxy_alive (p->cfg, &proxy_after, &aerr) < 0)
+            snprintf (why, sizeof why, "%s during Phase A (squid pid %d before it)", kiwi_error_msg (aerr),
+                      (int) proxy_before);
+        else
+            snprintf (why, sizeof why, "the egress proxy was restarted during Phase A (squid pid %d, now %d)",
+                      (int) proxy_before, (int) proxy_after);
+        kiwi_error_free (&aerr);
+        kiwi_install_fault f = kiwi_install_fault_after (r->status, proxy_before, proxy_after);
+        if (f != KIWI_INSTALL_FAULT_NONE) {
+            size_t wl = strlen (why);
+            snprintf (why + wl, sizeof why - wl, "; the install %s: %s", kiwi_install_status_str (r->status),
+                      r->reason);
+            json_decref (run.denials);
+            rm_rf (tmpdir);
+            return install_fault (c, in, f, why, err);
+        }
+    }
     json_t *ev = json_pack ("{s:s,s:b,s:s,s:s,s:s,s:I,s:i}", "status", kiwi_install_status_str (r->status), "cached",
                             0, "key", key, "image", image, "command", in->install.display, "duration_ms",
                             (json_int_t) r->duration_ms, "exit_code", r->exit_code);
+    if (c->rules_unchecked)
+        json_object_set_new (ev, "egress_rules", json_string ("not in place (KIWI_ONCE_EGRESS_UNCHECKED=true)"));
     record_egress (c, &run, log_offset, r, ev);
     json_decref (run.denials);
     if (r->status != KIWI_INSTALL_OK) {

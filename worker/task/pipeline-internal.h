@@ -7,7 +7,9 @@
 #ifndef KIWI_WORKER_PIPELINE_INTERNAL_H
 #define KIWI_WORKER_PIPELINE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "worker/egress/nflog.h"
 #include "worker/task/cache.h"
@@ -30,7 +32,30 @@ typedef struct kiwi__pipeline_install_ctx {
     kiwi_store *store; /* the shared snapshot store, or NULL */
     const char *egress_log; /* the egress proxy's access log, or NULL (KIWI_INSTALL_EGRESS=open) */
     kiwi_nflog *nflog;      /* --once: the rules' rejects from its bridge (nflog.h), or NULL */
+    bool rules_checked;     /* --once: the host's egress rules were found to hold (or the operator opted out) */
+    bool rules_unchecked;   /* --once: they do not, and KIWI_ONCE_EGRESS_UNCHECKED let Phase A run anyway */
 } kiwi__pipeline_install_ctx;
+
+/* Why Phase A gave no verdict of the repository's: Kiwi's own fault. A
+ * fault is the task's `error` (the daemon's, like any error; --once's exit
+ * status) and is never stored in the install cache, so that it never
+ * becomes the answer to every task with the same install key. */
+#define KIWI_INSTALL_FAULTS(X)                                                                                        \
+    X (KIWI_INSTALL_FAULT_NONE, "none")                 /* the outcome is the repository's (ok, failed, timed out) */ \
+    X (KIWI_INSTALL_FAULT_PROXY, "egress_proxy")        /* the egress proxy absent, dead or restarted meanwhile */    \
+    X (KIWI_INSTALL_FAULT_EGRESS_RULES, "egress_rules") /* --once: the host's egress rules do not hold */
+#define KIWI__FAULT_ENUM(name, str) name,
+typedef enum { KIWI_INSTALL_FAULTS (KIWI__FAULT_ENUM) } kiwi_install_fault;
+#undef KIWI__FAULT_ENUM
+const char *kiwi_install_fault_str (kiwi_install_fault f);
+
+/* The fault, if any, of an install that ran behind the egress proxy: the
+ * proxy's pid before Phase A (`before`, > 0: it was checked alive then)
+ * and after it (`after`: 0 when kiwi_proxy_alive failed). A failed or
+ * timed-out install is the repository's only when the same proxy carried
+ * it from start to end; a successful one stands whatever happened to the
+ * proxy after (what it made is a function of the install key). */
+kiwi_install_fault kiwi_install_fault_after (kiwi_install_status status, pid_t before, pid_t after);
 
 /* Every sandbox of `task`: the operator's memory, process and CPU ceilings,
  * the task's effective disk ceiling (kiwi_policy_task). */

@@ -297,11 +297,12 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         kiwi_install_result ir;
         memset (&ir, 0, sizeof ir);
         if (install (install_ud, &plan->insp, &ir, &res->snapshot_dir, err) < 0) {
-            res->status = KIWI_STEP0_INSTALL_FAILED;
-            res->reason = strdup (ir.reason[0] ? ir.reason : kiwi_error_msg (*err));
-            kiwi_error_free (err);
+            /* an install that could not run to a verdict (a sandbox error,
+             * Kiwi's own fault: pipeline-install.c) is the task's error,
+             * as on step 0's own path, never the repository's */
+            kiwi_verify_entry_clear (&ve);
             kiwi_install_result_clear (&ir);
-            return 0;
+            return -1;
         }
         kiwi_install_result_clear (&ir);
         res->run.exit_code = ve.exit_code;

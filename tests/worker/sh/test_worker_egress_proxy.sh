@@ -224,7 +224,7 @@ leaky_repo "$once_src" Once
 cat >"$TMP/once-task.json" <<EOF
 {"id": "once-$RUN_ID", "repo": {"url": "$once_src", "ref": "main"}, "test_command": "npm test", "goal": "x"}
 EOF
-env -u KIWI_INSTALL_EGRESS -u KIWI_INSTALL_PROXY_PORTS -u KIWI_INSTALL_BRIDGE KIWI_STATE_DIR="$STATE" \
+env -u KIWI_INSTALL_EGRESS -u KIWI_INSTALL_PROXY_PORTS -u KIWI_INSTALL_BRIDGE KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$STATE" \
   KIWI_WORKER_ID="$RUN_ID-once" KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" \
   KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
   "$WORKER" --once "$TMP/once-task.json" >"$TMP/once.jsonl" 2>"$TMP/once.log" || true

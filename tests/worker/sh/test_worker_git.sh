@@ -52,7 +52,7 @@ json.dump({"id": name, "repo": repo, "test_command": "npm test", "goal": "Make t
                      "base_url": f"http://127.0.0.1:{port}/script/{script}"}}, open(path, "w"))
 PY
   set +e
-  env KIWI_STATE_DIR="$STATE" KIWI_ALLOW_LOCAL_REPOS=true KIWI_WORKER_ID="$RUN_ID-$name" \
+  env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$STATE" KIWI_ALLOW_LOCAL_REPOS=true KIWI_WORKER_ID="$RUN_ID-$name" \
     KIWI_MODEL_BASE_URLS="http://127.0.0.1:$PROVIDER_PORT/" \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
     ANTHROPIC_API_KEY="kiwi-test-anthropic-key-7f3a9c" \

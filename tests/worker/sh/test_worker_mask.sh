@@ -106,7 +106,7 @@ cat >"$TMP/task.json" <<EOF
 EOF
 log "--once"
 set +e
-env "${secrets_env[@]}" ANTHROPIC_API_KEY="$ANTHROPIC_KEY" KIWI_WORKER_ID="$RUN_ID-once" \
+env KIWI_ONCE_EGRESS_UNCHECKED=true "${secrets_env[@]}" ANTHROPIC_API_KEY="$ANTHROPIC_KEY" KIWI_WORKER_ID="$RUN_ID-once" \
   KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
   timeout 600 "$WORKER" --once "$TMP/task.json" >"$TMP/once.out" 2>"$TMP/worker-once.log"
 once_rc=$?

@@ -71,7 +71,7 @@ EOF
 }
 run_once() { # NAME [ASSIGNMENT...]
   local name=$1; shift
-  env KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$name" KIWI_ALLOW_LOCAL_REPOS=true \
+  env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$name" KIWI_ALLOW_LOCAL_REPOS=true \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_IMAGE_REGISTRIES="$REG" \
     KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" "$@" \
     "$WORKER" --once "$TMP/task-$name.json" >"$TMP/once-$name.jsonl" 2>"$TMP/once-$name.log" || true

@@ -141,7 +141,7 @@ run_once() { # HOST SOCKET [VAR=VALUE...]
   mkdir -p "$TMP/state-$1"
   local h=$1 sock=$2
   shift 2
-  env KIWI_STATE_DIR="$TMP/state-$h" KIWI_WORKER_ID="$RUN_ID-$h" KIWI_ALLOW_LOCAL_REPOS=true "$@" \
+  env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$TMP/state-$h" KIWI_WORKER_ID="$RUN_ID-$h" KIWI_ALLOW_LOCAL_REPOS=true "$@" \
     KIWI_DOCKER_SOCKET="$sock" KIWI_STORE_URL="$STORE_URL" \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_CA_BUNDLE="${KIWI_CA_BUNDLE:-$CA_BUNDLE}" \
     KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \

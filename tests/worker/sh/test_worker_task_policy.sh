@@ -128,7 +128,7 @@ mkdir -p "$ONCE_STATE"
 once() { # once NAME TASK_JSON [env...]: runs one task; its output in $TMP/once-NAME.jsonl
   local name=$1 task=$2; shift 2
   printf '%s\n' "$task" >"$TMP/once-$name.json"
-  env KIWI_STATE_DIR="$ONCE_STATE" KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" \
+  env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$ONCE_STATE" KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" \
     KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" ANTHROPIC_API_KEY="kiwi-test-anthropic-key-7f3a9c" \
     KIWI_GIT_TOKEN="$TOKEN" GIT_SSL_CAINFO="$TMP/tls.crt" AWS_SECRET_ACCESS_KEY="$AWS_VALUE" \
     KIWI_REPO_SCHEMES=https,ssh,git "$@" \

@@ -23,7 +23,7 @@ cat >"$TMP/task.json" <<JSON
 {"id": "wish-$RUN_ID", "repo": {"url": "$src", "ref": "main"}, "test_command": "python3 -m pytest -q",
  "goal": "make the tests pass"}
 JSON
-env KIWI_STATE_DIR="$TMP/state" KIWI_WORKER_ID="$RUN_ID-wish" KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_REGISTRIES=none \
+env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$TMP/state" KIWI_WORKER_ID="$RUN_ID-wish" KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_REGISTRIES=none \
   KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
   KIWI_MODEL_BASE_URL=http://127.0.0.1:9/ \
   "$WORKER" --once "$TMP/task.json" >"$TMP/once.jsonl" 2>"$TMP/once.log" || true
