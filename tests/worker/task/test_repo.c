@@ -8,10 +8,10 @@
  * carries changes, new and deleted files, modes and binaries, and applied to
  * a fresh clone (and by kiwi_repo_materialise) gives the work tree back;
  * what .gitignore keeps out of the diff is named; a clone or a fetch of a
- * repository past KIWI_CLONE_MAX_MB is stopped while git writes it (the
- * mirrors directory's size sampled from here as it runs), removed, and an
- * existing mirror left as it was; a fetch that never ends names
- * KIWI_CLONE_TIMEOUT.
+ * repository past KIWI_CLONE_MAX_MB (a large blob, or many refs) is
+ * stopped while git writes it (the mirrors directory's size sampled from
+ * here as it runs), removed, and an existing mirror left as it was, two
+ * tasks at once included; a fetch that never ends names KIWI_CLONE_TIMEOUT.
  */
 #include <arpa/inet.h>
 #include <ftw.h>
@@ -446,6 +446,8 @@ static _Thread_local sampler *walking;
 static int
 sample_entry (const char *path, const struct stat *st, int flag, struct FTW *f)
 {
+    if (flag == FTW_NS)
+        return 0; /* gone while walked: st says nothing */
     int64_t b = (int64_t) st->st_blocks * 512;
     walking->sum += b > (int64_t) st->st_size ? b : (int64_t) st->st_size;
     return 0;
@@ -521,7 +523,7 @@ mirror_dirs (const char *st, char *names, size_t cap)
  * upload-pack on the far side), the state directory its tasks use and
  * their options (a 5 MB ceiling on the mirror). */
 typedef struct served {
-    char bare[160], url[200], st[160], mirrors[200], ws[2][200];
+    char bare[160], url[200], st[160], mirrors[200], ws[3][200];
     kiwi_repo_opts o;
 } served;
 
@@ -533,7 +535,7 @@ served_init (served *v, const char *name, const char *files_sh)
     snprintf (v->url, sizeof v->url, "file://%s", v->bare);
     snprintf (v->st, sizeof v->st, "%s/state-%s", tmp, name);
     snprintf (v->mirrors, sizeof v->mirrors, "%s/mirrors", v->st);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         snprintf (v->ws[i], sizeof v->ws[i], "%s/work/%s-%d", v->st, name, i + 1);
     kiwi_test_must ("mkdir -p %s/work", v->st);
     grow_repo (v->bare, files_sh);
@@ -541,18 +543,45 @@ served_init (served *v, const char *name, const char *files_sh)
                              .max_checkout_files = 200000 };
 }
 
-/* The checkout of v's repository into ws under v->o, the mirrors
- * directory sampled while it runs: refused as too large, naming the 5 MB
- * ceiling and its setting, the peak within the ceiling and MARGIN_KB, no
- * work tree written. `what` names the case in the log. */
+/* A second task on the same repository at the same time, in a thread of
+ * its own: its outcome. */
+typedef struct rival {
+    const served *v;
+    const char *ws;
+    pthread_t th;
+    int rc, code;
+} rival;
+
+static void *
+rival_run (void *arg)
+{
+    rival *r = arg;
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    r->rc = kiwi_repo_checkout (&r->v->o, r->v->url, "HEAD", r->ws, &commit, &err);
+    r->code = kiwi_error_code (err);
+    kiwi_error_free (&err);
+    free (commit);
+    return NULL;
+}
+
+/* The checkout of v's repository into ws under v->o (and, with `r`, the
+ * rival's beside it), the mirrors directory sampled while they run:
+ * refused as too large, naming the 5 MB ceiling and its setting, the peak
+ * within the ceiling and MARGIN_KB, no work tree written. `what` names the
+ * case in the log. */
 static void
-expect_bounded (const served *v, const char *ws, const char *what)
+expect_bounded (const served *v, const char *ws, rival *r, const char *what)
 {
     sampler s;
     sampler_start (&s, v->mirrors);
+    if (r != NULL)
+        assert_int_equal (pthread_create (&r->th, NULL, rival_run, r), 0);
     kiwi_error_t err = NULL;
     char *commit = NULL;
     int rc = kiwi_repo_checkout (&v->o, v->url, "HEAD", ws, &commit, &err);
+    if (r != NULL)
+        pthread_join (r->th, NULL);
     int64_t peak = sampler_stop (&s);
     fprintf (stderr, "%s: %ld samples of %s, peak %lld KB (ceiling 5120 KB + %d KB margin): %s\n", what, s.samples,
              v->mirrors, (long long) (peak / 1024), MARGIN_KB, kiwi_error_msg (err));
@@ -576,7 +605,7 @@ test_clone_bounded_while_running (void **state)
     served v;
     char names[512];
     served_init (&v, "huge", RANDOM_TREE (40));
-    expect_bounded (&v, v.ws[0], "clone");
+    expect_bounded (&v, v.ws[0], NULL, "clone");
     if (mirror_dirs (v.st, names, sizeof names) != 0)
         fail_msg ("left under %s: %s", v.mirrors, names);
     assert_true (du_kb (v.mirrors) < 1024);
@@ -593,10 +622,11 @@ test_clone_bounded_while_running (void **state)
 }
 
 /* A mirror within the ceiling, then the repository grows by a 40 MB blob:
- * the fetch is stopped while git writes (peak sampled as above), refused
- * naming the ceiling, and the mirror is exactly as it was (refs, object
- * files, HEAD, fsck; an earlier checkout still reads its objects). A
- * higher ceiling takes the same fetch: the new commit checks out. */
+ * two tasks fetch it at once; each fetch is stopped while git writes (peak
+ * sampled as above), both are refused naming the ceiling, and the mirror
+ * is exactly as it was (refs, object files, HEAD, fsck; an earlier
+ * checkout still reads its objects). A higher ceiling takes the same
+ * fetch: the new commit checks out. */
 static void
 test_fetch_bounded_while_running (void **state)
 {
@@ -612,7 +642,13 @@ test_fetch_bounded_while_running (void **state)
     sh_out (before, sizeof before, MIRROR_LOOK, v.st);
 
     grow_repo (v.bare, RANDOM_TREE (40));
-    expect_bounded (&v, v.ws[1], "fetch");
+    /* two tasks at once: the lock has them fetch one after the other */
+    rival r = { .v = &v, .ws = v.ws[2] };
+    expect_bounded (&v, v.ws[1], &r, "two fetches");
+    assert_int_equal (r.rc, -1);
+    assert_int_equal (r.code, KIWI_REPO_E_TOO_LARGE);
+    assert_int_not_equal (access (v.ws[2], F_OK), 0);
+    kiwi_repo_remove (v.ws[2]);
     /* the mirror as it was: same refs, same object files, whole */
     sh_out (after, sizeof after, MIRROR_LOOK, v.st);
     assert_string_equal (before, after);
@@ -635,6 +671,43 @@ test_fetch_bounded_while_running (void **state)
     sh_out (after, sizeof after, "git --git-dir=$(echo %s/*.git) rev-parse HEAD", v.mirrors);
     assert_string_equal (after, head);
     kiwi_test_must ("git --git-dir=$(echo %s/*.git) fsck --no-progress --strict", v.mirrors);
+    if (mirror_dirs (v.st, names, sizeof names) != 1 || strstr (names, ".incoming") != NULL)
+        fail_msg ("under %s: %s", v.mirrors, names);
+    kiwi_repo_remove (v.ws[1]);
+    kiwi_repo_remove (v.ws[0]);
+}
+
+/* A mirror within the ceiling, then the repository grows by 3000 refs
+ * and no object: the fetch writes a ref file (a block of disk) for each,
+ * no file large, 12 MB in all, which only the measure of the whole
+ * directory sees: refused naming the ceiling, the mirror as it was. */
+static void
+test_fetch_of_many_refs_bounded (void **state)
+{
+    served v;
+    char names[512], before[1024] = "", after[1024] = "";
+    served_init (&v, "refs", RANDOM_TREE (1));
+    kiwi_error_t err = NULL;
+    cleanup_free char *first = NULL;
+    if (kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[0], &first, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    sh_out (before, sizeof before, MIRROR_LOOK, v.st);
+    kiwi_test_must ("cd %s && c=$(git rev-parse main) && for i in $(seq 3000); do echo \"create refs/heads/b$i $c\"; "
+                    "done | git update-ref --stdin && git pack-refs --all",
+                    v.bare);
+    sampler s;
+    sampler_start (&s, v.mirrors);
+    char *commit = NULL;
+    int rc = kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[1], &commit, &err);
+    int64_t peak = sampler_stop (&s);
+    fprintf (stderr, "3000 refs: %ld samples, peak %lld KB: %s\n", s.samples, (long long) (peak / 1024),
+             kiwi_error_msg (err));
+    assert_int_equal (rc, -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
+    assert_non_null (strstr (kiwi_error_msg (err), "KIWI_CLONE_MAX_MB"));
+    kiwi_error_free (&err);
+    sh_out (after, sizeof after, MIRROR_LOOK, v.st);
+    assert_string_equal (before, after);
     if (mirror_dirs (v.st, names, sizeof names) != 1 || strstr (names, ".incoming") != NULL)
         fail_msg ("under %s: %s", v.mirrors, names);
     kiwi_repo_remove (v.ws[1]);
@@ -683,7 +756,7 @@ main (void)
         cmocka_unit_test (test_git_bomb_refused),           cmocka_unit_test (test_big_blob_refused),
         cmocka_unit_test (test_protocol_list_enforced),
         cmocka_unit_test (test_clone_bounded_while_running), cmocka_unit_test (test_fetch_bounded_while_running),
-        cmocka_unit_test (test_fetch_timeout_named),
+        cmocka_unit_test (test_fetch_of_many_refs_bounded),  cmocka_unit_test (test_fetch_timeout_named),
     };
     return cmocka_run_group_tests_name ("repo", tests, setup, teardown);
 }
