@@ -584,16 +584,17 @@ mirror_take_packs (const char *from, const char *to, kiwi_error_t *err)
 }
 
 /* Fetches `url` into `mirror`, its lock held, bounded while git runs. The
- * fetch goes into `incoming`, a bare repository of its own that borrows an
- * existing mirror's objects (alternates: their refs are what it has, so
- * only what is new comes); git's files there are bounded by what the
- * ceiling leaves (o->max_mb less the mirror's size) while it writes them
- * (git_watch). The mirror is not touched until the fetch is complete and
- * within the ceiling: a new mirror is then `incoming` renamed; an existing
- * one takes its packs and its refs (a fetch from `incoming` that finds
- * every object present). A refused, failed or timed-out fetch leaves the
- * mirror as it was (absent, or with its objects and refs), `incoming`
- * removed. */
+ * fetch goes into `incoming`, a bare repository of its own that starts
+ * with an existing mirror's refs (packed) and borrows its objects
+ * (alternates), so only what is new comes and only changed refs are
+ * written; git's files there are bounded by what the ceiling leaves
+ * (o->max_mb less the mirror's size) while it writes them (git_watch). The
+ * mirror's objects and ref values are not touched until the fetch is
+ * complete and within the ceiling: a new mirror is then `incoming`
+ * renamed; an existing one takes its packs and its refs (a fetch from
+ * `incoming` that finds every object present). A refused, failed or
+ * timed-out fetch leaves the mirror as it was (absent, or with its objects
+ * and refs). The caller removes `incoming` whatever the outcome. */
 static int
 mirror_fetch (const kiwi_repo_opts *o, const char *url, const char *mirror, const char *incoming, const char *mhome,
               kiwi_error_t *err)
@@ -604,7 +605,6 @@ mirror_fetch (const kiwi_repo_opts *o, const char *url, const char *mirror, cons
     struct stat st;
     bool fresh = stat (mirror, &st) < 0;
     int64_t max = o->max_mb > 0 ? o->max_mb * MB : 0;
-    int64_t held = fresh ? 0 : kiwi_fs_tree_bytes (mirror, 0);
 
     kiwi__git_call ic = { .home = mhome };
     const char *init[] = { "init", "--bare", "--quiet", "--template=", "--", incoming, NULL };
@@ -619,7 +619,24 @@ mirror_fetch (const kiwi_repo_opts *o, const char *url, const char *mirror, cons
         snprintf (p, sizeof p, "%s/objects/info/alternates", incoming);
         if (write_text (p, alt, (size_t) n, err) < 0)
             return -1;
+        /* the mirror's refs, packed, as incoming's own: the fetch writes
+         * only those that changed (a ref file each) */
+        kiwi__git_call pc = { .git_dir = mirror, .home = mhome };
+        const char *pr[] = { "pack-refs", "--all", "--prune", NULL };
+        if (git_run (&pc, pr, mirror, 60000, KIWI_REPO_E_FETCH, NULL, err) < 0)
+            return -1;
+        char packed[PATH_MAX + 80];
+        snprintf (packed, sizeof packed, "%s/packed-refs", mirror);
+        kiwi_fs_mapped m;
+        if (kiwi_fs_map (packed, true, &m, err) < 0)
+            return -1;
+        snprintf (p, sizeof p, "%s/packed-refs", incoming);
+        int wrc = m.len > 0 ? write_text (p, m.map, m.len, err) : 0;
+        kiwi_fs_unmap (&m);
+        if (wrc < 0)
+            return -1;
     }
+    int64_t held = fresh ? 0 : kiwi_fs_tree_bytes (mirror, 0); /* its refs packed */
     kiwi__git_call fc = { .git_dir = incoming, .home = mhome, .protocols = o->protocols, .token = o->token,
                           .url = url };
     if (fresh && mirror_head (&fc, incoming, url, deadline, err) < 0)
@@ -628,7 +645,7 @@ mirror_fetch (const kiwi_repo_opts *o, const char *url, const char *mirror, cons
     git_watch w = { .dir = incoming };
     if (max > 0)
         w.max_bytes = kiwi_fs_tree_bytes (incoming, 0) + (max > held ? max - held : 0);
-    const char *fa[] = { "fetch", "--quiet", "--force", "--", url, "+refs/*:refs/*", NULL };
+    const char *fa[] = { "fetch", "--prune", "--quiet", "--force", "--", url, "+refs/*:refs/*", NULL };
     int rc = git_run_watched (&fc, fa, incoming, left_ms (deadline), KIWI_REPO_E_FETCH, NULL, max > 0 ? &w : NULL, err);
     if (rc < 0 && kiwi_error_code (*err) == KIWI_REPO_E_TIMEOUT)
         return fetch_failed (timeout, err);

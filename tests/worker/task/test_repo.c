@@ -680,7 +680,8 @@ test_fetch_bounded_while_running (void **state)
 /* A mirror within the ceiling, then the repository grows by 3000 refs
  * and no object: the fetch writes a ref file (a block of disk) for each,
  * no file large, 12 MB in all, which only the measure of the whole
- * directory sees: refused naming the ceiling, the mirror as it was. */
+ * directory sees: refused naming the ceiling, the mirror as it was. Once
+ * the mirror has them, a fetch with nothing new fits under the ceiling. */
 static void
 test_fetch_of_many_refs_bounded (void **state)
 {
@@ -711,6 +712,16 @@ test_fetch_of_many_refs_bounded (void **state)
     if (mirror_dirs (v.st, names, sizeof names) != 1 || strstr (names, ".incoming") != NULL)
         fail_msg ("under %s: %s", v.mirrors, names);
     kiwi_repo_remove (v.ws[1]);
+
+    /* a higher ceiling takes them; back under 5 MB, a fetch with nothing
+     * new writes no ref file for the 3000 refs the mirror has */
+    for (int64_t mb = 100; mb >= 5; mb -= 95) {
+        v.o.max_mb = mb;
+        if (kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[1], &commit, &err) < 0)
+            fail_msg ("under %lld MB: %s", (long long) mb, kiwi_error_msg (err));
+        free (commit);
+        kiwi_repo_remove (v.ws[1]);
+    }
     kiwi_repo_remove (v.ws[0]);
 }
 
