@@ -5,10 +5,12 @@
  */
 #include "common/fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,6 +42,54 @@ kiwi_fs_remove_tree (const char *path, long timeout_ms, kiwi_error_t *err)
 {
     const char *argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
     return kiwi_proc_check (argv, NULL, NULL, timeout_ms, err);
+}
+
+static int64_t
+entry_bytes (const struct stat *st)
+{
+    int64_t blocks = (int64_t) st->st_blocks * 512;
+    return blocks > (int64_t) st->st_size ? blocks : (int64_t) st->st_size;
+}
+
+/* Adds the entries under the directory dfd (consumed) to *sum. */
+static void
+tree_bytes_at (int dfd, dev_t dev, int depth, int64_t stop_over, int64_t *sum)
+{
+    DIR *d = fdopendir (dfd);
+    if (d == NULL) {
+        close (dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((stop_over <= 0 || *sum <= stop_over) && (e = readdir (d)) != NULL) {
+        if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat (dirfd (d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        *sum += entry_bytes (&st);
+        if (!S_ISDIR (st.st_mode) || st.st_dev != dev || depth >= 64)
+            continue;
+        int sub = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            tree_bytes_at (sub, dev, depth + 1, stop_over, sum);
+    }
+    closedir (d);
+}
+
+int64_t
+kiwi_fs_tree_bytes (const char *path, int64_t stop_over)
+{
+    struct stat st;
+    if (lstat (path, &st) < 0)
+        return 0;
+    int64_t sum = entry_bytes (&st);
+    if (!S_ISDIR (st.st_mode))
+        return sum;
+    int dfd = open (path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd >= 0)
+        tree_bytes_at (dfd, st.st_dev, 1, stop_over, &sum);
+    return sum;
 }
 
 int

@@ -255,10 +255,30 @@ add_cand (const gc_pass *g, const cand *c)
     (*g->v)[(*g->n)++] = *c;
 }
 
+/* <hex>.incoming: a fetch not yet taken into its mirror, which lives only
+ * while the mirror's lock is held (worker/task/repo.c); with the lock free,
+ * a worker died mid-fetch and left it. */
+static void
+gc_incoming (const gc_pass *g, const gc_entry *e, size_t hex_len)
+{
+    char lock[PATH_MAX];
+    snprintf (lock, sizeof lock, "%s/%.*s.lock", e->base, (int) hex_len, e->name);
+    cleanup_close int fd = open (lock, O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || flock (fd, LOCK_EX | LOCK_NB) < 0)
+        return; /* a fetch in progress */
+    kiwi_info ("clean-up: interrupted fetch %s", e->path);
+    if (rm_entry (e->path) == 0)
+        g->st->fetches++;
+}
+
 static void
 list_mirror (const gc_pass *g, const gc_entry *e)
 {
     size_t l = strlen (e->name);
+    if (l > 9 && l <= 200 && strcmp (e->name + l - 9, ".incoming") == 0 && S_ISDIR (e->sb.st_mode)) {
+        gc_incoming (g, e, l - 9);
+        return;
+    }
     if (l < 5 || strcmp (e->name + l - 4, ".git") != 0 || l > 200 || !S_ISDIR (e->sb.st_mode))
         return;
     cand c = { .kind = C_MIRROR };

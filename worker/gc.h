@@ -14,6 +14,9 @@
  *                              itself. Never while its lock is held (a fetch)
  *                              or while a live workspace borrows its objects
  *                              (objects/info/alternates); the lock file stays
+ *   mirrors/<hex>.incoming     a fetch not yet taken into its mirror: removed
+ *                              when its mirror's lock is free (a worker died
+ *                              mid-fetch)
  *   snapshots/<key>            an install snapshot: removed when its cache
  *                              entry expired and it was unused for 10 min
  *                              (when the cache can say), or unused for
@@ -73,6 +76,7 @@ void kiwi_gc_opts_init (kiwi_gc_opts *o, const char *state_dir);
 
 typedef struct kiwi_gc_stats {
     int workspaces, partials, mirrors, snapshots, results; /* removed by age or owner */
+    int fetches;                                             /* interrupted fetches removed */
     int watermark_mirrors, watermark_snapshots;             /* removed by the watermark */
     int in_use;                                              /* kept because in use */
     double used_before, used_after;                          /* percent; -1 when unknown */

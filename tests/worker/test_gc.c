@@ -5,7 +5,9 @@
  * locked, held or borrowed by a live workspace; a snapshot whose cache
  * entry expired goes; the disk watermark, with a fake usage function,
  * removes the least recently used until below the low mark and never one
- * that is locked or just used. Each check looks at what is on the disk.
+ * that is locked or just used; a fetch a dead worker left beside its
+ * mirror goes unless the mirror's lock is held. Each check looks at what is
+ * on the disk.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -368,6 +370,31 @@ test_stops_at_the_low_mark (void **st)
     assert_int_equal (s.watermark_snapshots, 2);
 }
 
+/* A fetch left in <hex>.incoming by a worker that died mid-fetch goes,
+ * whatever its age; one whose mirror's lock is held (a fetch in progress)
+ * stays, and so does the mirror beside it. */
+static void
+test_interrupted_fetch_removed (void **st)
+{
+    make_mirror ("ee05", 1 * DAY);
+    make_dir ("mirrors/ee05.incoming");
+    make_dir ("mirrors/ee05.incoming/objects");
+    make_file ("mirrors/ee05.incoming/objects/tmp_pack_x", "partial\n");
+    make_dir ("mirrors/ff06.incoming");
+    make_file ("mirrors/ff06.lock", "");
+    int lk = lock_file ("mirrors/ff06.lock");
+    kiwi_gc_opts o = opts ();
+    kiwi_gc_stats s;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_gc_run (&o, &s, &err), 0);
+    assert_false (exists ("mirrors/ee05.incoming"));
+    assert_true (exists ("mirrors/ee05.git"));
+    assert_true (exists ("mirrors/ff06.incoming"));
+    assert_int_equal (s.fetches, 1);
+    assert_int_equal (s.mirrors, 0);
+    close (lk);
+}
+
 int
 main (void)
 {
@@ -375,6 +402,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_workspaces_mirrors_snapshots_by_owner_and_age, setup, teardown),
         cmocka_unit_test_setup_teardown (test_watermark_removes_least_recently_used, setup, teardown),
         cmocka_unit_test_setup_teardown (test_stops_at_the_low_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown (test_interrupted_fetch_removed, setup, teardown),
     };
     return cmocka_run_group_tests_name ("gc", tests, NULL, NULL);
 }

@@ -285,11 +285,11 @@ kiwi_cache_gc_main (const kiwi_worker_config *cfg)
     if (rc < 0)
         kiwi_warn ("%s", kiwi_error_msg (err));
     else
-        kiwi_info ("clean-up: removed %d workspace(s), %d interrupted install(s), %d mirror(s), %d snapshot(s), "
-                   "%d whole diff(s) by age; %d mirror(s), %d snapshot(s) by the disk watermark; %d kept in use; "
-                   "disk %.1f%% -> %.1f%%",
-                   st.workspaces, st.partials, st.mirrors, st.snapshots, st.results, st.watermark_mirrors,
-                   st.watermark_snapshots, st.in_use, st.used_before, st.used_after);
+        kiwi_info ("clean-up: removed %d workspace(s), %d interrupted install(s), %d interrupted fetch(es), "
+                   "%d mirror(s), %d snapshot(s), %d whole diff(s) by age; %d mirror(s), %d snapshot(s) by the disk "
+                   "watermark; %d kept in use; disk %.1f%% -> %.1f%%",
+                   st.workspaces, st.partials, st.fetches, st.mirrors, st.snapshots, st.results,
+                   st.watermark_mirrors, st.watermark_snapshots, st.in_use, st.used_before, st.used_after);
     kiwi_error_free (&err);
     kiwi_cache_close (c);
     return rc;

@@ -2,7 +2,8 @@
  * repo.c: mirrors, checkouts and diffs with git (see repo.h). Every git
  * call is built by kiwi__git_command (repo-internal.h) and run by git_run,
  * which keeps stdout apart from stderr (a diff is stdout alone), bounds
- * both, and can stop git early (the checkout measure).
+ * both, and can stop git early (the checkout measure), or once a directory
+ * it writes passes a size (git_run_watched: the mirror's fetch).
  */
 #include "worker/task/repo.h"
 #include "worker/task/repo-internal.h"
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -175,13 +177,37 @@ keep (git_out *o, const char *chunk, size_t n)
     return 0;
 }
 
+/* A directory git writes into, bounded while git runs: no file git or a
+ * helper it starts (index-pack, unpack-objects, a transport) writes may
+ * pass max_bytes (RLIMIT_FSIZE, set as git starts, inherited by every
+ * helper; no core dump either), and the directory's size is taken every
+ * WATCH_EVERY_MS, git's process group killed once it passes max_bytes. */
+typedef struct git_watch {
+    const char *dir;
+    int64_t max_bytes;
+    bool over; /* git was stopped: the directory passed max_bytes */
+} git_watch;
+
+#define WATCH_EVERY_MS 100
+
+/* Puts git (pid, started a moment ago) under the watch's file size limit. */
+static int
+watch_limit (pid_t pid, const git_watch *w)
+{
+    struct rlimit fsize = { (rlim_t) w->max_bytes, (rlim_t) w->max_bytes }, core = { 0, 0 };
+    if (prlimit (pid, RLIMIT_FSIZE, &fsize, NULL) < 0)
+        return -1;
+    return prlimit (pid, RLIMIT_CORE, &core, NULL);
+}
+
 /* Runs git with the call's settings in `cwd` (never inside a work tree
  * without GIT_DIR). A non-zero exit is an error with `code`, quoting the
  * stderr tail (which never holds the token: it travels in a header); a
- * stop by the sink or the cap is not. */
+ * stop by the sink or the cap is not, nor one by the watch (w->over set;
+ * w may be NULL). */
 static int
-git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int64_t timeout_ms, int code, git_out *out,
-         kiwi_error_t *err)
+git_run_watched (const kiwi__git_call *c, const char *const *args, const char *cwd, int64_t timeout_ms, int code,
+                 git_out *out, git_watch *w, kiwi_error_t *err)
 {
     cleanup_strv kiwi_strv argv = KIWI_STRV_INIT, env = KIWI_STRV_INIT;
     if (kiwi__git_command (c, args, (const char *const *) environ, &argv, &env) < 0)
@@ -220,17 +246,34 @@ git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int6
     }
     char etail[2048];
     size_t elen = 0;
-    bool timed_out = false, killed = false;
+    bool timed_out = false, killed = false, unlimited = false;
+    int limit_errno = 0;
+    if (w != NULL && watch_limit (pid, w) < 0) {
+        limit_errno = errno;
+        unlimited = true;
+        killed = true;
+        kill (-pid, SIGKILL);
+    }
     int64_t deadline = kiwi_mono_ms () + (timeout_ms > 0 ? timeout_ms : GIT_TIMEOUT_MS);
+    int64_t next_look = kiwi_mono_ms () + WATCH_EVERY_MS;
+    int tick = w != NULL ? WATCH_EVERY_MS : 1000;
     struct pollfd p[2] = { { .fd = opipe[0], .events = POLLIN }, { .fd = epipe[0], .events = POLLIN } };
     while (p[0].fd >= 0 || p[1].fd >= 0) {
-        int64_t left = deadline - kiwi_mono_ms ();
+        int64_t now = kiwi_mono_ms (), left = deadline - now;
         if (left <= 0) {
             kill (-pid, SIGKILL);
             timed_out = true;
             break;
         }
-        int n = poll (p, 2, (int) (left > 1000 ? 1000 : left));
+        if (w != NULL && !killed && now >= next_look) {
+            if (kiwi_fs_tree_bytes (w->dir, w->max_bytes) > w->max_bytes) {
+                w->over = true;
+                killed = true;
+                kill (-pid, SIGKILL);
+            }
+            next_look = kiwi_mono_ms () + WATCH_EVERY_MS;
+        }
+        int n = poll (p, 2, (int) (left > tick ? tick : left));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -284,6 +327,8 @@ git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int6
                                      "git %s timed out after %lld s", verb,
                                      (long long) ((timeout_ms > 0 ? timeout_ms : GIT_TIMEOUT_MS) / 1000));
     }
+    if (unlimited)
+        return kiwi_error_make (err, limit_errno, "limiting the size of the files git %s writes", verb);
     if (killed)
         return 0;
     int exit_code = WIFEXITED (status) ? WEXITSTATUS (status) : 128 + (WIFSIGNALED (status) ? WTERMSIG (status) : 0);
@@ -291,6 +336,13 @@ git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int6
         return kiwi_error_make_code (err, code, "git %s failed (status %d): %s", verb, exit_code, etail);
     git_out_clear (&none);
     return 0;
+}
+
+static int
+git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int64_t timeout_ms, int code, git_out *out,
+         kiwi_error_t *err)
+{
+    return git_run_watched (c, args, cwd, timeout_ms, code, out, NULL, err);
 }
 
 /* ---------- layout ---------- */
@@ -346,20 +398,6 @@ ws_call_init (ws_call *w, const char *workspace, const char *work_tree, const ch
         snprintf (w->index, sizeof w->index, "%s/%s", w->git_dir, index_name);
         w->c.index_file = w->index;
     }
-}
-
-static int64_t
-dir_size_mb (const char *dir)
-{
-    const char *argv[] = { "du", "-sm", dir, NULL };
-    kiwi_proc_result r;
-    kiwi_error_t err = NULL;
-    int64_t mb = -1;
-    if (kiwi_proc_run (argv, NULL, NULL, 60000, 256, &r, &err) == 0 && r.exit_code == 0)
-        mb = atoll (r.output);
-    kiwi_error_free (&err);
-    kiwi_proc_result_clear (&r);
-    return mb;
 }
 
 static int
@@ -460,6 +498,190 @@ find_dotgit (int dfd, const char *prefix, char *found, size_t cap, int depth)
     return hit;
 }
 
+/* ---------- the mirror, fetched within its ceiling ---------- */
+
+#define MB (1024 * 1024)
+
+/* The time left before `deadline`, at least 1 ms (git_run takes 0 as its
+ * default). */
+static int64_t
+left_ms (int64_t deadline)
+{
+    int64_t left = deadline - kiwi_mono_ms ();
+    return left > 0 ? left : 1;
+}
+
+/* A fetch's failure as it is, or, when git ran out of time, naming the
+ * setting that bounds it. Returns -1. */
+static int
+fetch_failed (int64_t timeout, kiwi_error_t *err)
+{
+    if (kiwi_error_code (*err) != KIWI_REPO_E_TIMEOUT)
+        return -1;
+    kiwi_error_free (err);
+    return kiwi_error_make_code (err, KIWI_REPO_E_TIMEOUT,
+                                 "it took longer than %lld s (KIWI_CLONE_TIMEOUT): git was stopped and what it "
+                                 "wrote removed",
+                                 (long long) (timeout / 1000));
+}
+
+/* Points a new mirror's HEAD where the remote's points (what clone
+ * --mirror does), when the remote says: "ref: <target>\tHEAD". */
+static int
+mirror_head (const kiwi__git_call *fc, const char *incoming, const char *url, int64_t deadline, kiwi_error_t *err)
+{
+    git_out ls = { .cap = 4096 };
+    const char *lr[] = { "ls-remote", "--symref", "--", url, "HEAD", NULL };
+    if (git_run (fc, lr, incoming, left_ms (deadline), KIWI_REPO_E_FETCH, &ls, err) < 0)
+        return -1;
+    char target[256] = "";
+    for (const char *l = ls.out.data; l != NULL && *l; l = strchr (l, '\n') ? strchr (l, '\n') + 1 : "") {
+        size_t n = strcspn (l, "\n");
+        if (n > 16 && n - 10 < sizeof target && strncmp (l, "ref: refs/", 10) == 0
+            && strncmp (l + n - 5, "\tHEAD", 5) == 0) {
+            snprintf (target, sizeof target, "%.*s", (int) (n - 10), l + 5);
+            break;
+        }
+    }
+    git_out_clear (&ls);
+    if (!*target)
+        return 0;
+    kiwi__git_call hc = { .git_dir = incoming, .home = fc->home };
+    const char *sr[] = { "symbolic-ref", "HEAD", target, NULL };
+    return git_run (&hc, sr, incoming, 60000, KIWI_REPO_E_FETCH, NULL, err);
+}
+
+/* Moves the packs a fetch wrote into `from` (incoming's objects/pack) to
+ * the mirror's: each index last, so that git never sees an index without
+ * its pack. A pack's name is its content's hash: one already there is the
+ * same pack. */
+static int
+mirror_take_packs (const char *from, const char *to, kiwi_error_t *err)
+{
+    for (int idx = 0; idx < 2; idx++) {
+        DIR *d = opendir (from);
+        if (d == NULL)
+            return kiwi_error_make (err, errno, "opening %s", from);
+        struct dirent *e;
+        while ((e = readdir (d)) != NULL) {
+            size_t l = strlen (e->d_name);
+            bool is_idx = l > 4 && strcmp (e->d_name + l - 4, ".idx") == 0;
+            bool is_keep = l > 5 && strcmp (e->d_name + l - 5, ".keep") == 0;
+            if (strncmp (e->d_name, "pack-", 5) != 0 || is_keep || is_idx != (idx == 1))
+                continue;
+            char a[PATH_MAX], b[PATH_MAX];
+            snprintf (a, sizeof a, "%s/%s", from, e->d_name);
+            snprintf (b, sizeof b, "%s/%s", to, e->d_name);
+            if (rename (a, b) < 0) {
+                int saved = errno;
+                closedir (d);
+                return kiwi_error_make (err, saved, "moving %s into the mirror", e->d_name);
+            }
+        }
+        closedir (d);
+    }
+    return 0;
+}
+
+/* Fetches `url` into `mirror`, its lock held, bounded while git runs. The
+ * fetch goes into `incoming`, a bare repository of its own that starts
+ * with an existing mirror's refs (packed) and borrows its objects
+ * (alternates), so only what is new comes and only changed refs are
+ * written; git's files there are bounded by what the ceiling leaves
+ * (o->max_mb less the mirror's size) while it writes them (git_watch). The
+ * mirror's objects and ref values are not touched until the fetch is
+ * complete and within the ceiling: a new mirror is then `incoming`
+ * renamed; an existing one takes its packs and its refs (a fetch from
+ * `incoming` that finds every object present). A refused, failed or
+ * timed-out fetch leaves the mirror as it was (absent, or with its objects
+ * and refs). The caller removes `incoming` whatever the outcome. */
+static int
+mirror_fetch (const kiwi_repo_opts *o, const char *url, const char *mirror, const char *incoming, const char *mhome,
+              kiwi_error_t *err)
+{
+    int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms : 600000;
+    int64_t deadline = kiwi_mono_ms () + timeout;
+    kiwi_fs_remove_tree (incoming, 300000, NULL); /* left by a worker that died */
+    struct stat st;
+    bool fresh = stat (mirror, &st) < 0;
+    int64_t max = o->max_mb > 0 ? o->max_mb * MB : 0;
+
+    kiwi__git_call ic = { .home = mhome };
+    const char *init[] = { "init", "--bare", "--quiet", "--template=", "--", incoming, NULL };
+    if (git_run (&ic, init, mhome, 60000, KIWI_REPO_E_FETCH, NULL, err) < 0)
+        return -1;
+    char p[PATH_MAX + 80];
+    if (!fresh) {
+        char alt[PATH_MAX + 16];
+        int n = snprintf (alt, sizeof alt, "%s/objects\n", mirror);
+        snprintf (p, sizeof p, "%s/objects/info", incoming);
+        mkdir (p, 0755);
+        snprintf (p, sizeof p, "%s/objects/info/alternates", incoming);
+        if (write_text (p, alt, (size_t) n, err) < 0)
+            return -1;
+        /* the mirror's refs, packed, as incoming's own: the fetch writes
+         * only those that changed (a ref file each) */
+        kiwi__git_call pc = { .git_dir = mirror, .home = mhome };
+        const char *pr[] = { "pack-refs", "--all", "--prune", NULL };
+        if (git_run (&pc, pr, mirror, 60000, KIWI_REPO_E_FETCH, NULL, err) < 0)
+            return -1;
+        char packed[PATH_MAX + 80];
+        snprintf (packed, sizeof packed, "%s/packed-refs", mirror);
+        kiwi_fs_mapped m;
+        if (kiwi_fs_map (packed, true, &m, err) < 0)
+            return -1;
+        snprintf (p, sizeof p, "%s/packed-refs", incoming);
+        int wrc = m.len > 0 ? write_text (p, m.map, m.len, err) : 0;
+        kiwi_fs_unmap (&m);
+        if (wrc < 0)
+            return -1;
+    }
+    int64_t held = fresh ? 0 : kiwi_fs_tree_bytes (mirror, 0); /* its refs packed */
+    kiwi__git_call fc = { .git_dir = incoming, .home = mhome, .protocols = o->protocols, .token = o->token,
+                          .url = url };
+    if (fresh && mirror_head (&fc, incoming, url, deadline, err) < 0)
+        return fetch_failed (timeout, err);
+
+    git_watch w = { .dir = incoming };
+    if (max > 0)
+        w.max_bytes = kiwi_fs_tree_bytes (incoming, 0) + (max > held ? max - held : 0);
+    const char *fa[] = { "fetch", "--prune", "--quiet", "--force", "--", url, "+refs/*:refs/*", NULL };
+    int rc = git_run_watched (&fc, fa, incoming, left_ms (deadline), KIWI_REPO_E_FETCH, NULL, max > 0 ? &w : NULL, err);
+    if (rc < 0 && kiwi_error_code (*err) == KIWI_REPO_E_TIMEOUT)
+        return fetch_failed (timeout, err);
+    if (max > 0) {
+        /* a file stopped at the limit fails git: what it wrote reaches it */
+        int64_t got = kiwi_fs_tree_bytes (incoming, 0);
+        if (w.over || (rc < 0 ? got >= w.max_bytes : got > w.max_bytes)) {
+            kiwi_error_free (err);
+            return kiwi_error_make_code (err, KIWI_REPO_E_TOO_LARGE,
+                                         "the mirror would pass its %lld MB ceiling (KIWI_CLONE_MAX_MB; it held "
+                                         "%lld MB before): git was stopped as it wrote past it and what it wrote "
+                                         "removed",
+                                         (long long) o->max_mb, (long long) (held / MB));
+        }
+    }
+    if (rc < 0)
+        return -1;
+
+    kiwi__git_call lc = { .git_dir = fresh ? incoming : mirror, .home = mhome, .protocols = "file" };
+    if (fresh) {
+        const char *pr[] = { "pack-refs", "--all", "--prune", NULL };
+        if (git_run (&lc, pr, incoming, 60000, KIWI_REPO_E_FETCH, NULL, err) < 0)
+            return -1;
+        if (rename (incoming, mirror) < 0)
+            return kiwi_error_make (err, errno, "renaming %s to %s", incoming, mirror);
+        return 0;
+    }
+    char to[PATH_MAX + 80];
+    snprintf (p, sizeof p, "%s/objects/pack", incoming);
+    snprintf (to, sizeof to, "%s/objects/pack", mirror);
+    if (mirror_take_packs (p, to, err) < 0)
+        return -1;
+    const char *take[] = { "fetch", "--prune", "--quiet", "--force", "--", incoming, "+refs/*:refs/*", NULL };
+    return git_run (&lc, take, mirror, timeout, KIWI_REPO_E_FETCH, NULL, err);
+}
+
 /* ---------- checkout ---------- */
 
 int
@@ -470,9 +692,11 @@ kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *ref, c
         return kiwi_error_make_code (err, KIWI_REPO_E_FETCH, "refusing a repository URL or ref starting with '-'");
     char hex[65];
     kiwi_sha256_hex (url, hex);
-    char mirrors[PATH_MAX], mirror[PATH_MAX + 80], lock[PATH_MAX + 100], mhome[PATH_MAX + 32];
+    char mirrors[PATH_MAX], mirror[PATH_MAX + 80], incoming[PATH_MAX + 80], lock[PATH_MAX + 100],
+        mhome[PATH_MAX + 32];
     snprintf (mirrors, sizeof mirrors, "%s/mirrors", o->state_dir);
     snprintf (mirror, sizeof mirror, "%s/%s.git", mirrors, hex);
+    snprintf (incoming, sizeof incoming, "%s/%s.incoming", mirrors, hex);
     snprintf (lock, sizeof lock, "%s/%s.lock", mirrors, hex);
     snprintf (mhome, sizeof mhome, "%s/kiwi-home", mirrors);
     if (mkdir (o->state_dir, 0755) < 0 && errno != EEXIST)
@@ -482,35 +706,16 @@ kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *ref, c
     if (mkdir (mhome, 0700) < 0 && errno != EEXIST)
         return kiwi_error_make (err, errno, "creating %s", mhome);
     int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms : 600000;
-    kiwi__git_call mc = { .git_dir = mirror, .home = mhome, .protocols = o->protocols, .token = o->token,
-                          .url = url };
+    kiwi__git_call mc = { .git_dir = mirror, .home = mhome };
 
     /* one fetch at a time per mirror; others wait for it and reuse it */
     cleanup_close int lfd = open (lock, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
     if (lfd < 0 || flock (lfd, LOCK_EX) < 0)
         return kiwi_error_make (err, errno, "locking %s", lock);
-    struct stat st;
-    int rc;
-    if (stat (mirror, &st) < 0) {
-        kiwi__git_call cc = mc;
-        cc.git_dir = NULL;
-        const char *argv[] = { "clone", "--mirror", "--quiet", "--template=", "--", url, mirror, NULL };
-        rc = git_run (&cc, argv, mirrors, timeout, KIWI_REPO_E_FETCH, NULL, err);
-        if (rc < 0)
-            kiwi_fs_remove_tree (mirror, 300000, NULL);
-    } else {
-        const char *argv[] = { "fetch", "--prune", "--quiet", "--force", "--tags", "--", url, "+refs/*:refs/*", NULL };
-        rc = git_run (&mc, argv, mirror, timeout, KIWI_REPO_E_FETCH, NULL, err);
-    }
+    int rc = mirror_fetch (o, url, mirror, incoming, mhome, err);
+    kiwi_fs_remove_tree (incoming, 300000, NULL); /* taken, or refused */
     if (rc < 0)
         return kiwi_error_wrap (err, "fetching %s", url);
-    if (o->max_mb > 0) {
-        int64_t mb = dir_size_mb (mirror);
-        if (mb > o->max_mb)
-            return kiwi_error_make_code (err, KIWI_REPO_E_TOO_LARGE,
-                                         "repository %s is %lld MB, above the %lld MB ceiling (KIWI_CLONE_MAX_MB)",
-                                         url, (long long) mb, (long long) o->max_mb);
-    }
     char spec[600];
     snprintf (spec, sizeof spec, "%s^{commit}", ref);
     git_out rev = { .cap = 4096 };

@@ -3,7 +3,11 @@
  *
  * A mirror per repository under <state>/mirrors/<sha256(url)>.git is fetched
  * (not re-cloned) for every task on it, serialised by a lock file so that
- * concurrent tasks share it. The task's checkout is a work tree that holds
+ * concurrent tasks share it. Each fetch goes first into
+ * <sha256(url)>.incoming (borrowing the mirror's objects), bounded while git
+ * writes it; the mirror takes it only once it is complete and within the
+ * mirror's ceiling, so a refused or failed fetch leaves the mirror as it was
+ * (or absent) and nothing else behind. The task's checkout is a work tree that holds
  * no git metadata at all: its git directory is "<workspace>.git", beside it
  * (a bare repository borrowing the mirror's objects through alternates), so
  * nothing the model writes or the repository carries can become git
@@ -17,8 +21,8 @@
  * header in git's environment (never in argv, never in a config file, never
  * in a sandbox); ssh URLs use the worker's ssh set-up with BatchMode; local
  * paths and file:// work too unless a protocol list leaves them out. Fetches
- * are bounded in time, the mirror in size, and the checkout in bytes and
- * files before anything is written.
+ * are bounded in time, the mirror in size while git writes it, and the
+ * checkout in bytes and files before anything is written.
  */
 #ifndef KIWI_WORKER_REPO_H
 #define KIWI_WORKER_REPO_H
@@ -42,7 +46,7 @@ typedef struct kiwi_repo_opts {
     const char *state_dir;
     const char *token;          /* for https, or NULL */
     int64_t timeout_ms;
-    int64_t max_mb;             /* the mirror's ceiling (KIWI_CLONE_MAX_MB); 0: none */
+    int64_t max_mb;             /* the mirror's ceiling (KIWI_CLONE_MAX_MB), held as git writes; 0: none */
     int64_t max_checkout_mb;    /* the checkout's blob bytes, summed before writing; 0: none */
     int64_t max_checkout_files; /* the checkout's entries (files and links); 0: none */
     const char *protocols;      /* colon-separated protocols git may use ("https:ssh"); NULL: all */
@@ -50,8 +54,14 @@ typedef struct kiwi_repo_opts {
 
 /* Fetches `url` into its mirror and checks `ref` out into `workspace` (which
  * must not exist), its git directory at "<workspace>.git" (which must not
- * exist either). The commit's tree is measured first: over max_checkout_mb
- * or max_checkout_files, nothing is written and the error is
+ * exist either). A fetch that would take the mirror past max_mb is stopped
+ * as git writes past it (no file git writes may pass what the ceiling
+ * leaves, and the fetch's directory is measured every 100 ms):
+ * KIWI_REPO_E_TOO_LARGE naming the ceiling and the setting, what git wrote
+ * removed, the mirror as it was. One that takes longer than timeout_ms is
+ * KIWI_REPO_E_TIMEOUT naming KIWI_CLONE_TIMEOUT, removed the same way.
+ * The commit's tree is measured before it is checked out: over
+ * max_checkout_mb or max_checkout_files, nothing is written and the error is
  * KIWI_REPO_E_TOO_LARGE naming the figures and the settings. A tree with a
  * `.git` entry (any case, at any depth) is KIWI_REPO_E_UNSAFE. *commit
  * receives the full commit id (caller frees). The caller removes both

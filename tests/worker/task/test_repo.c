@@ -7,9 +7,18 @@
  * before anything is written (the state directory does not grow); the diff
  * carries changes, new and deleted files, modes and binaries, and applied to
  * a fresh clone (and by kiwi_repo_materialise) gives the work tree back;
- * what .gitignore keeps out of the diff is named.
+ * what .gitignore keeps out of the diff is named; a clone or a fetch of a
+ * repository past KIWI_CLONE_MAX_MB (a large blob, or many refs) is
+ * stopped while git writes it (the mirrors directory's size sampled from
+ * here as it runs), removed, and an existing mirror left as it was, two
+ * tasks at once included; a fetch that never ends names KIWI_CLONE_TIMEOUT.
  */
+#include <arpa/inet.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shell.h"
@@ -417,6 +428,336 @@ test_protocol_list_enforced (void **state)
     kiwi_repo_remove (ws);
 }
 
+/* ---------- the mirror's ceiling, while git runs ---------- */
+
+/* The peak size of a directory while something writes it: a thread walks
+ * it (allocated blocks or size, whichever is larger, links not followed)
+ * as fast as it can until told to stop. */
+typedef struct sampler {
+    char dir[200];
+    pthread_t th;
+    atomic_bool stop;
+    int64_t peak, sum;
+    long samples;
+} sampler;
+
+static _Thread_local sampler *walking;
+
+static int
+sample_entry (const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    if (flag == FTW_NS)
+        return 0; /* gone while walked: st says nothing */
+    int64_t b = (int64_t) st->st_blocks * 512;
+    walking->sum += b > (int64_t) st->st_size ? b : (int64_t) st->st_size;
+    return 0;
+}
+
+static void *
+sample_loop (void *arg)
+{
+    sampler *s = arg;
+    walking = s;
+    do {
+        s->sum = 0;
+        nftw (s->dir, sample_entry, 32, FTW_PHYS | FTW_MOUNT);
+        if (s->sum > s->peak)
+            s->peak = s->sum;
+        s->samples++;
+        nanosleep (&(struct timespec){ 0, 1000000 }, NULL);
+    } while (!atomic_load (&s->stop));
+    return NULL;
+}
+
+static void
+sampler_start (sampler *s, const char *dir)
+{
+    memset (s, 0, sizeof *s);
+    snprintf (s->dir, sizeof s->dir, "%s", dir);
+    assert_int_equal (pthread_create (&s->th, NULL, sample_loop, s), 0);
+}
+
+static int64_t
+sampler_stop (sampler *s)
+{
+    atomic_store (&s->stop, true);
+    pthread_join (s->th, NULL);
+    return s->peak;
+}
+
+/* <tmp>/<name>.git, a bare repository whose main (and HEAD) is a commit of
+ * `files_sh` (a shell fragment that leaves a tree in $t), on top of the
+ * current main when there is one. */
+static void
+grow_repo (const char *bare, const char *files_sh)
+{
+    kiwi_test_must ("test -d %s || git init -q --bare %s; cd %s && %s && p=$(git rev-parse -q --verify main) ; "
+                    "c=$(" GITC " commit-tree ${p:+-p $p} -m grow $t) && git update-ref refs/heads/main $c && "
+                    "git symbolic-ref HEAD refs/heads/main",
+                    bare, bare, bare, files_sh);
+}
+
+#define RANDOM_TREE(mb)                                                                                              \
+    "b=$(head -c " #mb "M /dev/urandom | git hash-object -w --stdin) && "                                           \
+    "t=$(printf '100644 blob %s\\trandom-" #mb ".bin\\n' $b | git mktree)"
+
+/* the mirrors and fetches under <st>/mirrors: "<n> <names>" */
+static int
+mirror_dirs (const char *st, char *names, size_t cap)
+{
+    char out[512] = "";
+    sh_out (out, sizeof out, "cd %s/mirrors && ls -d *.git *.incoming 2>/dev/null | tr '\\n' ' '", st);
+    snprintf (names, cap, "%s", out);
+    int n = 0;
+    for (char *p = out; *p; p++)
+        n += *p == ' ';
+    return n;
+}
+
+/* what a mirror under <st>/mirrors is: its refs, its object files, its HEAD */
+#define MIRROR_LOOK "{ cd %s/mirrors/*.git && git for-each-ref && ls -lR objects && git rev-parse HEAD; } | md5sum"
+
+#define MARGIN_KB 1024 /* over the ceiling: git's own small files, a walk's slack */
+
+/* A repository the test serves over file:// (git's pack protocol,
+ * upload-pack on the far side), the state directory its tasks use and
+ * their options (a 5 MB ceiling on the mirror). */
+typedef struct served {
+    char bare[160], url[200], st[160], mirrors[200], ws[3][200];
+    kiwi_repo_opts o;
+} served;
+
+/* v for the repository <tmp>/<name>.git made of `files_sh` (grow_repo). */
+static void
+served_init (served *v, const char *name, const char *files_sh)
+{
+    snprintf (v->bare, sizeof v->bare, "%s/%s.git", tmp, name);
+    snprintf (v->url, sizeof v->url, "file://%s", v->bare);
+    snprintf (v->st, sizeof v->st, "%s/state-%s", tmp, name);
+    snprintf (v->mirrors, sizeof v->mirrors, "%s/mirrors", v->st);
+    for (int i = 0; i < 3; i++)
+        snprintf (v->ws[i], sizeof v->ws[i], "%s/work/%s-%d", v->st, name, i + 1);
+    kiwi_test_must ("mkdir -p %s/work", v->st);
+    grow_repo (v->bare, files_sh);
+    v->o = (kiwi_repo_opts){ .state_dir = v->st, .timeout_ms = 120000, .max_mb = 5, .max_checkout_mb = 2048,
+                             .max_checkout_files = 200000 };
+}
+
+/* A second task on the same repository at the same time, in a thread of
+ * its own: its outcome. */
+typedef struct rival {
+    const served *v;
+    const char *ws;
+    pthread_t th;
+    int rc, code;
+} rival;
+
+static void *
+rival_run (void *arg)
+{
+    rival *r = arg;
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    r->rc = kiwi_repo_checkout (&r->v->o, r->v->url, "HEAD", r->ws, &commit, &err);
+    r->code = kiwi_error_code (err);
+    kiwi_error_free (&err);
+    free (commit);
+    return NULL;
+}
+
+/* The checkout of v's repository into ws under v->o (and, with `r`, the
+ * rival's beside it), the mirrors directory sampled while they run:
+ * refused as too large, naming the 5 MB ceiling and its setting, the peak
+ * within the ceiling and MARGIN_KB, no work tree written. `what` names the
+ * case in the log. */
+static void
+expect_bounded (const served *v, const char *ws, rival *r, const char *what)
+{
+    sampler s;
+    sampler_start (&s, v->mirrors);
+    if (r != NULL)
+        assert_int_equal (pthread_create (&r->th, NULL, rival_run, r), 0);
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    int rc = kiwi_repo_checkout (&v->o, v->url, "HEAD", ws, &commit, &err);
+    if (r != NULL)
+        pthread_join (r->th, NULL);
+    int64_t peak = sampler_stop (&s);
+    fprintf (stderr, "%s: %ld samples of %s, peak %lld KB (ceiling 5120 KB + %d KB margin): %s\n", what, s.samples,
+             v->mirrors, (long long) (peak / 1024), MARGIN_KB, kiwi_error_msg (err));
+    assert_int_equal (rc, -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
+    const char *msg = kiwi_error_msg (err);
+    if (strstr (msg, "5 MB ceiling") == NULL || strstr (msg, "KIWI_CLONE_MAX_MB") == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    assert_true (peak <= (5 * 1024 + MARGIN_KB) * 1024LL);
+    assert_int_not_equal (access (ws, F_OK), 0);
+    kiwi_repo_remove (ws);
+}
+
+/* A 40 MB incompressible blob with a 5 MB ceiling: the mirrors directory
+ * never holds more than 5 MB and the margin while git runs, the clone is
+ * refused naming the ceiling and the setting, and no mirror stays. */
+static void
+test_clone_bounded_while_running (void **state)
+{
+    served v;
+    char names[512];
+    served_init (&v, "huge", RANDOM_TREE (40));
+    expect_bounded (&v, v.ws[0], NULL, "clone");
+    if (mirror_dirs (v.st, names, sizeof names) != 0)
+        fail_msg ("left under %s: %s", v.mirrors, names);
+    assert_true (du_kb (v.mirrors) < 1024);
+
+    /* under a ceiling it fits, the same repository is cloned and checked out */
+    v.o.max_mb = 100;
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    if (kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[0], &commit, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    free (commit);
+    kiwi_repo_remove (v.ws[0]);
+    assert_int_equal (mirror_dirs (v.st, names, sizeof names), 1);
+}
+
+/* A mirror within the ceiling, then the repository grows by a 40 MB blob:
+ * two tasks fetch it at once; each fetch is stopped while git writes (peak
+ * sampled as above), both are refused naming the ceiling, and the mirror
+ * is exactly as it was (refs, object files, HEAD, fsck; an earlier
+ * checkout still reads its objects). A higher ceiling takes the same
+ * fetch: the new commit checks out. */
+static void
+test_fetch_bounded_while_running (void **state)
+{
+    served v;
+    char names[512];
+    served_init (&v, "grows", RANDOM_TREE (1));
+    kiwi_error_t err = NULL;
+    cleanup_free char *first = NULL;
+    if (kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[0], &first, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    assert_int_equal (mirror_dirs (v.st, names, sizeof names), 1);
+    char before[1024] = "", after[1024] = "";
+    sh_out (before, sizeof before, MIRROR_LOOK, v.st);
+
+    grow_repo (v.bare, RANDOM_TREE (40));
+    /* two tasks at once: the lock has them fetch one after the other */
+    rival r = { .v = &v, .ws = v.ws[2] };
+    expect_bounded (&v, v.ws[1], &r, "two fetches");
+    assert_int_equal (r.rc, -1);
+    assert_int_equal (r.code, KIWI_REPO_E_TOO_LARGE);
+    assert_int_not_equal (access (v.ws[2], F_OK), 0);
+    kiwi_repo_remove (v.ws[2]);
+    /* the mirror as it was: same refs, same object files, whole */
+    sh_out (after, sizeof after, MIRROR_LOOK, v.st);
+    assert_string_equal (before, after);
+    kiwi_test_must ("git --git-dir=$(echo %s/*.git) fsck --no-progress --strict", v.mirrors);
+    if (mirror_dirs (v.st, names, sizeof names) != 1 || strstr (names, ".incoming") != NULL)
+        fail_msg ("under %s: %s", v.mirrors, names);
+    cleanup_free char *tree = NULL;
+    if (kiwi_repo_tree_id (v.ws[0], &tree, &err) < 0)
+        fail_msg ("the earlier checkout: %s", kiwi_error_msg (err));
+
+    /* a ceiling the fetch fits under: the mirror takes it */
+    v.o.max_mb = 100;
+    char *commit = NULL;
+    if (kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[1], &commit, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    char head[64] = "";
+    sh_out (head, sizeof head, "git --git-dir=%s rev-parse main", v.bare);
+    assert_string_equal (commit, head);
+    free (commit);
+    sh_out (after, sizeof after, "git --git-dir=$(echo %s/*.git) rev-parse HEAD", v.mirrors);
+    assert_string_equal (after, head);
+    kiwi_test_must ("git --git-dir=$(echo %s/*.git) fsck --no-progress --strict", v.mirrors);
+    if (mirror_dirs (v.st, names, sizeof names) != 1 || strstr (names, ".incoming") != NULL)
+        fail_msg ("under %s: %s", v.mirrors, names);
+    kiwi_repo_remove (v.ws[1]);
+    kiwi_repo_remove (v.ws[0]);
+}
+
+/* A mirror within the ceiling, then the repository grows by 3000 refs
+ * and no object: the fetch writes a ref file (a block of disk) for each,
+ * no file large, 12 MB in all, which only the measure of the whole
+ * directory sees: refused naming the ceiling, the mirror as it was. Once
+ * the mirror has them, a fetch with nothing new fits under the ceiling. */
+static void
+test_fetch_of_many_refs_bounded (void **state)
+{
+    served v;
+    char names[512], before[1024] = "", after[1024] = "";
+    served_init (&v, "refs", RANDOM_TREE (1));
+    kiwi_error_t err = NULL;
+    cleanup_free char *first = NULL;
+    if (kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[0], &first, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    sh_out (before, sizeof before, MIRROR_LOOK, v.st);
+    kiwi_test_must ("cd %s && c=$(git rev-parse main) && for i in $(seq 3000); do echo \"create refs/heads/b$i $c\"; "
+                    "done | git update-ref --stdin && git pack-refs --all",
+                    v.bare);
+    sampler s;
+    sampler_start (&s, v.mirrors);
+    char *commit = NULL;
+    int rc = kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[1], &commit, &err);
+    int64_t peak = sampler_stop (&s);
+    fprintf (stderr, "3000 refs: %ld samples, peak %lld KB: %s\n", s.samples, (long long) (peak / 1024),
+             kiwi_error_msg (err));
+    assert_int_equal (rc, -1);
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TOO_LARGE);
+    assert_non_null (strstr (kiwi_error_msg (err), "KIWI_CLONE_MAX_MB"));
+    kiwi_error_free (&err);
+    sh_out (after, sizeof after, MIRROR_LOOK, v.st);
+    assert_string_equal (before, after);
+    if (mirror_dirs (v.st, names, sizeof names) != 1 || strstr (names, ".incoming") != NULL)
+        fail_msg ("under %s: %s", v.mirrors, names);
+    kiwi_repo_remove (v.ws[1]);
+
+    /* a higher ceiling takes them; back under 5 MB, a fetch with nothing
+     * new writes no ref file for the 3000 refs the mirror has */
+    for (int64_t mb = 100; mb >= 5; mb -= 95) {
+        v.o.max_mb = mb;
+        if (kiwi_repo_checkout (&v.o, v.url, "HEAD", v.ws[1], &commit, &err) < 0)
+            fail_msg ("under %lld MB: %s", (long long) mb, kiwi_error_msg (err));
+        free (commit);
+        kiwi_repo_remove (v.ws[1]);
+    }
+    kiwi_repo_remove (v.ws[0]);
+}
+
+/* A server that takes the connection and never answers (a socket of this
+ * test on loopback, listening, never accepting): the fetch is stopped at
+ * KIWI_CLONE_TIMEOUT, named, and nothing stays. */
+static void
+test_fetch_timeout_named (void **state)
+{
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    assert_int_equal (bind (fd, (struct sockaddr *) &a, sizeof a), 0);
+    assert_int_equal (listen (fd, 8), 0);
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &a, &al), 0);
+    char url[64], st[160], ws[200], names[512];
+    snprintf (url, sizeof url, "git://127.0.0.1:%d/silent.git", ntohs (a.sin_port));
+    snprintf (st, sizeof st, "%s/state-silent", tmp);
+    snprintf (ws, sizeof ws, "%s/work/silent-1", st);
+    kiwi_test_must ("mkdir -p %s/work", st);
+    kiwi_repo_opts o = { .state_dir = st, .timeout_ms = 2000, .max_mb = 5 };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    assert_int_equal (kiwi_repo_checkout (&o, url, "HEAD", ws, &commit, &err), -1);
+    close (fd);
+    fprintf (stderr, "silent server: %s\n", kiwi_error_msg (err));
+    assert_int_equal (kiwi_error_code (err), KIWI_REPO_E_TIMEOUT);
+    if (strstr (kiwi_error_msg (err), "KIWI_CLONE_TIMEOUT") == NULL)
+        fail_msg ("%s", kiwi_error_msg (err));
+    kiwi_error_free (&err);
+    if (mirror_dirs (st, names, sizeof names) != 0)
+        fail_msg ("left: %s", names);
+    kiwi_repo_remove (ws);
+}
+
 int
 main (void)
 {
@@ -425,6 +766,8 @@ main (void)
         cmocka_unit_test (test_planted_config_never_runs),  cmocka_unit_test (test_tree_with_dotgit_refused),
         cmocka_unit_test (test_git_bomb_refused),           cmocka_unit_test (test_big_blob_refused),
         cmocka_unit_test (test_protocol_list_enforced),
+        cmocka_unit_test (test_clone_bounded_while_running), cmocka_unit_test (test_fetch_bounded_while_running),
+        cmocka_unit_test (test_fetch_of_many_refs_bounded),  cmocka_unit_test (test_fetch_timeout_named),
     };
     return cmocka_run_group_tests_name ("repo", tests, setup, teardown);
 }
