@@ -25,7 +25,8 @@
 # applies the host's egress rules: run as root), Phase A through the
 # worker's egress proxy, and an empty cache (Redis is pointed at a port
 # nobody listens on, so every install and every step 0 runs for real; no
-# artifact store). Each task names the commit of the list; the model's
+# artifact store), the CA bundle KIWI_CA_BUNDLE names (the system's when
+# unset). Each task names the commit of the list; the model's
 # address is one nobody answers (127.0.0.1:9): a task whose step 0 fails
 # for a code reason then ends with a model error, which the report does
 # not count against the environment.
@@ -91,6 +92,12 @@ PIDS+=($!)
 sleep 0.5
 
 dead_port=$(free_port) # Redis nobody answers: an empty cache
+# Phase A trusts the operator's CA bundle (a TLS-intercepting proxy's CA):
+# the system's when KIWI_CA_BUNDLE is unset
+if [ -z "${KIWI_CA_BUNDLE:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  export KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+fi
+log "CA bundle for Phase A: ${KIWI_CA_BUNDLE:-none}"
 egress_env=(KIWI_EGRESS_APPLY=true)
 [ "$OPEN" = 1 ] && egress_env=(KIWI_EGRESS_APPLY=false KIWI_ONCE_EGRESS_UNCHECKED=true)
 config="production configuration (egress rules applied, Phase A through the proxy, empty cache)"
