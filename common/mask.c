@@ -407,9 +407,21 @@ loose_each (const kiwi_mask *m, const char *buf, size_t len, void (*mark) (size_
     bool any = false;
     for (size_t i = 0; i < m->nloose; i++) {
         const loose *l = &m->loose[i];
-        for (size_t at = 0; at + l->n <= len; at++) {
-            if (!loose_same (l, t[at], l->s[0]))
-                continue;
+        /* the skeleton's first byte, in both cases for a hex letter: the
+         * candidates, each case's next one found by memchr once */
+        unsigned char c0 = (unsigned char) l->s[0];
+        unsigned char c1 = l->hex && c0 >= 'a' && c0 <= 'f' ? (unsigned char) (c0 - 'a' + 'A') : c0;
+        const unsigned char *n0 = memchr (t, c0, len), *n1 = c1 != c0 ? memchr (t, c1, len) : NULL;
+        while (n0 != NULL || n1 != NULL) {
+            bool first = n0 != NULL && (n1 == NULL || n0 < n1);
+            size_t at = (size_t) ((first ? n0 : n1) - t);
+            if (at + l->n > len)
+                break;
+            const unsigned char *next = at + 1 < len ? memchr (t + at + 1, first ? c0 : c1, len - at - 1) : NULL;
+            if (first)
+                n0 = next;
+            else
+                n1 = next;
             size_t end = loose_match (l, t, len, at);
             if (end == 0)
                 continue;
