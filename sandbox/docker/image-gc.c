@@ -18,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "sandbox/docker/image-pull.h"
 
 /* ------------------------------------------------------------- the record */
 
@@ -80,6 +81,27 @@ kiwi_image_records_free (kiwi_image_record *r, size_t n)
     free (r);
 }
 
+/* Whether a record's reference and Ids are what a pull writes: the
+ * collection puts them in request paths. */
+static bool
+record_sane (json_t *j)
+{
+    kiwi_image_ref r;
+    kiwi_error_t e = NULL;
+    if (kiwi_image_ref_parse (json_string_value (json_object_get (j, "ref")), &r, &e) < 0) {
+        kiwi_error_free (&e);
+        return false;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach (json_object_get (j, "ids"), i, v) {
+        const char *id = json_string_value (v);
+        if (id == NULL || strncmp (id, "sha256:", 7) != 0 || strspn (id + 7, "0123456789abcdef") != strlen (id + 7))
+            return false;
+    }
+    return true;
+}
+
 /* One record file into *out; 0 when it is not one. */
 static int
 record_read_one (const char *path, kiwi_image_record *out)
@@ -87,6 +109,10 @@ record_read_one (const char *path, kiwi_image_record *out)
     memset (out, 0, sizeof *out);
     struct stat st;
     json_t *j = lstat (path, &st) == 0 && S_ISREG (st.st_mode) ? record_load (path) : NULL;
+    if (j != NULL && !record_sane (j)) {
+        json_decref (j);
+        j = NULL;
+    }
     if (j == NULL)
         return 0;
     out->ref = strdup (json_string_value (json_object_get (j, "ref")));

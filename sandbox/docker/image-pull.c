@@ -96,6 +96,22 @@ kiwi_image_ref_parse (const char *ref, kiwi_image_ref *out, kiwi_error_t *err)
     for (const char *c = out->path; *c; c++)
         if (!(islower ((unsigned char) *c) || isdigit ((unsigned char) *c) || strchr ("._-/", *c)))
             return kiwi_error_make (err, EINVAL, "image reference `%.200s`: `%c` in the repository name", ref, *c);
+    /* Docker's grammar: each component begins and ends with a letter or a
+     * digit, so none is empty, `.` or `..` (the name goes into the Engine
+     * API's paths) */
+    for (const char *c = out->path; *c;) {
+        size_t n = strcspn (c, "/");
+        if (n == 0 || !isalnum ((unsigned char) c[0]) || !isalnum ((unsigned char) c[n - 1]))
+            return kiwi_error_make (err, EINVAL, "image reference `%.200s`: a repository component `%.*s`", ref,
+                                    (int) n, c);
+        c += n + (c[n] == '/');
+        if (c[-1] == '/' && *c == '\0')
+            return kiwi_error_make (err, EINVAL, "image reference `%.200s`: an empty repository component", ref);
+    }
+    /* a host name, an IPv4 or [IPv6] address, an optional port */
+    for (const char *c = out->domain; *c; c++)
+        if (!(isalnum ((unsigned char) *c) || strchr (".-:[]", *c)))
+            return kiwi_error_make (err, EINVAL, "image reference `%.200s`: `%c` in the registry", ref, *c);
     if (colon != NULL) {
         if (copy_part (out->tag, sizeof out->tag, colon + 1, (size_t) (rest + rl - colon - 1), "tag", ref, err) < 0)
             return -1;

@@ -99,6 +99,17 @@ test_select_watermark (void **state)
     assert_true (it[0].remove && it[0].by_watermark);
 }
 
+/* <dir>/<n as 64 digits> holding `text`, its path into path. */
+static void
+put_file (char *path, size_t cap, const char *dir, int n, const char *text)
+{
+    snprintf (path, cap, "%s/%064d", dir, n);
+    FILE *f = fopen (path, "w");
+    assert_non_null (f);
+    fputs (text, f);
+    fclose (f);
+}
+
 /* The record: made by a pull that brought the reference, kept up to date
  * by a later use, never made for a reference that was already there. */
 static void
@@ -111,34 +122,35 @@ test_record (void **state)
     snprintf (sub, sizeof sub, "%s/images", dir);
     kiwi_error_t err = NULL;
     /* not Kiwi's: nothing recorded, not even the directory */
-    assert_int_equal (kiwi_image_record_note (sub, "operator/own:1", "sha256:aaa", false, &err), 0);
+    assert_int_equal (kiwi_image_record_note (sub, "operator/own:1", "sha256:aaaa", false, &err), 0);
     kiwi_image_record *r = NULL;
     size_t n = 9;
     assert_int_equal (kiwi_image_records_read (sub, &r, &n, &err), 0);
     assert_int_equal (n, 0);
     kiwi_image_records_free (r, n);
     /* pulled: recorded; used again with a new Id (the tag moved): both */
-    assert_int_equal (kiwi_image_record_note (sub, "127.0.0.1:5000/kiwi/x:1", "sha256:111", true, &err), 0);
-    assert_int_equal (kiwi_image_record_note (sub, "127.0.0.1:5000/kiwi/x:1", "sha256:222", false, &err), 0);
-    assert_int_equal (kiwi_image_record_note (sub, "127.0.0.1:5000/kiwi/x:1", "sha256:222", false, &err), 0);
-    assert_int_equal (kiwi_image_record_note (sub, "operator/own:1", "sha256:aaa", false, &err), 0);
-    /* a stray file is not a record */
-    char stray[400];
-    snprintf (stray, sizeof stray, "%s/%064d", sub, 0);
-    FILE *f = fopen (stray, "w");
-    assert_non_null (f);
-    fputs ("not json", f);
-    fclose (f);
+    assert_int_equal (kiwi_image_record_note (sub, "127.0.0.1:5000/kiwi/x:1", "sha256:1111", true, &err), 0);
+    assert_int_equal (kiwi_image_record_note (sub, "127.0.0.1:5000/kiwi/x:1", "sha256:2222", false, &err), 0);
+    assert_int_equal (kiwi_image_record_note (sub, "127.0.0.1:5000/kiwi/x:1", "sha256:2222", false, &err), 0);
+    assert_int_equal (kiwi_image_record_note (sub, "operator/own:1", "sha256:aaaa", false, &err), 0);
+    /* a stray file is not a record, nor one whose reference or Id a pull
+     * would not write */
+    char stray[400], odd[400], odd_id[400];
+    put_file (stray, sizeof stray, sub, 0, "not json");
+    put_file (odd, sizeof odd, sub, 1, "{\"ref\":\"x/../../containers/y?force=1\",\"ids\":[]}");
+    put_file (odd_id, sizeof odd_id, sub, 2, "{\"ref\":\"x:1\",\"ids\":[\"sha256:ab/../x\"]}");
     assert_int_equal (kiwi_image_records_read (sub, &r, &n, &err), 0);
     assert_int_equal (n, 1);
     assert_string_equal (r[0].ref, "127.0.0.1:5000/kiwi/x:1");
     assert_int_equal (r[0].ids.n, 2);
-    assert_string_equal (r[0].ids.v[0], "sha256:111");
-    assert_string_equal (r[0].ids.v[1], "sha256:222");
+    assert_string_equal (r[0].ids.v[0], "sha256:1111");
+    assert_string_equal (r[0].ids.v[1], "sha256:2222");
     assert_true (r[0].last_used_s > 0);
     unlink (r[0].file);
     kiwi_image_records_free (r, n);
     unlink (stray);
+    unlink (odd);
+    unlink (odd_id);
     rmdir (sub);
     rmdir (dir);
     /* a missing directory has no records */

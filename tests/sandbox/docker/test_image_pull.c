@@ -62,6 +62,14 @@ test_refs (void **state)
     expect_bad_ref ("node:2$2", "in the tag");
     expect_bad_ref ("node 22", "space");
     expect_bad_ref ("x@nodigest", "algorithm:hex");
+    /* nothing that moves within or out of the Engine API's paths */
+    expect_bad_ref ("127.0.0.1:5000/a/../../containers/x:1", "a repository component `..`");
+    expect_bad_ref ("ghcr.io/./x:1", "a repository component `.`");
+    expect_bad_ref ("ghcr.io/a//b:1", "a repository component ``");
+    expect_bad_ref ("ghcr.io/a/:1", "an empty repository component");
+    expect_bad_ref ("ghcr.io/-a:1", "a repository component `-a`");
+    expect_bad_ref ("evil?x=1.example/a:1", "`?` in the registry");
+    expect_bad_ref ("evil%2f.example/a:1", "`%` in the registry");
     char name[600];
     kiwi_image_ref r;
     kiwi_error_t err = NULL;
