@@ -99,8 +99,13 @@ run_once() { # NAME IMAGE [ASSIGNMENT...]
 field() { once_payload "$TMP/once-$1.jsonl" "$2" "$3"; } # NAME KIND KEY
 passed=0
 
-refused() { # NAME IMAGE WHY: image_refused, and the result's reason names the image and why
-  image_refused "$@"
+refused() { # NAME IMAGE WHY [CAUSE]: image_refused, the step-0 event's image_unavailable says
+  # CAUSE (default unavailable), and the result's reason names the image and why
+  image_refused "$1" "$2" "$3"
+  local typed
+  typed=$(field "$1" step0 image_unavailable)
+  [ "$typed" = "{\"cause\": \"${4:-unavailable}\", \"image\": \"$2\"}" ] \
+    || fail "$1: the step-0 event's image_unavailable is '$typed'"
   case "$(field "$1" result reason)" in
     *"$2"*"$3"*) ;;
     *) fail "$1: the result's reason does not name the image and why: $(field "$1" result reason)" ;;
@@ -111,7 +116,7 @@ refused() { # NAME IMAGE WHY: image_refused, and the result's reason names the i
 T0=$(date +%s)
 run_once elsewhere "$ELSEWHERE"
 refused elsewhere "$ELSEWHERE" \
-  "its registry another-registry.example is not on the allow-list, nor is its repository ${ELSEWHERE%:1} (KIWI_IMAGE_REGISTRIES: $REG $AREG) and the image catalogue (KIWI_IMAGE_CATALOG) does not name it"
+  "its registry another-registry.example is not on the allow-list, nor is its repository ${ELSEWHERE%:1} (KIWI_IMAGE_REGISTRIES: $REG $AREG) and the image catalogue (KIWI_IMAGE_CATALOG) does not name it" refused
 run_once local-only "$LOCAL_ONLY"
 refused local-only "$LOCAL_ONLY" "not found"
 T1=$(($(date +%s) + 1))
