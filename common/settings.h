@@ -173,7 +173,7 @@ typedef struct kiwi_settings {
     char *egress_script, *egress_proxy_script, *egress_probe_url, *egress_image;
     int64_t drain_timeout_s;
     /* host resources */
-    int64_t gc_mirror_idle_s, gc_snapshot_idle_s, gc_disk_high, gc_disk_low, result_max_bytes;
+    int64_t gc_mirror_idle_s, gc_snapshot_idle_s, gc_image_idle_s, gc_disk_high, gc_disk_low, result_max_bytes;
     char *metrics_addr;     /* HOST:PORT of GET /metrics, or NULL */
     /* kiwi */
     char *stack_env;

@@ -155,6 +155,16 @@ kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pull_p
 }
 
 int
+kiwi_sandbox_gc_images (kiwi_sandbox_env *env, kiwi_sandbox_image_gc *gc, kiwi_error_t *err)
+{
+    gc->removed = gc->removed_watermark = gc->in_use = gc->failed = 0;
+    gc->used_before = -1;
+    if (env->drv->gc_images == NULL)
+        return 0;
+    return env->drv->gc_images (env->priv, gc, err);
+}
+
+int
 kiwi_sandbox_create (kiwi_sandbox_env *env, const kiwi_sandbox_spec *spec, kiwi_sandbox **out, kiwi_error_t *err)
 {
     kiwi_sandbox *sb = calloc (1, sizeof *sb);

@@ -191,6 +191,10 @@ typedef struct kiwi_sandbox_config {
     const char *registry_auth_file;
     int64_t pull_timeout_ms;
     int64_t pull_max_mb;
+    /* The image catalogue file (KIWI_IMAGE_CATALOG; NULL or "": the
+     * default): its images are the operator's, used as dockerd has them
+     * and given the registries' own credentials. */
+    const char *image_catalog;
     /* The firecracker driver's settings (common/settings.h), borrowed;
      * NULL: the settings table's defaults. */
     const kiwi_fc_settings *firecracker;
@@ -199,6 +203,18 @@ typedef struct kiwi_sandbox_config {
 #define KIWI_PULL_DEFAULT_REGISTRIES "docker.io"
 #define KIWI_PULL_DEFAULT_TIMEOUT_MS 600000
 #define KIWI_PULL_DEFAULT_MAX_MB 8192
+
+/* One collection of the images the driver pulled for tasks
+ * (kiwi_sandbox_gc_images): the settings in, what it did out. */
+typedef struct kiwi_sandbox_image_gc {
+    int64_t now_s;          /* 0: the clock */
+    int64_t idle_s;         /* KIWI_GC_IMAGE_IDLE: unused this long, removed; 0: none by age */
+    int64_t grace_s;        /* the watermark spares images used this recently */
+    int disk_high, disk_low; /* KIWI_GC_DISK_HIGH / _LOW, of Docker's storage; high 0: no watermark */
+    /* out */
+    int removed, removed_watermark, in_use, failed;
+    double used_before;     /* percent; -1 unknown */
+} kiwi_sandbox_image_gc;
 
 /* Called about once a second while an image is pulled, with the bytes of
  * its layers downloaded so far and their total as far as reported. */
@@ -242,6 +258,9 @@ typedef struct kiwi_sandbox_driver {
      * digest, the same for the same content on any host), into *id
      * (owned by the caller). May be NULL: the driver has none. */
     int (*image_id) (void *priv, const char *image, char **id, kiwi_error_t *err);
+    /* Removes images it pulled for tasks that went unused or hold the disk
+     * (kiwi_sandbox_gc_images). May be NULL: it keeps none. */
+    int (*gc_images) (void *priv, kiwi_sandbox_image_gc *gc, kiwi_error_t *err);
     /* The driver honours spec->lower_dir (the others get the snapshot's
      * archives put into each sandbox). */
     bool lays_lower;
@@ -278,10 +297,14 @@ const kiwi_sandbox_driver *kiwi_sandbox_env_driver (const kiwi_sandbox_env *env)
  * runsc): the egress check then looks at both. */
 bool kiwi_sandbox_seals_files (const kiwi_sandbox_env *env);
 
-/* Makes `image` present before a sandbox is created from it: an image the
- * daemon has is used as it is; a missing one is pulled from its registry
- * when that registry is on the allow-list (else KIWI_SBE_REFUSED), with
- * the registry's credentials (never given to a sandbox, never logged),
+/* Makes `image` present before a sandbox is created from it: an image of
+ * the catalogue the daemon has is used as it is; any other (one a
+ * repository named), and a missing one, is pulled from its registry, even
+ * when the daemon has it, when the allow-list has its registry or
+ * repository (else KIWI_SBE_REFUSED naming KIWI_IMAGE_REGISTRIES and
+ * KIWI_IMAGE_CATALOG), with the credentials the operator scoped to it
+ * (never given to a sandbox, never logged), its pinned digest held to
+ * (else KIWI_SBE_REFUSED),
  * within the time bound (KIWI_SBE_TIMEOUT) and the size bound (the layers'
  * sizes the pull reports, then the image's size, an image over it removed
  * again: KIWI_SBE_REFUSED); an image the registry does not have is
@@ -290,6 +313,13 @@ bool kiwi_sandbox_seals_files (const kiwi_sandbox_env *env);
  * returns 0 and leaves the image to create. */
 int kiwi_sandbox_ensure_image (kiwi_sandbox_env *env, const char *image, kiwi_pull_progress_cb progress,
                                void *userdata, bool *pulled, kiwi_error_t *err);
+
+/* One collection of the images the driver pulled for tasks (a record under
+ * the state directory says which): those unused for gc->idle_s, then, while
+ * Docker's storage is above gc->disk_high, the least recently used; never
+ * one a container is of, never one of the catalogue, never one Kiwi did not
+ * pull. Fills gc's counts. A driver without gc_images does nothing. */
+int kiwi_sandbox_gc_images (kiwi_sandbox_env *env, kiwi_sandbox_image_gc *gc, kiwi_error_t *err);
 
 /* The content-addressed Id of a present image (the driver's image_id),
  * into *id (owned by the caller): what an install key names the image by.

@@ -29,6 +29,7 @@ kiwi_step0_result_clear (kiwi_step0_result *r)
     kiwi_exec_result_clear (&r->run);
     free (r->reason);
     free (r->image_note);
+    free (r->image_unavailable);
     free (r->wish_note);
     memset (r, 0, sizeof *r);
 }
@@ -179,7 +180,8 @@ ensure_image (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t
     bool pulled = false;
     const char *image = res->insp.image.image;
     if (rq->unavailable_image != NULL && strcmp (image, rq->unavailable_image) == 0)
-        kiwi_error_make_code (&e, KIWI_SBE_NO_IMAGE, "%s", rq->unavailable_why ? rq->unavailable_why : "unavailable");
+        kiwi_error_make_code (&e, rq->unavailable_code ? rq->unavailable_code : KIWI_SBE_NO_IMAGE, "%s",
+                              rq->unavailable_why ? rq->unavailable_why : "unavailable");
     else if (kiwi_sandbox_ensure_image (rq->env, image, rq->pull_progress, rq->pull_userdata, &pulled, &e) == 0) {
         res->pulled = res->pulled || pulled;
         if (!pulled)
@@ -200,7 +202,12 @@ ensure_image (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t
     }
     cleanup_free char *why = NULL;
     int n = asprintf (&why, "devcontainer image %s could not be pulled: %s", image, kiwi_error_msg (e));
+    res->image_code = kiwi_error_code (e);
+    free (res->image_unavailable);
+    res->image_unavailable = strdup (image);
     kiwi_error_free (&e);
+    if (res->image_unavailable == NULL)
+        return kiwi_error_make (err, ENOMEM, "step 0");
     if (n < 0)
         return kiwi_error_make (err, ENOMEM, "step 0");
     kiwi_image_resolution next;

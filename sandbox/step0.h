@@ -80,6 +80,7 @@ typedef struct kiwi_step0_request {
     void *pull_userdata;
     const char *unavailable_image;   /* an image the caller already failed to have (not pulled again), or NULL */
     const char *unavailable_why;     /* and why */
+    int unavailable_code;            /* and its error code (kiwi_sandbox_errcode; 0: KIWI_SBE_NO_IMAGE) */
 } kiwi_step0_request;
 
 typedef struct kiwi_step0_result {
@@ -100,6 +101,10 @@ typedef struct kiwi_step0_result {
     char *image_note;                /* the devcontainer image could not be had: why, and what was used
                                       * instead ("devcontainer image X could not be pulled: ...; using Y
                                       * from marker go.mod (go)"); NULL otherwise */
+    char *image_unavailable;         /* with image_note: that devcontainer image */
+    int image_code;                  /* and the error code that said why (KIWI_SBE_REFUSED: the operator's
+                                      * settings refused it; KIWI_SBE_NO_IMAGE: the registry did not give
+                                      * it; KIWI_SBE_TIMEOUT), 0 otherwise */
     char *wish_note;                 /* a version the repository asks for that the image in force does not
                                       * have: which, by which file, which image ran instead
                                       * (kiwi_image_wish_note); NULL otherwise */

@@ -35,6 +35,9 @@
  *
  * Removal is `rm -rf --one-file-system` of the entry itself, never through
  * a symlink.
+ *
+ * kiwi-worker --gc then collects the images Kiwi pulled for tasks, recorded
+ * under images/ (kiwi_sandbox_gc_images, sandbox/docker/image-gc.h).
  */
 #ifndef KIWI_WORKER_GC_H
 #define KIWI_WORKER_GC_H

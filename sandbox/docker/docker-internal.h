@@ -12,6 +12,7 @@
 
 #include "sandbox/docker/disk.h"
 #include "sandbox/docker/docker-api.h"
+#include "inspect/image/image.h"
 #include "sandbox/sandbox.h"
 
 /* How one driver flavour runs containers. */
@@ -73,17 +74,29 @@ int kiwi__docker_mask_volumes (json_t *body, json_t *image_volumes, kiwi_disk *d
  * verify's, or the flavour's own). Static. */
 const char *kiwi__docker_runtime (const kiwi__docker_flavour *flavour, const kiwi_sandbox_spec *spec);
 
-/* How missing images are pulled (from kiwi_sandbox_config; strings owned). */
+/* Which images a sandbox may be of and how they are pulled (from
+ * kiwi_sandbox_config; strings and the catalogue owned). */
 typedef struct kiwi__docker_pull_cfg {
     char *registries;  /* NULL: none (never pull) */
     char *auth_file;   /* NULL: anonymous */
     int64_t timeout_ms;
     int64_t max_mb;
+    kiwi_image_catalog *catalog; /* the operator's images (KIWI_IMAGE_CATALOG or the default) */
+    char *record_dir;  /* <state>/images: what Kiwi pulled (image-gc.h) */
 } kiwi__docker_pull_cfg;
+
+/* Fills *pc from the driver's configuration (opening the catalogue);
+ * kiwi__docker_pull_cfg_clear frees it, also after a failure. */
+int kiwi__docker_pull_cfg_init (kiwi__docker_pull_cfg *pc, const kiwi_sandbox_config *cfg, const char *state_dir,
+                                kiwi_error_t *err);
+void kiwi__docker_pull_cfg_clear (kiwi__docker_pull_cfg *pc);
 
 /* The driver's ensure_image over `api` (driver-pull.c). */
 int kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, const char *image,
                                kiwi_pull_progress_cb progress, void *userdata, bool *pulled, kiwi_error_t *err);
+
+/* The driver's gc_images (driver-gc.c; kiwi_sandbox_gc_images). */
+int kiwi__docker_gc_images (void *priv, kiwi_sandbox_image_gc *gc, kiwi_error_t *err);
 
 /* The driver's state (one per open driver). Strings owned; api and probe
  * owned and closed by the driver's close. */

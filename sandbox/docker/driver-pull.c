@@ -1,9 +1,11 @@
 /*
- * driver-pull.c: the Docker driver's ensure_image (both flavours):
- * an image dockerd has is used as it is; a missing one is pulled through
- * POST /images/create, from an allowed registry only, with the registry's
- * credentials in X-Registry-Auth, bounded in time and size, reporting its
- * progress (see sandbox.h, kiwi_sandbox_ensure_image).
+ * driver-pull.c: the Docker driver's ensure_image (both flavours): an
+ * image of the catalogue that dockerd has is used as it is; any other, and
+ * a missing one, is pulled through POST /images/create, from an allowed
+ * registry or repository only, with the credentials the operator scoped to
+ * it in X-Registry-Auth, bounded in time and size, a pinned digest held to,
+ * reporting its progress (see sandbox.h, kiwi_sandbox_ensure_image); what
+ * a pull brought is recorded for the clean-up (image-gc.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +17,7 @@
 #include "common/clock.h"
 #include "sandbox/docker/docker-api.h"
 #include "sandbox/docker/docker-internal.h"
+#include "sandbox/docker/image-gc.h"
 #include "sandbox/docker/image-pull.h"
 #include "common/log.h"
 
@@ -56,9 +59,10 @@ pull_tick (void *userdata)
     return 0;
 }
 
-/* GET /images/<ref>/json: 1 with *size set when present, 0 when missing. */
+/* GET /images/<ref>/json: 1 with *out (optional, the caller's) set when
+ * present, 0 when missing. */
 static int
-image_present (kiwi_docker *api, const char *ref, int64_t *size, kiwi_error_t *err)
+image_present (kiwi_docker *api, const char *ref, json_t **out, kiwi_error_t *err)
 {
     char path[1024];
     snprintf (path, sizeof path, "/images/%s/json", ref);
@@ -71,10 +75,45 @@ image_present (kiwi_docker *api, const char *ref, int64_t *size, kiwi_error_t *e
         }
         return kiwi_error_wrap (err, "looking for image %s", ref);
     }
-    if (size)
-        *size = json_integer_value (json_object_get (info, "Size"));
-    json_decref (info);
+    if (out)
+        *out = info;
+    else
+        json_decref (info);
     return 1;
+}
+
+/* Whether the image `info` holds the content the reference pins: one of
+ * its RepoDigests is the reference's repository at its digest. */
+static bool
+digest_matches (json_t *info, const kiwi_image_ref *r)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (json_object_get (info, "RepoDigests"), i, v) {
+        kiwi_image_ref d;
+        kiwi_error_t e = NULL;
+        if (!json_is_string (v) || kiwi_image_ref_parse (json_string_value (v), &d, &e) < 0) {
+            kiwi_error_free (&e);
+            continue;
+        }
+        if (strcmp (d.domain, r->domain) == 0 && strcmp (d.path, r->path) == 0 && strcmp (d.digest, r->digest) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The record of what Kiwi pulled (image-gc.h); a failure to write it is
+ * logged: the image is there for the task all the same. */
+static void
+note_pull (const kiwi__docker_pull_cfg *cfg, const char *image, json_t *info, bool was_here)
+{
+    const char *id = json_string_value (json_object_get (info, "Id"));
+    if (cfg->record_dir == NULL || id == NULL)
+        return;
+    kiwi_error_t e = NULL;
+    if (kiwi_image_record_note (cfg->record_dir, image, id, !was_here, &e) < 0)
+        kiwi_warn ("pulled image %s is not recorded for the clean-up: %s", image, kiwi_error_msg (e));
+    kiwi_error_free (&e);
 }
 
 int
@@ -87,14 +126,31 @@ kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, c
         return (*err)->code = KIWI_SBE_INVALID, -1;
     /* the name as written is what create and the catalogue use; a reference
      * that parsed has only the characters a path may carry */
-    int here = image_present (api, image, NULL, err);
-    if (here != 0)
-        return here < 0 ? -1 : 0;
+    bool operator_image = cfg->catalog != NULL && kiwi_image_catalog_by_ref (cfg->catalog, image) != NULL;
+    json_t *before = NULL;
+    int here = image_present (api, image, &before, err);
+    if (here < 0)
+        return -1;
+    /* the catalogue's images are the operator's: one dockerd has is used as
+     * it is. Any other is pulled again even when present (a manifest
+     * request when nothing changed): what the registry and its credentials
+     * give for the reference is what runs, never an image that is here
+     * because another task, tenant or the operator put it there */
+    if (here == 1 && operator_image) {
+        json_decref (before);
+        return 0;
+    }
+    cleanup_free char *before_id = here == 1 ? strdup (json_string_value (json_object_get (before, "Id")) ?: "") : NULL;
+    json_decref (before);
+    if (here == 1 && before_id == NULL)
+        return kiwi_error_make (err, ENOMEM, "image %s", image);
     const char *allow = cfg->registries ? cfg->registries : "";
-    if (!kiwi_registry_allowed (allow, r.domain))
+    if (!kiwi_image_allowed (allow, &r))
         return kiwi_error_make_code (err, KIWI_SBE_REFUSED,
-                                     "its registry %s is not on the allow-list (KIWI_IMAGE_REGISTRIES: %s)",
-                                     r.domain, *allow ? allow : "none");
+                                     "its registry %s is not on the allow-list, nor is its repository %s/%s "
+                                     "(KIWI_IMAGE_REGISTRIES: %s)%s",
+                                     r.domain, r.domain, r.path, *allow ? allow : "none",
+                                     operator_image ? "" : " and the image catalogue (KIWI_IMAGE_CATALOG) does not name it");
     char name[800];
     kiwi_image_ref_name (&r, name, sizeof name);
     cleanup_free char *qname = kiwi_docker_urlencode (api, name);
@@ -105,7 +161,7 @@ kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, c
     snprintf (path, sizeof path, "/images/create?fromImage=%s&tag=%s", qname, qtag);
     char *auth = NULL, *header = NULL;
     if (cfg->auth_file != NULL && *cfg->auth_file) {
-        if (kiwi_registry_auth_header (cfg->auth_file, r.domain, &auth, err) < 0)
+        if (kiwi_registry_auth_header (cfg->auth_file, &r, operator_image, &auth, err) < 0)
             return kiwi_error_wrap (err, "pulling %s", image);
         if (auth != NULL && asprintf (&header, "X-Registry-Auth: %s", auth) < 0)
             header = NULL;
@@ -154,26 +210,70 @@ kiwi__docker_ensure_image (kiwi_docker *api, const kiwi__docker_pull_cfg *cfg, c
         /* a partial pull leaves nothing tagged: there is nothing to remove */
         return kiwi_error_make_code (err, code, "%s", why);
     }
-    int64_t size = 0;
-    here = image_present (api, image, &size, err);
+    json_t *info = NULL;
+    here = image_present (api, image, &info, err);
     if (here < 0)
         return -1;
     if (here == 0)
         return kiwi_error_make_code (err, KIWI_SBE_NO_IMAGE, "the pull of %s ended without the image", image);
-    if ((uint64_t) size > (uint64_t) max_mb << 20) {
-        char del[1024];
-        snprintf (del, sizeof del, "/images/%s?force=1", image);
-        kiwi_error_t e = NULL;
-        kiwi_docker_call (api, "DELETE", del, NULL, 60000, NULL, NULL, &e);
-        kiwi_error_free (&e);
+    int64_t size = json_integer_value (json_object_get (info, "Size"));
+    const char *id = json_string_value (json_object_get (info, "Id"));
+    bool changed = before_id == NULL || id == NULL || strcmp (before_id, id) != 0;
+    if ((uint64_t) size > (uint64_t) max_mb << 20 || (r.digest[0] && !digest_matches (info, &r))) {
+        bool big = (uint64_t) size > (uint64_t) max_mb << 20;
+        json_decref (info);
+        /* only what this pull brought is removed again: an image that was
+         * here before is someone else's */
+        if (before_id == NULL) {
+            char del[1024];
+            snprintf (del, sizeof del, "/images/%s?force=1", image);
+            kiwi_error_t e = NULL;
+            kiwi_docker_call (api, "DELETE", del, NULL, 60000, NULL, NULL, &e);
+            kiwi_error_free (&e);
+        }
+        if (!big)
+            return kiwi_error_make_code (err, KIWI_SBE_REFUSED, "the image pulled is not the one its digest %s pins",
+                                         r.digest);
         return kiwi_error_make_code (err, KIWI_SBE_REFUSED,
-                                     "it is %" PRId64 " MB, over %" PRId64
-                                     " MB (KIWI_IMAGE_PULL_MAX_MB); removed again",
-                                     size >> 20, max_mb);
+                                     "it is %" PRId64 " MB, over %" PRId64 " MB (KIWI_IMAGE_PULL_MAX_MB)%s",
+                                     size >> 20, max_mb, before_id == NULL ? "; removed again" : "");
     }
+    note_pull (cfg, image, info, before_id != NULL);
+    json_decref (info);
     if (progress)
         progress (image, (uint64_t) size, (uint64_t) size, userdata);
-    kiwi_info ("pulled image %s (%" PRId64 " MB)", image, size >> 20);
-    *pulled = true;
+    kiwi_info ("%s image %s (%" PRId64 " MB)", changed ? "pulled" : "checked", image, size >> 20);
+    *pulled = changed;
     return 0;
+}
+
+int
+kiwi__docker_pull_cfg_init (kiwi__docker_pull_cfg *pc, const kiwi_sandbox_config *cfg, const char *state_dir,
+                            kiwi_error_t *err)
+{
+    memset (pc, 0, sizeof *pc);
+    pc->registries = cfg->registries ? strdup (cfg->registries) : NULL;
+    pc->auth_file = cfg->registry_auth_file && *cfg->registry_auth_file ? strdup (cfg->registry_auth_file) : NULL;
+    pc->timeout_ms = cfg->pull_timeout_ms;
+    pc->max_mb = cfg->pull_max_mb;
+    if ((cfg->registries && pc->registries == NULL) || (pc->auth_file == NULL && cfg->registry_auth_file
+                                                        && *cfg->registry_auth_file)
+        || asprintf (&pc->record_dir, "%s/images", state_dir) < 0) {
+        pc->record_dir = NULL;
+        return kiwi_error_make (err, ENOMEM, "sandbox driver");
+    }
+    const char *cat = cfg->image_catalog && *cfg->image_catalog ? cfg->image_catalog : NULL;
+    if (kiwi_image_catalog_open (cat, &pc->catalog, err) < 0)
+        return kiwi_error_wrap (err, "the image catalogue (KIWI_IMAGE_CATALOG)");
+    return 0;
+}
+
+void
+kiwi__docker_pull_cfg_clear (kiwi__docker_pull_cfg *pc)
+{
+    free (pc->registries);
+    free (pc->auth_file);
+    free (pc->record_dir);
+    kiwi_image_catalog_free (pc->catalog);
+    memset (pc, 0, sizeof *pc);
 }

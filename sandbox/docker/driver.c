@@ -123,10 +123,10 @@ docker_open (const kiwi__docker_flavour *flavour, const kiwi_sandbox_config *cfg
     snprintf (p->install_bridge, sizeof p->install_bridge, "%s", bridge);
     p->state_dir = strdup (cfg->state_dir ? cfg->state_dir : "/var/lib/kiwi");
     p->worker_id = strdup (cfg->worker_id ? cfg->worker_id : "worker");
-    p->pull.registries = cfg->registries ? strdup (cfg->registries) : NULL;
-    p->pull.auth_file = cfg->registry_auth_file && *cfg->registry_auth_file ? strdup (cfg->registry_auth_file) : NULL;
-    p->pull.timeout_ms = cfg->pull_timeout_ms;
-    p->pull.max_mb = cfg->pull_max_mb;
+    if (kiwi__docker_pull_cfg_init (&p->pull, cfg, p->state_dir, err) < 0) {
+        docker_close (p);
+        return -1;
+    }
     const char *sock = cfg->docker_socket ? cfg->docker_socket : "/var/run/docker.sock";
     if (kiwi_docker_open (sock, &p->api, err) < 0) {
         docker_close (p);
@@ -190,8 +190,7 @@ docker_close (void *priv)
     kiwi_docker_close (p->probe);
     free (p->state_dir);
     free (p->worker_id);
-    free (p->pull.registries);
-    free (p->pull.auth_file);
+    kiwi__docker_pull_cfg_clear (&p->pull);
     free (p->resolv_path);
     free (p);
 }
@@ -525,7 +524,7 @@ docker_adopt (void *priv, void *sb)
     .close = docker_close, .create = docker_create, .id = docker_id, .put_archive = kiwi__docker_put_archive,        \
     .get_archive = kiwi__docker_get_archive, .exec = kiwi__docker_exec, .image_id = docker_image_id,                      \
     .inspect = docker_inspect, .destroy = docker_destroy, .reap = docker_reap, .run_once = kiwi__docker_run_once,    \
-    .ensure_image = docker_ensure_image, .lays_lower = true, .seals_files = docker_seals_files,                      \
+    .ensure_image = docker_ensure_image, .gc_images = kiwi__docker_gc_images, .lays_lower = true, .seals_files = docker_seals_files,                      \
     .adopt = docker_adopt
 
 const kiwi_sandbox_driver kiwi_sandbox_driver_docker = {

@@ -96,6 +96,22 @@ kiwi_image_ref_parse (const char *ref, kiwi_image_ref *out, kiwi_error_t *err)
     for (const char *c = out->path; *c; c++)
         if (!(islower ((unsigned char) *c) || isdigit ((unsigned char) *c) || strchr ("._-/", *c)))
             return kiwi_error_make (err, EINVAL, "image reference `%.200s`: `%c` in the repository name", ref, *c);
+    /* Docker's grammar: each component begins and ends with a letter or a
+     * digit, so none is empty, `.` or `..` (the name goes into the Engine
+     * API's paths) */
+    for (const char *c = out->path; *c;) {
+        size_t n = strcspn (c, "/");
+        if (n == 0 || !isalnum ((unsigned char) c[0]) || !isalnum ((unsigned char) c[n - 1]))
+            return kiwi_error_make (err, EINVAL, "image reference `%.200s`: a repository component `%.*s`", ref,
+                                    (int) n, c);
+        c += n + (c[n] == '/');
+        if (c[-1] == '/' && *c == '\0')
+            return kiwi_error_make (err, EINVAL, "image reference `%.200s`: an empty repository component", ref);
+    }
+    /* a host name, an IPv4 or [IPv6] address, an optional port */
+    for (const char *c = out->domain; *c; c++)
+        if (!(isalnum ((unsigned char) *c) || strchr (".-:[]", *c)))
+            return kiwi_error_make (err, EINVAL, "image reference `%.200s`: `%c` in the registry", ref, *c);
     if (colon != NULL) {
         if (copy_part (out->tag, sizeof out->tag, colon + 1, (size_t) (rest + rl - colon - 1), "tag", ref, err) < 0)
             return -1;
@@ -119,29 +135,70 @@ kiwi_image_ref_name (const kiwi_image_ref *r, char *buf, size_t cap)
     return buf;
 }
 
-bool
-kiwi_registry_allowed (const char *allow_list, const char *domain)
+/* Whether `entry` ("host" or "host/path-prefix") covers the reference: its
+ * registry, and its repository path equal to the prefix or under it at a
+ * `/`. *host_only says which form it was. */
+static bool
+entry_covers (const char *entry, size_t n, const kiwi_image_ref *r, bool *host_only)
 {
-    if (allow_list == NULL || domain == NULL || *domain == '\0')
+    const char *slash = memchr (entry, '/', n);
+    size_t hl = slash ? (size_t) (slash - entry) : n;
+    *host_only = slash == NULL;
+    char host[256];
+    if (hl == 0 || hl >= sizeof host)
         return false;
-    const char *want = canonical_domain (domain);
-    const char *p = allow_list;
+    memcpy (host, entry, hl);
+    host[hl] = '\0';
+    if (strcasecmp (canonical_domain (host), canonical_domain (r->domain)) != 0)
+        return false;
+    if (slash == NULL)
+        return true;
+    const char *pre = slash + 1;
+    size_t pl = n - hl - 1;
+    while (pl > 0 && pre[pl - 1] == '/')
+        pl--;
+    if (pl == 0)
+        return false;
+    return strncmp (r->path, pre, pl) == 0 && (r->path[pl] == '\0' || r->path[pl] == '/');
+}
+
+/* Whether an entry of `list` covers the reference (`hosts_only`: entries
+ * naming a whole registry only). */
+static bool
+list_covers (const char *list, const kiwi_image_ref *r, bool hosts_only)
+{
+    if (list == NULL || r->domain[0] == '\0')
+        return false;
+    const char *p = list;
     while (*p) {
         while (*p == ',' || isspace ((unsigned char) *p))
             p++;
         const char *e = p;
         while (*e && *e != ',' && !isspace ((unsigned char) *e))
             e++;
-        if (e > p && (size_t) (e - p) < 256) {
-            char one[256];
-            memcpy (one, p, (size_t) (e - p));
-            one[e - p] = '\0';
-            if (strcasecmp (canonical_domain (one), want) == 0)
-                return true;
-        }
+        bool host_only;
+        if (e > p && entry_covers (p, (size_t) (e - p), r, &host_only) && (host_only || !hosts_only))
+            return true;
         p = e;
     }
     return false;
+}
+
+bool
+kiwi_registry_allowed (const char *allow_list, const char *domain)
+{
+    kiwi_image_ref r;
+    memset (&r, 0, sizeof r);
+    if (domain == NULL || strlen (domain) >= sizeof r.domain)
+        return false;
+    snprintf (r.domain, sizeof r.domain, "%s", domain);
+    return list_covers (allow_list, &r, true);
+}
+
+bool
+kiwi_image_allowed (const char *allow_list, const kiwi_image_ref *r)
+{
+    return list_covers (allow_list, r, false);
 }
 
 /* ------------------------------------------------------------- credentials */
@@ -155,8 +212,10 @@ kiwi_registry_auth_free (char *value)
     free (value);
 }
 
+/* The registry's own entry (Docker's keys: the host, https://host, and
+ * docker.io's old names). */
 static json_t *
-auth_entry (json_t *auths, const char *domain)
+host_entry (json_t *auths, const char *domain)
 {
     json_t *e = json_object_get (auths, domain);
     if (e == NULL && strcmp (domain, "docker.io") == 0) {
@@ -172,8 +231,38 @@ auth_entry (json_t *auths, const char *domain)
     return json_is_object (e) ? e : NULL;
 }
 
+/* The entry for the reference: the longest "host/path-prefix" key that
+ * covers it; else, for an operator's image only, the registry's own
+ * entry. *key_out names the key (borrowed from auths). */
+static json_t *
+auth_entry (json_t *auths, const kiwi_image_ref *r, bool operator_image, const char **key_out)
+{
+    const char *key, *best_key = NULL;
+    json_t *v, *best = NULL;
+    size_t best_len = 0;
+    json_object_foreach (auths, key, v) {
+        bool host_only = true;
+        const char *k = strncmp (key, "https://", 8) == 0 ? key + 8 : key;
+        size_t kl = strlen (k);
+        if (!json_is_object (v) || !entry_covers (k, kl, r, &host_only) || host_only)
+            continue;
+        if (kl > best_len) {
+            best = v;
+            best_key = key;
+            best_len = kl;
+        }
+    }
+    if (best == NULL && operator_image) {
+        best = host_entry (auths, canonical_domain (r->domain));
+        best_key = r->domain;
+    }
+    *key_out = best_key;
+    return best;
+}
+
 int
-kiwi_registry_auth_header (const char *auth_file, const char *domain, char **value, kiwi_error_t *err)
+kiwi_registry_auth_header (const char *auth_file, const kiwi_image_ref *r, bool operator_image, char **value,
+                           kiwi_error_t *err)
 {
     *value = NULL;
     json_error_t je;
@@ -183,7 +272,8 @@ kiwi_registry_auth_header (const char *auth_file, const char *domain, char **val
                                 je.line);
     int rc = 0;
     char *user = NULL, *pass = NULL, *decoded = NULL;
-    json_t *e = auth_entry (json_object_get (cfg, "auths"), canonical_domain (domain));
+    const char *domain = r->domain, *key = NULL;
+    json_t *e = auth_entry (json_object_get (cfg, "auths"), r, operator_image, &key);
     if (e == NULL)
         goto done;
     const char *token = json_string_value (json_object_get (e, "identitytoken"));
@@ -193,7 +283,7 @@ kiwi_registry_auth_header (const char *auth_file, const char *domain, char **val
         char *colon = decoded ? strchr (decoded, ':') : NULL;
         if (colon == NULL) {
             rc = kiwi_error_make (err, EINVAL, "registry credentials %s: the entry for %s has an `auth` that is not "
-                                  "base64 of user:password", auth_file, domain);
+                                  "base64 of user:password", auth_file, key);
             goto done;
         }
         *colon = '\0';
@@ -214,7 +304,7 @@ kiwi_registry_auth_header (const char *auth_file, const char *domain, char **val
         hdr = json_pack ("{s:s,s:s}", "identitytoken", token, "serveraddress", domain);
     else {
         rc = kiwi_error_make (err, EINVAL, "registry credentials %s: the entry for %s has neither `auth`, "
-                              "username/password nor `identitytoken`", auth_file, domain);
+                              "username/password nor `identitytoken`", auth_file, key);
         goto done;
     }
     char *text = hdr ? json_dumps (hdr, JSON_COMPACT) : NULL;

@@ -55,17 +55,31 @@ const char *kiwi_image_ref_name (const kiwi_image_ref *r, char *buf, size_t cap)
  * or NULL list allows nothing. */
 bool kiwi_registry_allowed (const char *allow_list, const char *domain);
 
+/* Whether the reference is on `allow_list`, whose entries are a registry
+ * ("ghcr.io": all of it) or a registry and a repository path prefix
+ * ("ghcr.io/acme": ghcr.io/acme and ghcr.io/acme/..., never
+ * ghcr.io/acme-other), separated as above. */
+bool kiwi_image_allowed (const char *allow_list, const kiwi_image_ref *r);
+
 /* ----- credentials ----- */
 
-/* The value of X-Registry-Auth for `domain` from the Docker config.json at
- * `auth_file`: the base64url of {"username","password","serveraddress"} (or
- * {"identitytoken","serveraddress"}), from `auths[domain]` (for docker.io
- * also "https://index.docker.io/v1/"), whose "auth" is base64 of
- * user:password or which has username/password. Returns 1 with *value set
- * (the caller's; kiwi_registry_auth_free), 0 when the file has no entry for
- * the registry (pull anonymously), < 0 when the file cannot be read or is
- * not such a file. The error never quotes the file's contents. */
-int kiwi_registry_auth_header (const char *auth_file, const char *domain, char **value, kiwi_error_t *err);
+/* The value of X-Registry-Auth for the reference `r` from the Docker
+ * config.json-style file at `auth_file`: the base64url of
+ * {"username","password","serveraddress"} (or
+ * {"identitytoken","serveraddress"}) of the entry in "auths" that covers
+ * it, whose "auth" is base64 of user:password or which has
+ * username/password. An entry's key is a registry and a repository path
+ * prefix ("ghcr.io/acme": ghcr.io/acme/..., the longest that covers the
+ * reference wins) or, Docker's own form, a registry alone ("ghcr.io",
+ * "https://ghcr.io", for docker.io also "https://index.docker.io/v1/"):
+ * a registry-wide entry is used for an operator's image only
+ * (`operator_image`: one of the image catalogue), never for a reference a
+ * repository chose. Returns 1 with *value set (the caller's;
+ * kiwi_registry_auth_free), 0 when no entry covers the reference (pull
+ * anonymously), < 0 when the file cannot be read or is not such a file.
+ * The error never quotes the file's contents. */
+int kiwi_registry_auth_header (const char *auth_file, const kiwi_image_ref *r, bool operator_image, char **value,
+                               kiwi_error_t *err);
 
 /* Wipes and frees a credential string. NULL is a no-op. */
 void kiwi_registry_auth_free (char *value);

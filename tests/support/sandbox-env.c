@@ -27,6 +27,9 @@ kiwi_test_sandbox_env (const char *name, const char *worker_id)
         .docker_socket = kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"),
         .state_dir = kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"),
         .worker_id = id,
+        /* the catalogue the tests resolve with: its images are used as
+         * dockerd holds them (any other is pulled, ensure_image) */
+        .image_catalog = kiwi_test_env_or ("KIWI_IMAGE_CATALOG", KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv"),
     };
     kiwi_sandbox_env *env = NULL;
     int rc = kiwi_sandbox_env_open (drv, &cfg, &env, &err);

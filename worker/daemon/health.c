@@ -270,7 +270,8 @@ gc_child_cb (struct ev_loop *loop, ev_child *w, int revents)
 
 /* At start and every 10 minutes a process of its own collects workspaces
  * of dead task processes, idle mirrors and snapshots, and the least
- * recently used above the disk watermark (kiwi-worker --gc; gc.h). Without
+ * recently used above the disk watermark, and the images it pulled for
+ * tasks (kiwi-worker --gc; gc.h, kiwi_sandbox_gc_images). Without
  * Redis it still runs: snapshots then go by idle age only. */
 void
 kiwi__gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
@@ -281,18 +282,22 @@ kiwi__gc_timer_cb (struct ev_loop *loop, ev_timer *w, int revents)
     /* the settings it needs as flags: the daemon's own may have come from
      * its command line, which the environment does not carry */
     const kiwi_worker_config *cf = d->cfg;
-    char port[24], done_ttl[24], mirror_idle[24], snapshot_idle[24], high[24], low[24];
+    char port[24], done_ttl[24], mirror_idle[24], snapshot_idle[24], image_idle[24], high[24], low[24];
     snprintf (port, sizeof port, "%lld", (long long) cf->redis_port);
     snprintf (done_ttl, sizeof done_ttl, "%lld", (long long) cf->done_ttl_s);
     snprintf (mirror_idle, sizeof mirror_idle, "%lld", (long long) cf->gc_mirror_idle_s);
     snprintf (snapshot_idle, sizeof snapshot_idle, "%lld", (long long) cf->gc_snapshot_idle_s);
+    snprintf (image_idle, sizeof image_idle, "%lld", (long long) cf->gc_image_idle_s);
     snprintf (high, sizeof high, "%lld", (long long) cf->gc_disk_high);
     snprintf (low, sizeof low, "%lld", (long long) cf->gc_disk_low);
     char *argv[] = { (char *) d->self_exe, (char *) "--gc", (char *) "--state-dir", cf->state_dir,
                      (char *) "--redis-host", cf->redis_host, (char *) "--redis-port", port,
                      (char *) "--done-ttl", done_ttl, (char *) "--gc-mirror-idle", mirror_idle,
                      (char *) "--gc-snapshot-idle", snapshot_idle, (char *) "--gc-disk-high", high,
-                     (char *) "--gc-disk-low", low, NULL };
+                     (char *) "--gc-disk-low", low, (char *) "--gc-image-idle", image_idle,
+                     (char *) "--sandbox", cf->sandbox, (char *) "--docker-socket", cf->docker_socket,
+                     /* last: absent when unset (the default catalogue) */
+                     cf->image_catalog ? (char *) "--image-catalog" : NULL, cf->image_catalog, NULL };
     pid_t pid;
     if (posix_spawn (&pid, d->self_exe, NULL, NULL, argv, environ) != 0)
         return;

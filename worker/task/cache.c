@@ -16,6 +16,7 @@
 #include "worker/config.h"
 #include "common/defaults.h"
 #include "worker/gc.h"
+#include "sandbox/sandbox.h"
 #include "common/log.h"
 
 struct kiwi_cache {
@@ -261,6 +262,31 @@ entry_exists (const char *key, void *ud)
     return kiwi_cache_install_exists (ud, key);
 }
 
+/* The images Kiwi pulled for tasks (kiwi_sandbox_gc_images): a driver that
+ * cannot be opened (dockerd down) leaves them to the next pass. */
+static void
+gc_images (const kiwi_worker_config *cfg)
+{
+    kiwi_error_t err = NULL;
+    kiwi_sandbox_env *sb = NULL;
+    const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (cfg->sandbox, &err);
+    kiwi_sandbox_config sc = { .docker_socket = cfg->docker_socket, .state_dir = cfg->state_dir,
+                               .worker_id = cfg->worker_id, .install_bridge = cfg->install_bridge,
+                               .image_catalog = cfg->image_catalog, .firecracker = &cfg->fc };
+    if (drv != NULL && drv->gc_images == NULL)
+        return; /* the driver pulls nothing */
+    kiwi_sandbox_image_gc gc = { .idle_s = cfg->gc_image_idle_s, .grace_s = KIWI_GC_GRACE_S,
+                                 .disk_high = (int) cfg->gc_disk_high, .disk_low = (int) cfg->gc_disk_low };
+    if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &sb, &err) < 0 || kiwi_sandbox_gc_images (sb, &gc, &err) < 0)
+        kiwi_warn ("image clean-up: %s", kiwi_error_msg (err));
+    else
+        kiwi_info ("image clean-up: removed %d pulled image(s) (%d by the disk watermark); %d kept in use, %d could "
+                   "not be removed; Docker's storage %.1f%% used",
+                   gc.removed, gc.removed_watermark, gc.in_use, gc.failed, gc.used_before);
+    kiwi_error_free (&err);
+    kiwi_sandbox_env_close (sb);
+}
+
 int
 kiwi_cache_gc_main (const kiwi_worker_config *cfg)
 {
@@ -292,5 +318,6 @@ kiwi_cache_gc_main (const kiwi_worker_config *cfg)
                    st.watermark_mirrors, st.watermark_snapshots, st.in_use, st.used_before, st.used_after);
     kiwi_error_free (&err);
     kiwi_cache_close (c);
+    gc_images (cfg);
     return rc;
 }

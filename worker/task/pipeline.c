@@ -291,7 +291,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
                                .worker_id = cfg->worker_id,
                                .install_bridge = cfg->install_bridge, .on_start = sandbox_started,
                                .on_start_userdata = p->events, .registries = cfg->image_registries,
-                               .registry_auth_file = cfg->registry_auth_file,
+                               .registry_auth_file = cfg->registry_auth_file, .image_catalog = cfg->image_catalog,
                                .pull_timeout_ms = cfg->pull_timeout_s * 1000, .pull_max_mb = cfg->pull_max_mb,
                                .firecracker = &cfg->fc };
     if (drv == NULL || kiwi_sandbox_env_open (drv, &sc, &sb, &err) < 0) {

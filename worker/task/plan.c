@@ -271,6 +271,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     pull_events pe = { .events = events };
     bool pulled = false;
     cleanup_free char *unavailable = NULL, *unavailable_ref = NULL;
+    int unavailable_code = 0;
     if (cacheable) {
         kiwi_error_t e = NULL;
         if (kiwi_sandbox_ensure_image (sb, plan->image, on_pull, &pe, &pulled, &e) < 0) {
@@ -279,6 +280,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
             if (kiwi_error_code (e) != KIWI_SBE_CANCELLED && kiwi_error_code (e) != KIWI_SBE_UNAVAILABLE) {
                 unavailable = strdup (kiwi_error_msg (e));
                 unavailable_ref = strdup (plan->image); /* plan->image changes as step 0 installs */
+                unavailable_code = kiwi_error_code (e);
             }
         }
         kiwi_error_free (&e);
@@ -344,6 +346,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         .pull_userdata = &pe,
         .unavailable_image = unavailable ? unavailable_ref : NULL,
         .unavailable_why = unavailable,
+        .unavailable_code = unavailable_code,
     };
     int rc = kiwi_step0_run (&rq, res, err);
     kiwi_classifier_free (cls);
@@ -375,6 +378,15 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     json_object_set_new (ev, "pulled", json_boolean (res->pulled || pulled));
     if (res->image_note)
         json_object_set_new (ev, "image_note", json_string (res->image_note));
+    /* the same typed: which image, and whether the operator's settings
+     * refused it or it could not be had */
+    if (res->image_unavailable)
+        json_object_set_new (ev, "image_unavailable",
+                             json_pack ("{s:s,s:s}", "image", res->image_unavailable, "cause",
+                                        res->image_code == KIWI_SBE_REFUSED    ? "refused"
+                                        : res->image_code == KIWI_SBE_TIMEOUT  ? "timeout"
+                                        : res->image_code == KIWI_SBE_NO_IMAGE ? "unavailable"
+                                                                               : "failed"));
     json_t *ver = version_json (&res->insp.image);
     if (ver)
         json_object_set_new (ev, "version", ver);

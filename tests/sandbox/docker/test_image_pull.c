@@ -62,6 +62,14 @@ test_refs (void **state)
     expect_bad_ref ("node:2$2", "in the tag");
     expect_bad_ref ("node 22", "space");
     expect_bad_ref ("x@nodigest", "algorithm:hex");
+    /* nothing that moves within or out of the Engine API's paths */
+    expect_bad_ref ("127.0.0.1:5000/a/../../containers/x:1", "a repository component `..`");
+    expect_bad_ref ("ghcr.io/./x:1", "a repository component `.`");
+    expect_bad_ref ("ghcr.io/a//b:1", "a repository component ``");
+    expect_bad_ref ("ghcr.io/a/:1", "an empty repository component");
+    expect_bad_ref ("ghcr.io/-a:1", "a repository component `-a`");
+    expect_bad_ref ("evil?x=1.example/a:1", "`?` in the registry");
+    expect_bad_ref ("evil%2f.example/a:1", "`%` in the registry");
     char name[600];
     kiwi_image_ref r;
     kiwi_error_t err = NULL;
@@ -112,6 +120,14 @@ decode_header (const char *v)
     return j;
 }
 
+static int
+auth_for (const char *file, const char *ref, bool operator_image, char **v, kiwi_error_t *err)
+{
+    kiwi_image_ref r;
+    assert_int_equal (kiwi_image_ref_parse (ref, &r, err), 0);
+    return kiwi_registry_auth_header (file, &r, operator_image, v, err);
+}
+
 static void
 test_auth (void **state)
 {
@@ -127,31 +143,122 @@ test_auth (void **state)
     close (fd);
     kiwi_error_t err = NULL;
     char *v = NULL;
-    assert_int_equal (kiwi_registry_auth_header (path, "docker.io", &v, &err), 1);
+    /* registry-wide entries: the operator's (catalogue) images only */
+    assert_int_equal (auth_for (path, "node:22", true, &v, &err), 1);
     json_t *j = decode_header (v);
     assert_string_equal (json_string_value (json_object_get (j, "username")), "u1");
     assert_string_equal (json_string_value (json_object_get (j, "password")), "p:1");
     assert_string_equal (json_string_value (json_object_get (j, "serveraddress")), "docker.io");
     json_decref (j);
     kiwi_registry_auth_free (v);
-    assert_int_equal (kiwi_registry_auth_header (path, "127.0.0.1:5000", &v, &err), 1);
+    assert_int_equal (auth_for (path, "127.0.0.1:5000/kiwi/x:1", true, &v, &err), 1);
     j = decode_header (v);
     assert_string_equal (json_string_value (json_object_get (j, "username")), "u2");
     json_decref (j);
     kiwi_registry_auth_free (v);
-    assert_int_equal (kiwi_registry_auth_header (path, "ghcr.io", &v, &err), 1);
+    assert_int_equal (auth_for (path, "ghcr.io/a/b:1", true, &v, &err), 1);
     j = decode_header (v);
     assert_string_equal (json_string_value (json_object_get (j, "identitytoken")), "tok");
     json_decref (j);
     kiwi_registry_auth_free (v);
-    assert_int_equal (kiwi_registry_auth_header (path, "quay.io", &v, &err), 0);
+    /* ... and never for a reference a repository chose */
+    assert_int_equal (auth_for (path, "node:22", false, &v, &err), 0);
     assert_null (v);
-    assert_int_equal (kiwi_registry_auth_header (path, "bad.example", &v, &err), -1);
+    assert_int_equal (auth_for (path, "127.0.0.1:5000/kiwi/x:1", false, &v, &err), 0);
+    assert_null (v);
+    assert_int_equal (auth_for (path, "quay.io/x:1", true, &v, &err), 0);
+    assert_null (v);
+    assert_int_equal (auth_for (path, "bad.example/x:1", true, &v, &err), -1);
     assert_null (strstr (kiwi_error_msg (err), "!!!!"));
     kiwi_error_free (&err);
     unlink (path);
-    assert_int_equal (kiwi_registry_auth_header (path, "docker.io", &v, &err), -1);
+    assert_int_equal (auth_for (path, "node:22", true, &v, &err), -1);
     kiwi_error_free (&err);
+}
+
+/* Entries scoped to a repository path prefix: sent for the references under
+ * it (the longest wins), whoever chose them, never beside it. */
+static void
+test_auth_scoped (void **state)
+{
+    (void) state;
+    char path[] = "/tmp/kiwi-auth-XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    const char *text = "{\"auths\":{\"127.0.0.1:5000\":{\"username\":\"host\",\"password\":\"p\"},"
+                       "\"127.0.0.1:5000/acme\":{\"username\":\"acme\",\"password\":\"p\"},"
+                       "\"127.0.0.1:5000/acme/ci/\":{\"username\":\"ci\",\"password\":\"p\"},"
+                       "\"https://ghcr.io/team\":{\"username\":\"team\",\"password\":\"p\"}}}";
+    assert_int_equal (write (fd, text, strlen (text)), (ssize_t) strlen (text));
+    close (fd);
+    struct {
+        const char *ref;
+        bool operator_image;
+        const char *user; /* NULL: none */
+    } cases[] = {
+        { "127.0.0.1:5000/acme/app:1", false, "acme" },
+        { "127.0.0.1:5000/acme:1", false, "acme" },
+        { "127.0.0.1:5000/acme/ci/runner:1", false, "ci" },
+        { "127.0.0.1:5000/acme/ci/runner:1", true, "ci" },
+        { "127.0.0.1:5000/acme-other/app:1", false, NULL },
+        { "127.0.0.1:5000/acme-other/app:1", true, "host" },
+        { "127.0.0.1:5000/other/app@sha256:0123", false, NULL },
+        { "127.0.0.1:5001/acme/app:1", false, NULL },
+        { "ghcr.io/team/x:1", false, "team" },
+        { "ghcr.io/teams/x:1", false, NULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiwi_error_t err = NULL;
+        char *v = NULL;
+        int rc = auth_for (path, cases[i].ref, cases[i].operator_image, &v, &err);
+        if (cases[i].user == NULL) {
+            assert_int_equal (rc, 0);
+            assert_null (v);
+            continue;
+        }
+        assert_int_equal (rc, 1);
+        json_t *j = decode_header (v);
+        assert_string_equal (json_string_value (json_object_get (j, "username")), cases[i].user);
+        json_decref (j);
+        kiwi_registry_auth_free (v);
+    }
+    unlink (path);
+}
+
+/* The allow-list's entries: a registry, or a registry and a repository
+ * path prefix at a component boundary. */
+static void
+test_image_allow_list (void **state)
+{
+    (void) state;
+    struct {
+        const char *list, *ref;
+        bool allowed;
+    } cases[] = {
+        { "docker.io", "node:22", true },
+        { "docker.io", "quay.io/x:1", false },
+        { "ghcr.io/acme", "ghcr.io/acme/app:1", true },
+        { "ghcr.io/acme", "ghcr.io/acme:1", true },
+        { "ghcr.io/acme/", "ghcr.io/acme/x/y@sha256:00", true },
+        { "ghcr.io/acme", "ghcr.io/acme-other/app:1", false },
+        { "ghcr.io/acme", "ghcr.io/other/app:1", false },
+        { "ghcr.io/acme", "ghcr.io.evil.example/acme/app:1", false },
+        { "docker.io/library", "node:22", true },
+        { "docker.io/library", "kiwi/base:bookworm", false },
+        { "ghcr.io/acme, 127.0.0.1:5000", "127.0.0.1:5000/any/thing:1", true },
+        { "none", "none/x:1", false },
+        { "", "node:22", false },
+        { "ghcr.io/", "ghcr.io/acme/app:1", false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiwi_image_ref r;
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_image_ref_parse (cases[i].ref, &r, &err), 0);
+        if (kiwi_image_allowed (cases[i].list, &r) != cases[i].allowed)
+            fail_msg ("allow-list `%s`, %s: expected %s", cases[i].list, cases[i].ref,
+                      cases[i].allowed ? "allowed" : "refused");
+    }
+    assert_false (kiwi_image_allowed (NULL, NULL));
 }
 
 /* What dockerd sends for a two-layer pull (shape of the Engine API's
@@ -248,6 +355,8 @@ main (void)
         cmocka_unit_test (test_refs),
         cmocka_unit_test (test_allow_list),
         cmocka_unit_test (test_auth),
+        cmocka_unit_test (test_auth_scoped),
+        cmocka_unit_test (test_image_allow_list),
         cmocka_unit_test (test_stream_every_split),
         cmocka_unit_test (test_stream_error),
         cmocka_unit_test (test_stream_layer_bound),

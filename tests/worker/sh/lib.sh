@@ -75,6 +75,38 @@ container_ids() {
 # free_port: an unused loopback port.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# need_registry: what a test of image pulls needs besides the services:
+# Debian's docker-registry and kiwi/base:bookworm (the images it pushes
+# are made of it); a skip naming the missing one otherwise.
+need_registry() {
+  command -v docker-registry >/dev/null || { echo "SKIP: docker-registry is not installed (ops/setup.sh)"; exit 77; }
+  "${DOCKER[@]}" image inspect kiwi/base:bookworm >/dev/null 2>&1 \
+    || { echo "SKIP: kiwi/base:bookworm is not built (ops/images/build.sh)"; exit 77; }
+}
+
+# registry_serve NAME ADDR [HTPASSWD]: Debian's docker-registry on ADDR
+# (a loopback address and port; dockerd treats 127.0.0.0/8 registries as
+# insecure, so plain HTTP works), its config, storage and log
+# ($TMP/NAME.log, every request at info level) in the test's directory;
+# with HTPASSWD it wants those passwords. Waits until it answers.
+registry_serve() {
+  local name=$1 addr=$2 want=200
+  mkdir -p "$TMP/$name"
+  printf 'version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n' \
+    "$TMP/$name" "$addr" >"$TMP/$name.yml"
+  if [ -n "${3:-}" ]; then
+    printf 'auth:\n  htpasswd:\n    realm: kiwi-test\n    path: %s\n' "$3" >>"$TMP/$name.yml"
+    want=401
+  fi
+  docker-registry serve "$TMP/$name.yml" >"$TMP/$name.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/v2/")" = "$want" ] && return 0
+    sleep 0.1
+  done
+  fail "docker-registry $name did not start on $addr"
+}
+
 # git_serve NAME...: each tests/fixtures/examples/NAME as a bare repository
 # served by git daemon on loopback; sets GIT_URL_BASE.
 git_serve() {
@@ -292,6 +324,44 @@ for line in open(sys.argv[1]):
     val = str(val).lower() if isinstance(val, bool) else json.dumps(val, sort_keys=True) if isinstance(val, (dict, list)) else val
 print(val)
 EOF
+}
+
+# devcontainer_task NAME IMAGE: $TMP/task-NAME.json, a task on a repository
+# whose .devcontainer/devcontainer.json (JSON with a comment and a trailing
+# comma) names IMAGE and whose package.json (a marker: Node.js) is new to
+# this run; its test command passes in any Debian image.
+devcontainer_task() {
+  local src="$TMP/repo-$1" prefix
+  prefix=$(basename "$0" .sh)
+  mkdir -p "$src/.devcontainer"
+  printf '{\n  // the image\n  "image": "%s",\n}\n' "$2" >"$src/.devcontainer/devcontainer.json"
+  printf '{"name": "%s-%s", "version": "1.0.0", "private": true, "description": "run %s"}\n' "${prefix#test_}" "$1" \
+    "$RUN_ID" >"$src/package.json"
+  commit_dir "$src" "$prefix $1"
+  cat >"$TMP/task-$1.json" <<EOF
+{"id": "$prefix-$RUN_ID-$1", "repo": {"url": "$src", "ref": "main"}, "test_command": "test -f /etc/debian_version",
+ "goal": "make the tests pass"}
+EOF
+}
+
+# image_refused NAME IMAGE WHY: the `kiwi-worker --once` run NAME
+# ($TMP/once-NAME.jsonl) of a devcontainer_task could not have IMAGE, for
+# WHY: its step-0 event's image_note and its result's reason say so, and
+# the marker's image (kiwi/node:22) ran instead.
+image_refused() {
+  local out="$TMP/once-$1.jsonl" note reason
+  note=$(once_payload "$out" step0 image_note)
+  log "$1: step 0 $(once_payload "$out" step0 status) in $(once_payload "$out" step0 image); note: $note"
+  case "$note" in
+    *"devcontainer image $2 could not be pulled: "*"$3"*"; using kiwi/node:22 from marker package.json (node)"*) ;;
+    *) fail "$1: the step-0 event's image_note is '$note'" ;;
+  esac
+  [ "$(once_payload "$out" step0 image)" = kiwi/node:22 ] || fail "$1: step 0 ran in '$(once_payload "$out" step0 image)'"
+  reason=$(once_payload "$out" result reason)
+  case "$reason" in
+    *"could not be pulled"*) ;;
+    *) fail "$1: the result's reason does not say the image could not be had: $reason" ;;
+  esac
 }
 
 # commit_dir DIR MESSAGE: DIR as a git repository with one commit on main.

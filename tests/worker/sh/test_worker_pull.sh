@@ -15,34 +15,19 @@
 #            left on the machine;
 #   private  an image of a second registry that wants a password
 #            (htpasswd): refused without KIWI_REGISTRY_AUTH_FILE (the same
-#            fallback), pulled with it; the password is in no event, no
-#            line of the worker's log and no container's configuration.
+#            fallback), pulled with an entry scoped to its repositories;
+#            the password is in no event, no line of the worker's log and
+#            no container's configuration.
 set -euo pipefail
 # shellcheck source=tests/worker/sh/lib.sh
 . "$(dirname "$0")/lib.sh"
 need_services
-command -v docker-registry >/dev/null || { echo "SKIP: docker-registry is not installed (ops/setup.sh)"; exit 77; }
-"${DOCKER[@]}" image inspect kiwi/base:bookworm >/dev/null 2>&1 \
-  || { echo "SKIP: kiwi/base:bookworm is not built (ops/images/build.sh)"; exit 77; }
+need_registry
 
 PORT=$(free_port)
 REG="127.0.0.1:$PORT"
 IMAGE="$REG/kiwi/test:1"
-mkdir -p "$TMP/registry"
-cat >"$TMP/registry.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $TMP/registry
-http:
-  addr: $REG
-EOF
-docker-registry serve "$TMP/registry.yml" >"$TMP/registry.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 100); do curl -sf "http://$REG/v2/" >/dev/null && break; sleep 0.1; done
-curl -sf "http://$REG/v2/" >/dev/null || fail "docker-registry did not start on $REG"
+registry_serve registry "$REG"
 
 BIG="$REG/kiwi/big:1"
 AREG="127.0.0.1:$(free_port)" # the registry that wants a password
@@ -57,18 +42,7 @@ done
 
 STATE="$TMP/state"
 mkdir -p "$STATE"
-repo() { # NAME IMAGE
-  local src="$TMP/repo-$1"
-  mkdir -p "$src/.devcontainer"
-  printf '{\n  // the image\n  "image": "%s",\n}\n' "$2" >"$src/.devcontainer/devcontainer.json"
-  printf '{"name": "pull-%s", "version": "1.0.0", "private": true, "description": "run %s"}\n' "$1" "$RUN_ID" \
-    >"$src/package.json"
-  commit_dir "$src" "pull $1"
-  cat >"$TMP/task-$1.json" <<EOF
-{"id": "pull-$RUN_ID-$1", "repo": {"url": "$src", "ref": "main"}, "test_command": "test -f /etc/debian_version",
- "goal": "make the tests pass"}
-EOF
-}
+repo() { devcontainer_task "$@"; } # NAME IMAGE
 run_once() { # NAME [ASSIGNMENT...]
   local name=$1; shift
   env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$STATE" KIWI_WORKER_ID="$RUN_ID-$name" KIWI_ALLOW_LOCAL_REPOS=true \
@@ -114,17 +88,9 @@ log "moved: the tag now names kiwi/node:22's image: step 0 $(field moved step0 s
 passed=$((passed + 1))
 
 check_fallback() { # NAME IMAGE WHY
-  local note
-  note=$(field "$1" step0 image_note)
-  log "$1: step 0 $(field "$1" step0 status) in $(field "$1" step0 image); note: $note"
-  case "$note" in
-    *"devcontainer image $2 could not be pulled: "*"$3"*"; using kiwi/node:22 from marker package.json (node)"*) ;;
-    *) fail "$1: the step-0 event's image_note is '$note'" ;;
-  esac
-  [ "$(field "$1" step0 image)" = kiwi/node:22 ] || fail "$1: step 0 ran in '$(field "$1" step0 image)'"
+  image_refused "$@"
   [ "$(field "$1" step0 status)" = passed ] || fail "$1: step 0 '$(field "$1" step0 status)'"
   [ "$(field "$1" result status)" != error ] || fail "$1: the result is an error: $(field "$1" result reason)"
-  case "$(field "$1" result reason)" in *"could not be pulled"*) ;; *) fail "$1: the result's reason does not say so" ;; esac
   passed=$((passed + 1))
 }
 repo refused "quay.io/kiwi/none:1"
@@ -145,12 +111,7 @@ if "${DOCKER[@]}" image inspect "$BIG" >/dev/null 2>&1; then fail "big: $BIG is 
 PASS=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
 python3 -c 'import crypt, sys; print("kiwi:" + crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))' \
   "$PASS" 2>/dev/null >"$TMP/htpasswd"
-sed -e "s|$TMP/registry\$|$TMP/registry-auth|" -e "s|addr: $REG|addr: $AREG|" "$TMP/registry.yml" >"$TMP/registry-auth.yml"
-printf 'auth:\n  htpasswd:\n    realm: kiwi-test\n    path: %s\n' "$TMP/htpasswd" >>"$TMP/registry-auth.yml"
-docker-registry serve "$TMP/registry-auth.yml" >"$TMP/registry-auth.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$AREG/v2/")" = 401 ] && break; sleep 0.1; done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$AREG/v2/")" = 401 ] || fail "the registry with a password did not start on $AREG"
+registry_serve registry-auth "$AREG" "$TMP/htpasswd"
 export DOCKER_CONFIG="$TMP/docker-config"
 printf '%s\n' "$PASS" | "${DOCKER[@]}" login -u kiwi --password-stdin "$AREG" >"$TMP/login.log" 2>&1 \
   || fail "docker login $AREG: $(tail -n 3 "$TMP/login.log")"
@@ -161,7 +122,9 @@ printf '%s\n' "$PASS" | "${DOCKER[@]}" login -u kiwi --password-stdin "$AREG" >"
 unset DOCKER_CONFIG
 if "${DOCKER[@]}" pull -q "$PRIVATE" >/dev/null 2>&1; then fail "$PRIVATE can be pulled without the password"; fi
 AUTH=$(printf 'kiwi:%s' "$PASS" | base64 -w0)
-printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$AREG" "$AUTH" >"$TMP/auths.json"
+# scoped to the repositories under kiwi/: a registry-wide entry is the
+# catalogue's only (test_worker_images covers the scope)
+printf '{"auths": {"%s/kiwi": {"auth": "%s"}}}\n' "$AREG" "$AUTH" >"$TMP/auths.json"
 chmod 600 "$TMP/auths.json"
 
 repo anonymous "$PRIVATE"
