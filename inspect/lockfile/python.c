@@ -60,6 +60,8 @@ static const char *const pydeps_source =
     "# its build requirements.\n"
     "# .venv/bin/python pydeps.py --editable OUT: what the build backend asks\n"
     "# for an editable install (hatchling: editables), asked of the backend.\n"
+    "# python3 pydeps.py --build OUT: a uv project's build requirements, when it\n"
+    "# is a package (Phase B installs it without a network).\n"
     "import importlib, os, re, sys\n"
     "try:\n"
     "    import tomllib\n"
@@ -85,6 +87,16 @@ static const char *const pydeps_source =
     "def write(path, lines):\n"
     "    with open(path, \"w\", encoding=\"utf-8\") as f:\n"
     "        f.write(\"\".join(l + \"\\n\" for l in lines))\n"
+    "if sys.argv[1] == \"--build\":\n"
+    "    # a uv project that is a package ([build-system], tool.uv.package not\n"
+    "    # false): its build requirements, and .venv/kiwi-project for Phase B\n"
+    "    uv = table(table(pp, \"tool\"), \"uv\")\n"
+    "    bs = table(pp, \"build-system\")\n"
+    "    package = uv.get(\"package\") if isinstance(uv.get(\"package\"), bool) else bool(bs)\n"
+    "    write(sys.argv[2], (strings(bs.get(\"requires\")) or [\"setuptools>=40.8.0\"]) if package else [])\n"
+    "    if package and os.path.isdir(\".venv\"):\n"
+    "        open(os.path.join(\".venv\", \"kiwi-project\"), \"w\").close()\n"
+    "    sys.exit(0)\n"
     "if sys.argv[1] == \"--editable\":\n"
     "    # the hook may rewrite sys.argv (setuptools does); no .git here\n"
     "    bs, reqs, out = table(pp, \"build-system\"), [], sys.argv[2]\n"
@@ -255,6 +267,38 @@ add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const
     return kiwi__set_prelude (s, "if [ -e .venv/kiwi-project ]; then " PROJECT_INSTALL "; fi", err);
 }
 
+/* uv: the locked dependencies without the project (its code is not in
+ * Phase A); for a project that is a package, also its build requirements
+ * and what its backend asks for an editable install, into the .venv, so
+ * that Phase B installs the project offline before the tests (`uv run`
+ * finds it installed; a plain `pytest` imports it). */
+static int
+add_uv (kiwi__steps *s, const char *dir, kiwi_error_t *err)
+{
+    cleanup_free char *script = NULL;
+    if (asprintf (&script,
+                  "uv sync --frozen --no-install-project && mkdir -p " KIWI__SCRATCH " && cat > " KIWI__SCRATCH
+                  "/pydeps.py <<'KIWI_PY_EOF'\n%sKIWI_PY_EOF\n"
+                  "python3 " KIWI__SCRATCH "/pydeps.py --build " KIWI__SCRATCH "/build.txt && "
+                  "{ [ ! -s " KIWI__SCRATCH "/build.txt ] || uv pip install --python .venv/bin/python -r " KIWI__SCRATCH
+                  "/build.txt; } && { [ ! -e .venv/kiwi-project ] || { .venv/bin/python " KIWI__SCRATCH
+                  "/pydeps.py --editable " KIWI__SCRATCH "/editable.txt && { [ ! -s " KIWI__SCRATCH "/editable.txt ] || "
+                  "uv pip install --python .venv/bin/python -r " KIWI__SCRATCH "/editable.txt; }; }; }",
+                  pydeps_source)
+        < 0) {
+        script = NULL;
+        return kiwi_error_make (err, ENOMEM, "install plan");
+    }
+    if (kiwi__add_step (s, KIWI_ECO_UV, dir, true, "uv sync --frozen --no-install-project", script, "uv.lock", err)
+        < 0)
+        return -1;
+    return kiwi__set_prelude (s,
+                              "if [ -e .venv/kiwi-project ]; then SETUPTOOLS_SCM_PRETEND_VERSION="
+                              "\"${SETUPTOOLS_SCM_PRETEND_VERSION:-0.0.0}\" uv pip install --offline --no-deps "
+                              "--no-build-isolation --python .venv/bin/python -e .; fi",
+                              err);
+}
+
 /* The keys of TOML table `section` named test, tests, testing or dev,
  * joined by `sep` into out ("" when none). */
 static void
@@ -293,8 +337,7 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
     const char *root = kiwi__ctx_root (ctx);
     if (kiwi__has_in (root, dir, "uv.lock"))
         /* the project itself is not in Phase A's input: installed in Phase B */
-        return kiwi__add_step (s, KIWI_ECO_UV, dir, true, "uv sync --frozen --no-install-project",
-                               "uv sync --frozen --no-install-project", "uv.lock", err);
+        return add_uv (s, dir, err);
     if (kiwi__has_in (root, dir, "poetry.lock"))
         return add_poetry (s, dir, true, "poetry.lock", err);
     if (kiwi__has_in (root, dir, "Pipfile.lock"))

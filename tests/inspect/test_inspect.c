@@ -615,7 +615,13 @@ test_other_ecosystems (void **state)
     put (r, "poetry.lock", "# poetry\n");
     expect_plan (r, "python", "poetry install --no-root", "poetry");
     put (r, "uv.lock", "version = 1\n");
-    expect_plan (r, "python", "uv sync --frozen --no-install-project", "uv");
+    expect_plan (r, "python", "uv sync --frozen --no-install-project", "/bin/sh");
+    /* a uv project that is a package is installed at the start of Phase B,
+     * offline, with the build requirements Phase A put in the .venv */
+    assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
+    assert_non_null (strstr (p.steps[0].script, "pydeps.py --build"));
+    assert_non_null (strstr (p.steps[0].prelude, "uv pip install --offline --no-deps --no-build-isolation"));
+    kiwi_install_plan_clear (&p);
     repo_free (r);
 
     r = repo_new ();
