@@ -116,7 +116,7 @@ static const kiwi__package_manager python_pms[] = {
 static const char *const python_input[] = { "pyproject.toml", "uv.lock",     "poetry.lock",       "Pipfile",
                                             "Pipfile.lock",   "setup.py",    "setup.cfg",         "requirements*.txt",
                                             "*requirements.txt", "constraints*.txt", "requirements/", "poetry.toml",
-                                            "uv.toml",        "pip.conf",    ".python-version",   "README*",
+                                            "uv.toml",        "pip.conf",    ".python-version",   "tox.ini", "README*",
                                             "LICENSE*",       NULL };
 static const char *const python_src[] = { ".venv", NULL };
 static const char *const python_home[] = { ".cache", ".local", NULL };

@@ -161,6 +161,40 @@ static const char *const pydeps_source =
     "        else:\n"
     "            res.append(d)\n"
     "    return res\n"
+    "def tox_deps():\n"
+    "    # tox's test environment (tox.ini [testenv] deps, or [tool.tox]\n"
+    "    # env_run_base.deps): {[section]key} followed, lines for some factors\n"
+    "    # only (\"py312: x\") and unresolved substitutions left out\n"
+    "    import configparser\n"
+    "    res = []\n"
+    "    ini = configparser.ConfigParser(interpolation=None, strict=False)\n"
+    "    try:\n"
+    "        ini.read(\"tox.ini\", encoding=\"utf-8\")\n"
+    "    except (configparser.Error, UnicodeError) as e:\n"
+    "        print(\"kiwi: tox.ini: %s\" % e, file=sys.stderr)\n"
+    "        return res\n"
+    "    def lines_of(section, key, depth=0):\n"
+    "        out = []\n"
+    "        if depth > 8 or not ini.has_option(section, key):\n"
+    "            return out\n"
+    "        for line in ini.get(section, key).splitlines():\n"
+    "            line = re.sub(r\"\\s+#.*$\", \"\", line).strip()\n"
+    "            m = re.fullmatch(r\"\\{\\[([^\\]]+)\\]([\\w-]+)\\}\", line)\n"
+    "            if m:\n"
+    "                out += lines_of(m.group(1), m.group(2), depth + 1)\n"
+    "            elif line and not re.match(r\"^[\\w.,!{}-]+:\\s\", line):\n"
+    "                out.append(line.replace(\"{toxinidir}/\", \"\"))\n"
+    "        return out\n"
+    "    base = table(table(table(pp, \"tool\"), \"tox\"), \"env_run_base\")\n"
+    "    for line in lines_of(\"testenv\", \"deps\") + strings(base.get(\"deps\")):\n"
+    "        if \"{\" not in line and not SELF.match(line):\n"
+    "            res.append(line)\n"
+    "    # the extras tox installs the project with\n"
+    "    opt = table(proj, \"optional-dependencies\")\n"
+    "    for e in lines_of(\"testenv\", \"extras\") + strings(base.get(\"extras\")):\n"
+    "        for x in e.split(\",\"):\n"
+    "            res += strings(opt.get(x.strip()))\n"
+    "    return res\n"
     "lines = [\"-r \" + os.path.realpath(r) for r in reqs if os.path.isfile(r)]\n"
     "if want_self:\n"
     "    deps = strings(proj.get(\"dependencies\"))\n"
@@ -170,8 +204,9 @@ static const char *const pydeps_source =
     "        files = [files] if isinstance(files, str) else strings(files)\n"
     "        lines += [\"-r \" + f for f in files if os.path.isfile(f)]\n"
     "    opt = table(proj, \"optional-dependencies\")\n"
+    "    deps_for_tests = []\n"
     "    for e in sorted(extras or [e for e in opt if norm(e) in WANT]):\n"
-    "        deps += strings(opt.get(e))\n"
+    "        deps_for_tests += strings(opt.get(e))\n"
     "    groups = table(pp, \"dependency-groups\")\n"
     "    def group(g, depth=0):\n"
     "        res = []\n"
@@ -183,7 +218,10 @@ static const char *const pydeps_source =
     "        return res\n"
     "    for g in groups:\n"
     "        if norm(g) in WANT:\n"
-    "            deps += group(g)\n"
+    "            deps_for_tests += group(g)\n"
+    "    deps += deps_for_tests\n"
+    "    if not reqs and not deps_for_tests:\n"
+    "        deps += tox_deps()\n"
     "    bs = table(pp, \"build-system\")\n"
     "    deps += strings(bs.get(\"requires\")) if \"requires\" in bs else [\"setuptools>=40.8.0\"]\n"
     "    lines += expand(deps)\n"
@@ -368,13 +406,16 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
         char ex[128], gr[128];
         wanted_keys (pp, "project.optional-dependencies", ",", ex, sizeof ex);
         wanted_keys (pp, "dependency-groups", ", ", gr, sizeof gr);
-        if (kiwi__toml_array_nonempty (deps) || ex[0] || gr[0]) {
+        const char *tox = kiwi__ctx_text (ctx, dir, "tox.ini", NULL);
+        bool tox_env = tox != NULL && strstr (tox, "[testenv") != NULL;
+        if (kiwi__toml_array_nonempty (deps) || ex[0] || gr[0] || tox_env) {
             /* the declared lists, read in Phase A by pydeps: the project is
              * never built there (a src/ layout, a version from git) */
             char summary[300], why[200];
             snprintf (summary, sizeof summary, "pip install -e .%s%s%s%s%s (.venv)", ex[0] ? "[" : "", ex,
                       ex[0] ? "]" : "", gr[0] ? " + dependency groups " : "", gr);
-            snprintf (why, sizeof why, "pyproject.toml [project]%s%s", gr[0] ? " [dependency-groups] " : "", gr);
+            snprintf (why, sizeof why, "pyproject.toml [project]%s%s%s", gr[0] ? " [dependency-groups] " : "", gr,
+                      tox_env ? ", tox.ini [testenv]" : "");
             return add_pydeps (s, dir, "", true, summary, why, err);
         }
     }
