@@ -74,6 +74,11 @@ add_jvm_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, const char *s
     return kiwi__add_step (s, eco, dir, false, summary, script, why, err);
 }
 
+/* go-offline of a current dependency plugin: the one Maven's super POM
+ * names (2.8 in Maven 3.8) resolves a reactor module's sibling (a SNAPSHOT
+ * never published) from the repositories, and fails. */
+#define MAVEN_GO_OFFLINE "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:go-offline"
+
 /* Phase A has the poms only, and Surefire resolves its test provider only
  * when there are tests: an empty test class per module for the warm-up
  * (outside the dependency locations: not in the snapshot). A printf format
@@ -99,7 +104,7 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
      * do not fail the install: the code may be what the task fixes), then
      * the build output is removed and Maven is told to stay offline. */
     return add_jvm_step (s, KIWI_ECO_MAVEN, dir, summary, wrapper ? "pom.xml, mvnw" : "pom.xml", err,
-                         "%s -B -q dependency:go-offline\n" MAVEN_TEST_STUBS
+                         "%s -B -q " MAVEN_GO_OFFLINE "\n" MAVEN_TEST_STUBS
                          "%s -B -q -fn -Dmaven.test.failure.ignore=true test >" KIWI__SCRATCH
                          "/warm-up.log 2>&1 || true\n"
                          "%s -B -q -fn clean >>" KIWI__SCRATCH "/warm-up.log 2>&1 || true\n"
