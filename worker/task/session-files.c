@@ -97,7 +97,7 @@ read_whole (kiwi__session *s, const char *tool, const char *path, char **data, s
 char *
 kiwi__tool_list_files (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
 {
-    long long depth;
+    long long depth = 2;
     if (arg_int (args, "depth", 1, 8, 2, &depth, err) < 0)
         return NULL;
     cleanup_strv kiwi_strv files = KIWI_STRV_INIT;
@@ -112,7 +112,7 @@ kiwi__tool_list_files (kiwi__session *s, json_t *args, const char *path, kiwi_er
 char *
 kiwi__tool_read_file (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
 {
-    long long start, end;
+    long long start = 1, end = KIWI_WS_FILE_MAX;
     if (path == NULL)
         return kiwi_error_make (err, 0, "read_file needs a path"), NULL;
     if (arg_int (args, "start_line", 1, KIWI_WS_FILE_MAX, 1, &start, err) < 0
@@ -298,7 +298,7 @@ char *
 kiwi__tool_insert_lines (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
 {
     const char *text = NULL;
-    long long after;
+    long long after = -1;
     if (arg_text (args, "text", KIWI_WS_FILE_MAX, &text, err) < 0
         || arg_int (args, "line", 0, KIWI_WS_FILE_MAX, -1, &after, err) < 0)
         return NULL;
