@@ -248,13 +248,28 @@ add_poetry (kiwi__steps *s, const char *dir, bool locked, const char *why, kiwi_
 
 #define VENV_SCRIPT "python3 -m venv .venv && .venv/bin/pip install"
 
+/* A version from git (setuptools-scm, hatch-vcs) gets a stand-in when the
+ * project is installed in Phase B: there is no .git in the tree. */
+#define SCM_STANDIN "SETUPTOOLS_SCM_PRETEND_VERSION=\"${SETUPTOOLS_SCM_PRETEND_VERSION:-0.0.0}\" "
+
 /* The project itself, installed at the start of Phase B, offline, without
- * its dependencies, with the build requirements Phase A put in the .venv;
- * a version from git (setuptools-scm, hatch-vcs) gets a stand-in, as
- * there is no .git in the tree. */
-#define PROJECT_INSTALL                                                                                      \
-    "SETUPTOOLS_SCM_PRETEND_VERSION=\"${SETUPTOOLS_SCM_PRETEND_VERSION:-0.0.0}\" "                            \
-    ".venv/bin/pip install --no-deps --no-index --no-build-isolation -e ."
+ * its dependencies, with the build requirements Phase A put in the .venv. */
+#define PIP_PROJECT ".venv/bin/pip install --no-deps --no-index --no-build-isolation -e ."
+#define PROJECT_INSTALL SCM_STANDIN PIP_PROJECT
+
+/* The same when Phase A marked the project (.venv/kiwi-project), with the
+ * installer `install` ("... -e .") */
+#define PROJECT_IF_MARKED(install) "if [ -e .venv/kiwi-project ]; then " SCM_STANDIN install "; fi"
+
+/* Phase A's shell text: pydeps written into the scratch folder (its source
+ * the printf argument), a list it wrote installed by `pip` when not empty,
+ * and what the build backend of a marked project asks for an editable
+ * install. */
+#define PYDEPS_WRITE "mkdir -p " KIWI__SCRATCH " && cat > " KIWI__SCRATCH "/pydeps.py <<'KIWI_PY_EOF'\n%sKIWI_PY_EOF\n"
+#define PYDEPS_LIST(list, pip) "{ [ ! -s " KIWI__SCRATCH "/" list " ] || " pip " -r " KIWI__SCRATCH "/" list "; }"
+#define PYDEPS_EDITABLE(pip)                                                                                 \
+    "{ [ ! -e .venv/kiwi-project ] || { .venv/bin/python " KIWI__SCRATCH "/pydeps.py --editable " KIWI__SCRATCH \
+    "/editable.txt && " PYDEPS_LIST ("editable.txt", pip) "; }; }"
 
 /* `pip install -e .` of a setup.py: Phase A installs over the manifests;
  * the project itself is installed again at the start of Phase B. */
@@ -288,13 +303,9 @@ add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const
     }
     cleanup_free char *script = NULL;
     if (asprintf (&script,
-                  "mkdir -p " KIWI__SCRATCH " && cat > " KIWI__SCRATCH "/pydeps.py <<'KIWI_PY_EOF'\n%sKIWI_PY_EOF\n"
-                  "python3 -m venv .venv && python3 " KIWI__SCRATCH "/pydeps.py " KIWI__SCRATCH
-                  "/requirements.txt %d%s && { [ ! -s " KIWI__SCRATCH "/requirements.txt ] || "
-                  ".venv/bin/pip install -r " KIWI__SCRATCH "/requirements.txt; } && "
-                  "{ [ ! -e .venv/kiwi-project ] || { .venv/bin/python " KIWI__SCRATCH "/pydeps.py --editable "
-                  KIWI__SCRATCH "/editable.txt && { [ ! -s " KIWI__SCRATCH "/editable.txt ] || "
-                  ".venv/bin/pip install -r " KIWI__SCRATCH "/editable.txt; }; }; }",
+                  PYDEPS_WRITE "python3 -m venv .venv && python3 " KIWI__SCRATCH "/pydeps.py " KIWI__SCRATCH
+                  "/requirements.txt %d%s && " PYDEPS_LIST ("requirements.txt", ".venv/bin/pip install")
+                  " && " PYDEPS_EDITABLE (".venv/bin/pip install"),
                   pydeps_source, self ? 1 : 0, args)
         < 0) {
         script = NULL;
@@ -302,7 +313,7 @@ add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const
     }
     if (kiwi__add_step (s, KIWI_ECO_PIP, dir, false, summary, script, why, err) < 0)
         return -1;
-    return kiwi__set_prelude (s, "if [ -e .venv/kiwi-project ]; then " PROJECT_INSTALL "; fi", err);
+    return kiwi__set_prelude (s, PROJECT_IF_MARKED (PIP_PROJECT), err);
 }
 
 /* uv: the locked dependencies without the project (its code is not in
@@ -310,18 +321,16 @@ add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const
  * and what its backend asks for an editable install, into the .venv, so
  * that Phase B installs the project offline before the tests (`uv run`
  * finds it installed; a plain `pytest` imports it). */
+#define UV_PIP_INSTALL "uv pip install --python .venv/bin/python"
+
 static int
 add_uv (kiwi__steps *s, const char *dir, kiwi_error_t *err)
 {
     cleanup_free char *script = NULL;
     if (asprintf (&script,
-                  "uv sync --frozen --no-install-project && mkdir -p " KIWI__SCRATCH " && cat > " KIWI__SCRATCH
-                  "/pydeps.py <<'KIWI_PY_EOF'\n%sKIWI_PY_EOF\n"
-                  "python3 " KIWI__SCRATCH "/pydeps.py --build " KIWI__SCRATCH "/build.txt && "
-                  "{ [ ! -s " KIWI__SCRATCH "/build.txt ] || uv pip install --python .venv/bin/python -r " KIWI__SCRATCH
-                  "/build.txt; } && { [ ! -e .venv/kiwi-project ] || { .venv/bin/python " KIWI__SCRATCH
-                  "/pydeps.py --editable " KIWI__SCRATCH "/editable.txt && { [ ! -s " KIWI__SCRATCH "/editable.txt ] || "
-                  "uv pip install --python .venv/bin/python -r " KIWI__SCRATCH "/editable.txt; }; }; }",
+                  "uv sync --frozen --no-install-project && " PYDEPS_WRITE "python3 " KIWI__SCRATCH
+                  "/pydeps.py --build " KIWI__SCRATCH "/build.txt && " PYDEPS_LIST ("build.txt", UV_PIP_INSTALL)
+                  " && " PYDEPS_EDITABLE (UV_PIP_INSTALL),
                   pydeps_source)
         < 0) {
         script = NULL;
@@ -330,11 +339,9 @@ add_uv (kiwi__steps *s, const char *dir, kiwi_error_t *err)
     if (kiwi__add_step (s, KIWI_ECO_UV, dir, true, "uv sync --frozen --no-install-project", script, "uv.lock", err)
         < 0)
         return -1;
-    return kiwi__set_prelude (s,
-                              "if [ -e .venv/kiwi-project ]; then SETUPTOOLS_SCM_PRETEND_VERSION="
-                              "\"${SETUPTOOLS_SCM_PRETEND_VERSION:-0.0.0}\" uv pip install --offline --no-deps "
-                              "--no-build-isolation --python .venv/bin/python -e .; fi",
-                              err);
+    return kiwi__set_prelude (
+        s, PROJECT_IF_MARKED ("uv pip install --offline --no-deps --no-build-isolation --python .venv/bin/python -e ."),
+        err);
 }
 
 /* The keys of TOML table `section` named test, tests, testing or dev,
