@@ -55,32 +55,38 @@ install_network_exists (const kiwi__docker_priv *p, kiwi_error_t *err)
  * once on a host that has no such network yet (workers starting together,
  * or tests side by side) race to create it: dockerd refuses the losers
  * (409 for the name, or 403 for the bridge name, whichever check the race
- * reaches), and a loser then finds the winner's network and uses it. */
+ * reaches), and a loser then finds the winner's network and uses it. The
+ * bridge check can refuse a loser before the winner's network is listed
+ * by name (dockerd holds the bridge first), and the winner can still fail
+ * and roll back: a loser looks again, then tries the create again, for up
+ * to INSTALL_NETWORK_RACE_TRIES rounds 100 ms apart. */
+#define INSTALL_NETWORK_RACE_TRIES 50
+
 static int
 ensure_install_network (const kiwi__docker_priv *p, kiwi_error_t *err)
 {
-    long status = 0;
-    int have = install_network_exists (p, err);
-    if (have != 0)
-        return have < 0 ? -1 : 0;
-    json_t *body = json_pack ("{s:s,s:s,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", p->install_network, "Driver",
-                              "bridge", "CheckDuplicate", 1, "Options", "com.docker.network.bridge.enable_icc",
-                              "false", "com.docker.network.bridge.name", p->install_bridge,
-                              "com.docker.network.bridge.enable_ip_masquerade", "true", "Labels",
-                              "org.kiwi.network", "install");
-    int rc = kiwi_docker_call (p->api, "POST", "/networks/create", body, 30000, NULL, &status, err);
-    json_decref (body);
-    if (rc < 0 && (status == 409 || status == 403)) {
-        kiwi_error_t e = NULL;
-        if (install_network_exists (p, &e) == 1) {
-            kiwi_error_free (err);
+    for (int attempt = 0;; attempt++) {
+        long status = 0;
+        int have = install_network_exists (p, err);
+        if (have != 0)
+            return have < 0 ? -1 : 0;
+        json_t *body = json_pack ("{s:s,s:s,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", p->install_network, "Driver",
+                                  "bridge", "CheckDuplicate", 1, "Options",
+                                  "com.docker.network.bridge.enable_icc", "false",
+                                  "com.docker.network.bridge.name", p->install_bridge,
+                                  "com.docker.network.bridge.enable_ip_masquerade", "true", "Labels",
+                                  "org.kiwi.network", "install");
+        int rc = kiwi_docker_call (p->api, "POST", "/networks/create", body, 30000, NULL, &status, err);
+        json_decref (body);
+        if (rc == 0)
             return 0;
-        }
-        kiwi_error_free (&e);
+        if ((status != 409 && status != 403) || attempt + 1 >= INSTALL_NETWORK_RACE_TRIES)
+            return kiwi_error_wrap (err, "creating the %s network (bridge %s) for Phase A", p->install_network,
+                                    p->install_bridge);
+        kiwi_error_free (err);
+        struct timespec pause = { 0, 100L * 1000 * 1000 };
+        nanosleep (&pause, NULL);
     }
-    return rc < 0 ? kiwi_error_wrap (err, "creating the %s network (bridge %s) for Phase A", p->install_network,
-                                     p->install_bridge)
-                  : 0;
 }
 
 static void docker_close (void *priv);
