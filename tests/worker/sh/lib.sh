@@ -107,6 +107,21 @@ registry_serve() {
   fail "docker-registry $name did not start on $addr"
 }
 
+# registry_images_remove ADDR...: removes every reference dockerd keeps of
+# images from the test registries at ADDR (tags and the repo@digest
+# references a pull leaves after its tag is gone), so no run leaves images
+# named after its registry behind. The images themselves may be shared
+# (kiwi/base:bookworm pushed and pulled back): only the references go.
+registry_images_remove() {
+  local addr ref
+  for addr in "$@"; do
+    while read -r ref; do
+      "${DOCKER[@]}" rmi "$ref" >/dev/null 2>&1 || true
+    done < <("${DOCKER[@]}" images --digests --format '{{.Repository}} {{.Tag}} {{.Digest}}' 2>/dev/null |
+      awk -v a="$addr/" 'index($1, a) == 1 { if ($2 != "<none>") print $1 ":" $2; if ($3 != "<none>") print $1 "@" $3 }')
+  done
+}
+
 # git_serve NAME...: each tests/fixtures/examples/NAME as a bare repository
 # served by git daemon on loopback; sets GIT_URL_BASE.
 git_serve() {

@@ -49,8 +49,8 @@ OPERATOR="$REG/kiwi/gc-operator:1" # the operator's own: never pulled by Kiwi
 USED_BY="kiwi-itest-images-$RUN_ID"
 on_cleanup() {
   "${DOCKER[@]}" rm -f "$USED_BY" >/dev/null 2>&1 || true
-  "${DOCKER[@]}" rmi -f "$ELSEWHERE" "$LOCAL_ONLY" "$INSIDE" "$OUTSIDE" "$USED" "$YOUNG" "$OPERATOR" \
-    >/dev/null 2>&1 || true
+  "${DOCKER[@]}" rmi -f "$ELSEWHERE" >/dev/null 2>&1 || true
+  registry_images_remove "$REG" "$AREG"
 }
 build() { # REF: an image of its own (kiwi/base:bookworm and a file naming REF) tagged REF
   mkdir -p "$TMP/build"

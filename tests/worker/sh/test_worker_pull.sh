@@ -32,7 +32,7 @@ registry_serve registry "$REG"
 BIG="$REG/kiwi/big:1"
 AREG="127.0.0.1:$(free_port)" # the registry that wants a password
 PRIVATE="$AREG/kiwi/private:1"
-on_cleanup() { "${DOCKER[@]}" rmi -f "$IMAGE" "$BIG" "$PRIVATE" >/dev/null 2>&1 || true; }
+on_cleanup() { registry_images_remove "$REG" "$AREG"; }
 for ref in "$IMAGE" "$BIG"; do
   "${DOCKER[@]}" tag kiwi/base:bookworm "$ref"
   "${DOCKER[@]}" push -q "$ref" >"$TMP/push.log" 2>&1 || fail "push to $REG: $(tail -n 3 "$TMP/push.log")"
