@@ -98,12 +98,14 @@ name_pid (const char *name, const char *suffix_sep)
     return (pid_t) v;
 }
 
-/* Records the mirrors a workspace borrows objects from. */
+/* Records the mirrors a workspace borrows objects from: a checkout's git
+ * directory is the workspace's sibling "<ws>.git" (worker/task/repo.c),
+ * whose alternates name the mirror's objects directory. */
 static void
 note_alternates (const char *ws, kiwi_strv *borrowed)
 {
     char p[PATH_MAX + 64];
-    snprintf (p, sizeof p, "%s/.git/objects/info/alternates", ws);
+    snprintf (p, sizeof p, "%s.git/objects/info/alternates", ws);
     FILE *f = fopen (p, "re");
     if (f == NULL)
         return;

@@ -202,13 +202,15 @@ test_workspaces_mirrors_snapshots_by_owner_and_age (void **st)
     make_mirror ("dd04", 1 * DAY);
     int lk = lock_file ("mirrors/bb02.lock");
     char p[512], alt[512];
-    snprintf (p, sizeof p, "%s/%s/.git", state, ws_live);
+    /* a checkout's git directory is the workspace's sibling <ws>.git
+     * (repo.c), where its alternates name the mirror it borrows from */
+    snprintf (p, sizeof p, "%s/%s.git", state, ws_live);
     assert_int_equal (mkdir (p, 0700), 0);
-    snprintf (p, sizeof p, "%s/%s/.git/objects", state, ws_live);
+    snprintf (p, sizeof p, "%s/%s.git/objects", state, ws_live);
     assert_int_equal (mkdir (p, 0700), 0);
-    snprintf (p, sizeof p, "%s/%s/.git/objects/info", state, ws_live);
+    snprintf (p, sizeof p, "%s/%s.git/objects/info", state, ws_live);
     assert_int_equal (mkdir (p, 0700), 0);
-    snprintf (rel, sizeof rel, "%s/.git/objects/info/alternates", ws_live);
+    snprintf (rel, sizeof rel, "%s.git/objects/info/alternates", ws_live);
     snprintf (alt, sizeof alt, "%s/mirrors/cc03.git/objects\n", state);
     make_file (rel, alt);
     /* snapshots: old, old but held by a task, recent, expired entry, cached
