@@ -5,7 +5,7 @@
 # the median Phase A and step-0 times. Asserts nothing.
 #
 # Usage: bench/bench_repos.sh --list FILE --mirrors FILE [--out DIR]
-#                              [--only REPO,REPO...] [--open-egress]
+#                              [--only REPO,REPO...] [--open-egress | --internal]
 #   --list FILE     repositories, tab-separated with a header line:
 #                   repo commit ecosystem test_command notes
 #                   (bench/repos.tsv is the project's list)
@@ -20,6 +20,13 @@
 #   --open-egress   Phase A without the host's egress rules
 #                   (KIWI_ONCE_EGRESS_UNCHECKED=true): the report then says
 #                   it was not made in the production configuration
+#   --internal      Phase A through the worker's egress proxy as in
+#                   production, with the host's rules untouched: the install
+#                   bridge's network (KIWI_BENCH_BRIDGE, kiwi-install13 by
+#                   default) is made an internal Docker network, which has
+#                   no way out but the proxy on its gateway. For a machine
+#                   where other work runs (applying the rules would change
+#                   its Phase A too); the report says which configuration
 #
 # Production configuration by default: KIWI_EGRESS_APPLY=true (the worker
 # applies the host's egress rules: run as root), Phase A through the
@@ -43,7 +50,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../tests/worker/sh/lib.sh"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-LIST="" MIRRORS="" OUT="" ONLY="" OPEN=0
+LIST="" MIRRORS="" OUT="" ONLY="" OPEN=0 INTERNAL=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --list) LIST=$2; shift 2 ;;
@@ -51,6 +58,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --open-egress) OPEN=1; shift ;;
+    --internal) INTERNAL=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_repos: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -58,6 +66,7 @@ done
 [ -n "$LIST" ] && [ -f "$LIST" ] || { echo "bench_repos: --list FILE is required (bench/repos.tsv)" >&2; exit 2; }
 [ -n "$MIRRORS" ] && [ -f "$MIRRORS" ] || { echo "bench_repos: --mirrors FILE is required (see --help)" >&2; exit 2; }
 [ -x "$WORKER" ] || { echo "bench_repos: $WORKER is not built (cmake --build build)" >&2; exit 2; }
+[ "$OPEN$INTERNAL" != 11 ] || { echo "bench_repos: --open-egress and --internal exclude each other" >&2; exit 2; }
 if [ "$OPEN" = 0 ] && [ "$(id -u)" != 0 ]; then
   echo "bench_repos: the production configuration applies the host's egress rules: run as root, or pass --open-egress" >&2
   exit 2
@@ -102,6 +111,22 @@ egress_env=(KIWI_EGRESS_APPLY=true)
 [ "$OPEN" = 1 ] && egress_env=(KIWI_EGRESS_APPLY=false KIWI_ONCE_EGRESS_UNCHECKED=true)
 config="production configuration (egress rules applied, Phase A through the proxy, empty cache)"
 [ "$OPEN" = 1 ] && config="NOT the production configuration: --open-egress (no egress rules), empty cache"
+if [ "$INTERNAL" = 1 ]; then
+  # the install network made internal on a bridge of the bench's; each
+  # --once run starts its proxy on that bridge's gateway
+  BRIDGE=${KIWI_BENCH_BRIDGE:-kiwi-install13}
+  case "$BRIDGE" in kiwi-install[1-9] | kiwi-install1[0-5]) ;; *)
+    echo "bench_repos: KIWI_BENCH_BRIDGE must be kiwi-install1 .. kiwi-install15 (kiwi-install0 is every test's)" >&2
+    exit 2 ;;
+  esac
+  "${DOCKER[@]}" network rm "$BRIDGE" >/dev/null 2>&1 || true
+  "${DOCKER[@]}" network create --internal -o com.docker.network.bridge.enable_icc=false \
+    -o com.docker.network.bridge.name="$BRIDGE" -o com.docker.network.bridge.enable_ip_masquerade=false \
+    --label org.kiwi.network=install-internal "$BRIDGE" >/dev/null
+  on_cleanup() { "${DOCKER[@]}" network rm "$BRIDGE" >/dev/null 2>&1 || true; }
+  egress_env=(KIWI_EGRESS_APPLY=false KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_INSTALL_BRIDGE="$BRIDGE")
+  config="production-equivalent: Phase A only through the egress proxy (an internal install network on $BRIDGE instead of the host's rules), empty cache"
+fi
 log "$config"
 
 tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit eco cmd _notes; do
