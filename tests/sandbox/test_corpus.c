@@ -1,8 +1,11 @@
 /*
  * test_corpus.c: every repository of tests/fixtures/repos/ through the real
  * thing: inspection (image, install command, cache key), the real Phase A
- * (real package registries, through the CA bundle), the real Phase B (no
- * network) and step 0 (classification, one swap, stop, honest result).
+ * as production runs it (real package registries, only through the
+ * worker's egress proxy with its default allow-list, on an install network
+ * with no other way out: proxied-install.h; the CA bundle), the real Phase
+ * B (no network) and step 0 (classification, one swap, stop, honest
+ * result). Every install that ran must show in the proxy's log.
  * Prints one row per case: repository, test command, install command,
  * image (first -> final when swapped), the version asked (runtime,
  * requirement, the file that says so) and the catalogue version of the
@@ -45,7 +48,7 @@
 #include "sandbox-driver.h"
 #include "common/cleanup.h"
 #include "need.h"
-#include "sandbox-env.h"
+#include "proxied-install.h"
 #include "sandbox/step0.h"
 
 extern char **environ;
@@ -60,6 +63,21 @@ now_ms (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The lines of the proxy's access log at `path` (0 when there is none). */
+static long
+proxy_requests (const char *path)
+{
+    FILE *f = fopen (path, "r");
+    if (f == NULL)
+        return 0;
+    long n = 0;
+    int ch;
+    while ((ch = fgetc (f)) != EOF)
+        n += ch == '\n';
+    fclose (f);
+    return n;
+}
+
 /* ----- the install cache: snapshot directories named by the cache key ----- */
 
 typedef struct {
@@ -69,6 +87,7 @@ typedef struct {
     const char *cache_dir;
     bool use_cache;
     bool cached;   /* the last install came from the cache */
+    int ran;       /* installs that ran (not from the cache, not skipped) */
     char last_display[256];
 } install_ctx;
 
@@ -112,6 +131,7 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
         .task_id = "itest-corpus",
         .snapshot_dir = tmp,
     };
+    c->ran++;
     if (kiwi_phase_install (c->env, c->cfg, &ir, r, err) < 0)
         return -1;
     if (r->status != KIWI_INSTALL_OK) {
@@ -343,7 +363,11 @@ static void
 test_corpus (void **state)
 {
     const char *driver = kiwi_test_sandbox_driver ();
-    kiwi_sandbox_env *env = kiwi_test_sandbox_env (driver, "itest-corpus");
+    /* Phase A as production runs it: through the worker's egress proxy,
+     * on an install network with no other way out */
+    kiwi_test_proxied px;
+    kiwi_test_proxied_open (&px, driver, "itest-corpus");
+    kiwi_sandbox_env *env = px.env;
     kiwi_error_t err = NULL;
 
     const char *catpath = getenv ("KIWI_IMAGE_CATALOG");
@@ -357,7 +381,9 @@ test_corpus (void **state)
     const char *ca = getenv ("KIWI_CA_BUNDLE");
     if (ca == NULL && access ("/etc/ssl/certs/ca-certificates.crt", R_OK) == 0)
         ca = "/etc/ssl/certs/ca-certificates.crt";
-    kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = ca };
+    kiwi_phase_config pc = { .host_env = (const char *const *) environ,
+                             .ca_bundle = ca,
+                             .proxy_env = kiwi_strv_list (&px.proxy_env) };
 
     char cache_dir[512];
     const char *uc = getenv ("KIWI_TEST_INSTALL_CACHE");
@@ -477,8 +503,14 @@ test_corpus (void **state)
         kiwi_test_shf ("rm -rf '%s'", cache_dir);
     kiwi_classifier_free (cl);
     kiwi_image_catalog_free (cat);
-    kiwi_sandbox_env_close (env);
+    /* every install that ran went through the proxy: its log has them */
+    char logp[600];
+    long requests = proxy_requests (kiwi_test_proxied_log (&px, logp, sizeof logp));
+    printf ("the egress proxy carried %ld request(s) for %d install(s) that ran\n", requests, ictx.ran);
+    kiwi_test_proxied_close (&px);
     assert_int_equal (bad, 0);
+    if (ictx.ran > 0)
+        assert_true (requests > 0);
 }
 
 int
