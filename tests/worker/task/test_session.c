@@ -560,6 +560,24 @@ body_has (char **b, size_t i, const char *want)
         fail_msg ("request %zu lacks `%s`", i + 1, want);
 }
 
+/* Prints the bytes of each request body of `script` from its `from`th on,
+ * by round and role. */
+static void
+print_sizes (const char *script, size_t from)
+{
+    size_t n = 0;
+    char **b = request_bodies (script, &n);
+    int round = 0;
+    for (size_t i = from; i < n; i++) {
+        bool arch = strstr (b[i], "You are the Architect") != NULL;
+        if (arch && (i == from || strstr (b[i - 1], "You are the Architect") == NULL))
+            round++;
+        printf ("request-size %s request %zu round %d %s %zu bytes\n", script, i + 1 - from, round,
+                arch ? "architect" : "implementer", strlen (b[i]));
+    }
+    bodies_free (b, n);
+}
+
 /* The Architect remembers and reads. Round 1: its first message has the
  * environment (image, runtime, install and its outcome, test command,
  * limits, no network) and the map (the file the failing output names
@@ -604,6 +622,7 @@ test_architect_memory (void **state)
     body_has (b, 4, "- edit sum.js");
     body_has (b, 5, "not run: your tool calls of this round are used up");
     bodies_free (b, n);
+    print_sizes ("js-sum-architect-memory", 0);
     json_t *acts = json_object_get (round_event (o.events, 1), "actions");
     size_t refused = 0, i;
     json_t *a;
@@ -620,22 +639,6 @@ test_architect_memory (void **state)
 
 /* What each request to the model weighs: bytes of the body per round and
  * role, for a two-round task (printed; docs/session.md quotes them). */
-static void
-print_sizes (const char *script, size_t from)
-{
-    size_t n = 0;
-    char **b = request_bodies (script, &n);
-    int round = 0;
-    for (size_t i = from; i < n; i++) {
-        bool arch = strstr (b[i], "You are the Architect") != NULL;
-        if (arch && (i == from || strstr (b[i - 1], "You are the Architect") == NULL))
-            round++;
-        printf ("request-size %s request %zu round %d %s %zu bytes\n", script, i + 1 - from, round,
-                arch ? "architect" : "implementer", strlen (b[i]));
-    }
-    bodies_free (b, n);
-}
-
 static void
 test_request_sizes (void **state)
 {
