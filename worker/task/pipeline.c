@@ -421,6 +421,12 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         kiwi_error_free (&err);
         sb_ahead = NULL;
     }
+    char runtime_version[256] = "";
+    if (plan.insp.image.requirement && *plan.insp.image.requirement)
+        snprintf (runtime_version, sizeof runtime_version, "%s%s%s (the image's tag is the version it has)",
+                  plan.insp.image.requirement,
+                  plan.insp.image.requirement_from && *plan.insp.image.requirement_from ? ", from " : "",
+                  plan.insp.image.requirement_from ? plan.insp.image.requirement_from : "");
     kiwi_session_env se = {
         .sandbox = sb,
         .sandbox_ahead = sb_ahead,
@@ -435,6 +441,10 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .commit = commit,
         .step0_output = s0.run.output,
         .step0_exit = s0.run.exit_code,
+        .runtime = plan.insp.image.runtime,
+        .runtime_version = runtime_version[0] ? runtime_version : NULL,
+        .install_command = plan.insp.install.display,
+        .install_outcome = ic.install_outcome[0] ? ic.install_outcome : NULL,
         .model = model,
         .model_name = model_name,
         .deadline_ms = deadline_ms,

@@ -18,20 +18,28 @@
 #define KIWI__SESSION_OUTPUT_TAIL (16 * 1024) /* what a run or verify keeps of its output */
 #define KIWI__SESSION_N_TOOLS 10              /* tool_defs, session-tools.c */
 #define KIWI__SESSION_CALLS_PER_ROUND 40      /* tool calls the Implementer may make in one round */
+#define KIWI__SESSION_N_ARCHITECT_TOOLS 3     /* the read-only ones: read_file, search, find_files */
+#define KIWI__SESSION_ARCHITECT_CALLS 12      /* tool calls the Architect may make in one round */
 #define KIWI__SESSION_RUN_TIMEOUT_S 600       /* the longest one `run` may take */
 #define KIWI__SESSION_GIVE_UP_MAX 2000        /* bytes of give_up's reason kept */
+#define KIWI__SESSION_MAP_BUDGET (12 * 1024)  /* bytes of the repository map */
+#define KIWI__SESSION_MAP_SYMBOLS 8           /* top-level symbols named per file in the map */
 
 /* One session's state, on kiwi_session_run's stack. */
 typedef struct kiwi__session {
     const kiwi_session_env *env;
     const kiwi_task *task;
     kiwi_model_tool tools[KIWI__SESSION_N_TOOLS];
+    kiwi_model_tool architect_tools[KIWI__SESSION_N_ARCHITECT_TOOLS]; /* the same, the read-only ones */
     uint64_t tokens_in, tokens_out;
     uint64_t budget_tokens;   /* 0: none */
     uint64_t budget_micros;   /* 0: none */
     double cost;              /* dollars */
     kiwi_sandbox *box;        /* the round's persistent sandbox, created on first use */
-    kiwi_strv actions;        /* what the Implementer did this round, for the event */
+    kiwi_strv actions;        /* what the models did this round, for the event (the Architect's prefixed) */
+    kiwi_strv plans;          /* the Architect's plans of the rounds so far */
+    kiwi_strv impl_calls;     /* the Implementer's tool calls of the last round (names and paths) */
+    char *impl_said;          /* the Implementer's last text of the last round, or NULL */
     int tests_requested;
     bool gave_up;             /* give_up was called: the session ends */
     char *give_up_reason;     /* "kind: reason", as the result says it */
@@ -54,6 +62,18 @@ typedef struct kiwi__session {
 
 /* The task's time left in ms (at least 1), or 0 when it has no deadline. */
 int64_t kiwi__session_remaining_ms (const kiwi__session *s);
+
+/* ---- the repository map (session-map.c) ---- */
+
+/* The map of the repository at `root`: files by path, those `output` (the
+ * failing run's, or NULL) names first, each with its line count, `[test]`
+ * and at most `max_symbols` top-level symbols; within `budget` bytes, then
+ * a line saying how many files were left out. Caller frees; NULL when out
+ * of memory. */
+char *kiwi__session_map (const char *root, const char *output, size_t budget, size_t max_symbols);
+
+/* A test file, by its path (test_*.py, *_test.go, *.test.ts, tests/...). */
+bool kiwi__session_is_test_path (const char *path);
 
 /* ---- the round's verify (session-verify.c) ---- */
 
@@ -85,8 +105,10 @@ void kiwi__session_tools_init (kiwi__session *s);
 void kiwi__session_tools_clear (kiwi__session *s);
 
 /* Runs one tool call; returns its content (caller frees) and sets
- * *is_error. Hostile arguments give an error content, never more. */
-char *kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool *is_error);
+ * *is_error. Hostile arguments give an error content, never more; with
+ * `read_only` (the Architect's calls), a tool that changes or runs
+ * anything is refused. */
+char *kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool read_only, bool *is_error);
 
 /* The tools over the workspace's files (session-files.c), as the table in
  * session-tools.c calls them: content (caller frees), or NULL with *err

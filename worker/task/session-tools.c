@@ -159,6 +159,7 @@ static const struct {
     const char *description; /* NULL: made by tools_init (run's names the task's limits) */
     const char *parameters;  /* JSON Schema of the arguments */
     tool_fn run;
+    bool read_only;          /* the Architect has it too */
 } tool_defs[KIWI__SESSION_N_TOOLS] = {
     { "list_files",
       "List files and directories under a directory of the repository, recursively to `depth` (1..8, default 2), "
@@ -168,7 +169,7 @@ static const struct {
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"description\":\"a directory relative to "
       "the repository root; empty for the root\"},\"depth\":{\"type\":\"integer\",\"description\":\"1..8, default "
       "2\"}},\"required\":[]}",
-      kiwi__tool_list_files },
+      kiwi__tool_list_files, false },
     { "read_file",
       "Read a text file of the repository with its lines numbered (`    12\\t<line>`), after a header "
       "`[path: N lines; showing A-B]`. start_line and end_line (1-based, inclusive) choose the lines; by default the "
@@ -180,14 +181,14 @@ static const struct {
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"start_line\":{\"type\":\"integer\","
       "\"description\":\"the first line shown, 1-based; default 1\"},\"end_line\":{\"type\":\"integer\","
       "\"description\":\"the last line shown, inclusive; default the last line\"}},\"required\":[\"path\"]}",
-      kiwi__tool_read_file },
+      kiwi__tool_read_file, true },
     { "write_file",
       "Create or replace a whole file of the repository (parent directories are made; at most 8 MiB). To change "
       "part of a file, use edit_file or insert_lines. Errors: no path or no content, content over 8 MiB or "
       "holding a NUL byte." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"}},"
       "\"required\":[\"path\",\"content\"]}",
-      kiwi__tool_write_file },
+      kiwi__tool_write_file, false },
     { "edit_file",
       "Replace old_text by new_text in a file. old_text must match the file's bytes exactly (whitespace and "
       "indentation included) and occur exactly once, unless replace_all is true, which replaces every occurrence. "
@@ -199,7 +200,7 @@ static const struct {
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"old_text\":{\"type\":\"string\"},"
       "\"new_text\":{\"type\":\"string\"},\"replace_all\":{\"type\":\"boolean\",\"description\":\"replace every "
       "occurrence; default false\"}},\"required\":[\"path\",\"old_text\",\"new_text\"]}",
-      kiwi__tool_edit_file },
+      kiwi__tool_edit_file, false },
     { "insert_lines",
       "Insert text into a file after line `line`: 0 inserts at the top, the file's line count at the end. A "
       "newline is added to text when it lacks one. The answer shows the result's lines around the insertion, "
@@ -208,7 +209,7 @@ static const struct {
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"line\":{\"type\":\"integer\","
       "\"description\":\"insert after this line; 0 = at the top\"},\"text\":{\"type\":\"string\"}},"
       "\"required\":[\"path\",\"line\",\"text\"]}",
-      kiwi__tool_insert_lines },
+      kiwi__tool_insert_lines, false },
     { "search",
       "Find lines in the repository's files. pattern is literal text, unless regex is true: then it is a POSIX "
       "extended regular expression (e.g. `foo(Bar|Baz)\\(`; no back-references). Case-sensitive unless "
@@ -223,7 +224,7 @@ static const struct {
       "\"description\":\"file names to search, e.g. *.py\"},\"regex\":{\"type\":\"boolean\",\"description\":"
       "\"pattern is a POSIX extended regular expression; default false (literal)\"},\"ignore_case\":{\"type\":"
       "\"boolean\",\"description\":\"default false\"}},\"required\":[\"pattern\"]}",
-      kiwi__tool_search },
+      kiwi__tool_search, true },
     { "find_files",
       "Find files by name under a directory (default: the whole repository, at any depth; .git and node_modules "
       "skipped). glob matches the file's name (e.g. `*_test.go`), or, when it holds a '/', the path from the root. "
@@ -231,16 +232,16 @@ static const struct {
       "glob`. Errors: a glob empty or over 1000 bytes, a path that is not a directory." PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"glob\":{\"type\":\"string\"},\"path\":{\"type\":\"string\","
       "\"description\":\"a directory; default the repository root\"}},\"required\":[\"glob\"]}",
-      kiwi__tool_find_files },
+      kiwi__tool_find_files, true },
     { "run", NULL,
       "{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\"}},\"required\":[\"command\"]}",
-      tool_run },
+      tool_run, false },
     { "run_tests",
       "End the round: the task's test command runs on the workspace in a fresh sandbox (no network). If it passes, "
       "and passes again on the task's commit plus the diff of your changes, the task is fixed. If it fails, its "
       "output reaches you at the start of the next round with the Architect's new plan, when rounds are left. Tool "
       "calls after it in the same answer are not run.",
-      "{\"type\":\"object\",\"properties\":{},\"required\":[]}", tool_run_tests },
+      "{\"type\":\"object\",\"properties\":{},\"required\":[]}", tool_run_tests, false },
     { "give_up",
       "End the task now, without a fix, instead of spending the remaining rounds: when the environment is broken "
       "(kind environment), the test itself is wrong or cannot pass (test_wrong), or you cannot find a fix "
@@ -250,7 +251,7 @@ static const struct {
       "{\"type\":\"object\",\"properties\":{\"kind\":{\"type\":\"string\",\"enum\":[\"environment\",\"test_wrong\","
       "\"cannot_fix\"]},\"reason\":{\"type\":\"string\",\"description\":\"what is wrong, for the people who read "
       "the result\"}},\"required\":[\"kind\",\"reason\"]}",
-      tool_give_up },
+      tool_give_up, false },
 };
 
 /* run's description: the limits of this task's sandbox. Caller frees. */
@@ -294,6 +295,13 @@ kiwi__session_tools_init (kiwi__session *s)
             d = s->run_description ? s->run_description : "Run a shell command in the repository's sandbox.";
         s->tools[i] = (kiwi_model_tool) { tool_defs[i].name, d, schema (tool_defs[i].parameters) };
     }
+    /* the Architect's: the same declarations, the read-only ones */
+    size_t n = 0;
+    for (size_t i = 0; i < KIWI__SESSION_N_TOOLS && n < KIWI__SESSION_N_ARCHITECT_TOOLS; i++)
+        if (tool_defs[i].read_only) {
+            s->architect_tools[n] = s->tools[i];
+            json_incref (s->architect_tools[n++].parameters);
+        }
 }
 
 void
@@ -301,6 +309,8 @@ kiwi__session_tools_clear (kiwi__session *s)
 {
     for (size_t i = 0; i < KIWI__SESSION_N_TOOLS; i++)
         json_decref (s->tools[i].parameters);
+    for (size_t i = 0; i < KIWI__SESSION_N_ARCHITECT_TOOLS; i++)
+        json_decref (s->architect_tools[i].parameters);
     free (s->run_description);
     s->run_description = NULL;
     free (s->give_up_reason);
@@ -309,7 +319,7 @@ kiwi__session_tools_clear (kiwi__session *s)
 
 /* Runs one tool call; returns its content (caller frees) and sets *is_error. */
 char *
-kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool *is_error)
+kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool read_only, bool *is_error)
 {
     kiwi_error_t err = NULL;
     char *out = NULL;
@@ -324,6 +334,13 @@ kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool *
     }
     for (size_t i = 0; i < KIWI__SESSION_N_TOOLS; i++)
         if (strcmp (name, tool_defs[i].name) == 0) {
+            if (read_only && !tool_defs[i].read_only) {
+                kiwi_error_make (&err, 0,
+                                 "`%s` is not the Architect's: it reads (read_file, search, find_files) and plans; "
+                                 "the Implementer changes files and runs commands",
+                                 tool_defs[i].name);
+                goto fail;
+            }
             if ((out = tool_defs[i].run (s, args, path, &err)) != NULL || err == NULL)
                 return out;
             goto fail;

@@ -1,10 +1,12 @@
 /*
  * session.c: the Architect/Implementer session (see session.h).
  *
- * One round: the Architect plans (from the task, the repository map and the
- * last verify's output), the Implementer works the plan with tools until it
- * stops calling them, calls run_tests, or reaches its per-round tool limit;
- * then the round's verify runs. Tokens and cost are checked after every
+ * One round: the Architect plans (from the task, the environment, the
+ * repository map (session-map.c), the last verify's output and, from round
+ * 2, what the rounds before did; with read-only tools), the Implementer
+ * works the plan with tools until it stops calling them, calls run_tests,
+ * or reaches its per-round tool limit; then the round's verify runs. Both
+ * models' tool calls go through one loop (tool_loop). Tokens and cost are checked after every
  * model call.
  *
  * The round's verify and the sandbox made ahead for it are in
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "worker/task/repo.h"
@@ -25,18 +28,31 @@
 #include "worker/worker-metrics.h"
 #include "worker/task/wspath.h"
 
-#define MAP_ENTRIES 400
 #define MAX_TOKENS 8192
-
-static const char architect_system[]
-    = "You are the Architect in Kiwi, a system that fixes code so that a repository's tests pass. You read the "
-      "task, the repository map and the failing test output, and you write a short, concrete plan for the "
-      "Implementer: which files to look at, what the cause most likely is, and what to change. You do not edit "
-      "files yourself. Keep the plan under 300 words. The task has a fixed number of rounds: each message says "
-      "which round this is; from round 2 on, the output is the last round's failing run.";
 
 #define STR_(x) #x
 #define STR(x) STR_ (x)
+
+/* what the Architect's message carries from the rounds before (bytes) */
+#define PLAN_CUT 2000         /* each earlier plan */
+#define PLANS_KEPT 3          /* the last plans shown */
+#define DIFF_CUT 8000         /* the workspace's diff */
+#define SAID_CUT 2000         /* the Implementer's last message */
+#define CALLS_SHOWN 60        /* the Implementer's tool calls listed */
+#define OUTPUT_CUT 12000      /* the last run's output */
+
+static const char architect_system[]
+    = "You are the Architect in Kiwi, a system that fixes code so that a repository's tests pass. You read the "
+      "task, the environment, the repository map and the failing test output, and you write a short, concrete plan "
+      "for the Implementer: which files to look at, what the cause most likely is, and what to change, citing "
+      "real paths and line numbers. You have read-only tools (read_file, search, find_files) to check the code "
+      "before you plan: at most " STR (KIWI__SESSION_ARCHITECT_CALLS) " tool calls a round; calls past that are "
+      "not run, and you then write the plan from what you have. You do not edit files or run commands yourself: "
+      "the Implementer does. Your plan is your answer without a tool call; keep it under 300 words. The task has "
+      "a fixed number of rounds: each message says which round this is. From round 2 on, your message also "
+      "carries your earlier plans, what the Implementer did and said, the diff of the workspace so far and the "
+      "last round's failing output: do not propose a plan that already failed; say what was wrong with it.";
+
 
 static const char implementer_system[]
     = "You are the Implementer in Kiwi. Follow the Architect's plan using the tools. Paths are relative to the "
@@ -81,15 +97,17 @@ account (kiwi__session *s, const kiwi_model_response *r)
     return false;
 }
 
+/* The head of `text`, at most `max` bytes, with a marker when cut. Caller
+ * frees. */
 static char *
-repo_map (const kiwi__session *s)
+head (const char *text, size_t max)
 {
-    kiwi_strv files = KIWI_STRV_INIT;
-    kiwi_error_t err = NULL;
-    kiwi_ws_list (s->env->workspace, "", 4, MAP_ENTRIES, &files, &err);
-    kiwi_error_free (&err);
-    char *out = kiwi_strv_join_lines (&files);
-    kiwi_strv_free (&files);
+    size_t l = text ? strlen (text) : 0;
+    char *out = NULL;
+    if (l <= max)
+        return strdup (text ? text : "");
+    if (asprintf (&out, "%.*s\n[... cut: %zu bytes more]", (int) max, text, l - max) < 0)
+        return NULL;
     return out;
 }
 
@@ -106,18 +124,56 @@ tail (const char *text, size_t max)
     return out;
 }
 
+/* The environment both models are told of in the first message of each
+ * round. Caller frees. */
+static char *
+environment (const kiwi__session *s)
+{
+    const kiwi_session_env *e = s->env;
+    const kiwi_sandbox_limits *l = &e->limits;
+    kiwi_buf b = KIWI_BUF_INIT;
+    kiwi_buf_appendf (&b, NULL, "Environment:\n- image: %s\n", e->image ? e->image : "(unknown)");
+    if (e->runtime && *e->runtime)
+        kiwi_buf_appendf (&b, NULL, "- runtime: %s%s%s\n", e->runtime,
+                          e->runtime_version && *e->runtime_version ? ", version " : "",
+                          e->runtime_version && *e->runtime_version ? e->runtime_version : "");
+    kiwi_buf_appendf (&b, NULL, "- install (Phase A): %s%s%s\n", e->install_command ? "`" : "",
+                      e->install_command ? e->install_command : "(not told)", e->install_command ? "`" : "");
+    if (e->install_outcome)
+        kiwi_buf_appendf (&b, NULL, "- install outcome: %s\n", e->install_outcome);
+    kiwi_buf_appendf (&b, NULL, "- test command: %s\n- sandbox limits:", s->task->test_command);
+    if (l->cpus > 0)
+        kiwi_buf_appendf (&b, NULL, " %g CPUs,", l->cpus);
+    if (l->memory_mb > 0)
+        kiwi_buf_appendf (&b, NULL, " %lld MiB of memory,", (long long) l->memory_mb);
+    kiwi_buf_appendf (&b, NULL, " %d s a command", KIWI__SESSION_RUN_TIMEOUT_S);
+    if (e->deadline_ms > 0)
+        kiwi_buf_appendf (&b, NULL, ", %lld s left for the task", (long long) (kiwi__session_remaining_ms (s) / 1000));
+    kiwi_buf_append_str (&b, "\n- no network in this sandbox; dependencies are installed.\n", NULL);
+    return kiwi_buf_steal (&b, NULL);
+}
+
 /* ---------- model calls ---------- */
 
+/* Who calls the model, with which tools and how many calls a round. */
+typedef struct role {
+    const char *name;       /* "architect", "implementer" */
+    const char *system;
+    const kiwi_model_tool *tools;
+    size_t n_tools;
+    int calls;              /* tool calls a round */
+    bool read_only;         /* only the read-only tools run */
+} role;
+
 static int
-call (kiwi__session *s, const char *system, kiwi_model_conversation *conv, bool with_tools, kiwi_model_response *resp,
-      kiwi_error_t *err)
+call (kiwi__session *s, const role *r, kiwi_model_conversation *conv, kiwi_model_response *resp, kiwi_error_t *err)
 {
     kiwi_model_request req = {
         .model = s->env->model_name,
-        .system = system,
+        .system = r->system,
         .conversation = conv,
-        .tools = with_tools ? s->tools : NULL,
-        .n_tools = with_tools ? KIWI__SESSION_N_TOOLS : 0,
+        .tools = r->tools,
+        .n_tools = r->n_tools,
         .max_tokens = MAX_TOKENS,
     };
     memset (resp, 0, sizeof *resp);
@@ -153,19 +209,35 @@ status_line (const kiwi__session *s, int round, int max_rounds, int calls_left)
     return out;
 }
 
+/* One model's turn in a round, tools and all: calls the model until it
+ * answers without a tool call, calls run_tests or give_up, or has made its
+ * round's tool calls. Calls past the count are answered "not run"; the
+ * Architect then gets one more call to write its plan. *said gets the
+ * text of the model's last answer that had one (caller frees; may stay
+ * NULL). */
 static round_end
-implement (kiwi__session *s, kiwi_model_conversation *conv, int round, int max_rounds, kiwi_error_t *err)
+tool_loop (kiwi__session *s, const role *r, kiwi_model_conversation *conv, int round, int max_rounds, char **said,
+           kiwi_error_t *err)
 {
     int used = 0;
-    while (used < KIWI__SESSION_CALLS_PER_ROUND) {
+    int after_cap = r->read_only ? 1 : 0; /* model calls allowed once the count is used up */
+    for (;;) {
+        if (used >= r->calls && after_cap-- <= 0)
+            return ROUND_VERIFY;
         if (out_of_time (s))
             return ROUND_TIME;
         if (s->env->stop && *s->env->stop)
             return ROUND_STOPPED;
         kiwi_model_response resp;
-        if (call (s, implementer_system, conv, true, &resp, err) < 0)
+        if (call (s, r, conv, &resp, err) < 0)
             return ROUND_PROVIDER;
         bool spent = account (s, &resp);
+        char *text = kiwi_model_message_text (&resp.message);
+        if (text != NULL && *text != '\0') {
+            free (*said);
+            *said = text;
+        } else
+            free (text);
         size_t ncalls = kiwi_model_message_n_tool_calls (&resp.message);
         /* keep the calls to answer before the message moves */
         kiwi_strv ids = KIWI_STRV_INIT, names = KIWI_STRV_INIT;
@@ -188,14 +260,17 @@ implement (kiwi__session *s, kiwi_model_conversation *conv, int round, int max_r
             char *content = NULL;
             if (s->gave_up || s->tests_requested)
                 content = strdup ("not run: an earlier call in this answer ended the round");
-            else if (used >= KIWI__SESSION_CALLS_PER_ROUND)
-                content = strdup ("not run: this round's tool calls are used up; the tests run now");
+            else if (used >= r->calls)
+                content = strdup (r->read_only
+                                      ? "not run: your tool calls of this round are used up; write the plan now"
+                                      : "not run: this round's tool calls are used up; the tests run now");
             else {
-                content = kiwi__session_run_tool (s, names.v[i], json_array_get (arglist, i), &is_error);
+                content = kiwi__session_run_tool (s, names.v[i], json_array_get (arglist, i), r->read_only,
+                                                  &is_error);
                 used++;
             }
             if (i + 1 == ncalls) {
-                cleanup_free char *st = status_line (s, round, max_rounds, KIWI__SESSION_CALLS_PER_ROUND - used);
+                cleanup_free char *st = status_line (s, round, max_rounds, r->calls - used);
                 char *joined = NULL;
                 if (st != NULL && asprintf (&joined, "%s%s", content ? content : "", st) >= 0) {
                     free (content);
@@ -216,37 +291,112 @@ implement (kiwi__session *s, kiwi_model_conversation *conv, int round, int max_r
         if (ncalls == 0 || s->tests_requested)
             return ROUND_VERIFY;
     }
-    return ROUND_VERIFY;
+}
+
+static round_end
+implement (kiwi__session *s, kiwi_model_conversation *conv, int round, int max_rounds, kiwi_error_t *err)
+{
+    role r = { "implementer", implementer_system, s->tools, KIWI__SESSION_N_TOOLS, KIWI__SESSION_CALLS_PER_ROUND,
+               false };
+    free (s->impl_said);
+    s->impl_said = NULL;
+    size_t first = s->actions.n;
+    round_end how = tool_loop (s, &r, conv, round, max_rounds, &s->impl_said, err);
+    /* what the next round's Architect is told the Implementer did */
+    kiwi_strv_free (&s->impl_calls);
+    for (size_t i = first; i < s->actions.n; i++)
+        kiwi_strv_add (&s->impl_calls, s->actions.v[i]);
+    return how;
+}
+
+/* What the Architect learns from the rounds before this one: its plans,
+ * what the Implementer did and said, the workspace's diff. Each part cut
+ * at its bound, with a marker. */
+static void
+memory (kiwi__session *s, int round, kiwi_buf *b)
+{
+    size_t from = s->plans.n > PLANS_KEPT ? s->plans.n - PLANS_KEPT : 0;
+    kiwi_buf_appendf (b, NULL, "Your earlier plans (the last %d; each at most %d bytes%s):\n", PLANS_KEPT, PLAN_CUT,
+                      from ? "; older ones left out" : "");
+    for (size_t i = from; i < s->plans.n; i++) {
+        cleanup_free char *p = head (s->plans.v[i], PLAN_CUT);
+        kiwi_buf_appendf (b, NULL, "--- plan of round %zu ---\n%s\n", i + 1, p ? p : "");
+    }
+    kiwi_buf_appendf (b, NULL, "\nWhat the Implementer did in round %d (its tool calls, at most %d):\n", round - 1,
+                      CALLS_SHOWN);
+    for (size_t i = 0; i < s->impl_calls.n && i < CALLS_SHOWN; i++)
+        kiwi_buf_appendf (b, NULL, "- %s\n", s->impl_calls.v[i]);
+    if (s->impl_calls.n > CALLS_SHOWN)
+        kiwi_buf_appendf (b, NULL, "[... cut: %zu calls more]\n", s->impl_calls.n - CALLS_SHOWN);
+    if (s->impl_calls.n == 0)
+        kiwi_buf_append_str (b, "(no tool call)\n", NULL);
+    cleanup_free char *said = head (s->impl_said ? s->impl_said : "(nothing)", SAID_CUT);
+    kiwi_buf_appendf (b, NULL, "\nThe Implementer's last message in round %d (at most %d bytes):\n%s\n", round - 1,
+                      SAID_CUT, said ? said : "");
+    char *diff = NULL;
+    kiwi_error_t e = NULL;
+    if (kiwi_repo_diff (s->env->checkout, s->env->commit, &diff, &e) < 0) {
+        kiwi_buf_appendf (b, NULL, "\nThe workspace's diff could not be made: %s\n", kiwi_error_msg (e));
+        kiwi_error_free (&e);
+        return;
+    }
+    cleanup_free char *d = head (diff, DIFF_CUT);
+    free (diff);
+    kiwi_buf_appendf (b, NULL,
+                      "\nThe workspace's changes so far (git diff against the task's commit, at most %d bytes):\n%s\n",
+                      DIFF_CUT, d && *d ? d : "(none)\n");
 }
 
 static int
-architect (kiwi__session *s, int round, const char *map, char **plan, kiwi_error_t *err, bool *spent)
+architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *spent)
 {
     cleanup_model_conv kiwi_model_conversation conv = KIWI_MODEL_CONVERSATION_INIT;
-    cleanup_free char *out = tail (s->have_verify ? s->last_verify.output : s->env->step0_output, 12000);
+    const char *last = s->have_verify ? s->last_verify.output : s->env->step0_output;
+    cleanup_free char *out = tail (last, OUTPUT_CUT);
+    cleanup_free char *env = environment (s);
+    cleanup_free char *map = kiwi__session_map (s->env->workspace, last, KIWI__SESSION_MAP_BUDGET,
+                                                KIWI__SESSION_MAP_SYMBOLS);
+    kiwi_buf mem = KIWI_BUF_INIT;
+    if (round > 1)
+        memory (s, round, &mem);
     char *msg = NULL;
     if (asprintf (&msg,
-                  "Task: %s\n\nTest command: %s\n\n%s%s%s"
-                  "Round %d of %d. The last test run exited with status %d. Its output (tail):\n%s\n\n"
-                  "Repository map:\n%s",
-                  s->task->goal, s->task->test_command, s->task->ci_context ? "CI failure context:\n" : "",
-                  s->task->ci_context ? s->task->ci_context : "", s->task->ci_context ? "\n\n" : "", round,
-                  (int) s->task->limits.max_rounds, s->have_verify ? s->last_verify.exit_code : s->env->step0_exit,
-                  out ? out : "", map)
+                  "Round %d of %d.\nTask: %s\n\n%s\n%s%s%s%s%s"
+                  "The last test run exited with status %d. Its output (tail, at most %d bytes):\n%s\n\n"
+                  "Repository map (at most %d bytes):\n%s",
+                  round, (int) s->task->limits.max_rounds, s->task->goal, env ? env : "",
+                  s->task->ci_context ? "CI failure context:\n" : "", s->task->ci_context ? s->task->ci_context : "",
+                  s->task->ci_context ? "\n\n" : "", kiwi_buf_str (&mem), mem.len ? "\n" : "",
+                  s->have_verify ? s->last_verify.exit_code : s->env->step0_exit, OUTPUT_CUT, out ? out : "",
+                  KIWI__SESSION_MAP_BUDGET, map ? map : "")
         < 0)
+        msg = NULL;
+    kiwi_buf_free (&mem);
+    if (msg == NULL)
         return kiwi_error_make (err, ENOMEM, "architect prompt");
     int rc = kiwi_model_conv_add_user_text (&conv, msg, err);
     free (msg);
     if (rc < 0)
         return -1;
-    kiwi_model_response resp;
-    if (call (s, architect_system, &conv, false, &resp, err) < 0)
+    role r = { "architect", architect_system, s->architect_tools, KIWI__SESSION_N_ARCHITECT_TOOLS,
+               KIWI__SESSION_ARCHITECT_CALLS, true };
+    size_t first = s->actions.n;
+    *plan = NULL;
+    round_end how = tool_loop (s, &r, &conv, round, (int) s->task->limits.max_rounds, plan, err);
+    /* the event tells the Architect's calls apart */
+    for (size_t i = first; i < s->actions.n; i++) {
+        char *a = NULL;
+        if (asprintf (&a, "architect: %s", s->actions.v[i]) >= 0) {
+            free (s->actions.v[i]);
+            s->actions.v[i] = a;
+        }
+    }
+    if (how == ROUND_PROVIDER)
         return -1;
-    *spent = account (s, &resp);
-    *plan = kiwi_model_message_text (&resp.message);
-    kiwi_model_response_clear (&resp);
+    *spent = how == ROUND_BUDGET;
     if (*plan == NULL)
         *plan = strdup ("");
+    kiwi_strv_add (&s->plans, *plan);
     return 0;
 }
 
@@ -303,7 +453,6 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         s.budget_tokens = task->limits.session_budget_tokens;
     if (task->limits.has_session_budget_usd_micros)
         s.budget_micros = task->limits.session_budget_usd_micros;
-    cleanup_free char *map = repo_map (&s);
     cleanup_model_conv kiwi_model_conversation conv = KIWI_MODEL_CONVERSATION_INIT;
     int max_rounds = (int) task->limits.max_rounds;
     int round = 0;
@@ -326,7 +475,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         char *plan = NULL;
         bool spent = false;
         kiwi_error_t e = NULL;
-        if (architect (&s, round, map, &plan, &e, &spent) < 0) {
+        if (architect (&s, round, &plan, &e, &spent) < 0) {
             char reason[1024];
             snprintf (reason, sizeof reason, "model provider failed (architect, round %d): %s", round,
                       kiwi_error_msg (e));
@@ -366,6 +515,15 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                                  round, max_rounds, s.last_verify.exit_code, t ? t : "", plan)
                        < 0)
                 msg = NULL;
+        }
+        /* the environment first, every round */
+        cleanup_free char *envb = environment (&s);
+        if (msg != NULL && envb != NULL) {
+            char *m = NULL;
+            if (asprintf (&m, "%s\n%s", envb, msg) >= 0) {
+                free (msg);
+                msg = m;
+            }
         }
         /* after tool results, the text joins that user turn: turns alternate */
         kiwi_model_message *last = kiwi_model_conv_last (&conv);
@@ -486,6 +644,9 @@ done:
     if (s.have_verify)
         kiwi_exec_result_clear (&s.last_verify);
     kiwi_strv_free (&s.actions);
+    kiwi_strv_free (&s.plans);
+    kiwi_strv_free (&s.impl_calls);
+    free (s.impl_said);
     free (s.not_carried);
     kiwi__session_tools_clear (&s);
     return rc;

@@ -1,8 +1,10 @@
 /*
  * session.h: the Architect/Implementer session, the layer above the sandbox.
  *
- * The Architect reads the task (goal, CI-failure context, the step-0 output,
- * a map of the repository) and writes a plan. The Implementer follows it
+ * The Architect reads the task (goal, CI-failure context, the environment,
+ * the step-0 output, a map of the repository; from round 2 its earlier
+ * plans, the Implementer's calls and last message, the workspace's diff),
+ * checks the code with read-only tools, and writes a plan. The Implementer follows it
  * with tools — list, read (bounded), write, edit, search, run (in the
  * round's persistent sandbox, no network), run_tests (a Phase B verify) —
  * and every round ends with a verify. Tests passing there are not yet a
@@ -43,6 +45,11 @@ typedef struct kiwi_session_env {
     const char *commit;               /* the task's ref, resolved: diffs are against it */
     const char *step0_output;         /* the first failing verify's output tail */
     int step0_exit;
+    /* what both models are told of the environment (each may be NULL) */
+    const char *runtime;              /* the runtime inspection resolved ("node") */
+    const char *runtime_version;      /* its version requirement and where it came from */
+    const char *install_command;      /* Phase A's command ("-" when there was none) */
+    const char *install_outcome;      /* how Phase A ended, and in how long */
     kiwi_model_client *model;
     const char *model_name;
     int64_t deadline_ms;              /* kiwi_mono_ms when the task's time is up */

@@ -38,6 +38,8 @@ static char worker_id[64];
 static const char *session_command = "npm test";
 static const char *session_provider = "anthropic", *session_model = "claude-sonnet-4-5-20250929";
 static char outside[64];
+static const char *const default_step0 = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3";
+static const char *session_step0 = default_step0;
 
 static int
 setup (void **state)
@@ -177,8 +179,12 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
         .workspace = o->repo,
         .checkout = o->repo,
         .commit = o->commit,
-        .step0_output = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3",
+        .step0_output = session_step0,
         .step0_exit = 1,
+        .runtime = "node",
+        .runtime_version = ">=18, from package.json",
+        .install_command = "npm ci",
+        .install_outcome = "ok in 3.2 s",
         .model = model,
         .model_name = session_model,
         .deadline_ms = kiwi_mono_ms () + 600000,
@@ -451,8 +457,10 @@ test_gitignored_fix_not_fixed (void **state)
  * the task is left in dockerd. The script checks what the model was told:
  * the round (1 of 3), the step-0 failure in the Implementer's first message
  * (not only the Architect's plan), the same ten tools, read_file's header
- * and the status line after the tool results. Through each provider's wire
- * format: the tools are declared once and every provider gets them. */
+ * and the status line after the tool results. Before that the Architect
+ * reads test.js with its own (read-only) tools through the same loop, and
+ * its plan follows the answer. Through each provider's wire format: the
+ * tools are declared once and every provider gets them. */
 static void
 give_up_via (const char *provider, const char *model, const char *script)
 {
@@ -473,7 +481,7 @@ give_up_via (const char *provider, const char *model, const char *script)
     assert_non_null (strstr (o.result.reason, "test_wrong: The test expects sum(1, 2) to be 4"));
     assert_int_equal (o.result.rounds, 1);
     assert_null (o.result.diff);
-    assert_int_equal (kiwi_scripted_provider_requests (&sp, script), 3);
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, script), 4);
     assert_int_equal (count_rounds (o.events), 1);
     json_t *r1 = round_event (o.events, 1);
     assert_string_equal (json_string_value (json_object_get (r1, "ended")), "gave_up");
@@ -519,6 +527,131 @@ test_tool_calls_capped_per_call (void **state)
     outcome_clear (&o);
 }
 
+
+/* The request bodies of `script` the scripted server received, as JSON
+ * text each; *n gets their count. Caller frees each and the array. */
+static char **
+request_bodies (const char *script, size_t *n)
+{
+    kiwi_error_t err = NULL;
+    json_t *log = kiwi_scripted_provider_log (&sp, script, &err);
+    if (log == NULL)
+        fail_msg ("log: %s", kiwi_error_msg (err));
+    *n = json_array_size (log);
+    char **out = calloc (*n + 1, sizeof *out);
+    for (size_t i = 0; i < *n; i++)
+        out[i] = json_dumps (json_object_get (json_array_get (log, i), "request"), JSON_COMPACT);
+    json_decref (log);
+    return out;
+}
+
+static void
+bodies_free (char **b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free (b[i]);
+    free (b);
+}
+
+static void
+body_has (char **b, size_t i, const char *want)
+{
+    if (strstr (b[i], want) == NULL)
+        fail_msg ("request %zu lacks `%s`", i + 1, want);
+}
+
+/* Prints the bytes of each request body of `script` from its `from`th on,
+ * by round and role. */
+static void
+print_sizes (const char *script, size_t from)
+{
+    size_t n = 0;
+    char **b = request_bodies (script, &n);
+    int round = 0;
+    for (size_t i = from; i < n; i++) {
+        bool arch = strstr (b[i], "You are the Architect") != NULL;
+        if (arch && (i == from || strstr (b[i - 1], "You are the Architect") == NULL))
+            round++;
+        printf ("request-size %s request %zu round %d %s %zu bytes\n", script, i + 1 - from, round,
+                arch ? "architect" : "implementer", strlen (b[i]));
+    }
+    bodies_free (b, n);
+}
+
+/* The Architect remembers and reads. Round 1: its first message has the
+ * environment (image, runtime, install and its outcome, test command,
+ * limits, no network) and the map (the file the failing output names
+ * first, line counts, [test], symbols); it has the three read-only tools:
+ * its read_file is answered, its write_file refused, nothing written.
+ * Round 2: its message carries its round-1 plan, the Implementer's tool
+ * calls and last message, and the workspace's diff; of its 14 reads in
+ * one answer 12 run and 2 are answered "not run", then it plans. The
+ * script checks each request as it comes; the test checks the bodies the
+ * server logged. */
+static void
+test_architect_memory (void **state)
+{
+    outcome o;
+    session_step0 = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3\n    at Object.<anonymous> "
+                    "(/kiwi/src/sum.js:3:10)";
+    run_session_on ("js-sum-architect-memory",
+                    "mkdir -p tests && printf 'def test_extra():\\n    pass\\n\\nclass Helper:\\n' > tests/test_extra.py",
+                    2, 0, &o);
+    session_step0 = default_step0;
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-architect-memory", &first);
+    if (bad != 0)
+        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
+    free (first);
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_int_equal (o.result.rounds, 2);
+    size_t n = 0;
+    char **b = request_bodies ("js-sum-architect-memory", &n);
+    assert_int_equal (n, 8);
+    /* round 1's Architect: the environment and the map */
+    body_has (b, 0, "no network in this sandbox; dependencies are installed");
+    body_has (b, 0, "- install outcome: ok in 3.2 s");
+    body_has (b, 0, "sum.js (6 lines) [in the failing output]: sum");
+    /* its write was refused, and nothing of it reached the file */
+    body_has (b, 1, "is not the Architect's");
+    /* round 2's Architect (request 5): its plan, the diff, the Implementer */
+    body_has (b, 4, "PLAN-ONE: sum.js line 3 subtracts");
+    body_has (b, 4, "+  return b - a;");
+    body_has (b, 4, "SUMMARY-ONE: I swapped the operands");
+    body_has (b, 4, "- edit sum.js");
+    body_has (b, 5, "not run: your tool calls of this round are used up");
+    bodies_free (b, n);
+    print_sizes ("js-sum-architect-memory", 0);
+    json_t *acts = json_object_get (round_event (o.events, 1), "actions");
+    size_t refused = 0, i;
+    json_t *a;
+    json_array_foreach (acts, i, a) if (strncmp (json_string_value (a), "architect: refused write_file sum.js:", 37) == 0)
+        refused++;
+    assert_int_equal (refused, 1);
+    size_t reads = 0;
+    acts = json_object_get (round_event (o.events, 2), "actions");
+    json_array_foreach (acts, i, a) if (strcmp (json_string_value (a), "architect: read sum.js") == 0) reads++;
+    assert_int_equal (reads, 12);
+    assert_non_null (strstr (o.result.diff, "+  return a + b;"));
+    outcome_clear (&o);
+}
+
+/* What each request to the model weighs: bytes of the body per round and
+ * role, for a two-round task (printed; docs/session.md quotes them). */
+static void
+test_request_sizes (void **state)
+{
+    outcome o;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_scripted_provider_reset (&sp, "js-sum-two-rounds", &err), 0);
+    size_t from = kiwi_scripted_provider_requests (&sp, "js-sum-two-rounds");
+    run_session ("js-sum-two-rounds", 2, 0, &o);
+    assert_int_equal (o.result.status, KIWI_RESULT_FIXED);
+    print_sizes ("js-sum-two-rounds", from);
+    outcome_clear (&o);
+}
+
 int
 main (void)
 {
@@ -528,6 +661,9 @@ main (void)
         cmocka_unit_test (test_provider_keeps_failing), cmocka_unit_test (test_writes_outside_refused),
         cmocka_unit_test (test_gitignored_fix_not_fixed), cmocka_unit_test (test_verify_made_ahead),
         cmocka_unit_test (test_give_up),                cmocka_unit_test (test_tool_calls_capped_per_call),
+        cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
     };
+    if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
+        cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
     return kiwi_run_group ("session", tests, setup, teardown);
 }

@@ -98,7 +98,7 @@ tool (const char *name, const char *args, bool *is_error)
     json_t *a = json_loads (args, JSON_ALLOW_NUL, &je);
     if (a == NULL)
         fail_msg ("bad test JSON %s: %s", args, je.text);
-    char *out = kiwi__session_run_tool (&s, name, a, is_error);
+    char *out = kiwi__session_run_tool (&s, name, a, false, is_error);
     json_decref (a);
     assert_non_null (out);
     return out;
@@ -432,6 +432,126 @@ test_tool_table (void **state)
     assert_non_null (strstr (declared ("run_tests")->description, "End the round"));
 }
 
+
+/* The Architect's tools: the read-only three, the same declarations; its
+ * read runs, its write (and run, give_up) is refused and changes nothing. */
+static void
+test_architect_read_only (void **state)
+{
+    const char *want[] = { "read_file", "search", "find_files" };
+    for (size_t i = 0; i < KIWI__SESSION_N_ARCHITECT_TOOLS; i++) {
+        assert_string_equal (s.architect_tools[i].name, want[i]);
+        bool found = false;
+        for (size_t j = 0; j < KIWI__SESSION_N_TOOLS; j++)
+            found = found || (strcmp (s.tools[j].name, want[i]) == 0
+                              && strcmp (s.tools[j].description, s.architect_tools[i].description) == 0);
+        assert_true (found);
+    }
+    put ("ro.txt", "one\n");
+    const char *calls[][2] = { { "write_file", "{\"path\":\"ro.txt\",\"content\":\"two\\n\"}" },
+                               { "edit_file", "{\"path\":\"ro.txt\",\"old_text\":\"one\",\"new_text\":\"two\"}" },
+                               { "insert_lines", "{\"path\":\"ro.txt\",\"line\":0,\"text\":\"two\"}" },
+                               { "run", "{\"command\":\"echo two > ro.txt\"}" },
+                               { "give_up", "{\"kind\":\"cannot_fix\",\"reason\":\"no\"}" } };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        json_t *a = json_loads (calls[i][1], 0, NULL);
+        bool e = false;
+        char *out = kiwi__session_run_tool (&s, calls[i][0], a, true, &e);
+        json_decref (a);
+        if (!e || strstr (out, "is not the Architect's") == NULL)
+            fail_msg ("%s for the Architect: %s", calls[i][0], out);
+        free (out);
+    }
+    assert_string_equal (slurp ("ro.txt"), "one\n");
+    assert_false (s.gave_up);
+    json_t *a = json_loads ("{\"path\":\"ro.txt\"}", 0, NULL);
+    bool e = true;
+    char *out = kiwi__session_run_tool (&s, "read_file", a, true, &e);
+    json_decref (a);
+    assert_false (e);
+    assert_non_null (strstr (out, "     1\tone"));
+    free (out);
+}
+
+static void
+put_in (const char *dir, const char *rel, const char *text)
+{
+    char p[512], cmd[600];
+    snprintf (p, sizeof p, "%s/%s", dir, rel);
+    snprintf (cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", p);
+    assert_int_equal (system (cmd), 0);
+    FILE *f = fopen (p, "w");
+    assert_non_null (f);
+    fputs (text, f);
+    fclose (f);
+}
+
+/* The repository map: files by path, those the failing output names
+ * first; line counts, [test] by path, top-level symbols by language (not
+ * nested ones, not a JS const that is not exported), at most 8 a file; cut
+ * at its budget with the count of files left out. */
+static void
+test_map (void **state)
+{
+    char dir[64];
+    snprintf (dir, sizeof dir, "/tmp/kiwi-map-XXXXXX");
+    assert_non_null (mkdtemp (dir));
+    put_in (dir, "b/z.py", "import os\n\ndef zed():\n    pass\nclass Zoo:\n    def inner(self):\n        pass\n");
+    put_in (dir, "a.go", "package a\n\nfunc Alpha() {}\nfunc (r *T) Method() {}\ntype T struct{}\n");
+    put_in (dir, "pkg/a_test.go", "package a\nfunc TestAlpha(t *testing.T) {}\n");
+    put_in (dir, "web/app.test.ts", "export const x = 1;\n");
+    put_in (dir, "web/lib.ts", "export function f() {}\nconst hidden = 2;\nexport default class K {}\nexport const y = 3;\n");
+    put_in (dir, "src/lib.rs", "pub fn run() {}\nstruct S;\nimpl<T> Tr for S {\n}\n");
+    put_in (dir, "src/test/java/FooTest.java", "public class FooTest {\n}\n");
+    put_in (dir, "tests/test_x.py", "def test_x():\n    pass\n");
+    put_in (dir, "m.py", "def m1(): pass\ndef m2(): pass\ndef m3(): pass\ndef m4(): pass\ndef m5(): pass\ndef m6(): pass\n"
+                         "def m7(): pass\ndef m8(): pass\ndef m9(): pass\ndef m10(): pass\ndef m11(): pass\ndef m12(): pass\n");
+    put_in (dir, "zz/named.py", "def boom():\n    raise ValueError\n");
+    put_in (dir, "README", "hello\n");
+    const char *output = "Traceback (most recent call last):\n  File \"/kiwi/src/zz/named.py\", line 2, in boom\n";
+    char *map = kiwi__session_map (dir, output, 12 * 1024, 8);
+    assert_non_null (map);
+    const char *lines[] = {
+        "zz/named.py (2 lines) [in the failing output]: boom\n",
+        "README (1 lines)\n",
+        "a.go (5 lines): Alpha, Method, T\n",
+        "b/z.py (7 lines): zed, Zoo\n",
+        "m.py (12 lines): m1, m2, m3, m4, m5, m6, m7, m8, ... 4 more\n",
+        "pkg/a_test.go (2 lines) [test]: TestAlpha\n",
+        "src/lib.rs (4 lines): run, S, <T> Tr for S\n",
+        "src/test/java/FooTest.java (2 lines) [test]: FooTest\n",
+        "tests/test_x.py (2 lines) [test]: test_x\n",
+        "web/app.test.ts (1 lines) [test]: x\n",
+        "web/lib.ts (4 lines): f, K, y\n",
+    };
+    const char *at = strchr (map, '\n'); /* after the header */
+    assert_non_null (at);
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        if (strncmp (at + 1, lines[i], strlen (lines[i])) != 0)
+            fail_msg ("map line %zu: want `%s`, map:\n%s", i + 1, lines[i], map);
+        at += strlen (lines[i]);
+    }
+    assert_null (strstr (map, "not shown"));
+    assert_null (strstr (map, "hidden"));
+    assert_null (strstr (map, "inner"));
+    free (map);
+    /* a small budget: the named file still first, then a cut line that counts the rest */
+    map = kiwi__session_map (dir, output, 400, 8);
+    assert_true (strlen (map) <= 400);
+    assert_non_null (strstr (map, "\nzz/named.py (2 lines)"));
+    size_t shown = 0;
+    for (const char *p = strchr (map, '\n') + 1; *p && strncmp (p, "... ", 4) != 0; p = strchr (p, '\n') + 1)
+        shown++;
+    char want[96];
+    snprintf (want, sizeof want, "... %zu more files not shown; use find_files\n", (size_t) 11 - shown);
+    if (shown == 0 || shown >= 11 || strstr (map, want) == NULL)
+        fail_msg ("cut map (%zu shown) lacks `%s`:\n%s", shown, want, map);
+    free (map);
+    char cmd[128];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal (system (cmd), 0);
+}
+
 int
 main (void)
 {
@@ -448,6 +568,8 @@ main (void)
         cmocka_unit_test (test_search_and_find_cut_with_a_marker),
         cmocka_unit_test (test_give_up),
         cmocka_unit_test (test_tool_table),
+        cmocka_unit_test (test_architect_read_only),
+        cmocka_unit_test (test_map),
     };
     return cmocka_run_group_tests (tests, setup, teardown);
 }
