@@ -1315,6 +1315,53 @@ test_step0_decisions (void **state)
     c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "protoc", NULL, NULL);
     decide (r, "make test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
 
+    /* a developer tool the command Kiwi ran runs itself is a setup
+     * failure: a named stop, no round (captured/tox-not-found.txt,
+     * bun-not-found.txt, npm-script-missing-bin.txt) */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "tox", NULL, NULL);
+    decide (r, "tox -e py", local, &c, "verify", KIWI_STEP0_STOP, NULL,
+            "missing_tool: the test command runs `tox`, which kiwi/python:3.11 does not have");
+    decide (r, "cd . && env CI=1 sh -c 'tox -e py'", local, &c, "verify", KIWI_STEP0_STOP, NULL, "missing_tool");
+    decide (r, "tox -e py", local, &c, "install", KIWI_STEP0_HONEST, NULL, NULL);
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "bun", NULL, NULL);
+    char *b = repo_new ();
+    put (b, "package.json", "{ \"scripts\": { \"test\": \"bun test\" } }");
+    decide (b, "bun test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "runs `bun`, which kiwi/node:22 does not have");
+    decide (b, "npm test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "missing_tool");
+    /* a tool package.json declares that the install did not provide */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "jest", NULL, NULL);
+    put (b, "package.json",
+         "{ \"scripts\": { \"test\": \"npm run unit\", \"unit\": \"jest --ci\" }, \"devDependencies\": { \"jest\": \"^29\" } }");
+    decide (b, "npm test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "package.json declares but which is not there");
+    /* ... but not one a test runs: the script runs node, the test jest */
+    put (b, "package.json", "{ \"scripts\": { \"test\": \"node --test\" } }");
+    decide (b, "npm test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "missing dependency");
+    repo_free (b);
+    /* a make recipe's command (make-not-found: make ran it) */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "make-not-found", "command", "nox", NULL, NULL);
+    decide (r, "make test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "runs `nox` (a make recipe)");
+    /* the test shelling out to protoc is the test's failure
+     * (captured/pytest-runs-protoc.txt); a path is the repository's file */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "protoc", NULL, NULL);
+    decide (r, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "./run-tests.sh", NULL, NULL);
+    decide (r, "./run-tests.sh", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+
+    /* the finding in words, for a failed install's reason */
+    char words[700];
+    c = cls (KIWI_FAILURE_NEEDS_NETWORK, "npm-resolve", "host", "registry.npmjs.org", "what", "is-number");
+    kiwi_step0_finding (&c, "kiwi/node:22", words, sizeof words);
+    assert_string_equal (words, "it could not reach registry.npmjs.org for is-number (npm-resolve)");
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "pnpm", NULL, NULL);
+    kiwi_step0_finding (&c, "kiwi/node:22", words, sizeof words);
+    assert_string_equal (words, "it runs `pnpm`, which kiwi/node:22 does not have (sh-not-found)");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "uv-no-interpreter", "runtime", "python", "version", ">=3.12");
+    kiwi_step0_finding (&c, NULL, words, sizeof words);
+    assert_string_equal (words, "it needs python >=3.12 (uv-no-interpreter), which the image does not have");
+    c = cls (KIWI_FAILURE_NONE, "", NULL, NULL, NULL, NULL);
+    kiwi_step0_finding (&c, "kiwi/node:22", words, sizeof words);
+    assert_string_equal (words, "");
+
     /* needs the network: stop, named; not during Phase A */
     c = cls (KIWI_FAILURE_NEEDS_NETWORK, "next-font-google", "host", "fonts.googleapis.com", "what", "Inter");
     decide (r, "npm run build", local, &c, "verify", KIWI_STEP0_STOP, NULL,
