@@ -16,6 +16,7 @@
 
 #include "sandbox/archive/archive.h"
 #include "sandbox/deps.h"
+#include "sandbox/install-reason.h"
 #include "common/cleanup.h"
 #include "common/fs.h"
 #include "common/clock.h"
@@ -411,12 +412,6 @@ kiwi_phase_put_ca_bundle (kiwi_sandbox *sb, const char *host_path, kiwi_error_t 
     return kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_ROOT, tar.data, tar.len, err);
 }
 
-static void
-first_line (char *dst, size_t cap, const char *fmt_prefix, const char *argv0, int code)
-{
-    snprintf (dst, cap, "%s `%s` exited with status %d", fmt_prefix, argv0, code);
-}
-
 int
 kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_install_request *req,
                     kiwi_install_result *r, kiwi_error_t *err)
@@ -497,7 +492,8 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
                   xr.sandbox_lost ? xr.lost_reason : "memory ceiling reached");
     } else if (xr.exit_code != 0) {
         r->status = KIWI_INSTALL_FAILED;
-        first_line (r->reason, sizeof r->reason, "install", req->argv[0], xr.exit_code);
+        int64_t disk_mb = req->limits.disk_mb > 0 ? req->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
+        kiwi_install_failed_reason (r->reason, sizeof r->reason, req->argv[0], xr.exit_code, r->output, disk_mb);
     } else {
         r->status = KIWI_INSTALL_OK;
         int64_t disk_mb = req->limits.disk_mb > 0 ? req->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
