@@ -11,6 +11,7 @@
 #include "common/enum.h"
 #include "common/cleanup.h"
 #include "inspect/inspect-internal.h"
+#include "inspect/services.h"
 
 KIWI_ENUM_STR_FN (kiwi_step0_action_str, kiwi_step0_action, KIWI_STEP0_ACTIONS)
 
@@ -35,6 +36,9 @@ kiwi_step0_finding (const kiwi_classification *c, const char *image, char *dst, 
         return;
     case KIWI_FAILURE_MISSING_RUNTIME:
         snprintf (dst, cap, "it runs `%s`, which %s does not have (%s)", c->command, img, c->rule);
+        return;
+    case KIWI_FAILURE_NEEDS_SERVICE:
+        snprintf (dst, cap, "a connection to %s:%s was refused (%s)", c->host, c->port, c->rule);
         return;
     case KIWI_FAILURE_VERSION_MISMATCH:
         snprintf (dst, cap, "it needs %s %s%s%s (%s), which %s does not have", c->runtime[0] ? c->runtime : "another",
@@ -82,6 +86,17 @@ set_swap (kiwi_step0_decision *d, const char *root, const char *dir, const char 
     return kiwi_image_for_runtime (root, dir, runtime, req, cat, &d->swap_to, err);
 }
 
+
+/* ------------------------------------------------ a declared service */
+
+/* The host's own addresses, where a service the repository declares
+ * publishes its ports. */
+static bool
+loopback (const char *h)
+{
+    return strcmp (h, "localhost") == 0 || strncmp (h, "127.", 4) == 0 || strcmp (h, "::1") == 0
+           || strcmp (h, "0.0.0.0") == 0 || strcmp (h, "::") == 0 || strcmp (h, "::ffff:127.0.0.1") == 0;
+}
 
 /* ------------------------------------------------- a missing test tool */
 
@@ -225,6 +240,24 @@ kiwi_step0_decide (const kiwi_classification *c, const char *phase, const char *
                   "can make it pass here",
                   c->rule, tried, cmd);
         return 0;
+    case KIWI_FAILURE_NEEDS_SERVICE: {
+        kiwi_service_port sp;
+        if (strcmp (phase, "verify") != 0 || !loopback (c->host) || !kiwi_service_for_port (root, atoi (c->port), &sp)) {
+            snprintf (d->reason, sizeof d->reason,
+                      "%s: a connection to %s:%s was refused, a port the repository gives no service: an honest "
+                      "result",
+                      c->rule, c->host, c->port);
+            return 0;
+        }
+        d->action = KIWI_STEP0_STOP;
+        snprintf (d->stop, sizeof d->stop, "needs_service");
+        snprintf (d->reason, sizeof d->reason,
+                  "needs_service: the tests connect to %s:%s, which %s gives to service `%s`%s%s%s; Phase B starts "
+                  "no services, so no change to the code can make them pass here (%s)",
+                  c->host, c->port, sp.file, sp.service, sp.image[0] ? " (" : "", sp.image, sp.image[0] ? ")" : "",
+                  c->rule);
+        return 0;
+    }
     case KIWI_FAILURE_MISSING_RUNTIME: {
         const char *rt = kiwi_runtime_of_executable (c->command);
         if (strcmp (phase, "verify") == 0 && (rt == NULL || strcmp (rt, cur_rt) == 0)

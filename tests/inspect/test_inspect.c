@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "inspect/inspect-internal.h"
 #include "inspect/inspect.h"
 #include "inspect/lockfile/lockfile.h"
+#include "inspect/services.h"
 #include "sandbox/step0.h"
 
 #define LOCAL_CATALOG KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv"
@@ -1242,6 +1244,96 @@ test_inspect_whole (void **state)
     repo_free (r);
 }
 
+/* ------------------------------------------------- declared services */
+
+static void
+want_service (const char *yaml, bool workflow, int port, const char *service, const char *image)
+{
+    kiwi_service_port sp;
+    memset (&sp, 0, sizeof sp);
+    bool found = kiwi_service_for_port_in (yaml, "f.yml", workflow, port, &sp);
+    if (service == NULL) {
+        if (found)
+            fail_msg ("port %d: found service %s, want none in:\n%s", port, sp.service, yaml);
+        return;
+    }
+    if (!found || strcmp (sp.service, service) != 0 || strcmp (sp.image, image) != 0)
+        fail_msg ("port %d: got %s (%s), want %s (%s) in:\n%s", port, found ? sp.service : "none", sp.image, service,
+                  image, yaml);
+    assert_string_equal (sp.file, "f.yml");
+    assert_int_equal (sp.published, port);
+}
+
+static void
+test_declared_services (void **state)
+{
+    const char *compose = "services:\n"
+                          "  db:\n"
+                          "    image: postgres:16\n"
+                          "    ports:\n"
+                          "      - \"5432:5432\"\n"
+                          "  cache:\n"
+                          "    image: redis:7\n"
+                          "    ports: [ 6379:6379, \"127.0.0.1:9200:9200/tcp\" ]\n"
+                          "  api:\n"
+                          "    image: 'example/api'\n"
+                          "    ports:\n"
+                          "      - target: 80\n"
+                          "        published: \"8080\"\n"
+                          "      - target: 443\n"
+                          "        published: 8443\n"
+                          "  range:\n"
+                          "    ports: [\"7000-7002:7000-7002\"]\n"
+                          "  internal:\n"
+                          "    image: mysql:8\n"
+                          "    ports:\n"
+                          "      - \"3306\"\n"
+                          "      - 11211\n";
+    want_service (compose, false, 5432, "db", "postgres:16");
+    want_service (compose, false, 6379, "cache", "redis:7");
+    want_service (compose, false, 9200, "cache", "redis:7");
+    want_service (compose, false, 8080, "api", "example/api");
+    want_service (compose, false, 8443, "api", "example/api");
+    want_service (compose, false, 80, NULL, NULL); /* the container's, not the host's */
+    want_service (compose, false, 7001, "range", "");
+    want_service (compose, false, 3306, NULL, NULL); /* a container port alone: no known host port */
+    want_service (compose, false, 11211, NULL, NULL);
+    want_service (compose, false, 1234, NULL, NULL);
+    /* a workflow's job services; a Compose file read as one declares none */
+    const char *wf = "name: ci\non: push\njobs:\n  lint:\n    runs-on: x\n  test:\n    runs-on: ubuntu-latest\n"
+                     "    services:\n      postgres:\n        image: postgres:16\n        ports:\n          - 5432:5432\n";
+    want_service (wf, true, 5432, "postgres", "postgres:16");
+    want_service (wf, false, 5432, NULL, NULL);
+    want_service (compose, true, 5432, NULL, NULL);
+    /* not YAML, not a mapping, aliases (kept as references, never expanded) */
+    want_service ("services: [unclosed\n", false, 5432, NULL, NULL);
+    want_service ("- 5432:5432\n", false, 5432, NULL, NULL);
+    want_service ("", false, 5432, NULL, NULL);
+    want_service ("x: &p [\"5432:5432\"]\nservices:\n  db:\n    ports: *p\n", false, 5432, "db", "");
+    /* in a repository: the files named, no symlink followed */
+    char *r = repo_new ();
+    kiwi_service_port sp;
+    assert_false (kiwi_service_for_port (r, 5432, &sp));
+    put (r, ".github/workflows/ci.yml", wf);
+    assert_true (kiwi_service_for_port (r, 5432, &sp));
+    assert_string_equal (sp.file, ".github/workflows/ci.yml");
+    put (r, "compose.yaml", compose);
+    assert_true (kiwi_service_for_port (r, 5432, &sp));
+    assert_string_equal (sp.file, "compose.yaml");
+    assert_string_equal (sp.service, "db");
+    char *outside = repo_new ();
+    put (outside, "docker-compose.yml", compose);
+    char *l = repo_new ();
+    char target[PATH_MAX], link[PATH_MAX];
+    snprintf (target, sizeof target, "%s/docker-compose.yml", outside);
+    snprintf (link, sizeof link, "%s/docker-compose.yml", l);
+    assert_int_equal (symlink (target, link), 0);
+    assert_false (kiwi_service_for_port (l, 5432, &sp));
+    repo_free (l);
+    repo_free (outside);
+    repo_free (r);
+}
+
 /* ----------------------------------------------------------- step 0 decides */
 
 static void
@@ -1279,8 +1371,9 @@ cls (kiwi_failure_class k, const char *rule, const char *field, const char *valu
                     : strcmp (f[i], "command") == 0 ? c.command
                     : strcmp (f[i], "runtime") == 0 ? c.runtime
                     : strcmp (f[i], "version") == 0 ? c.version
+                    : strcmp (f[i], "port") == 0    ? c.port
                                                      : c.what;
-        snprintf (dst, 64, "%s", v[i]);
+        snprintf (dst, dst == c.port ? sizeof c.port : 32, "%s", v[i]);
     }
     return c;
 }
@@ -1346,6 +1439,24 @@ test_step0_decisions (void **state)
     decide (r, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
     c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "./run-tests.sh", NULL, NULL);
     decide (r, "./run-tests.sh", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+
+    /* a refused connection to a port the repository gives a service:
+     * a named stop; to any other port, or not on the loopback: honest */
+    char *sv = repo_new ();
+    put (sv, "requirements.txt", "pytest==8.3.3\n");
+    put (sv, "docker-compose.yml", "services:\n  db:\n    image: postgres:16\n    ports:\n      - \"5432:5432\"\n");
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "127.0.0.1", "port", "5432");
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_STOP, NULL,
+            "needs_service: the tests connect to 127.0.0.1:5432, which docker-compose.yml gives to service `db` "
+            "(postgres:16); Phase B starts no services");
+    decide (sv, "pytest -q", local, &c, "install", KIWI_STEP0_HONEST, NULL, NULL);
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "127.0.0.1", "port", "6379");
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "gives no service");
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "10.1.2.3", "port", "5432");
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "127.0.0.1", NULL, NULL);
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+    repo_free (sv);
 
     /* the finding in words, for a failed install's reason */
     char words[700];
@@ -1447,6 +1558,7 @@ main (void)
         cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
+        cmocka_unit_test (test_declared_services),
         cmocka_unit_test (test_step0_decisions),
     };
     return cmocka_run_group_tests_name ("inspect", tests, setup, teardown);
