@@ -258,6 +258,9 @@ test_narrow_by_construction (void **state)
         "--- PASS: TestX (0.00s)\n",
         "socket.gaierror: [Errno -3] Temporary failure in name resolution\n",
         "Error: getaddrinfo EAI_AGAIN api.example.com\n",
+        /* node's printed error with its stack, then the script's own verdict */
+        "Error: getaddrinfo EAI_AGAIN api.example.com\n    at GetAddrInfoReqWrap.onlookupall [as oncomplete] "
+        "(node:dns:122:26) {\n  errno: -3001\n}\nFAIL: the bundle is too large\n",
         /* a YAML error field that is not followed by its code: a value inside an assertion's actual */
         "  actual:\n  error: 'getaddrinfo EAI_AGAIN api.example.com'\n  stack: |-\n",
         /* a name no network resolves */
