@@ -74,6 +74,7 @@ default_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, ch
         .dep_src = kiwi_strv_list (&dep_src),
         .dep_home = kiwi_strv_list (&dep_home),
         .argv = kiwi_strv_list (&in->install.argv),
+        .display = in->install.display,
         .extra_env = kiwi_strv_list (&in->install.install_env),
         .limits = rq->limits,
         .deadline_ms = rq->install_deadline_ms,

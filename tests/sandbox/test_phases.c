@@ -175,8 +175,8 @@ test_install_failure_and_timeout_are_named (void **state)
         kiwi_phase_config cfg = { .host_env = (const char *const *) environ, .install_timeout_ms = 3000 };
         const char *fail_argv[] = { "/bin/sh", "-c", "echo resolving; echo 'error: E404 no such package' >&2; exit 7", NULL };
         kiwi_install_request ireq = {
-            .image = node_image (), .workspace = ws, .argv = fail_argv, .task_id = "itest-phases",
-            .snapshot_dir = "/nonexistent",
+            .image = node_image (), .workspace = ws, .argv = fail_argv, .display = "npm ci",
+            .task_id = "itest-phases", .snapshot_dir = "/nonexistent",
         };
         kiwi_install_result ir;
         kiwi_error_t err = NULL;
@@ -186,7 +186,7 @@ test_install_failure_and_timeout_are_named (void **state)
         assert_non_null (strstr (ir.reason, "exited with status 7"));
         assert_non_null (strstr (ir.output, "E404 no such package"));
         /* the reason says why: the output's error line, quoted */
-        assert_non_null (strstr (ir.reason, "exited with status 7: \"error: E404 no such package\""));
+        assert_non_null (strstr (ir.reason, "install `npm ci` exited with status 7: \"error: E404 no such package\""));
         kiwi_install_result_clear (&ir);
 
         /* a full disk is named, with the sandbox's ceiling */

@@ -361,6 +361,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .dep_src = kiwi_strv_list (&dep_src),
         .dep_home = kiwi_strv_list (&dep_home),
         .argv = kiwi_strv_list (&in->install.argv),
+        .display = in->install.display,
         .extra_env = kiwi_strv_list (&in->install.install_env),
         /* c->task carries the effective limits (kiwi_policy_task) */
         .limits = kiwi__pipeline_sandbox_limits (p->cfg, c->task),

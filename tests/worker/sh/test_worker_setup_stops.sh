@@ -7,7 +7,10 @@
 #     reason names tox and what to do;
 #   - a test connects to 127.0.0.1:5432, which the repository's
 #     docker-compose.yml gives to service `db` (postgres:16): the stop is
-#     needs_service and the reason names the port, the file and the service.
+#     needs_service and the reason names the port, the file and the service;
+# and one whose install fails (requirements.txt names a local folder that is
+# not there): the result is install_failed and its reason names the
+# install's command and the error line of its output.
 # Decided from the worker's own output (its step-0 event and result), which
 # the sandbox does not write.
 set -euo pipefail
@@ -71,4 +74,21 @@ echo "# run $RUN_ID" >>"$TMP/service/test_db.py"
 run_once service "python3 -m pytest -q"
 expect_stop service needs_service \
   '*needs_service: the tests connect to 127.0.0.1:5432, which docker-compose.yml gives to service `db` (postgres:16); Phase B starts no services*'
-echo "2 passed, 0 failed"
+# an install that fails: the result says why, with the install's own
+# command and its output's error line, not only an exit status
+mkdir -p "$TMP/install"
+printf -- '-e ./not-here\n# run %s\n' "$RUN_ID" >"$TMP/install/requirements.txt"
+printf 'def test_one():\n    assert True\n' >"$TMP/install/test_one.py"
+echo "# run $RUN_ID" >>"$TMP/install/test_one.py"
+run_once install "python3 -m pytest -q"
+out="$TMP/install.jsonl"
+[ "$(once_payload "$out" result status)" = install_failed ] || fail "install: the result is '$(once_payload "$out" result status)'"
+reason=$(once_payload "$out" result reason)
+case "$reason" in
+  *"exited with status "[0-9]*": \""*"not-here"*) ;;
+  *) fail "install: the result's reason does not say why: $reason" ;;
+esac
+case "$reason" in
+  "install \`/bin/sh\`"*) fail "install: the reason names /bin/sh, not the install's command: $reason" ;;
+esac
+echo "3 passed, 0 failed"
