@@ -124,10 +124,30 @@ in_services (yaml_document_t *doc, const yaml_node_t *services, const char *orig
     return false;
 }
 
+/* libyaml's scanner takes time quadratic in the depth of flow collections
+ * ("[[[[..." of 1 MiB: minutes): a file nested deeper than this, counting
+ * every bracket and brace, quoted or not, declares nothing. Block nesting
+ * (indentation) does not cost so. */
+#define KIWI__FLOW_DEPTH_MAX 64
+
+static bool
+shallow (const char *text)
+{
+    int depth = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p == '[' || *p == '{') {
+            if (++depth > KIWI__FLOW_DEPTH_MAX)
+                return false;
+        } else if ((*p == ']' || *p == '}') && depth > 0)
+            depth--;
+    }
+    return true;
+}
+
 bool
 kiwi_service_for_port_in (const char *text, const char *origin, bool workflow, int port, kiwi_service_port *out)
 {
-    if (text == NULL || port <= 0)
+    if (text == NULL || port <= 0 || !shallow (text))
         return false;
     yaml_parser_t parser;
     if (!yaml_parser_initialize (&parser))

@@ -15,8 +15,10 @@
  *
  * The files are the repository's, hostile: each is read only when it is a
  * regular file (no symlink) of at most 1 MiB, at most 64 workflows are
- * read, and YAML aliases are not followed (libyaml's document loader keeps
- * them as references; nothing here recurses).
+ * read, a file whose brackets and braces nest deeper than 64 is not parsed
+ * (libyaml's time grows with the square of that depth), and YAML aliases
+ * are not followed (libyaml's document loader keeps them as references;
+ * nothing here recurses).
  *
  * Pure: reads files, runs nothing.
  */

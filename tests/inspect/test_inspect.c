@@ -1310,6 +1310,29 @@ test_declared_services (void **state)
     want_service ("- 5432:5432\n", false, 5432, NULL, NULL);
     want_service ("", false, 5432, NULL, NULL);
     want_service ("x: &p [\"5432:5432\"]\nservices:\n  db:\n    ports: *p\n", false, 5432, "db", "");
+    /* deep flow nesting is refused before libyaml sees it (its scanner's
+     * time grows with the square of the depth: minutes for this one) */
+    size_t deep = 200000;
+    char *nest = malloc (2 * deep + 32);
+    assert_non_null (nest);
+    memcpy (nest, "services: ", 10);
+    memset (nest + 10, '[', deep);
+    memset (nest + 10 + deep, ']', deep);
+    strcpy (nest + 10 + 2 * deep, "\n");
+    want_service (nest, false, 5432, NULL, NULL);
+    free (nest);
+    /* a wide file: as many entries as 1 MiB holds, read in one pass */
+    size_t wide = 200000;
+    char *many = malloc (5 * wide + 64);
+    assert_non_null (many);
+    size_t at = (size_t) sprintf (many, "services:\n  db:\n    ports: [");
+    for (size_t i = 0; i < wide; i++)
+        at += (size_t) sprintf (many + at, "1:1, ");
+    strcpy (many + at, "5432:5432]\n");
+    want_service (many, false, 5432, "db", "");
+    free (many);
+    want_service ("services:\n  db:\n    ports: [[[[\"5432:5432\"]]]]\n", false, 5432, NULL, NULL); /* not a port entry */
+    want_service ("services: {db: {image: pg, ports: [\"5432:5432\"]}}\n", false, 5432, "db", "pg");
     /* in a repository: the files named, no symlink followed */
     char *r = repo_new ();
     kiwi_service_port sp;
