@@ -194,7 +194,7 @@ parse_fields (rule *r, char *s, const char *origin, size_t lineno, kiwi_error_t 
             f++;
         if (f == KIWI__NFIELDS)
             return kiwi_error_make (err, 0,
-                                    "%s:%zu: unknown field `%s` (host, command, runtime, version, what; "
+                                    "%s:%zu: unknown field `%s` (host, command, runtime, version, what, port; "
                                     "conditions before, after)",
                                     origin, lineno, s);
         if (r->fields[f].tmpl != NULL)
@@ -244,7 +244,8 @@ parse_line (rule *r, char *line, const char *origin, size_t lineno, kiwi_error_t
                                 lineno);
     if (kiwi_failure_class_parse (cols[0], &r->cls) < 0 || r->cls == KIWI_FAILURE_NONE)
         return kiwi_error_make (err, 0,
-                                "%s:%zu: unknown class `%s` (missing_runtime, version_mismatch, needs_network)",
+                                "%s:%zu: unknown class `%s` (missing_runtime, version_mismatch, needs_network, "
+                                "needs_service)",
                                 origin, lineno, cols[0]);
     if (*cols[1] == '\0' || strlen (cols[1]) >= sizeof ((kiwi_classification *) 0)->rule)
         return kiwi_error_make (err, 0, "%s:%zu: a rule needs a name of at most 63 bytes", origin, lineno);
@@ -538,7 +539,9 @@ kiwi_classify (const kiwi_classifier *c, const char *output, kiwi_classification
                     ok = condition_holds (&r->conds[k], k == KIWI__COND_AFTER, output, ls, le, &lb);
             if (ok) {
                 fill (r, output, from, m, ls, (size_t) (le - ls), out);
-                if (out->host[0] == '\0' || !reserved_host (out->host)) {
+                /* a reserved name is no network's; a refused local
+                 * connection (needs_service) is to one on purpose */
+                if (out->host[0] == '\0' || r->cls == KIWI_FAILURE_NEEDS_SERVICE || !reserved_host (out->host)) {
                     kiwi_buf_free (&lb);
                     return out->cls;
                 }

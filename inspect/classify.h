@@ -2,8 +2,9 @@
  * classify.h: the step-0 classifier. It reads the output of the first
  * failing verify run (before any model-generated code ran) and says whether
  * the failure is the environment's: a missing runtime, a runtime in the
- * wrong version, or a build that needs the network. Anything else is an
- * honest result (KIWI_FAILURE_NONE).
+ * wrong version, a build that needs the network, or a test refused a
+ * connection to a local port (a service the repository may declare: step 0
+ * asks, decide.h). Anything else is an honest result (KIWI_FAILURE_NONE).
  *
  * The classifier is table-driven: the rules (class, name, POSIX extended
  * regular expression, what to extract) live in inspect/classify.tsv, which
@@ -37,7 +38,8 @@
     X (KIWI_FAILURE_NONE, "none")                                                                            \
     X (KIWI_FAILURE_MISSING_RUNTIME, "missing_runtime")                                                      \
     X (KIWI_FAILURE_VERSION_MISMATCH, "version_mismatch")                                                    \
-    X (KIWI_FAILURE_NEEDS_NETWORK, "needs_network")
+    X (KIWI_FAILURE_NEEDS_NETWORK, "needs_network")                                                          \
+    X (KIWI_FAILURE_NEEDS_SERVICE, "needs_service")
 
 typedef enum {
 #define KIWI__FC_ENUM(name, str) name,
@@ -45,7 +47,8 @@ typedef enum {
 #undef KIWI__FC_ENUM
 } kiwi_failure_class;
 
-/* "none", "missing_runtime", "version_mismatch", "needs_network". */
+/* "none", "missing_runtime", "version_mismatch", "needs_network",
+ * "needs_service". */
 const char *kiwi_failure_class_str (kiwi_failure_class c);
 
 /* The inverse. Returns < 0 for anything else. */
@@ -57,7 +60,8 @@ int kiwi_failure_class_parse (const char *s, kiwi_failure_class *out);
     X (command, 128) /* the command that is not in the image */                                              \
     X (runtime, 32)  /* the runtime whose version is wrong */                                                \
     X (version, 64)  /* the version the output asks for ("1.21", ">=3.12", "classfile:65") */               \
-    X (what, 256)    /* the artifact, module, font or package concerned */
+    X (what, 256)    /* the artifact, module, font or package concerned */                                   \
+    X (port, 16)     /* the port a refused connection was for */
 
 typedef struct kiwi_classification {
     kiwi_failure_class cls;

@@ -32,10 +32,18 @@ const char *kiwi_step0_action_str (kiwi_step0_action a);
 typedef struct kiwi_step0_decision {
     kiwi_step0_action action;
     kiwi_image_resolution swap_to; /* KIWI_STEP0_SWAP: the new image (owned) */
+    char stop[32];                 /* KIWI_STEP0_STOP: the stop's name (needs_network, missing_tool,
+                                    * needs_service, no_image, no_version); "" otherwise */
     char reason[768];              /* one line: the cause by name, or why it is honest */
 } kiwi_step0_decision;
 
 void kiwi_step0_decision_clear (kiwi_step0_decision *d);
+
+/* The classifier's finding in words, for a failure that is not decided on
+ * here (a failed install's reason): "it could not reach HOST for WHAT
+ * (rule)", "it runs `CMD`, which IMAGE does not have (rule)", "it needs
+ * RUNTIME VERSION (rule)"; "" for KIWI_FAILURE_NONE. `image` may be NULL. */
+void kiwi_step0_finding (const kiwi_classification *c, const char *image, char *dst, size_t cap);
 
 /* What a classified failure leads to, for the repository at `root` whose
  * current inspection is `in`. Pure: runs nothing. `phase` is "install" or

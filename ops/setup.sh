@@ -60,6 +60,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   librdkafka-dev libcurl4-openssl-dev libmsgpack-dev libhiredis-dev libev-dev libcmocka-dev libjansson-dev libssl-dev
   libmicrohttpd-dev
+  # the services a repository's Compose files declare (inspect/services.c)
+  libyaml-dev
   # the egress rules' rejected packets, read by kiwi-worker (worker/egress/nflog.c)
   libnetfilter-log-dev
   # tar2sqfs: a dependency snapshot made into the squashfs image laid under

@@ -16,6 +16,7 @@
 
 #include "sandbox/archive/archive.h"
 #include "sandbox/deps.h"
+#include "sandbox/install-reason.h"
 #include "common/cleanup.h"
 #include "common/fs.h"
 #include "common/clock.h"
@@ -411,12 +412,6 @@ kiwi_phase_put_ca_bundle (kiwi_sandbox *sb, const char *host_path, kiwi_error_t 
     return kiwi_sandbox_put_archive (sb, KIWI_SANDBOX_ROOT, tar.data, tar.len, err);
 }
 
-static void
-first_line (char *dst, size_t cap, const char *fmt_prefix, const char *argv0, int code)
-{
-    snprintf (dst, cap, "%s `%s` exited with status %d", fmt_prefix, argv0, code);
-}
-
 int
 kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_install_request *req,
                     kiwi_install_result *r, kiwi_error_t *err)
@@ -471,6 +466,12 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
         kiwi_error_free (&ierr);
         req->on_started (info.address, req->userdata);
     }
+    /* the command the reason names, one line of at most 120 bytes */
+    char shown[128];
+    snprintf (shown, sizeof shown, "%.120s", req->display && *req->display ? req->display : req->argv[0]);
+    for (char *p = shown; *p; p++)
+        if ((unsigned char) *p < 0x20 || *p == 0x7f)
+            *p = '?';
     int64_t timeout = cfg->install_timeout_ms > 0 ? cfg->install_timeout_ms : KIWI_INSTALL_TIMEOUT_DEFAULT_S * 1000;
     bool task_deadline = false;
     if (req->deadline_ms > 0 && req->deadline_ms < timeout) {
@@ -489,15 +490,16 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
     r->output_dropped = xr.output_dropped;
     if (xr.timed_out) {
         r->status = KIWI_INSTALL_TIMED_OUT;
-        snprintf (r->reason, sizeof r->reason, "install `%s` timed out after %lld s (%s)", req->argv[0],
+        snprintf (r->reason, sizeof r->reason, "install `%s` timed out after %lld s (%s)", shown,
                   (long long) (timeout / 1000), task_deadline ? "the task's deadline" : "KIWI_INSTALL_TIMEOUT");
     } else if (xr.sandbox_lost || xr.oom_killed) {
         r->status = KIWI_INSTALL_KILLED;
-        snprintf (r->reason, sizeof r->reason, "install `%s` was killed: %s", req->argv[0],
+        snprintf (r->reason, sizeof r->reason, "install `%s` was killed: %s", shown,
                   xr.sandbox_lost ? xr.lost_reason : "memory ceiling reached");
     } else if (xr.exit_code != 0) {
         r->status = KIWI_INSTALL_FAILED;
-        first_line (r->reason, sizeof r->reason, "install", req->argv[0], xr.exit_code);
+        int64_t disk_mb = req->limits.disk_mb > 0 ? req->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
+        kiwi_install_failed_reason (r->reason, sizeof r->reason, shown, xr.exit_code, r->output, disk_mb);
     } else {
         r->status = KIWI_INSTALL_OK;
         int64_t disk_mb = req->limits.disk_mb > 0 ? req->limits.disk_mb : KIWI_PHASE_DEFAULT_DISK_MB;
@@ -512,9 +514,9 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
             r->status = KIWI_INSTALL_KILLED;
             snprintf (r->reason, sizeof r->reason,
                       "install `%s`: snapshot larger than the sandbox's disk ceiling (%lld MB, MaxSandboxDiskMB)",
-                      req->argv[0], (long long) disk_mb);
+                      shown, (long long) disk_mb);
         } else
-            snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", req->argv[0]);
+            snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", shown);
     }
     kiwi_exec_result_clear (&xr);
     rc = 0;

@@ -111,6 +111,8 @@ typedef struct kiwi_install_request {
                                       NULL = every ecosystem's */
     const char *const *dep_home;
     const char *const *argv;       /* install command; NULL = no dependencies (skipped) */
+    const char *display;           /* the command as the user reads it ("npm ci"; kiwi_install_plan.display),
+                                      named in the reason (its first 120 bytes); NULL = argv[0] */
     const char *const *extra_env;  /* non-secret "K=V" for this phase, or NULL */
     kiwi_sandbox_limits limits;    /* disk_mb also bounds the snapshot: by apparent size, both parts */
     int64_t deadline_ms;           /* the task's remaining time; 0 = none */

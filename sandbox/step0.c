@@ -74,6 +74,7 @@ default_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, ch
         .dep_src = kiwi_strv_list (&dep_src),
         .dep_home = kiwi_strv_list (&dep_home),
         .argv = kiwi_strv_list (&in->install.argv),
+        .display = in->install.display,
         .extra_env = kiwi_strv_list (&in->install.install_env),
         .limits = rq->limits,
         .deadline_ms = rq->install_deadline_ms,
@@ -288,8 +289,14 @@ run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
         }
         if (install_failed (&res->install)) {
             res->status = KIWI_STEP0_INSTALL_FAILED;
-            return set_reason (res, err, "%s%s%s", res->install.reason, res->swapped ? " (after a swap: " : "",
-                               res->swapped ? res->decision.reason : "");
+            /* what the classifier read in the install's output (before a
+             * swap only: after one, it read the first install's) */
+            char found[700] = "";
+            if (!res->swapped)
+                kiwi_step0_finding (&res->first, res->insp.image.image, found, sizeof found);
+            return set_reason (res, err, "%s%s%s%s%s%s", res->install.reason, found[0] ? "; its output says " : "",
+                               found, res->swapped ? " (after a swap: " : "", res->swapped ? res->decision.reason : "",
+                               res->swapped ? ")" : "");
         }
     }
     if (do_verify (rq, res, err) < 0)

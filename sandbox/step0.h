@@ -17,12 +17,17 @@
  *        only that re-run's output is for the Implementer;
  *      - a build that needs the network stops at step 0 with the cause by
  *        name: the rule, the host it tried, what it fetched, the command;
- *      - so does a runtime or version no image in the catalogue has;
+ *      - so does a runtime or version no image in the catalogue has, a
+ *        tool the test command itself runs that the image lacks
+ *        (missing_tool), and a refused connection to a port the
+ *        repository gives a service (needs_service); the decision's `stop`
+ *        names which;
  *      - anything else is an honest result.
  *   Only the first failure is examined: at most one swap, and the re-run's
  *   result is final. An install failure is examined the same way (a
  *   version the install itself refuses swaps); otherwise it ends the task
- *   with the install's reason.
+ *   with the install's reason (sandbox/install-reason.h: what the output
+ *   says) and the classifier's finding on its output.
  *
  * Ownership: a kiwi_step0_result owns everything in it
  * (kiwi_step0_result_clear). The request's pointers are borrowed.

@@ -175,12 +175,14 @@ is_sep (const char *w)
     return w[0] == '\x01' && w[1] == '\0';
 }
 
-static bool command_runtime_depth (const char *command, kiwi_command_info *info, int depth);
+static bool command_runtime_depth (const char *command, kiwi_command_info *info, int depth, const char *seek);
 
 /* Examines the simple command words[i..end). Returns 1 when it decided, 0
- * when it names no runtime, -1 to stop (cd into a directory is recorded). */
+ * when it names no runtime, -1 to stop (cd into a directory is recorded).
+ * With `seek`, it decides when its executable is `seek` (by base name),
+ * whatever runtime that is. */
 static int
-simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int depth)
+simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int depth, const char *seek)
 {
     while (i < end && is_assignment (w[i]))
         i++;
@@ -231,12 +233,12 @@ simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int dep
                 bool c_opt = w[j][0] == '-' && w[j][1] != '-' && strchr (w[j], 'c') != NULL;
                 if (w[j][1] != '-' && w[j][strlen (w[j]) - 1] == 'o') { /* -o NAME, -euo NAME */
                     if (c_opt && j + 2 < end) /* -co pipefail 'cmd' */
-                        return command_runtime_depth (w[j + 2], info, depth + 1) ? 1 : 0;
+                        return command_runtime_depth (w[j + 2], info, depth + 1, seek) ? 1 : 0;
                     j++;
                     continue;
                 }
                 if (c_opt && j + 1 < end)
-                    return command_runtime_depth (w[j + 1], info, depth + 1) ? 1 : 0;
+                    return command_runtime_depth (w[j + 1], info, depth + 1, seek) ? 1 : 0;
             }
             return 0;
         }
@@ -249,6 +251,8 @@ simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int dep
     }
     if (i >= end)
         return 0;
+    if (seek != NULL)
+        return strcmp (base_name (w[i]), seek) == 0 ? 1 : 0;
     const char *rt = kiwi_runtime_of_executable (w[i]);
     if (rt == NULL)
         return 0;
@@ -259,7 +263,7 @@ simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int dep
 }
 
 static bool
-command_runtime_depth (const char *command, kiwi_command_info *info, int depth)
+command_runtime_depth (const char *command, kiwi_command_info *info, int depth, const char *seek)
 {
     if (command == NULL || depth > 4)
         return false;
@@ -272,7 +276,7 @@ command_runtime_depth (const char *command, kiwi_command_info *info, int depth)
     size_t start = 0;
     for (size_t i = 0; i <= w.n && !found; i++) {
         if (i == w.n || is_sep (w.w[i])) {
-            if (i > start && simple_command (w.w, start, i, info, depth) == 1)
+            if (i > start && simple_command (w.w, start, i, info, depth, seek) == 1)
                 found = true;
             start = i + 1;
         }
@@ -285,7 +289,7 @@ bool
 kiwi_command_runtime (const char *command, kiwi_command_info *info)
 {
     memset (info, 0, sizeof *info);
-    bool r = command_runtime_depth (command, info, 0);
+    bool r = command_runtime_depth (command, info, 0, NULL);
     if (!r) {
         info->runtime[0] = info->exe[0] = info->version[0] = '\0';
     }
@@ -298,6 +302,16 @@ kiwi_command_runtime (const char *command, kiwi_command_info *info)
     if (strcmp (info->dir, ".") == 0)
         info->dir[0] = '\0';
     return r;
+}
+
+bool
+kiwi_command_runs (const char *command, const char *exe)
+{
+    if (exe == NULL || *exe == '\0')
+        return false;
+    kiwi_command_info scratch;
+    memset (&scratch, 0, sizeof scratch);
+    return command_runtime_depth (command, &scratch, 0, base_name (exe));
 }
 
 const char *

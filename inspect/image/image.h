@@ -127,6 +127,11 @@ typedef struct kiwi_command_info {
  * decides. Fills *info; returns true when a runtime was found. */
 bool kiwi_command_runtime (const char *command, kiwi_command_info *info);
 
+/* Whether `exe` (by base name) is the executable of one of `command`'s
+ * simple commands, read the same way (through assignments, wrappers and
+ * sh -c strings): the command itself runs it. */
+bool kiwi_command_runs (const char *command, const char *exe);
+
 /* ----- devcontainers ----- */
 
 /* Removes // and block comments (outside strings) and trailing commas before

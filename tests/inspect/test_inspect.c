@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "inspect/inspect-internal.h"
 #include "inspect/inspect.h"
 #include "inspect/lockfile/lockfile.h"
+#include "inspect/services.h"
 #include "sandbox/step0.h"
 
 #define LOCAL_CATALOG KIWI_SOURCE_DIR "/ops/images/catalog.local.tsv"
@@ -1242,6 +1244,119 @@ test_inspect_whole (void **state)
     repo_free (r);
 }
 
+/* ------------------------------------------------- declared services */
+
+static void
+want_service (const char *yaml, bool workflow, int port, const char *service, const char *image)
+{
+    kiwi_service_port sp;
+    memset (&sp, 0, sizeof sp);
+    bool found = kiwi_service_for_port_in (yaml, "f.yml", workflow, port, &sp);
+    if (service == NULL) {
+        if (found)
+            fail_msg ("port %d: found service %s, want none in:\n%s", port, sp.service, yaml);
+        return;
+    }
+    if (!found || strcmp (sp.service, service) != 0 || strcmp (sp.image, image) != 0)
+        fail_msg ("port %d: got %s (%s), want %s (%s) in:\n%s", port, found ? sp.service : "none", sp.image, service,
+                  image, yaml);
+    assert_string_equal (sp.file, "f.yml");
+    assert_int_equal (sp.published, port);
+}
+
+static void
+test_declared_services (void **state)
+{
+    const char *compose = "services:\n"
+                          "  db:\n"
+                          "    image: postgres:16\n"
+                          "    ports:\n"
+                          "      - \"5432:5432\"\n"
+                          "  cache:\n"
+                          "    image: redis:7\n"
+                          "    ports: [ 6379:6379, \"127.0.0.1:9200:9200/tcp\" ]\n"
+                          "  api:\n"
+                          "    image: 'example/api'\n"
+                          "    ports:\n"
+                          "      - target: 80\n"
+                          "        published: \"8080\"\n"
+                          "      - target: 443\n"
+                          "        published: 8443\n"
+                          "  range:\n"
+                          "    ports: [\"7000-7002:7000-7002\"]\n"
+                          "  internal:\n"
+                          "    image: mysql:8\n"
+                          "    ports:\n"
+                          "      - \"3306\"\n"
+                          "      - 11211\n";
+    want_service (compose, false, 5432, "db", "postgres:16");
+    want_service (compose, false, 6379, "cache", "redis:7");
+    want_service (compose, false, 9200, "cache", "redis:7");
+    want_service (compose, false, 8080, "api", "example/api");
+    want_service (compose, false, 8443, "api", "example/api");
+    want_service (compose, false, 80, NULL, NULL); /* the container's, not the host's */
+    want_service (compose, false, 7001, "range", "");
+    want_service (compose, false, 3306, NULL, NULL); /* a container port alone: no known host port */
+    want_service (compose, false, 11211, NULL, NULL);
+    want_service (compose, false, 1234, NULL, NULL);
+    /* a workflow's job services; a Compose file read as one declares none */
+    const char *wf = "name: ci\non: push\njobs:\n  lint:\n    runs-on: x\n  test:\n    runs-on: ubuntu-latest\n"
+                     "    services:\n      postgres:\n        image: postgres:16\n        ports:\n          - 5432:5432\n";
+    want_service (wf, true, 5432, "postgres", "postgres:16");
+    want_service (wf, false, 5432, NULL, NULL);
+    want_service (compose, true, 5432, NULL, NULL);
+    /* not YAML, not a mapping, aliases (kept as references, never expanded) */
+    want_service ("services: [unclosed\n", false, 5432, NULL, NULL);
+    want_service ("- 5432:5432\n", false, 5432, NULL, NULL);
+    want_service ("", false, 5432, NULL, NULL);
+    want_service ("x: &p [\"5432:5432\"]\nservices:\n  db:\n    ports: *p\n", false, 5432, "db", "");
+    /* deep flow nesting is refused before libyaml sees it (its scanner's
+     * time grows with the square of the depth: minutes for this one) */
+    size_t deep = 200000;
+    char *nest = malloc (2 * deep + 32);
+    assert_non_null (nest);
+    memcpy (nest, "services: ", 10);
+    memset (nest + 10, '[', deep);
+    memset (nest + 10 + deep, ']', deep);
+    strcpy (nest + 10 + 2 * deep, "\n");
+    want_service (nest, false, 5432, NULL, NULL);
+    free (nest);
+    /* a wide file: as many entries as 1 MiB holds, read in one pass */
+    size_t wide = 200000;
+    char *many = malloc (5 * wide + 64);
+    assert_non_null (many);
+    size_t at = (size_t) sprintf (many, "services:\n  db:\n    ports: [");
+    for (size_t i = 0; i < wide; i++)
+        at += (size_t) sprintf (many + at, "1:1, ");
+    strcpy (many + at, "5432:5432]\n");
+    want_service (many, false, 5432, "db", "");
+    free (many);
+    want_service ("services:\n  db:\n    ports: [[[[\"5432:5432\"]]]]\n", false, 5432, NULL, NULL); /* not a port entry */
+    want_service ("services: {db: {image: pg, ports: [\"5432:5432\"]}}\n", false, 5432, "db", "pg");
+    /* in a repository: the files named, no symlink followed */
+    char *r = repo_new ();
+    kiwi_service_port sp;
+    assert_false (kiwi_service_for_port (r, 5432, &sp));
+    put (r, ".github/workflows/ci.yml", wf);
+    assert_true (kiwi_service_for_port (r, 5432, &sp));
+    assert_string_equal (sp.file, ".github/workflows/ci.yml");
+    put (r, "compose.yaml", compose);
+    assert_true (kiwi_service_for_port (r, 5432, &sp));
+    assert_string_equal (sp.file, "compose.yaml");
+    assert_string_equal (sp.service, "db");
+    char *outside = repo_new ();
+    put (outside, "docker-compose.yml", compose);
+    char *l = repo_new ();
+    char target[PATH_MAX], link[PATH_MAX];
+    snprintf (target, sizeof target, "%s/docker-compose.yml", outside);
+    snprintf (link, sizeof link, "%s/docker-compose.yml", l);
+    assert_int_equal (symlink (target, link), 0);
+    assert_false (kiwi_service_for_port (l, 5432, &sp));
+    repo_free (l);
+    repo_free (outside);
+    repo_free (r);
+}
+
 /* ----------------------------------------------------------- step 0 decides */
 
 static void
@@ -1279,8 +1394,9 @@ cls (kiwi_failure_class k, const char *rule, const char *field, const char *valu
                     : strcmp (f[i], "command") == 0 ? c.command
                     : strcmp (f[i], "runtime") == 0 ? c.runtime
                     : strcmp (f[i], "version") == 0 ? c.version
+                    : strcmp (f[i], "port") == 0    ? c.port
                                                      : c.what;
-        snprintf (dst, 64, "%s", v[i]);
+        snprintf (dst, dst == c.port ? sizeof c.port : 32, "%s", v[i]);
     }
     return c;
 }
@@ -1314,6 +1430,71 @@ test_step0_decisions (void **state)
     /* a command of no known runtime is honest */
     c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "protoc", NULL, NULL);
     decide (r, "make test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+
+    /* a developer tool the command Kiwi ran runs itself is a setup
+     * failure: a named stop, no round (captured/tox-not-found.txt,
+     * bun-not-found.txt, npm-script-missing-bin.txt) */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "tox", NULL, NULL);
+    decide (r, "tox -e py", local, &c, "verify", KIWI_STEP0_STOP, NULL,
+            "missing_tool: the test command runs `tox`, which kiwi/python:3.11 does not have");
+    decide (r, "cd . && env CI=1 sh -c 'tox -e py'", local, &c, "verify", KIWI_STEP0_STOP, NULL, "missing_tool");
+    decide (r, "tox -e py", local, &c, "install", KIWI_STEP0_HONEST, NULL, NULL);
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "bun", NULL, NULL);
+    char *b = repo_new ();
+    put (b, "package.json", "{ \"scripts\": { \"test\": \"bun test\" } }");
+    decide (b, "bun test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "runs `bun`, which kiwi/node:22 does not have");
+    decide (b, "npm test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "missing_tool");
+    /* a tool package.json declares that the install did not provide */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "jest", NULL, NULL);
+    put (b, "package.json",
+         "{ \"scripts\": { \"test\": \"npm run unit\", \"unit\": \"jest --ci\" }, \"devDependencies\": { \"jest\": \"^29\" } }");
+    decide (b, "npm test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "package.json declares but which is not there");
+    /* ... but not one a test runs: the script runs node, the test jest */
+    put (b, "package.json", "{ \"scripts\": { \"test\": \"node --test\" } }");
+    decide (b, "npm test", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "missing dependency");
+    repo_free (b);
+    /* a make recipe's command (make-not-found: make ran it) */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "make-not-found", "command", "nox", NULL, NULL);
+    decide (r, "make test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "runs `nox` (a make recipe)");
+    /* the test shelling out to protoc is the test's failure
+     * (captured/pytest-runs-protoc.txt); a path is the repository's file */
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "protoc", NULL, NULL);
+    decide (r, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "./run-tests.sh", NULL, NULL);
+    decide (r, "./run-tests.sh", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+
+    /* a refused connection to a port the repository gives a service:
+     * a named stop; to any other port, or not on the loopback: honest */
+    char *sv = repo_new ();
+    put (sv, "requirements.txt", "pytest==8.3.3\n");
+    put (sv, "docker-compose.yml", "services:\n  db:\n    image: postgres:16\n    ports:\n      - \"5432:5432\"\n");
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "127.0.0.1", "port", "5432");
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_STOP, NULL,
+            "needs_service: the tests connect to 127.0.0.1:5432, which docker-compose.yml gives to service `db` "
+            "(postgres:16); Phase B starts no services");
+    decide (sv, "pytest -q", local, &c, "install", KIWI_STEP0_HONEST, NULL, NULL);
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "127.0.0.1", "port", "6379");
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "gives no service");
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "10.1.2.3", "port", "5432");
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+    c = cls (KIWI_FAILURE_NEEDS_SERVICE, "pytest-refused", "host", "127.0.0.1", NULL, NULL);
+    decide (sv, "pytest -q", local, &c, "verify", KIWI_STEP0_HONEST, NULL, "honest");
+    repo_free (sv);
+
+    /* the finding in words, for a failed install's reason */
+    char words[700];
+    c = cls (KIWI_FAILURE_NEEDS_NETWORK, "npm-resolve", "host", "registry.npmjs.org", "what", "is-number");
+    kiwi_step0_finding (&c, "kiwi/node:22", words, sizeof words);
+    assert_string_equal (words, "it could not reach registry.npmjs.org for is-number (npm-resolve)");
+    c = cls (KIWI_FAILURE_MISSING_RUNTIME, "sh-not-found", "command", "pnpm", NULL, NULL);
+    kiwi_step0_finding (&c, "kiwi/node:22", words, sizeof words);
+    assert_string_equal (words, "it runs `pnpm`, which kiwi/node:22 does not have (sh-not-found)");
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "uv-no-interpreter", "runtime", "python", "version", ">=3.12");
+    kiwi_step0_finding (&c, NULL, words, sizeof words);
+    assert_string_equal (words, "it needs python >=3.12 (uv-no-interpreter), which the image does not have");
+    c = cls (KIWI_FAILURE_NONE, "", NULL, NULL, NULL, NULL);
+    kiwi_step0_finding (&c, "kiwi/node:22", words, sizeof words);
+    assert_string_equal (words, "");
 
     /* needs the network: stop, named; not during Phase A */
     c = cls (KIWI_FAILURE_NEEDS_NETWORK, "next-font-google", "host", "fonts.googleapis.com", "what", "Inter");
@@ -1400,6 +1581,7 @@ main (void)
         cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
+        cmocka_unit_test (test_declared_services),
         cmocka_unit_test (test_step0_decisions),
     };
     return cmocka_run_group_tests_name ("inspect", tests, setup, teardown);

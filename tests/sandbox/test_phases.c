@@ -173,10 +173,10 @@ test_install_failure_and_timeout_are_named (void **state)
         kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest-phases");
         char *ws = copy_fixture ("npm-tiny");
         kiwi_phase_config cfg = { .host_env = (const char *const *) environ, .install_timeout_ms = 3000 };
-        const char *fail_argv[] = { "/bin/sh", "-c", "echo resolving; echo 'E404 no such package' >&2; exit 7", NULL };
+        const char *fail_argv[] = { "/bin/sh", "-c", "echo resolving; echo 'error: E404 no such package' >&2; exit 7", NULL };
         kiwi_install_request ireq = {
-            .image = node_image (), .workspace = ws, .argv = fail_argv, .task_id = "itest-phases",
-            .snapshot_dir = "/nonexistent",
+            .image = node_image (), .workspace = ws, .argv = fail_argv, .display = "npm ci",
+            .task_id = "itest-phases", .snapshot_dir = "/nonexistent",
         };
         kiwi_install_result ir;
         kiwi_error_t err = NULL;
@@ -185,6 +185,18 @@ test_install_failure_and_timeout_are_named (void **state)
         assert_int_equal (ir.exit_code, 7);
         assert_non_null (strstr (ir.reason, "exited with status 7"));
         assert_non_null (strstr (ir.output, "E404 no such package"));
+        /* the reason says why: the output's error line, quoted */
+        assert_non_null (strstr (ir.reason, "install `npm ci` exited with status 7: \"error: E404 no such package\""));
+        kiwi_install_result_clear (&ir);
+
+        /* a full disk is named, with the sandbox's ceiling */
+        const char *full_argv[] = { "/bin/sh", "-c", "echo 'tar: big.bin: Cannot write: No space left on device' >&2; exit 2",
+                                    NULL };
+        ireq.argv = full_argv;
+        assert_int_equal (kiwi_phase_install (env, &cfg, &ireq, &ir, &err), 0);
+        assert_int_equal (ir.status, KIWI_INSTALL_FAILED);
+        assert_non_null (strstr (ir.reason, "exited with status 2: the sandbox's disk is full"));
+        assert_non_null (strstr (ir.reason, "No space left on device"));
         kiwi_install_result_clear (&ir);
 
         const char *slow_argv[] = { "sleep", "infinity", NULL };

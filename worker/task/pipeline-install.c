@@ -116,6 +116,38 @@ tell_once_denials (kiwi__pipeline_install_ctx *c, install_run *run, json_t *prox
     free (all);
 }
 
+/* Adds the denials of `list` (those "via" `via`, or all when NULL) to a
+ * failed install's reason: each host once, as long as `said` has room,
+ * with the setting that would allow it. */
+static void
+say_denials (kiwi_install_result *r, json_t *list, const char *via, const char **said, int *nsaid)
+{
+    size_t i, len = strlen (r->reason);
+    json_t *d;
+    json_array_foreach (list, i, d) {
+        const char *dvia = json_string_value (json_object_get (d, "via"));
+        if (via != NULL && (dvia == NULL || strcmp (dvia, via) != 0))
+            continue;
+        const char *host = json_string_value (json_object_get (d, "host"));
+        host = host ? host : "";
+        bool dup = false;
+        for (int k = 0; k < *nsaid; k++)
+            dup = dup || strcmp (said[k], host) == 0;
+        if (dup)
+            continue;
+        if (*nsaid == 3)
+            break;
+        said[(*nsaid)++] = host;
+        int n = snprintf (r->reason + len, sizeof r->reason - len, "; the %s denied %s:%d (%s; %s allows it)",
+                          via ? via : "egress proxy", host, (int) json_integer_value (json_object_get (d, "port")),
+                          json_string_value (json_object_get (d, "rule")),
+                          json_string_value (json_object_get (d, "allow_with")));
+        if (n < 0 || (size_t) n >= sizeof r->reason - len)
+            break; /* cut: the reason holds what fitted */
+        len += (size_t) n;
+    }
+}
+
 /* What the install sent through the egress proxy, into the install event
  * `ev` ("egress"); a failed install's reason names the hosts it was denied
  * and the setting that would allow each. */
@@ -132,8 +164,6 @@ record_egress (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_
         kiwi_error_free (&err);
         return;
     }
-    size_t i;
-    json_t *d;
     if (c->p->own_proxy)
         tell_once_denials (c, run, rec.denied);
     json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I}", "hosts", rec.hosts, "requests",
@@ -141,29 +171,14 @@ record_egress (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_
                                                  "denied", rec.denied, "denials", (json_int_t) rec.denials));
     if (rec.incomplete)
         json_object_set_new (json_object_get (ev, "egress"), "incomplete", json_true ());
-    if (rec.denials > 0 && r->status != KIWI_INSTALL_OK) {
-        size_t len = strlen (r->reason);
-        const char *said[3] = { NULL, NULL, NULL };
+    if (r->status != KIWI_INSTALL_OK) {
+        /* the proxy's denials, then (--once, where this process read
+         * them) the firewall's: three hosts at most */
         int nsaid = 0;
-        json_array_foreach (rec.denied, i, d) {
-            const char *host = json_string_value (json_object_get (d, "host"));
-            host = host ? host : "";
-            bool dup = false;
-            for (int k = 0; k < nsaid; k++)
-                dup = dup || strcmp (said[k], host) == 0;
-            if (dup)
-                continue;
-            if (nsaid == 3)
-                break;
-            said[nsaid++] = host;
-            int n = snprintf (r->reason + len, sizeof r->reason - len, "; the egress proxy denied %s:%d (%s; %s allows it)",
-                              host, (int) json_integer_value (json_object_get (d, "port")),
-                              json_string_value (json_object_get (d, "rule")),
-                              json_string_value (json_object_get (d, "allow_with")));
-            if (n < 0 || (size_t) n >= sizeof r->reason - len)
-                break; /* cut: the reason holds what fitted */
-            len += (size_t) n;
-        }
+        const char *said[3] = { NULL, NULL, NULL };
+        if (rec.denials > 0)
+            say_denials (r, rec.denied, NULL, said, &nsaid);
+        say_denials (r, run->denials, "firewall", said, &nsaid);
     }
     kiwi_egress_record_clear (&rec);
 }
@@ -346,6 +361,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         .dep_src = kiwi_strv_list (&dep_src),
         .dep_home = kiwi_strv_list (&dep_home),
         .argv = kiwi_strv_list (&in->install.argv),
+        .display = in->install.display,
         .extra_env = kiwi_strv_list (&in->install.install_env),
         /* c->task carries the effective limits (kiwi_policy_task) */
         .limits = kiwi__pipeline_sandbox_limits (p->cfg, c->task),

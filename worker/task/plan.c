@@ -355,12 +355,12 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         return -1;
     }
     /* the reason the result gives: step 0's, else its decision's; an
-     * install failure's is the install's own */
+     * install failure's starts with the install's own (what its output
+     * says, the egress denials) and adds what the classifier read in it */
     char *reason = strdup (res->reason ? res->reason : res->decision.reason);
     if (res->status == KIWI_STEP0_INSTALL_FAILED) {
         free (reason);
-        reason = strdup (res->install.reason[0] ? res->install.reason
-                                                : (res->reason ? res->reason : "install failed"));
+        reason = strdup (res->reason ? res->reason : (res->install.reason[0] ? res->install.reason : "install failed"));
     }
     free (res->reason);
     res->reason = reason;
@@ -374,6 +374,8 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
                             (json_int_t) (res->install_ms + res->verify_ms), "output_tail",
                             output ? output + (ol > 2000 ? ol - 2000 : 0) : "");
     json_object_set_new (ev, "classification", classification_json (res));
+    if (res->decision.stop[0] != '\0')
+        json_object_set_new (ev, "stop", json_string (res->decision.stop));
     json_object_set_new (ev, "image_reason", json_string (res->insp.image.reason ? res->insp.image.reason : ""));
     json_object_set_new (ev, "pulled", json_boolean (res->pulled || pulled));
     if (res->image_note)

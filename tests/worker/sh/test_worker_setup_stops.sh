@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# test_worker_setup_stops.sh: a setup failure stops at step 0 with its cause
+# named, and no round runs. Two `kiwi-worker --once` runs in a Python image,
+# neither with dependencies to install:
+#   - the test command is `tox -e py` and the image has no tox: the step-0
+#     event's stop is missing_tool, the result not_fixed after 0 rounds, its
+#     reason names tox and what to do;
+#   - a test connects to 127.0.0.1:5432, which the repository's
+#     docker-compose.yml gives to service `db` (postgres:16): the stop is
+#     needs_service and the reason names the port, the file and the service;
+# and one whose install fails (requirements.txt names a local folder that is
+# not there): the result is install_failed and its reason names the
+# install's command and the error line of its output.
+# Decided from the worker's own output (its step-0 event and result), which
+# the sandbox does not write.
+set -euo pipefail
+# shellcheck source=tests/worker/sh/lib.sh
+. "$(dirname "$0")/lib.sh"
+need_services
+"${DOCKER[@]}" image inspect kiwi/python:3.11 >/dev/null 2>&1 \
+  || { echo "SKIP: kiwi/python:3.11 is not built (ops/images/build.sh)"; exit 77; }
+
+# run_once NAME TEST_COMMAND: one --once run of the repository $TMP/NAME
+run_once() {
+  commit_dir "$TMP/$1" "$1"
+  cat >"$TMP/$1.json" <<JSON
+{"id": "$1-$RUN_ID", "repo": {"url": "$TMP/$1", "ref": "main"}, "test_command": "$2",
+ "goal": "make the tests pass"}
+JSON
+  env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$TMP/state-$1" KIWI_WORKER_ID="$RUN_ID-$1" \
+    KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_REGISTRIES=none \
+    KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
+    KIWI_MODEL_BASE_URL=http://127.0.0.1:9/ \
+    "$WORKER" --once "$TMP/$1.json" >"$TMP/$1.jsonl" 2>"$TMP/$1.log" || true
+  log "$1: step 0 $(once_payload "$TMP/$1.jsonl" step0 status) ($(once_payload "$TMP/$1.jsonl" step0 stop));" \
+    "result $(once_payload "$TMP/$1.jsonl" result status) after $(once_payload "$TMP/$1.jsonl" result rounds) rounds:" \
+    "$(once_payload "$TMP/$1.jsonl" result reason)"
+}
+
+# expect_stop NAME STOP REASON-GLOB (a pattern: no quotes inside)
+expect_stop() {
+  local out="$TMP/$1.jsonl" reason
+  reason=$(once_payload "$out" result reason)
+  [ "$(once_payload "$out" step0 status)" = stopped ] || fail "$1: step 0 did not stop"
+  [ "$(once_payload "$out" step0 stop)" = "$2" ] || fail "$1: the step-0 event's stop is '$(once_payload "$out" step0 stop)', want $2"
+  [ "$(once_payload "$out" result status)" = not_fixed ] || fail "$1: the result is '$(once_payload "$out" result status)'"
+  [ "$(once_payload "$out" result rounds)" = 0 ] || fail "$1: rounds were spent on a setup failure"
+  # shellcheck disable=SC2254
+  case "$reason" in
+    $3) ;;
+    *) fail "$1: the result's reason does not name the cause: $reason" ;;
+  esac
+}
+
+mkdir -p "$TMP/tool"
+printf '[tox]\nenv_list = py\n\n[testenv]\ncommands = python -m unittest\n' >"$TMP/tool/tox.ini"
+printf 'import unittest\n\n\nclass T(unittest.TestCase):\n    def test_one(self):\n        self.assertTrue(True)\n' \
+  >"$TMP/tool/test_one.py"
+echo "# run $RUN_ID" >>"$TMP/tool/test_one.py"
+run_once tool "tox -e py"
+expect_stop tool missing_tool '*missing_tool: the test command runs `tox`, which kiwi/python:* does not have*add it to the project?s test dependencies*'
+
+mkdir -p "$TMP/service"
+printf 'services:\n  db:\n    image: postgres:16\n    ports:\n      - "5432:5432"\n' >"$TMP/service/docker-compose.yml"
+cat >"$TMP/service/test_db.py" <<'PY'
+import socket
+
+
+def test_database_answers():
+    with socket.create_connection(("127.0.0.1", 5432), timeout=5) as s:
+        s.sendall(b"\x00")
+PY
+echo "# run $RUN_ID" >>"$TMP/service/test_db.py"
+run_once service "python3 -m pytest -q"
+expect_stop service needs_service \
+  '*needs_service: the tests connect to 127.0.0.1:5432, which docker-compose.yml gives to service `db` (postgres:16); Phase B starts no services*'
+# an install that fails: the result says why, with the install's own
+# command and its output's error line, not only an exit status
+mkdir -p "$TMP/install"
+printf -- '-e ./not-here\n# run %s\n' "$RUN_ID" >"$TMP/install/requirements.txt"
+printf 'def test_one():\n    assert True\n' >"$TMP/install/test_one.py"
+echo "# run $RUN_ID" >>"$TMP/install/test_one.py"
+run_once install "python3 -m pytest -q"
+out="$TMP/install.jsonl"
+[ "$(once_payload "$out" result status)" = install_failed ] || fail "install: the result is '$(once_payload "$out" result status)'"
+reason=$(once_payload "$out" result reason)
+case "$reason" in
+  *"exited with status "[0-9]*": \""*"not-here"*) ;;
+  *) fail "install: the result's reason does not say why: $reason" ;;
+esac
+case "$reason" in
+  "install \`/bin/sh\`"*) fail "install: the reason names /bin/sh, not the install's command: $reason" ;;
+esac
+echo "3 passed, 0 failed"
