@@ -393,6 +393,56 @@ test_version_markers (void **state)
     repo_free (r);
 }
 
+/* mise's files read like .tool-versions (after it); mise.local.toml is
+ * ignored. A gemspec's required_ruby_version after the Gemfile's ruby. */
+static void
+test_version_markers_mise_and_gemspec (void **state)
+{
+    char *r = repo_new ();
+    put (r, "mise.local.toml", "[tools]\nnode = \"18\"\npython = \"3.10\"\n");
+    expect_marker (r, "", "node", NULL, NULL);
+    expect_marker (r, "", "python", NULL, NULL);
+    put (r, ".mise.toml", "[tools]\nnode = \"20\"\n");
+    expect_marker (r, "", "node", "20", ".mise.toml");
+    put (r, "mise.toml", "[env]\nnode = \"1\"\n\n[tools]\nnode = \"22\" # LTS\npython = \"3.12\"\n"
+                         "ruby = [\"3.3.0\", \"3.2\"]\nnpm = { version = \"10.2\" }\n");
+    expect_marker (r, "", "node", "22", "mise.toml");
+    expect_marker (r, "", "python", "3.12", "mise.toml");
+    expect_marker (r, "", "ruby", "3.3.0", "mise.toml");
+    put (r, "mise.toml", "[tools]\nnodejs = { version = \"21.1\", postinstall = \"x\" }\npython = \"latest\"\n");
+    expect_marker (r, "", "node", "21.1", "mise.toml");
+    expect_marker (r, "", "python", NULL, NULL);
+    put (r, ".tool-versions", "nodejs 18.19.0\n");
+    expect_marker (r, "", "node", "18.19.0", ".tool-versions");
+    put (r, "api/mise.toml", "[tools]\npython = \"3.11\"\n");
+    expect_marker (r, "api", "python", "3.11", "api/mise.toml");
+    repo_free (r);
+
+    /* each file put in turn, then what ruby's markers say */
+    static const struct {
+        const char *file, *text, *req, *from;
+    } ruby[] = {
+        { "zeta.gemspec", "Gem::Specification.new do |s|\n  s.required_ruby_version = '>= 2.5'\nend\n", ">= 2.5",
+          "zeta.gemspec (required_ruby_version)" },
+        { "kiwi.gemspec", "spec.name = 'kiwi'\n  spec.required_ruby_version = \">= 3.2\"\n", ">= 3.2",
+          "kiwi.gemspec (required_ruby_version)" },
+        { "kiwi.gemspec", "  spec.required_ruby_version = Gem::Requirement.new(\"~> 3.1\")\n", "~> 3.1",
+          "kiwi.gemspec (required_ruby_version)" },
+        { "Gemfile", "source 'https://rubygems.org'\ngemspec\n", "~> 3.1", "kiwi.gemspec (required_ruby_version)" },
+        { "Gemfile", "source 'https://rubygems.org'\nruby \"3.3.0\"\ngemspec\n", "3.3.0", "Gemfile (ruby)" },
+    };
+    r = repo_new ();
+    for (size_t i = 0; i < sizeof ruby / sizeof *ruby; i++) {
+        put (r, ruby[i].file, ruby[i].text);
+        expect_marker (r, "", "ruby", ruby[i].req, ruby[i].from);
+    }
+    repo_free (r);
+    r = repo_new ();
+    put (r, "x.gemspec", "spec.required_ruby_version == '>= 1'\nspec.name = 'x'\n");
+    expect_marker (r, "", "ruby", NULL, NULL);
+    repo_free (r);
+}
+
 /* -------------------------------------------------------------- resolution */
 
 static void
@@ -1387,6 +1437,7 @@ main (void)
         cmocka_unit_test (test_jsonc),
         cmocka_unit_test (test_devcontainer),
         cmocka_unit_test (test_version_markers),
+        cmocka_unit_test (test_version_markers_mise_and_gemspec),
         cmocka_unit_test (test_resolution_order),
         cmocka_unit_test (test_node_lockfiles),
         cmocka_unit_test (test_other_ecosystems), cmocka_unit_test (test_aside_folder_of_the_command),
