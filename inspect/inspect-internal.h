@@ -116,6 +116,8 @@ int kiwi__ctx_check (const kiwi__inspect_ctx *ctx, kiwi_error_t *err);
 #define KIWI__SHIM_DIR "/kiwi/home/.kiwi/bin"
 /* Where a pinned pnpm is installed (packageManager pnpm@V). */
 #define KIWI__PNPM_PIN_DIR "/kiwi/home/.kiwi/pnpm"
+/* Where bun is installed (its npm package of the platform's binary). */
+#define KIWI__BUN_DIR "/kiwi/home/.kiwi/bun"
 
 /* ----- install steps as the planners (lockfile-*.c) add them ----- */
 

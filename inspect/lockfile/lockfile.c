@@ -272,7 +272,7 @@ plan_env (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
             size_t l = strlen (path_dirs);
             snprintf (path_dirs + l, sizeof path_dirs - l, "%s/bin:", KIWI__PNPM_PIN_DIR);
         }
-        if (st->eco == KIWI_ECO_YARN_BERRY && strstr (path_dirs, KIWI__SHIM_DIR) == NULL) {
+        if ((st->eco == KIWI_ECO_YARN_BERRY || st->eco == KIWI_ECO_BUN) && strstr (path_dirs, KIWI__SHIM_DIR) == NULL) {
             size_t l = strlen (path_dirs);
             snprintf (path_dirs + l, sizeof path_dirs - l, "%s:", KIWI__SHIM_DIR);
         }

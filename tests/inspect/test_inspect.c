@@ -1147,6 +1147,69 @@ test_pnpm_pin (void **state)
     repo_free (r);
 }
 
+/* bun.lock or bun.lockb (no other lockfile) or packageManager bun@V: bun
+ * from the npm registry's binary package (V, else the newest) into
+ * ~/.kiwi/bun with shims in ~/.kiwi/bin, first on both phases' PATH, then
+ * bun install --frozen-lockfile; the lockfiles are the install's input. */
+static void
+test_bun (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"dependencies\": { \"ms\": \"2.1.3\" }, \"scripts\": { \"postinstall\": \"x\" } }");
+    put (r, "bun.lock", "{\n  \"lockfileVersion\": 1,\n}\n");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "bun install --frozen-lockfile");
+    assert_int_equal (p.n, 1);
+    assert_int_equal (p.steps[0].eco, KIWI_ECO_BUN);
+    assert_true (p.steps[0].locked);
+    assert_non_null (strstr (p.steps[0].why, "bun.lock"));
+    static const char *const in_script[] = { "npm install --prefix /kiwi/home/.kiwi/bun ", "--ignore-scripts",
+                                             "\"@oven/bun-linux-$a\"\n", "a=x64-baseline",
+                                             "> /kiwi/home/.kiwi/bin/bun ", "> /kiwi/home/.kiwi/bin/bunx " };
+    for (size_t i = 0; i < sizeof in_script / sizeof *in_script; i++)
+        if (strstr (p.steps[0].script, in_script[i]) == NULL)
+            fail_msg ("no `%s` in:\n%s", in_script[i], p.steps[0].script);
+    assert_strip_then (p.steps[0].script, "bun install --frozen-lockfile");
+    assert_string_equal (p.steps[0].prelude, "bun run postinstall");
+    const char *envs[] = { kiwi_strv_env_get (&p.verify_env, "PATH"), kiwi_strv_env_get (&p.install_env, "PATH") };
+    for (size_t i = 0; i < 2; i++)
+        assert_non_null (strstr (envs[i], "/kiwi/home/.kiwi/bin:"));
+    assert_true (kiwi_strv_contains (&p.install_env, "BUN_INSTALL_CACHE_DIR=/kiwi/tmp/bun-cache")
+                 && kiwi_strv_contains (&p.install_env, "npm_config_cache=/kiwi/tmp/npm-cache")
+                 && kiwi_strv_contains (&p.verify_env, "npm_config_offline=true"));
+    kiwi_strv files = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    assert_true (kiwi_strv_contains (&files, "bun.lock"));
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+
+    /* the binary lockfile; a pinned version; a version that is not plain */
+    unlink (strcat (strcpy ((char[4096]) { 0 }, r), "/bun.lock"));
+    put (r, "bun.lockb", "#!/usr/bin/env bun\nbun-lockfile-format-v0\n");
+    put (r, "package.json", "{ \"packageManager\": \"bun@1.2.3\", \"dependencies\": { \"ms\": \"2.1.3\" } }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "bun install --frozen-lockfile");
+    assert_non_null (strstr (p.steps[0].script, "\"@oven/bun-linux-$a@1.2.3\"\n"));
+    assert_non_null (strstr (p.steps[0].why, "packageManager bun@1.2.3"));
+    kiwi_install_plan_clear (&p);
+    put (r, "package.json", "{ \"packageManager\": \"bun@1';touch /x;'\", \"dependencies\": { \"ms\": \"2\" } }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_non_null (strstr (p.steps[0].script, "\"@oven/bun-linux-$a\"\n"));
+    assert_null (strstr (p.steps[0].script, "touch"));
+    kiwi_install_plan_clear (&p);
+
+    /* beside npm's lockfile, npm's wins and says bun's is ignored */
+    put (r, "package.json", "{ \"dependencies\": { \"ms\": \"2.1.3\" } }");
+    put (r, "package-lock.json", "{}");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "npm ci");
+    assert_string_equal (p.steps[0].why, "package-lock.json (bun.lockb ignored)");
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
 /* The key: the image by digest and the environment Kiwi sets are in it;
  * two repositories with one input and different other files share it. */
 static void
@@ -1449,6 +1512,7 @@ main (void)
         cmocka_unit_test (test_node_root_scripts),
         cmocka_unit_test (test_node_workspace_members),
         cmocka_unit_test (test_pnpm_pin),
+        cmocka_unit_test (test_bun),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_step0_decisions),
