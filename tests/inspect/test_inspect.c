@@ -808,6 +808,61 @@ test_aside_folder_of_the_command (void **state)
     repo_free (r);
 }
 
+/* A test command that runs tox or nox: the pip step also installs it and
+ * keeps a wheelhouse Phase B's pip finds (PIP_FIND_LINKS); another command,
+ * or a plan without a pip step, is planned as before. */
+static void
+test_python_test_runner (void **state)
+{
+    char *r = repo_new ();
+    put (r, "pyproject.toml", "[project]\nname = \"x\"\nversion = \"1\"\ndependencies = [\"iniconfig\"]\n");
+    put (r, "tox.ini", "[testenv]\ndeps = pytest\ncommands = pytest\n");
+    const char *commands[] = { "tox -e py313", "cd . && .venv/bin/nox -s tests", "pytest -q", "python -m tox" };
+    const char *runner[] = { "tox", "nox", NULL, NULL };
+    for (size_t i = 0; i < 4; i++) {
+        kiwi_inspect_request rq = { .root = r, .test_command = commands[i], .catalog = local, .driver = "docker" };
+        kiwi_inspection in;
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+        const kiwi_install_step *st = &in.install.steps[0];
+        const char *links = kiwi_strv_env_get (&in.install.verify_env, "PIP_FIND_LINKS");
+        if (runner[i] == NULL) {
+            assert_string_equal (in.install.display, "pip install -e . (.venv)");
+            assert_null (strstr (st->script, "kiwi-wheels"));
+            assert_null (links);
+            kiwi_inspection_clear (&in);
+            continue;
+        }
+        char want[256];
+        snprintf (want, sizeof want, "pip install -e . (.venv) + %s", runner[i]);
+        assert_string_equal (in.install.display, want);
+        snprintf (want, sizeof want,
+                  " && .venv/bin/pip install '%s' && .venv/bin/pip download -q -d .venv/kiwi-wheels '%s' setuptools "
+                  "wheel && { [ ! -s /kiwi/tmp/kiwi/requirements.txt ] || .venv/bin/pip download -q -d "
+                  ".venv/kiwi-wheels -r /kiwi/tmp/kiwi/requirements.txt; }",
+                  runner[i], runner[i]);
+        size_t sl = strlen (st->script), wl = strlen (want);
+        assert_true (sl > wl && strcmp (st->script + sl - wl, want) == 0);
+        assert_non_null (strstr (st->why, "the test command runs"));
+        assert_string_equal (links, "PIP_FIND_LINKS=/kiwi/src/.venv/kiwi-wheels");
+        assert_true (kiwi_strv_contains (&in.install.verify_env, "PIP_NO_INDEX=1"));
+        assert_null (kiwi_strv_env_get (&in.install.install_env, "PIP_FIND_LINKS"));
+        kiwi_inspection_clear (&in);
+    }
+    repo_free (r);
+    /* uv's plan is left as it is */
+    r = repo_new ();
+    put (r, "pyproject.toml", "[project]\nname = \"x\"\nversion = \"1\"\n");
+    put (r, "uv.lock", "version = 1\n");
+    kiwi_inspect_request rq = { .root = r, .test_command = "tox", .catalog = local, .driver = "docker" };
+    kiwi_inspection in;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+    assert_string_equal (in.install.display, "uv sync --frozen --no-install-project");
+    kiwi_inspection_clear (&in);
+    repo_free (r);
+}
+
 /* ----------------------------------------------------------- the cache key */
 
 static void
@@ -1513,6 +1568,7 @@ main (void)
         cmocka_unit_test (test_node_workspace_members),
         cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_bun),
+        cmocka_unit_test (test_python_test_runner),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_step0_decisions),
