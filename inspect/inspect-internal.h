@@ -116,6 +116,11 @@ int kiwi__ctx_check (const kiwi__inspect_ctx *ctx, kiwi_error_t *err);
 #define KIWI__SHIM_DIR "/kiwi/home/.kiwi/bin"
 /* Where a pinned pnpm is installed (packageManager pnpm@V). */
 #define KIWI__PNPM_PIN_DIR "/kiwi/home/.kiwi/pnpm"
+/* A Python step's wheelhouse for tox's or nox's environments, in the
+ * project's folder (inside .venv, a dependency location). */
+#define KIWI__WHEELHOUSE ".venv/kiwi-wheels"
+/* Where bun is installed (its npm package of the platform's binary). */
+#define KIWI__BUN_DIR "/kiwi/home/.kiwi/bun"
 
 /* ----- install steps as the planners (lockfile-*.c) add them ----- */
 
@@ -157,9 +162,11 @@ int kiwi__version_markers_ctx (kiwi__inspect_ctx *ctx, const char *dir, const ch
  * context holds from memory, the others from the tree). The plan leaves out
  * a folder of its own for documentation, a website, benchmarks, fuzzing or
  * examples unless it is `project_dir` (the folder the test command runs
- * in; NULL: the root) or holds it. */
+ * in; NULL: the root) or holds it. `test_exe` is the executable of the
+ * test command that decided its runtime (kiwi_command_info's exe, or NULL):
+ * tox or nox is installed for it (kiwi__python_test_runner). */
 int kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, const char *project_dir,
-                                 kiwi_install_plan *plan, kiwi_error_t *err);
+                                 const char *test_exe, kiwi_install_plan *plan, kiwi_error_t *err);
 int kiwi__install_hashed_files_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan, kiwi_strv *files,
                                     kiwi_error_t *err);
 int kiwi__install_cache_key_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan,

@@ -46,7 +46,9 @@ dup_resolution (const kiwi_image_resolution *src, kiwi_image_resolution *dst, ki
 static int
 plan_and_key (kiwi__inspect_ctx *ctx, const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t *err)
 {
-    if (kiwi__install_plan_make_ctx (ctx, out->image.runtime, out->image.project_dir, &out->install, err) < 0)
+    kiwi_command_info cmd;
+    const char *exe = rq->test_command != NULL && kiwi_command_runtime (rq->test_command, &cmd) ? cmd.exe : NULL;
+    if (kiwi__install_plan_make_ctx (ctx, out->image.runtime, out->image.project_dir, exe, &out->install, err) < 0)
         return kiwi_error_wrap (err, "inspecting %s", rq->root);
     out->cache_key[0] = '\0';
     kiwi_error_t ierr = NULL;

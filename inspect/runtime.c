@@ -27,7 +27,7 @@ static const char *const node_exe[] = {
     "node",     "nodejs", "npm",     "npx",  "pnpm",   "pnpx",     "yarn",       "yarnpkg", "corepack",
     "tsc",      "ts-node", "tsx",    "jest", "vitest", "mocha",    "ava",        "tap",     "next",
     "nuxt",     "vite",   "webpack", "eslint", "prettier", "playwright", "cypress", "karma", "jasmine",
-    "lerna",    "nx",     "turbo",   "ng",   NULL,
+    "lerna",    "nx",     "turbo",   "ng",   "bun",    "bunx",     NULL,
 };
 static const char *const node_images[] = { "node", NULL };
 static const char *const node_markers[] = { "package.json", ".nvmrc", ".node-version", NULL };
@@ -66,15 +66,22 @@ static const kiwi__env_setting env_berry[] = {
     { A, "COREPACK_NPM_REGISTRY=https://registry.npmjs.org" },
     { B, "YARN_ENABLE_NETWORK=0" },           { 0, NULL },
 };
+/* bun's own cache and npm's (which installs bun) in Phase A's scratch */
+static const kiwi__env_setting env_bun[] = {
+    { A, "BUN_INSTALL_CACHE_DIR=/kiwi/tmp/bun-cache" }, { A, "npm_config_cache=/kiwi/tmp/npm-cache" },
+    { A, "npm_config_fetch_timeout=120000" },           { AB, "DO_NOT_TRACK=1" },
+    { 0, NULL },
+};
 static const kiwi__package_manager node_pms[] = {
     { KIWI_ECO_NPM, env_npm },   { KIWI_ECO_PNPM, env_pnpm },         { KIWI_ECO_YARN, env_yarn },
-    { KIWI_ECO_YARN_BERRY, env_berry }, { KIWI_ECO_NPM, NULL },
+    { KIWI_ECO_YARN_BERRY, env_berry }, { KIWI_ECO_BUN, env_bun }, { KIWI_ECO_NPM, NULL },
 };
 static const char *const node_input[] = { "package.json",  "package-lock.json", "npm-shrinkwrap.json",
                                           "pnpm-lock.yaml", "pnpm-workspace.yaml", ".pnpmfile.cjs",
                                           "yarn.lock",     ".yarnrc",           ".yarnrc.yml",
                                           ".npmrc",        "patches/",          ".yarn/releases/",
-                                          ".yarn/plugins/", ".yarn/patches/",   NULL };
+                                          ".yarn/plugins/", ".yarn/patches/",   "bun.lock",
+                                          "bun.lockb",     "bunfig.toml",       NULL };
 static const char *const node_src[] = { "node_modules", ".yarn/cache", ".yarn/unplugged", ".yarn/install-state.gz",
                                         ".pnp.cjs", ".pnp.loader.mjs", ".pnp.js", ".pnp.data.json", NULL };
 static const char *const node_home[] = { ".cache", ".npm", ".yarn", ".local/share/pnpm", NULL };

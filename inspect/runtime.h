@@ -107,6 +107,14 @@ bool kiwi__version_gradle (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker
 
 int kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err);
 int kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err);
+/* When `exe`'s base name is tox or nox: the plan's pip step (pydeps) at
+ * `project_dir` (NULL: the root) also installs it into the .venv and keeps
+ * a wheelhouse of the step's requirements, the runner itself and the build
+ * backend's basics in .venv/kiwi-wheels, for the environments the runner
+ * makes offline in Phase B (the plan's PIP_FIND_LINKS). Nothing for another
+ * executable, or a plan without such a step (0 either way). */
+int kiwi__python_test_runner (kiwi_install_step *steps, size_t n, const char *project_dir, const char *exe,
+                              kiwi_error_t *err);
 int kiwi__detect_go (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err);
 int kiwi__detect_rust (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err);
 int kiwi__detect_ruby (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err);

@@ -33,12 +33,29 @@ default_worker_id (kiwi_worker_config *c, kiwi_error_t *err)
     return 0;
 }
 
+int64_t
+kiwi_worker_auto_cpus (long online)
+{
+    if (online < 1)
+        return 1;
+    return online < KIWI_WORKER_AUTO_CPUS ? online : KIWI_WORKER_AUTO_CPUS;
+}
+
+/* sandbox.cpus 0: kiwi_worker_auto_cpus of the host's online CPUs. */
+static void
+default_cpus (kiwi_worker_config *c)
+{
+    if (c->cpus == 0)
+        c->cpus = kiwi_worker_auto_cpus (sysconf (_SC_NPROCESSORS_ONLN));
+}
+
 void
 kiwi_worker_config_init (kiwi_worker_config *c)
 {
     if (kiwi_settings_defaults (c, W, NULL) < 0)
         return;
     default_worker_id (c, NULL);
+    default_cpus (c);
 }
 
 void
@@ -86,6 +103,7 @@ kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char *co
     kiwi_args_clear (&args);
     if (rc < 0 || default_worker_id (c, err) < 0)
         return -1;
+    default_cpus (c);
     if (rest_index)
         *rest_index = rest;
     if (c->gc_disk_low >= c->gc_disk_high)

@@ -21,9 +21,17 @@
 
 typedef kiwi_settings kiwi_worker_config;
 
-/* The defaults, and worker.id the host name. */
+/* The defaults, worker.id the host name, and sandbox.cpus 0 resolved
+ * (kiwi_worker_auto_cpus). */
 void kiwi_worker_config_init (kiwi_worker_config *c);
 void kiwi_worker_config_clear (kiwi_worker_config *c);
+
+/* sandbox.cpus when it is 0 (its default): KIWI_WORKER_AUTO_CPUS, or the
+ * host's `online` CPUs when they are fewer (Docker refuses a quota above
+ * them); 1 when `online` is unknown (< 1). Timing-sensitive suites fail
+ * with one core where two pass. */
+#define KIWI_WORKER_AUTO_CPUS 2
+int64_t kiwi_worker_auto_cpus (long online);
 
 /* The path of a script installed with kiwi-worker: `path` when given
  * (a setting), else NAME in ../libexec/kiwi beside the running binary
@@ -38,6 +46,7 @@ const char *kiwi_worker_libexec (const char *path, const char *name, char *buf, 
  * true; single-dash spellings like -sandbox-runtime are accepted too).
  * Unknown flags are errors. *rest_index receives the index of the first
  * non-flag argument (or argc). Then worker.id defaults to the host name,
+ * sandbox.cpus 0 to kiwi_worker_auto_cpus of the host's online CPUs,
  * the egress scripts to kiwi_worker_libexec's, and gc.disk_low must be
  * below gc.disk_high. */
 int kiwi_worker_config_load (kiwi_worker_config *c, const char *file, const char *const *envp, int argc,

@@ -1,15 +1,16 @@
 /*
  * markers.c: the version readers of the runtime table (runtime.h):
  * what version of its runtime a project asks for, from .nvmrc,
- * .node-version, .tool-versions, package.json's volta and engines,
+ * .node-version, .tool-versions, mise.toml, package.json's volta and engines,
  * .python-version, pyproject.toml, Pipfile, go.mod, rust-toolchain,
- * Cargo.toml, .ruby-version, Gemfile, composer.json, pom.xml, build.gradle,
+ * Cargo.toml, .ruby-version, Gemfile, a gemspec, composer.json, pom.xml, build.gradle,
  * .java-version and the Maven and Gradle wrappers (docs/inspection.md).
  * Every file comes through the inspection's context (read once).
  */
 #include "inspect/image/image.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,66 @@ tool_versions (kiwi__inspect_ctx *ctx, const char *dir, const char *const *names
         line = nl ? nl + 1 : NULL;
     }
     return false;
+}
+
+/* The version in a mise [tools] value: "22", ["22", "20"] (the first), or
+ * { version = "22" }; from its first digit, as in .tool-versions. */
+static bool
+mise_value (const char *value, char *out, size_t cap)
+{
+    const char *p = value;
+    if (*p == '{') {
+        p = strstr (p, "version");
+        if (p == NULL)
+            return false;
+    }
+    if (p != value || *p == '[') {
+        p = strpbrk (p, "\"'");
+        if (p == NULL)
+            return false;
+        p++;
+    }
+    while (*p && !isdigit ((unsigned char) *p) && *p != '"' && *p != '\'')
+        p++;
+    size_t n = strcspn (p, "\"' ,]}\t\r\n");
+    if (!isdigit ((unsigned char) *p) || n == 0)
+        return false;
+    snprintf (out, cap, "%.*s", (int) n, p);
+    return true;
+}
+
+/* A version from mise's [tools] table for any of `names`: mise.toml, then
+ * .mise.toml (mise.local.toml is one developer's, not the project's).
+ * *file names the file it came from. */
+static bool
+mise_tools (kiwi__inspect_ctx *ctx, const char *dir, const char *const *names, char *out, size_t cap,
+            const char **file)
+{
+    static const char *const files[] = { "mise.toml", ".mise.toml" };
+    for (size_t f = 0; f < 2; f++) {
+        const char *t = kiwi__ctx_text (ctx, dir, files[f], NULL);
+        if (t == NULL)
+            continue;
+        for (size_t i = 0; names[i]; i++) {
+            cleanup_free char *v = kiwi__toml_get (t, "tools", names[i]);
+            if (v != NULL && mise_value (v, out, cap)) {
+                *file = files[f];
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* .tool-versions, then mise's files, into `m`. */
+static bool
+tool_files (kiwi__inspect_ctx *ctx, const char *dir, const char *const *names, kiwi__marker *m)
+{
+    char v[64];
+    const char *file = NULL;
+    if (tool_versions (ctx, dir, names, v, sizeof v) && marker_set (m, dir, ".tool-versions", v, KIWI_PREFER_HIGHEST))
+        return true;
+    return mise_tools (ctx, dir, names, v, sizeof v, &file) && marker_set (m, dir, file, v, KIWI_PREFER_HIGHEST);
 }
 
 static const struct {
@@ -113,9 +174,8 @@ kiwi__version_node (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
         if (marker_set (m, dir, files[i], req, KIWI_PREFER_HIGHEST))
             return true;
     }
-    char v[64];
     static const char *const tv[] = { "nodejs", "node", NULL };
-    if (tool_versions (ctx, dir, tv, v, sizeof v) && marker_set (m, dir, ".tool-versions", v, KIWI_PREFER_HIGHEST))
+    if (tool_files (ctx, dir, tv, m))
         return true;
     json_t *doc = kiwi__ctx_json (ctx, dir, "package.json");
     if (doc == NULL)
@@ -140,9 +200,8 @@ kiwi__version_python (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
         if (isdigit ((unsigned char) line[0]) && marker_set (m, dir, ".python-version", line, KIWI_PREFER_HIGHEST))
             return true;
     }
-    char v[64];
     static const char *const tv[] = { "python", NULL };
-    if (tool_versions (ctx, dir, tv, v, sizeof v) && marker_set (m, dir, ".tool-versions", v, KIWI_PREFER_HIGHEST))
+    if (tool_files (ctx, dir, tv, m))
         return true;
     cleanup_free char *pp = kiwi__ctx_copy (ctx, dir, "pyproject.toml");
     if (pp != NULL) {
@@ -235,6 +294,61 @@ kiwi__version_rust (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
     return false;
 }
 
+/* The first string after `required_ruby_version =` in `text` (also
+ * Gem::Requirement.new(">= 3.2") and [">= 3.0", "< 4"], whose first bound
+ * is taken), cut into out; false when there is none. */
+static bool
+gemspec_requirement (const char *text, char *out, size_t cap)
+{
+    for (const char *p = strstr (text, ".required_ruby_version"); p != NULL;
+         p = strstr (p + 1, ".required_ruby_version")) {
+        const char *q = p + strlen (".required_ruby_version");
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q != '=' || q[1] == '=')
+            continue;
+        const char *nl = strchr (q, '\n');
+        const char *open = strpbrk (q, "\"'");
+        if (open == NULL || (nl != NULL && open > nl))
+            continue;
+        const char *close = strchr (open + 1, *open);
+        if (close == NULL || (nl != NULL && close > nl) || close == open + 1)
+            continue;
+        snprintf (out, cap, "%.*s", (int) (close - open - 1), open + 1);
+        return true;
+    }
+    return false;
+}
+
+/* required_ruby_version of the first *.gemspec (by name) in dir. */
+static bool
+gemspec_ruby (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
+{
+    cleanup_free char *path = kiwi__path_join (kiwi__ctx_root (ctx), dir);
+    if (path == NULL)
+        return false;
+    DIR *d = opendir (path);
+    if (d == NULL)
+        return false;
+    char first[256] = "";
+    struct dirent *e;
+    while ((e = readdir (d)) != NULL) {
+        size_t n = strlen (e->d_name);
+        if (n > 8 && n < sizeof first && strcmp (e->d_name + n - 8, ".gemspec") == 0
+            && (first[0] == '\0' || strcmp (e->d_name, first) < 0))
+            snprintf (first, sizeof first, "%s", e->d_name);
+    }
+    closedir (d);
+    if (first[0] == '\0')
+        return false;
+    const char *t = kiwi__ctx_text (ctx, dir, first, NULL);
+    char req[64], from[300];
+    if (t == NULL || !gemspec_requirement (t, req, sizeof req))
+        return false;
+    snprintf (from, sizeof from, "%s (required_ruby_version)", first);
+    return marker_set (m, dir, from, req, KIWI_PREFER_HIGHEST);
+}
+
 bool
 kiwi__version_ruby (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
 {
@@ -246,13 +360,12 @@ kiwi__version_ruby (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
         if (isdigit ((unsigned char) v[0]) && marker_set (m, dir, ".ruby-version", v, KIWI_PREFER_HIGHEST))
             return true;
     }
-    char v[64];
     static const char *const tv[] = { "ruby", NULL };
-    if (tool_versions (ctx, dir, tv, v, sizeof v) && marker_set (m, dir, ".tool-versions", v, KIWI_PREFER_HIGHEST))
+    if (tool_files (ctx, dir, tv, m))
         return true;
     cleanup_free char *gf = kiwi__ctx_copy (ctx, dir, "Gemfile");
     if (gf == NULL)
-        return false;
+        return gemspec_ruby (ctx, dir, m);
     for (char *line = gf; line && *line;) {
         char *nl = strchr (line, '\n');
         if (nl)
@@ -275,7 +388,7 @@ kiwi__version_ruby (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
         }
         line = nl ? nl + 1 : NULL;
     }
-    return false;
+    return gemspec_ruby (ctx, dir, m);
 }
 
 bool

@@ -272,10 +272,13 @@ plan_env (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
             size_t l = strlen (path_dirs);
             snprintf (path_dirs + l, sizeof path_dirs - l, "%s/bin:", KIWI__PNPM_PIN_DIR);
         }
-        if (st->eco == KIWI_ECO_YARN_BERRY && strstr (path_dirs, KIWI__SHIM_DIR) == NULL) {
+        if ((st->eco == KIWI_ECO_YARN_BERRY || st->eco == KIWI_ECO_BUN) && strstr (path_dirs, KIWI__SHIM_DIR) == NULL) {
             size_t l = strlen (path_dirs);
             snprintf (path_dirs + l, sizeof path_dirs - l, "%s:", KIWI__SHIM_DIR);
         }
+        if (st->eco == KIWI_ECO_PIP && strstr (st->script, KIWI__WHEELHOUSE) != NULL
+            && env_addf (&p->verify_env, "PIP_FIND_LINKS=%s/" KIWI__WHEELHOUSE, src) < 0)
+            return kiwi_error_make (err, ENOMEM, "install plan");
         if (st->eco == KIWI_ECO_BUNDLER) {
             if (env_addf (&p->install_env, "BUNDLE_PATH=%s/vendor/bundle", src) < 0
                 || env_addf (&p->verify_env, "BUNDLE_PATH=%s/vendor/bundle", src) < 0)
@@ -383,7 +386,7 @@ aside (const char *dir, const char *project_dir)
 
 int
 kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, const char *project_dir,
-                             kiwi_install_plan *p, kiwi_error_t *err)
+                             const char *test_exe, kiwi_install_plan *p, kiwi_error_t *err)
 {
     memset (p, 0, sizeof *p);
     kiwi__steps found = { 0 };
@@ -417,6 +420,8 @@ kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, const 
         kiwi_install_step_clear (&all[i]);
     }
     free (all);
+    if (rc == 0)
+        rc = kiwi__python_test_runner (p->steps, p->n, project_dir, test_exe, err);
     if (rc < 0 || plan_env (p, runtime, err) < 0 || plan_argv (p, err) < 0) {
         kiwi_install_plan_clear (p);
         return -1;
@@ -447,7 +452,7 @@ kiwi_install_plan_make (const char *root, const char *runtime, kiwi_install_plan
         memset (p, 0, sizeof *p);
         return kiwi_error_make (err, ENOMEM, "install plan");
     }
-    int rc = kiwi__install_plan_make_ctx (ctx, runtime, NULL, p, err);
+    int rc = kiwi__install_plan_make_ctx (ctx, runtime, NULL, NULL, p, err);
     kiwi__ctx_free (ctx);
     return rc;
 }

@@ -9,6 +9,7 @@
  *   pnpm        pnpm-lock.yaml                           pnpm install --frozen-lockfile
  *   yarn        yarn.lock (v1)                           yarn install --frozen-lockfile
  *   yarn-berry  yarn.lock with __metadata, .yarnrc.yml   yarn install --immutable (through corepack)
+ *   bun         bun.lock / bun.lockb                     bun install --frozen-lockfile (bun from the npm registry)
  *   go          go.mod with requirements                 go mod download
  *   uv          uv.lock                                  uv sync --frozen --no-install-project
  *   poetry      poetry.lock (or [tool.poetry])           poetry install --no-root
@@ -22,7 +23,7 @@
  *
  * Where several Node.js lockfiles exist, package.json's packageManager
  * decides, else pnpm-lock.yaml, yarn.lock, npm-shrinkwrap.json,
- * package-lock.json in that order: running the wrong one fails outright.
+ * package-lock.json, bun.lock, bun.lockb in that order: running the wrong one fails outright.
  * A repository whose manifests declare no dependencies has no steps, and
  * Phase A is skipped.
  *
@@ -55,6 +56,7 @@
     X (KIWI_ECO_PNPM, "pnpm")                                                                             \
     X (KIWI_ECO_YARN, "yarn")                                                                             \
     X (KIWI_ECO_YARN_BERRY, "yarn-berry")                                                                 \
+    X (KIWI_ECO_BUN, "bun")                                                                               \
     X (KIWI_ECO_GO, "go")                                                                                 \
     X (KIWI_ECO_UV, "uv")                                                                                 \
     X (KIWI_ECO_POETRY, "poetry")                                                                         \

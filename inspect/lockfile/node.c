@@ -1,7 +1,8 @@
 /*
  * node.c: the Node.js install planner of the runtime table: npm,
  * pnpm (a packageManager pin installed as a package), Yarn 1 and Yarn 2+
- * (yarnPath or corepack), chosen by packageManager and lockfiles (see
+ * (yarnPath or corepack), bun (its binary's npm package), chosen by
+ * packageManager and lockfiles (see
  * lockfile.h, docs/inspection.md).
  *
  * The package's own lifecycle scripts (a root `postinstall` or `prepare`,
@@ -31,6 +32,21 @@
 #define COREPACK_SHIM                                                                                        \
     "mkdir -p " KIWI__SHIM_DIR " && printf '#!/bin/sh\\nexec corepack yarn \"$@\"\\n' > " KIWI__SHIM_DIR    \
     "/yarn && chmod 755 " KIWI__SHIM_DIR "/yarn\n"
+
+/* bun for both phases: the npm package of the platform's binary
+ * (@oven/bun-linux-x64, -x64-baseline without AVX2, -aarch64; the `bun`
+ * package only links one of them from its install script) into
+ * KIWI__BUN_DIR, with `bun` and `bunx` scripts in KIWI__SHIM_DIR that run
+ * it. %s: "@VERSION" or "". */
+#define BUN_INSTALL                                                                                          \
+    "case \"$(uname -m)\" in x86_64) a=x64; grep -qw avx2 /proc/cpuinfo || a=x64-baseline ;; "                 \
+    "aarch64) a=aarch64 ;; *) echo \"bun: no build for $(uname -m)\" >&2; exit 1 ;; esac\n"                    \
+    "npm install --prefix " KIWI__BUN_DIR " --no-save --no-package-lock --no-audit --no-fund --ignore-scripts " \
+    "--loglevel=error \"@oven/bun-linux-$a%s\"\n"                                                              \
+    "mkdir -p " KIWI__SHIM_DIR " && printf '#!/bin/sh\\nexec " KIWI__BUN_DIR                                    \
+    "/node_modules/@oven/bun-linux-%%s/bin/bun \"$@\"\\n' \"$a\" > " KIWI__SHIM_DIR "/bun && printf "          \
+    "'#!/bin/sh\\nexec " KIWI__SHIM_DIR "/bun x \"$@\"\\n' > " KIWI__SHIM_DIR "/bunx && chmod 755 "            \
+    KIWI__SHIM_DIR "/bun " KIWI__SHIM_DIR "/bunx\n"
 
 /* A version as packageManager gives it ("9", "9.15.0", "10.0.0-rc.1"):
  * digits, letters, dots and dashes only (it goes into a shell line). */
@@ -92,6 +108,9 @@ static const struct {
       (const char *const[]) { "preinstall", "install", "postinstall", "prepublish", "prepare", NULL },
       (const char *const[]) { "preinstall", "install", "postinstall", NULL } },
     { KIWI_ECO_YARN_BERRY, "yarn run", (const char *const[]) { "preinstall", "install", "postinstall", NULL },
+      (const char *const[]) { "preinstall", "install", "postinstall", NULL } },
+    { KIWI_ECO_BUN, "bun run",
+      (const char *const[]) { "preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare", NULL },
       (const char *const[]) { "preinstall", "install", "postinstall", NULL } },
 };
 
@@ -202,7 +221,8 @@ kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
         return 0;
     bool pnpm = kiwi__has_in (root, dir, "pnpm-lock.yaml"), yarn = kiwi__has_in (root, dir, "yarn.lock"),
          shrink = kiwi__has_in (root, dir, "npm-shrinkwrap.json"), npm = kiwi__has_in (root, dir, "package-lock.json");
-    bool any_lock = pnpm || yarn || shrink || npm;
+    bool bun_text = kiwi__has_in (root, dir, "bun.lock"), bun = bun_text || kiwi__has_in (root, dir, "bun.lockb");
+    bool any_lock = pnpm || yarn || shrink || npm || bun;
     if (!is_root && !any_lock)
         return 0; /* a workspace member or an unmanaged directory */
     json_t *doc = kiwi__ctx_json (ctx, dir, "package.json");
@@ -236,22 +256,32 @@ kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
         others = pnpm ? "pnpm-lock.yaml" : npm ? "package-lock.json" : shrink ? "npm-shrinkwrap.json" : NULL;
     } else if (strncmp (pm, "npm@", 4) == 0) {
         eco = KIWI_ECO_NPM;
-        others = pnpm ? "pnpm-lock.yaml" : yarn ? "yarn.lock" : NULL;
+        others = pnpm ? "pnpm-lock.yaml" : yarn ? "yarn.lock" : bun_text ? "bun.lock" : bun ? "bun.lockb" : NULL;
+    } else if (strncmp (pm, "bun@", 4) == 0) {
+        eco = KIWI_ECO_BUN;
+        others = pnpm ? "pnpm-lock.yaml" : yarn ? "yarn.lock" : npm ? "package-lock.json" : NULL;
     } else if (pnpm) {
         eco = KIWI_ECO_PNPM;
-        others = yarn ? "yarn.lock" : npm ? "package-lock.json" : NULL;
+        others = yarn ? "yarn.lock" : npm ? "package-lock.json" : bun_text ? "bun.lock" : bun ? "bun.lockb" : NULL;
     } else if (yarn) {
         eco = berry_lock || yarnrc_yml ? KIWI_ECO_YARN_BERRY : KIWI_ECO_YARN;
-        others = npm ? "package-lock.json" : NULL;
+        others = npm ? "package-lock.json" : bun_text ? "bun.lock" : bun ? "bun.lockb" : NULL;
     } else if (shrink || npm) {
         eco = KIWI_ECO_NPM;
+        others = bun_text ? "bun.lock" : bun ? "bun.lockb" : NULL;
+    } else if (bun) {
+        eco = KIWI_ECO_BUN;
     } else if (deps) {
         eco = KIWI_ECO_NPM;
     } else
         return 0; /* no lockfile and no dependencies declared */
-    bool locked = eco == KIWI_ECO_PNPM ? pnpm : (eco == KIWI_ECO_NPM ? (shrink || npm) : yarn);
-    const char *lockname = eco == KIWI_ECO_PNPM ? "pnpm-lock.yaml"
+    bool locked = eco == KIWI_ECO_PNPM  ? pnpm
+                  : eco == KIWI_ECO_NPM ? (shrink || npm)
+                  : eco == KIWI_ECO_BUN ? bun
+                                        : yarn;
+    const char *lockname = eco == KIWI_ECO_PNPM  ? "pnpm-lock.yaml"
                            : eco == KIWI_ECO_NPM ? (shrink ? "npm-shrinkwrap.json" : "package-lock.json")
+                           : eco == KIWI_ECO_BUN ? (bun_text ? "bun.lock" : "bun.lockb")
                                                  : "yarn.lock";
     if (pm[0])
         snprintf (why, sizeof why, "packageManager %s%s%s%s", pm, others ? " (" : "", others ? others : "",
@@ -305,6 +335,17 @@ kiwi__detect_node (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
                   "export YARN_HTTPS_CA_FILE_PATH=/kiwi/ca/ca-certificates.crt; fi\n%syarn install%s",
                   yarn_path ? "" : COREPACK_SHIM, flag);
         return add_node_step (ctx, s, eco, dir, locked, summary, script, why, doc, err);
+    }
+    case KIWI_ECO_BUN: {
+        /* bun from the npm registry, the one registry every Node.js
+         * install reaches: packageManager's version, else the newest */
+        const char *pin = strncmp (pm, "bun@", 4) == 0 && pnpm_version_ok (pm + 4) ? pm + 4 : NULL;
+        char at[48] = "", script[1280];
+        if (pin)
+            snprintf (at, sizeof at, "@%s", pin);
+        const char *cmd = locked ? "bun install --frozen-lockfile" : "bun install";
+        snprintf (script, sizeof script, BUN_INSTALL "%s", at, cmd);
+        return add_node_step (ctx, s, eco, dir, locked, cmd, script, why, doc, err);
     }
     default:
         return locked ? add_node_step (ctx, s, eco, dir, true, "npm ci", "npm ci --no-audit --no-fund", why, doc, err)

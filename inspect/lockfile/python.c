@@ -344,6 +344,53 @@ add_uv (kiwi__steps *s, const char *dir, kiwi_error_t *err)
         err);
 }
 
+/* tox or nox, and a wheelhouse for the environments it makes: its
+ * requirement list (pydeps'), the runner itself (tox provisions itself
+ * when tox.ini asks for another version) and the build backend's basics
+ * (the runner builds the project in an isolated environment). %s: the
+ * runner. */
+#define TEST_RUNNER                                                                                          \
+    " && .venv/bin/pip install '%s' && .venv/bin/pip download -q -d " KIWI__WHEELHOUSE " '%s' setuptools wheel" \
+    " && { [ ! -s " KIWI__SCRATCH "/requirements.txt ] || .venv/bin/pip download -q -d " KIWI__WHEELHOUSE     \
+    " -r " KIWI__SCRATCH "/requirements.txt; }"
+
+int
+kiwi__python_test_runner (kiwi_install_step *steps, size_t n, const char *project_dir, const char *exe,
+                          kiwi_error_t *err)
+{
+    const char *base = exe ? strrchr (exe, '/') : NULL;
+    base = base ? base + 1 : exe;
+    if (base == NULL || (strcmp (base, "tox") != 0 && strcmp (base, "nox") != 0))
+        return 0;
+    const char *dir = project_dir ? project_dir : "";
+    for (size_t i = 0; i < n; i++) {
+        kiwi_install_step *st = &steps[i];
+        if (st->eco != KIWI_ECO_PIP || strcmp (st->dir, dir) != 0 || strstr (st->script, "/pydeps.py ") == NULL)
+            continue;
+        char *script = NULL, *summary = NULL, *why = NULL;
+        if (asprintf (&script, "%s" TEST_RUNNER, st->script, base, base) < 0)
+            script = NULL;
+        if (asprintf (&summary, "%s + %s", st->summary, base) < 0)
+            summary = NULL;
+        if (asprintf (&why, "%s; the test command runs %s", st->why, base) < 0)
+            why = NULL;
+        if (script == NULL || summary == NULL || why == NULL) {
+            free (script);
+            free (summary);
+            free (why);
+            return kiwi_error_make (err, ENOMEM, "install plan");
+        }
+        free (st->script);
+        free (st->summary);
+        free (st->why);
+        st->script = script; /* now owned by the step */
+        st->summary = summary;
+        st->why = why;
+        return 0;
+    }
+    return 0;
+}
+
 /* The keys of TOML table `section` named test, tests, testing or dev,
  * joined by `sep` into out ("" when none). */
 static void

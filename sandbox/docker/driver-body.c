@@ -85,6 +85,14 @@ kiwi__docker_create_body (const kiwi__docker_flavour *flavour, const kiwi_sandbo
     const char *net = install ? (install_network ? install_network : KIWI_INSTALL_NETWORK) : "none";
     json_object_set_new (host, "NetworkMode", json_string (net));
     json_object_set_new (host, "Runtime", json_string (kiwi__docker_runtime (flavour, spec)));
+    /* ::1 on the loopback: Docker turns IPv6 off in every interface of a
+     * container whose network has no IPv6 (none, the install bridge), and
+     * servers that bind [::1] fail. Only lo is turned back on: eth0 (Phase
+     * A's) keeps IPv6 off, so it has no link-local address and no IPv6
+     * route; the install network is made without IPv6. runc applies the
+     * sysctl in the container's namespace; gVisor's netstack has ::1 of its
+     * own with no network, and copies the namespace's (none) under runsc-net. */
+    json_object_set_new (host, "Sysctls", json_pack ("{s:s}", "net.ipv6.conf.lo.disable_ipv6", "0"));
     json_object_set_new (host, "Privileged", json_false ());
     json_object_set_new (host, "CapDrop", json_pack ("[s]", "ALL"));
     json_object_set_new (host, "SecurityOpt", json_pack ("[s]", "no-new-privileges"));

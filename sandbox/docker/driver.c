@@ -70,8 +70,8 @@ ensure_install_network (const kiwi__docker_priv *p, kiwi_error_t *err)
         int have = install_network_exists (p, err);
         if (have != 0)
             return have < 0 ? -1 : 0;
-        json_t *body = json_pack ("{s:s,s:s,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", p->install_network, "Driver",
-                                  "bridge", "CheckDuplicate", 1, "Options",
+        json_t *body = json_pack ("{s:s,s:s,s:b,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", p->install_network,
+                                  "Driver", "bridge", "CheckDuplicate", 1, "EnableIPv6", 0, "Options",
                                   "com.docker.network.bridge.enable_icc", "false",
                                   "com.docker.network.bridge.name", p->install_bridge,
                                   "com.docker.network.bridge.enable_ip_masquerade", "true", "Labels",

@@ -395,6 +395,56 @@ test_version_markers (void **state)
     repo_free (r);
 }
 
+/* mise's files read like .tool-versions (after it); mise.local.toml is
+ * ignored. A gemspec's required_ruby_version after the Gemfile's ruby. */
+static void
+test_version_markers_mise_and_gemspec (void **state)
+{
+    char *r = repo_new ();
+    put (r, "mise.local.toml", "[tools]\nnode = \"18\"\npython = \"3.10\"\n");
+    expect_marker (r, "", "node", NULL, NULL);
+    expect_marker (r, "", "python", NULL, NULL);
+    put (r, ".mise.toml", "[tools]\nnode = \"20\"\n");
+    expect_marker (r, "", "node", "20", ".mise.toml");
+    put (r, "mise.toml", "[env]\nnode = \"1\"\n\n[tools]\nnode = \"22\" # LTS\npython = \"3.12\"\n"
+                         "ruby = [\"3.3.0\", \"3.2\"]\nnpm = { version = \"10.2\" }\n");
+    expect_marker (r, "", "node", "22", "mise.toml");
+    expect_marker (r, "", "python", "3.12", "mise.toml");
+    expect_marker (r, "", "ruby", "3.3.0", "mise.toml");
+    put (r, "mise.toml", "[tools]\nnodejs = { version = \"21.1\", postinstall = \"x\" }\npython = \"latest\"\n");
+    expect_marker (r, "", "node", "21.1", "mise.toml");
+    expect_marker (r, "", "python", NULL, NULL);
+    put (r, ".tool-versions", "nodejs 18.19.0\n");
+    expect_marker (r, "", "node", "18.19.0", ".tool-versions");
+    put (r, "api/mise.toml", "[tools]\npython = \"3.11\"\n");
+    expect_marker (r, "api", "python", "3.11", "api/mise.toml");
+    repo_free (r);
+
+    /* each file put in turn, then what ruby's markers say */
+    static const struct {
+        const char *file, *text, *req, *from;
+    } ruby[] = {
+        { "zeta.gemspec", "Gem::Specification.new do |s|\n  s.required_ruby_version = '>= 2.5'\nend\n", ">= 2.5",
+          "zeta.gemspec (required_ruby_version)" },
+        { "kiwi.gemspec", "spec.name = 'kiwi'\n  spec.required_ruby_version = \">= 3.2\"\n", ">= 3.2",
+          "kiwi.gemspec (required_ruby_version)" },
+        { "kiwi.gemspec", "  spec.required_ruby_version = Gem::Requirement.new(\"~> 3.1\")\n", "~> 3.1",
+          "kiwi.gemspec (required_ruby_version)" },
+        { "Gemfile", "source 'https://rubygems.org'\ngemspec\n", "~> 3.1", "kiwi.gemspec (required_ruby_version)" },
+        { "Gemfile", "source 'https://rubygems.org'\nruby \"3.3.0\"\ngemspec\n", "3.3.0", "Gemfile (ruby)" },
+    };
+    r = repo_new ();
+    for (size_t i = 0; i < sizeof ruby / sizeof *ruby; i++) {
+        put (r, ruby[i].file, ruby[i].text);
+        expect_marker (r, "", "ruby", ruby[i].req, ruby[i].from);
+    }
+    repo_free (r);
+    r = repo_new ();
+    put (r, "x.gemspec", "spec.required_ruby_version == '>= 1'\nspec.name = 'x'\n");
+    expect_marker (r, "", "ruby", NULL, NULL);
+    repo_free (r);
+}
+
 /* -------------------------------------------------------------- resolution */
 
 static void
@@ -760,6 +810,61 @@ test_aside_folder_of_the_command (void **state)
     repo_free (r);
 }
 
+/* A test command that runs tox or nox: the pip step also installs it and
+ * keeps a wheelhouse Phase B's pip finds (PIP_FIND_LINKS); another command,
+ * or a plan without a pip step, is planned as before. */
+static void
+test_python_test_runner (void **state)
+{
+    char *r = repo_new ();
+    put (r, "pyproject.toml", "[project]\nname = \"x\"\nversion = \"1\"\ndependencies = [\"iniconfig\"]\n");
+    put (r, "tox.ini", "[testenv]\ndeps = pytest\ncommands = pytest\n");
+    const char *commands[] = { "tox -e py313", "cd . && .venv/bin/nox -s tests", "pytest -q", "python -m tox" };
+    const char *runner[] = { "tox", "nox", NULL, NULL };
+    for (size_t i = 0; i < 4; i++) {
+        kiwi_inspect_request rq = { .root = r, .test_command = commands[i], .catalog = local, .driver = "docker" };
+        kiwi_inspection in;
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+        const kiwi_install_step *st = &in.install.steps[0];
+        const char *links = kiwi_strv_env_get (&in.install.verify_env, "PIP_FIND_LINKS");
+        if (runner[i] == NULL) {
+            assert_string_equal (in.install.display, "pip install -e . (.venv)");
+            assert_null (strstr (st->script, "kiwi-wheels"));
+            assert_null (links);
+            kiwi_inspection_clear (&in);
+            continue;
+        }
+        char want[256];
+        snprintf (want, sizeof want, "pip install -e . (.venv) + %s", runner[i]);
+        assert_string_equal (in.install.display, want);
+        snprintf (want, sizeof want,
+                  " && .venv/bin/pip install '%s' && .venv/bin/pip download -q -d .venv/kiwi-wheels '%s' setuptools "
+                  "wheel && { [ ! -s /kiwi/tmp/kiwi/requirements.txt ] || .venv/bin/pip download -q -d "
+                  ".venv/kiwi-wheels -r /kiwi/tmp/kiwi/requirements.txt; }",
+                  runner[i], runner[i]);
+        size_t sl = strlen (st->script), wl = strlen (want);
+        assert_true (sl > wl && strcmp (st->script + sl - wl, want) == 0);
+        assert_non_null (strstr (st->why, "the test command runs"));
+        assert_string_equal (links, "PIP_FIND_LINKS=/kiwi/src/.venv/kiwi-wheels");
+        assert_true (kiwi_strv_contains (&in.install.verify_env, "PIP_NO_INDEX=1"));
+        assert_null (kiwi_strv_env_get (&in.install.install_env, "PIP_FIND_LINKS"));
+        kiwi_inspection_clear (&in);
+    }
+    repo_free (r);
+    /* uv's plan is left as it is */
+    r = repo_new ();
+    put (r, "pyproject.toml", "[project]\nname = \"x\"\nversion = \"1\"\n");
+    put (r, "uv.lock", "version = 1\n");
+    kiwi_inspect_request rq = { .root = r, .test_command = "tox", .catalog = local, .driver = "docker" };
+    kiwi_inspection in;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+    assert_string_equal (in.install.display, "uv sync --frozen --no-install-project");
+    kiwi_inspection_clear (&in);
+    repo_free (r);
+}
+
 /* ----------------------------------------------------------- the cache key */
 
 static void
@@ -1095,6 +1200,69 @@ test_pnpm_pin (void **state)
     put (r, "package.json", "{ \"packageManager\": \"pnpm@9';touch /x;'\", \"dependencies\": { \"a\": \"1\" } }");
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
     assert_strip_then (p.steps[0].script, "pnpm install --frozen-lockfile");
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+}
+
+/* bun.lock or bun.lockb (no other lockfile) or packageManager bun@V: bun
+ * from the npm registry's binary package (V, else the newest) into
+ * ~/.kiwi/bun with shims in ~/.kiwi/bin, first on both phases' PATH, then
+ * bun install --frozen-lockfile; the lockfiles are the install's input. */
+static void
+test_bun (void **state)
+{
+    char *r = repo_new ();
+    put (r, "package.json", "{ \"dependencies\": { \"ms\": \"2.1.3\" }, \"scripts\": { \"postinstall\": \"x\" } }");
+    put (r, "bun.lock", "{\n  \"lockfileVersion\": 1,\n}\n");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "bun install --frozen-lockfile");
+    assert_int_equal (p.n, 1);
+    assert_int_equal (p.steps[0].eco, KIWI_ECO_BUN);
+    assert_true (p.steps[0].locked);
+    assert_non_null (strstr (p.steps[0].why, "bun.lock"));
+    static const char *const in_script[] = { "npm install --prefix /kiwi/home/.kiwi/bun ", "--ignore-scripts",
+                                             "\"@oven/bun-linux-$a\"\n", "a=x64-baseline",
+                                             "> /kiwi/home/.kiwi/bin/bun ", "> /kiwi/home/.kiwi/bin/bunx " };
+    for (size_t i = 0; i < sizeof in_script / sizeof *in_script; i++)
+        if (strstr (p.steps[0].script, in_script[i]) == NULL)
+            fail_msg ("no `%s` in:\n%s", in_script[i], p.steps[0].script);
+    assert_strip_then (p.steps[0].script, "bun install --frozen-lockfile");
+    assert_string_equal (p.steps[0].prelude, "bun run postinstall");
+    const char *envs[] = { kiwi_strv_env_get (&p.verify_env, "PATH"), kiwi_strv_env_get (&p.install_env, "PATH") };
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal (strncmp (envs[i], "PATH=/kiwi/home/.kiwi/bin:", 26), 0); /* first */
+    assert_true (kiwi_strv_contains (&p.install_env, "BUN_INSTALL_CACHE_DIR=/kiwi/tmp/bun-cache")
+                 && kiwi_strv_contains (&p.install_env, "npm_config_cache=/kiwi/tmp/npm-cache")
+                 && kiwi_strv_contains (&p.verify_env, "npm_config_offline=true"));
+    kiwi_strv files = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    assert_true (kiwi_strv_contains (&files, "bun.lock"));
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+
+    /* the binary lockfile; a pinned version; a version that is not plain */
+    unlink (strcat (strcpy ((char[4096]) { 0 }, r), "/bun.lock"));
+    put (r, "bun.lockb", "#!/usr/bin/env bun\nbun-lockfile-format-v0\n");
+    put (r, "package.json", "{ \"packageManager\": \"bun@1.2.3\", \"dependencies\": { \"ms\": \"2.1.3\" } }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "bun install --frozen-lockfile");
+    assert_non_null (strstr (p.steps[0].script, "\"@oven/bun-linux-$a@1.2.3\"\n"));
+    assert_non_null (strstr (p.steps[0].why, "packageManager bun@1.2.3"));
+    kiwi_install_plan_clear (&p);
+    put (r, "package.json", "{ \"packageManager\": \"bun@1';touch /x;'\", \"dependencies\": { \"ms\": \"2\" } }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_non_null (strstr (p.steps[0].script, "\"@oven/bun-linux-$a\"\n"));
+    assert_null (strstr (p.steps[0].script, "touch"));
+    kiwi_install_plan_clear (&p);
+
+    /* beside npm's lockfile, npm's wins and says bun's is ignored */
+    put (r, "package.json", "{ \"dependencies\": { \"ms\": \"2.1.3\" } }");
+    put (r, "package-lock.json", "{}");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_string_equal (p.display, "npm ci");
+    assert_string_equal (p.steps[0].why, "package-lock.json (bun.lockb ignored)");
     kiwi_install_plan_clear (&p);
     repo_free (r);
 }
@@ -1568,6 +1736,7 @@ main (void)
         cmocka_unit_test (test_jsonc),
         cmocka_unit_test (test_devcontainer),
         cmocka_unit_test (test_version_markers),
+        cmocka_unit_test (test_version_markers_mise_and_gemspec),
         cmocka_unit_test (test_resolution_order),
         cmocka_unit_test (test_node_lockfiles),
         cmocka_unit_test (test_other_ecosystems), cmocka_unit_test (test_aside_folder_of_the_command),
@@ -1579,6 +1748,8 @@ main (void)
         cmocka_unit_test (test_node_root_scripts),
         cmocka_unit_test (test_node_workspace_members),
         cmocka_unit_test (test_pnpm_pin),
+        cmocka_unit_test (test_bun),
+        cmocka_unit_test (test_python_test_runner),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_declared_services),

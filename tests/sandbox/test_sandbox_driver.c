@@ -2,7 +2,8 @@
  * test_sandbox_driver.c: the Docker and gVisor drivers against the real
  * dockerd: exec with streamed and bounded output, exit codes, deadlines,
  * the disk ceiling, memory and pids limits, no network, labels, destroy and
- * reap. Each test runs under both runtimes.
+ * reap, ::1 on the loopback and no IPv6 beyond it. Each test runs under
+ * both runtimes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -354,6 +355,124 @@ test_sealed_files (void **state)
     }
 }
 
+/* The probe the IPv6 test runs: a server on [::1] that writes what it got
+ * to /kiwi/src/v6.txt, a client that sends it a line, then connects to a
+ * documentation address (2001:db8::1) and to eth0's link-local neighbour
+ * and writes how each failed. No route means no packet leaves. */
+static const char v6_probe[] =
+    "import socket, threading\n"
+    "out = open('/kiwi/src/v6.txt', 'w')\n"
+    "try:\n"
+    "    srv = socket.socket(socket.AF_INET6)\n"
+    "    srv.bind(('::1', 0)); srv.listen(1)\n"
+    "    def serve():\n"
+    "        c, _ = srv.accept(); out.write('got ' + c.recv(64).decode() + '\\n'); out.flush(); c.close()\n"
+    "    t = threading.Thread(target=serve); t.start()\n"
+    "    socket.create_connection(('::1', srv.getsockname()[1])).sendall(b'over-v6')\n"
+    "    t.join()\n"
+    "except OSError as e:\n"
+    "    out.write('server ' + str(e.errno) + '\\n')\n"
+    "for a in ('2001:db8::1', 'fe80::1%eth0'):\n"
+    "    try:\n"
+    "        c = socket.socket(socket.AF_INET6); c.settimeout(5); c.connect((a, 9)); out.write('reached ' + a + '\\n')\n"
+    "    except OSError as e:\n"
+    "        out.write('refused ' + a + '\\n')\n"
+    "out.close()\n";
+
+/* Reads the host's file `path` into buf (NUL-terminated); "" when absent. */
+static void
+read_host_file (const char *path, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen (path, "r");
+    if (f == NULL)
+        return;
+    size_t n = fread (buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose (f);
+}
+
+/* Every IPv6 address and route of the container's kernel namespace, read
+ * from the host's /proc, is on lo. */
+static void
+assert_kernel_ipv6_on_lo_only (kiwi_docker *d, const char *id)
+{
+    char path[512];
+    snprintf (path, sizeof path, "/containers/%s/json", id);
+    json_t *doc = NULL;
+    kiwi_error_t err = NULL;
+    if (kiwi_docker_call (d, "GET", path, NULL, 30000, &doc, NULL, &err) < 0)
+        fail_msg ("inspect %s: %s", id, kiwi_error_msg (err));
+    json_int_t pid = json_integer_value (json_object_get (json_object_get (doc, "State"), "Pid"));
+    json_decref (doc);
+    assert_true (pid > 0);
+    const char *files[] = { "if_inet6", "ipv6_route" };
+    for (size_t f = 0; f < 2; f++) {
+        snprintf (path, sizeof path, "/proc/%lld/net/%s", (long long) pid, files[f]);
+        char text[8192];
+        read_host_file (path, text, sizeof text);
+        for (char *line = strtok (text, "\n"); line != NULL; line = strtok (NULL, "\n")) {
+            size_t len = strlen (line);
+            if (len < 3 || strcmp (line + len - 3, " lo") != 0)
+                fail_msg ("%s has an IPv6 entry off the loopback: %s", path, line);
+        }
+    }
+}
+
+/* ::1 works on the loopback of every sandbox with no network (runc and
+ * gVisor) and of Phase A's under runc: a server on [::1] gets a client's
+ * line, as the sandbox's disk shows on the host. No IPv6 leaves: both
+ * outside connects fail in every sandbox, the install network has no IPv6
+ * (dockerd's record), and the kernel namespace of each container has IPv6
+ * addresses and routes on lo only (the host's /proc). Under runsc-net
+ * (Phase A under gVisor) netstack copies the namespace's addresses, where
+ * Docker left lo no ::1: there only the "nothing leaves" half is asserted. */
+static void
+test_ipv6_loopback_only (void **state)
+{
+    kiwi_docker *d = NULL;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_docker_open (kiwi_test_env_or ("KIWI_DOCKER_SOCKET", "/var/run/docker.sock"), &d, &err), 0);
+    const char *e[] = { "HOME=/kiwi/home", NULL };
+    for (size_t i = 0; i < 2; i++)
+        for (int install = 0; install < 2; install++) {
+            kiwi_sandbox_env *env = kiwi_test_sandbox_env (drivers[i], "itest");
+            kiwi_sandbox_spec spec = {
+                .image = "kiwi/python:3.13", .network = install ? KIWI_NET_INSTALL : KIWI_NET_NONE, .env = e,
+                .task_id = "itest", .phase = install ? "install" : "verify",
+            };
+            kiwi_sandbox *sb = NULL;
+            if (kiwi_sandbox_create (env, &spec, &sb, &err) < 0)
+                fail_msg ("%s: create: %s", drivers[i], kiwi_error_msg (err));
+            const char *argv[] = { "python3", "-c", v6_probe, NULL };
+            kiwi_exec_spec x = { .argv = argv, .timeout_ms = 120000, .output_cap = 4096 };
+            kiwi_exec_result r;
+            assert_int_equal (kiwi_sandbox_exec (sb, &x, &r, &err), 0);
+            assert_int_equal (r.exit_code, 0);
+            kiwi_exec_result_clear (&r);
+
+            char path[512], got[1024];
+            snprintf (path, sizeof path, "%s/sandboxes/%s/mnt/src/v6.txt",
+                      kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"), kiwi_sandbox_id (sb));
+            read_host_file (path, got, sizeof got);
+            print_message ("%s %s: %s", drivers[i], spec.phase, got);
+            bool runsc_net = i == 1 && install;
+            if (!runsc_net)
+                assert_non_null (strstr (got, "got over-v6\n"));
+            assert_non_null (strstr (got, "refused 2001:db8::1\n"));
+            assert_non_null (strstr (got, "refused fe80::1%eth0\n"));
+            assert_null (strstr (got, "reached"));
+            assert_kernel_ipv6_on_lo_only (d, kiwi_sandbox_id (sb));
+            assert_int_equal (kiwi_sandbox_destroy (sb, &err), 0);
+            kiwi_sandbox_env_close (env);
+        }
+    json_t *net = NULL;
+    assert_int_equal (kiwi_docker_call (d, "GET", "/networks/" KIWI_INSTALL_NETWORK, NULL, 30000, &net, NULL, &err), 0);
+    assert_true (json_is_false (json_object_get (net, "EnableIPv6")));
+    json_decref (net);
+    kiwi_docker_close (d);
+}
+
 /* A sandbox made through one env is handed to another of the same driver
  * (the session's thread makes verify sandboxes through an env of its own):
  * it works through the new env after the first is closed, and is removed
@@ -397,6 +516,7 @@ main (void)
         cmocka_unit_test (test_run_once_output_timeout_and_files),
         cmocka_unit_test (test_sealed_files),
         cmocka_unit_test (test_adopt),
+        cmocka_unit_test (test_ipv6_loopback_only),
     };
     return kiwi_run_group ("sandbox_driver", tests, NULL, NULL);
 }

@@ -245,6 +245,25 @@ test_gvisor_phase_a_gets_the_upstream_resolvers_read_only (void **state)
     }
 }
 
+/* IPv6 on the loopback only: every body, both flavours and both networks,
+ * turns on lo's IPv6 and touches no other interface ("all", "default" or
+ * eth0 would give Phase A's eth0 a link-local address and a route). */
+static void
+test_ipv6_on_the_loopback_only (void **state)
+{
+    const kiwi__docker_flavour *flavours[] = { &kiwi__docker_flavour_runc, &kiwi__docker_flavour_runsc };
+    const kiwi_net_mode nets[] = { KIWI_NET_NONE, KIWI_NET_INSTALL };
+    for (size_t i = 0; i < 2; i++)
+        for (size_t n = 0; n < 2; n++) {
+            json_t *b = body_for (flavours[i], nets[n], n == 1 ? "install" : "verify");
+            json_t *sys = json_object_get (json_object_get (b, "HostConfig"), "Sysctls");
+            assert_non_null (sys);
+            assert_int_equal (json_object_size (sys), 1);
+            assert_string_equal (json_string_value (json_object_get (sys, "net.ipv6.conf.lo.disable_ipv6")), "0");
+            json_decref (b);
+        }
+}
+
 static void
 test_privileges_locked (void **state)
 {
@@ -295,6 +314,7 @@ main (void)
         cmocka_unit_test (test_gvisor_phase_a_gets_the_upstream_resolvers_read_only),
         cmocka_unit_test (test_install_network_is_never_the_hosts),
         cmocka_unit_test (test_install_bridges_and_their_networks),
+        cmocka_unit_test (test_ipv6_on_the_loopback_only),
         cmocka_unit_test (test_privileges_locked),
         cmocka_unit_test (test_unknown_driver_lists_known),
     };

@@ -33,6 +33,35 @@ test_defaults (void **state)
     kiwi_worker_config_clear (&c);
 }
 
+/* sandbox.cpus: 0 (the default) is the smaller of 2 and the host's online
+ * CPUs; a number set stays. */
+static void
+test_sandbox_cpus_auto (void **state)
+{
+    assert_int_equal (kiwi_worker_auto_cpus (-1), 1);
+    assert_int_equal (kiwi_worker_auto_cpus (0), 1);
+    assert_int_equal (kiwi_worker_auto_cpus (1), 1);
+    assert_int_equal (kiwi_worker_auto_cpus (2), 2);
+    assert_int_equal (kiwi_worker_auto_cpus (64), 2);
+    long online = sysconf (_SC_NPROCESSORS_ONLN);
+    int64_t want = online >= 2 ? 2 : 1;
+    kiwi_worker_config c;
+    kiwi_worker_config_init (&c);
+    assert_int_equal (c.cpus, want);
+    kiwi_worker_config_clear (&c);
+    char *argv[] = { "kiwi-worker", NULL };
+    const char *none[] = { NULL }, *zero[] = { "KIWI_SANDBOX_CPUS=0", NULL }, *three[] = { "KIWI_SANDBOX_CPUS=3", NULL };
+    const char *const *envs[] = { none, zero, three };
+    const int64_t got[] = { want, want, 3 };
+    for (size_t i = 0; i < 3; i++) {
+        kiwi_error_t err = NULL;
+        kiwi_worker_config_init (&c);
+        assert_int_equal (kiwi_worker_config_load (&c, NULL, envs[i], 1, argv, 1, NULL, &err), 0);
+        assert_int_equal (c.cpus, got[i]);
+        kiwi_worker_config_clear (&c);
+    }
+}
+
 static void
 test_sources_in_order (void **state)
 {
@@ -266,6 +295,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_defaults),
+        cmocka_unit_test (test_sandbox_cpus_auto),
         cmocka_unit_test (test_sources_in_order),
         cmocka_unit_test (test_kiwi_sandbox_wins_over_runtime_alias),
         cmocka_unit_test (test_bad_values_named),

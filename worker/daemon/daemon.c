@@ -303,8 +303,8 @@ kiwi_daemon_run (const kiwi_worker_config *cfg, const char *self_exe, kiwi_error
     timer_start (&d, &d.admit.wait_timer, kiwi__admit_wait_timer_cb, 1.0, 1.0);
     timer_start (&d, &d.egress_check.timer, kiwi__egress_check_timer_cb, 1.0, (double) cfg->egress_interval_s);
     timer_start (&d, &d.gc.timer, kiwi__gc_timer_cb, 1.0, 600.0);
-    kiwi_info ("worker %s: %d slot(s), tasks from %s (group %s) at %s", cfg->worker_id, d.slots.n, cfg->topic_tasks,
-               cfg->group, cfg->brokers);
+    kiwi_info ("worker %s: %d slot(s), %lld CPU(s) per sandbox, tasks from %s (group %s) at %s", cfg->worker_id,
+               d.slots.n, (long long) cfg->cpus, cfg->topic_tasks, cfg->group, cfg->brokers);
 
     ev_run (d.loop, 0);
 

@@ -371,20 +371,20 @@ test_limits_defaults (void **state)
     assert_int_equal (pol.limits.session_budget_tokens, 2000000);
     assert_int_equal (pol.memory_mb, 2048);
     assert_int_equal (pol.pids, 512);
-    assert_int_equal (pol.cpus, 1);
+    assert_int_equal (pol.cpus, kiwi_worker_auto_cpus (sysconf (_SC_NPROCESSORS_ONLN)));
     set (&f->cfg, "TaskTimeoutSeconds", "3600");
     set (&f->cfg, "MaxSandboxDiskMB", "64");
     set (&f->cfg, "KIWI_MAX_ROUNDS", "20");
     set (&f->cfg, "KIWI_SESSION_BUDGET", "5000");
     set (&f->cfg, "KIWI_SANDBOX_MEMORY_MB", "256");
-    set (&f->cfg, "KIWI_SANDBOX_CPUS", "2");
+    set (&f->cfg, "KIWI_SANDBOX_CPUS", "3");
     assert_string_equal (decide (f, &pol), "");
     assert_int_equal (pol.limits.timeout_seconds, 3600);
     assert_int_equal (pol.limits.disk_mb, 64);
     assert_int_equal (pol.limits.max_rounds, 20);
     assert_int_equal (pol.limits.session_budget_tokens, 5000);
     assert_int_equal (pol.memory_mb, 256);
-    assert_int_equal (pol.cpus, 2);
+    assert_int_equal (pol.cpus, 3);
 }
 
 static void
