@@ -6,6 +6,7 @@
 #
 # Usage: bench/bench_repos.sh --list FILE --mirrors FILE [--out DIR]
 #                              [--only REPO,REPO...] [--open-egress | --internal]
+#        bench/bench_repos.sh --list FILE --out DIR --report
 #   --list FILE     repositories, tab-separated with a header line:
 #                   repo commit ecosystem test_command notes
 #                   (bench/repos.tsv is the project's list)
@@ -20,6 +21,9 @@
 #   --open-egress   Phase A without the host's egress rules
 #                   (KIWI_ONCE_EGRESS_UNCHECKED=true): the report then says
 #                   it was not made in the production configuration
+#   --report        runs nothing: the report of what DIR's runs hold (a
+#                   run that was stopped part way; repositories not run yet
+#                   are left out)
 #   --internal      Phase A through the worker's egress proxy as in
 #                   production, with the host's rules untouched: the install
 #                   bridge's network (KIWI_BENCH_BRIDGE, kiwi-install13 by
@@ -50,7 +54,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../tests/worker/sh/lib.sh"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-LIST="" MIRRORS="" OUT="" ONLY="" OPEN=0 INTERNAL=0
+LIST="" MIRRORS="" OUT="" ONLY="" OPEN=0 INTERNAL=0 REPORT=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --list) LIST=$2; shift 2 ;;
@@ -59,11 +63,16 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2 ;;
     --open-egress) OPEN=1; shift ;;
     --internal) INTERNAL=1; shift ;;
+    --report) REPORT=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_repos: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -n "$LIST" ] && [ -f "$LIST" ] || { echo "bench_repos: --list FILE is required (bench/repos.tsv)" >&2; exit 2; }
+if [ "$REPORT" = 1 ]; then
+  [ -n "$OUT" ] && [ -d "$OUT/runs" ] || { echo "bench_repos: --report needs --out DIR of a run (with DIR/runs)" >&2; exit 2; }
+  config=$(cat "$OUT/config.txt" 2>/dev/null || echo "configuration not recorded")
+else
 [ -n "$MIRRORS" ] && [ -f "$MIRRORS" ] || { echo "bench_repos: --mirrors FILE is required (see --help)" >&2; exit 2; }
 [ -x "$WORKER" ] || { echo "bench_repos: $WORKER is not built (cmake --build build)" >&2; exit 2; }
 [ "$OPEN$INTERNAL" != 11 ] || { echo "bench_repos: --open-egress and --internal exclude each other" >&2; exit 2; }
@@ -128,6 +137,7 @@ if [ "$INTERNAL" = 1 ]; then
   config="production-equivalent: Phase A only through the egress proxy (an internal install network on $BRIDGE instead of the host's rules), empty cache"
 fi
 log "$config"
+printf '%s\n' "$config" >"$OUT/config.txt"
 
 tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit eco cmd _notes; do
   [ -n "$repo" ] || continue
@@ -159,10 +169,11 @@ PY
   set -e
   printf '{"type":"bench","exit":%d,"wall_ms":%d}\n' "$rc" "$(($(date +%s%3N) - start))" >>"$run/once.jsonl"
 done
+fi
 
-python3 - "$LIST" "$OUT" "$config" "$ONLY" <<'PY'
+python3 - "$LIST" "$OUT" "$config" "$ONLY" "$REPORT" <<'PY'
 import json, os, statistics, sys
-lst, out, config, only = sys.argv[1:5]
+lst, out, config, only, report_only = sys.argv[1:6]
 rows, per = [], {}
 for line in open(lst).read().splitlines()[1:]:
     f = line.split("\t")
@@ -170,6 +181,8 @@ for line in open(lst).read().splitlines()[1:]:
         continue
     repo, commit, eco, cmd = f[:4]
     path = os.path.join(out, "runs", repo.replace("/", "+"), "once.jsonl")
+    if report_only == "1" and not os.path.exists(path):
+        continue
     ev = {"install": None, "step0": None, "result": None, "wall_ms": None}
     try:
         for l in open(path):
