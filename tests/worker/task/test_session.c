@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -31,6 +32,7 @@
 extern char **environ;
 
 static kiwi_scripted_provider sp;
+static kiwi_scripted_provider *server = &sp; /* the one sessions talk to */
 static kiwi_sandbox_env *sbenv, *sbenv_ahead;
 /* this process's worker id: another run of this test (the other build
  * stage, a second checkout) has its own sandboxes, never counted here */
@@ -149,7 +151,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
     o->commit = make_repo (o->src, o->state, o->repo, sizeof o->src, extra);
     kiwi_error_t err = NULL;
     const kiwi_model_provider *prov = kiwi_model_provider_find (session_provider, &err);
-    char *base = kiwi_scripted_provider_base_url (&sp, session_provider, script);
+    char *base = kiwi_scripted_provider_base_url (server, session_provider, script);
     kiwi_model_config mc = { .base_url = base, .api_key = kiwi_scripted_provider_key (session_provider),
                              .max_attempts = 3, .backoff_base_ms = 20, .backoff_max_ms = 100,
                              .request_timeout_ms = 20000, .price_input_per_mtok = 3.0, .price_output_per_mtok = 15.0 };
@@ -652,6 +654,107 @@ test_request_sizes (void **state)
     outcome_clear (&o);
 }
 
+/* The contents of `path` (at most 64 KiB), or fails the test. */
+static char *
+slurp (const char *path)
+{
+    FILE *f = fopen (path, "r");
+    if (f == NULL)
+        fail_msg ("%s: missing", path);
+    char *buf = calloc (1, 65537);
+    buf[fread (buf, 1, 65536, f)] = '\0';
+    fclose (f);
+    return buf;
+}
+
+/* The model's seat as a tool: the scripted server in seat mode writes each
+ * request to a folder and answers with what a helper process (a person's
+ * stand-in, tests/scripted_provider/seat-answers.py) writes there from
+ * tests/fixtures/seat/js-sum.json, through `provider`'s wire format: a
+ * plan, an edit, run_tests. The session is fixed; every request is in the
+ * folder as JSON and as a transcript that shows the Architect's prompt, the
+ * tool call and its result. */
+static void
+seat_via (const char *provider, const char *model)
+{
+    KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
+    char seat[64];
+    snprintf (seat, sizeof seat, "/tmp/kiwi-session-seat-XXXXXX");
+    assert_non_null (mkdtemp (seat));
+    kiwi_scripted_provider seat_sp;
+    kiwi_error_t err = NULL;
+    if (kiwi_scripted_provider_start_seat (&seat_sp, seat, &err) < 0)
+        fail_msg ("seat: %s", kiwi_error_msg (err));
+    pid_t helper = fork ();
+    assert_true (helper >= 0);
+    if (helper == 0) {
+        execl ("/usr/bin/python3", "python3", KIWI_SOURCE_DIR "/tests/scripted_provider/seat-answers.py", seat,
+               KIWI_SOURCE_DIR "/tests/fixtures/seat/js-sum.json", "--max-seconds", "300", (char *) NULL);
+        _exit (127);
+    }
+    server = &seat_sp;
+    session_provider = provider;
+    session_model = model;
+    outcome o;
+    run_session ("seat", 1, 0, &o);
+    server = &sp;
+    session_provider = "anthropic";
+    session_model = "claude-sonnet-4-5-20250929";
+    int st = 0;
+    assert_int_equal (waitpid (helper, &st, 0), helper);
+    assert_true (WIFEXITED (st) && WEXITSTATUS (st) == 0);
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (&seat_sp, NULL, &first);
+    if (bad != 0)
+        fail_msg ("%s: %zu requests broke the wire format: %s", provider, bad, first ? first : "");
+    free (first);
+    kiwi_scripted_provider_stop (&seat_sp);
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("%s: status %s: %s", provider, kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_non_null (strstr (o.result.diff, "+  return a + b;"));
+    char p[128];
+    for (int k = 1; k <= 3; k++) {
+        snprintf (p, sizeof p, "%s/%04d-request.json", seat, k);
+        char *body = slurp (p);
+        json_t *j = json_loads (body, 0, NULL);
+        if (j == NULL)
+            fail_msg ("%s is not JSON", p);
+        json_decref (j);
+        free (body);
+    }
+    snprintf (p, sizeof p, "%s/0004-request.json", seat);
+    assert_int_not_equal (access (p, F_OK), 0);
+    snprintf (p, sizeof p, "%s/0001-request.txt", seat);
+    char *t1 = slurp (p);
+    assert_non_null (strstr (t1, "=== system ===\nYou are the Architect"));
+    assert_non_null (strstr (t1, "Round 1 of 1."));
+    assert_non_null (strstr (t1, "write 0001-answer.json"));
+    free (t1);
+    snprintf (p, sizeof p, "%s/0002-request.txt", seat);
+    char *t2 = slurp (p);
+    assert_non_null (strstr (t2, "PLAN-SEAT: sum.js line 3 subtracts"));
+    free (t2);
+    snprintf (p, sizeof p, "%s/0003-request.txt", seat);
+    char *t3 = slurp (p);
+    if (strstr (t3, "[tool call ") == NULL || strstr (t3, "edit_file") == NULL || strstr (t3, "[tool result ") == NULL
+        || strstr (t3, "edited sum.js") == NULL)
+        fail_msg ("%s: the transcript lacks the edit and its result:\n%s", provider, t3);
+    free (t3);
+    outcome_clear (&o);
+    char cmd[128];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", seat);
+    if (getenv ("KIWI_KEEP_TEST_FILES") == NULL) /* kept to read */
+        assert_int_equal (system (cmd), 0);
+}
+
+static void
+test_seat (void **state)
+{
+    seat_via ("anthropic", "claude-sonnet-4-5-20250929");
+    seat_via ("openai", "gpt-4.1");
+    seat_via ("gemini", "gemini-2.5-flash");
+}
+
 int
 main (void)
 {
@@ -662,6 +765,7 @@ main (void)
         cmocka_unit_test (test_gitignored_fix_not_fixed), cmocka_unit_test (test_verify_made_ahead),
         cmocka_unit_test (test_give_up),                cmocka_unit_test (test_tool_calls_capped_per_call),
         cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
+        cmocka_unit_test (test_seat),
     };
     if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
