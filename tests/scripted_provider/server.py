@@ -311,7 +311,27 @@ def validate_anthropic(headers, body, key):
             _need(x not in seen_ids, "%s: `tool_use` ids must be unique: %s" % (w, x))
             seen_ids.add(x)
     _need(not prev_ids, "messages: the last message has tool_use blocks without results")
+    marks = _cache_marks(body)
+    _need(marks <= 4, "A maximum of 4 blocks with cache_control may be provided. Found %d." % marks)
     return body
+
+
+def _cache_marks(body):
+    """The prompt-cache breakpoints of an Anthropic request (each checked)."""
+    places = list(body.get("tools", []))
+    if isinstance(body.get("system"), list):
+        places += body["system"]
+    for m in body.get("messages", []):
+        if isinstance(m.get("content"), list):
+            places += m["content"]
+    n = 0
+    for p in places:
+        if isinstance(p, dict) and "cache_control" in p:
+            cc = p["cache_control"]
+            _need(isinstance(cc, dict) and cc.get("type") == "ephemeral" and set(cc) <= {"type", "ttl"},
+                  "cache_control: Input tag does not match the expected tag 'ephemeral'")
+            n += 1
+    return n
 
 
 def anthropic_tool_results(body):

@@ -32,6 +32,7 @@ typedef struct kiwi__session {
     kiwi_model_tool tools[KIWI__SESSION_N_TOOLS];
     kiwi_model_tool architect_tools[KIWI__SESSION_N_ARCHITECT_TOOLS]; /* the same, the read-only ones */
     uint64_t tokens_in, tokens_out;
+    uint64_t cache_write, cache_read; /* of tokens_in: the provider's prompt cache */
     uint64_t budget_tokens;   /* 0: none */
     uint64_t budget_micros;   /* 0: none */
     double cost;              /* dollars */

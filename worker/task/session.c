@@ -89,6 +89,8 @@ account (kiwi__session *s, const kiwi_model_response *r)
 {
     s->tokens_in += r->usage.input_tokens;
     s->tokens_out += r->usage.output_tokens;
+    s->cache_write += r->usage.cache_write_tokens;
+    s->cache_read += r->usage.cache_read_tokens;
     s->cost += kiwi_model_client_cost (s->env->model, r->usage);
     if (s->budget_tokens && s->tokens_in + s->tokens_out >= s->budget_tokens)
         return true;
@@ -419,10 +421,11 @@ emit_round (kiwi__session *s, int round, const char *plan, const kiwi_exec_resul
     json_t *acts = json_array ();
     for (size_t i = 0; i < s->actions.n; i++)
         json_array_append_new (acts, json_string (s->actions.v[i]));
-    json_t *p = json_pack ("{s:i,s:s%,s:o,s:I,s:I,s:f,s:s}", "round", round, "plan", plan ? plan : "",
+    json_t *p = json_pack ("{s:i,s:s%,s:o,s:I,s:I,s:I,s:I,s:f,s:s}", "round", round, "plan", plan ? plan : "",
                            plan ? strlen (plan) > 2000 ? (size_t) 2000 : strlen (plan) : (size_t) 0, "actions", acts,
                            "tokens_in", (json_int_t) s->tokens_in, "tokens_out", (json_int_t) s->tokens_out,
-                           "cost_usd", s->cost, "ended", ended);
+                           "cache_write_tokens", (json_int_t) s->cache_write, "cache_read_tokens",
+                           (json_int_t) s->cache_read, "cost_usd", s->cost, "ended", ended);
     if (v != NULL) {
         cleanup_free char *t = tail (v->output, 2000);
         json_object_set_new (p, "verify",

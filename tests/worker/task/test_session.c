@@ -108,6 +108,18 @@ make_repo (char *src, char *state, char *ws, size_t cap, const char *extra)
     return commit;
 }
 
+/* Fails the test when a request of `script` (NULL: any) broke the script
+ * or the wire format. */
+static void
+no_violations (kiwi_scripted_provider *srv, const char *script)
+{
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (srv, script, &first);
+    if (bad != 0)
+        fail_msg ("%s: %zu requests broke the script: %s", script ? script : "seat", bad, first ? first : "");
+    free (first);
+}
+
 typedef struct {
     json_t *events; /* array of {phase, kind, round, payload} */
 } collected;
@@ -445,11 +457,7 @@ test_gitignored_fix_not_fixed (void **state)
     }
     /* the second Implementer turn checked that it was told (its expect) */
     assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-ignored"), 4);
-    char *first = NULL;
-    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-ignored", &first);
-    if (bad != 0)
-        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
-    free (first);
+    no_violations (&sp, "js-sum-ignored");
     outcome_clear (&o);
 }
 
@@ -512,11 +520,7 @@ test_tool_calls_capped_per_call (void **state)
 {
     outcome o;
     run_session ("js-sum-many-calls", 1, 0, &o);
-    char *first = NULL;
-    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-many-calls", &first);
-    if (bad != 0)
-        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
-    free (first);
+    no_violations (&sp, "js-sum-many-calls");
     assert_int_equal (o.result.status, KIWI_RESULT_MAX_ROUNDS);
     assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-many-calls"), 2);
     json_t *r1 = round_event (o.events, 1);
@@ -600,11 +604,7 @@ test_architect_memory (void **state)
                     "mkdir -p tests && printf 'def test_extra():\\n    pass\\n\\nclass Helper:\\n' > tests/test_extra.py",
                     2, 0, &o);
     session_step0 = default_step0;
-    char *first = NULL;
-    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-architect-memory", &first);
-    if (bad != 0)
-        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
-    free (first);
+    no_violations (&sp, "js-sum-architect-memory");
     if (o.result.status != KIWI_RESULT_FIXED)
         fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
     assert_int_equal (o.result.rounds, 2);
@@ -651,6 +651,67 @@ test_request_sizes (void **state)
     run_session ("js-sum-two-rounds", 2, 0, &o);
     assert_int_equal (o.result.status, KIWI_RESULT_FIXED);
     print_sizes ("js-sum-two-rounds", from);
+    outcome_clear (&o);
+}
+
+/* Whether the JSON object `o` carries cache_control {"type":"ephemeral"}. */
+static bool
+cache_mark (json_t *o)
+{
+    json_t *cc = json_object_get (o, "cache_control");
+    return json_is_object (cc) && strcmp (json_string_value (json_object_get (cc, "type")) ?: "", "ephemeral") == 0;
+}
+
+/* Prompt caching (Anthropic): every request the server received marks the
+ * system prompt, the last tool and the conversation's last block with
+ * cache_control, and nothing else (3 breakpoints of the 4 allowed); the
+ * scripted responses' cache writes and reads are counted in the tokens and
+ * cost as computed (input $3, output $15 a million tokens; writes 1.25 and
+ * reads 0.1 of the input price). */
+static void
+test_prompt_cache (void **state)
+{
+    outcome o;
+    run_session ("js-sum-cached", 4, 0, &o);
+    no_violations (&sp, "js-sum-cached");
+    assert_int_equal (o.result.status, KIWI_RESULT_FIXED);
+    kiwi_error_t err = NULL;
+    json_t *log = kiwi_scripted_provider_log (&sp, "js-sum-cached", &err);
+    assert_int_equal (json_array_size (log), 3);
+    size_t i;
+    json_t *e;
+    json_array_foreach (log, i, e)
+    {
+        json_t *req = json_object_get (e, "request");
+        json_t *sys = json_object_get (req, "system");
+        if (!json_is_array (sys) || json_array_size (sys) != 1 || !cache_mark (json_array_get (sys, 0)))
+            fail_msg ("request %zu: the system prompt carries no cache breakpoint", i + 1);
+        json_t *tools = json_object_get (req, "tools");
+        if (!cache_mark (json_array_get (tools, json_array_size (tools) - 1)))
+            fail_msg ("request %zu: the last tool carries no cache breakpoint", i + 1);
+        json_t *msgs = json_object_get (req, "messages");
+        json_t *lc = json_object_get (json_array_get (msgs, json_array_size (msgs) - 1), "content");
+        if (!cache_mark (json_array_get (lc, json_array_size (lc) - 1)))
+            fail_msg ("request %zu: the conversation's last block carries no cache breakpoint", i + 1);
+        char *body = json_dumps (req, JSON_COMPACT);
+        size_t marks = 0;
+        for (const char *p = body; (p = strstr (p, "\"cache_control\"")) != NULL; p++)
+            marks++;
+        free (body);
+        assert_int_equal (marks, 3);
+    }
+    json_decref (log);
+    /* usage: (input, cache writes, cache reads) 400/3000/0, 400/2000/0,
+     * 100/300/5000; 60 output tokens each */
+    assert_int_equal (o.result.tokens_in, 400 + 3000 + 400 + 2000 + 100 + 300 + 5000);
+    assert_int_equal (o.result.tokens_out, 180);
+    /* 900 plain * 3 + 5300 written * 3.75 + 5000 read * 0.3 + 180 * 15
+     * = 26775 micro-dollars (every input token at $3 would be 36300) */
+    if (o.result.cost_usd_micros < 26774 || o.result.cost_usd_micros > 26775)
+        fail_msg ("cost %llu micro-dollars, want 26775", (unsigned long long) o.result.cost_usd_micros);
+    json_t *r1 = round_event (o.events, 1);
+    assert_int_equal (json_integer_value (json_object_get (r1, "cache_write_tokens")), 5300);
+    assert_int_equal (json_integer_value (json_object_get (r1, "cache_read_tokens")), 5000);
     outcome_clear (&o);
 }
 
@@ -703,11 +764,7 @@ seat_via (const char *provider, const char *model)
     int st = 0;
     assert_int_equal (waitpid (helper, &st, 0), helper);
     assert_true (WIFEXITED (st) && WEXITSTATUS (st) == 0);
-    char *first = NULL;
-    size_t bad = kiwi_scripted_provider_violations (&seat_sp, NULL, &first);
-    if (bad != 0)
-        fail_msg ("%s: %zu requests broke the wire format: %s", provider, bad, first ? first : "");
-    free (first);
+    no_violations (&seat_sp, NULL);
     kiwi_scripted_provider_stop (&seat_sp);
     if (o.result.status != KIWI_RESULT_FIXED)
         fail_msg ("%s: status %s: %s", provider, kiwi_result_status_name (o.result.status), o.result.reason);
@@ -765,7 +822,7 @@ main (void)
         cmocka_unit_test (test_gitignored_fix_not_fixed), cmocka_unit_test (test_verify_made_ahead),
         cmocka_unit_test (test_give_up),                cmocka_unit_test (test_tool_calls_capped_per_call),
         cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
-        cmocka_unit_test (test_seat),
+        cmocka_unit_test (test_seat),                   cmocka_unit_test (test_prompt_cache),
     };
     if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
