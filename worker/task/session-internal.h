@@ -15,7 +15,8 @@
 #include "common/strv.h"
 #include "worker/task/session.h"
 
-#define KIWI__SESSION_OUTPUT_TAIL (16 * 1024) /* what a run or verify keeps of its output */
+#define KIWI__SESSION_OUTPUT_KEPT (256 * 1024) /* what a run or verify keeps of its output (its end) */
+#define KIWI__SESSION_OUTPUT_TAIL (16 * 1024) /* what a run's answer shows of it (failout.h) */
 #define KIWI__SESSION_N_TOOLS 10              /* tool_defs, session-tools.c */
 #define KIWI__SESSION_CALLS_PER_ROUND 40      /* tool calls the Implementer may make in one round */
 #define KIWI__SESSION_N_ARCHITECT_TOOLS 3     /* the read-only ones: read_file, search, find_files */

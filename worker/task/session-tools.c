@@ -16,6 +16,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "worker/task/failout.h"
 
 static json_t *
 schema (const char *json)
@@ -97,14 +98,15 @@ tool_run (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
     int64_t t = kiwi__session_remaining_ms (s);
     int64_t cap = KIWI__SESSION_RUN_TIMEOUT_S * 1000;
     kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > cap || t == 0 ? cap : t,
-                         .output_cap = KIWI__SESSION_OUTPUT_TAIL };
+                         .output_cap = KIWI__SESSION_OUTPUT_KEPT };
     kiwi_exec_result r;
     if (kiwi_sandbox_exec (s->box, &x, &r, err) < 0) {
         kiwi__session_box_drop (s);
         return NULL;
     }
+    cleanup_free char *shown = kiwi_failout_fit (r.output, KIWI__SESSION_OUTPUT_TAIL);
     if (asprintf (&out, "exit status %d%s%s\n%s", r.exit_code, r.timed_out ? " (timed out)" : "",
-                  r.sandbox_lost ? " (the sandbox died)" : "", r.output ? r.output : "")
+                  r.sandbox_lost ? " (the sandbox died)" : "", shown ? shown : "")
         < 0)
         out = NULL;
     if (r.timed_out || r.sandbox_lost)
@@ -277,7 +279,9 @@ run_description (const kiwi__session *s)
                   "kills it loses it, and the next run makes a new one. Before each command the workspace's "
                   "files are copied in; what a command changes in the sandbox does not come back to the "
                   "workspace, so change files with write_file, edit_file or insert_lines. Output: `exit status "
-                  "N`, then the last 16 KiB of stdout and stderr.",
+                  "N`, then at most 16 KiB of stdout and stderr, colour codes removed: when longer, the lines "
+                  "with failure markers (FAIL, Error, Traceback, panicked...) and the ones after them, then the "
+                  "end, the rest shown as `[... N lines of passing output left out]`.",
                   KIWI__SESSION_RUN_TIMEOUT_S, cpu, mem, pids, disk)
         < 0)
         out = NULL;

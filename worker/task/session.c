@@ -23,6 +23,7 @@
 #include "common/buf.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "worker/task/failout.h"
 #include "worker/task/repo.h"
 #include "worker/task/session-internal.h"
 #include "worker/worker-metrics.h"
@@ -354,7 +355,7 @@ architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *sp
 {
     cleanup_model_conv kiwi_model_conversation conv = KIWI_MODEL_CONVERSATION_INIT;
     const char *last = s->have_verify ? s->last_verify.output : s->env->step0_output;
-    cleanup_free char *out = tail (last, OUTPUT_CUT);
+    cleanup_free char *out = kiwi_failout_fit (last, OUTPUT_CUT);
     cleanup_free char *env = environment (s);
     cleanup_free char *map = kiwi__session_map (s->env->workspace, last, KIWI__SESSION_MAP_BUDGET,
                                                 KIWI__SESSION_MAP_SYMBOLS);
@@ -364,7 +365,8 @@ architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *sp
     char *msg = NULL;
     if (asprintf (&msg,
                   "Round %d of %d.\nTask: %s\n\n%s\n%s%s%s%s%s"
-                  "The last test run exited with status %d. Its output (tail, at most %d bytes):\n%s\n\n"
+                  "The last test run exited with status %d. Its output (at most %d bytes: its failures, then "
+                  "its end):\n%s\n\n"
                   "Repository map (at most %d bytes):\n%s",
                   round, (int) s->task->limits.max_rounds, s->task->goal, env ? env : "",
                   s->task->ci_context ? "CI failure context:\n" : "", s->task->ci_context ? s->task->ci_context : "",
@@ -496,7 +498,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         /* the Implementer continues one conversation across rounds */
         char *msg = NULL;
         if (round == 1) {
-            cleanup_free char *t = tail (env->step0_output, 8000);
+            cleanup_free char *t = kiwi_failout_fit (env->step0_output, 8000);
             if (asprintf (&msg,
                           "Round 1 of %d.\nTask: %s\nTest command: %s\n\nThe test command failed before any "
                           "change (exit status %d). Its output (tail):\n%s\n\nThe Architect's plan:\n%s",
@@ -504,7 +506,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                 < 0)
                 msg = NULL;
         } else {
-            cleanup_free char *t = tail (s.last_verify.output, 12000);
+            cleanup_free char *t = kiwi_failout_fit (s.last_verify.output, 12000);
             if (s.not_carried != NULL) {
                 if (asprintf (&msg,
                               "Round %d of %d. Not fixed yet: %s. Put the change in files the diff carries. The run "

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "need.h"
 #include "scripted-provider.h"
@@ -654,6 +655,28 @@ test_request_sizes (void **state)
     outcome_clear (&o);
 }
 
+/* Step 0 failed with colour codes and a failure buried under 2000 lines of
+ * passing noise: both models' first messages (the script's expect checks
+ * the raw bodies) carry the failure's lines, the summary and the note of
+ * what was left out, and no escape byte. */
+static void
+test_failure_shown (void **state)
+{
+    kiwi_buf b = KIWI_BUF_INIT;
+    kiwi_buf_append_str (&b, "\x1b[31mFAILED test_noisy_marker_line\x1b[0m\n  expected 3, got -1\n", NULL);
+    for (int i = 0; i < 2000; i++)
+        kiwi_buf_appendf (&b, NULL, "  \x1b[32m\xe2\x9c\x93\x1b[0m passing noise %04d\n", i);
+    kiwi_buf_append_str (&b, "\x1b[31m1 failing, 2000 passing\x1b[0m\n", NULL);
+    session_step0 = kiwi_buf_str (&b);
+    outcome o;
+    run_session ("js-sum-noisy", 2, 0, &o);
+    session_step0 = default_step0;
+    kiwi_buf_free (&b);
+    no_violations (&sp, "js-sum-noisy");
+    assert_int_equal (o.result.status, KIWI_RESULT_FIXED);
+    outcome_clear (&o);
+}
+
 /* Whether the JSON object `o` carries cache_control {"type":"ephemeral"}. */
 static bool
 cache_mark (json_t *o)
@@ -823,6 +846,7 @@ main (void)
         cmocka_unit_test (test_give_up),                cmocka_unit_test (test_tool_calls_capped_per_call),
         cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
         cmocka_unit_test (test_seat),                   cmocka_unit_test (test_prompt_cache),
+        cmocka_unit_test (test_failure_shown),
     };
     if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
