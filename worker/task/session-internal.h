@@ -23,7 +23,8 @@
 #define KIWI__SESSION_ARCHITECT_CALLS 12      /* tool calls the Architect may make in one round */
 #define KIWI__SESSION_RUN_TIMEOUT_S 600       /* the longest one `run` may take */
 #define KIWI__SESSION_GIVE_UP_MAX 2000        /* bytes of give_up's reason kept */
-#define KIWI__SESSION_MAP_BUDGET (12 * 1024)  /* bytes of the repository map */
+#define KIWI__SESSION_MAP_BUDGET (12 * 1024)  /* bytes of the repository map (the Architect's) */
+#define KIWI__SESSION_IMPL_MAP_BUDGET (6 * 1024) /* bytes of the Implementer's, each round */
 #define KIWI__SESSION_MAP_SYMBOLS 8           /* top-level symbols named per file in the map */
 
 /* One session's state, on kiwi_session_run's stack. */

@@ -521,11 +521,16 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                        < 0)
                 msg = NULL;
         }
-        /* the environment first, every round */
+        /* the environment first, every round, and the map last: made afresh
+         * (it follows the workspace and the last failing output) */
         cleanup_free char *envb = environment (&s);
+        cleanup_free char *map = kiwi__session_map (env->workspace, round == 1 ? env->step0_output : s.last_verify.output,
+                                                    KIWI__SESSION_IMPL_MAP_BUDGET, KIWI__SESSION_MAP_SYMBOLS);
         if (msg != NULL && envb != NULL) {
             char *m = NULL;
-            if (asprintf (&m, "%s\n%s", envb, msg) >= 0) {
+            if (asprintf (&m, "%s\n%s\n\nRepository map (at most %d bytes):\n%s", envb, msg,
+                          KIWI__SESSION_IMPL_MAP_BUDGET, map ? map : "(none)")
+                >= 0) {
                 free (msg);
                 msg = m;
             }

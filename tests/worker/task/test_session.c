@@ -624,6 +624,15 @@ test_architect_memory (void **state)
     body_has (b, 4, "SUMMARY-ONE: I swapped the operands");
     body_has (b, 4, "- edit sum.js");
     body_has (b, 5, "not run: your tool calls of this round are used up");
+    /* the Implementer gets the map too, in its first message of each round
+     * (request 3: round 1's; request 7: round 2's, after round 1's) */
+    body_has (b, 2, "Repository map (at most 6144 bytes):");
+    body_has (b, 2, "sum.js (6 lines) [in the failing output]: sum");
+    body_has (b, 2, "tests/test_extra.py (4 lines) [test]: test_extra, Helper");
+    size_t maps = 0;
+    for (const char *p = b[6]; (p = strstr (p, "Repository map (at most 6144 bytes):")) != NULL; p++)
+        maps++;
+    assert_int_equal (maps, 2);
     bodies_free (b, n);
     print_sizes ("js-sum-architect-memory", 0);
     json_t *acts = json_object_get (round_event (o.events, 1), "actions");
