@@ -686,6 +686,37 @@ test_failure_shown (void **state)
     outcome_clear (&o);
 }
 
+/* A cheap syntax check after each write or edit, reported, not enforced:
+ * the Implementer writes a broken .py, .js and .sh, a good .json, a .txt,
+ * and fixes sum.js; the tool results it gets (its script's expect) say
+ * which checks failed with the checker's first lines and which passed, and
+ * nothing for the .txt; every file is written, and the task is fixed. */
+static void
+test_syntax_check (void **state)
+{
+    outcome o;
+    run_session ("js-sum-syntax", 1, 0, &o);
+    no_violations (&sp, "js-sum-syntax");
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    size_t n = 0;
+    char **b = request_bodies ("js-sum-syntax", &n);
+    assert_int_equal (n, 3);
+    size_t checks = 0;
+    for (const char *p = b[2]; (p = strstr (p, "\\nsyntax check (")) != NULL; p++)
+        checks++;
+    assert_int_equal (checks, 5); /* not notes.txt */
+    body_has (b, 2, "SyntaxError");
+    bodies_free (b, n);
+    const char *names[] = { "bad.py", "bad.js", "bad.sh", "ok.json", "notes.txt", NULL };
+    for (size_t i = 0; names[i]; i++) {
+        char p[256];
+        snprintf (p, sizeof p, "%s/%s", o.repo, names[i]);
+        assert_int_equal (access (p, F_OK), 0);
+    }
+    outcome_clear (&o);
+}
+
 /* Whether the JSON object `o` carries cache_control {"type":"ephemeral"}. */
 static bool
 cache_mark (json_t *o)
@@ -855,7 +886,7 @@ main (void)
         cmocka_unit_test (test_give_up),                cmocka_unit_test (test_tool_calls_capped_per_call),
         cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
         cmocka_unit_test (test_seat),                   cmocka_unit_test (test_prompt_cache),
-        cmocka_unit_test (test_failure_shown),
+        cmocka_unit_test (test_failure_shown),          cmocka_unit_test (test_syntax_check),
     };
     if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
