@@ -763,7 +763,15 @@ def seat_transcript(provider, body, answer_name="NNNN-answer.json"):
                     out.append(vals[0] if len(vals) == 1 and isinstance(vals[0], str) else json.dumps(resp))
     out.append("")
     out.append("=== answer: write %s (see tests/scripted_provider/README.md) ===" % answer_name)
-    return "\n".join(out) + "\n"
+    return _seat_visible("\n".join(str(x) for x in out) + "\n")
+
+
+def _seat_visible(text):
+    """text with every control character (C0, DEL, C1) but newline and tab
+    shown as \\xNN, so a repository's escape sequences reach the person's
+    terminal as text, never as commands."""
+    return "".join(c if c in "\n\t" or (ord(c) >= 0x20 and not 0x7f <= ord(c) <= 0x9f) else "\\x%02x" % ord(c)
+                   for c in text)
 
 
 def seat_parse_answer(raw):
