@@ -3,8 +3,11 @@
  *
  * Request: model, max_tokens, system, messages of content blocks (text,
  * tool_use, tool_result), tools with input_schema, temperature. Headers
- * x-api-key and anthropic-version: 2023-06-01. Response: content blocks,
- * stop_reason, usage.input_tokens/output_tokens; the request id is the
+ * x-api-key and anthropic-version: 2023-06-01. Prompt caching:
+ * cache_control {"type":"ephemeral"} on the last tool, the system prompt
+ * and the conversation's last block. Response: content blocks, stop_reason,
+ * usage.input_tokens/output_tokens and the cache's
+ * cache_creation_input_tokens/cache_read_input_tokens; the request id is the
  * request-id header. Errors: {"type":"error","error":{"type","message"},
  * "request_id"}.
  */
@@ -73,6 +76,13 @@ encode_tool (const kiwi_model_tool *t)
                       t->parameters);
 }
 
+/* A prompt-cache breakpoint's value. New reference. */
+static json_t *
+ephemeral (void)
+{
+    return json_pack ("{s:s}", "type", "ephemeral");
+}
+
 static json_t *
 anthropic_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *opts, kiwi_error_t *err)
 {
@@ -80,8 +90,12 @@ anthropic_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *
     json_t *messages = json_array ();
     if (root == NULL || messages == NULL || json_object_set_new (root, "messages", messages) < 0)
         goto oom;
+    /* the system prompt as a block: it carries a cache breakpoint */
     if (req->system != NULL && req->system[0] != '\0'
-        && json_object_set_new (root, "system", json_string (req->system)) < 0)
+        && json_object_set_new (root, "system",
+                                json_pack ("[{s:s, s:s, s:o}]", "type", "text", "text", req->system, "cache_control",
+                                           ephemeral ()))
+               < 0)
         goto oom;
     if (req->has_temperature && json_object_set_new (root, "temperature", json_real (req->temperature)) < 0)
         goto oom;
@@ -100,6 +114,16 @@ anthropic_encode (const kiwi_model_request *req, const kiwi__model_encode_opts *
             return kiwi__model_empty_message (root, i, err);
     }
     if (kiwi__model_add_tools (root, req, encode_tool) < 0)
+        goto oom;
+    /* the breakpoints: the tools (their prefix), the system prompt (above:
+     * tools and system), and the conversation's last block, so the next call
+     * reads all of it from the cache; 3 of the 4 allowed */
+    json_t *last = json_array_get (json_object_get (root, "tools"), json_array_size (json_object_get (root, "tools")) - 1);
+    if (last != NULL && json_object_set_new (last, "cache_control", ephemeral ()) < 0)
+        goto oom;
+    json_t *lc = json_object_get (json_array_get (messages, json_array_size (messages) - 1), "content");
+    last = json_array_get (lc, json_array_size (lc) - 1);
+    if (last != NULL && json_object_set_new (last, "cache_control", ephemeral ()) < 0)
         goto oom;
     return root;
 oom:
@@ -122,13 +146,15 @@ anthropic_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
     if (!json_is_object (usage) || !kiwi__json_uint (usage, "input_tokens", &in)
         || !kiwi__json_uint (usage, "output_tokens", &out))
         return kiwi__model_malformed (err, "response has no usage.input_tokens/output_tokens");
-    uint64_t extra = 0;
+    uint64_t wrote = 0, read = 0;
     /* cached prompt tokens are input too (billed at their own rates) */
-    if (kiwi__json_uint (usage, "cache_creation_input_tokens", &extra))
-        in += extra;
-    if (kiwi__json_uint (usage, "cache_read_input_tokens", &extra))
-        in += extra;
-    resp->usage.input_tokens = in;
+    if (!kiwi__json_uint (usage, "cache_creation_input_tokens", &wrote))
+        wrote = 0;
+    if (!kiwi__json_uint (usage, "cache_read_input_tokens", &read))
+        read = 0;
+    resp->usage.input_tokens = in + wrote + read;
+    resp->usage.cache_write_tokens = wrote;
+    resp->usage.cache_read_tokens = read;
     resp->usage.output_tokens = out;
     resp->message.role = KIWI_MODEL_ROLE_ASSISTANT;
 
@@ -199,6 +225,8 @@ const kiwi_model_provider kiwi__model_anthropic = {
     .key_env = "ANTHROPIC_API_KEY",
     .default_base_url = "https://api.anthropic.com",
     .request_id_header = "request-id",
+    .cache_write_factor = 1.25,
+    .cache_read_factor = 0.1,
     .url = anthropic_url,
     .headers = anthropic_headers,
     .encode = anthropic_encode,

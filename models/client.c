@@ -381,8 +381,11 @@ kiwi_model_client_attempts (const kiwi_model_client *c)
 double
 kiwi_model_client_cost (const kiwi_model_client *c, kiwi_model_usage usage)
 {
-    return (double) usage.input_tokens * c->cfg.price_input_per_mtok / 1e6
-           + (double) usage.output_tokens * c->cfg.price_output_per_mtok / 1e6;
+    uint64_t cached = usage.cache_write_tokens + usage.cache_read_tokens;
+    uint64_t plain = usage.input_tokens > cached ? usage.input_tokens - cached : 0;
+    double in = (double) plain + (double) usage.cache_write_tokens * c->p->cache_write_factor
+                + (double) usage.cache_read_tokens * c->p->cache_read_factor;
+    return in * c->cfg.price_input_per_mtok / 1e6 + (double) usage.output_tokens * c->cfg.price_output_per_mtok / 1e6;
 }
 
 /* One HTTP exchange: what came back. */
@@ -669,6 +672,8 @@ kiwi_model_client_call (kiwi_model_client *c, const kiwi_model_request *req, kiw
             resp->attempts = n;
             c->usage.input_tokens += resp->usage.input_tokens;
             c->usage.output_tokens += resp->usage.output_tokens;
+            c->usage.cache_write_tokens += resp->usage.cache_write_tokens;
+            c->usage.cache_read_tokens += resp->usage.cache_read_tokens;
             rc = 0;
             break;
         }

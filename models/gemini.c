@@ -228,6 +228,9 @@ gemini_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
         resp->usage.output_tokens = v;
     if (kiwi__json_uint (usage, "thoughtsTokenCount", &v))
         resp->usage.output_tokens += v; /* billed as output */
+    /* the prompt tokens served from a cache (of promptTokenCount) */
+    if (kiwi__json_uint (usage, "cachedContentTokenCount", &v))
+        resp->usage.cache_read_tokens = v < resp->usage.input_tokens ? v : resp->usage.input_tokens;
     resp->request_id = kiwi__strdup0 (kiwi__model_json_str (body, "responseId"));
 
     json_t *cands = json_object_get (body, "candidates");
@@ -336,6 +339,8 @@ const kiwi_model_provider kiwi__model_gemini = {
     .key_env = "GEMINI_API_KEY",
     .default_base_url = "https://generativelanguage.googleapis.com/v1beta",
     .request_id_header = NULL,
+    .cache_write_factor = 1.0,
+    .cache_read_factor = 0.25, /* Gemini 2.5's cached-token price */
     .url = gemini_url,
     .headers = gemini_headers,
     .encode = gemini_encode,

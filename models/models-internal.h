@@ -39,6 +39,8 @@ struct kiwi_model_provider {
     const char *key_env;
     const char *default_base_url;
     const char *request_id_header; /* response header holding the request id, or NULL */
+    double cache_write_factor;     /* a prompt-cache write's price, of the input price */
+    double cache_read_factor;      /* a prompt-cache read's price, of the input price */
 
     /* The endpoint for `req` under `base` (no trailing slash). New string. */
     char *(*url) (const char *base, const kiwi_model_request *req, kiwi_error_t *err);

@@ -191,8 +191,10 @@ typedef enum {
 const char *kiwi_model_stop_name (kiwi_model_stop stop);
 
 typedef struct kiwi_model_usage {
-    uint64_t input_tokens;
+    uint64_t input_tokens;       /* every prompt token, the cached ones too */
     uint64_t output_tokens;
+    uint64_t cache_write_tokens; /* of input_tokens: written to the provider's prompt cache */
+    uint64_t cache_read_tokens;  /* of input_tokens: read from it */
 } kiwi_model_usage;
 
 typedef struct kiwi_model_response {
@@ -276,7 +278,10 @@ kiwi_model_usage kiwi_model_client_usage (const kiwi_model_client *c);
 uint64_t kiwi_model_client_calls (const kiwi_model_client *c);
 uint64_t kiwi_model_client_attempts (const kiwi_model_client *c);
 
-/* The cost of `usage` at the configured prices (0 when no price is set). */
+/* The cost of `usage` at the configured prices (0 when no price is set):
+ * prompt tokens at the input price, those written to the prompt cache and
+ * those read from it at the provider's factors of it (Anthropic: 1.25 and
+ * 0.1; OpenAI: 1 and 0.5; Gemini: 1 and 0.25), output at the output price. */
 double kiwi_model_client_cost (const kiwi_model_client *c, kiwi_model_usage usage);
 
 void kiwi_model_client_close (kiwi_model_client *c);

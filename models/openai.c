@@ -215,6 +215,10 @@ openai_decode (json_t *body, kiwi_model_response *resp, kiwi_error_t *err)
         if (!kiwi__json_uint (usage, "prompt_tokens", &resp->usage.input_tokens)
             || !kiwi__json_uint (usage, "completion_tokens", &resp->usage.output_tokens))
             return kiwi__model_malformed (err, "usage lacks prompt_tokens or completion_tokens");
+        /* the prompt tokens OpenAI's automatic cache served (of prompt_tokens) */
+        uint64_t cached = 0;
+        if (kiwi__json_uint (json_object_get (usage, "prompt_tokens_details"), "cached_tokens", &cached))
+            resp->usage.cache_read_tokens = cached < resp->usage.input_tokens ? cached : resp->usage.input_tokens;
     } else if (usage != NULL && !json_is_null (usage)) {
         return kiwi__model_malformed (err, "usage is not an object");
     }
@@ -255,6 +259,8 @@ const kiwi_model_provider kiwi__model_openai = {
     .key_env = "OPENAI_API_KEY",
     .default_base_url = "https://api.openai.com/v1",
     .request_id_header = "x-request-id",
+    .cache_write_factor = 1.0, /* automatic caching: writes cost nothing more */
+    .cache_read_factor = 0.5,  /* the smallest discount of its models: a budget is never overrun */
     .url = openai_url,
     .headers = openai_headers,
     .encode = openai_encode,

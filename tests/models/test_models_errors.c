@@ -285,6 +285,16 @@ test_key_never_in_errors (void **state)
     kiwi_model_usage u = { .input_tokens = 1000000, .output_tokens = 200000 };
     assert_float_equal (kiwi_model_client_cost (pc, u), 6.0, 1e-9);
     assert_float_equal (kiwi_model_client_cost (c, u), 0.0, 1e-12);
+    /* prompt-cache tokens at OpenAI's factors: 400000 plain, 100000
+     * written (1x), 500000 read (0.5x) */
+    u.cache_write_tokens = 100000;
+    u.cache_read_tokens = 500000;
+    assert_float_equal (kiwi_model_client_cost (pc, u), (400000 + 100000 + 250000) * 3.0 / 1e6 + 3.0, 1e-9);
+    /* Anthropic's: writes 1.25x, reads 0.1x the input price */
+    kiwi_model_client *ac = kiwi_model_client_open (kiwi_model_provider_find ("anthropic", &err), &priced, &err);
+    assert_non_null (ac);
+    assert_float_equal (kiwi_model_client_cost (ac, u), (400000 + 125000 + 50000) * 3.0 / 1e6 + 3.0, 1e-9);
+    kiwi_model_client_close (ac);
     kiwi_model_client_close (pc);
     kiwi_model_client_close (c);
 }

@@ -113,7 +113,8 @@ test_anthropic_request (void **state)
     json_t *j = encode (&kiwi__model_anthropic, &c.req, true);
     assert_json_equal (j, "{"
                           "\"model\":\"claude-sonnet-4-5\",\"max_tokens\":2048,\"temperature\":0.5,"
-                          "\"system\":\"You are the Implementer.\","
+                          "\"system\":[{\"type\":\"text\",\"text\":\"You are the Implementer.\","
+                          " \"cache_control\":{\"type\":\"ephemeral\"}}],"
                           "\"messages\":["
                           " {\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Fix the test.\"}]},"
                           " {\"role\":\"assistant\",\"content\":["
@@ -123,9 +124,10 @@ test_anthropic_request (void **state)
                           " {\"role\":\"user\",\"content\":["
                           "  {\"type\":\"tool_result\",\"tool_use_id\":\"call_1\",\"content\":\"int main;\"},"
                           "  {\"type\":\"tool_result\",\"tool_use_id\":\"call_2\",\"content\":\"no such file\","
-                          "   \"is_error\":true}]}],"
+                          "   \"is_error\":true,\"cache_control\":{\"type\":\"ephemeral\"}}]}],"
                           "\"tools\":[{\"name\":\"read_file\",\"description\":\"Read a file.\",\"input_schema\":"
-                          " {\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}},\"required\":[\"path\"]}}]"
+                          " {\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}},\"required\":[\"path\"]},"
+                          " \"cache_control\":{\"type\":\"ephemeral\"}}]"
                           "}");
     json_decref (j);
 
@@ -165,7 +167,7 @@ test_anthropic_request_edges (void **state)
                           "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"run\","
                           "\"input\":{}}]},"
                           "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\"},"
-                          "{\"type\":\"text\",\"text\":\"and then\"}]}]}");
+                          "{\"type\":\"text\",\"text\":\"and then\",\"cache_control\":{\"type\":\"ephemeral\"}}]}]}");
     json_decref (j);
     kiwi_model_conv_clear (&conv);
 }
@@ -389,6 +391,8 @@ test_anthropic_responses (void **state)
     assert_int_equal (r.message.n_blocks, 1);
     assert_string_equal (r.message.blocks[0].text, "Hi.");
     assert_int_equal (r.usage.input_tokens, 17); /* cached input counts */
+    assert_int_equal (r.usage.cache_read_tokens, 5);
+    assert_int_equal (r.usage.cache_write_tokens, 0);
     assert_int_equal (r.usage.output_tokens, 3);
     assert_string_equal (r.request_id, "msg_1");
     kiwi_model_response_clear (&r);
@@ -439,12 +443,14 @@ test_openai_responses (void **state)
                               "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"g\","
                               "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Hi.\","
                               "\"refusal\":null},\"finish_reason\":\"stop\"}],"
-                              "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,\"total_tokens\":11}}",
+                              "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,\"total_tokens\":11,"
+                              "\"prompt_tokens_details\":{\"cached_tokens\":4}}}",
                               &r, &err),
                       0);
     assert_int_equal (r.stop, KIWI_MODEL_STOP_END_TURN);
     assert_string_equal (r.message.blocks[0].text, "Hi.");
     assert_int_equal (r.usage.input_tokens, 9);
+    assert_int_equal (r.usage.cache_read_tokens, 4); /* of the 9 */
     assert_int_equal (r.usage.output_tokens, 2);
     assert_string_equal (r.request_id, "chatcmpl-1");
     kiwi_model_response_clear (&r);
@@ -489,13 +495,15 @@ test_gemini_responses (void **state)
     assert_int_equal (decode (&kiwi__model_gemini,
                               "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi.\"}],\"role\":\"model\"},"
                               "\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":7,"
-                              "\"candidatesTokenCount\":2,\"thoughtsTokenCount\":10,\"totalTokenCount\":19},"
+                              "\"candidatesTokenCount\":2,\"thoughtsTokenCount\":10,\"totalTokenCount\":19,"
+                              "\"cachedContentTokenCount\":3},"
                               "\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"resp-1\"}",
                               &r, &err),
                       0);
     assert_int_equal (r.stop, KIWI_MODEL_STOP_END_TURN);
     assert_string_equal (r.message.blocks[0].text, "Hi.");
     assert_int_equal (r.usage.input_tokens, 7);
+    assert_int_equal (r.usage.cache_read_tokens, 3); /* of the 7 */
     assert_int_equal (r.usage.output_tokens, 12); /* thoughts are billed as output */
     assert_string_equal (r.request_id, "resp-1");
     kiwi_model_response_clear (&r);

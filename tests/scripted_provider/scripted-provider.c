@@ -59,8 +59,8 @@ read_file_tail (const char *path, size_t max)
     return buf;
 }
 
-int
-kiwi_scripted_provider_start (kiwi_scripted_provider *sp, const char *const *script_dirs, kiwi_error_t *err)
+static int
+start (kiwi_scripted_provider *sp, const char *const *script_dirs, const char *seat, kiwi_error_t *err)
 {
     memset (sp, 0, sizeof *sp);
     char tmpl[] = "/tmp/kiwi-scripted-XXXXXX";
@@ -77,8 +77,9 @@ kiwi_scripted_provider_start (kiwi_scripted_provider *sp, const char *const *scr
         errlog = NULL;
 
     static const char *const default_dirs[] = { KIWI_SCRIPTED_PROVIDER_SCRIPTS, NULL };
+    static const char *const no_dirs[] = { NULL };
     if (script_dirs == NULL)
-        script_dirs = default_dirs;
+        script_dirs = seat != NULL ? no_dirs : default_dirs;
     const char *argv[64];
     size_t n = 0;
     char parent[32];
@@ -88,6 +89,10 @@ kiwi_scripted_provider_start (kiwi_scripted_provider *sp, const char *const *scr
     for (size_t i = 0; script_dirs[i] != NULL && n < 50; i++) {
         argv[n++] = "--scripts";
         argv[n++] = script_dirs[i];
+    }
+    if (seat != NULL) {
+        argv[n++] = "--seat";
+        argv[n++] = seat;
     }
     argv[n++] = "--log";
     argv[n++] = sp->log_path;
@@ -171,6 +176,18 @@ rm_dir (const char *dir)
         unlink (path);
     }
     rmdir (dir);
+}
+
+int
+kiwi_scripted_provider_start (kiwi_scripted_provider *sp, const char *const *script_dirs, kiwi_error_t *err)
+{
+    return start (sp, script_dirs, NULL, err);
+}
+
+int
+kiwi_scripted_provider_start_seat (kiwi_scripted_provider *sp, const char *seat_dir, kiwi_error_t *err)
+{
+    return start (sp, NULL, seat_dir, err);
 }
 
 void

@@ -37,6 +37,11 @@ typedef struct kiwi_scripted_provider {
  * < 0 with *err (its stderr quoted) when it does not within 15 s. */
 int kiwi_scripted_provider_start (kiwi_scripted_provider *sp, const char *const *script_dirs, kiwi_error_t *err);
 
+/* Starts the server as the model's seat: every request goes to `seat_dir`
+ * as NNNN-request.json and NNNN-request.txt, and is answered from the
+ * NNNN-answer.json written there (README.md, "The model's seat"). */
+int kiwi_scripted_provider_start_seat (kiwi_scripted_provider *sp, const char *seat_dir, kiwi_error_t *err);
+
 /* Ends the server (SIGTERM, then SIGKILL after 3 s), reaps it, removes its
  * directory. Safe on a stopped or never-started one. */
 void kiwi_scripted_provider_stop (kiwi_scripted_provider *sp);

@@ -311,7 +311,27 @@ def validate_anthropic(headers, body, key):
             _need(x not in seen_ids, "%s: `tool_use` ids must be unique: %s" % (w, x))
             seen_ids.add(x)
     _need(not prev_ids, "messages: the last message has tool_use blocks without results")
+    marks = _cache_marks(body)
+    _need(marks <= 4, "A maximum of 4 blocks with cache_control may be provided. Found %d." % marks)
     return body
+
+
+def _cache_marks(body):
+    """The prompt-cache breakpoints of an Anthropic request (each checked)."""
+    places = list(body.get("tools", []))
+    if isinstance(body.get("system"), list):
+        places += body["system"]
+    for m in body.get("messages", []):
+        if isinstance(m.get("content"), list):
+            places += m["content"]
+    n = 0
+    for p in places:
+        if isinstance(p, dict) and "cache_control" in p:
+            cc = p["cache_control"]
+            _need(isinstance(cc, dict) and cc.get("type") == "ephemeral" and set(cc) <= {"type", "ttl"},
+                  "cache_control: Input tag does not match the expected tag 'ephemeral'")
+            n += 1
+    return n
 
 
 def anthropic_tool_results(body):
@@ -670,6 +690,170 @@ def _as_list(v):
     return v if isinstance(v, list) else [v]
 
 
+# -------------------------------------------------------------------- seat ---
+# The model's seat as a tool (--seat DIR): every request is written to DIR as
+# NNNN-request.json (the body as received) and NNNN-request.txt (what a person
+# reads), and the answer is read from NNNN-answer.json, which a person (or a
+# helper) writes: a JSON string (text), a list of tool calls
+# [{"tool": NAME, "args": {...}}, ...], or {"text": "...", "tools": [...]};
+# a file that is not JSON is taken as plain text once it has stopped growing.
+# The server turns the answer into the provider's own response body.
+
+SEAT_POLL_S = 0.2
+
+
+def _seat_text_of(content):
+    """The text of an Anthropic/OpenAI content value (a string or blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return "" if content is None else json.dumps(content)
+
+
+def seat_transcript(provider, body, answer_name="NNNN-answer.json"):
+    """The request as a person reads it: the system prompt, then each message's
+    text, tool calls and tool results, in order; tool declarations by name."""
+    out = ["=== system ===", system_text(provider, body), "", "=== tools: %s ===" % ", ".join(tool_names(provider, body))]
+    if provider == "anthropic":
+        for i, m in enumerate(body.get("messages", [])):
+            out.append("")
+            out.append("=== message %d: %s ===" % (i + 1, m.get("role")))
+            c = m.get("content")
+            blocks = [{"type": "text", "text": c}] if isinstance(c, str) else (c or [])
+            for b in blocks:
+                t = b.get("type")
+                if t == "text":
+                    out.append(b.get("text", ""))
+                elif t == "tool_use":
+                    out.append("[tool call %s] %s %s" % (b.get("id"), b.get("name"), json.dumps(b.get("input"))))
+                elif t == "tool_result":
+                    out.append("[tool result %s%s]" % (b.get("tool_use_id"), ", error" if b.get("is_error") else ""))
+                    out.append(_seat_text_of(b.get("content")))
+    elif provider == "openai":
+        for i, m in enumerate(body.get("messages", [])):
+            role = m.get("role")
+            if role in ("system", "developer"):
+                continue
+            out.append("")
+            out.append("=== message %d: %s ===" % (i + 1, role))
+            if role == "tool":
+                out.append("[tool result %s]" % m.get("tool_call_id"))
+            text = _seat_text_of(m.get("content"))
+            if text:
+                out.append(text)
+            for c in m.get("tool_calls") or []:
+                fn = c.get("function", {})
+                out.append("[tool call %s] %s %s" % (c.get("id"), fn.get("name"), fn.get("arguments")))
+    else:
+        for i, c in enumerate(body.get("contents", [])):
+            out.append("")
+            out.append("=== message %d: %s ===" % (i + 1, c.get("role")))
+            for p in c.get("parts", []):
+                if "text" in p:
+                    out.append(p["text"])
+                elif "functionCall" in p:
+                    fc = p["functionCall"]
+                    out.append("[tool call %s] %s %s" % (fc.get("id", "-"), fc.get("name"), json.dumps(fc.get("args"))))
+                elif "functionResponse" in p:
+                    fr = p["functionResponse"]
+                    out.append("[tool result %s %s]" % (fr.get("id", "-"), fr.get("name")))
+                    resp = fr.get("response", {})
+                    vals = list(resp.values()) if isinstance(resp, dict) else []
+                    out.append(vals[0] if len(vals) == 1 and isinstance(vals[0], str) else json.dumps(resp))
+    out.append("")
+    out.append("=== answer: write %s (see tests/scripted_provider/README.md) ===" % answer_name)
+    return _seat_visible("\n".join(str(x) for x in out) + "\n")
+
+
+def _seat_visible(text):
+    """text with every control character (C0, DEL, C1) but newline and tab
+    shown as \\xNN, so a repository's escape sequences reach the person's
+    terminal as text, never as commands."""
+    return "".join(c if c in "\n\t" or (ord(c) >= 0x20 and not 0x7f <= ord(c) <= 0x9f) else "\\x%02x" % ord(c)
+                   for c in text)
+
+
+def seat_parse_answer(raw):
+    """(text, [(name, args)]) from an answer file's bytes, or raises ValueError
+    (the message says what is wrong). None for text means no text."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return raw.decode("utf-8", errors="replace"), []
+    text, calls = None, []
+    if isinstance(doc, str):
+        text = doc
+    elif isinstance(doc, list):
+        calls = doc
+    elif isinstance(doc, dict) and set(doc) <= {"text", "tools"}:
+        text, calls = doc.get("text"), doc.get("tools", [])
+        if text is not None and not isinstance(text, str):
+            raise ValueError("\"text\" must be a string")
+        if not isinstance(calls, list):
+            raise ValueError("\"tools\" must be a list")
+    else:
+        raise ValueError("an answer is a string, a list of tool calls, or {\"text\", \"tools\"}")
+    out = []
+    for k, c in enumerate(calls):
+        if not (isinstance(c, dict) and isinstance(c.get("tool"), str) and TOOL_NAME_RE.match(c["tool"])
+                and set(c) <= {"tool", "args"} and isinstance(c.get("args", {}), dict)):
+            raise ValueError("tool call %d: must be {\"tool\": NAME, \"args\": {...}}" % (k + 1))
+        out.append((c["tool"], c.get("args", {})))
+    if not text and not out:
+        raise ValueError("the answer has neither text nor tool calls")
+    return text or None, out
+
+
+def seat_response(provider, body, model, n, text, calls):
+    """The provider's response body for an answer (text, [(name, args)])."""
+    usage_in, usage_out = 0, 0
+    if provider == "anthropic":
+        content = [{"type": "text", "text": text}] if text else []
+        content += [{"type": "tool_use", "id": "toolu_seat%04d_%d" % (n, k), "name": name, "input": args}
+                    for k, (name, args) in enumerate(calls)]
+        return {"id": "msg_seat%04d" % n, "type": "message", "role": "assistant", "model": body.get("model", ""),
+                "content": content, "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": usage_in, "output_tokens": usage_out}}
+    if provider == "openai":
+        msg = {"role": "assistant", "content": text, "refusal": None}
+        if calls:
+            msg["tool_calls"] = [{"id": "call_seat%04d_%d" % (n, k), "type": "function",
+                                  "function": {"name": name, "arguments": json.dumps(args)}}
+                                 for k, (name, args) in enumerate(calls)]
+        return {"id": "chatcmpl-seat%04d" % n, "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", ""), "choices": [{"index": 0, "message": msg, "logprobs": None,
+                                                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": {"prompt_tokens": usage_in, "completion_tokens": usage_out, "total_tokens": 0}}
+    parts = [{"text": text}] if text else []
+    parts += [{"functionCall": {"name": name, "args": args}} for name, args in calls]
+    return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": usage_in, "candidatesTokenCount": usage_out, "totalTokenCount": 0},
+            "modelVersion": model or "", "responseId": "seat%04d" % n}
+
+
+def seat_wait_answer(path, stopping):
+    """The answer file's bytes once it is complete: JSON that parses, or
+    other text unchanged over one poll. None when the server stops."""
+    last = None
+    while not stopping.is_set():
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raw = None
+        if raw:
+            try:
+                json.loads(raw.decode("utf-8"))
+                return raw
+            except (UnicodeDecodeError, ValueError):
+                if raw == last:
+                    return raw
+            last = raw
+        time.sleep(SEAT_POLL_S)
+    return None
+
+
 # ------------------------------------------------------------------ scripts ---
 
 def load_script(dirs, name):
@@ -713,8 +897,10 @@ def route(path, headers):
 # ------------------------------------------------------------------- server ---
 
 class State:
-    def __init__(self, dirs, log_path, keys):
+    def __init__(self, dirs, log_path, keys, seat=None):
         self.dirs = dirs
+        self.seat = seat        # the seat's directory (--seat), or None
+        self.seat_n = 0
         self.log_path = log_path
         self.keys = keys
         self.lock = threading.Lock()
@@ -810,6 +996,8 @@ class Handler(BaseHTTPRequestHandler):
                 entry["violations"].append({"kind": "invalid_request", "message": str(e)})
         if entry["violations"]:
             return self._reject(provider, entry, 400, entry["violations"][0]["message"])
+        if self.state.seat:
+            return self._seat(provider, model, body, raw, entry)
 
         if not script:
             entry["violations"].append({"kind": "no_script", "message": "no /script/<name> prefix or X-Kiwi-Script"})
@@ -852,6 +1040,32 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state.turn[script] = n + 1
         return self._play(provider, script, turn, entry)
+
+    def _seat(self, provider, model, body, raw, entry):
+        """The request to the seat's directory, the answer from it."""
+        with self.state.lock:
+            self.state.seat_n += 1
+            n = self.state.seat_n
+        entry["turn"] = n - 1
+        base = os.path.join(self.state.seat, "%04d-" % n)
+        with open(base + "request.json.tmp", "wb") as f:
+            f.write(raw)
+        os.replace(base + "request.json.tmp", base + "request.json")
+        with open(base + "request.txt.tmp", "w", encoding="utf-8") as f:
+            f.write(seat_transcript(provider, body, os.path.basename(base) + "answer.json"))
+        os.replace(base + "request.txt.tmp", base + "request.txt")
+        answer = seat_wait_answer(base + "answer.json", self.state.stopping)
+        if answer is None:
+            self.close_connection = True
+            return
+        try:
+            text, calls = seat_parse_answer(answer)
+        except ValueError as e:
+            entry["violations"].append({"kind": "bad_answer", "message": "%sanswer.json: %s" % (base, e)})
+            return self._reject(provider, entry, 400, entry["violations"][0]["message"])
+        entry["status"] = 200
+        seq = self.state.record(entry)
+        return self._send(200, seat_response(provider, body, model, n, text, calls), self._id_headers(provider, seq))
 
     def _sent_key(self):
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -958,7 +1172,9 @@ class Handler(BaseHTTPRequestHandler):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scripts", action="append", required=True, help="a directory of <name>.json scripts")
+    ap.add_argument("--scripts", action="append", default=[], help="a directory of <name>.json scripts")
+    ap.add_argument("--seat", help="the model's seat: write each request to this directory and answer with the "
+                    "NNNN-answer.json a person writes there (scripts are not used)")
     ap.add_argument("--log", help="append one JSON line per request here")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file")
@@ -967,8 +1183,13 @@ def main(argv=None):
     for p in DEFAULT_KEYS:
         ap.add_argument("--%s-key" % p, default=os.environ.get("KIWI_SCRIPTED_%s_KEY" % p.upper(), DEFAULT_KEYS[p]))
     args = ap.parse_args(argv)
+    if not args.scripts and not args.seat:
+        ap.error("--scripts or --seat is required")
+    if args.seat:
+        os.makedirs(args.seat, exist_ok=True)
     keys = {p: getattr(args, "%s_key" % p) for p in DEFAULT_KEYS}
-    state = State([os.path.abspath(d) for d in args.scripts], args.log, keys)
+    state = State([os.path.abspath(d) for d in args.scripts], args.log, keys,
+                  os.path.abspath(args.seat) if args.seat else None)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.state = state

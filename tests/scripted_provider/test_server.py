@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -192,6 +193,85 @@ class Validation(unittest.TestCase):
         g = server.error_body("gemini", 429, retry_delay="2s")
         self.assertEqual(g["error"]["status"], "RESOURCE_EXHAUSTED")
         self.assertEqual(g["error"]["details"][0]["retryDelay"], "2s")
+
+
+class Seat(unittest.TestCase):
+    """The model's seat (--seat): answers parsed, turned into each wire
+    format, requests written (escapes shown, not sent to a terminal), a live
+    request answered from the file a person writes; cache breakpoints
+    counted."""
+
+    def test_answers(self):
+        self.assertEqual(server.seat_parse_answer(b'"plan"'), ("plan", []))
+        self.assertEqual(server.seat_parse_answer(b"just words\n"), ("just words\n", []))
+        self.assertEqual(server.seat_parse_answer(b'[{"tool": "run_tests"}]'), (None, [("run_tests", {})]))
+        self.assertEqual(server.seat_parse_answer(b'{"text": "t", "tools": [{"tool": "a", "args": {"x": 1}}]}'),
+                         ("t", [("a", {"x": 1})]))
+        for bad in (b'[{"name": "x"}]', b'[{"tool": "x", "args": []}]', b'{"other": 1}', b'[]', b'""'):
+            with self.assertRaises(ValueError):
+                server.seat_parse_answer(bad)
+
+    def test_responses_in_each_format(self):
+        calls = [("read_file", {"path": "a.js"})]
+        a = server.seat_response("anthropic", {"model": "m"}, None, 3, "t", calls)
+        self.assertEqual([b["type"] for b in a["content"]], ["text", "tool_use"])
+        self.assertEqual(a["stop_reason"], "tool_use")
+        o = server.seat_response("openai", {"model": "m"}, None, 3, None, calls)
+        fn = o["choices"][0]["message"]["tool_calls"][0]["function"]
+        self.assertEqual((fn["name"], json.loads(fn["arguments"])), ("read_file", {"path": "a.js"}))
+        g = server.seat_response("gemini", {}, "g", 3, "t", [])
+        self.assertEqual(g["candidates"][0]["content"]["parts"], [{"text": "t"}])
+
+    def test_transcript_shows_escapes(self):
+        t = server.seat_transcript("anthropic", {"system": "S", "messages": [
+            {"role": "user", "content": "x\x1b]0;title\x07y\x9b2J"}]})
+        self.assertNotIn("\x1b", t)
+        self.assertNotIn("\x07", t)
+        self.assertNotIn("\x9b", t)
+        self.assertIn("x\\x1b]0;title\\x07y\\x9b2J", t)
+
+    def test_cache_breakpoints(self):
+        body = anthropic_body()
+        body["system"] = [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}]
+        server.validate("anthropic", ANTHROPIC_HEADERS, body, KEYS["anthropic"])
+        body["messages"][0]["content"] = [{"type": "text", "text": "t%d" % i, "cache_control": {"type": "ephemeral"}}
+                                          for i in range(4)]
+        with self.assertRaises(server.Invalid) as cm:
+            server.validate("anthropic", ANTHROPIC_HEADERS, body, KEYS["anthropic"])
+        self.assertIn("A maximum of 4 blocks with cache_control", str(cm.exception))
+
+    def test_live(self):
+        seat = tempfile.mkdtemp(prefix="kiwi-seat-test-")
+        proc = subprocess.Popen([sys.executable, os.path.join(HERE, "server.py"), "--seat", seat, "--parent-pid",
+                                 str(os.getpid()), "--max-seconds", "60"], stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(proc.stdout.readline())
+            out = {}
+
+            def ask():
+                req = urllib.request.Request("http://127.0.0.1:%d/v1/messages" % port,
+                                             data=json.dumps(anthropic_body()).encode(), headers=ANTHROPIC_HEADERS,
+                                             method="POST")
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    out["body"] = json.loads(r.read())
+
+            th = threading.Thread(target=ask)
+            th.start()
+            while not os.path.exists(os.path.join(seat, "0001-request.txt")):
+                self.assertTrue(th.is_alive())
+                time.sleep(0.05)
+            with open(os.path.join(seat, "0001-request.json"), "rb") as f:
+                self.assertEqual(json.loads(f.read()), anthropic_body())
+            with open(os.path.join(seat, "0001-answer.json.tmp"), "w") as f:
+                json.dump([{"tool": "run_tests", "args": {}}], f)
+            os.replace(os.path.join(seat, "0001-answer.json.tmp"), os.path.join(seat, "0001-answer.json"))
+            th.join(30)
+            self.assertEqual(out["body"]["content"][0]["name"], "run_tests")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            proc.stdout.close()
+            shutil.rmtree(seat)
 
 
 class Live(unittest.TestCase):

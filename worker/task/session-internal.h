@@ -15,14 +15,16 @@
 #include "common/strv.h"
 #include "worker/task/session.h"
 
-#define KIWI__SESSION_OUTPUT_TAIL (16 * 1024) /* what a run or verify keeps of its output */
+#define KIWI__SESSION_OUTPUT_KEPT (256 * 1024) /* what a run or verify keeps of its output (its end) */
+#define KIWI__SESSION_OUTPUT_TAIL (16 * 1024) /* what a run's answer shows of it (failout.h) */
 #define KIWI__SESSION_N_TOOLS 10              /* tool_defs, session-tools.c */
 #define KIWI__SESSION_CALLS_PER_ROUND 40      /* tool calls the Implementer may make in one round */
 #define KIWI__SESSION_N_ARCHITECT_TOOLS 3     /* the read-only ones: read_file, search, find_files */
 #define KIWI__SESSION_ARCHITECT_CALLS 12      /* tool calls the Architect may make in one round */
 #define KIWI__SESSION_RUN_TIMEOUT_S 600       /* the longest one `run` may take */
 #define KIWI__SESSION_GIVE_UP_MAX 2000        /* bytes of give_up's reason kept */
-#define KIWI__SESSION_MAP_BUDGET (12 * 1024)  /* bytes of the repository map */
+#define KIWI__SESSION_MAP_BUDGET (12 * 1024)  /* bytes of the repository map (the Architect's) */
+#define KIWI__SESSION_IMPL_MAP_BUDGET (6 * 1024) /* bytes of the Implementer's, each round */
 #define KIWI__SESSION_MAP_SYMBOLS 8           /* top-level symbols named per file in the map */
 
 /* One session's state, on kiwi_session_run's stack. */
@@ -32,6 +34,7 @@ typedef struct kiwi__session {
     kiwi_model_tool tools[KIWI__SESSION_N_TOOLS];
     kiwi_model_tool architect_tools[KIWI__SESSION_N_ARCHITECT_TOOLS]; /* the same, the read-only ones */
     uint64_t tokens_in, tokens_out;
+    uint64_t cache_write, cache_read; /* of tokens_in: the provider's prompt cache */
     uint64_t budget_tokens;   /* 0: none */
     uint64_t budget_micros;   /* 0: none */
     double cost;              /* dollars */

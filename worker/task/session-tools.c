@@ -16,6 +16,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "worker/task/failout.h"
 
 static json_t *
 schema (const char *json)
@@ -97,14 +98,15 @@ tool_run (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *err)
     int64_t t = kiwi__session_remaining_ms (s);
     int64_t cap = KIWI__SESSION_RUN_TIMEOUT_S * 1000;
     kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > cap || t == 0 ? cap : t,
-                         .output_cap = KIWI__SESSION_OUTPUT_TAIL };
+                         .output_cap = KIWI__SESSION_OUTPUT_KEPT };
     kiwi_exec_result r;
     if (kiwi_sandbox_exec (s->box, &x, &r, err) < 0) {
         kiwi__session_box_drop (s);
         return NULL;
     }
+    cleanup_free char *shown = kiwi_failout_fit (r.output, KIWI__SESSION_OUTPUT_TAIL);
     if (asprintf (&out, "exit status %d%s%s\n%s", r.exit_code, r.timed_out ? " (timed out)" : "",
-                  r.sandbox_lost ? " (the sandbox died)" : "", r.output ? r.output : "")
+                  r.sandbox_lost ? " (the sandbox died)" : "", shown ? shown : "")
         < 0)
         out = NULL;
     if (r.timed_out || r.sandbox_lost)
@@ -150,6 +152,11 @@ tool_give_up (kiwi__session *s, json_t *args, const char *path, kiwi_error_t *er
     return strdup ("giving up: the task ends now, with the status gave_up and your reason");
 }
 
+#define SYNTAX_NOTE                                                                                                   \
+    " After the change, a .py, .js/.mjs/.cjs, .json or .sh file is checked for syntax in the round's sandbox "    \
+    "(python3 -m py_compile, node --check, a JSON parse, bash -n; when the image has the tool): the answer's last " \
+    "line says `syntax check (...): ok`, or shows the checker's first lines. The file is written either way."
+
 #define PATH_ERRORS                                                                                                   \
     " Path errors (every tool): a path that is absolute, holds `..` or a NUL byte, goes through a symlink, names "  \
     ".git, or names nothing is refused."
@@ -185,7 +192,7 @@ static const struct {
     { "write_file",
       "Create or replace a whole file of the repository (parent directories are made; at most 8 MiB). To change "
       "part of a file, use edit_file or insert_lines. Errors: no path or no content, content over 8 MiB or "
-      "holding a NUL byte." PATH_ERRORS,
+      "holding a NUL byte." SYNTAX_NOTE PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"}},"
       "\"required\":[\"path\",\"content\"]}",
       kiwi__tool_write_file, false },
@@ -196,7 +203,7 @@ static const struct {
       "found (the error names the file and shows, numbered, the lines most like old_text's first line); old_text "
       "occurs several times and replace_all is not true (the error gives the count and the line of each); old_text "
       "empty (use insert_lines) or equal to new_text; the file or the result larger than 8 MiB; the file not a "
-      "regular file." PATH_ERRORS,
+      "regular file." SYNTAX_NOTE PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"old_text\":{\"type\":\"string\"},"
       "\"new_text\":{\"type\":\"string\"},\"replace_all\":{\"type\":\"boolean\",\"description\":\"replace every "
       "occurrence; default false\"}},\"required\":[\"path\",\"old_text\",\"new_text\"]}",
@@ -205,7 +212,7 @@ static const struct {
       "Insert text into a file after line `line`: 0 inserts at the top, the file's line count at the end. A "
       "newline is added to text when it lacks one. The answer shows the result's lines around the insertion, "
       "numbered. Errors: line past the end of the file (the error gives the line count) or below 0; text empty; "
-      "the file or the result larger than 8 MiB; the file not a regular file." PATH_ERRORS,
+      "the file or the result larger than 8 MiB; the file not a regular file." SYNTAX_NOTE PATH_ERRORS,
       "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"line\":{\"type\":\"integer\","
       "\"description\":\"insert after this line; 0 = at the top\"},\"text\":{\"type\":\"string\"}},"
       "\"required\":[\"path\",\"line\",\"text\"]}",
@@ -277,7 +284,9 @@ run_description (const kiwi__session *s)
                   "kills it loses it, and the next run makes a new one. Before each command the workspace's "
                   "files are copied in; what a command changes in the sandbox does not come back to the "
                   "workspace, so change files with write_file, edit_file or insert_lines. Output: `exit status "
-                  "N`, then the last 16 KiB of stdout and stderr.",
+                  "N`, then at most 16 KiB of stdout and stderr, colour codes removed: when longer, the lines "
+                  "with failure markers (FAIL, Error, Traceback, panicked...) and the ones after them, then the "
+                  "end, the rest shown as `[... N lines of passing output left out]`.",
                   KIWI__SESSION_RUN_TIMEOUT_S, cpu, mem, pids, disk)
         < 0)
         out = NULL;
@@ -317,6 +326,96 @@ kiwi__session_tools_clear (kiwi__session *s)
     s->give_up_reason = NULL;
 }
 
+/* ---------- a cheap syntax check after a file changed ---------- */
+
+static bool
+changes_file (tool_fn fn)
+{
+    return fn == kiwi__tool_write_file || fn == kiwi__tool_edit_file || fn == kiwi__tool_insert_lines;
+}
+
+/* By the file's suffix: what checks it, in the sandbox, as `sh -c SCRIPT sh
+ * FILE`; exit 99 when the image has no such tool (then nothing is said). */
+static const struct {
+    const char *suffixes[4];
+    const char *label;
+    const char *script;
+} checkers[] = {
+    { { ".py", NULL }, "python3 -m py_compile",
+      "command -v python3 >/dev/null 2>&1 || exit 99; exec python3 -m py_compile \"./$1\"" },
+    { { ".js", ".mjs", ".cjs", NULL }, "node --check",
+      "command -v node >/dev/null 2>&1 || exit 99; exec node --check \"./$1\"" },
+    { { ".json", NULL }, "JSON parse",
+      "if command -v python3 >/dev/null 2>&1; then exec python3 -m json.tool \"./$1\" >/dev/null; "
+      "elif command -v node >/dev/null 2>&1; then exec node -e "
+      "'JSON.parse(require(\"fs\").readFileSync(process.argv[1], \"utf8\"))' \"./$1\"; else exit 99; fi" },
+    { { ".sh", NULL }, "bash -n", "command -v bash >/dev/null 2>&1 || exit 99; exec bash -n \"./$1\"" },
+};
+
+#define CHECK_TIMEOUT_MS 20000 /* a checker's wall clock (its expiry ends the sandbox) */
+#define CHECK_LINES 10         /* lines of a failed check shown */
+
+/* What the syntax check of `path` (just written) says, to append to the
+ * tool's answer: "syntax check (node --check): ok", or its first lines; NULL
+ * when the file has no checker, the image lacks it, or there is no sandbox.
+ * Reported, never enforced. Caller frees. */
+static char *
+syntax_check (kiwi__session *s, const char *path)
+{
+    const char *dot = strrchr (path, '.');
+    if (dot == NULL || s->env->sandbox == NULL)
+        return NULL;
+    size_t k = 0, n = sizeof checkers / sizeof checkers[0];
+    bool found = false;
+    for (; k < n && !found; k++)
+        for (size_t j = 0; checkers[k].suffixes[j] && !found; j++)
+            found = strcmp (dot, checkers[k].suffixes[j]) == 0;
+    if (!found)
+        return NULL;
+    k--;
+    kiwi_error_t err = NULL;
+    char *out = NULL;
+    if (box_ready (s, &err) < 0) {
+        if (asprintf (&out, "syntax check: not run (%s)", kiwi_error_msg (err)) < 0)
+            out = NULL;
+        kiwi_error_free (&err);
+        return out;
+    }
+    const char *argv[] = { "/bin/sh", "-c", checkers[k].script, "sh", path, NULL };
+    int64_t t = kiwi__session_remaining_ms (s);
+    kiwi_exec_spec x = { .argv = argv, .timeout_ms = t > CHECK_TIMEOUT_MS || t == 0 ? CHECK_TIMEOUT_MS : t,
+                         .output_cap = 8192 };
+    kiwi_exec_result r;
+    if (kiwi_sandbox_exec (s->box, &x, &r, &err) < 0) {
+        kiwi__session_box_drop (s);
+        if (asprintf (&out, "syntax check: not run (%s)", kiwi_error_msg (err)) < 0)
+            out = NULL;
+        kiwi_error_free (&err);
+        return out;
+    }
+    if (r.timed_out || r.sandbox_lost) {
+        kiwi__session_box_drop (s);
+        if (asprintf (&out, "syntax check (%s): %s", checkers[k].label,
+                      r.timed_out ? "timed out" : "the sandbox died")
+            < 0)
+            out = NULL;
+    } else if (r.exit_code == 0) {
+        if (asprintf (&out, "syntax check (%s): ok", checkers[k].label) < 0)
+            out = NULL;
+    } else if (r.exit_code != 99) {
+        cleanup_free char *c = kiwi_failout_clean (r.output);
+        size_t cut = 0, lines = 0;
+        while (c && c[cut] && lines < CHECK_LINES && cut < 1500)
+            lines += c[cut++] == '\n';
+        if (asprintf (&out, "syntax check (%s) failed (exit status %d; the file is written as it is):\n%.*s%s",
+                      checkers[k].label, r.exit_code, (int) cut, c ? c : "", c && c[cut] ? "[...]\n" : "")
+            < 0)
+            out = NULL;
+    }
+    kiwi_exec_result_clear (&r);
+    return out;
+}
+
 /* Runs one tool call; returns its content (caller frees) and sets *is_error. */
 char *
 kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool read_only, bool *is_error)
@@ -341,9 +440,18 @@ kiwi__session_run_tool (kiwi__session *s, const char *name, json_t *args, bool r
                                  tool_defs[i].name);
                 goto fail;
             }
-            if ((out = tool_defs[i].run (s, args, path, &err)) != NULL || err == NULL)
-                return out;
-            goto fail;
+            if ((out = tool_defs[i].run (s, args, path, &err)) == NULL && err != NULL)
+                goto fail;
+            /* a file changed: its syntax, where the image can check it */
+            cleanup_free char *check = NULL;
+            if (out != NULL && path != NULL && changes_file (tool_defs[i].run))
+                check = syntax_check (s, path);
+            char *with = NULL;
+            if (check != NULL && asprintf (&with, "%s\n%s", out, check) >= 0) {
+                free (out);
+                out = with;
+            }
+            return out;
         }
     kiwi_error_make (&err, 0, "unknown tool `%.64s`", name);
 fail:

@@ -43,7 +43,7 @@ verify_request (kiwi__session *s, kiwi_verify_request *req)
         .extra_env = s->env->verify_env,
         .credentials = kiwi_strv_list (&s->creds),
         .limits = s->env->limits,
-        .output_cap = KIWI__SESSION_OUTPUT_TAIL,
+        .output_cap = KIWI__SESSION_OUTPUT_KEPT,
         .task_id = s->task->id,
     };
 }

@@ -23,6 +23,7 @@
 #include "common/buf.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "worker/task/failout.h"
 #include "worker/task/repo.h"
 #include "worker/task/session-internal.h"
 #include "worker/worker-metrics.h"
@@ -89,6 +90,8 @@ account (kiwi__session *s, const kiwi_model_response *r)
 {
     s->tokens_in += r->usage.input_tokens;
     s->tokens_out += r->usage.output_tokens;
+    s->cache_write += r->usage.cache_write_tokens;
+    s->cache_read += r->usage.cache_read_tokens;
     s->cost += kiwi_model_client_cost (s->env->model, r->usage);
     if (s->budget_tokens && s->tokens_in + s->tokens_out >= s->budget_tokens)
         return true;
@@ -352,7 +355,7 @@ architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *sp
 {
     cleanup_model_conv kiwi_model_conversation conv = KIWI_MODEL_CONVERSATION_INIT;
     const char *last = s->have_verify ? s->last_verify.output : s->env->step0_output;
-    cleanup_free char *out = tail (last, OUTPUT_CUT);
+    cleanup_free char *out = kiwi_failout_fit (last, OUTPUT_CUT);
     cleanup_free char *env = environment (s);
     cleanup_free char *map = kiwi__session_map (s->env->workspace, last, KIWI__SESSION_MAP_BUDGET,
                                                 KIWI__SESSION_MAP_SYMBOLS);
@@ -362,7 +365,8 @@ architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *sp
     char *msg = NULL;
     if (asprintf (&msg,
                   "Round %d of %d.\nTask: %s\n\n%s\n%s%s%s%s%s"
-                  "The last test run exited with status %d. Its output (tail, at most %d bytes):\n%s\n\n"
+                  "The last test run exited with status %d. Its output (at most %d bytes: its failures, then "
+                  "its end):\n%s\n\n"
                   "Repository map (at most %d bytes):\n%s",
                   round, (int) s->task->limits.max_rounds, s->task->goal, env ? env : "",
                   s->task->ci_context ? "CI failure context:\n" : "", s->task->ci_context ? s->task->ci_context : "",
@@ -419,10 +423,11 @@ emit_round (kiwi__session *s, int round, const char *plan, const kiwi_exec_resul
     json_t *acts = json_array ();
     for (size_t i = 0; i < s->actions.n; i++)
         json_array_append_new (acts, json_string (s->actions.v[i]));
-    json_t *p = json_pack ("{s:i,s:s%,s:o,s:I,s:I,s:f,s:s}", "round", round, "plan", plan ? plan : "",
+    json_t *p = json_pack ("{s:i,s:s%,s:o,s:I,s:I,s:I,s:I,s:f,s:s}", "round", round, "plan", plan ? plan : "",
                            plan ? strlen (plan) > 2000 ? (size_t) 2000 : strlen (plan) : (size_t) 0, "actions", acts,
                            "tokens_in", (json_int_t) s->tokens_in, "tokens_out", (json_int_t) s->tokens_out,
-                           "cost_usd", s->cost, "ended", ended);
+                           "cache_write_tokens", (json_int_t) s->cache_write, "cache_read_tokens",
+                           (json_int_t) s->cache_read, "cost_usd", s->cost, "ended", ended);
     if (v != NULL) {
         cleanup_free char *t = tail (v->output, 2000);
         json_object_set_new (p, "verify",
@@ -493,7 +498,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         /* the Implementer continues one conversation across rounds */
         char *msg = NULL;
         if (round == 1) {
-            cleanup_free char *t = tail (env->step0_output, 8000);
+            cleanup_free char *t = kiwi_failout_fit (env->step0_output, 8000);
             if (asprintf (&msg,
                           "Round 1 of %d.\nTask: %s\nTest command: %s\n\nThe test command failed before any "
                           "change (exit status %d). Its output (tail):\n%s\n\nThe Architect's plan:\n%s",
@@ -501,7 +506,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                 < 0)
                 msg = NULL;
         } else {
-            cleanup_free char *t = tail (s.last_verify.output, 12000);
+            cleanup_free char *t = kiwi_failout_fit (s.last_verify.output, 12000);
             if (s.not_carried != NULL) {
                 if (asprintf (&msg,
                               "Round %d of %d. Not fixed yet: %s. Put the change in files the diff carries. The run "
@@ -516,11 +521,16 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
                        < 0)
                 msg = NULL;
         }
-        /* the environment first, every round */
+        /* the environment first, every round, and the map last: made afresh
+         * (it follows the workspace and the last failing output) */
         cleanup_free char *envb = environment (&s);
+        cleanup_free char *map = kiwi__session_map (env->workspace, round == 1 ? env->step0_output : s.last_verify.output,
+                                                    KIWI__SESSION_IMPL_MAP_BUDGET, KIWI__SESSION_MAP_SYMBOLS);
         if (msg != NULL && envb != NULL) {
             char *m = NULL;
-            if (asprintf (&m, "%s\n%s", envb, msg) >= 0) {
+            if (asprintf (&m, "%s\n%s\n\nRepository map (at most %d bytes):\n%s", envb, msg,
+                          KIWI__SESSION_IMPL_MAP_BUDGET, map ? map : "(none)")
+                >= 0) {
                 free (msg);
                 msg = m;
             }

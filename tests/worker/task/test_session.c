@@ -20,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "need.h"
 #include "scripted-provider.h"
@@ -31,6 +33,7 @@
 extern char **environ;
 
 static kiwi_scripted_provider sp;
+static kiwi_scripted_provider *server = &sp; /* the one sessions talk to */
 static kiwi_sandbox_env *sbenv, *sbenv_ahead;
 /* this process's worker id: another run of this test (the other build
  * stage, a second checkout) has its own sandboxes, never counted here */
@@ -106,6 +109,18 @@ make_repo (char *src, char *state, char *ws, size_t cap, const char *extra)
     return commit;
 }
 
+/* Fails the test when a request of `script` (NULL: any) broke the script
+ * or the wire format. */
+static void
+no_violations (kiwi_scripted_provider *srv, const char *script)
+{
+    char *first = NULL;
+    size_t bad = kiwi_scripted_provider_violations (srv, script, &first);
+    if (bad != 0)
+        fail_msg ("%s: %zu requests broke the script: %s", script ? script : "seat", bad, first ? first : "");
+    free (first);
+}
+
 typedef struct {
     json_t *events; /* array of {phase, kind, round, payload} */
 } collected;
@@ -149,7 +164,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
     o->commit = make_repo (o->src, o->state, o->repo, sizeof o->src, extra);
     kiwi_error_t err = NULL;
     const kiwi_model_provider *prov = kiwi_model_provider_find (session_provider, &err);
-    char *base = kiwi_scripted_provider_base_url (&sp, session_provider, script);
+    char *base = kiwi_scripted_provider_base_url (server, session_provider, script);
     kiwi_model_config mc = { .base_url = base, .api_key = kiwi_scripted_provider_key (session_provider),
                              .max_attempts = 3, .backoff_base_ms = 20, .backoff_max_ms = 100,
                              .request_timeout_ms = 20000, .price_input_per_mtok = 3.0, .price_output_per_mtok = 15.0 };
@@ -443,11 +458,7 @@ test_gitignored_fix_not_fixed (void **state)
     }
     /* the second Implementer turn checked that it was told (its expect) */
     assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-ignored"), 4);
-    char *first = NULL;
-    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-ignored", &first);
-    if (bad != 0)
-        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
-    free (first);
+    no_violations (&sp, "js-sum-ignored");
     outcome_clear (&o);
 }
 
@@ -510,11 +521,7 @@ test_tool_calls_capped_per_call (void **state)
 {
     outcome o;
     run_session ("js-sum-many-calls", 1, 0, &o);
-    char *first = NULL;
-    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-many-calls", &first);
-    if (bad != 0)
-        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
-    free (first);
+    no_violations (&sp, "js-sum-many-calls");
     assert_int_equal (o.result.status, KIWI_RESULT_MAX_ROUNDS);
     assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-many-calls"), 2);
     json_t *r1 = round_event (o.events, 1);
@@ -598,11 +605,7 @@ test_architect_memory (void **state)
                     "mkdir -p tests && printf 'def test_extra():\\n    pass\\n\\nclass Helper:\\n' > tests/test_extra.py",
                     2, 0, &o);
     session_step0 = default_step0;
-    char *first = NULL;
-    size_t bad = kiwi_scripted_provider_violations (&sp, "js-sum-architect-memory", &first);
-    if (bad != 0)
-        fail_msg ("%zu requests broke the script: %s", bad, first ? first : "");
-    free (first);
+    no_violations (&sp, "js-sum-architect-memory");
     if (o.result.status != KIWI_RESULT_FIXED)
         fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
     assert_int_equal (o.result.rounds, 2);
@@ -621,6 +624,15 @@ test_architect_memory (void **state)
     body_has (b, 4, "SUMMARY-ONE: I swapped the operands");
     body_has (b, 4, "- edit sum.js");
     body_has (b, 5, "not run: your tool calls of this round are used up");
+    /* the Implementer gets the map too, in its first message of each round
+     * (request 3: round 1's; request 7: round 2's, after round 1's) */
+    body_has (b, 2, "Repository map (at most 6144 bytes):");
+    body_has (b, 2, "sum.js (6 lines) [in the failing output]: sum");
+    body_has (b, 2, "tests/test_extra.py (4 lines) [test]: test_extra, Helper");
+    size_t maps = 0;
+    for (const char *p = b[6]; (p = strstr (p, "Repository map (at most 6144 bytes):")) != NULL; p++)
+        maps++;
+    assert_int_equal (maps, 2);
     bodies_free (b, n);
     print_sizes ("js-sum-architect-memory", 0);
     json_t *acts = json_object_get (round_event (o.events, 1), "actions");
@@ -652,6 +664,217 @@ test_request_sizes (void **state)
     outcome_clear (&o);
 }
 
+/* Step 0 failed with colour codes and a failure buried under 2000 lines of
+ * passing noise: both models' first messages (the script's expect checks
+ * the raw bodies) carry the failure's lines, the summary and the note of
+ * what was left out, and no escape byte. */
+static void
+test_failure_shown (void **state)
+{
+    kiwi_buf b = KIWI_BUF_INIT;
+    kiwi_buf_append_str (&b, "\x1b[31mFAILED test_noisy_marker_line\x1b[0m\n  expected 3, got -1\n", NULL);
+    for (int i = 0; i < 2000; i++)
+        kiwi_buf_appendf (&b, NULL, "  \x1b[32m\xe2\x9c\x93\x1b[0m passing noise %04d\n", i);
+    kiwi_buf_append_str (&b, "\x1b[31m1 failing, 2000 passing\x1b[0m\n", NULL);
+    session_step0 = kiwi_buf_str (&b);
+    outcome o;
+    run_session ("js-sum-noisy", 2, 0, &o);
+    session_step0 = default_step0;
+    kiwi_buf_free (&b);
+    no_violations (&sp, "js-sum-noisy");
+    assert_int_equal (o.result.status, KIWI_RESULT_FIXED);
+    outcome_clear (&o);
+}
+
+/* A cheap syntax check after each write or edit, reported, not enforced:
+ * the Implementer writes a broken .py, .js and .sh, a good .json, a .txt,
+ * and fixes sum.js; the tool results it gets (its script's expect) say
+ * which checks failed with the checker's first lines and which passed, and
+ * nothing for the .txt; every file is written, and the task is fixed. */
+static void
+test_syntax_check (void **state)
+{
+    outcome o;
+    run_session ("js-sum-syntax", 1, 0, &o);
+    no_violations (&sp, "js-sum-syntax");
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    size_t n = 0;
+    char **b = request_bodies ("js-sum-syntax", &n);
+    assert_int_equal (n, 3);
+    size_t checks = 0;
+    for (const char *p = b[2]; (p = strstr (p, "\\nsyntax check (")) != NULL; p++)
+        checks++;
+    assert_int_equal (checks, 5); /* not notes.txt */
+    body_has (b, 2, "SyntaxError");
+    bodies_free (b, n);
+    const char *names[] = { "bad.py", "bad.js", "bad.sh", "ok.json", "notes.txt", NULL };
+    for (size_t i = 0; names[i]; i++) {
+        char p[256];
+        snprintf (p, sizeof p, "%s/%s", o.repo, names[i]);
+        assert_int_equal (access (p, F_OK), 0);
+    }
+    outcome_clear (&o);
+}
+
+/* Whether the JSON object `o` carries cache_control {"type":"ephemeral"}. */
+static bool
+cache_mark (json_t *o)
+{
+    json_t *cc = json_object_get (o, "cache_control");
+    return json_is_object (cc) && strcmp (json_string_value (json_object_get (cc, "type")) ?: "", "ephemeral") == 0;
+}
+
+/* Prompt caching (Anthropic): every request the server received marks the
+ * system prompt, the last tool and the conversation's last block with
+ * cache_control, and nothing else (3 breakpoints of the 4 allowed); the
+ * scripted responses' cache writes and reads are counted in the tokens and
+ * cost as computed (input $3, output $15 a million tokens; writes 1.25 and
+ * reads 0.1 of the input price). */
+static void
+test_prompt_cache (void **state)
+{
+    outcome o;
+    run_session ("js-sum-cached", 4, 0, &o);
+    no_violations (&sp, "js-sum-cached");
+    assert_int_equal (o.result.status, KIWI_RESULT_FIXED);
+    kiwi_error_t err = NULL;
+    json_t *log = kiwi_scripted_provider_log (&sp, "js-sum-cached", &err);
+    assert_int_equal (json_array_size (log), 3);
+    size_t i;
+    json_t *e;
+    json_array_foreach (log, i, e)
+    {
+        json_t *req = json_object_get (e, "request");
+        json_t *sys = json_object_get (req, "system");
+        if (!json_is_array (sys) || json_array_size (sys) != 1 || !cache_mark (json_array_get (sys, 0)))
+            fail_msg ("request %zu: the system prompt carries no cache breakpoint", i + 1);
+        json_t *tools = json_object_get (req, "tools");
+        if (!cache_mark (json_array_get (tools, json_array_size (tools) - 1)))
+            fail_msg ("request %zu: the last tool carries no cache breakpoint", i + 1);
+        json_t *msgs = json_object_get (req, "messages");
+        json_t *lc = json_object_get (json_array_get (msgs, json_array_size (msgs) - 1), "content");
+        if (!cache_mark (json_array_get (lc, json_array_size (lc) - 1)))
+            fail_msg ("request %zu: the conversation's last block carries no cache breakpoint", i + 1);
+        char *body = json_dumps (req, JSON_COMPACT);
+        size_t marks = 0;
+        for (const char *p = body; (p = strstr (p, "\"cache_control\"")) != NULL; p++)
+            marks++;
+        free (body);
+        assert_int_equal (marks, 3);
+    }
+    json_decref (log);
+    /* usage: (input, cache writes, cache reads) 400/3000/0, 400/2000/0,
+     * 100/300/5000; 60 output tokens each */
+    assert_int_equal (o.result.tokens_in, 400 + 3000 + 400 + 2000 + 100 + 300 + 5000);
+    assert_int_equal (o.result.tokens_out, 180);
+    /* 900 plain * 3 + 5300 written * 3.75 + 5000 read * 0.3 + 180 * 15
+     * = 26775 micro-dollars (every input token at $3 would be 36300) */
+    if (o.result.cost_usd_micros < 26774 || o.result.cost_usd_micros > 26775)
+        fail_msg ("cost %llu micro-dollars, want 26775", (unsigned long long) o.result.cost_usd_micros);
+    json_t *r1 = round_event (o.events, 1);
+    assert_int_equal (json_integer_value (json_object_get (r1, "cache_write_tokens")), 5300);
+    assert_int_equal (json_integer_value (json_object_get (r1, "cache_read_tokens")), 5000);
+    outcome_clear (&o);
+}
+
+/* The contents of `path` (at most 64 KiB), or fails the test. */
+static char *
+slurp (const char *path)
+{
+    FILE *f = fopen (path, "r");
+    if (f == NULL)
+        fail_msg ("%s: missing", path);
+    char *buf = calloc (1, 65537);
+    buf[fread (buf, 1, 65536, f)] = '\0';
+    fclose (f);
+    return buf;
+}
+
+/* The model's seat as a tool: the scripted server in seat mode writes each
+ * request to a folder and answers with what a helper process (a person's
+ * stand-in, tests/scripted_provider/seat-answers.py) writes there from
+ * tests/fixtures/seat/js-sum.json, through `provider`'s wire format: a
+ * plan, an edit, run_tests. The session is fixed; every request is in the
+ * folder as JSON and as a transcript that shows the Architect's prompt, the
+ * tool call and its result. */
+static void
+seat_via (const char *provider, const char *model)
+{
+    KIWI_NEED (sbenv != NULL, "dockerd for the session sandbox");
+    char seat[64];
+    snprintf (seat, sizeof seat, "/tmp/kiwi-session-seat-XXXXXX");
+    assert_non_null (mkdtemp (seat));
+    kiwi_scripted_provider seat_sp;
+    kiwi_error_t err = NULL;
+    if (kiwi_scripted_provider_start_seat (&seat_sp, seat, &err) < 0)
+        fail_msg ("seat: %s", kiwi_error_msg (err));
+    pid_t helper = fork ();
+    assert_true (helper >= 0);
+    if (helper == 0) {
+        execl ("/usr/bin/python3", "python3", KIWI_SOURCE_DIR "/tests/scripted_provider/seat-answers.py", seat,
+               KIWI_SOURCE_DIR "/tests/fixtures/seat/js-sum.json", "--max-seconds", "300", (char *) NULL);
+        _exit (127);
+    }
+    server = &seat_sp;
+    session_provider = provider;
+    session_model = model;
+    outcome o;
+    run_session ("seat", 1, 0, &o);
+    server = &sp;
+    session_provider = "anthropic";
+    session_model = "claude-sonnet-4-5-20250929";
+    int st = 0;
+    assert_int_equal (waitpid (helper, &st, 0), helper);
+    assert_true (WIFEXITED (st) && WEXITSTATUS (st) == 0);
+    no_violations (&seat_sp, NULL);
+    kiwi_scripted_provider_stop (&seat_sp);
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("%s: status %s: %s", provider, kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_non_null (strstr (o.result.diff, "+  return a + b;"));
+    char p[128];
+    for (int k = 1; k <= 3; k++) {
+        snprintf (p, sizeof p, "%s/%04d-request.json", seat, k);
+        char *body = slurp (p);
+        json_t *j = json_loads (body, 0, NULL);
+        if (j == NULL)
+            fail_msg ("%s is not JSON", p);
+        json_decref (j);
+        free (body);
+    }
+    snprintf (p, sizeof p, "%s/0004-request.json", seat);
+    assert_int_not_equal (access (p, F_OK), 0);
+    snprintf (p, sizeof p, "%s/0001-request.txt", seat);
+    char *t1 = slurp (p);
+    assert_non_null (strstr (t1, "=== system ===\nYou are the Architect"));
+    assert_non_null (strstr (t1, "Round 1 of 1."));
+    assert_non_null (strstr (t1, "write 0001-answer.json"));
+    free (t1);
+    snprintf (p, sizeof p, "%s/0002-request.txt", seat);
+    char *t2 = slurp (p);
+    assert_non_null (strstr (t2, "PLAN-SEAT: sum.js line 3 subtracts"));
+    free (t2);
+    snprintf (p, sizeof p, "%s/0003-request.txt", seat);
+    char *t3 = slurp (p);
+    if (strstr (t3, "[tool call ") == NULL || strstr (t3, "edit_file") == NULL || strstr (t3, "[tool result ") == NULL
+        || strstr (t3, "edited sum.js") == NULL)
+        fail_msg ("%s: the transcript lacks the edit and its result:\n%s", provider, t3);
+    free (t3);
+    outcome_clear (&o);
+    char cmd[128];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", seat);
+    if (getenv ("KIWI_KEEP_TEST_FILES") == NULL) /* kept to read */
+        assert_int_equal (system (cmd), 0);
+}
+
+static void
+test_seat (void **state)
+{
+    seat_via ("anthropic", "claude-sonnet-4-5-20250929");
+    seat_via ("openai", "gpt-4.1");
+    seat_via ("gemini", "gemini-2.5-flash");
+}
+
 int
 main (void)
 {
@@ -662,6 +885,8 @@ main (void)
         cmocka_unit_test (test_gitignored_fix_not_fixed), cmocka_unit_test (test_verify_made_ahead),
         cmocka_unit_test (test_give_up),                cmocka_unit_test (test_tool_calls_capped_per_call),
         cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
+        cmocka_unit_test (test_seat),                   cmocka_unit_test (test_prompt_cache),
+        cmocka_unit_test (test_failure_shown),          cmocka_unit_test (test_syntax_check),
     };
     if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
