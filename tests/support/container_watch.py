@@ -22,7 +22,8 @@ suite's workers create, whatever code path made it:
               directories over the image's volume paths, outside /kiwi);
               any mount of a dockerd volume (an image's VOLUME, unmasked);
             - a HostConfig key outside the allow-list set to a non-default
-              value (PidMode host, Devices, Sysctls, ...);
+              value (PidMode host, Devices, ...); a sysctl but the one that
+              gives the loopback ::1;
             - the runtime runsc-verify (a cached /kiwi) on anything but
               Phase B's verify;
             - a secret-looking variable in a networked container;
@@ -168,6 +169,8 @@ def allowed_hostconfig(install, cgroupns_default):
         "NanoCpus": lambda v: isinstance(v, int) and v > 0,
         "PidsLimit": lambda v: isinstance(v, int) and v > 0,
         "Ulimits": lambda v: isinstance(v, list),
+        # ::1 on the loopback, nothing else: eth0 keeps IPv6 off
+        "Sysctls": lambda v: v in (None, {}, {"net.ipv6.conf.lo.disable_ipv6": "0"}),
         "Tmpfs": lambda v: isinstance(v, dict) and set(v) <= {"/tmp"},
         "LogConfig": lambda v: isinstance(v, dict) and v.get("Type") in ("none", "json-file"),
         "AutoRemove": lambda v: v is False,
@@ -251,7 +254,7 @@ def violations(rec, state_dir, cgroupns_default):
     for k in ("NetworkMode", "Privileged", "CapDrop", "SecurityOpt", "ReadonlyRootfs", "PidsLimit", "Memory"):
         if k not in hc:
             bad.append(f"{name}: HostConfig.{k} missing")
-    for key in ("CapAdd", "Devices", "DeviceRequests", "DeviceCgroupRules", "Sysctls", "Binds", "VolumesFrom",
+    for key in ("CapAdd", "Devices", "DeviceRequests", "DeviceCgroupRules", "Binds", "VolumesFrom",
                 "ExtraHosts", "GroupAdd", "PortBindings"):
         if not _zero(hc.get(key)):
             bad.append(f"{name}: HostConfig.{key} = {json.dumps(hc.get(key))[:120]}")
@@ -399,6 +402,12 @@ def selftest(_args):
     case("UsernsMode host", lambda r: hc(r).update(UsernsMode="host"), True)
     case("devices", lambda r: hc(r).update(Devices=[{"PathOnHost": "/dev/kvm"}]), True)
     case("sysctls", lambda r: hc(r).update(Sysctls={"net.ipv4.ip_forward": "1"}), True)
+    case("IPv6 on every interface",
+         lambda r: hc(r).update(Sysctls={"net.ipv6.conf.all.disable_ipv6": "0"}), True)
+    case("a sysctl beside ::1 on the loopback",
+         lambda r: hc(r).update(Sysctls={"net.ipv6.conf.lo.disable_ipv6": "0", "kernel.shmmax": "1"}), True)
+    case("::1 on the loopback passes", lambda r: hc(r).update(Sysctls={"net.ipv6.conf.lo.disable_ipv6": "0"}),
+         False)
     case("an unknown key set", lambda r: hc(r).update(OomScoreAdj=-1000), True)
     case("Docker socket bound",
          lambda r: r["inspect"]["Mounts"].append({"Type": "bind", "Source": "/var/run/docker.sock",
