@@ -82,7 +82,7 @@ def run_check(bug, work, command, runner):
                 "--security-opt", "no-new-privileges", "--memory", "1g", "--pids-limit", "256", "--cpus", "1",
                 "--user", "%d:%d" % (os.getuid(), os.getgid()), "-e", "HOME=/tmp", "-e", "NO_COLOR=1",
                 "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "GOTOOLCHAIN=local", "-e", "GOFLAGS=-mod=mod",
-                "--tmpfs", "/tmp:rw,size=256m", "-v", work + ":/w", "-w", "/w", "--label", "org.kiwi.bench=evalset",
+                "--tmpfs", "/tmp:rw,exec,size=512m", "-v", work + ":/w", "-w", "/w", "--label", "org.kiwi.bench=evalset",
                 image, "sh", "-c", command]
         env, cwd = None, None
     try:

@@ -3,8 +3,10 @@
 of a `--seat DIR` run) into a script of the Anthropic wire format that
 test_session replays: one turn per answer, its response made as the seat
 made it, each request expected to come from the same model (the system
-prompt's "You are the Architect" / "You are the Implementer") and, after a
-turn of tool calls in the same conversation, to answer those calls. Usage
+prompt's "You are the Architect" / "You are the Implementer"), after a
+turn of tool calls in the same conversation to answer those calls, and
+the Implementer's first request after a plan to carry the plan's opening
+words. Usage
 counts are the request's bytes / 4 and the answer's bytes / 4 (the seat
 reports none), so a replay's tokens say how big the run was.
 
@@ -44,7 +46,7 @@ def main(argv=None):
     if not re.match(r"^[A-Za-z0-9-]{1,40}$", args.name):
         ap.error("--name: letters, digits and '-' only, at most 40")
     tag = args.name.replace("-", "")
-    turns, answers, prev = [], [], None
+    turns, answers, prev, plan = [], [], None, None
     n = 1
     while True:
         req = os.path.join(args.seat, "%04d-request.json" % n)
@@ -75,6 +77,11 @@ def main(argv=None):
             expect["system_contains"] = role
         if prev and prev[0] == role and prev[1]:
             expect["tool_result_for"] = prev[1]
+        if plan and role == ROLES[1] and (not prev or prev[0] != role):
+            expect["contains"] = plan  # the Implementer is handed the plan
+        if role == ROLES[0] and text and not calls:
+            # the plan's opening words as they stand in the JSON body
+            plan = json.dumps(text[:60], ensure_ascii=False)[1:-1]
         turn = {"expect": expect, "response": resp} if expect else {"response": resp}
         turns.append(turn)
         prev = (role, [b["id"] for b in resp["content"] if b["type"] == "tool_use"])
