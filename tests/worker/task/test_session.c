@@ -890,7 +890,7 @@ test_seat (void **state)
  * script. The task ends fixed in the recorded rounds, with the root cause's
  * file changed and the test file not. */
 typedef struct {
-    const char *id, *goal, *step0;
+    const char *id, *script, *goal, *step0;
     const char *fix_file, *fix_line, *test_file;
     uint32_t rounds;
     size_t requests;
@@ -901,7 +901,7 @@ replay_evalset (const evalset_replay *r)
 {
     char source[128], script[128], want[256];
     snprintf (source, sizeof source, "bench/evalset/%s/repo", r->id);
-    snprintf (script, sizeof script, "evalset-%s", r->id);
+    snprintf (script, sizeof script, "evalset-%s", r->script);
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_scripted_provider_reset (&sp, script, &err), 0);
     size_t from = kiwi_scripted_provider_requests (&sp, script);
@@ -936,17 +936,25 @@ static void
 test_evalset_replays (void **state)
 {
     static const evalset_replay replays[] = {
-        { "js-escape-html",
+        { "js-escape-html", "js-escape-html",
           "A user named 'Tom & Jerry' breaks the profile card's HTML: the ampersand is not escaped. Fix it.",
           "not ok 4 - ampersand in a name\n  location: '/kiwi/src/test/render.test.js:20:1'\n"
           "    + '<div class=\"card\"><span class=\"name\">Tom & Jerry</span></div>'\n# fail 1",
           "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 1, 4 },
-        { "js-port-config",
+        /* the same bug played with the obvious fix first (the & replace last,
+         * which double-escapes): round 2's Architect has its plan, the
+         * Implementer's calls and the diff (the script checks), and moves it */
+        { "js-escape-html", "js-escape-html-2r",
+          "A user named 'Tom & Jerry' breaks the profile card's HTML: the ampersand is not escaped. Fix it.",
+          "not ok 4 - ampersand in a name\n  location: '/kiwi/src/test/render.test.js:20:1'\n"
+          "    + '<div class=\"card\"><span class=\"name\">Tom & Jerry</span></div>'\n# fail 1",
+          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 2, 7 },
+        { "js-port-config", "js-port-config",
           "`devserve --port 8080` refuses to start and prints `devserve: invalid port: 8080`. 8080 is a valid "
           "port.",
           "not ok 2 - a port on the command line\n  location: '/kiwi/src/test/cli.test.js:12:1'\n    2 !== 0\n# fail 2",
           "src/config.js", "config.port = Number(config.port);", "test/cli.test.js", 1, 5 },
-        { "js-catalog-prices", "The cart total is garbage (it shows something like 01.502.25). Fix it.",
+        { "js-catalog-prices", "js-catalog-prices", "The cart total is garbage (it shows something like 01.502.25). Fix it.",
           "not ok 1 - total of two items\n    + '01.502.25'\n    - 3.75\n"
           "  error: 'total(...).toFixed is not a function'\n    receipt (/kiwi/src/src/cart.js:14:46)\n# fail 2",
           "src/catalog.js", "price: Number(price)", "test/cart.test.js", 1, 4 },
