@@ -9,7 +9,8 @@
  * verify sandbox is made ahead; test_verify_made_ahead checks from outside
  * (dockerd) that it exists while the Architect is still thinking and that
  * the round's verify ran in it, and the deciding verify in the one made
- * while the round's verify ran.
+ * while the round's verify ran. test_evalset_replays replays sessions
+ * played by hand from the model's seat on bench/evalset's bugs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,6 +44,10 @@ static const char *session_provider = "anthropic", *session_model = "claude-sonn
 static char outside[64];
 static const char *const default_step0 = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3";
 static const char *session_step0 = default_step0;
+/* the repository a session works on (a folder of the source tree), its goal
+ * and image: js-sum's unless a test says otherwise */
+static const char *session_source = "tests/fixtures/examples/js-sum";
+static const char *session_goal = "Make the tests pass.";
 
 static int
 setup (void **state)
@@ -83,9 +88,9 @@ teardown (void **state)
     return system (cmd) == 0 ? 0 : -1;
 }
 
-/* A git repository made from the js-sum example (`src`), checked out the
- * worker's way (repo.h) into `ws` under the state directory `state`;
- * returns the commit. */
+/* A git repository made from session_source (the js-sum example unless a
+ * test says otherwise) in `src`, checked out the worker's way (repo.h) into
+ * `ws` under the state directory `state`; returns the commit. */
 static char *
 make_repo (char *src, char *state, char *ws, size_t cap, const char *extra)
 {
@@ -95,10 +100,10 @@ make_repo (char *src, char *state, char *ws, size_t cap, const char *extra)
     assert_non_null (mkdtemp (state));
     char cmd[1024];
     snprintf (cmd, sizeof cmd,
-              "cp -a %s/tests/fixtures/examples/js-sum/. %s/ && ln -s %s %s/evil && cd %s && { %s; } && git init -q && "
+              "cp -a %s/%s/. %s/ && ln -s %s %s/evil && cd %s && { %s; } && git init -q && "
               "git -c user.email=t@kiwi -c user.name=t add -A && "
               "git -c user.email=t@kiwi -c user.name=t commit -q -m init && mkdir %s/work",
-              KIWI_SOURCE_DIR, src, outside, src, src, extra ? extra : ":", state);
+              KIWI_SOURCE_DIR, session_source, src, outside, src, src, extra ? extra : ":", state);
     assert_int_equal (kiwi_test_sh (cmd, NULL, 0), 0);
     snprintf (ws, cap, "%s/work/ws", state);
     kiwi_repo_opts ro = { .state_dir = state, .timeout_ms = 60000 };
@@ -180,7 +185,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
     task.repo.url = strdup ("file:///unused");
     task.repo.ref = strdup ("main");
     task.test_command = strdup (session_command);
-    task.goal = strdup ("Make the tests pass.");
+    task.goal = strdup (session_goal);
     task.limits.max_rounds = max_rounds;
     if (budget_tokens) {
         task.limits.has_session_budget_tokens = true;
@@ -875,6 +880,89 @@ test_seat (void **state)
     seat_via ("gemini", "gemini-2.5-flash");
 }
 
+/* Replays of the evaluation set (bench/evalset/ID): sessions played by hand
+ * from the model's seat on this worker, recorded, and turned into scripts
+ * (tests/fixtures/sessions/evalset-ID.json) by
+ * tests/scripted_provider/seat-to-script.py. Each turn expects the same
+ * model as in the recording (the Architect or the Implementer) and, after
+ * tool calls, their results, so a change in the session's flow (who is
+ * asked when, which calls are answered, a round more or less) breaks the
+ * script. The task ends fixed in the recorded rounds, with the root cause's
+ * file changed and the test file not. */
+typedef struct {
+    const char *id, *script, *goal, *step0;
+    const char *fix_file, *fix_line, *test_file;
+    uint32_t rounds;
+    size_t requests;
+} evalset_replay;
+
+static void
+replay_evalset (const evalset_replay *r)
+{
+    char source[128], script[128], want[256];
+    snprintf (source, sizeof source, "bench/evalset/%s/repo", r->id);
+    snprintf (script, sizeof script, "evalset-%s", r->script);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_scripted_provider_reset (&sp, script, &err), 0);
+    size_t from = kiwi_scripted_provider_requests (&sp, script);
+    session_source = source;
+    session_goal = r->goal;
+    session_step0 = r->step0;
+    session_command = "node --test";
+    outcome o;
+    run_session_on (script, "rm evil", 4, 0, &o); /* node --test would look into the link */
+    session_source = "tests/fixtures/examples/js-sum";
+    session_goal = "Make the tests pass.";
+    session_step0 = default_step0;
+    session_command = "npm test";
+    json_t *v1 = json_object_get (round_event (o.events, 1), "verify");
+    if (o.result.status != KIWI_RESULT_FIXED || o.result.rounds != r->rounds)
+        fail_msg ("%s: status %s in %u rounds (want fixed in %u): %s; round 1's verify: %s", r->id,
+                  kiwi_result_status_name (o.result.status), (unsigned) o.result.rounds, (unsigned) r->rounds,
+                  o.result.reason ? o.result.reason : "", json_string_value (json_object_get (v1, "output_tail")));
+    no_violations (&sp, script);
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, script) - from, r->requests);
+    snprintf (want, sizeof want, "+++ b/%s", r->fix_file);
+    if (strstr (o.result.diff, want) == NULL || strstr (o.result.diff, r->fix_line) == NULL)
+        fail_msg ("%s: the diff lacks `%s` in %s:\n%s", r->id, r->fix_line, r->fix_file, o.result.diff);
+    snprintf (want, sizeof want, "+++ b/%s", r->test_file);
+    if (strstr (o.result.diff, want) != NULL)
+        fail_msg ("%s: the diff changes the test file %s", r->id, r->test_file);
+    print_sizes (script, from);
+    outcome_clear (&o);
+}
+
+static void
+test_evalset_replays (void **state)
+{
+    static const evalset_replay replays[] = {
+        { "js-escape-html", "js-escape-html",
+          "A user named 'Tom & Jerry' breaks the profile card's HTML: the ampersand is not escaped. Fix it.",
+          "not ok 4 - ampersand in a name\n  location: '/kiwi/src/test/render.test.js:20:1'\n"
+          "    + '<div class=\"card\"><span class=\"name\">Tom & Jerry</span></div>'\n# fail 1",
+          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 1, 4 },
+        /* the same bug played with the obvious fix first (the & replace last,
+         * which double-escapes): round 2's Architect has its plan, the
+         * Implementer's calls and the diff (the script checks), and moves it */
+        { "js-escape-html", "js-escape-html-2r",
+          "A user named 'Tom & Jerry' breaks the profile card's HTML: the ampersand is not escaped. Fix it.",
+          "not ok 4 - ampersand in a name\n  location: '/kiwi/src/test/render.test.js:20:1'\n"
+          "    + '<div class=\"card\"><span class=\"name\">Tom & Jerry</span></div>'\n# fail 1",
+          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 2, 7 },
+        { "js-port-config", "js-port-config",
+          "`devserve --port 8080` refuses to start and prints `devserve: invalid port: 8080`. 8080 is a valid "
+          "port.",
+          "not ok 2 - a port on the command line\n  location: '/kiwi/src/test/cli.test.js:12:1'\n    2 !== 0\n# fail 2",
+          "src/config.js", "config.port = Number(config.port);", "test/cli.test.js", 1, 5 },
+        { "js-catalog-prices", "js-catalog-prices", "The cart total is garbage (it shows something like 01.502.25). Fix it.",
+          "not ok 1 - total of two items\n    + '01.502.25'\n    - 3.75\n"
+          "  error: 'total(...).toFixed is not a function'\n    receipt (/kiwi/src/src/cart.js:14:46)\n# fail 2",
+          "src/catalog.js", "price: Number(price)", "test/cart.test.js", 1, 4 },
+    };
+    for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++)
+        replay_evalset (&replays[i]);
+}
+
 int
 main (void)
 {
@@ -887,6 +975,7 @@ main (void)
         cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
         cmocka_unit_test (test_seat),                   cmocka_unit_test (test_prompt_cache),
         cmocka_unit_test (test_failure_shown),          cmocka_unit_test (test_syntax_check),
+        cmocka_unit_test (test_evalset_replays),
     };
     if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));

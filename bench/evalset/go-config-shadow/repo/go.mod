@@ -1,0 +1,3 @@
+module example.com/appconfig
+
+go 1.19

@@ -1,0 +1,3 @@
+module example.com/buildcmd
+
+go 1.19

@@ -1,0 +1,3 @@
+from .parse import parse_size
+
+__all__ = ["parse_size"]
