@@ -328,7 +328,11 @@ add_uv (kiwi__steps *s, const char *dir, kiwi_error_t *err)
 {
     cleanup_free char *script = NULL;
     if (asprintf (&script,
-                  "uv sync --frozen --no-install-project && " PYDEPS_WRITE "python3 " KIWI__SCRATCH
+                  /* the program first: its here-document ends a line, so
+                   * what follows it must not hang on the sync by `&&` across
+                   * that line (a failed sync then ran it unwritten, and the
+                   * install's reason quoted that instead of uv) */
+                  PYDEPS_WRITE "uv sync --frozen --no-install-project && python3 " KIWI__SCRATCH
                   "/pydeps.py --build " KIWI__SCRATCH "/build.txt && " PYDEPS_LIST ("build.txt", UV_PIP_INSTALL)
                   " && " PYDEPS_EDITABLE (UV_PIP_INSTALL),
                   pydeps_source)

@@ -672,6 +672,18 @@ test_other_ecosystems (void **state)
      * offline, with the build requirements Phase A put in the .venv */
     assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
     assert_non_null (strstr (p.steps[0].script, "pydeps.py --build"));
+    /* the sync and what follows it are one `&&` chain on one line: a failed
+     * sync ends the step with uv's own error as its last words */
+    {
+        const char *sync = strstr (p.steps[0].script, "uv sync --frozen --no-install-project");
+        assert_non_null (sync);
+        const char *eol = strchr (sync, '\n');
+        const char *build = strstr (sync, "&& python3 ");
+        assert_non_null (build);
+        assert_true (eol == NULL || build < eol);
+        const char *prog = strstr (build, "pydeps.py --build");
+        assert_true (prog != NULL && (eol == NULL || prog < eol));
+    }
     assert_non_null (strstr (p.steps[0].prelude, "uv pip install --offline --no-deps --no-build-isolation"));
     kiwi_install_plan_clear (&p);
     repo_free (r);
