@@ -99,6 +99,8 @@ static const char *const noise_words[] = {
     "get more help at",
     "npm error a complete log",
     "this error happened while installing", /* pnpm, after its error */
+    "] [help ",                             /* Maven: "[ERROR] [Help 1] http://cwiki..." */
+    "[error] -> [help ",                    /* Maven: the pointer on a line of its own */
     NULL,
 };
 
@@ -108,10 +110,21 @@ static const char *const error_words[] = {
     "could not", "unable to", "denied", "refused", "exception", "no matching", "unsatisfiable", NULL,
 };
 
-/* Whether [s, s+n) has anything but blanks (a bare \r counts as blank). */
+/* Whether [s, s+n) has anything but blanks (a bare \r counts as blank),
+ * after Maven's "[ERROR]" or "[WARNING]" prefix: Maven prints the prefix
+ * alone between its paragraphs. */
 static bool
 blank (const char *s, size_t n)
 {
+    static const char *const prefixes[] = { "[ERROR]", "[WARNING]", NULL };
+    for (size_t k = 0; prefixes[k]; k++) {
+        size_t l = strlen (prefixes[k]);
+        if (n >= l && strncmp (s, prefixes[k], l) == 0) {
+            s += l;
+            n -= l;
+            break;
+        }
+    }
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
             return false;

@@ -54,6 +54,8 @@ test_captured_installs (void **state)
         { "composer-offline.txt", "curl error 6 while downloading https://repo.packagist.org/packages.json" },
         { "bundler-install-offline.txt", "Could not reach host index.rubygems.org" },
         { "uv-locked-offline.txt", "error: Failed to download `iniconfig==2.3.1`" },
+        /* Maven ends with bare "[ERROR]" lines and "[Help 1] http://..." */
+        { "mvn-offline-missing.txt", "maven-resources-plugin:2.6 or one of its dependencies could not be resolved" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = captured (cases[i].file);
