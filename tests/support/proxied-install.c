@@ -24,23 +24,37 @@
 #define NETWORK_LABEL "org.kiwi.network"
 #define NETWORK_KIND "install-internal"
 
-/* The install network of p->bridge made anew as an internal network: a
+/* Removes the install network of `bridge`: 0 when it is gone (or was
+ * never there), -1 with *err otherwise. */
+static int
+delete_network (kiwi_docker *api, const char *bridge, kiwi_error_t *err)
+{
+    char name[64], path[128];
+    if (kiwi_install_network_name (bridge, name, sizeof name, NULL, err) < 0)
+        return -1;
+    snprintf (path, sizeof path, "/networks/%s", name);
+    long status = 0;
+    if (kiwi_docker_call (api, "DELETE", path, NULL, 30000, NULL, &status, err) < 0) {
+        if (status != 404)
+            return kiwi_error_wrap (err, "removing the %s network", name);
+        kiwi_error_free (err);
+    }
+    return 0;
+}
+
+/* The install network of `bridge` made anew as an internal network: a
  * network left by a worker that ran on that bridge is removed first (no
  * worker runs on it now: the lease is ours). */
 static void
 internal_network (kiwi_docker *api, const char *bridge)
 {
-    char name[64], path[128];
+    char name[64];
     kiwi_error_t err = NULL;
+    if (delete_network (api, bridge, &err) < 0)
+        fail_msg ("the network left on %s: %s", bridge, kiwi_error_msg (err));
     if (kiwi_install_network_name (bridge, name, sizeof name, NULL, &err) < 0)
         fail_msg ("%s", kiwi_error_msg (err));
-    snprintf (path, sizeof path, "/networks/%s", name);
     long status = 0;
-    if (kiwi_docker_call (api, "DELETE", path, NULL, 30000, NULL, &status, &err) < 0) {
-        if (status != 404)
-            fail_msg ("removing the %s network left on %s: %s", name, bridge, kiwi_error_msg (err));
-        kiwi_error_free (&err);
-    }
     json_t *body = json_pack ("{s:s,s:s,s:b,s:b,s:{s:s,s:s,s:s},s:{s:s}}", "Name", name, "Driver", "bridge",
                               "CheckDuplicate", 1, "Internal", 1, "Options", "com.docker.network.bridge.enable_icc",
                               "false", "com.docker.network.bridge.name", bridge,
@@ -50,24 +64,6 @@ internal_network (kiwi_docker *api, const char *bridge)
     json_decref (body);
     if (rc < 0)
         fail_msg ("creating the internal network %s on %s: %s", name, bridge, kiwi_error_msg (err));
-}
-
-static void
-remove_network (kiwi_docker *api, const char *bridge)
-{
-    char name[64], path[128];
-    kiwi_error_t err = NULL;
-    if (kiwi_install_network_name (bridge, name, sizeof name, NULL, &err) < 0) {
-        kiwi_error_free (&err);
-        return;
-    }
-    snprintf (path, sizeof path, "/networks/%s", name);
-    long status = 0;
-    if (kiwi_docker_call (api, "DELETE", path, NULL, 30000, NULL, &status, &err) < 0) {
-        if (status != 404)
-            fprintf (stderr, "proxied install: removing the %s network: %s\n", name, kiwi_error_msg (err));
-        kiwi_error_free (&err);
-    }
 }
 
 static kiwi_docker *
@@ -150,7 +146,11 @@ kiwi_test_proxied_close (kiwi_test_proxied *p)
     p->proxy = 0;
     if (p->bridge[0]) {
         kiwi_docker *api = docker ();
-        remove_network (api, p->bridge);
+        kiwi_error_t err = NULL;
+        if (delete_network (api, p->bridge, &err) < 0) {
+            fprintf (stderr, "proxied install: %s\n", kiwi_error_msg (err));
+            kiwi_error_free (&err);
+        }
         kiwi_docker_close (api);
     }
     if (p->proxy_dir[0])
