@@ -264,7 +264,14 @@ cmd_run() {
     done
     [ "$(parent)" = "$self" ] && kill "$self" 2>/dev/null
   ) </dev/null >/dev/null 2>&1 &
-  exec "$(squid_bin)" -N -f "$dir/squid.conf"
+  # A service name of this directory's own: Squid names its shared memory
+  # segments (/dev/shm/<name>-*.shm) after it, and every Squid on the host
+  # (in any network namespace) under the default name "squid" shares them:
+  # one that exits unlinks the segments another is opening, which then ends
+  # with "FATAL: Ipc::Mem::Segment::open failed to shm_open".
+  local service
+  service=kiwi$(realpath -m -- "$dir" | sha256sum | cut -c1-16)
+  exec "$(squid_bin)" -N -n "$service" -f "$dir/squid.conf"
 }
 
 [[ $# -ge 1 ]] || { usage >&2; exit 2; }

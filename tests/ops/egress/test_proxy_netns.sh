@@ -174,6 +174,18 @@ check "Squid's environment is PATH and LANG only (and bash's own PWD, SHLVL, _)"
   [ "$(grep -vxE 'PATH|LANG|PWD|SHLVL|_' <<<"$names" | grep -c .)" = 0 ]
 note "environment variable names in Squid's group: $(tr '\n' ' ' <<<"$names")"
 
+# Squid names its shared memory segments after its service name; under the
+# default one ("squid") every Squid on the host shares them, and one that
+# exits unlinks what another is opening (which then ends, FATAL).
+shm_maps() {
+  local p
+  for p in $(pgrep -g "$squid_pid"); do grep -o '/dev/shm/[^ ]*' "/proc/$p/maps" 2>/dev/null; done | sort -u
+}
+own_shm() { [[ -n $shm ]] && ! grep -q '^/dev/shm/squid-' <<<"$shm"; }
+shm=$(shm_maps)
+check "Squid maps shared memory segments of its own ($(grep -c . <<<"$shm") of them), none under the default service name" own_shm
+note "Squid's shared memory: $(tr '\n' ' ' <<<"$shm")"
+
 # ------------------------------------------------------------- the rules ---
 
 eout=$(inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" --deny "$OTHER:8080" 2>&1); rc=$?

@@ -101,7 +101,7 @@ teardown (void **state)
 }
 
 /* A process whose command line is `sh -c ... -f <proxy dir>/squid.conf`,
- * as Squid's is `squid -N -f <proxy dir>/squid.conf`. */
+ * as Squid's is `squid -N -n kiwi<hash> -f <proxy dir>/squid.conf`. */
 static pid_t
 fake_squid (const fixture *f)
 {
