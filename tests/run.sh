@@ -18,7 +18,9 @@
 # in tests/CMakeLists.txt: a gVisor variant of a runc suite, a test of the
 # ops scripts alone, a part that kill -9s the worker under test); its corpus
 # lays the snapshots the release stage installed (one install cache for the
-# whole run, KIWI_TEST_INSTALL_CACHE) instead of installing them again.
+# whole run, KIWI_TEST_INSTALL_CACHE) instead of installing them again, as
+# the release stage's gVisor corpus lays its runc corpus's, but for one
+# repository per package manager (test_corpus.c, KIWI_CORPUS_LAY_FROM).
 #
 # Options: --unit (unit suites only, no stack), --no-asan,
 #          -R REGEX (passed to ctest), -j N (tests side by side), --help.
@@ -33,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
 unit_only=0 asan=1 ctest_extra=()
 jobs=${KIWI_TEST_JOBS:-$(($(nproc) * 2))}
 while [ $# -gt 0 ]; do
@@ -83,7 +85,8 @@ else
   set +a
   export KIWI_REQUIRE_SERVICES=1
   # one install cache for the run's corpus (test_corpus.c): shared by its
-  # shards, laid again by the sanitizer stage; removed at the end
+  # shards, laid by the gVisor shards and the sanitizer stage; removed at
+  # the end
   export KIWI_TEST_INSTALL_CACHE="${KIWI_STATE_DIR:-/var/lib/kiwi}/cache/suite-$$"
 fi
 

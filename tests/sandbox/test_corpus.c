@@ -22,7 +22,16 @@
  * one to the whole suite, so the shards of a stage share their installs,
  * and the sanitizer stage lays the snapshots the first stage installed (the
  * same driver's) instead of installing them again; KIWI_TEST_INSTALL_CACHE=0
- * installs every case, even a shared key, anew. KIWI_CORPUS_ONLY=a,b runs
+ * installs every case, even a shared key, anew.
+ * KIWI_CORPUS_LAY_FROM=DRIVER (with the suite's cache, KIWI_TEST_INSTALL_CACHE=
+ * /DIR): a case lays the snapshot DRIVER's run of the same case installed
+ * (DIR/DRIVER/by-case/<repository>.<case>.<image>, a link each run writes
+ * to the snapshot it used) instead of installing under this run's driver,
+ * unless its expect.json says "install_under_each_driver": true (one
+ * repository per package manager) or DRIVER's run left none; its Phase B
+ * and step 0 still run under this driver. The gVisor shards take the runc
+ * shards' installs this way: Phase A under gVisor is proved once per
+ * package manager, not once per repository. KIWI_CORPUS_ONLY=a,b runs
  * only those repositories; KIWI_CORPUS_SHARD=I/N only the I-th of N shards
  * (1 <= I <= N) of the sorted repositories, those whose index modulo N is
  * I - 1, so that N tests, one per shard, cover every repository once. The driver is KIWI_SANDBOX / KIWI_SANDBOX_RUNTIME (docker by
@@ -89,7 +98,64 @@ typedef struct {
     bool cached;   /* the last install came from the cache */
     int ran;       /* installs that ran (not from the cache, not skipped) */
     char last_display[256];
+    /* the case (run_case sets them) and where its installs are told by case */
+    const char *repo;
+    size_t idx;
+    bool install_here;         /* expect.json: install_under_each_driver */
+    char by_case[600];         /* <cache>/by-case, or "" without the suite's cache */
+    char lay_from[600];        /* the suite's cache of KIWI_CORPUS_LAY_FROM's driver, or "" */
+    const char *lay_driver;
+    bool laid;                 /* the last install was laid from lay_from */
+    int laid_n;
 } install_ctx;
+
+/* "<repo>.<case>.<image>" with every byte but [A-Za-z0-9._-] made '_'. */
+static void
+case_name (const install_ctx *c, const char *image, char *buf, size_t cap)
+{
+    snprintf (buf, cap, "%s.%zu.%s", c->repo, c->idx, image);
+    for (char *p = buf; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.'
+              || *p == '-'))
+            *p = '_';
+}
+
+/* The snapshot `from`'s run of this case installed in this image: its
+ * directory (malloc'd) when complete, else NULL. */
+static char *
+laid_snapshot (const install_ctx *c, const char *image)
+{
+    char name[256], link[1024], key[128];
+    case_name (c, image, name, sizeof name);
+    snprintf (link, sizeof link, "%s/by-case/%s", c->lay_from, name);
+    ssize_t n = readlink (link, key, sizeof key - 1);
+    if (n <= 0)
+        return NULL;
+    key[n] = '\0';
+    if (strchr (key, '/') != NULL)
+        return NULL;
+    char dir[1024], done[1100];
+    snprintf (dir, sizeof dir, "%s/%s", c->lay_from, key);
+    snprintf (done, sizeof done, "%s/.complete", dir);
+    return access (done, F_OK) == 0 ? strdup (dir) : NULL;
+}
+
+/* by-case/<case> -> <key>: the snapshot this case used, for a run of
+ * another driver to lay (a link replaced, never followed). */
+static void
+tell_case (const install_ctx *c, const char *image, const char *key)
+{
+    if (c->by_case[0] == '\0')
+        return;
+    char name[256], link[1024], tmp[1100];
+    case_name (c, image, name, sizeof name);
+    snprintf (link, sizeof link, "%s/%s", c->by_case, name);
+    snprintf (tmp, sizeof tmp, "%s.tmp-%d", link, (int) getpid ());
+    mkdir (c->by_case, 0755);
+    unlink (tmp);
+    if (symlink (key, tmp) == 0 && rename (tmp, link) != 0)
+        unlink (tmp);
+}
 
 static int
 cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char **snapshot_dir, kiwi_error_t *err)
@@ -97,6 +163,7 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
     install_ctx *c = ud;
     *snapshot_dir = NULL;
     c->cached = false;
+    c->laid = false;
     snprintf (c->last_display, sizeof c->last_display, "%s", in->install.display);
     memset (r, 0, sizeof *r);
     if (in->install.argv.n == 0) {
@@ -107,10 +174,18 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
     char dir[1024], done[1100];
     snprintf (dir, sizeof dir, "%s/%s", c->cache_dir, in->cache_key);
     snprintf (done, sizeof done, "%s/.complete", dir);
+    if (c->lay_from[0] != '\0' && !c->install_here && (*snapshot_dir = laid_snapshot (c, in->image.image)) != NULL) {
+        r->status = KIWI_INSTALL_OK;
+        snprintf (r->reason, sizeof r->reason, "laid from the %s run's install of this case", c->lay_driver);
+        c->laid = true;
+        c->laid_n++;
+        return 0;
+    }
     if (c->use_cache && access (done, F_OK) == 0) {
         r->status = KIWI_INSTALL_OK;
         snprintf (r->reason, sizeof r->reason, "cached under %s", in->cache_key);
         c->cached = true;
+        tell_case (c, in->image.image, in->cache_key);
         *snapshot_dir = strdup (dir);
         return 0;
     }
@@ -148,6 +223,7 @@ cached_install (void *ud, const kiwi_inspection *in, kiwi_install_result *r, cha
     FILE *f = fopen (done, "w");
     if (f)
         fclose (f);
+    tell_case (c, in->image.image, in->cache_key);
     *snapshot_dir = strdup (dir);
     return 0;
 }
@@ -210,6 +286,47 @@ wanted_repo (const char *name)
     return false;
 }
 
+/* Every package manager the corpus installs with (the first word of a
+ * case's expected install command) has a repository marked
+ * install_under_each_driver: a run that lays another driver's snapshots
+ * still runs each one's Phase A under its own driver. */
+static void
+each_tool_installs_here (char *const *names, size_t n)
+{
+    char tools[64][32], marked[64];
+    size_t nt = 0;
+    for (size_t i = 0; i < n; i++) {
+        char p[1024];
+        snprintf (p, sizeof p, REPOS "/%s/expect.json", names[i]);
+        json_t *doc = json_load_file (p, 0, NULL);
+        assert_non_null (doc);
+        bool here = json_is_true (json_object_get (doc, "install_under_each_driver"));
+        size_t ci;
+        json_t *c;
+        json_array_foreach (json_object_get (doc, "cases"), ci, c)
+        {
+            char tool[32];
+            if (sscanf (jstr (c, "install", "-"), "%31s", tool) != 1 || strcmp (tool, "-") == 0)
+                continue;
+            size_t k = 0;
+            while (k < nt && strcmp (tools[k], tool) != 0)
+                k++;
+            if (k == nt) {
+                assert_true (nt < 64);
+                snprintf (tools[nt], sizeof tools[nt], "%s", tool);
+                marked[nt++] = 0;
+            }
+            marked[k] |= here;
+        }
+        json_decref (doc);
+    }
+    for (size_t k = 0; k < nt; k++)
+        if (!marked[k])
+            fail_msg ("no repository that installs with %s says \"install_under_each_driver\": true in its "
+                      "expect.json: a gVisor run would never run %s in its own Phase A",
+                      tools[k], tools[k]);
+}
+
 /* KIWI_CORPUS_SHARD "I/N": *index = I - 1, *count = N; 0/1 when unset. */
 static void
 corpus_shard (size_t *index, size_t *count)
@@ -267,6 +384,8 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
                                      ws, ws, REPOS, repo, ws, ws),
                       0);
     ictx->workspace = ws;
+    ictx->repo = repo;
+    ictx->idx = idx;
     kiwi_step0_request rq = {
         .env = env,
         .cfg = pc,
@@ -291,7 +410,8 @@ run_case (kiwi_sandbox_env *env, const kiwi_phase_config *pc, const kiwi_image_c
         kiwi_test_shf ("rm -rf '%s'", ws);
         return;
     }
-    snprintf (r->install, sizeof r->install, "%s%s", res.insp.install.display, ictx->cached ? " [cached]" : "");
+    snprintf (r->install, sizeof r->install, "%s%s", res.insp.install.display,
+              ictx->cached ? " [cached]" : ictx->laid ? " [laid]" : "");
     if (res.swapped)
         snprintf (r->image, sizeof r->image, "%s -> %s", res.first_image, res.insp.image.image);
     else
@@ -399,6 +519,16 @@ test_corpus (void **state)
     if (!keep)
         assert_int_equal (kiwi_test_shf ("rm -rf '%s'/*", cache_dir), 0);
     install_ctx ictx = { .env = env, .cfg = &pc, .cache_dir = cache_dir, .use_cache = !(uc && strcmp (uc, "0") == 0) };
+    const char *lay = getenv ("KIWI_CORPUS_LAY_FROM");
+    if (uc && uc[0] == '/') {
+        snprintf (ictx.by_case, sizeof ictx.by_case, "%s/by-case", cache_dir);
+        if (lay && *lay && strcmp (lay, driver) != 0) {
+            if (strchr (lay, '/') != NULL || strcmp (lay, "..") == 0)
+                fail_msg ("KIWI_CORPUS_LAY_FROM=%s: a driver's name", lay);
+            snprintf (ictx.lay_from, sizeof ictx.lay_from, "%s/%s", uc, lay);
+            ictx.lay_driver = lay;
+        }
+    }
 
     /* the repositories, sorted */
     DIR *d = opendir (REPOS);
@@ -415,8 +545,10 @@ test_corpus (void **state)
     closedir (d);
     qsort (names, nn, sizeof *names, cmp_names);
     all = nn;
-    if (getenv ("KIWI_CORPUS_ONLY") == NULL)
+    if (getenv ("KIWI_CORPUS_ONLY") == NULL) {
         assert_true (all >= 20);
+        each_tool_installs_here (names, all);
+    }
     /* this shard's repositories, in order */
     size_t shard, shards;
     corpus_shard (&shard, &shards);
@@ -447,6 +579,7 @@ test_corpus (void **state)
         {
             if (nr >= sizeof rows / sizeof rows[0])
                 break;
+            ictx.install_here = json_is_true (json_object_get (doc, "install_under_each_driver"));
             run_case (env, &pc, cat, cl, driver, &ictx, names[i], ci, c, &rows[nr]);
             fprintf (stderr, "corpus: %-24s %-8s %6.1fs %s\n", rows[nr].repo, rows[nr].outcome, rows[nr].secs,
                      rows[nr].ok ? "" : rows[nr].why);
@@ -507,6 +640,10 @@ test_corpus (void **state)
     char logp[600];
     long requests = proxy_requests (kiwi_test_proxied_log (&px, logp, sizeof logp));
     printf ("the egress proxy carried %ld request(s) for %d install(s) that ran\n", requests, ictx.ran);
+    if (ictx.lay_from[0] != '\0')
+        printf ("%d install(s) laid from the %s run's snapshots of the same cases (KIWI_CORPUS_LAY_FROM); the "
+                "repositories marked install_under_each_driver installed under %s\n",
+                ictx.laid_n, ictx.lay_driver, driver);
     kiwi_test_proxied_close (&px);
     assert_int_equal (bad, 0);
     if (ictx.ran > 0)
