@@ -12,6 +12,7 @@
 # the machine, and the machine's own firewall is never touched. Every
 # namespace, process and file is removed on exit (cleanup, the EXIT trap).
 # shellcheck shell=bash
+# shellcheck disable=SC2154,SC2034  # here comes from the sourcing test; EGRESS and P are for it
 
 repo=$(cd "$here/../../.." && pwd)
 egress_dir=${KIWI_EGRESS_DIR:-$repo/ops/egress}

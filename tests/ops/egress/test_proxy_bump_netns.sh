@@ -187,7 +187,7 @@ refused() {
   res=$(fetch -X "$m" --data kiwi-upload "$@" "$url")
   sleep 0.2
   if [[ $res == 403 && $(wc -l <"$tmp/requests") == "$before" ]] &&
-    tail -n +$((lines + 1)) "$log" | grep -Eq " TCP_DENIED 403 $m [^ ]+ [a-z]+://$host[:/]"; then ok "$d (403, nothing upstream, logged)"
+    tail -n +$((lines + 1)) "$log" | grep -Eq " TCP_DENIED 403 $m [^ ]+ [a-z]+://${host}[:/]"; then ok "$d (403, nothing upstream, logged)"
   else notok "$d: status '$res', $(($(wc -l <"$tmp/requests") - before)) request(s) arrived; log: $(tail -n +$((lines + 1)) "$log" | tr '\n' ' ')"; fi
 }
 U=https://private.kiwi.test
@@ -214,6 +214,13 @@ check "the sandbox verified the private registry's certificate against Kiwi's CA
 issuer=$(ins timeout 10 openssl s_client -proxy "$GW:$EPORT" -connect private.kiwi.test:443 -servername private.kiwi.test \
   </dev/null 2>/dev/null | openssl x509 -noout -issuer 2>/dev/null)
 check "the certificate the sandbox gets for private.kiwi.test is Kiwi's ($issuer)" grep -q 'Kiwi egress proxy CA' <<<"$issuer"
+# a registry whose answer Squid cannot pass on (two Content-Lengths):
+# Squid's error page, which quotes what it received, holds no credential
+before=$(wc -c <"$seen")
+res=$(fetch --cacert "$CA" -x "$P" "$U/npm/kiwi-bad")
+sleep 0.2
+check "an invalid answer to a request with the credential: Squid's error page ($res), no canary in it" \
+  bash -c "[[ '$res' == 502 && '$(reqs "$PRIV" GET /npm/kiwi-bad)' -ge 1 ]] && ! tail -c +$((before + 1)) '$seen' | grep -qF '${CANARY#Bearer }'"
 get "a bumped public host: no Authorization of anyone's" 200 "$PUB" /pkg - --cacert "$CA" -x "$P" \
   -H "Authorization: $SANDBOX_OWN" https://pub.kiwi.test/pkg
 # CONNECT to a host not bumped, with private.kiwi.test's name inside (its

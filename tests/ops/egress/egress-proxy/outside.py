@@ -9,7 +9,8 @@ so the test counts what arrived. With --headers FILE, each HTTP request's
 header lines are appended to FILE too ("ADDR Name: value"), for a test
 that looks at what a proxy added; with --requests FILE, each HTTP request
 (any method) is one JSON line there: address, method, path and headers in
-order. --tls ADDR=CERT:KEY serves ADDR's TLS with a certificate of its own
+order; a path holding "kiwi-bad" gets an invalid response (two lengths).
+--tls ADDR=CERT:KEY serves ADDR's TLS with a certificate of its own
 (the others get --cert/--key)."""
 import argparse, json, socket, socketserver, ssl, threading, http.server
 
@@ -43,6 +44,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock, open(args.requests, "a") as f:
                 f.write(json.dumps({"addr": addr, "method": self.command, "path": self.path,
                                     "headers": list(self.headers.items())}) + "\n")
+        if "kiwi-bad" in self.path:  # a response no proxy may pass on
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello")
+            self.close_connection = True
+            return
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
