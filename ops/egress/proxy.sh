@@ -44,9 +44,10 @@
 #              --bump-ca CADIR: Kiwi's CA, CADIR/ca.pem (what a client must
 #              trust) and CADIR/ca.key (mode 600, Squid's user's; it never
 #              leaves the host), made when both are missing.
-#              --bump HOST: a listed host whose TLS Squid terminates, by the
-#              explicit proxy's CONNECT and by an intercepted connection's
-#              SNI, with per-host certificates it signs with that CA; the
+#              --bump HOST: a listed host whose TLS Squid terminates, by a
+#              CONNECT to it whose SNI is HOST (any other SNI: closed) and
+#              by an intercepted connection's SNI, with per-host
+#              certificates it signs with that CA; the
 #              registry's own certificate is verified (the system's CAs and
 #              --upstream-ca FILE's), a failure is an error. Every other
 #              host is spliced as without bumping. Needs --bump-ca.
@@ -72,7 +73,7 @@
 set -euo pipefail
 
 die() { printf 'proxy: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,71p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,72p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # registries NAME: the hosts an ecosystem's package manager fetches from.
 registries() {
@@ -284,16 +285,26 @@ EOF
   fi
   cat <<EOF
 # Bumped: TLS terminated with Kiwi's CA for these hosts alone, by the
-# explicit proxy's CONNECT (whose target and SNI must both be listed) and
-# by the SNI of an intercepted connection; every other CONNECT to the
-# explicit proxy is a tunnel as without bumping, every other intercepted
-# one spliced by its SNI.
+# explicit proxy's CONNECT (whose SNI must be the host it names: Squid
+# connects to the CONNECT's host, and a request for one bumped host must
+# never go to another's address) and by the SNI of an intercepted
+# connection (host_verify_strict: the address it was sent to is the
+# SNI's); every other CONNECT to the explicit proxy is a tunnel as
+# without bumping, every other intercepted one spliced by its SNI.
 acl kiwi_bump dstdomain -n ${bump[*]}
-acl kiwi_bump_sni ssl::server_name ${bump[*]}
+acl kiwi_bump_sni ssl::server_name --client-requested ${bump[*]}
+EOF
+  for i in "${!bump[@]}"; do
+    echo "acl kiwi_bump_$i dstdomain -n ${bump[$i]}"
+    echo "acl kiwi_bump_sni_$i ssl::server_name --client-requested ${bump[$i]}"
+  done
+  cat <<EOF
 ssl_bump splice kiwi_step1 !kiwi_tls_intercept !kiwi_bump
 ssl_bump peek kiwi_step1
 ssl_bump bump kiwi_tls_intercept kiwi_bump_sni
-ssl_bump bump kiwi_bump kiwi_bump_sni
+EOF
+  for i in "${!bump[@]}"; do echo "ssl_bump bump !kiwi_tls_intercept kiwi_bump_$i kiwi_bump_sni_$i"; done
+  cat <<EOF
 ssl_bump terminate kiwi_bump
 ssl_bump splice kiwi_allowed_sni
 ssl_bump terminate all

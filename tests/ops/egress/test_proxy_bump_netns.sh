@@ -227,6 +227,23 @@ get "a bumped public host: no Authorization of anyone's" 200 "$PUB" /pkg - --cac
 # SNI and Host): a tunnel, and nothing of ours goes through it
 get "CONNECT spliced.kiwi.test with SNI and Host private.kiwi.test: tunnelled, no credential" 200 "$SPL" /npm/tunnel - \
   -k -x "$P" --connect-to private.kiwi.test:443:spliced.kiwi.test:443 "$U/npm/tunnel"
+# CONNECT to one bumped host with another's name inside (SNI and Host
+# private.kiwi.test, at pub.kiwi.test, whose certificate here is valid for
+# both names): closed, so the credential never goes to pub.kiwi.test; and
+# the same by the intercepted 443 (an address that is not the name's)
+mismatch() {
+  local d=$1 before res
+  shift
+  before=$(wc -l <"$tmp/requests")
+  res=$(fetch --cacert "$CA" "$@" "$U/npm/mismatch")
+  sleep 0.2
+  if [[ $res != 2* && $(wc -l <"$tmp/requests") == "$before" ]]; then ok "$d (status $res, nothing arrives)"
+  else notok "$d: status $res, $(($(wc -l <"$tmp/requests") - before)) request(s) arrived: $(auths "$PUB" /npm/mismatch | sed "s/${CANARY#Bearer }/(the canary)/g")"; fi
+}
+mismatch "CONNECT pub.kiwi.test with SNI and Host private.kiwi.test: closed" -x "$P" \
+  --connect-to private.kiwi.test:443:pub.kiwi.test:443
+mismatch "intercepted TLS to pub.kiwi.test's address with SNI and Host private.kiwi.test: closed" \
+  --resolve "private.kiwi.test:443:$PUB"
 
 # Read-only
 for m in PUT POST DELETE PATCH; do
