@@ -246,14 +246,29 @@ EOF
     echo "# dot segments and encoded dots, slashes or backslashes: a path that a"
     echo "# registry could read as outside its prefix"
     echo "acl kiwi_path_tricks urlpath_regex -i (^|/)\\.\\.?(/|\\?|;|\$) %2e %2f %5c"
+    # on a connection Squid made for that host (its SNI, see ssl_bump
+    # below), under its prefix
     for i in "${!priv_host[@]}"; do
       echo "acl kiwi_cred_$i dstdomain -n ${priv_host[$i]}"
+      echo "acl kiwi_cred_${i}_sni ssl::server_name --client-requested ${priv_host[$i]}"
       if [[ -n ${priv_prefix[$i]} ]]; then
         echo "acl kiwi_cred_${i}_path urlpath_regex ^$(prefix_re "${priv_prefix[$i]}")(/|\\?|\$)"
-        echo "request_header_add Authorization \"${priv_value[$i]}\" kiwi_cred_$i kiwi_cred_${i}_path kiwi_https kiwi_encrypted !kiwi_path_tricks"
+        echo "request_header_add Authorization \"${priv_value[$i]}\" kiwi_cred_$i kiwi_cred_${i}_sni kiwi_cred_${i}_path kiwi_https kiwi_encrypted !kiwi_path_tricks"
       else
-        echo "request_header_add Authorization \"${priv_value[$i]}\" kiwi_cred_$i kiwi_https kiwi_encrypted !kiwi_path_tricks"
+        echo "request_header_add Authorization \"${priv_value[$i]}\" kiwi_cred_$i kiwi_cred_${i}_sni kiwi_https kiwi_encrypted !kiwi_path_tricks"
       fi
+    done
+  fi
+  if ((${#bump[@]})); then
+    cat <<EOF
+# Bumped hosts (ssl_bump below), each with its own pair: the request's
+# host, and the SNI of the connection it came on
+acl kiwi_bump dstdomain -n ${bump[*]}
+acl kiwi_bump_sni ssl::server_name --client-requested ${bump[*]}
+EOF
+    for i in "${!bump[@]}"; do
+      echo "acl kiwi_bump_$i dstdomain -n ${bump[$i]}"
+      echo "acl kiwi_bump_sni_$i ssl::server_name --client-requested ${bump[$i]}"
     done
   fi
   cat <<EOF
@@ -270,6 +285,9 @@ http_access deny !CONNECT !kiwi_encrypted !kiwi_http_port
 http_access deny !CONNECT kiwi_encrypted !kiwi_tls_port
 EOF
   ((${#priv_host[@]})) && echo "http_access deny kiwi_private kiwi_path_tricks"
+  # a bumped request for a bumped host must come on a connection for that
+  # host: Squid sends it on the connection the bump made
+  for i in "${!bump[@]}"; do echo "http_access deny kiwi_encrypted kiwi_bump_$i !kiwi_bump_sni_$i"; done
   cat <<EOF
 http_access allow kiwi_allowed
 http_access deny all
@@ -291,14 +309,6 @@ EOF
 # connection (host_verify_strict: the address it was sent to is the
 # SNI's); every other CONNECT to the explicit proxy is a tunnel as
 # without bumping, every other intercepted one spliced by its SNI.
-acl kiwi_bump dstdomain -n ${bump[*]}
-acl kiwi_bump_sni ssl::server_name --client-requested ${bump[*]}
-EOF
-  for i in "${!bump[@]}"; do
-    echo "acl kiwi_bump_$i dstdomain -n ${bump[$i]}"
-    echo "acl kiwi_bump_sni_$i ssl::server_name --client-requested ${bump[$i]}"
-  done
-  cat <<EOF
 ssl_bump splice kiwi_step1 !kiwi_tls_intercept !kiwi_bump
 ssl_bump peek kiwi_step1
 ssl_bump bump kiwi_tls_intercept kiwi_bump_sni

@@ -244,6 +244,13 @@ mismatch "CONNECT pub.kiwi.test with SNI and Host private.kiwi.test: closed" -x 
   --connect-to private.kiwi.test:443:pub.kiwi.test:443
 mismatch "intercepted TLS to pub.kiwi.test's address with SNI and Host private.kiwi.test: closed" \
   --resolve "private.kiwi.test:443:$PUB"
+# inside a bumped connection to pub.kiwi.test, a request whose Host is
+# private.kiwi.test (Squid forwards it on the connection to pub.kiwi.test)
+before=$(wc -l <"$tmp/requests")
+res=$(fetch --cacert "$CA" -x "$P" -H "Host: private.kiwi.test" https://pub.kiwi.test/npm/host)
+sleep 0.2
+check "CONNECT pub.kiwi.test, then Host private.kiwi.test: 403, nothing arrives (status $res)" \
+  bash -c "[[ '$res' == 403 && '$(wc -l <"$tmp/requests")' == '$before' ]]"
 
 # Read-only
 for m in PUT POST DELETE PATCH; do
