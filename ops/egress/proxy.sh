@@ -233,6 +233,9 @@ conf_read_only() {
 # DELETE, ...), on every request Squid sees: plain HTTP and the bumped
 # hosts' HTTPS. CONNECT stays the way in.
 acl kiwi_read method GET HEAD
+# a body (a GET or HEAD can carry one too)
+acl kiwi_body_length req_header Content-Length [1-9]
+acl kiwi_body_chunked req_header Transfer-Encoding .
 # a request that came over TLS Squid terminated (a bumped host's)
 acl kiwi_encrypted connections_encrypted
 acl kiwi_https proto HTTPS
@@ -274,6 +277,8 @@ EOF
   cat <<EOF
 
 http_access deny !CONNECT !kiwi_read
+http_access deny !CONNECT kiwi_body_length
+http_access deny !CONNECT kiwi_body_chunked
 # an intercepted TLS connection (a CONNECT to the address it was sent to):
 # ssl_bump below decides on its SNI; what a bumped one carries is checked
 # as any request

@@ -261,6 +261,19 @@ refused "plain HTTP POST by the explicit proxy" POST http://spliced.kiwi.test/up
 refused "plain HTTP PUT to the private registry" PUT http://private.kiwi.test/npm/pkg private.kiwi.test -x "$P"
 res=$(fetch -I --cacert "$CA" -x "$P" "$U/npm/pkg")
 check "HEAD passes ($res)" [ "$res" = 200 ]
+before=$(wc -l <"$tmp/requests")
+res=$(fetch -X GET --data kiwi-upload --cacert "$CA" -x "$P" "$U/npm/pkg")
+sleep 0.2
+check "a GET with a Content-Length body: refused ($res, by Squid before the rules), nothing arrives" \
+  bash -c "[[ '$res' == 4* && '$(wc -l <"$tmp/requests")' == '$before' ]]"
+refused "a GET with a chunked body" GET "$U/npm/pkg" private.kiwi.test --cacert "$CA" -x "$P" -H "Transfer-Encoding: chunked"
+# a client's GET https:// to the explicit proxy (TLS made by Squid, which
+# would add the credential to what came in the clear): refused
+before=$(wc -l <"$tmp/requests")
+res=$(ins timeout 10 bash -c "exec 3<>/dev/tcp/$GW/$EPORT; printf 'GET $U/npm/pkg HTTP/1.1\r\nHost: private.kiwi.test\r\nConnection: close\r\n\r\n' >&3; head -n1 <&3" 2>/dev/null | tr -d '\r')
+sleep 0.2
+check "GET https://private.kiwi.test/... in the clear to the explicit proxy: 403, nothing arrives ($res)" \
+  bash -c "[[ '$res' == *' 403 '* && '$(wc -l <"$tmp/requests")' == '$before' ]]"
 
 # A host not bumped is spliced: its own certificate, as without bumping
 get "GET https://spliced.kiwi.test/ with the outside's certificate" 200 "$SPL" / - --cacert "$tmp/out.crt" -x "$P" \
