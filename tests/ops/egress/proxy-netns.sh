@@ -46,15 +46,21 @@ made_ns=()
 inh() { ip netns exec "$NH" "$@"; }
 ins() { ip netns exec "$NS" "$@"; }
 
-cleanup() {
-  local rc=$? p
-  trap - EXIT INT TERM
+# squid_stop: the Squid squid_start started, stopped and reaped
+squid_stop() {
   if [[ -n $squid_pid ]]; then # squid's shutdown_lifetime is 1 s
     kill "$squid_pid" 2>/dev/null
     for _ in $(seq 30); do kill -0 "$squid_pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$squid_pid" 2>/dev/null
     wait "$squid_pid" 2>/dev/null
   fi
+  squid_pid=''
+}
+
+cleanup() {
+  local rc=$? p
+  trap - EXIT INT TERM
+  squid_stop
   [[ -n $out_pid ]] && kill "$out_pid" 2>/dev/null
   [[ -n $dns_pid ]] && kill "$dns_pid" 2>/dev/null
   for r in "${made_ns[@]}"; do for p in $(ip netns pids "$r" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; done
@@ -122,7 +128,7 @@ outside_start() {
 squid_start() {
   local d=$1
   shift
-  setsid ip netns exec "$NH" bash "$PROXY" run --dir "$d" "$@" >"$tmp/squid.out" 2>&1 &
+  setsid ip netns exec "$NH" bash "$PROXY" run --dir "$d" "$@" >>"$tmp/squid.out" 2>&1 &
   squid_pid=$!
   for _ in $(seq 100); do
     inh ss -ltn | grep -q "$GW:${PORTS##*,}" && break

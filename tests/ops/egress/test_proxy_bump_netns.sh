@@ -14,11 +14,13 @@
 # and records every request's method, path and headers.
 # What it proves:
 #   credential   only the operator's Authorization reaches the private
-#                registry, only under its prefix, only over TLS; no
-#                Authorization or Proxy-Authorization of the sandbox's
-#                reaches anything
-#   read-only    PUT, POST, PATCH, DELETE: 403, nothing upstream, the
-#                method and host in the access log; plain HTTP too
+#                registry, only under its prefix, only over TLS, only on
+#                a connection Squid made for that host (no CONNECT, SNI or
+#                Host naming it elsewhere carries it); no Authorization or
+#                Proxy-Authorization of the sandbox's reaches anything
+#   read-only    PUT, POST, PATCH, DELETE and a GET with a body: refused,
+#                nothing upstream, the method and host in the access log;
+#                plain HTTP too, also with --read-only alone
 #   splice       a host not bumped is spliced: its own certificate
 #   upstream     a bumped host whose certificate is not trusted is an
 #                error, never a response
@@ -310,3 +312,16 @@ check "nothing conf, check or run printed holds the canary" bash -c "! grep -qF 
 check "access.log and cache.log hold no canary" bash -c "! grep -qF '${CANARY#Bearer }' '$log' '$tmp/proxy/cache.log'"
 note "access log (last lines):"
 tail -n 12 "$log" | indent
+
+# --read-only alone: nothing bumped, plain HTTP held to GET and HEAD
+squid_stop
+out=$("$PROXY" conf --dir "$tmp/ro" "${base[@]}" --read-only 2>&1); rc=$?
+check "proxy.sh conf --read-only (no CA, nothing bumped)" [ "$rc" = 0 ]
+check "... bumps nothing (no ssl-bump on the explicit port, no certificate generator)" \
+  bash -c "! grep -Eq '^http_port .*ssl-bump|^sslcrtd_program|generate-host-certificates=on' '$tmp/ro/squid.conf'"
+squid_start "$tmp/ro"
+log=$tmp/ro/access.log
+refused "--read-only: plain HTTP POST" POST http://spliced.kiwi.test/upload spliced.kiwi.test -x "$P"
+get "--read-only: plain HTTP GET" 200 "$SPL" /ro - -x "$P" http://spliced.kiwi.test/ro
+get "--read-only: GET https:// spliced (the outside's certificate), the sandbox's Authorization inside TLS untouched" 200 \
+  "$SPL" /ro-tls "$SANDBOX_OWN" --cacert "$tmp/out.crt" -x "$P" -H "Authorization: $SANDBOX_OWN" https://spliced.kiwi.test/ro-tls
