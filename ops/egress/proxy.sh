@@ -365,6 +365,7 @@ cmd_conf() {
     # time (one signed by an earlier CA is never served)
     rm -rf "$dir/ssl_db"
     "$CERTGEN" -c -s "$dir/ssl_db" -M 4MB >/dev/null 2>&1 || die "$CERTGEN -c could not make $dir/ssl_db"
+    chmod 700 "$dir/ssl_db"
   fi
   # Squid drops to its own user after reading its configuration: it must be
   # able to write its logs and pid file there.
@@ -412,6 +413,7 @@ prepare_bump() {
   if [[ -n $upstream_ca ]]; then
     [[ -f $upstream_ca && -r $upstream_ca ]] || die "cannot read --upstream-ca $upstream_ca"
     upstream_ca=$(realpath -- "$upstream_ca")
+    [[ $upstream_ca != *[[:space:]\"]* ]] || die "--upstream-ca $upstream_ca: no spaces or quotes in the path (it goes into squid.conf)"
   fi
   for i in "${!bump[@]}"; do
     valid_host "${bump[$i]}" || die "bad --bump host '${bump[$i]}'"
@@ -437,8 +439,9 @@ allowed_name() {
 # never leaves the host), made when both are missing; the key the owner's
 # alone, the owner Squid's user.
 make_ca() {
+  bump_ca=$(realpath -m -- "$bump_ca")
+  [[ $bump_ca != *[[:space:]\"]* ]] || die "--bump-ca $bump_ca: no spaces or quotes in the path (it goes into squid.conf)"
   mkdir -p "$bump_ca"
-  bump_ca=$(realpath -- "$bump_ca")
   local pem=$bump_ca/ca.pem key=$bump_ca/ca.key
   if [[ ! -s $pem && ! -s $key ]]; then
     rm -f "$key.tmp" "$pem.tmp"

@@ -103,6 +103,7 @@ bad "--private-registry with an unreadable file" "cannot read the credential fil
 printf '%s"\nrequest_header_add X "y" all\n' "$CANARY" >"$tmp/cred-bad"
 bad "a credential file with a quote and a second line" "must hold the Authorization value on one line" --bump-ca "$tmp/ca" \
   --private-registry "private.kiwi.test=@$tmp/cred-bad"
+bad "--bump-ca with a space in its path" "no spaces or quotes" --bump-ca "$tmp/c a" --bump pub.kiwi.test
 bad "two credentials for overlapping paths" "overlap" --bump-ca "$tmp/ca" \
   --private-registry "private.kiwi.test/npm=@$tmp/cred" --private-registry "private.kiwi.test/npm/x=@$tmp/cred"
 
@@ -119,6 +120,7 @@ check "squid -k parse accepts it (proxy.sh check)" [ "$rc" = 0 ]
 indent <<<"$out"
 check "squid.conf (it holds the credential) is mode 600, owned by proxy" [ "$(stat -c %a:%U "$conf")" = 600:proxy ]
 check "the CA key is mode 600, owned by proxy" [ "$(stat -c %a:%U "$tmp/ca/ca.key")" = 600:proxy ]
+check "the minted certificates' store is mode 700, owned by proxy" [ "$(stat -c %a:%U "$tmp/proxy/ssl_db")" = 700:proxy ]
 check "ca.pem is a CA (CA:TRUE, keyCertSign) named Kiwi egress proxy CA" bash -c "
   openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep -q 'CA:TRUE' &&
   openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep -q 'Certificate Sign' &&
