@@ -4,6 +4,8 @@
 #
 # Usage: proxy.sh conf --dir DIR --listen ADDR [--ports E,H,S]
 #                      [--ecosystem NAME]... [--allow HOST]... [--hosts-file FILE]
+#                      [--read-only] [--bump-ca CADIR] [--bump HOST]...
+#                      [--private-registry HOST[/PREFIX]=@FILE]... [--upstream-ca FILE]
 #        proxy.sh hosts NAME...     the registry hosts of each ecosystem ("all": every one)
 #        proxy.sh run --dir DIR [--log-max-mb N]
 #                                   squid in the foreground (exec: the caller's child)
@@ -11,7 +13,8 @@
 #
 #   conf       writes DIR/squid.conf (and DIR/tls/, a throwaway self-signed
 #              certificate Squid needs on its TLS port; it never signs or
-#              presents anything: TLS is peeked and spliced, never bumped).
+#              presents anything: TLS is peeked and spliced, never bumped,
+#              unless --bump, below).
 #              Squid listens on ADDR (the install bridge's gateway): port E
 #              is the explicit proxy (HTTP_PROXY/HTTPS_PROXY), H takes
 #              redirected plain HTTP and S intercepted TLS (egress.sh --proxy
@@ -32,6 +35,29 @@
 #              Nothing names the host: no Via, no X-Forwarded-For, a fixed
 #              visible_hostname.
 #   hosts-file names Squid resolves from FILE before DNS (default /etc/hosts).
+#   bumping    off unless one of these is given; without them squid.conf is
+#              what it was before they existed. Any of them makes the proxy
+#              read-only (also --read-only alone): a request Squid sees
+#              (plain HTTP, a bumped host's HTTPS) passes only as GET or
+#              HEAD, anything else is 403 before any connection, and no
+#              client's Authorization or Proxy-Authorization is forwarded.
+#              --bump-ca CADIR: Kiwi's CA, CADIR/ca.pem (what a client must
+#              trust) and CADIR/ca.key (mode 600, Squid's user's; it never
+#              leaves the host), made when both are missing.
+#              --bump HOST: a listed host whose TLS Squid terminates, by a
+#              CONNECT to it whose SNI is HOST (any other SNI: closed) and
+#              by an intercepted connection's SNI, with per-host
+#              certificates it signs with that CA; the
+#              registry's own certificate is verified (the system's CAs and
+#              --upstream-ca FILE's), a failure is an error. Every other
+#              host is spliced as without bumping. Needs --bump-ca.
+#              --private-registry HOST[/PREFIX]=@FILE: HOST is allowed and
+#              bumped, and a request to it over TLS whose path is PREFIX or
+#              under it gets "Authorization: <FILE's one line>" (e.g.
+#              "Bearer TOKEN", "Basic BASE64"); a path with dot segments or
+#              encoded dots, slashes or backslashes is refused there. The
+#              value is in DIR/squid.conf (mode 600, Squid's user's) and is
+#              never printed; it is never given on a command line.
 #   run        Squid and proxy.sh run itself get an environment of their own
 #              (PATH, LANG), whatever the caller's. Squid's logs are rotated
 #              (to .0, one old generation kept) once one passes N MiB
@@ -47,7 +73,7 @@
 set -euo pipefail
 
 die() { printf 'proxy: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,72p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # registries NAME: the hosts an ecosystem's package manager fetches from.
 registries() {
@@ -75,6 +101,12 @@ valid_v4() {
 LOG_SNI_MAX=256 LOG_URL_MAX=1024
 dir='' listen='' ports=3128,3129,3130 hosts_file=/etc/hosts log_max_mb=64 watch_s=1
 allow=()
+# Bumping (off unless asked for): the CA's directory, the hosts whose TLS
+# Squid terminates, each private registry's SPEC, an extra upstream CA,
+# and read-only (GET and HEAD), which any of these turns on.
+bump_ca='' upstream_ca='' read_only=0
+bump=() private=()
+CERTGEN=/usr/lib/squid/security_file_certgen
 
 parse() {
   while [[ $# -gt 0 ]]; do
@@ -91,6 +123,13 @@ parse() {
         allow+=($h); shift ;;
       --hosts-file) [[ $# -ge 2 ]] || die "--hosts-file needs a file"; hosts_file=$2; shift ;;
       --log-max-mb) [[ $# -ge 2 ]] || die "--log-max-mb needs a size"; log_max_mb=$2; shift ;;
+      --bump-ca) [[ $# -ge 2 ]] || die "--bump-ca needs a directory"; bump_ca=$2; read_only=1; shift ;;
+      --bump) [[ $# -ge 2 ]] || die "--bump needs a host"; bump+=("$2"); read_only=1; shift ;;
+      --private-registry)
+        [[ $# -ge 2 ]] || die "--private-registry needs HOST[/PREFIX]=@FILE"
+        private+=("$2"); read_only=1; shift ;;
+      --upstream-ca) [[ $# -ge 2 ]] || die "--upstream-ca needs a file"; upstream_ca=$2; read_only=1; shift ;;
+      --read-only) read_only=1 ;;
       -h|--help) usage; exit 0 ;;
       *) printf 'proxy: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
     esac
@@ -100,8 +139,16 @@ parse() {
 }
 
 conf_text() {
-  local e h s
+  local e h s explicit_tls='' intercept_tls
   IFS=, read -r e h s <<<"$ports"
+  # the TLS port's certificate is never presented unless hosts are bumped
+  intercept_tls="tls-cert=$dir/tls/cert.pem tls-key=$dir/tls/key.pem generate-host-certificates=off"
+  if ((${#bump[@]})); then
+    # bumped: host certificates minted on the fly (security_file_certgen),
+    # signed by Kiwi's CA, on the explicit port's CONNECT and the TLS port
+    intercept_tls="tls-cert=$bump_ca/ca.pem tls-key=$bump_ca/ca.key generate-host-certificates=on dynamic_cert_mem_cache_size=4MB"
+    explicit_tls="ssl-bump $intercept_tls "
+  fi
   cat <<EOF
 # Written by ops/egress/proxy.sh: Phase A's egress proxy. Do not edit; it is
 # rewritten whenever the proxy starts.
@@ -131,13 +178,13 @@ client_dst_passthru off
 shutdown_lifetime 1 seconds
 workers 1
 
-http_port $listen:$e name=explicit
+http_port $listen:$e ${explicit_tls}name=explicit
 # Redirected plain HTTP is taken as a virtual host (its Host names the
 # origin), not intercepted: an intercepted request's Host is resolved
 # before any access rule runs; here the allow-list decides first and only
 # a listed name is ever resolved (and connected to).
 http_port $listen:$h accel vhost allow-direct name=http_redirected
-https_port $listen:$s intercept ssl-bump tls-cert=$dir/tls/cert.pem tls-key=$dir/tls/key.pem generate-host-certificates=off name=tls_intercept
+https_port $listen:$s intercept ssl-bump $intercept_tls name=tls_intercept
 
 # -n: names only, never a reverse lookup of an address
 acl kiwi_allowed dstdomain -n ${allow[*]}
@@ -153,6 +200,12 @@ acl kiwi_redirected myportname http_redirected tls_intercept
 # the log's last field: "redirected" for what the nat rules brought here
 note kiwi_via redirected kiwi_redirected
 
+EOF
+  if ((read_only)); then
+    conf_read_only
+    return
+  fi
+  cat <<EOF
 # an intercepted TLS connection (a CONNECT to the address it was sent to):
 # ssl_bump below decides on its SNI
 http_access allow kiwi_tls_intercept
@@ -169,6 +222,119 @@ ssl_bump terminate all
 EOF
 }
 
+# conf_read_only: the access rules with --read-only (and any bumping
+# option): only GET and HEAD, no client's Authorization, the operator's
+# credential added to its private registry's paths, the bumped hosts'
+# TLS terminated with Kiwi's CA.
+conf_read_only() {
+  local i
+  cat <<EOF
+# Read-only: a sandbox may fetch, never send (no PUT, POST, PATCH,
+# DELETE, ...), on every request Squid sees: plain HTTP and the bumped
+# hosts' HTTPS. CONNECT stays the way in.
+acl kiwi_read method GET HEAD
+# a body (a GET or HEAD can carry one too)
+acl kiwi_body_length req_header Content-Length [1-9]
+acl kiwi_body_chunked req_header Transfer-Encoding .
+# a request that came over TLS Squid terminated (a bumped host's)
+acl kiwi_encrypted connections_encrypted
+acl kiwi_https proto HTTPS
+# No credential of the sandbox's goes anywhere; the operator's is added
+# below, over TLS only, to its registry's paths only.
+request_header_access Authorization deny all
+request_header_access Proxy-Authorization deny all
+EOF
+  if ((${#priv_host[@]})); then
+    echo "acl kiwi_private dstdomain -n $(printf '%s\n' "${priv_host[@]}" | awk '!seen[tolower($0)]++' | tr '\n' ' ' | sed 's/ $//')"
+    echo "# dot segments and encoded dots, slashes or backslashes: a path that a"
+    echo "# registry could read as outside its prefix"
+    echo "acl kiwi_path_tricks urlpath_regex -i (^|/)\\.\\.?(/|\\?|;|\$) %2e %2f %5c"
+    # on a connection Squid made for that host (its SNI, see ssl_bump
+    # below), under its prefix
+    for i in "${!priv_host[@]}"; do
+      echo "acl kiwi_cred_$i dstdomain -n ${priv_host[$i]}"
+      echo "acl kiwi_cred_${i}_sni ssl::server_name --client-requested ${priv_host[$i]}"
+      if [[ -n ${priv_prefix[$i]} ]]; then
+        echo "acl kiwi_cred_${i}_path urlpath_regex ^$(prefix_re "${priv_prefix[$i]}")(/|\\?|\$)"
+        echo "request_header_add Authorization \"${priv_value[$i]}\" kiwi_cred_$i kiwi_cred_${i}_sni kiwi_cred_${i}_path kiwi_https kiwi_encrypted !kiwi_path_tricks"
+      else
+        echo "request_header_add Authorization \"${priv_value[$i]}\" kiwi_cred_$i kiwi_cred_${i}_sni kiwi_https kiwi_encrypted !kiwi_path_tricks"
+      fi
+    done
+  fi
+  if ((${#bump[@]})); then
+    cat <<EOF
+# Bumped hosts (ssl_bump below), each with its own pair: the request's
+# host, and the SNI of the connection it came on
+acl kiwi_bump dstdomain -n ${bump[*]}
+acl kiwi_bump_sni ssl::server_name --client-requested ${bump[*]}
+EOF
+    for i in "${!bump[@]}"; do
+      echo "acl kiwi_bump_$i dstdomain -n ${bump[$i]}"
+      echo "acl kiwi_bump_sni_$i ssl::server_name --client-requested ${bump[$i]}"
+    done
+  fi
+  cat <<EOF
+
+http_access deny !CONNECT !kiwi_read
+http_access deny !CONNECT kiwi_body_length
+http_access deny !CONNECT kiwi_body_chunked
+# an intercepted TLS connection (a CONNECT to the address it was sent to):
+# ssl_bump below decides on its SNI; what a bumped one carries is checked
+# as any request
+http_access allow kiwi_tls_intercept CONNECT
+http_access deny kiwi_raw_ip
+http_access deny CONNECT !kiwi_tls_port
+http_access deny !CONNECT !kiwi_http !kiwi_encrypted
+http_access deny !CONNECT !kiwi_encrypted !kiwi_http_port
+http_access deny !CONNECT kiwi_encrypted !kiwi_tls_port
+EOF
+  ((${#priv_host[@]})) && echo "http_access deny kiwi_private kiwi_path_tricks"
+  # a bumped request for a bumped host must come on a connection for that
+  # host: Squid sends it on the connection the bump made
+  for i in "${!bump[@]}"; do echo "http_access deny kiwi_encrypted kiwi_bump_$i !kiwi_bump_sni_$i"; done
+  cat <<EOF
+http_access allow kiwi_allowed
+http_access deny all
+
+EOF
+  if ((${#bump[@]} == 0)); then
+    cat <<EOF
+ssl_bump peek kiwi_step1
+ssl_bump splice kiwi_allowed_sni
+ssl_bump terminate all
+EOF
+    return
+  fi
+  cat <<EOF
+# Bumped: TLS terminated with Kiwi's CA for these hosts alone, by the
+# explicit proxy's CONNECT (whose SNI must be the host it names: Squid
+# connects to the CONNECT's host, and a request for one bumped host must
+# never go to another's address) and by the SNI of an intercepted
+# connection (host_verify_strict: the address it was sent to is the
+# SNI's); every other CONNECT to the explicit proxy is a tunnel as
+# without bumping, every other intercepted one spliced by its SNI.
+ssl_bump splice kiwi_step1 !kiwi_tls_intercept !kiwi_bump
+ssl_bump peek kiwi_step1
+ssl_bump bump kiwi_tls_intercept kiwi_bump_sni
+EOF
+  for i in "${!bump[@]}"; do echo "ssl_bump bump !kiwi_tls_intercept kiwi_bump_$i kiwi_bump_sni_$i"; done
+  cat <<EOF
+ssl_bump terminate kiwi_bump
+ssl_bump splice kiwi_allowed_sni
+ssl_bump terminate all
+sslcrtd_program $CERTGEN -s $dir/ssl_db -M 4MB
+sslcrtd_children 4 startup=1 idle=1
+# the registry's certificate is verified (the system's CAs${upstream_ca:+ and $upstream_ca}):
+# a failure ends the request with an error
+sslproxy_cert_error deny all
+tls_outgoing_options default-ca=on${upstream_ca:+ cafile=$upstream_ca}
+EOF
+}
+
+# prefix_re PREFIX: PREFIX as a regex (its only special characters . +)
+prefix_re() { sed 's/[.+]/\\&/g' <<<"$1"; }
+
 cmd_conf() {
   [[ -n $listen ]] || die "--listen is required"
   valid_v4 "$listen" || die "bad --listen '$listen' (want an IPv4 address)"
@@ -179,14 +345,28 @@ cmd_conf() {
   mapfile -t allow < <(printf '%s\n' "${allow[@]}" | awk '!seen[tolower($0)]++')
   [[ -r $hosts_file ]] || die "cannot read --hosts-file $hosts_file"
   command -v openssl >/dev/null || die "openssl not found (Debian: apt-get install openssl)"
+  prepare_bump
   mkdir -p "$dir/tls"
   if [[ ! -s $dir/tls/cert.pem || ! -s $dir/tls/key.pem ]]; then
     openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=kiwi-egress-proxy" \
       -keyout "$dir/tls/key.pem" -out "$dir/tls/cert.pem" >/dev/null 2>&1 || die "openssl could not make the TLS port's certificate"
     chmod 600 "$dir/tls/key.pem"
   fi
-  conf_text >"$dir/squid.conf.tmp"
+  if ((${#priv_host[@]})); then
+    # it holds the credentials: the owner's alone (proxy's, below)
+    rm -f "$dir/squid.conf.tmp"
+    (umask 077 && conf_text >"$dir/squid.conf.tmp")
+  else
+    conf_text >"$dir/squid.conf.tmp"
+  fi
   mv "$dir/squid.conf.tmp" "$dir/squid.conf"
+  if ((${#bump[@]})); then
+    # the certificates Squid mints per bumped host: a fresh store each
+    # time (one signed by an earlier CA is never served)
+    rm -rf "$dir/ssl_db"
+    "$CERTGEN" -c -s "$dir/ssl_db" -M 4MB >/dev/null 2>&1 || die "$CERTGEN -c could not make $dir/ssl_db"
+    chmod 700 "$dir/ssl_db"
+  fi
   # Squid drops to its own user after reading its configuration: it must be
   # able to write its logs and pid file there.
   if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then
@@ -198,14 +378,107 @@ cmd_conf() {
   echo "$dir/squid.conf"
 }
 
+# prepare_bump: the bumping options checked, the private registries'
+# credentials read (never printed), Kiwi's CA made if missing.
+priv_host=() priv_prefix=() priv_value=()
+prepare_bump() {
+  local spec host prefix file value i j
+  for spec in "${private[@]}"; do
+    [[ $spec =~ ^([^/=@]+)(/[^=]*)?=@(.+)$ ]] || die "bad --private-registry '$spec' (want HOST[/PREFIX]=@FILE)"
+    host=${BASH_REMATCH[1]} prefix=${BASH_REMATCH[2]%/} file=${BASH_REMATCH[3]}
+    [[ $host != .* ]] && valid_host "$host" || die "bad --private-registry host '$host' (one name, no leading dot)"
+    if [[ -n $prefix ]]; then
+      [[ $prefix =~ ^(/[A-Za-z0-9._~@+-]+)+$ && ! $prefix =~ /\.\.?(/|$) ]] ||
+        die "bad --private-registry path '$prefix' (segments of letters, digits and ._~@+-; no . or ..)"
+    fi
+    [[ -f $file && -r $file ]] || die "--private-registry $host: cannot read the credential file $file"
+    value=$(head -c 8193 -- "$file") || die "--private-registry $host: cannot read the credential file $file"
+    # its value is never printed, not even in an error
+    [[ ${#value} -le 8192 && $value =~ ^[A-Za-z0-9._~+/=:-]+(\ [A-Za-z0-9._~+/=:-]+)*$ ]] ||
+      die "--private-registry $host: $file must hold the Authorization value on one line (e.g. 'Bearer TOKEN' or 'Basic BASE64'; letters, digits, single spaces and ._~+/=:- only, at most 8 KiB)"
+    for j in "${!priv_host[@]}"; do
+      [[ ${priv_host[$j],,} == "${host,,}" ]] || continue
+      [[ ${priv_prefix[$j]}/ == "$prefix"/* || $prefix/ == "${priv_prefix[$j]}"/* ]] &&
+        die "--private-registry $host: the paths '${priv_prefix[$j]:-/}' and '${prefix:-/}' overlap (one credential per request)"
+    done
+    priv_host+=("$host") priv_prefix+=("$prefix") priv_value+=("$value")
+    allow+=("$host") bump+=("$host")
+  done
+  if ((${#bump[@]} == 0)); then
+    if [[ -n $bump_ca ]]; then make_ca; fi
+    return 0
+  fi
+  [[ -n $bump_ca ]] || die "--bump and --private-registry need --bump-ca DIR (Kiwi's CA, which the sandbox trusts)"
+  [[ -x $CERTGEN ]] || die "$CERTGEN not found (Debian: apt-get install squid-openssl)"
+  if [[ -n $upstream_ca ]]; then
+    [[ -f $upstream_ca && -r $upstream_ca ]] || die "cannot read --upstream-ca $upstream_ca"
+    upstream_ca=$(realpath -- "$upstream_ca")
+    [[ $upstream_ca != *[[:space:]\"]* ]] || die "--upstream-ca $upstream_ca: no spaces or quotes in the path (it goes into squid.conf)"
+  fi
+  for i in "${!bump[@]}"; do
+    valid_host "${bump[$i]}" || die "bad --bump host '${bump[$i]}'"
+    allowed_name "${bump[$i]}" || die "--bump ${bump[$i]}: not on the allow-list (add --allow ${bump[$i]})"
+  done
+  mapfile -t allow < <(printf '%s\n' "${allow[@]}" | awk '!seen[tolower($0)]++')
+  mapfile -t bump < <(printf '%s\n' "${bump[@]}" | awk '!seen[tolower($0)]++')
+  make_ca
+}
+
+# allowed_name HOST: HOST is on the allow-list (itself, or under a .domain)
+allowed_name() {
+  local a h=${1,,}
+  for a in "${allow[@]}"; do
+    a=${a,,}
+    [[ $h == "$a" ]] && return 0
+    [[ $a == .* && ( .${h#.} == *"$a" ) ]] && return 0
+  done
+  return 1
+}
+
+# make_ca: --bump-ca DIR's ca.pem (what a client trusts) and ca.key (which
+# never leaves the host), made when both are missing; the key the owner's
+# alone, the owner Squid's user.
+make_ca() {
+  bump_ca=$(realpath -m -- "$bump_ca")
+  [[ $bump_ca != *[[:space:]\"]* ]] || die "--bump-ca $bump_ca: no spaces or quotes in the path (it goes into squid.conf)"
+  mkdir -p "$bump_ca"
+  local pem=$bump_ca/ca.pem key=$bump_ca/ca.key
+  if [[ ! -s $pem && ! -s $key ]]; then
+    rm -f "$key.tmp" "$pem.tmp"
+    (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=Kiwi egress proxy CA" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+      -keyout "$key.tmp" -out "$pem.tmp" >/dev/null 2>&1) || die "openssl could not make the CA in $bump_ca"
+    chmod 644 "$pem.tmp"
+    mv "$key.tmp" "$key"
+    mv "$pem.tmp" "$pem"
+  fi
+  [[ -s $pem && -s $key ]] || die "--bump-ca $bump_ca holds only one of ca.pem and ca.key"
+  chmod 600 "$key"
+  if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then chown proxy: "$key"; fi
+}
+
 squid_bin() { command -v squid || echo /usr/sbin/squid; }
 
 cmd_check() {
   [[ -f $dir/squid.conf ]] || die "$dir/squid.conf missing (proxy.sh conf writes it)"
   # `via off` is deliberate (nothing names this host to a registry)
-  "$(squid_bin)" -k parse -f "$dir/squid.conf" 2>&1 | grep -E 'ERROR|FATAL|WARNING' |
-    grep -v 'WARNING: HTTP requires the use of Via' >&2 && return 1
-  return 0
+  local out
+  out=$("$(squid_bin)" -k parse -f "$dir/squid.conf" 2>&1 | grep -E 'ERROR|FATAL|WARNING' |
+    grep -v 'WARNING: HTTP requires the use of Via' || true)
+  [[ -n $out ]] || return 0
+  redact <<<"$out" >&2
+  return 1
+}
+
+# redact: stdin with every credential of DIR/squid.conf (a
+# request_header_add value) replaced, wherever it appears
+redact() {
+  local text v
+  text=$(cat)
+  while IFS= read -r v; do
+    [[ -n $v ]] && text=${text//"$v"/(credential)}
+  done < <(sed -n 's/^request_header_add [^ ]* "\([^"]*\)".*/\1/p' "$dir/squid.conf" 2>/dev/null)
+  printf '%s\n' "$text"
 }
 
 # The environment Squid and this script's run get, whoever starts them: no

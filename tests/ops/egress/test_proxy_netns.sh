@@ -39,100 +39,20 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-egress_dir=${KIWI_EGRESS_DIR:-$repo/ops/egress}
-EGRESS=$egress_dir/egress.sh
-PROXY=$egress_dir/proxy.sh
-PY=/usr/bin/python3
-
 # shellcheck source=tests/ops/egress/tap.sh
 . "$here/tap.sh"
+# shellcheck source=tests/ops/egress/proxy-netns.sh
+. "$here/proxy-netns.sh"
 
-[[ $(id -u) == 0 ]] || skip_or_fail "root (network namespaces)"
-for t in ip iptables curl openssl unshare; do
-  command -v "$t" >/dev/null || skip_or_fail "the $t command"
-done
-[[ -x $PY ]] || skip_or_fail "$PY (for the outside's fake servers)"
-command -v squid >/dev/null || skip_or_fail "squid (Debian: squid-openssl, ops/setup.sh)"
-id proxy >/dev/null 2>&1 || skip_or_fail "the user proxy (Squid's; Debian: squid-common)"
-
-for v in $(compgen -v KIWI_EGRESS_); do unset "$v"; done
-tmp=$(mktemp -d /tmp/kiwi-proxy-netns.XXXXXX)
-chmod 755 "$tmp"
-export KIWI_EGRESS_CONF=$tmp/no-config KIWI_EGRESS_RUN_DIR=$tmp/egress-run
-
-pid=$$
-A=$((pid % 80 * 3 + 10)) B=$((pid % 80 * 3 + 11)) C=$((pid % 80 * 3 + 12))
-NH=kiwi-pxn-h-$pid NS=kiwi-pxn-s-$pid NO=kiwi-pxn-o-$pid
-BR=kpxn$((pid % 10000))
-GW=10.231.$A.1 SBX=10.231.$A.2 HO=10.231.$B.1 OH=10.231.$B.2
-ALLOWED=10.231.$C.200 OTHER=10.231.$C.201 PTR=10.231.$C.202 DNS=10.231.$C.53 META=169.254.169.254
-PORTS=3128,3129,3130 EPORT=3128
+ALLOWED=10.231.$C.200 OTHER=10.231.$C.201 PTR=10.231.$C.202 META=169.254.169.254
 LOG_MAX_MB=1
-squid_pid='' out_pid='' dns_pid=''
-made_ns=()
-
-inh() { ip netns exec "$NH" "$@"; }
-ins() { ip netns exec "$NS" "$@"; }
-
-cleanup() {
-  local rc=$? p
-  trap - EXIT INT TERM
-  if [[ -n $squid_pid ]]; then # squid's shutdown_lifetime is 1 s
-    kill "$squid_pid" 2>/dev/null
-    for _ in $(seq 30); do kill -0 "$squid_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$squid_pid" 2>/dev/null
-    wait "$squid_pid" 2>/dev/null
-  fi
-  [[ -n $out_pid ]] && kill "$out_pid" 2>/dev/null
-  [[ -n $dns_pid ]] && kill "$dns_pid" 2>/dev/null
-  for r in "${made_ns[@]}"; do for p in $(ip netns pids "$r" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; done
-  for r in "${made_ns[@]}"; do ip netns del "$r" 2>/dev/null; done
-  rm -rf "/etc/netns/$NH"
-  [[ -n ${KIWI_KEEP_TMP:-} ]] || rm -rf "$tmp"
-  echo "1..$n"
-  if ((failed > 0 || rc != 0)); then [[ $rc == 0 ]] && rc=1; echo "# $failed of $n failed"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
 
 # ----------------------------------------------------------- the namespaces ---
 
-for ns in "$NH" "$NS" "$NO"; do
-  ip netns add "$ns" || bail "ip netns add $ns"
-  made_ns+=("$ns")
-  ip -n "$ns" link set lo up
-done
-{
-  ip -n "$NH" link add "$BR" type bridge && ip -n "$NH" addr add "$GW/24" dev "$BR" && ip -n "$NH" link set "$BR" up &&
-    ip -n "$NH" link add sb0 type veth peer name eth0 netns "$NS" && ip -n "$NH" link set sb0 master "$BR" &&
-    ip -n "$NH" link set sb0 up && ip -n "$NS" addr add "$SBX/24" dev eth0 && ip -n "$NS" link set eth0 up &&
-    ip -n "$NS" route add default via "$GW" &&
-    ip -n "$NH" link add out0 type veth peer name eth0 netns "$NO" && ip -n "$NH" addr add "$HO/30" dev out0 &&
-    ip -n "$NH" link set out0 up && ip -n "$NO" addr add "$OH/30" dev eth0 && ip -n "$NO" link set eth0 up &&
-    ip -n "$NO" route add "10.231.$A.0/24" via "$HO" &&
-    ip -n "$NH" route add "10.231.$C.0/24" via "$OH" && ip -n "$NH" route add "$META/32" via "$OH" &&
-    for a in "$ALLOWED" "$OTHER" "$PTR" "$DNS" "$META"; do ip -n "$NO" addr add "$a/32" dev lo || exit 1; done &&
-    inh sysctl -qw net.ipv4.ip_forward=1
-} || bail "could not build the namespaces"
-# The host namespace resolves through the outside's resolver only.
-mkdir -p "/etc/netns/$NH"
-echo "nameserver $DNS" >"/etc/netns/$NH/resolv.conf"
-
+netns_build "$ALLOWED" "$OTHER" "$PTR" "$META"
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=outside -keyout "$tmp/out.key" -out "$tmp/out.crt" >/dev/null 2>&1
-: >"$tmp/arrived"
-: >"$tmp/headers"
-: >"$tmp/questions"
-ip netns exec "$NO" "$PY" "$here/egress-proxy/outside.py" --addr "$ALLOWED" --addr "$OTHER" --addr "$PTR" --addr "$META" \
-  --log "$tmp/arrived" --headers "$tmp/headers" --cert "$tmp/out.crt" --key "$tmp/out.key" 2>"$tmp/outside.err" &
-out_pid=$!
-ip netns exec "$NO" "$PY" "$here/egress-proxy/resolver.py" --addr "$DNS" --log "$tmp/questions" \
-  --a "resolve.kiwi.test=$ALLOWED" --ptr "$PTR=allowed.kiwi.test" 2>"$tmp/resolver.err" &
-dns_pid=$!
-for _ in $(seq 100); do grep -q ready "$tmp/arrived" && grep -q ready "$tmp/questions" && break; sleep 0.1; done
-grep -q ready "$tmp/arrived" || bail "the outside's servers did not start: $(cat "$tmp/outside.err")"
-grep -q ready "$tmp/questions" || bail "the outside's resolver did not start: $(cat "$tmp/resolver.err")"
+outside_start --addr "$ALLOWED" --addr "$OTHER" --addr "$PTR" --addr "$META" --cert "$tmp/out.crt" --key "$tmp/out.key" \
+  -- --a "resolve.kiwi.test=$ALLOWED" --ptr "$PTR=allowed.kiwi.test"
 
 # ------------------------------------------------------------- the proxy ---
 
@@ -152,14 +72,7 @@ check "every field a client chooses is %-encoded and bounded in the log format" 
 # Squid started as the worker does (its own process group), by a caller
 # that holds secrets: none of them may reach Squid.
 ANTHROPIC_API_KEY=sk-test-not-a-key KIWI_REDIS_PASSWORD=not-a-password KIWI_GIT_TOKEN=not-a-token \
-  setsid ip netns exec "$NH" bash "$PROXY" run --dir "$tmp/proxy" --log-max-mb "$LOG_MAX_MB" >"$tmp/squid.out" 2>&1 &
-squid_pid=$!
-for _ in $(seq 100); do
-  inh ss -ltn | grep -q "$GW:${PORTS##*,}" && break
-  kill -0 "$squid_pid" 2>/dev/null || break
-  sleep 0.1
-done
-inh ss -ltn | grep -q "$GW:${PORTS##*,}" || bail "squid is not listening: $(tail -5 "$tmp/proxy/cache.log" "$tmp/squid.out" 2>/dev/null)"
+  squid_start "$tmp/proxy" --log-max-mb "$LOG_MAX_MB"
 
 # Every process of Squid's group (squid, its helpers, proxy.sh's watcher):
 # the names of their environment variables.
@@ -194,23 +107,6 @@ indent <<<"$eout"
 
 # --------------------------------------------------------------- probes ---
 
-arrivals() { grep -c -- "$1" "$tmp/arrived" || true; }
-asked() { grep -c -- "$1" "$tmp/questions" || true; }
-# code ARGS...: curl from the sandbox; prints the HTTP status (000: none)
-code() { ins curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@" 2>/dev/null; }
-
-# probe DESCRIPTION WANT_STATUS_REGEX ARRIVAL_PATTERN WANT_DELTA CURL_ARGS...
-probe() {
-  local d=$1 want=$2 pat=$3 delta=$4 before after res
-  shift 4
-  before=$(arrivals "$pat")
-  res=$(code "$@")
-  sleep 0.2
-  after=$(arrivals "$pat")
-  if [[ $res =~ $want && $((after - before)) == "$delta" ]]; then ok "$d (status $res)"
-  else notok "$d: got status '$res', $((after - before)) arrival(s) of '$pat' (want /$want/, $delta)"; fi
-}
-P=http://$GW:$EPORT
 
 # Vector 12: no Via, nothing that names the host
 probe "explicit proxy, allowed host" '^200$' "http $ALLOWED allowed.kiwi.test" 1 -x "$P" http://allowed.kiwi.test/

@@ -7,8 +7,12 @@ request and datagram is appended to --log as one line
 ("http ADDR HOST", "tls ADDR", "tcp ADDR 8080", "udp ADDR 9999", "dns ADDR"),
 so the test counts what arrived. With --headers FILE, each HTTP request's
 header lines are appended to FILE too ("ADDR Name: value"), for a test
-that looks at what a proxy added."""
-import argparse, socket, socketserver, ssl, threading, http.server
+that looks at what a proxy added; with --requests FILE, each HTTP request
+(any method) is one JSON line there: address, method, path and headers in
+order; a path holding "kiwi-bad" gets an invalid response (two lengths).
+--tls ADDR=CERT:KEY serves ADDR's TLS with a certificate of its own
+(the others get --cert/--key)."""
+import argparse, json, socket, socketserver, ssl, threading, http.server
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--addr", action="append", required=True)
@@ -16,7 +20,10 @@ ap.add_argument("--log", required=True)
 ap.add_argument("--cert", required=True)
 ap.add_argument("--key", required=True)
 ap.add_argument("--headers")
+ap.add_argument("--requests")
+ap.add_argument("--tls", action="append", default=[])
 args = ap.parse_args()
+TLS = {a: tuple(ck.split(":", 1)) for a, ck in (x.split("=", 1) for x in args.tls)}
 lock = threading.Lock()
 
 
@@ -27,16 +34,31 @@ def record(line):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        record("http %s %s" % (self.server.server_address[0], self.headers.get("Host", "-")))
+        addr = self.server.server_address[0]
+        record("http %s %s %s %s" % (addr, self.headers.get("Host", "-"), self.command, self.path))
         if args.headers:
             with lock, open(args.headers, "a") as f:
                 for k, v in self.headers.items():
-                    f.write("%s %s: %s\n" % (self.server.server_address[0], k, v))
+                    f.write("%s %s: %s\n" % (addr, k, v))
+        if args.requests:
+            with lock, open(args.requests, "a") as f:
+                f.write(json.dumps({"addr": addr, "method": self.command, "path": self.path,
+                                    "headers": list(self.headers.items())}) + "\n")
+        if "kiwi-bad" in self.path:  # a response no proxy may pass on
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello")
+            self.close_connection = True
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
         body = b"hello from the outside\n" * 64
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = do_GET
 
     def log_message(self, *a):
         pass
@@ -51,7 +73,7 @@ class TLSServer(Server):
         sock, peer = self.socket.accept()
         record("tls %s" % self.server_address[0])
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(args.cert, args.key)
+        ctx.load_cert_chain(*TLS.get(self.server_address[0], (args.cert, args.key)))
         return ctx.wrap_socket(sock, server_side=True), peer
 
 

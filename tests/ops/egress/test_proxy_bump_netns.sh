@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # functions run through check() and the EXIT trap
+# tests/ops/egress/test_proxy_bump_netns.sh: the egress proxy's bumping
+# (proxy.sh conf --bump-ca, --bump, --private-registry, --upstream-ca),
+# decided from outside it, in the namespaces of proxy-netns.sh (a host
+# running Squid and egress.sh apply --proxy, a sandbox on its bridge, an
+# outside). The outside serves, on 443:
+#   private.kiwi.test    a private registry, its certificate from a test CA
+#                        (which Squid trusts by --upstream-ca); bumped, with
+#                        the operator's credential (a canary) for /npm
+#   pub.kiwi.test        a bumped public-like host (the same test CA)
+#   untrusted.kiwi.test  bumped, its certificate self-signed (not trusted)
+#   spliced.kiwi.test    allowed, not bumped: spliced as without bumping
+# and records every request's method, path and headers.
+# What it proves:
+#   credential   only the operator's Authorization reaches the private
+#                registry, only under its prefix, only over TLS, only on
+#                a connection Squid made for that host (no CONNECT, SNI or
+#                Host naming it elsewhere carries it); no Authorization or
+#                Proxy-Authorization of the sandbox's reaches anything
+#   read-only    PUT, POST, PATCH, DELETE and a GET with a body: refused,
+#                nothing upstream, the method and host in the access log;
+#                plain HTTP too, also with --read-only alone
+#   splice       a host not bumped is spliced: its own certificate
+#   upstream     a bumped host whose certificate is not trusted is an
+#                error, never a response
+#   secret       the canary is in nothing the sandbox received, in no log,
+#                in no output of conf, check or run; squid.conf is 600 and
+#                the proxy's, the CA key too
+#   default      without the new options squid.conf is what main writes
+# Runs as root; TAP output; exit 77 (skip) without root, squid, curl or
+# python3, unless KIWI_REQUIRE_SERVICES=1.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/ops/egress/tap.sh
+. "$here/tap.sh"
+# shellcheck source=tests/ops/egress/proxy-netns.sh
+. "$here/proxy-netns.sh"
+
+PRIV=10.231.$C.210 PUB=10.231.$C.211 UNTR=10.231.$C.212 SPL=10.231.$C.213
+CANARY=Bearer\ kiwi-canary-$pid-Zq7.x_9
+SANDBOX_OWN='Bearer sandbox-own'
+
+# ----------------------------------------------------------- the outside ---
+
+netns_build "$PRIV" "$PUB" "$UNTR" "$SPL"
+mk() { openssl "$@" >/dev/null 2>&1 || bail "openssl $1 failed"; }
+mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=test registry CA" -keyout "$tmp/testca.key" -out "$tmp/testca.pem" \
+  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign
+mk req -newkey rsa:2048 -nodes -subj /CN=private.kiwi.test -keyout "$tmp/reg.key" -out "$tmp/reg.csr"
+printf 'subjectAltName=DNS:private.kiwi.test,DNS:pub.kiwi.test\n' >"$tmp/reg.ext"
+mk x509 -req -in "$tmp/reg.csr" -CA "$tmp/testca.pem" -CAkey "$tmp/testca.key" -CAcreateserial -days 2 \
+  -extfile "$tmp/reg.ext" -out "$tmp/reg.crt"
+# self-signed, for untrusted.kiwi.test and spliced.kiwi.test
+mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=spliced.kiwi.test -keyout "$tmp/out.key" -out "$tmp/out.crt" \
+  -addext subjectAltName=DNS:spliced.kiwi.test,DNS:untrusted.kiwi.test
+: >"$tmp/requests"
+outside_start --addr "$PRIV" --addr "$PUB" --addr "$UNTR" --addr "$SPL" --cert "$tmp/out.crt" --key "$tmp/out.key" \
+  --tls "$PRIV=$tmp/reg.crt:$tmp/reg.key" --tls "$PUB=$tmp/reg.crt:$tmp/reg.key" --requests "$tmp/requests" --
+
+printf '%s private.kiwi.test\n%s pub.kiwi.test\n%s untrusted.kiwi.test\n%s spliced.kiwi.test\n' \
+  "$PRIV" "$PUB" "$UNTR" "$SPL" >"$tmp/hosts"
+printf '%s\n' "$CANARY" >"$tmp/cred"
+chmod 600 "$tmp/cred"
+said=$tmp/said # everything conf, check and run printed
+: >"$said"
+
+# ------------------------------------------------- without the new options ---
+
+base=(--listen "$GW" --ports "$PORTS" --allow spliced.kiwi.test --allow pub.kiwi.test --hosts-file "$tmp/hosts")
+"$PROXY" conf --dir "$tmp/plain" "${base[@]}" >>"$said" 2>&1
+plain=$tmp/plain/squid.conf
+check "without the new options: no bumping, no read-only rule, no header rule" \
+  bash -c "! grep -Eq 'ssl-bump tls-cert=[^ ]*ca.pem|sslcrtd|request_header_add|Authorization|kiwi_read|generate-host-certificates=on' '$plain'"
+if main_proxy=$(git -C "$repo" show main:ops/egress/proxy.sh 2>/dev/null); then
+  # main's proxy.sh, same arguments, same directory
+  mv "$plain" "$tmp/plain/squid.conf.ours"
+  bash <(printf '%s\n' "$main_proxy") conf --dir "$tmp/plain" "${base[@]}" >/dev/null 2>&1
+  check "without the new options squid.conf is byte for byte what main's proxy.sh writes" \
+    cmp "$tmp/plain/squid.conf" "$tmp/plain/squid.conf.ours"
+else
+  note "no git checkout with a main branch here: the byte comparison with main's proxy.sh was not made"
+fi
+
+# ------------------------------------------------------------ bad input ---
+
+bad() { # bad DESCRIPTION WANT_IN_ERROR ARG...: conf refuses, says why, prints no canary
+  local d=$1 want=$2 out rc
+  shift 2
+  out=$("$PROXY" conf --dir "$tmp/bad" "${base[@]}" "$@" 2>&1); rc=$?
+  printf '%s\n' "$out" >>"$said"
+  if [[ $rc != 0 && $out == *"$want"* ]]; then ok "$d refused ($out)"; else notok "$d: status $rc, said '$out'"; fi
+}
+bad "--bump without --bump-ca" "need --bump-ca" --bump pub.kiwi.test
+bad "--bump of a host off the allow-list" "not on the allow-list" --bump-ca "$tmp/ca" --bump other.kiwi.test
+bad "--private-registry without =@FILE" "want HOST[/PREFIX]=@FILE" --bump-ca "$tmp/ca" --private-registry private.kiwi.test/npm
+bad "--private-registry with a raw address" "bad --private-registry host" --bump-ca "$tmp/ca" --private-registry "$PRIV/npm=@$tmp/cred"
+bad "--private-registry with a .. segment" "bad --private-registry path" --bump-ca "$tmp/ca" \
+  --private-registry "private.kiwi.test/npm/..=@$tmp/cred"
+bad "--private-registry with an unreadable file" "cannot read the credential file" --bump-ca "$tmp/ca" \
+  --private-registry "private.kiwi.test=@$tmp/none"
+printf '%s"\nrequest_header_add X "y" all\n' "$CANARY" >"$tmp/cred-bad"
+bad "a credential file with a quote and a second line" "must hold the Authorization value on one line" --bump-ca "$tmp/ca" \
+  --private-registry "private.kiwi.test=@$tmp/cred-bad"
+bad "--bump-ca with a space in its path" "no spaces or quotes" --bump-ca "$tmp/c a" --bump pub.kiwi.test
+bad "two credentials for overlapping paths" "overlap" --bump-ca "$tmp/ca" \
+  --private-registry "private.kiwi.test/npm=@$tmp/cred" --private-registry "private.kiwi.test/npm/x=@$tmp/cred"
+
+# ------------------------------------------------------------ the proxy ---
+
+out=$("$PROXY" conf --dir "$tmp/proxy" "${base[@]}" --allow untrusted.kiwi.test --bump-ca "$tmp/ca" --bump pub.kiwi.test \
+  --bump untrusted.kiwi.test --private-registry "private.kiwi.test/npm=@$tmp/cred" --upstream-ca "$tmp/testca.pem" 2>&1); rc=$?
+printf '%s\n' "$out" >>"$said"
+check "proxy.sh conf with --bump-ca, --bump, --private-registry, --upstream-ca" [ "$rc" = 0 ]
+conf=$tmp/proxy/squid.conf
+out=$("$PROXY" check --dir "$tmp/proxy" 2>&1); rc=$?
+printf '%s\n' "$out" >>"$said"
+check "squid -k parse accepts it (proxy.sh check)" [ "$rc" = 0 ]
+indent <<<"$out"
+check "squid.conf (it holds the credential) is mode 600, owned by proxy" [ "$(stat -c %a:%U "$conf")" = 600:proxy ]
+check "the CA key is mode 600, owned by proxy" [ "$(stat -c %a:%U "$tmp/ca/ca.key")" = 600:proxy ]
+check "the minted certificates' store is mode 700, owned by proxy" [ "$(stat -c %a:%U "$tmp/proxy/ssl_db")" = 700:proxy ]
+check "ca.pem is a CA (CA:TRUE, keyCertSign) named Kiwi egress proxy CA" bash -c "
+  openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep -q 'CA:TRUE' &&
+  openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep -q 'Certificate Sign' &&
+  openssl x509 -in '$tmp/ca/ca.pem' -noout -subject | grep -q 'Kiwi egress proxy CA'"
+# a check that fails quotes the line at fault (Squid's "Bungled"): never
+# the credential in it
+printf 'request_header_add Authorization "%s" kiwi_no_such_acl\n' "$CANARY" >>"$conf"
+out=$("$PROXY" check --dir "$tmp/proxy" 2>&1); rc=$?
+printf '%s\n' "$out" >>"$said"
+check "a failing check quotes the line at fault, its credential masked ($(grep -m1 Bungled <<<"$out" | cut -c1-160))" \
+  bash -c "[[ $rc != 0 && '$(grep -c 'Bungled.*request_header_add Authorization \"(credential)\"' <<<"$out")' -ge 1 ]]"
+sed -i '$d' "$conf"
+ANTHROPIC_API_KEY=sk-test-not-a-key squid_start "$tmp/proxy"
+out=$(inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" 2>&1); rc=$?
+check "egress.sh apply --proxy inside the host namespace (the intercepted ports)" [ "$rc" = 0 ]
+
+# --------------------------------------------------------------- probes ---
+
+CA=$tmp/ca/ca.pem
+seen=$tmp/seen # every header and body the sandbox received
+: >"$seen"
+# fetch ARGS...: curl from the sandbox; prints the status, keeps what came back
+fetch() {
+  local res
+  res=$(ins curl -s -D "$tmp/resp.h" -o "$tmp/resp.b" -w '%{http_code}' --max-time 10 "$@" 2>/dev/null)
+  cat "$tmp/resp.h" "$tmp/resp.b" >>"$seen" 2>/dev/null
+  rm -f "$tmp/resp.h" "$tmp/resp.b"
+  echo "$res"
+}
+# reqs ADDR [METHOD] [PATH]: the requests that arrived at ADDR
+reqs() { "$PY" -c '
+import json, sys
+a = sys.argv[2:] + [None, None]
+n = 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    n += r["addr"] == a[0] and a[1] in (None, "", r["method"]) and a[2] in (None, "", r["path"])
+print(n)' "$tmp/requests" "$@"; }
+# auths ADDR PATH: the Authorization values that arrived at ADDR for PATH
+auths() { "$PY" -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r["addr"] == sys.argv[2] and r["path"] == sys.argv[3]:
+        print("|".join(v for k, v in r["headers"] if k.lower() in ("authorization", "proxy-authorization")) or "-")
+' "$tmp/requests" "$@"; }
+log=$tmp/proxy/access.log
+
+# get DESCRIPTION WANT_STATUS ADDR PATH WANT_AUTH CURL_ARGS...: one request,
+# its status, exactly one arrival at ADDR for PATH carrying WANT_AUTH ("-":
+# none)
+get() {
+  local d=$1 want=$2 addr=$3 path=$4 auth=$5 before res got
+  shift 5
+  before=$(reqs "$addr" "" "$path")
+  res=$(fetch "$@")
+  sleep 0.2
+  got=$(auths "$addr" "$path" | tail -n +$((before + 1)))
+  if [[ $res == "$want" && $(reqs "$addr" "" "$path") == $((before + 1)) && $got == "$auth" ]]; then ok "$d (status $res)"
+  else notok "$d: status '$res' (want $want), arrivals now $(reqs "$addr" "" "$path") (before $before), Authorization '${got//$CANARY/(the canary)}'"; fi
+}
+# refused DESCRIPTION METHOD URL HOST CURL_ARGS...: 403, nothing at all
+# arrives, and the access log has the method and host
+refused() {
+  local d=$1 m=$2 url=$3 host=$4 before lines res
+  shift 4
+  before=$(wc -l <"$tmp/requests") lines=$(wc -l <"$log")
+  res=$(fetch -X "$m" --data kiwi-upload "$@" "$url")
+  sleep 0.2
+  if [[ $res == 403 && $(wc -l <"$tmp/requests") == "$before" ]] &&
+    tail -n +$((lines + 1)) "$log" | grep -Eq " TCP_DENIED 403 $m [^ ]+ [a-z]+://${host}[:/]"; then ok "$d (403, nothing upstream, logged)"
+  else notok "$d: status '$res', $(($(wc -l <"$tmp/requests") - before)) request(s) arrived; log: $(tail -n +$((lines + 1)) "$log" | tr '\n' ' ')"; fi
+}
+U=https://private.kiwi.test
+
+# The private registry, by the explicit proxy (CONNECT, bumped)
+get "GET under the prefix: the operator's credential, once" 200 "$PRIV" /npm/pkg "$CANARY" --cacert "$CA" -x "$P" "$U/npm/pkg"
+get "... with the sandbox's own Authorization: replaced by ours" 200 "$PRIV" /npm/own "$CANARY" --cacert "$CA" -x "$P" \
+  -H "Authorization: $SANDBOX_OWN" "$U/npm/own"
+get "... with a Proxy-Authorization: not forwarded" 200 "$PRIV" /npm/pa "$CANARY" --cacert "$CA" -x "$P" \
+  -H "Proxy-Authorization: Basic c2FuZGJveDpvd24=" "$U/npm/pa"
+get "GET outside the prefix: no credential" 200 "$PRIV" /other/pkg - --cacert "$CA" -x "$P" "$U/other/pkg"
+get "GET of /npmx (a prefix of the name, not of the path): no credential" 200 "$PRIV" /npmx - --cacert "$CA" -x "$P" "$U/npmx"
+get "... outside the prefix with the sandbox's Authorization: none arrives" 200 "$PRIV" /other/own - --cacert "$CA" -x "$P" \
+  -H "Authorization: $SANDBOX_OWN" "$U/other/own"
+get "plain HTTP under the prefix: no credential (TLS only)" 200 "$PRIV" /npm/plain - -x "$P" http://private.kiwi.test/npm/plain
+before=$(wc -l <"$tmp/requests")
+res=$(fetch --path-as-is --cacert "$CA" -x "$P" "$U/npm/../admin")
+res2=$(fetch --cacert "$CA" -x "$P" "$U/npm/%2e%2e/admin")
+sleep 0.2
+check "a dot segment or an encoded one under the prefix is refused, nothing arrives ($res, $res2)" \
+  [ "$res:$res2:$(wc -l <"$tmp/requests")" = "403:403:$before" ]
+got=$(fetch --cacert "$CA" -x "$P" -w '%{http_code} %{ssl_verify_result}' "$U/npm/pkg")
+check "the sandbox verified the private registry's certificate against Kiwi's CA ($got)" [ "$got" = "200 0" ]
+issuer=$(ins timeout 10 openssl s_client -proxy "$GW:$EPORT" -connect private.kiwi.test:443 -servername private.kiwi.test \
+  </dev/null 2>/dev/null | openssl x509 -noout -issuer 2>/dev/null)
+check "the certificate the sandbox gets for private.kiwi.test is Kiwi's ($issuer)" grep -q 'Kiwi egress proxy CA' <<<"$issuer"
+# a registry whose answer Squid cannot pass on (two Content-Lengths):
+# Squid's error page, which quotes what it received, holds no credential
+before=$(wc -c <"$seen")
+res=$(fetch --cacert "$CA" -x "$P" "$U/npm/kiwi-bad")
+sleep 0.2
+check "an invalid answer to a request with the credential: Squid's error page ($res), no canary in it" \
+  bash -c "[[ '$res' == 502 && '$(reqs "$PRIV" GET /npm/kiwi-bad)' -ge 1 ]] && ! tail -c +$((before + 1)) '$seen' | grep -qF '${CANARY#Bearer }'"
+get "a bumped public host: no Authorization of anyone's" 200 "$PUB" /pkg - --cacert "$CA" -x "$P" \
+  -H "Authorization: $SANDBOX_OWN" https://pub.kiwi.test/pkg
+# CONNECT to a host not bumped, with private.kiwi.test's name inside (its
+# SNI and Host): a tunnel, and nothing of ours goes through it
+get "CONNECT spliced.kiwi.test with SNI and Host private.kiwi.test: tunnelled, no credential" 200 "$SPL" /npm/tunnel - \
+  -k -x "$P" --connect-to private.kiwi.test:443:spliced.kiwi.test:443 "$U/npm/tunnel"
+# CONNECT to one bumped host with another's name inside (SNI and Host
+# private.kiwi.test, at pub.kiwi.test, whose certificate here is valid for
+# both names): closed, so the credential never goes to pub.kiwi.test; and
+# the same by the intercepted 443 (an address that is not the name's)
+mismatch() {
+  local d=$1 before res
+  shift
+  before=$(wc -l <"$tmp/requests")
+  res=$(fetch --cacert "$CA" "$@" "$U/npm/mismatch")
+  sleep 0.2
+  if [[ $res != 2* && $(wc -l <"$tmp/requests") == "$before" ]]; then ok "$d (status $res, nothing arrives)"
+  else notok "$d: status $res, $(($(wc -l <"$tmp/requests") - before)) request(s) arrived: $(auths "$PUB" /npm/mismatch | sed "s/${CANARY#Bearer }/(the canary)/g")"; fi
+}
+mismatch "CONNECT pub.kiwi.test with SNI and Host private.kiwi.test: closed" -x "$P" \
+  --connect-to private.kiwi.test:443:pub.kiwi.test:443
+mismatch "intercepted TLS to pub.kiwi.test's address with SNI and Host private.kiwi.test: closed" \
+  --resolve "private.kiwi.test:443:$PUB"
+# inside a bumped connection to pub.kiwi.test, a request whose Host is
+# private.kiwi.test (Squid forwards it on the connection to pub.kiwi.test)
+before=$(wc -l <"$tmp/requests")
+res=$(fetch --cacert "$CA" -x "$P" -H "Host: private.kiwi.test" https://pub.kiwi.test/npm/host)
+sleep 0.2
+check "CONNECT pub.kiwi.test, then Host private.kiwi.test: 403, nothing arrives (status $res)" \
+  bash -c "[[ '$res' == 403 && '$(wc -l <"$tmp/requests")' == '$before' ]]"
+
+# Read-only
+for m in PUT POST DELETE PATCH; do
+  refused "$m to the private registry (bumped)" "$m" "$U/npm/pkg" private.kiwi.test --cacert "$CA" -x "$P"
+done
+refused "POST to a bumped public host" POST https://pub.kiwi.test/upload pub.kiwi.test --cacert "$CA" -x "$P"
+refused "plain HTTP POST by the explicit proxy" POST http://spliced.kiwi.test/upload spliced.kiwi.test -x "$P"
+refused "plain HTTP PUT to the private registry" PUT http://private.kiwi.test/npm/pkg private.kiwi.test -x "$P"
+res=$(fetch -I --cacert "$CA" -x "$P" "$U/npm/pkg")
+check "HEAD passes ($res)" [ "$res" = 200 ]
+before=$(wc -l <"$tmp/requests")
+res=$(fetch -X GET --data kiwi-upload --cacert "$CA" -x "$P" "$U/npm/pkg")
+sleep 0.2
+check "a GET with a Content-Length body: refused ($res, by Squid before the rules), nothing arrives" \
+  bash -c "[[ '$res' == 4* && '$(wc -l <"$tmp/requests")' == '$before' ]]"
+refused "a GET with a chunked body" GET "$U/npm/pkg" private.kiwi.test --cacert "$CA" -x "$P" -H "Transfer-Encoding: chunked"
+# a client's GET https:// to the explicit proxy (TLS made by Squid, which
+# would add the credential to what came in the clear): refused
+before=$(wc -l <"$tmp/requests")
+res=$(ins timeout 10 bash -c "exec 3<>/dev/tcp/$GW/$EPORT; printf 'GET $U/npm/pkg HTTP/1.1\r\nHost: private.kiwi.test\r\nConnection: close\r\n\r\n' >&3; head -n1 <&3" 2>/dev/null | tr -d '\r')
+sleep 0.2
+check "GET https://private.kiwi.test/... in the clear to the explicit proxy: 403, nothing arrives ($res)" \
+  bash -c "[[ '$res' == *' 403 '* && '$(wc -l <"$tmp/requests")' == '$before' ]]"
+
+# A host not bumped is spliced: its own certificate, as without bumping
+get "GET https://spliced.kiwi.test/ with the outside's certificate" 200 "$SPL" / - --cacert "$tmp/out.crt" -x "$P" \
+  https://spliced.kiwi.test/
+issuer=$(ins timeout 10 openssl s_client -proxy "$GW:$EPORT" -connect spliced.kiwi.test:443 -servername spliced.kiwi.test \
+  </dev/null 2>/dev/null | openssl x509 -noout -issuer 2>/dev/null)
+check "the certificate the sandbox gets for spliced.kiwi.test is the outside's ($issuer)" grep -q 'CN = spliced.kiwi.test' <<<"$issuer"
+res=$(fetch --cacert "$CA" -x "$P" https://spliced.kiwi.test/)
+check "Kiwi's CA does not verify spliced.kiwi.test (status $res)" [ "$res" = 000 ]
+
+# Upstream verification: a bumped host whose certificate is not trusted
+before=$(reqs "$UNTR")
+res=$(fetch --cacert "$CA" -x "$P" https://untrusted.kiwi.test/pkg)
+sleep 0.2
+check "a bumped host with an untrusted certificate: an error ($res), no request reaches it" \
+  bash -c "[[ '$res' != 2* && '$(reqs "$UNTR")' == '$before' ]]"
+
+# The intercepted path (the nat rules send the sandbox's 443 to Squid)
+R=(--resolve "private.kiwi.test:443:$PRIV")
+get "intercepted TLS: GET under the prefix, the operator's credential" 200 "$PRIV" /npm/icpt "$CANARY" --cacert "$CA" \
+  -H "Authorization: $SANDBOX_OWN" "${R[@]}" "$U/npm/icpt"
+get "intercepted TLS: outside the prefix, none" 200 "$PRIV" /other/icpt - --cacert "$CA" "${R[@]}" "$U/other/icpt"
+refused "intercepted TLS: PUT to the private registry" PUT "$U/npm/icpt" private.kiwi.test --cacert "$CA" "${R[@]}"
+get "intercepted TLS: spliced.kiwi.test, the outside's certificate" 200 "$SPL" /icpt - --cacert "$tmp/out.crt" \
+  --resolve "spliced.kiwi.test:443:$SPL" https://spliced.kiwi.test/icpt
+
+# The secret, searched from outside
+check "the sandbox's Authorization reached nothing" bash -c "! grep -qF '${SANDBOX_OWN#Bearer }' '$tmp/requests'"
+check "the canary reached no address but the private registry's" \
+  [ "$(grep -F "${CANARY#Bearer }" "$tmp/requests" | grep -vc "\"addr\": \"$PRIV\"")" = 0 ]
+check "nothing the sandbox received holds the canary ($(wc -c <"$seen") bytes)" bash -c "! grep -qF '${CANARY#Bearer }' '$seen'"
+cat "$tmp/squid.out" >>"$said"
+check "nothing conf, check or run printed holds the canary" bash -c "! grep -qF '${CANARY#Bearer }' '$said'"
+check "access.log and cache.log hold no canary" bash -c "! grep -qF '${CANARY#Bearer }' '$log' '$tmp/proxy/cache.log'"
+note "access log (last lines):"
+tail -n 12 "$log" | indent
+
+# --read-only alone: nothing bumped, plain HTTP held to GET and HEAD
+squid_stop
+out=$("$PROXY" conf --dir "$tmp/ro" "${base[@]}" --read-only 2>&1); rc=$?
+check "proxy.sh conf --read-only (no CA, nothing bumped)" [ "$rc" = 0 ]
+check "... bumps nothing (no ssl-bump on the explicit port, no certificate generator)" \
+  bash -c "! grep -Eq '^http_port .*ssl-bump|^sslcrtd_program|generate-host-certificates=on' '$tmp/ro/squid.conf'"
+squid_start "$tmp/ro"
+log=$tmp/ro/access.log
+refused "--read-only: plain HTTP POST" POST http://spliced.kiwi.test/upload spliced.kiwi.test -x "$P"
+get "--read-only: plain HTTP GET" 200 "$SPL" /ro - -x "$P" http://spliced.kiwi.test/ro
+get "--read-only: GET https:// spliced (the outside's certificate), the sandbox's Authorization inside TLS untouched" 200 \
+  "$SPL" /ro-tls "$SANDBOX_OWN" --cacert "$tmp/out.crt" -x "$P" -H "Authorization: $SANDBOX_OWN" https://spliced.kiwi.test/ro-tls
