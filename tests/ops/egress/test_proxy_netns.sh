@@ -220,18 +220,24 @@ size=$(stat -c %s "$log") size0=$(stat -c %s "$log.0" 2>/dev/null || echo 0)
 note "flood: $made refused hellos in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s; access.log $size bytes, access.log.0 $size0 bytes (bound $bound each)"
 check "the flood was refused hellos, not errors (at least 10000 made)" [ "${made:-0}" -ge 10000 ]
 check "the log was rotated (access.log.0 exists)" [ -f "$log.0" ]
-# The watcher looks every second: up to a second of the flood may land past
-# the bound before it rotates. The flood's rate, from what it wrote (one
-# line per hello, each line no longer than the longest seen, and never
-# counted as more than 2 KiB), with half a second's margin.
+# The watcher looks every second: a second of the flood may land past the
+# bound before it rotates, and more when the machine is loaded (the watcher
+# is a shell loop: on a suite's two busy cores its second took over two).
+# The flood's rate, from what it wrote (one line per hello, each line no
+# longer than the longest seen, and never counted as more than 2 KiB); four
+# seconds of it allowed past the bound, but never more than half of what
+# the flood wrote past the bound: without the rotation one file would hold
+# it all, and fail.
 longest=$(cat "$log" "$log.0" 2>/dev/null | awk '{ if (length > m) m = length } END { print m + 0 }')
 line=$((longest + 1 > 2048 ? 2048 : longest + 1))
 ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 + 1 }')
 per_s=$((made * line * 1000 / ms))
-slack=$((per_s * 3 / 2))
-note "the flood wrote about $per_s bytes a second; allowed past the bound: $slack"
-check "access.log stays within its bound (+ 1.5 s of flood)" [ "$size" -le $((bound + slack)) ]
-check "access.log.0 stays within its bound (+ 1.5 s of flood)" [ "$size0" -le $((bound + slack)) ]
+total=$((made * line)) slack=$((per_s * 4))
+check "the flood wrote more than the bound ($total > $bound bytes)" [ "$total" -gt "$bound" ]
+((slack <= (total - bound) / 2)) || slack=$(((total - bound) / 2))
+note "the flood wrote about $per_s bytes a second, $total in all; allowed past the bound: $slack"
+check "access.log stays within its bound (+ 4 s of flood)" [ "$size" -le $((bound + slack)) ]
+check "access.log.0 stays within its bound (+ 4 s of flood)" [ "$size0" -le $((bound + slack)) ]
 check "no line of the log is longer than 2 KiB (longest $longest)" [ "$longest" -le 2048 ]
 csize=$(stat -c %s "$tmp/proxy/cache.log" 2>/dev/null || echo 0)
 check "cache.log stays within the bound too ($csize bytes)" [ "$csize" -le $((bound * 2)) ]
