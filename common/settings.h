@@ -133,6 +133,8 @@ typedef struct kiwi_settings {
     char *install_proxy_ports;
     int64_t install_proxy_log_mb; /* the egress proxy's logs rotated past this (proxy.sh run --log-max-mb) */
     int64_t egress_nflog_group; /* netlink log group of kiwi-install0; kiwi-installN's is this + N */
+    char *private_registries; /* HOST[/PREFIX]=@FILE ... (worker/egress/private-registry.h) */
+    char *egress_ca_dir;      /* Kiwi's CA for them, or NULL: <state_dir>/egress-ca */
     int64_t lease_ttl_s, cache_ttl_s, cache_fail_ttl_s, done_ttl_s;
     /* sandbox */
     char *sandbox;          /* driver name */

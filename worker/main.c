@@ -23,6 +23,7 @@
 #include "worker/egress/egress.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/install-bridge.h"
+#include "worker/egress/private-registry.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/opts.h"
@@ -214,6 +215,10 @@ main (int argc, char **argv)
         return 2;
     }
     if (kiwi_policy_check_config (&cfg, &err) < 0) {
+        fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
+        return 2;
+    }
+    if (kiwi_private_registries_check (&cfg, &err) < 0) {
         fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
         return 2;
     }

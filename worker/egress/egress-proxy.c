@@ -29,6 +29,7 @@
 #include "common/proc.h"
 #include "common/strv.h"
 #include "sandbox/sandbox.h"
+#include "worker/egress/private-registry.h"
 
 /* The whole environment of proxy.sh and of the Squid it runs: none of the
  * worker's variables (model keys, the git token, the Redis and store
@@ -37,10 +38,8 @@ static const char *const proxy_env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "
 
 /* ---------- settings ---------- */
 
-/* A host name: labels of letters, digits and inner hyphens, the last one
- * not all digits (that is an address, which the proxy never matches). */
-static bool
-valid_host (const char *h)
+bool
+kiwi_proxy_valid_host (const char *h)
 {
     size_t n = strlen (h), label = 0;
     bool digits = true;
@@ -82,7 +81,7 @@ kiwi_install_egress_parse (const char *value, kiwi_install_egress *out, kiwi_err
             out->open = true;
         else if (strcmp (tok, "registries") == 0)
             out->registries = true;
-        else if (!valid_host (tok)) {
+        else if (!kiwi_proxy_valid_host (tok)) {
             kiwi_install_egress_clear (out);
             return kiwi_error_make (err, 0,
                                     "KIWI_INSTALL_EGRESS: `%s` is not a host name (want registries, open, or "
@@ -268,20 +267,44 @@ script_argv (const kiwi_worker_config *cfg, kiwi_strv *argv, const char *command
 }
 
 int
+kiwi_proxy_conf_argv (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir,
+                      const char *gateway, kiwi_strv *conf, kiwi_error_t *err)
+{
+    if (script_argv (cfg, conf, "conf", dir, err) < 0)
+        return -1;
+    if (kiwi_strv_add (conf, "--listen") < 0 || kiwi_strv_add (conf, gateway) < 0
+        || kiwi_strv_add (conf, "--ports") < 0 || kiwi_strv_add (conf, cfg->install_proxy_ports) < 0
+        || (e->registries && (kiwi_strv_add (conf, "--ecosystem") < 0 || kiwi_strv_add (conf, "all") < 0)))
+        return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
+    for (size_t i = 0; i < e->hosts.n; i++)
+        if (kiwi_strv_add (conf, "--allow") < 0 || kiwi_strv_add (conf, e->hosts.v[i]) < 0)
+            return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
+    /* the private registries: Kiwi's CA and each spec, the credential
+     * file's path only (proxy.sh reads it into squid.conf) */
+    kiwi_private_registries pr;
+    if (kiwi_private_registries_parse (cfg->private_registries, &pr, err) < 0)
+        return -1;
+    int rc = 0;
+    char ca[PATH_MAX];
+    if (pr.n > 0 && kiwi_egress_ca_dir (cfg, ca, sizeof ca, err) < 0)
+        rc = -1;
+    else if (pr.n > 0 && (kiwi_strv_add (conf, "--bump-ca") < 0 || kiwi_strv_add (conf, ca) < 0))
+        rc = kiwi_error_make (err, ENOMEM, "proxy.sh conf");
+    for (size_t i = 0; rc == 0 && i < pr.n; i++)
+        if (kiwi_strv_add (conf, "--private-registry") < 0 || kiwi_strv_add (conf, pr.v[i].spec) < 0)
+            rc = kiwi_error_make (err, ENOMEM, "proxy.sh conf");
+    kiwi_private_registries_clear (&pr);
+    return rc;
+}
+
+int
 kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir, char *gateway,
                   pid_t *pid, kiwi_error_t *err)
 {
     cleanup_strv kiwi_strv conf = KIWI_STRV_INIT;
     if (kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gateway, INET_ADDRSTRLEN, err) < 0
-        || script_argv (cfg, &conf, "conf", dir, err) < 0)
+        || kiwi_proxy_conf_argv (cfg, e, dir, gateway, &conf, err) < 0)
         return -1;
-    if (kiwi_strv_add (&conf, "--listen") < 0 || kiwi_strv_add (&conf, gateway) < 0
-        || kiwi_strv_add (&conf, "--ports") < 0 || kiwi_strv_add (&conf, cfg->install_proxy_ports) < 0
-        || (e->registries && (kiwi_strv_add (&conf, "--ecosystem") < 0 || kiwi_strv_add (&conf, "all") < 0)))
-        return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
-    for (size_t i = 0; i < e->hosts.n; i++)
-        if (kiwi_strv_add (&conf, "--allow") < 0 || kiwi_strv_add (&conf, e->hosts.v[i]) < 0)
-            return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
     if (kiwi_proc_check (kiwi_strv_list (&conf), proxy_env, NULL, 60000, err) < 0)
         return kiwi_error_wrap (err, "writing the egress proxy's configuration");
     cleanup_strv kiwi_strv run = KIWI_STRV_INIT;

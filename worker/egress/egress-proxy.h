@@ -44,6 +44,11 @@ typedef struct kiwi_install_egress {
     kiwi_strv hosts;
 } kiwi_install_egress;
 
+/* A host name: labels of letters, digits and inner hyphens, the last one
+ * not all digits (that is an address, which the proxy never matches); a
+ * leading "." (a domain) is accepted. */
+bool kiwi_proxy_valid_host (const char *h);
+
 /* Parses `value` (NULL or empty = "registries"). An error names the
  * setting and the entry it refused ("open" mixed with hosts; a name that
  * is not a host name). */
@@ -95,6 +100,15 @@ int kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *o
 int kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
 /* Its access log, "<proxy dir>/access.log". */
 int kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
+
+/* `proxy.sh conf`'s argv for cfg (appended to *conf): --dir, --listen
+ * gateway, --ports, --ecosystem all with registries, an --allow per host,
+ * and with KIWI_PRIVATE_REGISTRIES --bump-ca (kiwi_egress_ca_dir) and a
+ * --private-registry per spec (the credential file's path, never its
+ * content). Without private registries it is what it was before they
+ * existed. An error names a spec KIWI_PRIVATE_REGISTRIES refuses. */
+int kiwi_proxy_conf_argv (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir,
+                          const char *gateway, kiwi_strv *conf, kiwi_error_t *err);
 
 /* Finds the gateway of this worker's install bridge (kiwi_proxy_bridge)
  * into `gateway` (INET_ADDRSTRLEN), writes the configuration (proxy.sh

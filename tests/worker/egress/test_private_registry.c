@@ -1,0 +1,225 @@
+/*
+ * test_private_registry.c: KIWI_PRIVATE_REGISTRIES as the worker wires it
+ * (worker/egress/private-registry.h): the setting checked, `proxy.sh
+ * conf`'s argv, the CA bundle Phase A gets and the install cache key, each
+ * with no registry declared exactly as before the setting existed. A
+ * canary is the credential: it must appear in nothing the worker makes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "worker/egress/egress-proxy.h"
+#include "worker/egress/private-registry.h"
+
+#define CANARY "Bearer kiwi-canary-7f3e9a1c"
+
+static char root[64];
+static char cred_a[128], cred_b[128], cred_a2[128], ca_dir[128], op_bundle[128];
+
+static void
+put (const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen (path, "w");
+    assert_non_null (f);
+    fputs (text, f);
+    fclose (f);
+    chmod (path, mode);
+}
+
+static int
+setup (void **state)
+{
+    (void) state;
+    snprintf (root, sizeof root, "/tmp/kiwi-privreg-XXXXXX");
+    assert_non_null (mkdtemp (root));
+    snprintf (cred_a, sizeof cred_a, "%s/tenant-a.cred", root);
+    snprintf (cred_a2, sizeof cred_a2, "%s/elsewhere-a.cred", root);
+    snprintf (cred_b, sizeof cred_b, "%s/tenant-b.cred", root);
+    snprintf (ca_dir, sizeof ca_dir, "%s/ca", root);
+    snprintf (op_bundle, sizeof op_bundle, "%s/operator.pem", root);
+    put (cred_a, CANARY "\n", 0600);
+    put (cred_a2, CANARY "\n", 0600); /* the same credential at another path (another host of the fleet) */
+    put (cred_b, "Bearer kiwi-canary-other-tenant\n", 0600);
+    mkdir (ca_dir, 0755);
+    char p[256];
+    snprintf (p, sizeof p, "%s/ca.pem", ca_dir);
+    put (p, "-----BEGIN CERTIFICATE-----\nKIWI-CA\n-----END CERTIFICATE-----\n", 0644);
+    snprintf (p, sizeof p, "%s/ca.key", ca_dir);
+    put (p, "-----BEGIN PRIVATE KEY-----\nKIWI-CA-KEY\n-----END PRIVATE KEY-----\n", 0600);
+    put (op_bundle, "-----BEGIN CERTIFICATE-----\nOPERATOR\n-----END CERTIFICATE-----", 0644);
+    return 0;
+}
+
+static int
+teardown (void **state)
+{
+    (void) state;
+    kiwi_fs_remove_tree (root, 10000, NULL);
+    return 0;
+}
+
+/* The worker's settings from the assignments ("K=V"), the state dir and
+ * the proxy script fixed. */
+static void
+load (kiwi_worker_config *cfg, const char *a, const char *b)
+{
+    char state[128], script[160];
+    snprintf (state, sizeof state, "KIWI_STATE_DIR=%s/state", root);
+    snprintf (script, sizeof script, "KIWI_EGRESS_PROXY_SCRIPT=/x/proxy.sh");
+    const char *env[] = { state, script, "KIWI_WORKER_ID=w1", a, b, NULL };
+    kiwi_worker_config_init (cfg);
+    kiwi_error_t err = NULL;
+    int idx = 0;
+    assert_int_equal (kiwi_worker_config_load (cfg, NULL, env, 0, NULL, 0, &idx, &err), 0);
+}
+
+static char *
+joined (const kiwi_strv *v)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < v->n; i++)
+        n += strlen (v->v[i]) + 1;
+    char *s = calloc (1, n);
+    for (size_t i = 0; i < v->n; i++) {
+        strcat (s, v->v[i]);
+        if (i + 1 < v->n)
+            strcat (s, " ");
+    }
+    return s;
+}
+
+/* Bad specs are refused at start, naming the spec, never the file's content. */
+static void
+test_parse (void **state)
+{
+    (void) state;
+    kiwi_private_registries r;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_private_registries_parse (NULL, &r, &err), 0);
+    assert_int_equal (r.n, 0);
+    char spec[512];
+    snprintf (spec, sizeof spec, "npm.Acme.test/npm/=@%s, pypi.acme.test=@%s", cred_a, cred_b);
+    assert_int_equal (kiwi_private_registries_parse (spec, &r, &err), 0);
+    assert_int_equal (r.n, 2);
+    assert_string_equal (r.v[0].host, "npm.acme.test");
+    assert_string_equal (r.v[0].prefix, "/npm");
+    assert_string_equal (r.v[0].file, cred_a);
+    assert_string_equal (r.v[1].prefix, "");
+    kiwi_private_registries_clear (&r);
+    const char *bad[][2] = {
+        { "npm.acme.test", "want HOST[/PREFIX]=@FILE" },
+        { "npm.acme.test=CRED", "want HOST[/PREFIX]=@FILE" },
+        { "10.0.0.1=@CRED", "is not one host name" },
+        { ".acme.test=@CRED", "is not one host name" },
+        { "npm.acme.test/a/../b=@CRED", "is not segments" },
+        { "npm.acme.test/a%2fb=@CRED", "is not segments" },
+        { "npm.acme.test=@relative.cred", "absolute path" },
+        { "npm.acme.test=@/nonexistent/kiwi.cred", "cannot read the credential file /nonexistent/kiwi.cred" },
+        { "npm.acme.test/npm=@CRED npm.acme.test/npm/x=@CRED", "overlap" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        spec[0] = '\0';
+        for (const char *p = bad[i][0]; *p;) {
+            if (strncmp (p, "CRED", 4) == 0) {
+                strcat (spec, cred_a);
+                p += 4;
+            } else
+                strncat (spec, p++, 1);
+        }
+        assert_int_equal (kiwi_private_registries_parse (spec, &r, &err), -1);
+        const char *msg = kiwi_error_msg (err);
+        if (strstr (msg, "KIWI_PRIVATE_REGISTRIES") == NULL || strstr (msg, bad[i][1]) == NULL)
+            fail_msg ("%s: %s", spec, msg);
+        assert_null (strstr (msg, "canary"));
+        kiwi_error_free (&err);
+    }
+    /* declared with Phase A not behind the proxy: refused */
+    kiwi_worker_config cfg;
+    snprintf (spec, sizeof spec, "KIWI_PRIVATE_REGISTRIES=npm.acme.test=@%s", cred_a);
+    load (&cfg, spec, "KIWI_INSTALL_EGRESS=open");
+    assert_int_equal (kiwi_private_registries_check (&cfg, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "needs Phase A behind the egress proxy"));
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&cfg);
+    load (&cfg, spec, NULL);
+    assert_int_equal (kiwi_private_registries_check (&cfg, &err), 0);
+    assert_true (kiwi_private_registries_declared (&cfg));
+    kiwi_worker_config_clear (&cfg);
+}
+
+/* proxy.sh conf: as before without the setting; with it --bump-ca and one
+ * --private-registry per spec, the file's path and never its content. */
+static void
+test_conf_argv (void **state)
+{
+    (void) state;
+    kiwi_worker_config cfg;
+    kiwi_install_egress e;
+    kiwi_error_t err = NULL;
+    kiwi_strv argv = KIWI_STRV_INIT;
+    load (&cfg, NULL, NULL);
+    assert_int_equal (kiwi_install_egress_parse (cfg.install_egress, &e, &err), 0);
+    assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
+    char *s = joined (&argv);
+    assert_string_equal (s, "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --ecosystem all");
+    free (s);
+    kiwi_strv_free (&argv);
+    kiwi_worker_config_clear (&cfg);
+
+    char spec[512], dir[160];
+    snprintf (spec, sizeof spec, "KIWI_PRIVATE_REGISTRIES=npm.acme.test/npm=@%s pypi.acme.test=@%s", cred_a, cred_b);
+    load (&cfg, spec, NULL);
+    assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
+    s = joined (&argv);
+    char want[1024];
+    snprintf (dir, sizeof dir, "%s/state/egress-ca", root);
+    snprintf (want, sizeof want,
+              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --ecosystem all --bump-ca %s "
+              "--private-registry npm.acme.test/npm=@%s --private-registry pypi.acme.test=@%s",
+              dir, cred_a, cred_b);
+    assert_string_equal (s, want);
+    assert_null (strstr (s, "canary"));
+    free (s);
+    kiwi_strv_free (&argv);
+    kiwi_worker_config_clear (&cfg);
+
+    /* KIWI_EGRESS_CA_DIR; a refused spec is an error, nothing built */
+    char cadir[160];
+    snprintf (cadir, sizeof cadir, "KIWI_EGRESS_CA_DIR=%s", ca_dir);
+    snprintf (spec, sizeof spec, "KIWI_PRIVATE_REGISTRIES=npm.acme.test=@%s", cred_a);
+    load (&cfg, spec, cadir);
+    assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
+    s = joined (&argv);
+    snprintf (want, sizeof want, "--bump-ca %s --private-registry", ca_dir);
+    assert_non_null (strstr (s, want));
+    free (s);
+    kiwi_strv_free (&argv);
+    kiwi_worker_config_clear (&cfg);
+    load (&cfg, "KIWI_PRIVATE_REGISTRIES=npm.acme.test=@/nonexistent/x", NULL);
+    assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "cannot read the credential file /nonexistent/x"));
+    kiwi_error_free (&err);
+    kiwi_strv_free (&argv);
+    kiwi_worker_config_clear (&cfg);
+    kiwi_install_egress_clear (&e);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_parse),
+        cmocka_unit_test (test_conf_argv),
+    };
+    return cmocka_run_group_tests (tests, setup, teardown);
+}

@@ -1,0 +1,280 @@
+/*
+ * private-registry.c: KIWI_PRIVATE_REGISTRIES parsed, each registry's
+ * scope hash, Kiwi's CA directory and the CA bundle Phase A gets with it
+ * (private-registry.h). Squid's side is ops/egress/proxy.sh's.
+ */
+#include "worker/egress/private-registry.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fs.h"
+#include "common/sha256.h"
+#include "worker/egress/egress-proxy.h"
+
+void
+kiwi_private_registries_clear (kiwi_private_registries *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free (r->v[i].spec);
+        free (r->v[i].host);
+        free (r->v[i].prefix);
+        free (r->v[i].file);
+    }
+    free (r->v);
+    *r = (kiwi_private_registries) { 0 };
+}
+
+/* "" or segments "/seg" of letters, digits and ._~@+-, none "." or "..". */
+static bool
+valid_prefix (const char *p)
+{
+    if (*p == '\0')
+        return true;
+    while (*p == '/') {
+        const char *seg = ++p;
+        while (*p && *p != '/' && (isalnum ((unsigned char) *p) || strchr ("._~@+-", *p)))
+            p++;
+        size_t n = (size_t) (p - seg);
+        if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+            return false;
+    }
+    return *p == '\0';
+}
+
+/* Whether two prefixes of one host overlap (one is the other or under it). */
+static bool
+overlap (const char *a, const char *b)
+{
+    size_t na = strlen (a), nb = strlen (b);
+    const char *s = na <= nb ? a : b, *l = na <= nb ? b : a;
+    size_t ns = na <= nb ? na : nb;
+    return strncmp (s, l, ns) == 0 && (l[ns] == '\0' || l[ns] == '/');
+}
+
+static int
+parse_one (const char *spec, kiwi_private_registry *r, kiwi_error_t *err)
+{
+    const char *eq = strstr (spec, "=@");
+    if (eq == NULL || eq == spec || eq[2] == '\0')
+        return kiwi_error_make (err, 0, "KIWI_PRIVATE_REGISTRIES: `%s`: want HOST[/PREFIX]=@FILE", spec);
+    const char *slash = memchr (spec, '/', (size_t) (eq - spec));
+    size_t hn = (size_t) ((slash ? slash : eq) - spec);
+    r->spec = strdup (spec);
+    r->host = strndup (spec, hn);
+    r->prefix = slash ? strndup (slash, (size_t) (eq - slash)) : strdup ("");
+    r->file = strdup (eq + 2);
+    if (!r->spec || !r->host || !r->prefix || !r->file)
+        return kiwi_error_make (err, ENOMEM, "KIWI_PRIVATE_REGISTRIES");
+    for (char *c = r->host; *c; c++)
+        *c = (char) tolower ((unsigned char) *c);
+    size_t pn = strlen (r->prefix);
+    if (pn > 0 && r->prefix[pn - 1] == '/')
+        r->prefix[pn - 1] = '\0'; /* "/npm/" is "/npm", as proxy.sh reads it */
+    if (r->host[0] == '.' || !kiwi_proxy_valid_host (r->host))
+        return kiwi_error_make (err, 0, "KIWI_PRIVATE_REGISTRIES: `%s`: `%s` is not one host name", spec, r->host);
+    if (!valid_prefix (r->prefix))
+        return kiwi_error_make (err, 0,
+                                "KIWI_PRIVATE_REGISTRIES: `%s`: the path `%s` is not segments of letters, digits "
+                                "and ._~@+- (no . or ..)",
+                                spec, r->prefix);
+    if (r->file[0] != '/')
+        return kiwi_error_make (err, 0, "KIWI_PRIVATE_REGISTRIES: `%s`: the credential file must be an absolute path",
+                                spec);
+    struct stat st;
+    if (stat (r->file, &st) < 0 || !S_ISREG (st.st_mode) || access (r->file, R_OK) < 0)
+        return kiwi_error_make (err, errno ? errno : EINVAL,
+                                "KIWI_PRIVATE_REGISTRIES: `%s`: cannot read the credential file %s", spec, r->file);
+    return 0;
+}
+
+int
+kiwi_private_registries_parse (const char *value, kiwi_private_registries *out, kiwi_error_t *err)
+{
+    *out = (kiwi_private_registries) { 0 };
+    cleanup_strv kiwi_strv items = KIWI_STRV_INIT;
+    if (kiwi_strv_split_list (&items, value, ", \t", err) < 0)
+        return kiwi_error_wrap (err, "KIWI_PRIVATE_REGISTRIES");
+    if (items.n == 0)
+        return 0;
+    out->v = calloc (items.n, sizeof *out->v);
+    if (out->v == NULL)
+        return kiwi_error_make (err, ENOMEM, "KIWI_PRIVATE_REGISTRIES");
+    for (size_t i = 0; i < items.n; i++) {
+        errno = 0;
+        int rc = parse_one (items.v[i], &out->v[out->n++], err);
+        for (size_t j = 0; rc == 0 && j + 1 < out->n; j++)
+            if (strcmp (out->v[j].host, out->v[i].host) == 0 && overlap (out->v[j].prefix, out->v[i].prefix))
+                rc = kiwi_error_make (err, 0,
+                                      "KIWI_PRIVATE_REGISTRIES: `%s` and `%s`: the paths of %s overlap (one "
+                                      "credential per request)",
+                                      out->v[j].spec, out->v[i].spec, out->v[i].host);
+        if (rc < 0) {
+            kiwi_private_registries_clear (out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+not_proxied (kiwi_error_t *err)
+{
+    return kiwi_error_make (err, 0,
+                            "KIWI_PRIVATE_REGISTRIES needs Phase A behind the egress proxy (KIWI_INSTALL_EGRESS "
+                            "other than open, the docker or gvisor driver): only the proxy holds their "
+                            "credentials");
+}
+
+int
+kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
+{
+    kiwi_private_registries r;
+    if (kiwi_private_registries_parse (cfg->private_registries, &r, err) < 0)
+        return -1;
+    size_t declared = r.n;
+    kiwi_private_registries_clear (&r);
+    bool proxied = false;
+    if (declared == 0)
+        return 0;
+    if (kiwi_install_egress_proxied (cfg, &proxied, err) < 0)
+        return -1;
+    if (!proxied)
+        return not_proxied (err);
+    return 0;
+}
+
+bool
+kiwi_private_registries_declared (const kiwi_worker_config *cfg)
+{
+    kiwi_private_registries r;
+    if (kiwi_private_registries_parse (cfg->private_registries, &r, NULL) < 0)
+        return false;
+    bool any = r.n > 0;
+    kiwi_private_registries_clear (&r);
+    return any;
+}
+
+int
+kiwi_private_registry_scope (const char *file, char hex[65], kiwi_error_t *err)
+{
+    kiwi_sha256 h;
+    kiwi_sha256_init (&h);
+    kiwi_sha256_update (&h, KIWI_PRIVATE_SCOPE_LABEL, strlen (KIWI_PRIVATE_SCOPE_LABEL));
+    cleanup_close int fd = open (file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "KIWI_PRIVATE_REGISTRIES: cannot read the credential file %s", file);
+    unsigned char chunk[4096];
+    ssize_t n;
+    while ((n = read (fd, chunk, sizeof chunk)) > 0)
+        kiwi_sha256_update (&h, chunk, (size_t) n);
+    explicit_bzero (chunk, sizeof chunk);
+    if (n < 0)
+        return kiwi_error_make (err, errno, "KIWI_PRIVATE_REGISTRIES: cannot read the credential file %s", file);
+    unsigned char d[32];
+    kiwi_sha256_final (&h, d);
+    explicit_bzero (&h, sizeof h);
+    kiwi_sha256_digest_hex (d, hex);
+    return 0;
+}
+
+int
+kiwi_private_registries_key_env (const kiwi_private_registries *r, kiwi_strv *out, kiwi_error_t *err)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        char hex[65];
+        if (kiwi_private_registry_scope (r->v[i].file, hex, err) < 0)
+            return -1;
+        if (kiwi_strv_addf (out, "kiwi-private-registry=%s%s scope-sha256=%s", r->v[i].host, r->v[i].prefix, hex)
+            < 0)
+            return kiwi_error_make (err, ENOMEM, "install cache key");
+    }
+    return 0;
+}
+
+int
+kiwi_egress_ca_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
+{
+    int n = cfg->egress_ca_dir && *cfg->egress_ca_dir ? snprintf (buf, cap, "%s", cfg->egress_ca_dir)
+                                                      : snprintf (buf, cap, "%s/egress-ca", cfg->state_dir);
+    if (n < 0 || (size_t) n >= cap)
+        return kiwi_error_make (err, ENAMETOOLONG, "KIWI_EGRESS_CA_DIR");
+    return 0;
+}
+
+/* Appends the file at `path` to fd; an error names it. */
+static int
+append_file (int fd, const char *path, const char *what, kiwi_error_t *err)
+{
+    cleanup_close int in = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (in < 0)
+        return kiwi_error_make (err, errno, "reading %s %s", what, path);
+    char chunk[65536];
+    ssize_t n;
+    bool nl = true;
+    while ((n = read (in, chunk, sizeof chunk)) > 0) {
+        if (write (fd, chunk, (size_t) n) != n)
+            return kiwi_error_make (err, errno ? errno : EIO, "writing Phase A's CA bundle");
+        nl = chunk[n - 1] == '\n';
+    }
+    if (n < 0)
+        return kiwi_error_make (err, errno, "reading %s %s", what, path);
+    if (!nl && write (fd, "\n", 1) != 1)
+        return kiwi_error_make (err, errno ? errno : EIO, "writing Phase A's CA bundle");
+    return 0;
+}
+
+int
+kiwi_private_phase_ca_bundle (const kiwi_worker_config *cfg, bool proxied, char *buf, size_t cap,
+                              const char **bundle, kiwi_error_t *err)
+{
+    *bundle = cfg->ca_bundle;
+    kiwi_private_registries r;
+    if (kiwi_private_registries_parse (cfg->private_registries, &r, err) < 0)
+        return -1;
+    size_t declared = r.n;
+    kiwi_private_registries_clear (&r);
+    if (declared == 0)
+        return 0;
+    if (!proxied)
+        return not_proxied (err);
+    char ca_dir[PATH_MAX], ca_pem[PATH_MAX + 16], dir[PATH_MAX], tmp[PATH_MAX + 16];
+    if (kiwi_egress_ca_dir (cfg, ca_dir, sizeof ca_dir, err) < 0)
+        return -1;
+    snprintf (ca_pem, sizeof ca_pem, "%s/ca.pem", ca_dir);
+    int n = snprintf (dir, sizeof dir, "%s/egress-ca-bundle", cfg->state_dir);
+    if (n < 0 || (size_t) n >= sizeof dir
+        || snprintf (buf, cap, "%s/%s.pem", dir, cfg->worker_id ? cfg->worker_id : "worker") >= (int) cap)
+        return kiwi_error_make (err, ENAMETOOLONG, "Phase A's CA bundle");
+    if (kiwi_fs_mkdir_p (dir, 0755) < 0)
+        return kiwi_error_make (err, errno, "creating %s", dir);
+    snprintf (tmp, sizeof tmp, "%s.XXXXXX", buf);
+    int fd = mkostemp (tmp, O_CLOEXEC);
+    if (fd < 0)
+        return kiwi_error_make (err, errno, "writing Phase A's CA bundle %s", buf);
+    const char *ours = cfg->ca_bundle ? cfg->ca_bundle : KIWI_SYSTEM_CA_BUNDLE;
+    int rc = append_file (fd, ours, cfg->ca_bundle ? "the CA bundle (KIWI_CA_BUNDLE)" : "the system's CA bundle",
+                          err);
+    if (rc == 0)
+        rc = append_file (fd, ca_pem, "Kiwi's egress CA (KIWI_EGRESS_CA_DIR)", err);
+    if (rc == 0 && (fchmod (fd, 0644) < 0 || fsync (fd) < 0))
+        rc = kiwi_error_make (err, errno, "writing Phase A's CA bundle %s", buf);
+    close (fd);
+    if (rc == 0 && rename (tmp, buf) < 0)
+        rc = kiwi_error_make (err, errno, "writing Phase A's CA bundle %s", buf);
+    if (rc < 0) {
+        unlink (tmp);
+        return -1;
+    }
+    *bundle = buf;
+    return 0;
+}
