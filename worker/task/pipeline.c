@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/buf.h"
 #include "worker/egress/egress-proxy.h"
+#include "worker/egress/private-registry.h"
 #include "worker/task/cache.h"
 #include "worker/task/pipeline-internal.h"
 #include "worker/task/plan.h"
@@ -319,10 +320,18 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     }
     if (proxied && p->own_proxy)
         nflog = kiwi__pipeline_once_nflog (cfg);
+    /* with private registries, Phase A also trusts Kiwi's CA (the proxy,
+     * started above or by the daemon, made it) */
+    char phase_ca[PATH_MAX];
+    const char *phase_bundle = NULL;
+    if (kiwi_private_phase_ca_bundle (cfg, proxied, phase_ca, sizeof phase_ca, &phase_bundle, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        goto done;
+    }
     kiwi_phase_config pc = {
         .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
         .host_env = p->host_env,
-        .ca_bundle = cfg->ca_bundle,
+        .ca_bundle = phase_bundle,
         .install_timeout_ms = cfg->install_timeout_s * 1000,
         .extra_model_keys = kiwi_strv_list (&model_keys),
         .session_allow_test_creds = cfg->session_allow_test_creds,

@@ -36,6 +36,19 @@ put (const char *path, const char *text, mode_t mode)
     chmod (path, mode);
 }
 
+static char *
+slurp (const char *path)
+{
+    FILE *f = fopen (path, "r");
+    if (f == NULL)
+        return NULL;
+    char *buf = calloc (1, 1 << 16);
+    size_t n = fread (buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose (f);
+    return buf;
+}
+
 static int
 setup (void **state)
 {
@@ -214,12 +227,61 @@ test_conf_argv (void **state)
     kiwi_install_egress_clear (&e);
 }
 
+/* Phase A's CA bundle: KIWI_CA_BUNDLE as it is without the setting; with
+ * it a file of the worker's, the operator's bundle then Kiwi's ca.pem,
+ * never ca.key. */
+static void
+test_ca_bundle (void **state)
+{
+    (void) state;
+    kiwi_worker_config cfg;
+    kiwi_error_t err = NULL;
+    char buf[4096], opt[160], spec[300], cadir[160];
+    const char *bundle = "unset";
+    snprintf (opt, sizeof opt, "KIWI_CA_BUNDLE=%s", op_bundle);
+    load (&cfg, opt, NULL);
+    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
+    assert_ptr_equal (bundle, cfg.ca_bundle);
+    kiwi_worker_config_clear (&cfg);
+    load (&cfg, NULL, NULL);
+    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
+    assert_null (bundle);
+    kiwi_worker_config_clear (&cfg);
+
+    snprintf (spec, sizeof spec, "KIWI_PRIVATE_REGISTRIES=npm.acme.test=@%s", cred_a);
+    snprintf (cadir, sizeof cadir, "KIWI_EGRESS_CA_DIR=%s", ca_dir);
+    const char *env[] = { spec, cadir, opt, NULL };
+    char state_s[128], id[] = "KIWI_WORKER_ID=w1";
+    snprintf (state_s, sizeof state_s, "KIWI_STATE_DIR=%s/state", root);
+    const char *env2[] = { env[0], env[1], env[2], state_s, id, NULL };
+    kiwi_worker_config_init (&cfg);
+    int idx = 0;
+    assert_int_equal (kiwi_worker_config_load (&cfg, NULL, env2, 0, NULL, 0, &idx, &err), 0);
+    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
+    char want_path[256];
+    snprintf (want_path, sizeof want_path, "%s/state/egress-ca-bundle/w1.pem", root);
+    assert_string_equal (bundle, want_path);
+    char *text = slurp (bundle);
+    assert_non_null (text);
+    assert_string_equal (text, "-----BEGIN CERTIFICATE-----\nOPERATOR\n-----END CERTIFICATE-----\n"
+                               "-----BEGIN CERTIFICATE-----\nKIWI-CA\n-----END CERTIFICATE-----\n");
+    assert_null (strstr (text, "KEY"));
+    assert_null (strstr (text, "canary"));
+    free (text);
+    /* not behind the proxy: an error, no bundle */
+    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, false, buf, sizeof buf, &bundle, &err), -1);
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&cfg);
+    (void) env;
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_parse),
         cmocka_unit_test (test_conf_argv),
+        cmocka_unit_test (test_ca_bundle),
     };
     return cmocka_run_group_tests (tests, setup, teardown);
 }
