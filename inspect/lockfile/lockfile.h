@@ -135,7 +135,9 @@ typedef struct kiwi_install_key_input {
     const char *image_id;            /* dockerd's image Id (sha256:...), "" when it could not be asked */
     const char *driver;              /* the sandbox driver (docker, gvisor) */
     const char *const *kiwi_env;     /* the environment Kiwi sets in Phase A (kiwi_phase_install_key_env:
-                                        proxies, CA variables, the CA bundle's hash), or NULL */
+                                        proxies, CA variables, the CA bundle's hash; and the worker's
+                                        kiwi_plan_key_env: the egress setting, each private registry's
+                                        host, prefix and credential scope hash), or NULL */
 } kiwi_install_key_input;
 
 /* The install cache key, defined here and only here (docs/inspection.md):
@@ -147,7 +149,8 @@ typedef struct kiwi_install_key_input {
  *   "image-id=" id "\n"                the image by digest
  *   "argv=" arg "\0" ... "\n"          Phase A's command, every argument
  *   "env=" K=V "\0" ... "\n"           Phase A's inspection settings
- *   "kiwi-env=" K=V "\0" ... "\n"      the environment Kiwi sets (proxy, CA)
+ *   "kiwi-env=" K=V "\0" ... "\n"      the environment Kiwi sets (proxy, CA, private
+ *                                      registries' scopes: never a credential)
  *   then per input file (`input`, or kiwi_install_hashed_files when NULL):
  *   "file=" path "\n" size "\n" SHA-256(bytes) "\n"    (32 raw bytes)
  *

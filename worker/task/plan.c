@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "worker/task/repo.h"
+#include "worker/egress/private-registry.h"
 #include "common/sha256.h"
 
 extern char **environ;
@@ -129,26 +130,41 @@ replan_with_image (kiwi_plan *p, const char *root, const char *test_command, con
 }
 
 int
+kiwi_plan_key_env (const kiwi_worker_config *cfg, const char *const *host_env, kiwi_strv *out, kiwi_error_t *err)
+{
+    kiwi_phase_config pc = { .host_env = host_env, .ca_bundle = cfg->ca_bundle };
+    /* a proxy with credentials is refused by Phase A itself, naming it; a
+     * repository with nothing to install must not fail on it here */
+    kiwi_error_t kerr = NULL;
+    if (kiwi_phase_install_key_env (&pc, out, &kerr) < 0) {
+        kiwi_warn ("install cache key: %s", kiwi_error_msg (kerr));
+        kiwi_error_free (&kerr);
+    }
+    /* what Phase A may reach decides what it can install: a failure because
+     * a host was denied must not be served once the operator allows it */
+    if (kiwi_strv_addf (out, "kiwi-install-egress=%s",
+                        cfg->install_egress && *cfg->install_egress ? cfg->install_egress : "registries")
+        < 0)
+        return kiwi_error_make (err, ENOMEM, "install cache key");
+    /* whose private packages Phase A could read: each registry and its
+     * credential's scope hash, never the credential (private-registry.h) */
+    kiwi_private_registries pr;
+    if (kiwi_private_registries_parse (cfg->private_registries, &pr, err) < 0)
+        return kiwi_error_wrap (err, "install cache key");
+    int rc = kiwi_private_registries_key_env (&pr, out, err);
+    kiwi_private_registries_clear (&pr);
+    return rc < 0 ? kiwi_error_wrap (err, "install cache key") : 0;
+}
+
+int
 kiwi_plan_make (const kiwi_worker_config *cfg, kiwi_sandbox_env *sandbox, const char *root,
                 const char *test_command, kiwi_plan *p, kiwi_error_t *err)
 {
     if (kiwi_image_catalog_open (cfg->image_catalog, &p->cat, err) < 0)
         return -1;
     p->sandbox = sandbox;
-    kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = cfg->ca_bundle };
-    /* a proxy with credentials is refused by Phase A itself, naming it; a
-     * repository with nothing to install must not fail on it here */
-    kiwi_error_t kerr = NULL;
-    if (kiwi_phase_install_key_env (&pc, &p->key_env, &kerr) < 0) {
-        kiwi_warn ("install cache key: %s", kiwi_error_msg (kerr));
-        kiwi_error_free (&kerr);
-    }
-    /* what Phase A may reach decides what it can install: a failure because
-     * a host was denied must not be served once the operator allows it */
-    if (kiwi_strv_addf (&p->key_env, "kiwi-install-egress=%s",
-                        cfg->install_egress && *cfg->install_egress ? cfg->install_egress : "registries")
-        < 0)
-        return kiwi_error_make (err, ENOMEM, "install cache key");
+    if (kiwi_plan_key_env (cfg, (const char *const *) environ, &p->key_env, err) < 0)
+        return -1;
     kiwi_inspect_request rq = inspect_request (p, root, test_command, cfg->sandbox);
     if (kiwi_inspect (&rq, &p->insp, err) < 0)
         return -1;

@@ -54,6 +54,19 @@ typedef struct kiwi_plan_verify_key_input {
 /* SHA-256 hex of every field above. 0, or -1 out of memory. */
 int kiwi_plan_verify_key (const kiwi_plan_verify_key_input *k, char out[65]);
 
+/* The environment Kiwi sets in Phase A as the install cache key takes it
+ * (kiwi_install_key_input.kiwi_env), appended to *out:
+ * kiwi_phase_install_key_env() for `host_env` and KIWI_CA_BUNDLE,
+ * "kiwi-install-egress=<KIWI_INSTALL_EGRESS>", and with
+ * KIWI_PRIVATE_REGISTRIES one "kiwi-private-registry=HOST[/PREFIX]
+ * scope-sha256=HEX" per registry (private-registry.h). Kiwi's own CA is
+ * not in it: which CA signs the proxy's certificates decides nothing Phase
+ * A installs, and the registry lines already say Phase A trusts it. An
+ * error when KIWI_PRIVATE_REGISTRIES is refused or a credential file
+ * cannot be read. */
+int kiwi_plan_key_env (const kiwi_worker_config *cfg, const char *const *host_env, kiwi_strv *out,
+                       kiwi_error_t *err);
+
 /* Inspects the repository at `root` for `test_command`; image Ids are
  * asked of `sandbox`'s driver (borrowed for the plan's life). */
 int kiwi_plan_make (const kiwi_worker_config *cfg, kiwi_sandbox_env *sandbox, const char *root,

@@ -18,8 +18,11 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "inspect/lockfile/lockfile.h"
+#include "sandbox/phases.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/private-registry.h"
+#include "worker/task/plan.h"
 
 #define CANARY "Bearer kiwi-canary-7f3e9a1c"
 
@@ -275,6 +278,98 @@ test_ca_bundle (void **state)
     (void) env;
 }
 
+/* The install cache key of a repository with one npm lockfile, for the
+ * key environment `env`. */
+static void
+key_of_env (const kiwi_strv *env, char out[65])
+{
+    char repo[128], f[160];
+    snprintf (repo, sizeof repo, "%s/repo", root);
+    mkdir (repo, 0755);
+    snprintf (f, sizeof f, "%s/package-lock.json", repo);
+    put (f, "{\"lockfileVersion\": 3}\n", 0644);
+    snprintf (f, sizeof f, "%s/package.json", repo);
+    put (f, "{\"name\": \"x\"}\n", 0644);
+    kiwi_error_t err = NULL;
+    kiwi_install_plan p;
+    assert_int_equal (kiwi_install_plan_make (repo, "node", &p, &err), 0);
+    kiwi_install_key_input k = { .image = "kiwi/node:22", .image_id = "sha256:1", .driver = "docker",
+                                 .kiwi_env = kiwi_strv_list (env) };
+    assert_int_equal (kiwi_install_cache_key (repo, &p, &k, NULL, out, &err), 0);
+    kiwi_install_plan_clear (&p);
+}
+
+static const char *const host_env[] = { "PATH=/usr/bin", NULL };
+
+/* The key for the worker's settings with KIWI_PRIVATE_REGISTRIES=`reg`
+ * followed by `cred` (reg NULL: unset); *before receives the key main
+ * computed for them (Phase A's key environment, then the egress setting). */
+static void
+key_for (const char *reg, const char *cred, char out[65], char before[65])
+{
+    char spec[300];
+    snprintf (spec, sizeof spec, "KIWI_PRIVATE_REGISTRIES=%s%s", reg ? reg : "", cred ? cred : "");
+    kiwi_worker_config cfg;
+    load (&cfg, reg ? spec : NULL, NULL);
+    kiwi_strv env = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    if (kiwi_plan_key_env (&cfg, host_env, &env, &err) < 0)
+        fail_msg ("%s", kiwi_error_msg (err));
+    for (size_t i = 0; i < env.n; i++)
+        assert_null (strstr (env.v[i], "canary"));
+    key_of_env (&env, out);
+    kiwi_strv_free (&env);
+    if (before != NULL) {
+        kiwi_phase_config pc = { .host_env = host_env, .ca_bundle = cfg.ca_bundle };
+        assert_int_equal (kiwi_phase_install_key_env (&pc, &env, &err), 0);
+        assert_int_equal (kiwi_strv_addf (&env, "kiwi-install-egress=%s", cfg.install_egress), 0);
+        key_of_env (&env, before);
+        kiwi_strv_free (&env);
+    }
+    kiwi_worker_config_clear (&cfg);
+}
+
+/* Tenancy: the registries and their scopes are in the key, the
+ * credentials are not. */
+static void
+test_key (void **state)
+{
+    (void) state;
+    char none[65], before[65], a[65], a2[65], b[65], a_other_host[65], a_prefix[65];
+    char spec[300];
+    key_for (NULL, NULL, none, before);
+    assert_string_equal (none, before); /* no registry: main's key */
+    key_for ("npm.acme.test/npm=@", cred_a, a, NULL);
+    key_for ("npm.acme.test/npm=@", cred_a2, a2, NULL);
+    key_for ("npm.acme.test/npm=@", cred_b, b, NULL);
+    key_for ("npm.other.test/npm=@", cred_a, a_other_host, NULL);
+    key_for ("npm.acme.test/js=@", cred_a, a_prefix, NULL);
+    for (const char *k[] = { none, a, a2, b, a_other_host, a_prefix, NULL }, **i = k; *i; i++)
+        assert_null (strstr (*i, "canary"));
+
+    assert_string_not_equal (a, none);            /* a registry declared */
+    assert_string_not_equal (a, b);               /* two tenants' credentials */
+    assert_string_equal (a, a2);                  /* the same credential elsewhere on the fleet */
+    assert_string_not_equal (a, a_other_host);    /* the registry's host */
+    assert_string_not_equal (a, a_prefix);        /* and its prefix */
+
+    /* the scope hash: SHA-256 of the label and the file's bytes */
+    char hex[65];
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_private_registry_scope (cred_a, hex, &err), 0);
+    kiwi_strv env = KIWI_STRV_INIT;
+    kiwi_private_registries r;
+    snprintf (spec, sizeof spec, "npm.acme.test/npm=@%s", cred_a);
+    assert_int_equal (kiwi_private_registries_parse (spec, &r, &err), 0);
+    assert_int_equal (kiwi_private_registries_key_env (&r, &env, &err), 0);
+    char want[200];
+    snprintf (want, sizeof want, "kiwi-private-registry=npm.acme.test/npm scope-sha256=%s", hex);
+    assert_int_equal (env.n, 1);
+    assert_string_equal (env.v[0], want);
+    kiwi_private_registries_clear (&r);
+    kiwi_strv_free (&env);
+}
+
 int
 main (void)
 {
@@ -282,6 +377,7 @@ main (void)
         cmocka_unit_test (test_parse),
         cmocka_unit_test (test_conf_argv),
         cmocka_unit_test (test_ca_bundle),
+        cmocka_unit_test (test_key),
     };
     return cmocka_run_group_tests (tests, setup, teardown);
 }
