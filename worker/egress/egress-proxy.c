@@ -593,13 +593,20 @@ kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e)
 }
 
 bool
-kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, const char **rule)
+kiwi_proxy_log_write_method (const char *method)
+{
+    return method && strcmp (method, "GET") != 0 && strcmp (method, "HEAD") != 0 && strcmp (method, "CONNECT") != 0;
+}
+
+bool
+kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, bool read_only, const char **rule)
 {
     const char *r = NULL;
     if (e->bump && strcmp (e->bump, "terminate") == 0)
         r = e->sni ? "TLS SNI not allowed" : "TLS without SNI";
     else if (e->squid_status && strcmp (e->squid_status, "TCP_DENIED") == 0)
-        r = "host not allowed";
+        /* read-only refuses every other method before it looks at the host */
+        r = read_only && kiwi_proxy_log_write_method (e->method) ? KIWI_PROXY_RULE_METHOD : "host not allowed";
     else if (e->http_status == 409)
         r = "Host does not match the address";
     if (rule)

@@ -167,9 +167,19 @@ typedef struct kiwi_proxy_log_entry {
  * -1 when it is not one. */
 int kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e);
 
+/* The rule of a write refused by a read-only proxy. */
+#define KIWI_PROXY_RULE_METHOD "method not allowed: Phase A may only read"
+
+/* Whether `method` is anything but GET, HEAD or CONNECT (what a read-only
+ * proxy refuses on every request it sees). */
+bool kiwi_proxy_log_write_method (const char *method);
+
 /* Whether the entry is a denied attempt; *rule (when non-NULL) names the
  * rule that denied it: "host not allowed", "Host does not match the
- * address", "TLS SNI not allowed", "TLS without SNI". */
-bool kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, const char **rule);
+ * address", "TLS SNI not allowed", "TLS without SNI", and with `read_only`
+ * (the proxy runs read-only: KIWI_PRIVATE_REGISTRIES declared) a write
+ * method's denial is KIWI_PROXY_RULE_METHOD, whatever its host (Squid
+ * refuses those methods first). */
+bool kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, bool read_only, const char **rule);
 
 #endif

@@ -18,12 +18,12 @@
 #define RECORD_MAX_DENIED 64
 
 kiwi_egress_line
-kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, const char **rule)
+kiwi_egress_line_sort (char *line, bool read_only, kiwi_proxy_log_entry *e, const char **rule)
 {
     *rule = NULL;
     if (kiwi_proxy_log_parse (line, e) < 0 || e->method == NULL)
         return KIWI_EGRESS_LINE_NONE;
-    if (kiwi_proxy_log_denied (e, rule))
+    if (kiwi_proxy_log_denied (e, read_only, rule))
         return KIWI_EGRESS_LINE_DENIED;
     if (e->http_status == 0 && e->bump && strcmp (e->bump, "splice") == 0)
         return KIWI_EGRESS_LINE_NONE; /* the peek before a splice: its tunnel is the next line */
@@ -50,7 +50,9 @@ kiwi_egress_allow_with (const kiwi_proxy_log_entry *e, const char *rule, const c
     /* a name off the list is let in by listing it; an address, a TLS
      * connection without a name, or a Host that lies about its address is
      * let through by no list: only by turning the proxy off */
-    if (e->host[0] != '\0' && !is_address (e->host) && rule != NULL && strcmp (rule, "Host does not match the address") != 0)
+    if (rule != NULL && strcmp (rule, KIWI_PROXY_RULE_METHOD) == 0)
+        snprintf (buf, cap, "none: Phase A is read-only while KIWI_PRIVATE_REGISTRIES is set");
+    else if (e->host[0] != '\0' && !is_address (e->host) && rule != NULL && strcmp (rule, "Host does not match the address") != 0)
         snprintf (buf, cap, "KIWI_INSTALL_EGRESS=%s,%s", setting && *setting ? setting : "registries", e->host);
     else
         snprintf (buf, cap, "KIWI_INSTALL_EGRESS=open");
@@ -70,9 +72,16 @@ kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const 
     const char *protocol = !connect ? "http" : strcmp (via, "redirected") == 0 ? "tls" : "connect";
     char allow[600];
     kiwi_egress_allow_with (e, rule, setting, allow, sizeof allow);
-    return json_pack ("{s:s,s:i,s:s?,s:s,s:s,s:s,s:s,s:I}", "host", e->host, "port", e->port, "sni", e->sni,
-                      "protocol", protocol, "via", via, "rule", rule ? rule : "denied", "allow_with", allow,
-                      "attempted_at", (json_int_t) (e->time * 1000.0 + 0.5));
+    json_t *d = json_pack ("{s:s,s:i,s:s?,s:s,s:s,s:s,s:s,s:I}", "host", e->host, "port", e->port, "sni", e->sni,
+                           "protocol", protocol, "via", via, "rule", rule ? rule : "denied", "allow_with", allow,
+                           "attempted_at", (json_int_t) (e->time * 1000.0 + 0.5));
+    /* a refused write names its method; a refused host stays as it was */
+    if (d != NULL && rule != NULL && strcmp (rule, KIWI_PROXY_RULE_METHOD) == 0
+        && json_object_set_new (d, "method", json_string (e->method)) < 0) {
+        json_decref (d);
+        return NULL;
+    }
+    return d;
 }
 
 void
@@ -149,7 +158,7 @@ open_log (const char *path, kiwi_egress_log_pos pos, bool *same)
 
 /* The lines of f from its position on whose client is `client`, into rec. */
 static void
-read_lines (FILE *f, const char *client, const char *setting, kiwi_egress_record *rec)
+read_lines (FILE *f, const char *client, const char *setting, bool read_only, kiwi_egress_record *rec)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -159,7 +168,7 @@ read_lines (FILE *f, const char *client, const char *setting, kiwi_egress_record
             break; /* being written: not this install's (it has ended) */
         kiwi_proxy_log_entry e;
         const char *rule;
-        kiwi_egress_line kind = kiwi_egress_line_sort (line, &e, &rule);
+        kiwi_egress_line kind = kiwi_egress_line_sort (line, read_only, &e, &rule);
         if (kind == KIWI_EGRESS_LINE_NONE || e.client == NULL || strcmp (e.client, client) != 0)
             continue;
         if (kind == KIWI_EGRESS_LINE_DENIED) {
@@ -177,7 +186,7 @@ read_lines (FILE *f, const char *client, const char *setting, kiwi_egress_record
 
 int
 kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client, const char *setting,
-                         kiwi_egress_record *rec, kiwi_error_t *err)
+                         bool read_only, kiwi_egress_record *rec, kiwi_error_t *err)
 {
     memset (rec, 0, sizeof *rec);
     rec->hosts = json_object ();
@@ -203,7 +212,7 @@ kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const c
         FILE *o = snprintf (old, sizeof old, "%s.0", log_path) < (int) sizeof old ? open_log (old, from, &old_same)
                                                                                  : NULL;
         if (o != NULL && old_same && fseeko (o, (off_t) from.offset, SEEK_SET) == 0)
-            read_lines (o, client, setting, rec);
+            read_lines (o, client, setting, read_only, rec);
         else
             rec->incomplete = true;
         if (o != NULL)
@@ -217,7 +226,7 @@ kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const c
         kiwi_egress_record_clear (rec);
         return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
     }
-    read_lines (f, client, setting, rec);
+    read_lines (f, client, setting, read_only, rec);
     fclose (f);
     return 0;
 }

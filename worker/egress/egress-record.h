@@ -23,21 +23,23 @@
 #include "common/error.h"
 #include "worker/egress/egress-proxy.h"
 
-/* One access-log line, parsed in place (e) and sorted: */
+/* One access-log line, parsed in place (e) and sorted (`read_only`: the
+ * proxy runs read-only, kiwi_proxy_log_denied): */
 typedef enum {
     KIWI_EGRESS_LINE_NONE = 0, /* not a line of the log, or one that counts nothing (a TLS peek before its splice) */
     KIWI_EGRESS_LINE_REQUEST,  /* a request or tunnel let through */
     KIWI_EGRESS_LINE_DENIED,   /* a denied attempt; *rule names the rule */
 } kiwi_egress_line;
 
-kiwi_egress_line kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, const char **rule);
+kiwi_egress_line kiwi_egress_line_sort (char *line, bool read_only, kiwi_proxy_log_entry *e, const char **rule);
 
 /* A denied attempt as the `egress_denied` event and the install event carry
  * it: {host, port, sni, protocol ("http", "connect" or "tls"), via ("proxy"
  * for the explicit proxy, "redirected" for a connection that ignored the
  * proxy settings), rule, allow_with (the setting that would let it through,
  * given the current one `setting`), attempted_at (ms since the epoch, as
- * Squid logged it)}. New reference, NULL without memory. */
+ * Squid logged it)}, and for a write a read-only proxy refused
+ * (KIWI_PROXY_RULE_METHOD) its method. New reference, NULL without memory. */
 json_t *kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const char *setting);
 
 /* The denial's `allow_with` into buf: KIWI_INSTALL_EGRESS=<setting>,<host>
@@ -82,7 +84,7 @@ typedef struct kiwi_egress_record {
  * install's process ended. An error when the log cannot be read (a
  * missing log is an empty record). */
 int kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client, const char *setting,
-                             kiwi_egress_record *rec, kiwi_error_t *err);
+                             bool read_only, kiwi_egress_record *rec, kiwi_error_t *err);
 void kiwi_egress_record_clear (kiwi_egress_record *rec);
 
 #endif

@@ -24,6 +24,7 @@
 #include "worker/egress/egress.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/egress-record.h"
+#include "worker/egress/private-registry.h"
 #include "worker/gc.h"
 #include "worker/worker-metrics.h"
 
@@ -159,7 +160,8 @@ record_egress (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_
         return;
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    if (kiwi_egress_record_read (c->egress_log, offset, run->address, c->p->cfg->install_egress, &rec, &err) < 0) {
+    if (kiwi_egress_record_read (c->egress_log, offset, run->address, c->p->cfg->install_egress,
+                                 kiwi_private_registries_declared (c->p->cfg), &rec, &err) < 0) {
         json_object_set_new (ev, "egress", json_pack ("{s:s}", "error", kiwi_error_msg (err)));
         kiwi_error_free (&err);
         return;

@@ -54,14 +54,14 @@ test_sort_and_denial (void **state)
     kiwi_proxy_log_entry e;
     const char *rule;
     char peek[] = "1796168016.600 " A " 443 NONE_NONE 0 CONNECT allowed.kiwi.test 198.18.139.200:443 0 0 - splice";
-    assert_int_equal (kiwi_egress_line_sort (peek, &e, &rule), KIWI_EGRESS_LINE_NONE);
+    assert_int_equal (kiwi_egress_line_sort (peek, false, &e, &rule), KIWI_EGRESS_LINE_NONE);
     char bad[] = "garbage";
-    assert_int_equal (kiwi_egress_line_sort (bad, &e, &rule), KIWI_EGRESS_LINE_NONE);
+    assert_int_equal (kiwi_egress_line_sort (bad, false, &e, &rule), KIWI_EGRESS_LINE_NONE);
     char ok[] = "1796168014.426 " A " 23128 TCP_MISS 200 GET - http://allowed.kiwi.test/ 91 1690 198.18.139.200 -";
-    assert_int_equal (kiwi_egress_line_sort (ok, &e, &rule), KIWI_EGRESS_LINE_REQUEST);
+    assert_int_equal (kiwi_egress_line_sort (ok, false, &e, &rule), KIWI_EGRESS_LINE_REQUEST);
 
     char connect[] = "1796168018.335 " A " 23128 TCP_DENIED 403 CONNECT - other.kiwi.test:443 91 3407 - -";
-    assert_int_equal (kiwi_egress_line_sort (connect, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (connect, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     json_t *d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_non_null (d);
     assert_string_equal (str (d, "host"), "other.kiwi.test");
@@ -75,7 +75,7 @@ test_sort_and_denial (void **state)
     json_decref (d);
 
     char tls[] = "1796168021.773 " A " 443 NONE_NONE 0 CONNECT other.kiwi.test 198.18.139.201:443 0 0 - terminate";
-    assert_int_equal (kiwi_egress_line_sort (tls, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (tls, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries,npm.mirror.corp");
     assert_string_equal (str (d, "protocol"), "tls");
     assert_string_equal (str (d, "via"), "redirected");
@@ -87,22 +87,76 @@ test_sort_and_denial (void **state)
     /* an address, a TLS connection without a name, a Host that lies: no
      * list lets them through */
     char ip[] = "1796168020.105 " A " 80 TCP_DENIED 403 GET - http://198.18.139.201/ 64 3401 - -";
-    assert_int_equal (kiwi_egress_line_sort (ip, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (ip, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "protocol"), "http");
     assert_string_equal (str (d, "via"), "redirected");
     assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=open");
     json_decref (d);
     char nosni[] = "1796168022.586 " A " 443 NONE_NONE 0 CONNECT - 198.18.139.201:443 0 0 - terminate";
-    assert_int_equal (kiwi_egress_line_sort (nosni, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (nosni, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=open");
     json_decref (d);
     char lie[] = "1796168020.878 " A " 80 NONE_NONE 409 GET - http://allowed.kiwi.test/ 67 3640 - -";
-    assert_int_equal (kiwi_egress_line_sort (lie, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (lie, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "rule"), "Host does not match the address");
     assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=open");
+    json_decref (d);
+}
+
+/* A read-only proxy (private registries declared) refuses every write
+ * before it looks at the host: the denial names the method and says Phase
+ * A may only read; a refused host stays as it was, and so does a write
+ * refused by a proxy that is not read-only. */
+static void
+test_refused_method (void **state)
+{
+    (void) state;
+    kiwi_proxy_log_entry e;
+    const char *rule;
+    const char *methods[] = { "PUT", "POST", "PATCH", "DELETE", NULL };
+    for (size_t i = 0; methods[i]; i++) {
+        char line[512];
+        snprintf (line, sizeof line,
+                  "1796168040.100 " A " 23128 TCP_DENIED 403 %s private.kiwi.test https://private.kiwi.test/npm/pkg "
+                  "120 3500 - bump",
+                  methods[i]);
+        assert_int_equal (kiwi_egress_line_sort (line, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+        json_t *d = kiwi_egress_denial_json (&e, rule, "registries");
+        assert_non_null (d);
+        assert_string_equal (str (d, "host"), "private.kiwi.test");
+        assert_non_null (json_object_get (d, "method"));
+        assert_string_equal (str (d, "method"), methods[i]);
+        assert_non_null (strstr (str (d, "rule"), "Phase A may only read"));
+        assert_non_null (strstr (str (d, "allow_with"), "read-only"));
+        json_decref (d);
+    }
+    /* plain HTTP, redirected */
+    char plain[] = "1796168041.100 " A " 80 TCP_DENIED 403 POST - http://registry.npmjs.org/-/user 90 3400 - -";
+    assert_int_equal (kiwi_egress_line_sort (plain, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    json_t *d = kiwi_egress_denial_json (&e, rule, "registries");
+    assert_string_equal (str (d, "method"), "POST");
+    assert_string_equal (str (d, "host"), "registry.npmjs.org");
+    json_decref (d);
+    /* a refused host, read-only or not: as before, no method */
+    char host[] = "1796168042.100 " A " 23128 TCP_DENIED 403 CONNECT - other.kiwi.test:443 91 3407 - -";
+    assert_int_equal (kiwi_egress_line_sort (host, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    d = kiwi_egress_denial_json (&e, rule, "registries");
+    assert_string_equal (str (d, "rule"), "host not allowed");
+    assert_null (json_object_get (d, "method"));
+    json_decref (d);
+    char get[] = "1796168043.100 " A " 80 TCP_DENIED 403 GET - http://other.kiwi.test/x 64 3401 - -";
+    assert_int_equal (kiwi_egress_line_sort (get, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_string_equal (rule, "host not allowed");
+    /* not read-only (no private registry): a write is refused only for its host */
+    char put[] = "1796168044.100 " A " 80 TCP_DENIED 403 PUT - http://other.kiwi.test/x 64 3401 - -";
+    assert_int_equal (kiwi_egress_line_sort (put, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    d = kiwi_egress_denial_json (&e, rule, "registries");
+    assert_string_equal (str (d, "rule"), "host not allowed");
+    assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=registries,other.kiwi.test");
+    assert_null (json_object_get (d, "method"));
     json_decref (d);
 }
 
@@ -124,7 +178,7 @@ test_record (void **state)
 
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, offset, A, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, offset, A, "registries", false, &rec, &err), 0);
     /* the plain GET and the tunnel (its peek not counted twice) */
     assert_int_equal (rec.requests, 2);
     assert_int_equal (rec.bytes, 1690 + 3473);
@@ -140,7 +194,7 @@ test_record (void **state)
     assert_string_equal (str (json_array_get (rec.denied, 1), "host"), "198.18.139.201");
     kiwi_egress_record_clear (&rec);
 
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     assert_int_equal (rec.requests, 0);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "b-only.kiwi.test");
@@ -150,7 +204,7 @@ test_record (void **state)
     unlink (path);
     assert_int_equal (kiwi_egress_log_mark (path).offset, 0);
     assert_int_equal (kiwi_egress_log_mark (path).ino, 0);
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.requests + rec.denials, 0);
     assert_int_equal (json_object_size (rec.hosts), 0);
     kiwi_egress_record_clear (&rec);
@@ -189,7 +243,7 @@ test_record_rotated (void **state)
 
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "other.kiwi.test");
     assert_int_equal (rec.requests, 1);
@@ -199,7 +253,7 @@ test_record_rotated (void **state)
     /* rotated again: the marked file is gone */
     assert_int_equal (rename (path, old), 0);
     write_file (path, log_lines[6]);
-    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", false, &rec, &err), 0);
     assert_true (rec.incomplete);
     assert_int_equal (rec.denials, 1);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "198.18.139.201");
@@ -226,7 +280,7 @@ test_record_forged_sni (void **state)
                       "terminate%0A%1B%5B31mred 198.18.139.201:443 0 0 - terminate redirected\n");
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     json_t *d = json_array_get (rec.denied, 0);
     const char *sni = str (d, "sni");
@@ -237,7 +291,7 @@ test_record_forged_sni (void **state)
     assert_non_null (strstr (sni, "%1B[31mred"));
     assert_string_equal (str (d, "via"), "redirected");
     kiwi_egress_record_clear (&rec);
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials + rec.requests, 0);
     kiwi_egress_record_clear (&rec);
     unlink (path);
@@ -312,6 +366,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_sort_and_denial),
+        cmocka_unit_test (test_refused_method),
         cmocka_unit_test (test_record),
         cmocka_unit_test (test_record_rotated),
         cmocka_unit_test (test_record_forged_sni),
