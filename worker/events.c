@@ -278,12 +278,13 @@ pipe_observe (kiwi_events *ev, const char *line)
 }
 
 static void
-pipe_sandbox (kiwi_events *ev, const char *address, const char *command)
+pipe_sandbox (kiwi_events *ev, const char *address, int64_t since_ms, const char *command)
 {
     char body[4096];
-    int n = address ? snprintf (body, sizeof body, "%s\n%s", address, command ? command : "") : 0;
-    if (n < 0 || (size_t) n >= sizeof body)
-        n = snprintf (body, sizeof body, "%s\n", address); /* a command that long is cut: the address matters */
+    int n = address ? snprintf (body, sizeof body, "%s\n%lld\n%s", address, (long long) since_ms, command ? command : "")
+                    : 0;
+    if (n < 0 || (size_t) n >= sizeof body) /* a command that long is cut: the address matters */
+        n = snprintf (body, sizeof body, "%s\n%lld\n", address, (long long) since_ms);
     kiwi_error_t err = NULL;
     if (kiwi_frame_write ((int) (intptr_t) ev->userdata, KIWI_FRAME_SANDBOX, body, (size_t) n, &err) < 0)
         kiwi_errorf ("sandbox frame not delivered: %s", kiwi_error_msg (err));
@@ -299,23 +300,39 @@ kiwi_events_pipe_init (kiwi_events *ev, int fd, const char *task_id, const char 
 }
 
 void
-kiwi_events_sandbox (kiwi_events *ev, const char *address, const char *command)
+kiwi_events_sandbox (kiwi_events *ev, const char *address, int64_t since_ms, const char *command)
 {
     if (ev != NULL && ev->sandbox != NULL)
-        ev->sandbox (ev, address, command);
+        ev->sandbox (ev, address, since_ms, command);
 }
 
 int
-kiwi_frame_sandbox_parse (const char *body, size_t len, char *address, size_t acap, char *command, size_t ccap)
+kiwi_frame_sandbox_parse (const char *body, size_t len, char *address, size_t acap, int64_t *since_ms,
+                          char *command, size_t ccap)
 {
     address[0] = command[0] = '\0';
+    *since_ms = 0;
     if (len == 0)
         return 0;
     const char *nl = memchr (body, '\n', len);
     if (nl == NULL || (size_t) (nl - body) >= acap)
         return -1;
+    const char *t = nl + 1;
+    const char *nl2 = memchr (t, '\n', len - (size_t) (t - body));
+    char num[24];
+    if (nl2 == NULL || nl2 == t || (size_t) (nl2 - t) >= sizeof num)
+        return -1;
+    memcpy (num, t, (size_t) (nl2 - t));
+    num[nl2 - t] = '\0';
+    char *end = NULL;
+    errno = 0;
+    long long since = strtoll (num, &end, 10);
+    if (errno != 0 || *end != '\0' || since <= 0)
+        return -1;
     memcpy (address, body, (size_t) (nl - body));
     address[nl - body] = '\0';
+    *since_ms = since;
+    nl = nl2;
     size_t cl = len - (size_t) (nl + 1 - body);
     if (cl >= ccap)
         cl = ccap - 1;

@@ -19,7 +19,8 @@
  * 'M' an observation for the daemon's metrics, 'S' the Phase A sandbox
  * now running), 4 bytes big-endian length, then the encoded message (an
  * observation: one line of text, worker-metrics.h; a sandbox: its address,
- * a newline and the install command, or nothing when Phase A has ended).
+ * a newline, when it started running (ms since the epoch, decimal), a
+ * newline and the install command, or nothing when Phase A has ended).
  * The child's progress events carry seq 0; the parent numbers them per
  * task.
  */
@@ -46,10 +47,12 @@ struct kiwi_events {
     /* Takes one observation for the metrics (a line, worker-metrics.h), or
      * NULL: observations are dropped (kiwi-worker --once). */
     void (*observe) (kiwi_events *ev, const char *line);
-    /* Takes the address of the Phase A sandbox now running and its command,
-     * or NULL/NULL when it has ended: the daemon puts the egress proxy's
-     * denials from that address down to this task. NULL: nobody listens. */
-    void (*sandbox) (kiwi_events *ev, const char *address, const char *command);
+    /* Takes the address of the Phase A sandbox now running, when it
+     * started running (ms since the epoch, before its command did) and its
+     * command, or NULL/0/NULL when it has ended: the daemon puts the egress
+     * proxy's denials from that address since then down to this task
+     * (kiwi_egress_window). NULL: nobody listens. */
+    void (*sandbox) (kiwi_events *ev, const char *address, int64_t since_ms, const char *command);
     const char *task_id;
     const char *worker_id;
     const kiwi_mask *mask; /* secrets masked in everything sent, or NULL; borrowed */
@@ -70,7 +73,7 @@ int kiwi_events_emit (kiwi_events *ev, kiwi_stage stage, const char *kind, uint3
 void kiwi_events_observe (kiwi_events *ev, const char *what, const char *label, double value);
 
 /* Says which Phase A sandbox runs now (see `sandbox` above); best effort. */
-void kiwi_events_sandbox (kiwi_events *ev, const char *address, const char *command);
+void kiwi_events_sandbox (kiwi_events *ev, const char *address, int64_t since_ms, const char *command);
 
 /* JSON object → one encoded msgpack map. Caller frees *out. */
 int kiwi_json_to_msgpack (const json_t *j, char **out, size_t *len, kiwi_error_t *err);
@@ -95,10 +98,12 @@ int kiwi_frame_feed (kiwi_frame_reader *r, const char *data, size_t len,
                      void (*fn) (int type, const char *body, size_t len, void *ud), void *ud, kiwi_error_t *err);
 void kiwi_frame_reader_clear (kiwi_frame_reader *r);
 
-/* A sandbox frame's body: the address into `address` (cap bytes) and the
- * command into `command` (cap bytes), both "" for an ended Phase A. -1 when
- * it is not one (no newline, an address too long). */
-int kiwi_frame_sandbox_parse (const char *body, size_t len, char *address, size_t acap, char *command, size_t ccap);
+/* A sandbox frame's body: the address into `address` (cap bytes), its
+ * start into *since_ms and the command into `command` (cap bytes); "", 0
+ * and "" for an ended Phase A. -1 when it is not one (a newline missing,
+ * an address too long, a start that is not a positive number). */
+int kiwi_frame_sandbox_parse (const char *body, size_t len, char *address, size_t acap, int64_t *since_ms,
+                              char *command, size_t ccap);
 
 /* Sinks: frames on a pipe; JSON lines on a FILE. */
 void kiwi_events_pipe_init (kiwi_events *ev, int fd, const char *task_id, const char *worker_id);

@@ -157,7 +157,7 @@ cache_log $dir/cache.log
 coredump_dir $dir
 # Every field a client chooses is %-encoded (no space, control byte or
 # newline survives) and cut to a width; the client is the connection's.
-logformat kiwi %ts.%03tu %>a %>lp %Ss %>Hs %#.32rm %#.${LOG_SNI_MAX}ssl::>sni %#.${LOG_URL_MAX}ru %>st %<st %<a %ssl::bump_mode %{kiwi_via}note
+logformat kiwi %tS %>a %>lp %Ss %>Hs %#.32rm %#.${LOG_SNI_MAX}ssl::>sni %#.${LOG_URL_MAX}ru %>st %<st %<a %ssl::bump_mode %{kiwi_via}note
 access_log stdio:$dir/access.log logformat=kiwi buffer-size=0KB
 buffered_logs off
 # proxy.sh run rotates (SIGUSR1) once a log passes its bound: one old

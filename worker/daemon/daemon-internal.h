@@ -116,6 +116,7 @@ typedef struct kiwi__daemon_slot {
     /* its Phase A sandbox while it runs (a sandbox frame; "" otherwise):
      * the egress proxy's denials from that address are this task's */
     char install_address[46];
+    int64_t install_since_ms; /* when that sandbox started (kiwi_egress_window) */
     char install_command[1024];
     int denials_told; /* egress_denied events of this run (at most KIWI__DENIALS_TOLD_MAX) */
 } kiwi__daemon_slot;

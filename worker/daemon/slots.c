@@ -186,8 +186,8 @@ on_frame (int type, const char *body, size_t len, void *ud)
         s->have_result = true;
         stamp_task_sha256 (s);
     } else if (type == KIWI_FRAME_SANDBOX) {
-        if (kiwi_frame_sandbox_parse (body, len, s->install_address, sizeof s->install_address, s->install_command,
-                                      sizeof s->install_command)
+        if (kiwi_frame_sandbox_parse (body, len, s->install_address, sizeof s->install_address, &s->install_since_ms,
+                                      s->install_command, sizeof s->install_command)
             < 0)
             kiwi_warn ("task %s: an unreadable sandbox frame from the task process", s->task_id);
         else if (s->install_address[0])
@@ -201,13 +201,16 @@ on_frame (int type, const char *body, size_t len, void *ud)
     }
 }
 
-/* The running task whose Phase A sandbox has `address`, or NULL. */
+/* The running task whose Phase A sandbox had `address` at at_ms (ms since
+ * the epoch), or NULL: an earlier line or packet from that address was
+ * another container's (kiwi_egress_window). */
 static kiwi__daemon_slot *
-install_slot (kiwi__daemon *d, const char *address)
+install_slot (kiwi__daemon *d, const char *address, int64_t at_ms)
 {
     for (int i = 0; i < d->slots.n; i++) {
         kiwi__daemon_slot *s = &d->slots.list[i];
-        if (s->state == KIWI__SLOT_RUNNING && s->install_address[0] != '\0' && strcmp (s->install_address, address) == 0)
+        if (s->state == KIWI__SLOT_RUNNING && s->install_address[0] != '\0' && strcmp (s->install_address, address) == 0
+            && kiwi_egress_in_window (at_ms, (kiwi_egress_window) { .since_ms = s->install_since_ms }))
             return s;
     }
     return NULL;
@@ -240,7 +243,7 @@ void
 kiwi__slots_on_egress_denied (const kiwi_proxy_log_entry *e, const char *rule, void *userdata)
 {
     kiwi__daemon *d = userdata;
-    kiwi__daemon_slot *s = e->client ? install_slot (d, e->client) : NULL;
+    kiwi__daemon_slot *s = e->client ? install_slot (d, e->client, kiwi_egress_entry_ms (e)) : NULL;
     if (s != NULL)
         tell_denial (d, s, kiwi_egress_denial_json (e, rule, d->cfg->install_egress), e->host);
 }
@@ -249,7 +252,7 @@ void
 kiwi__slots_on_firewall_denied (const kiwi_nflog_packet *p, void *userdata)
 {
     kiwi__daemon *d = userdata;
-    kiwi__daemon_slot *s = install_slot (d, p->src);
+    kiwi__daemon_slot *s = install_slot (d, p->src, p->at_ms);
     if (s == NULL) {
         kiwi_debug ("egress rules: rejected %s %s:%d from %s (no running install of ours)", p->protocol, p->dst,
                     p->port, p->src);

@@ -146,7 +146,7 @@ int kiwi_proxy_alive (const kiwi_worker_config *cfg, pid_t *pid, kiwi_error_t *e
  * holds a space or a control byte, and a line is one request however its
  * SNI or URL was made. */
 typedef struct kiwi_proxy_log_entry {
-    double time;          /* seconds since the epoch */
+    double time;          /* when the request began (Squid's %tS), seconds since the epoch */
     const char *client;   /* the sandbox's address */
     int local_port;       /* the explicit proxy's port, or 80/443 for a redirected connection */
     const char *squid_status; /* TCP_MISS, TCP_TUNNEL, TCP_DENIED, NONE_NONE, ... */

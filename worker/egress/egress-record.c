@@ -74,7 +74,7 @@ kiwi_egress_denial_json (const kiwi_proxy_log_entry *e, const char *rule, const 
     kiwi_egress_allow_with (e, rule, setting, allow, sizeof allow);
     json_t *d = json_pack ("{s:s,s:i,s:s?,s:s,s:s,s:s,s:s,s:I}", "host", e->host, "port", e->port, "sni", e->sni,
                            "protocol", protocol, "via", via, "rule", rule ? rule : "denied", "allow_with", allow,
-                           "attempted_at", (json_int_t) (e->time * 1000.0 + 0.5));
+                           "attempted_at", (json_int_t) kiwi_egress_entry_ms (e));
     /* a refused write names its method; a refused host stays as it was */
     if (d != NULL && rule != NULL && strcmp (rule, KIWI_PROXY_RULE_METHOD) == 0
         && json_object_set_new (d, "method", json_string (e->method)) < 0) {
@@ -128,6 +128,18 @@ kiwi_egress_log_mark (const char *log_path)
     return pos;
 }
 
+bool
+kiwi_egress_in_window (int64_t at_ms, kiwi_egress_window w)
+{
+    return (w.since_ms <= 0 || at_ms >= w.since_ms - KIWI_EGRESS_CLOCK_SLACK_MS) && (w.until_ms <= 0 || at_ms <= w.until_ms);
+}
+
+int64_t
+kiwi_egress_entry_ms (const kiwi_proxy_log_entry *e)
+{
+    return (int64_t) (e->time * 1000.0 + 0.5);
+}
+
 /* Until the log has kept its length for 100 ms, at most 1 s. */
 static void
 wait_quiet (const char *log_path)
@@ -156,9 +168,11 @@ open_log (const char *path, kiwi_egress_log_pos pos, bool *same)
     return f;
 }
 
-/* The lines of f from its position on whose client is `client`, into rec. */
+/* The lines of f from its position on whose client is `client` and whose
+ * time is in `window`, into rec. */
 static void
-read_lines (FILE *f, const char *client, const char *setting, bool read_only, kiwi_egress_record *rec)
+read_lines (FILE *f, const char *client, kiwi_egress_window window, const char *setting, bool read_only,
+            kiwi_egress_record *rec)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -169,7 +183,8 @@ read_lines (FILE *f, const char *client, const char *setting, bool read_only, ki
         kiwi_proxy_log_entry e;
         const char *rule;
         kiwi_egress_line kind = kiwi_egress_line_sort (line, read_only, &e, &rule);
-        if (kind == KIWI_EGRESS_LINE_NONE || e.client == NULL || strcmp (e.client, client) != 0)
+        if (kind == KIWI_EGRESS_LINE_NONE || e.client == NULL || strcmp (e.client, client) != 0
+            || !kiwi_egress_in_window (kiwi_egress_entry_ms (&e), window))
             continue;
         if (kind == KIWI_EGRESS_LINE_DENIED) {
             rec->denials++;
@@ -185,8 +200,9 @@ read_lines (FILE *f, const char *client, const char *setting, bool read_only, ki
 }
 
 int
-kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client, const char *setting,
-                         bool read_only, kiwi_egress_record *rec, kiwi_error_t *err)
+kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client,
+                         kiwi_egress_window window, const char *setting, bool read_only, kiwi_egress_record *rec,
+                         kiwi_error_t *err)
 {
     memset (rec, 0, sizeof *rec);
     rec->hosts = json_object ();
@@ -212,7 +228,7 @@ kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const c
         FILE *o = snprintf (old, sizeof old, "%s.0", log_path) < (int) sizeof old ? open_log (old, from, &old_same)
                                                                                  : NULL;
         if (o != NULL && old_same && fseeko (o, (off_t) from.offset, SEEK_SET) == 0)
-            read_lines (o, client, setting, read_only, rec);
+            read_lines (o, client, window, setting, read_only, rec);
         else
             rec->incomplete = true;
         if (o != NULL)
@@ -226,7 +242,7 @@ kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const c
         kiwi_egress_record_clear (rec);
         return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
     }
-    read_lines (f, client, setting, read_only, rec);
+    read_lines (f, client, window, setting, read_only, rec);
     fclose (f);
     return 0;
 }

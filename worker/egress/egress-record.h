@@ -77,14 +77,40 @@ typedef struct kiwi_egress_record {
     bool incomplete;   /* the log was rotated twice since the mark: its start is gone */
 } kiwi_egress_record;
 
-/* The lines from `from` on whose client is `client`: the rest of the
- * marked file (in <log>.0 when the log was rotated since) and the log
- * written after it. Waits (up to 1 s) for the log to stop growing first:
+/* When one sandbox had its address. Docker gives a stopped container's
+ * address to the next one it starts on the bridge (the worker's own
+ * egress probe, another task's install), so a line is a sandbox's only
+ * when its client is the sandbox's address and its request began (Squid's
+ * %tS, the log's first field) at or after since_ms, less
+ * KIWI_EGRESS_CLOCK_SLACK_MS, and at or before until_ms. since_ms is
+ * taken once the sandbox runs and before its command starts (any earlier
+ * line from that address was another container's); until_ms once it is
+ * gone. 0 leaves that end open. */
+typedef struct kiwi_egress_window {
+    int64_t since_ms, until_ms;
+} kiwi_egress_window;
+
+/* Squid stamps a request with the time of its event loop's last turn, a
+ * little before the request arrived: this much earlier still counts. A
+ * stopped container's address goes to a new one only after that one is
+ * created, started and given its files, seconds later. */
+#define KIWI_EGRESS_CLOCK_SLACK_MS 100
+
+/* Whether a line or packet of time at_ms (ms since the epoch) falls in w. */
+bool kiwi_egress_in_window (int64_t at_ms, kiwi_egress_window w);
+
+/* An entry's time (its request's start) in ms since the epoch. */
+int64_t kiwi_egress_entry_ms (const kiwi_proxy_log_entry *e);
+
+/* The lines from `from` on whose client is `client` and whose time is in
+ * `window`: the rest of the marked file (in <log>.0 when the log was
+ * rotated since) and the log written after it. Waits (up to 1 s) for the log to stop growing first:
  * Squid writes a tunnel's line when it closes, a moment after the
  * install's process ended. An error when the log cannot be read (a
  * missing log is an empty record). */
-int kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client, const char *setting,
-                             bool read_only, kiwi_egress_record *rec, kiwi_error_t *err);
+int kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client,
+                             kiwi_egress_window window, const char *setting, bool read_only, kiwi_egress_record *rec,
+                             kiwi_error_t *err);
 void kiwi_egress_record_clear (kiwi_egress_record *rec);
 
 #endif

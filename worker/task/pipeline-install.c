@@ -42,6 +42,7 @@ typedef struct install_run {
     kiwi__pipeline_install_ctx *c;
     const char *command;
     char address[46];
+    kiwi_egress_window window; /* when the sandbox had that address: from its start to its end */
     json_t *denials; /* --once: the rules' and the proxy's denials to tell (tell_once_denials) */
 } install_run;
 
@@ -53,8 +54,10 @@ install_started (const char *address, void *ud)
 {
     install_run *run = ud;
     snprintf (run->address, sizeof run->address, "%s", address);
+    /* it runs, its command not yet: from here on its address is its own */
+    run->window.since_ms = kiwi_wall_ms ();
     if (address[0] != '\0')
-        kiwi_events_sandbox (run->c->p->events, address, run->command);
+        kiwi_events_sandbox (run->c->p->events, address, run->window.since_ms, run->command);
 }
 
 /* kiwi_nflog_read's callback (--once): a rejected packet of this install's
@@ -63,7 +66,8 @@ static void
 firewall_denied (const kiwi_nflog_packet *pk, void *ud)
 {
     install_run *run = ud;
-    if (strcmp (pk->src, run->address) != 0 || json_array_size (run->denials) >= KIWI_ONCE_DENIALS_TOLD_MAX)
+    if (strcmp (pk->src, run->address) != 0 || !kiwi_egress_in_window (pk->at_ms, run->window)
+        || json_array_size (run->denials) >= KIWI_ONCE_DENIALS_TOLD_MAX)
         return;
     json_array_append_new (run->denials, kiwi_nflog_denial_json (pk));
 }
@@ -160,7 +164,7 @@ record_egress (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_
         return;
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    if (kiwi_egress_record_read (c->egress_log, offset, run->address, c->p->cfg->install_egress,
+    if (kiwi_egress_record_read (c->egress_log, offset, run->address, run->window, c->p->cfg->install_egress,
                                  kiwi_private_registries_declared (c->p->cfg), &rec, &err) < 0) {
         json_object_set_new (ev, "egress", json_pack ("{s:s}", "error", kiwi_error_msg (err)));
         kiwi_error_free (&err);
@@ -392,8 +396,10 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         req.userdata = &run;
     }
     int prc = kiwi_phase_install (c->sb, c->pc, &req, r, err);
+    /* the sandbox is gone: its address may be another's from now on */
+    run.window.until_ms = kiwi_wall_ms ();
     if (run.address[0] != '\0')
-        kiwi_events_sandbox (p->events, NULL, NULL);
+        kiwi_events_sandbox (p->events, NULL, 0, NULL);
     if (prc < 0) {
         json_decref (run.denials);
         rm_rf (tmpdir);

@@ -22,6 +22,8 @@
 
 #define A "198.18.139.66"
 #define B "198.18.139.67"
+/* no bound on when the lines were written */
+#define OPEN ((kiwi_egress_window) { 0 })
 
 static const char *log_lines[] = {
     /* before the offset: another install's */
@@ -178,7 +180,7 @@ test_record (void **state)
 
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, offset, A, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, offset, A, OPEN, "registries", false, &rec, &err), 0);
     /* the plain GET and the tunnel (its peek not counted twice) */
     assert_int_equal (rec.requests, 2);
     assert_int_equal (rec.bytes, 1690 + 3473);
@@ -194,7 +196,7 @@ test_record (void **state)
     assert_string_equal (str (json_array_get (rec.denied, 1), "host"), "198.18.139.201");
     kiwi_egress_record_clear (&rec);
 
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, OPEN, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     assert_int_equal (rec.requests, 0);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "b-only.kiwi.test");
@@ -204,10 +206,73 @@ test_record (void **state)
     unlink (path);
     assert_int_equal (kiwi_egress_log_mark (path).offset, 0);
     assert_int_equal (kiwi_egress_log_mark (path).ino, 0);
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, OPEN, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.requests + rec.denials, 0);
     assert_int_equal (json_object_size (rec.hosts), 0);
     kiwi_egress_record_clear (&rec);
+}
+
+/* The lines of A in the window [since_ms, until_ms] (0: open). */
+static void
+read_window (const char *path, int64_t since_ms, int64_t until_ms, kiwi_egress_record *rec)
+{
+    kiwi_error_t err = NULL;
+    kiwi_egress_window w = { .since_ms = since_ms, .until_ms = until_ms };
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, w, "registries", false, rec, &err), 0);
+}
+
+/* An address is a sandbox's only while it runs: Docker gives a stopped
+ * container's to the next it starts (the worker's egress probe ran from
+ * the address the install then got, and its denial was put down to that
+ * install). Lines from the address that began before the sandbox started,
+ * or after it ended, are not counted; Squid's clock may stamp a line up to
+ * KIWI_EGRESS_CLOCK_SLACK_MS early. */
+static void
+test_record_window (void **state)
+{
+    (void) state;
+    char path[] = "/tmp/kiwi-egress-record-XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    FILE *f = fdopen (fd, "w");
+    for (size_t i = 0; i < sizeof log_lines / sizeof *log_lines; i++)
+        fputs (log_lines[i], f);
+    fclose (f);
+
+    /* A's lines: the GET at .014.426, the tunnel at .016.685 (before the
+     * start), denials at .018.335 and .020.105 (in), a 409 at .020.878 and
+     * a refused TLS hello at .021.773 (after the end) */
+    kiwi_egress_record rec;
+    read_window (path, 1796168018000, 1796168020500, &rec);
+    assert_int_equal (rec.requests, 0);
+    assert_int_equal (json_object_size (rec.hosts), 0);
+    assert_int_equal (rec.denials, 2);
+    assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "other.kiwi.test");
+    assert_string_equal (str (json_array_get (rec.denied, 1), "host"), "198.18.139.201");
+    kiwi_egress_record_clear (&rec);
+
+    /* the slack: 65 ms early counts, 101 ms early does not */
+    read_window (path, 1796168018400, 1796168018400, &rec);
+    assert_int_equal (rec.denials, 1);
+    assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "other.kiwi.test");
+    kiwi_egress_record_clear (&rec);
+    read_window (path, 1796168018400, 0, &rec);
+    assert_int_equal (rec.denials, 4);
+    kiwi_egress_record_clear (&rec);
+    read_window (path, 1796168018436, 0, &rec);
+    assert_int_equal (rec.denials, 3);
+    assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "198.18.139.201");
+    kiwi_egress_record_clear (&rec);
+    unlink (path);
+
+    assert_true (kiwi_egress_in_window (5, (kiwi_egress_window) { 0 }));
+    assert_true (kiwi_egress_in_window (1000, (kiwi_egress_window) { .since_ms = 1000, .until_ms = 1000 }));
+    assert_true (kiwi_egress_in_window (1000 - KIWI_EGRESS_CLOCK_SLACK_MS, (kiwi_egress_window) { .since_ms = 1000 }));
+    assert_false (kiwi_egress_in_window (999 - KIWI_EGRESS_CLOCK_SLACK_MS, (kiwi_egress_window) { .since_ms = 1000 }));
+    assert_false (kiwi_egress_in_window (1001, (kiwi_egress_window) { .since_ms = 1000, .until_ms = 1000 }));
+    /* the time an entry carries, in ms, rounded */
+    kiwi_proxy_log_entry e = { .time = 1796168018.3349 };
+    assert_int_equal (kiwi_egress_entry_ms (&e), 1796168018335);
 }
 
 /* Writes `text` to path (replacing it). */
@@ -243,7 +308,7 @@ test_record_rotated (void **state)
 
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, OPEN, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "other.kiwi.test");
     assert_int_equal (rec.requests, 1);
@@ -253,7 +318,7 @@ test_record_rotated (void **state)
     /* rotated again: the marked file is gone */
     assert_int_equal (rename (path, old), 0);
     write_file (path, log_lines[6]);
-    assert_int_equal (kiwi_egress_record_read (path, mark, A, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, OPEN, "registries", false, &rec, &err), 0);
     assert_true (rec.incomplete);
     assert_int_equal (rec.denials, 1);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "198.18.139.201");
@@ -280,7 +345,7 @@ test_record_forged_sni (void **state)
                       "terminate%0A%1B%5B31mred 198.18.139.201:443 0 0 - terminate redirected\n");
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, OPEN, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     json_t *d = json_array_get (rec.denied, 0);
     const char *sni = str (d, "sni");
@@ -291,7 +356,7 @@ test_record_forged_sni (void **state)
     assert_non_null (strstr (sni, "%1B[31mred"));
     assert_string_equal (str (d, "via"), "redirected");
     kiwi_egress_record_clear (&rec);
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, OPEN, "registries", false, &rec, &err), 0);
     assert_int_equal (rec.denials + rec.requests, 0);
     kiwi_egress_record_clear (&rec);
     unlink (path);
@@ -300,6 +365,7 @@ test_record_forged_sni (void **state)
 typedef struct {
     int frames;
     char address[46], command[1024];
+    int64_t since;
     int rc;
 } seen;
 
@@ -309,7 +375,8 @@ on_frame (int type, const char *body, size_t len, void *ud)
     seen *s = ud;
     assert_int_equal (type, KIWI_FRAME_SANDBOX);
     s->frames++;
-    s->rc = kiwi_frame_sandbox_parse (body, len, s->address, sizeof s->address, s->command, sizeof s->command);
+    s->rc = kiwi_frame_sandbox_parse (body, len, s->address, sizeof s->address, &s->since, s->command,
+                                      sizeof s->command);
 }
 
 static void
@@ -320,8 +387,8 @@ test_sandbox_frame (void **state)
     assert_int_equal (pipe (p), 0);
     kiwi_events ev;
     kiwi_events_pipe_init (&ev, p[1], "t1", "w1");
-    kiwi_events_sandbox (&ev, "172.30.0.5", "npm ci --no-audit --no-fund");
-    kiwi_events_sandbox (&ev, NULL, NULL);
+    kiwi_events_sandbox (&ev, "172.30.0.5", 1796168016600, "npm ci --no-audit --no-fund");
+    kiwi_events_sandbox (&ev, NULL, 0, NULL);
     close (p[1]);
     char buf[4096];
     ssize_t n = read (p[0], buf, sizeof buf);
@@ -331,34 +398,47 @@ test_sandbox_frame (void **state)
     kiwi_frame_reader r = { 0 };
     seen s = { 0 };
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_frame_feed (&r, buf, 5 + strlen ("172.30.0.5\nnpm ci --no-audit --no-fund"), on_frame, &s,
-                                       &err),
-                      0);
+    const char *first = "172.30.0.5\n1796168016600\nnpm ci --no-audit --no-fund";
+    assert_int_equal (kiwi_frame_feed (&r, buf, 5 + strlen (first), on_frame, &s, &err), 0);
     assert_int_equal (s.frames, 1);
     assert_int_equal (s.rc, 0);
     assert_string_equal (s.address, "172.30.0.5");
+    assert_int_equal (s.since, 1796168016600);
     assert_string_equal (s.command, "npm ci --no-audit --no-fund");
-    size_t off = 5 + strlen ("172.30.0.5\nnpm ci --no-audit --no-fund");
+    size_t off = 5 + strlen (first);
     for (size_t i = off; i < (size_t) n; i++)
         assert_int_equal (kiwi_frame_feed (&r, buf + i, 1, on_frame, &s, &err), 0);
     assert_int_equal (s.frames, 2);
     assert_string_equal (s.address, "");
+    assert_int_equal (s.since, 0);
     assert_string_equal (s.command, "");
     kiwi_frame_reader_clear (&r);
 
-    /* not one: no newline, an address longer than an address */
+    /* not one: no newline, an address longer than an address, no start,
+     * a start that is not a positive number */
     char a[46], c[16];
-    assert_int_equal (kiwi_frame_sandbox_parse ("172.30.0.5", 10, a, sizeof a, c, sizeof c), -1);
+    int64_t since;
+    assert_int_equal (kiwi_frame_sandbox_parse ("172.30.0.5", 10, a, sizeof a, &since, c, sizeof c), -1);
     char longaddr[80];
     memset (longaddr, '1', sizeof longaddr);
     longaddr[60] = '\n';
-    assert_int_equal (kiwi_frame_sandbox_parse (longaddr, sizeof longaddr, a, sizeof a, c, sizeof c), -1);
+    longaddr[70] = '\n';
+    assert_int_equal (kiwi_frame_sandbox_parse (longaddr, sizeof longaddr, a, sizeof a, &since, c, sizeof c), -1);
+    static const char *const bad[] = { "1.2.3.4\nnpm ci", "1.2.3.4\n\nnpm ci", "1.2.3.4\n12x\nnpm ci",
+                                       "1.2.3.4\n-5\nnpm ci", "1.2.3.4\n0\nnpm ci",
+                                       "1.2.3.4\n99999999999999999999999\nnpm ci" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal (kiwi_frame_sandbox_parse (bad[i], strlen (bad[i]), a, sizeof a, &since, c, sizeof c), -1);
+        assert_string_equal (a, "");
+    }
     /* a long command is cut to what the buffer holds */
-    assert_int_equal (kiwi_frame_sandbox_parse ("1.2.3.4\nabcdefghijklmnopqrstuvwxyz", 34, a, sizeof a, c, sizeof c), 0);
+    const char *cut = "1.2.3.4\n17\nabcdefghijklmnopqrstuvwxyz";
+    assert_int_equal (kiwi_frame_sandbox_parse (cut, strlen (cut), a, sizeof a, &since, c, sizeof c), 0);
     assert_string_equal (c, "abcdefghijklmno");
+    assert_int_equal (since, 17);
     /* a sink that does not listen (kiwi-worker --once): nothing happens */
     kiwi_events_jsonl_init (&ev, stdout, "t1", "w1");
-    kiwi_events_sandbox (&ev, "172.30.0.5", "npm ci");
+    kiwi_events_sandbox (&ev, "172.30.0.5", 1, "npm ci");
 }
 
 int
@@ -368,6 +448,7 @@ main (void)
         cmocka_unit_test (test_sort_and_denial),
         cmocka_unit_test (test_refused_method),
         cmocka_unit_test (test_record),
+        cmocka_unit_test (test_record_window),
         cmocka_unit_test (test_record_rotated),
         cmocka_unit_test (test_record_forged_sni),
         cmocka_unit_test (test_sandbox_frame),
