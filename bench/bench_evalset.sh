@@ -10,7 +10,7 @@
 #
 # Usage: bench/bench_evalset.sh (--seat | --answers DIR) [--only ID,ID...]
 #                               [--out DIR] [--worker PATH] [--rounds N]
-#                               [--grade-runner docker|host]
+#                               [--grade-runner docker|host] [--agents two|one]
 #        bench/bench_evalset.sh --out DIR --report
 #   --seat          a person answers: for each bug the requests appear in
 #                   OUT/<id>/seat/NNNN-request.txt and wait for
@@ -29,6 +29,9 @@
 #   --grade-runner  where the checks run: docker (the default: the result's
 #                   diff is the model's and is run only in a sandbox image
 #                   with no network) or host (for your own answers only)
+#   --agents        the session's KIWI_SESSION_AGENTS: two (the default: an
+#                   Architect plans, the Implementer acts) or one (the
+#                   Implementer alone)
 #   --report        runs nothing: the report of DIR's runs
 #
 # The repositories are served by git daemon on loopback (git://); the bugs
@@ -42,7 +45,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SET="$HERE/evalset"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-MODE="" ANSWERS="" ONLY="" OUT="" ROUNDS=4 REPORT=0 RUNNER=docker
+MODE="" ANSWERS="" ONLY="" OUT="" ROUNDS=4 REPORT=0 RUNNER=docker AGENTS=two
 while [ $# -gt 0 ]; do
   case "$1" in
     --seat) MODE=seat; shift ;;
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
     --worker) WORKER=${2:?--worker needs a path}; shift 2 ;;
     --rounds) ROUNDS=${2:?--rounds needs a number}; shift 2 ;;
     --grade-runner) RUNNER=${2:?--grade-runner needs docker or host}; shift 2 ;;
+    --agents) AGENTS=${2:?--agents needs two or one}; shift 2 ;;
     --report) REPORT=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_evalset: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -67,6 +71,7 @@ fi
 [ -x "$WORKER" ] || { echo "bench_evalset: $WORKER is not built (cmake --build build --target kiwi-worker)" >&2; exit 2; }
 case "$ROUNDS" in '' | *[!0-9]* | 0) echo "bench_evalset: --rounds must be a positive number" >&2; exit 2 ;; esac
 case "$RUNNER" in docker | host) ;; *) echo "bench_evalset: --grade-runner is docker or host" >&2; exit 2 ;; esac
+case "$AGENTS" in two | one) ;; *) echo "bench_evalset: --agents is two or one" >&2; exit 2 ;; esac
 
 ids=()
 for d in "$SET"/*/bug.json; do
@@ -96,7 +101,7 @@ git daemon --reuseaddr --base-path="$TMP/git" --export-all --listen=127.0.0.1 --
 PIDS+=($!)
 for _ in $(seq 1 50); do git ls-remote "git://127.0.0.1:$gport/${ids[0]}.git" >/dev/null 2>&1 && break; sleep 0.1; done
 dead_port=$(free_port) # Redis nobody answers: an empty cache
-log "worker: $WORKER; ${#ids[@]} bugs; answers: ${ANSWERS:-the seat (you)}"
+log "worker: $WORKER; ${#ids[@]} bugs; agents: $AGENTS; answers: ${ANSWERS:-the seat (you)}"
 
 for id in "${ids[@]}"; do
   run="$OUT/$id"
@@ -133,7 +138,10 @@ PY
   fi
   start=$(date +%s%3N)
   set +e
-  env -u KIWI_STORE_URL KIWI_EGRESS_APPLY=false KIWI_ONCE_EGRESS_UNCHECKED=true \
+  # only when asked: an older worker (--worker) refuses a variable it does not know
+  agents_env=()
+  [ "$AGENTS" = two ] || agents_env=(KIWI_SESSION_AGENTS="$AGENTS")
+  env -u KIWI_STORE_URL KIWI_EGRESS_APPLY=false KIWI_ONCE_EGRESS_UNCHECKED=true "${agents_env[@]}" \
     KIWI_STATE_DIR="$run/state" KIWI_WORKER_ID="evalset-$$-$id" \
     KIWI_REDIS_HOST=127.0.0.1 KIWI_REDIS_PORT="$dead_port" KIWI_TASK_TIMEOUT=7200 \
     KIWI_REPO_SCHEMES=https,ssh,git KIWI_IMAGE_REGISTRIES=none KIWI_MODEL_BASE_URLS="http://127.0.0.1:$port/" \

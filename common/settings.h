@@ -157,6 +157,7 @@ typedef struct kiwi_settings {
     /* task limits (defaults for tasks that do not set them) */
     int64_t task_timeout_s, max_disk_mb, max_rounds, session_budget_tokens, memory_mb, pids, cpus;
     /* model */
+    char *session_agents;   /* "two" (Architect and Implementer) or "one" */
     char *model_provider;
     char *model_name;
     char *model_base_url;

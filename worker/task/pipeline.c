@@ -456,6 +456,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .install_outcome = ic.install_outcome[0] ? ic.install_outcome : NULL,
         .model = model,
         .model_name = model_name,
+        .one_agent = cfg->session_agents != NULL && strcmp (cfg->session_agents, "one") == 0,
         .deadline_ms = deadline_ms,
         .events = p->events,
         .stop = p->stop,

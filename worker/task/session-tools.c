@@ -246,7 +246,8 @@ static const struct {
     { "run_tests",
       "End the round: the task's test command runs on the workspace in a fresh sandbox (no network). If it passes, "
       "and passes again on the task's commit plus the diff of your changes, the task is fixed. If it fails, its "
-      "output reaches you at the start of the next round with the Architect's new plan, when rounds are left. Tool "
+      "output reaches you at the start of the next round (with the Architect's new plan, when there is one), when "
+      "rounds are left. Tool "
       "calls after it in the same answer are not run.",
       "{\"type\":\"object\",\"properties\":{},\"required\":[]}", tool_run_tests, false },
     { "give_up",

@@ -55,19 +55,32 @@ static const char architect_system[]
       "last round's failing output: do not propose a plan that already failed; say what was wrong with it.";
 
 
+/* How a round works, as both the Implementer's prompts say it; `next` is
+ * what the next round brings. */
+#define ROUND_RULES(next)                                                                                         \
+    "How a round works: you may make at most " STR (KIWI__SESSION_CALLS_PER_ROUND) " tool calls in a round, "     \
+    "and every batch of tool results ends with a status line: the round (round k of N), the tool calls left "     \
+    "in it, and the budget and time left. The round ends when you call run_tests, when you answer without "       \
+    "calling a tool, or when its tool calls are used up; each way, the test command then runs on the "           \
+    "workspace in a fresh sandbox. If the tests pass there and on the task's commit plus the diff of your "       \
+    "changes, the task is fixed and ends. If they fail and rounds are left, the next round starts: " next ". "    \
+    "After the last round, the task ends unfixed. The sandbox of `run` lasts for one round. If the task cannot "  \
+    "be done (the environment is broken, the test itself is wrong, or you find no fix), call give_up with the "   \
+    "kind and the reason rather than spend the remaining rounds."
+
 static const char implementer_system[]
     = "You are the Implementer in Kiwi. Follow the Architect's plan using the tools. Paths are relative to the "
       "repository root. Make the smallest change that makes the tests pass; do not weaken or delete tests.\n"
-      "How a round works: you may make at most " STR (KIWI__SESSION_CALLS_PER_ROUND) " tool calls in a round, "
-      "and every batch of tool results ends with a status line: the round (round k of N), the tool calls left "
-      "in it, and the budget and time left. The round ends when you call run_tests, when you answer without "
-      "calling a tool, or when its tool calls are used up; each way, the test command then runs on the "
-      "workspace in a fresh sandbox. If the tests pass there and on the task's commit plus the diff of your "
-      "changes, the task is fixed and ends. If they fail and rounds are left, the next round starts: the "
-      "Architect writes a new plan, and you get the failing output and that plan in this conversation. After "
-      "the last round, the task ends unfixed. The sandbox of `run` lasts for one round. If the task cannot be "
-      "done (the environment is broken, the test itself is wrong, or you find no fix), call give_up with the "
-      "kind and the reason rather than spend the remaining rounds.";
+      ROUND_RULES ("the Architect writes a new plan, and you get the failing output and that plan in this "
+                   "conversation");
+
+/* One agent (KIWI_SESSION_AGENTS=one): no Architect; the one model reads,
+ * plans and edits, the same tools, the same rounds. */
+static const char solo_system[]
+    = "You are the engineer in Kiwi, a system that fixes code so that a repository's tests pass. Read the failing "
+      "output and the code, find the cause, and fix it with the tools. Paths are relative to the repository root. "
+      "Make the smallest change that makes the tests pass; do not weaken or delete tests.\n"
+      ROUND_RULES ("you get the failing output in this conversation");
 
 int64_t
 kiwi__session_remaining_ms (const kiwi__session *s)
@@ -299,8 +312,8 @@ tool_loop (kiwi__session *s, const role *r, kiwi_model_conversation *conv, int r
 static round_end
 implement (kiwi__session *s, kiwi_model_conversation *conv, int round, int max_rounds, kiwi_error_t *err)
 {
-    role r = { "implementer", implementer_system, s->tools, KIWI__SESSION_N_TOOLS, KIWI__SESSION_CALLS_PER_ROUND,
-               false };
+    role r = { "implementer", s->env->one_agent ? solo_system : implementer_system, s->tools, KIWI__SESSION_N_TOOLS,
+               KIWI__SESSION_CALLS_PER_ROUND, false };
     free (s->impl_said);
     s->impl_said = NULL;
     size_t first = s->actions.n;
@@ -480,7 +493,7 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         char *plan = NULL;
         bool spent = false;
         kiwi_error_t e = NULL;
-        if (architect (&s, round, &plan, &e, &spent) < 0) {
+        if (!env->one_agent && architect (&s, round, &plan, &e, &spent) < 0) {
             char reason[1024];
             snprintf (reason, sizeof reason, "model provider failed (architect, round %d): %s", round,
                       kiwi_error_msg (e));
@@ -497,12 +510,19 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         }
         /* the Implementer continues one conversation across rounds */
         char *msg = NULL;
+        /* the Architect's plan closes the message; one agent plans itself */
+        cleanup_free char *plan_part = NULL;
+        if (asprintf (&plan_part, "%s%s", plan ? (round == 1 ? "\n\nThe Architect's plan:\n" : "\n\nThe Architect's new plan:\n") : "",
+                      plan ? plan : "")
+            < 0)
+            plan_part = NULL;
         if (round == 1) {
             cleanup_free char *t = kiwi_failout_fit (env->step0_output, 8000);
             if (asprintf (&msg,
                           "Round 1 of %d.\nTask: %s\nTest command: %s\n\nThe test command failed before any "
-                          "change (exit status %d). Its output (tail):\n%s\n\nThe Architect's plan:\n%s",
-                          max_rounds, task->goal, task->test_command, env->step0_exit, t ? t : "", plan)
+                          "change (exit status %d). Its output (tail):\n%s%s",
+                          max_rounds, task->goal, task->test_command, env->step0_exit, t ? t : "",
+                          plan_part ? plan_part : "")
                 < 0)
                 msg = NULL;
         } else {
@@ -510,14 +530,13 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
             if (s.not_carried != NULL) {
                 if (asprintf (&msg,
                               "Round %d of %d. Not fixed yet: %s. Put the change in files the diff carries. The run "
-                              "on the ref plus your diff exited with status %d:\n%s\n\nThe Architect's new plan:\n%s",
-                              round, max_rounds, s.not_carried, s.last_verify.exit_code, t ? t : "", plan)
+                              "on the ref plus your diff exited with status %d:\n%s%s",
+                              round, max_rounds, s.not_carried, s.last_verify.exit_code, t ? t : "",
+                              plan_part ? plan_part : "")
                     < 0)
                     msg = NULL;
-            } else if (asprintf (&msg,
-                                 "Round %d of %d. The tests still fail (exit status %d):\n%s\n\nThe Architect's "
-                                 "new plan:\n%s",
-                                 round, max_rounds, s.last_verify.exit_code, t ? t : "", plan)
+            } else if (asprintf (&msg, "Round %d of %d. The tests still fail (exit status %d):\n%s%s", round,
+                                 max_rounds, s.last_verify.exit_code, t ? t : "", plan_part ? plan_part : "")
                        < 0)
                 msg = NULL;
         }
@@ -538,9 +557,9 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         /* after tool results, the text joins that user turn: turns alternate */
         kiwi_model_message *last = kiwi_model_conv_last (&conv);
         if (last != NULL && last->role == KIWI_MODEL_ROLE_USER)
-            kiwi_model_message_add_text (last, msg ? msg : plan, &e);
+            kiwi_model_message_add_text (last, msg ? msg : plan ? plan : "(no message)", &e);
         else
-            kiwi_model_conv_add_user_text (&conv, msg ? msg : plan, &e);
+            kiwi_model_conv_add_user_text (&conv, msg ? msg : plan ? plan : "(no message)", &e);
         kiwi_error_free (&e);
         free (msg);
         round_end how = implement (&s, &conv, round, max_rounds, &e);

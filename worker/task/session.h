@@ -21,6 +21,7 @@
 #ifndef KIWI_WORKER_SESSION_H
 #define KIWI_WORKER_SESSION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "worker/events.h"
@@ -52,6 +53,7 @@ typedef struct kiwi_session_env {
     const char *install_outcome;      /* how Phase A ended, and in how long */
     kiwi_model_client *model;
     const char *model_name;
+    bool one_agent;                   /* KIWI_SESSION_AGENTS=one: no Architect, the Implementer plans itself */
     int64_t deadline_ms;              /* kiwi_mono_ms when the task's time is up */
     kiwi_events *events;
     volatile int *stop;               /* set by SIGTERM: end now */

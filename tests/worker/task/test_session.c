@@ -160,6 +160,9 @@ typedef struct {
     char *commit;
 } outcome;
 
+/* KIWI_SESSION_AGENTS=one for the next session */
+static bool session_one_agent;
+
 /* The session for `script` on the js-sum repository (plus `extra`, a shell
  * fragment run in it before its commit). */
 static void
@@ -207,6 +210,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
         .install_outcome = "ok in 3.2 s",
         .model = model,
         .model_name = session_model,
+        .one_agent = session_one_agent,
         .deadline_ms = kiwi_mono_ms () + 600000,
         .events = &ev,
     };
@@ -654,6 +658,32 @@ test_architect_memory (void **state)
     outcome_clear (&o);
 }
 
+/* One agent (KIWI_SESSION_AGENTS=one): no Architect request; the one
+ * model's first message carries the failure and the map, no plan, and its
+ * system prompt has it plan for itself. */
+static void
+test_one_agent (void **state)
+{
+    outcome o;
+    session_one_agent = true;
+    run_session ("js-sum-one-agent", 4, 0, &o);
+    session_one_agent = false;
+    if (o.result.status != KIWI_RESULT_FIXED)
+        fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
+    assert_int_equal (o.result.rounds, 1);
+    assert_non_null (strstr (o.result.diff, "+  return a + b;"));
+    /* two requests: the script's expectations (the solo system prompt, the
+     * failure, no Architect's plan) held for each */
+    assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-one-agent"), 2);
+    json_t *r1 = round_event (o.events, 1);
+    assert_string_equal (json_string_value (json_object_get (r1, "plan")), "");
+    size_t i;
+    json_t *a;
+    json_array_foreach (json_object_get (r1, "actions"), i, a)
+        assert_null (strstr (json_string_value (a), "architect:"));
+    outcome_clear (&o);
+}
+
 /* What each request to the model weighs: bytes of the body per round and
  * role, for a two-round task (printed; docs/session.md quotes them). */
 static void
@@ -975,7 +1005,7 @@ main (void)
         cmocka_unit_test (test_architect_memory),       cmocka_unit_test (test_request_sizes),
         cmocka_unit_test (test_seat),                   cmocka_unit_test (test_prompt_cache),
         cmocka_unit_test (test_failure_shown),          cmocka_unit_test (test_syntax_check),
-        cmocka_unit_test (test_evalset_replays),
+        cmocka_unit_test (test_evalset_replays),        cmocka_unit_test (test_one_agent),
     };
     if (getenv ("KIWI_TEST_FILTER") != NULL) /* one case, by name (a glob) */
         cmocka_set_test_filter (getenv ("KIWI_TEST_FILTER"));
