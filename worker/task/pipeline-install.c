@@ -478,9 +478,11 @@ kiwi__pipeline_install (void *ud, const kiwi_inspection *in, kiwi_install_result
     int rc = install_step (ud, in, r, snapshot, err);
     int64_t ms = kiwi_mono_ms () - t0;
     c->install_ms += ms;
-    if (rc == 0)
+    if (rc == 0) {
         snprintf (c->install_outcome, sizeof c->install_outcome, "%s in %.1f s%s%s",
                   kiwi_install_status_str (r->status), (double) ms / 1000.0, r->reason[0] ? ": " : "", r->reason);
+        snprintf (c->install_status, sizeof c->install_status, "%s", kiwi_install_status_str (r->status));
+    }
     kiwi_events_observe (c->p->events, KIWI_OBS_PHASE, "install", (double) ms / 1000.0);
     return rc;
 }

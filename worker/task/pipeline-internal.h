@@ -30,6 +30,7 @@ typedef struct kiwi__pipeline_install_ctx {
     int *hold; /* the lock holding the snapshot in force against the clean-up (gc.h), or -1 */
     int64_t install_ms; /* spent in kiwi__pipeline_install so far (step 0's own time is the rest) */
     char install_outcome[640]; /* how the last Phase A ended and in how long, for the session's models */
+    char install_status[16];   /* its kiwi_install_status_str, "" before any */
     kiwi_store *store; /* the shared snapshot store, or NULL */
     const char *egress_log; /* the egress proxy's access log, or NULL (KIWI_INSTALL_EGRESS=open) */
     kiwi_nflog *nflog;      /* --once: the rules' rejects from its bridge (nflog.h), or NULL */

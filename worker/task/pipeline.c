@@ -454,6 +454,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         .runtime_version = runtime_version[0] ? runtime_version : NULL,
         .install_command = plan.insp.install.display,
         .install_outcome = ic.install_outcome[0] ? ic.install_outcome : NULL,
+        .install_status = ic.install_status[0] ? ic.install_status : NULL,
         .model = model,
         .model_name = model_name,
         .one_agent = cfg->session_agents != NULL && strcmp (cfg->session_agents, "one") == 0,

@@ -193,27 +193,65 @@ file_line (const char *root, const char *path, bool named, size_t max_symbols, k
     kiwi_buf_append_str (line, "\n", NULL);
 }
 
+/* `word` in `output` as a whole name: not inside a longer identifier, nor
+ * after a dot (the tail of a longer dotted name). */
+static bool
+has_word (const char *output, const char *word)
+{
+    size_t wl = strlen (word);
+    for (const char *p = output; (p = strstr (p, word)) != NULL; p++) {
+        bool before = p == output || !(isalnum ((unsigned char) p[-1]) || p[-1] == '_' || p[-1] == '.');
+        bool after = !(isalnum ((unsigned char) p[wl]) || p[wl] == '_');
+        if (before && after)
+            return true;
+    }
+    return false;
+}
+
+/* A Python file named by its module: "billing/price.py" as "billing.price"
+ * (pytest's and logging's way, an ImportError's), or by any longer dotted
+ * tail of its path ("src/billing/price.py": "billing.price"); a package's
+ * __init__.py by the package. Two parts at least: a lone module name is
+ * too common a word. */
+static bool
+module_named_in (const char *output, const char *path)
+{
+    size_t l = strlen (path);
+    if (l < 4 || strcmp (path + l - 3, ".py") != 0 || l >= 512)
+        return false;
+    char mod[512];
+    memcpy (mod, path, l - 3);
+    mod[l - 3] = '\0';
+    size_t ml = strlen (mod);
+    if (ml >= 9 && strcmp (mod + ml - 9, "/__init__") == 0)
+        mod[ml - 9] = '\0';
+    for (char *p = mod; *p; p++) {
+        if (*p == '/')
+            *p = '.';
+        else if (!(isalnum ((unsigned char) *p) || *p == '_'))
+            return false; /* not a name Python imports */
+    }
+    /* each tail from a part on, while it has two parts */
+    for (const char *t = mod; t != NULL && strchr (t, '.') != NULL; t = strchr (t, '.'), t = t ? t + 1 : NULL)
+        if (has_word (output, t))
+            return true;
+    return false;
+}
+
 /* The output names `path`: the whole path, or its base name after a
- * separator (a traceback's absolute path, a Go test's file:line). */
+ * separator (a traceback's absolute path, a Go test's file:line), or for
+ * Python its dotted module. */
 static bool
 named_in (const char *output, const char *path)
 {
     if (output == NULL || *output == '\0' || strstr (path, " -> ") != NULL)
         return false;
-    if (strstr (output, path) != NULL)
+    if (strstr (output, path) != NULL || module_named_in (output, path))
         return true;
     const char *base = strrchr (path, '/');
     if (base == NULL || strlen (base + 1) < 5)
         return false;
-    base++;
-    size_t bl = strlen (base);
-    for (const char *p = output; (p = strstr (p, base)) != NULL; p++) {
-        bool before = p == output || !(isalnum ((unsigned char) p[-1]) || p[-1] == '_' || p[-1] == '.');
-        bool after = !(isalnum ((unsigned char) p[bl]) || p[bl] == '_');
-        if (before && after)
-            return true;
-    }
-    return false;
+    return has_word (output, base + 1);
 }
 
 static int

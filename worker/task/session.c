@@ -165,7 +165,17 @@ environment (const kiwi__session *s)
     kiwi_buf_appendf (&b, NULL, " %d s a command", KIWI__SESSION_RUN_TIMEOUT_S);
     if (e->deadline_ms > 0)
         kiwi_buf_appendf (&b, NULL, ", %lld s left for the task", (long long) (kiwi__session_remaining_ms (s) / 1000));
-    kiwi_buf_append_str (&b, "\n- no network in this sandbox; dependencies are installed.\n", NULL);
+    /* what Phase A did, not what it might have done */
+    const char *st = e->install_status;
+    kiwi_buf_append_str (&b,
+                         st == NULL || strcmp (st, "ok") == 0
+                             ? "\n- no network in this sandbox; dependencies are installed.\n"
+                         : strcmp (st, "skipped") == 0
+                             ? "\n- no network in this sandbox; nothing was installed: the repository declares no "
+                               "dependencies.\n"
+                             : "\n- no network in this sandbox; the install did not complete, so dependencies may be "
+                               "missing.\n",
+                         NULL);
     return kiwi_buf_steal (&b, NULL);
 }
 

@@ -51,6 +51,7 @@ typedef struct kiwi_session_env {
     const char *runtime_version;      /* its version requirement and where it came from */
     const char *install_command;      /* Phase A's command ("-" when there was none) */
     const char *install_outcome;      /* how Phase A ended, and in how long */
+    const char *install_status;       /* kiwi_install_status_str of it ("ok", "skipped", ...), or NULL */
     kiwi_model_client *model;
     const char *model_name;
     bool one_agent;                   /* KIWI_SESSION_AGENTS=one: no Architect, the Implementer plans itself */

@@ -162,6 +162,8 @@ typedef struct {
 
 /* KIWI_SESSION_AGENTS=one for the next session */
 static bool session_one_agent;
+/* how its Phase A ended (kiwi_session_env.install_status) */
+static const char *session_install_status = "ok";
 
 /* The session for `script` on the js-sum repository (plus `extra`, a shell
  * fragment run in it before its commit). */
@@ -208,6 +210,7 @@ run_session_on (const char *script, const char *extra, uint32_t max_rounds, uint
         .runtime_version = ">=18, from package.json",
         .install_command = "npm ci",
         .install_outcome = "ok in 3.2 s",
+        .install_status = session_install_status,
         .model = model,
         .model_name = session_model,
         .one_agent = session_one_agent,
@@ -666,8 +669,10 @@ test_one_agent (void **state)
 {
     outcome o;
     session_one_agent = true;
+    session_install_status = "skipped";
     run_session ("js-sum-one-agent", 4, 0, &o);
     session_one_agent = false;
+    session_install_status = "ok";
     if (o.result.status != KIWI_RESULT_FIXED)
         fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
     assert_int_equal (o.result.rounds, 1);
@@ -675,6 +680,13 @@ test_one_agent (void **state)
     /* two requests: the script's expectations (the solo system prompt, the
      * failure, no Architect's plan) held for each */
     assert_int_equal (kiwi_scripted_provider_requests (&sp, "js-sum-one-agent"), 2);
+    /* a skipped Phase A is not said to have installed anything */
+    size_t n = 0;
+    char **b = request_bodies ("js-sum-one-agent", &n);
+    assert_int_equal (n, 2);
+    body_has (b, 0, "nothing was installed: the repository declares no dependencies");
+    assert_null (strstr (b[0], "in this sandbox; dependencies are installed"));
+    bodies_free (b, n);
     json_t *r1 = round_event (o.events, 1);
     assert_string_equal (json_string_value (json_object_get (r1, "plan")), "");
     size_t i;

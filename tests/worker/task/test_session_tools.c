@@ -547,6 +547,27 @@ test_map (void **state)
     if (shown == 0 || shown >= 11 || strstr (map, want) == NULL)
         fail_msg ("cut map (%zu shown) lacks `%s`:\n%s", shown, want, map);
     free (map);
+    /* a Python module named by its dotted name (pytest's, an import's): the
+     * file, from a src/ layout too, and its package's __init__.py; not a
+     * longer name that ends with it, not a lone module name */
+    put_in (dir, "src/billing/price.py", "def total():\n    pass\n");
+    put_in (dir, "src/billing/__init__.py", "\n");
+    put_in (dir, "src/acme/core/__init__.py", "\n");
+    put_in (dir, "src/other/price.py", "\n");
+    put_in (dir, "src/zbilling/price.py", "\n");
+    map = kiwi__session_map (dir,
+                             "E   AssertionError: billing.price.total() returned 3\n"
+                             "    from notbilling.price import x; see zbilling.pricey and m; import billing\n"
+                             "ModuleNotFoundError: No module named 'acme.core'\n",
+                             12 * 1024, 8);
+    assert_non_null (strstr (map, "src/billing/price.py (2 lines) [in the failing output]: total\n"));
+    assert_non_null (strstr (map, "src/acme/core/__init__.py (1 lines) [in the failing output]\n"));
+    assert_non_null (strstr (map, "src/billing/__init__.py (1 lines)\n"));
+    assert_non_null (strstr (map, "src/other/price.py (1 lines)\n"));
+    assert_non_null (strstr (map, "src/zbilling/price.py (1 lines)\n"));
+    assert_non_null (strstr (map, "m.py (12 lines): m1"));
+    assert_null (strstr (map, "m.py (12 lines) [in"));
+    free (map);
     char cmd[128];
     snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal (system (cmd), 0);
