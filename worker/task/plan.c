@@ -14,11 +14,19 @@
 #include "common/clock.h"
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "worker/task/failout.h"
 #include "worker/task/repo.h"
 #include "worker/egress/private-registry.h"
 #include "common/sha256.h"
 
 extern char **environ;
+
+/* What step 0 keeps of its test run's output: the whole of most runs, so
+ * that a failure printed early in a long run (a TAP `not ok` under
+ * thousands of passes) still reaches the models (failout.h fits it for
+ * them); and what the verify cache keeps of it, fitted the same way. */
+#define STEP0_OUTPUT_KEPT (256 * 1024)
+#define STEP0_OUTPUT_CACHED (32 * 1024)
 
 void
 kiwi_plan_init (kiwi_plan *p)
@@ -354,7 +362,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
         .limits = *limits,
         .verify_timeout_ms = left > 1 ? left : 1,
         .install_deadline_ms = left > 1 ? left : 1,
-        .output_cap = 16384,
+        .output_cap = STEP0_OUTPUT_KEPT,
         .task_id = task->id,
         .install = bridge_install,
         .install_userdata = &b,
@@ -417,7 +425,10 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     kiwi_events_emit (events, KIWI_STAGE_STEP0, "step0", 0, ev);
     /* kept under the plan's image only when that image ran */
     if (key[0] && !res->swapped && res->image_note == NULL && !res->run.timed_out
-        && (res->status == KIWI_STEP0_PASSED || res->status == KIWI_STEP0_FAILED))
-        kiwi_cache_put_verify (cache, key, res->run.exit_code, res->run.output);
+        && (res->status == KIWI_STEP0_PASSED || res->status == KIWI_STEP0_FAILED)) {
+        /* the cache keeps the failure as the models get it, not the whole run */
+        cleanup_free char *fit = kiwi_failout_fit (res->run.output, STEP0_OUTPUT_CACHED);
+        kiwi_cache_put_verify (cache, key, res->run.exit_code, fit ? fit : res->run.output);
+    }
     return 0;
 }

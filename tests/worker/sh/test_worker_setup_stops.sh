@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # test_worker_setup_stops.sh: a setup failure stops at step 0 with its cause
-# named, and no round runs. Two `kiwi-worker --once` runs in a Python image,
-# neither with dependencies to install:
+# named, and no round runs. `kiwi-worker --once` runs in a Python image:
 #   - the test command is `tox -e py` and the image has no tox: the step-0
 #     event's stop is missing_tool, the result not_fixed after 0 rounds, its
 #     reason names tox and what to do;
 #   - a test connects to 127.0.0.1:5432, which the repository's
 #     docker-compose.yml gives to service `db` (postgres:16): the stop is
 #     needs_service and the reason names the port, the file and the service;
-# and one whose install fails (requirements.txt names a local folder that is
+# one whose install fails (requirements.txt names a local folder that is
 # not there): the result is install_failed and its reason names the
-# install's command and the error line of its output.
+# install's command and the error line of its output; and one whose test
+# run prints its failure first and 90 KB of passes after it: the models
+# get the failing line.
 # Decided from the worker's own output (its step-0 event and result), which
 # the sandbox does not write.
 set -euo pipefail
@@ -30,7 +31,7 @@ JSON
   env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$TMP/state-$1" KIWI_WORKER_ID="$RUN_ID-$1" \
     KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_REGISTRIES=none \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
-    KIWI_MODEL_BASE_URL=http://127.0.0.1:9/ \
+    KIWI_MODEL_BASE_URL="${ONCE_MODEL_URL:-http://127.0.0.1:9/}" ANTHROPIC_API_KEY=kiwi-test-anthropic-key-7f3a9c KIWI_MODEL=claude-sonnet-4-5 \
     "$WORKER" --once "$TMP/$1.json" >"$TMP/$1.jsonl" 2>"$TMP/$1.log" || true
   log "$1: step 0 $(once_payload "$TMP/$1.jsonl" step0 status) ($(once_payload "$TMP/$1.jsonl" step0 stop));" \
     "result $(once_payload "$TMP/$1.jsonl" result status) after $(once_payload "$TMP/$1.jsonl" result rounds) rounds:" \
@@ -91,4 +92,29 @@ esac
 case "$reason" in
   "install \`/bin/sh\`"*) fail "install: the reason names /bin/sh, not the install's command: $reason" ;;
 esac
-echo "3 passed, 0 failed"
+# a failure printed early in a long run (a TAP `not ok` above 1,200 passing
+# lines, 90 KB): step 0 keeps the run, so the models' first messages carry
+# the failing line (the scripted provider's early-failure script refuses a
+# request without it, and then gives up); before, step 0 kept the last 16
+# KiB and the session ended in a provider error
+provider_serve
+mkdir -p "$TMP/early"
+cat >"$TMP/early/run_tests.py" <<'PY'
+import sys
+
+print("not ok 1 - early_marker_Kq7: expected 3, got 4")
+for i in range(2, 1202):
+    print("ok %d - a test that passes, with a line long enough to push the failure out of a tail" % i)
+sys.exit(1)
+PY
+echo "# run $RUN_ID" >>"$TMP/early/run_tests.py"
+ONCE_MODEL_URL="http://127.0.0.1:$PROVIDER_PORT/script/early-failure" run_once early "python3 run_tests.py"
+out="$TMP/early.jsonl"
+[ "$(once_payload "$out" step0 status)" = failed ] || fail "early: step 0 is '$(once_payload "$out" step0 status)', want failed"
+[ "$(once_payload "$out" result status)" = gave_up ] \
+  || fail "early: the result is '$(once_payload "$out" result status)' ($(once_payload "$out" result reason)); the models did not get the early failure"
+case "$(once_payload "$out" result reason)" in
+  *"saw the early failure"*) ;;
+  *) fail "early: the result's reason is not the model's: $(once_payload "$out" result reason)" ;;
+esac
+echo "4 passed, 0 failed"
