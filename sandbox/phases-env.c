@@ -216,6 +216,9 @@ creds_env (const kiwi_phase_config *cfg, const char *const *extra, const char *c
         if (v != NULL && kiwi_strv_addf (out, "%s=%s", install_passthrough[i], v) < 0)
             return kiwi_error_make (err, ENOMEM, "verify environment");
     }
+    if (cfg->scm_version != NULL && strspn (cfg->scm_version, "0123456789.dev") == strlen (cfg->scm_version)
+        && kiwi_strv_addf (out, "SETUPTOOLS_SCM_PRETEND_VERSION=%s", cfg->scm_version) < 0)
+        return kiwi_error_make (err, ENOMEM, "verify environment");
     if (add_extra (out, cfg, extra, err) < 0)
         return -1;
     for (size_t i = 0; creds && creds[i]; i++) {

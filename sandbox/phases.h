@@ -58,6 +58,8 @@ typedef struct kiwi_phase_config {
     bool copy_snapshot;                 /* KIWI_SNAPSHOT_COPY: put the snapshot's archives into every
                                            sandbox even where the driver could lay it under /kiwi */
     const char *const *proxy_env;       /* Kiwi's egress proxy for Phase A ("K=V"), or NULL: the worker's own */
+    const char *scm_version;            /* the version the repository's tags give its commit (digits and dots),
+                                           SETUPTOOLS_SCM_PRETEND_VERSION in Phase B and the session, or NULL */
 } kiwi_phase_config;
 
 /* Phase A's environment: HOME, TMPDIR, CI, locale and proxy settings (Kiwi's
@@ -74,7 +76,8 @@ int kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *ext
  * one is configured. */
 int kiwi_phase_install_key_env (const kiwi_phase_config *cfg, kiwi_strv *out, kiwi_error_t *err);
 
-/* Phase B's environment: HOME, TMPDIR, CI, locale, `extra`, and the named
+/* Phase B's environment: HOME, TMPDIR, CI, locale, the project's version
+ * from git (cfg->scm_version), `extra`, and the named
  * test credentials taken from the worker's environment. Model keys, Kiwi's
  * own settings (KIWI_*) and anything not named are never included; names
  * refused that way go to *withheld, names absent from the worker's

@@ -223,6 +223,37 @@ test_no_colour_unless_asked (void **state)
     kiwi_strv_free (&e);
 }
 
+/* The version from the repository's tags reaches Phase B and the session
+ * as SETUPTOOLS_SCM_PRETEND_VERSION, never Phase A; none without one, and
+ * none that is not digits and dots. */
+static void
+test_scm_version (void **state)
+{
+    kiwi_phase_config c = cfg ();
+    kiwi_strv e = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_verify_env (&c, NULL, NULL, &e, NULL, NULL, &err), 0);
+    assert_null (kiwi_strv_env_get (&e, "SETUPTOOLS_SCM_PRETEND_VERSION"));
+    kiwi_strv_free (&e);
+    c.scm_version = "3.1.5.dev1";
+    for (int phase = 0; phase < 3; phase++) {
+        int rc = phase == 0   ? kiwi_phase_verify_env (&c, NULL, NULL, &e, NULL, NULL, &err)
+                 : phase == 1 ? kiwi_phase_session_env (&c, NULL, NULL, &e, NULL, NULL, &err)
+                              : kiwi_phase_install_env (&c, NULL, &e, &err);
+        assert_int_equal (rc, 0);
+        const char *v = kiwi_strv_env_get (&e, "SETUPTOOLS_SCM_PRETEND_VERSION");
+        if (phase < 2)
+            assert_string_equal (v, "SETUPTOOLS_SCM_PRETEND_VERSION=3.1.5.dev1");
+        else
+            assert_null (v);
+        kiwi_strv_free (&e);
+    }
+    c.scm_version = "1.0; touch /tmp/x";
+    assert_int_equal (kiwi_phase_verify_env (&c, NULL, NULL, &e, NULL, NULL, &err), 0);
+    assert_null (kiwi_strv_env_get (&e, "SETUPTOOLS_SCM_PRETEND_VERSION"));
+    kiwi_strv_free (&e);
+}
+
 int
 main (void)
 {
@@ -235,6 +266,7 @@ main (void)
         cmocka_unit_test (test_session_env_no_credentials_unless_allowed),
         cmocka_unit_test (test_redis_password_never_enters),
         cmocka_unit_test (test_no_colour_unless_asked),
+        cmocka_unit_test (test_scm_version),
     };
     return cmocka_run_group_tests_name ("phases_env", tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include "worker/task/repo.h"
 #include "worker/task/repo-internal.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -343,6 +344,94 @@ git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int6
          kiwi_error_t *err)
 {
     return git_run_watched (c, args, cwd, timeout_ms, code, out, NULL, err);
+}
+
+/* ---------- the version tags give ---------- */
+
+void
+kiwi_repo_version_from_describe (const char *describe, char *version, size_t cap)
+{
+    version[0] = '\0';
+    if (describe == NULL || cap < 2)
+        return;
+    char line[512];
+    snprintf (line, sizeof line, "%.*s", (int) strcspn (describe, "\r\n"), describe);
+    /* TAG-D-gHASH: the tag may hold dashes itself, the last two are git's */
+    char *g = strrchr (line, '-');
+    if (g == NULL || g[1] != 'g' || g == line)
+        return;
+    *g = '\0';
+    char *d = strrchr (line, '-');
+    if (d == NULL || d == line)
+        return;
+    *d++ = '\0';
+    char *end = NULL;
+    errno = 0;
+    unsigned long long dist = strtoull (d, &end, 10);
+    if (errno != 0 || end == d || *end != '\0' || dist > 1000000000ULL)
+        return;
+    /* the release numbers: the first digit that starts a name's part (after
+     * the start, a "v", a dash, an underscore or a slash), then N(.N)* */
+    const char *t = line;
+    while (*t && !(isdigit ((unsigned char) *t)
+                   && (t == line || strchr ("vV-_/", t[-1]) != NULL)))
+        t++;
+    if (*t == '\0')
+        return;
+    unsigned long long part[8];
+    int n = 0;
+    while (n < 8 && isdigit ((unsigned char) *t)) {
+        errno = 0;
+        part[n] = strtoull (t, &end, 10);
+        if (errno != 0 || end - t > 9)
+            return;
+        n++;
+        t = end;
+        if (*t != '.' || !isdigit ((unsigned char) t[1]))
+            break;
+        t++;
+    }
+    if (n == 0)
+        return;
+    if (dist > 0)
+        part[n - 1]++;
+    size_t len = 0;
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t) snprintf (version + len, cap - len, "%s%llu", i ? "." : "", part[i]);
+    if (dist > 0 && len < cap)
+        len += (size_t) snprintf (version + len, cap - len, ".dev%llu", dist);
+    if (len >= cap)
+        version[0] = '\0'; /* cut would be another version */
+}
+
+int
+kiwi_repo_version (const kiwi_repo_opts *o, const char *url, const char *commit, char *version, size_t cap,
+                   kiwi_error_t *err)
+{
+    version[0] = '\0';
+    if (strlen (commit) != 40 || strspn (commit, "0123456789abcdef") != 40)
+        return kiwi_error_make (err, EINVAL, "not a commit id: %s", commit);
+    char hex[65];
+    kiwi_sha256_hex (url, hex);
+    char mirror[PATH_MAX + 80], lock[PATH_MAX + 100], mhome[PATH_MAX + 32];
+    snprintf (mirror, sizeof mirror, "%s/mirrors/%s.git", o->state_dir, hex);
+    snprintf (lock, sizeof lock, "%s/mirrors/%s.lock", o->state_dir, hex);
+    snprintf (mhome, sizeof mhome, "%s/mirrors/kiwi-home", o->state_dir);
+    kiwi__git_call mc = { .git_dir = mirror, .home = mhome };
+    /* read while no fetch writes it */
+    cleanup_close int lfd = open (lock, O_RDWR | O_CLOEXEC);
+    if (lfd < 0 || flock (lfd, LOCK_SH) < 0)
+        return kiwi_error_make (err, errno, "locking %s", lock);
+    git_out out = { .cap = 4096 };
+    const char *args[] = { "describe", "--tags", "--long", "--abbrev=12", "--match", "*[0-9]*", commit, NULL };
+    kiwi_error_t derr = NULL;
+    int rc = git_run (&mc, args, mirror, 60000, KIWI_REPO_E_FETCH, &out, &derr);
+    if (rc == 0)
+        kiwi_repo_version_from_describe (out.out.data, version, cap);
+    /* no tag at all is git's error, and no version: not a failure */
+    kiwi_error_free (&derr);
+    git_out_clear (&out);
+    return 0;
 }
 
 /* ---------- layout ---------- */

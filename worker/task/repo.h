@@ -70,6 +70,22 @@ int kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *re
                         char **commit, kiwi_error_t *err);
 
 
+/* The version the repository's tags give `commit` (a full commit id that
+ * kiwi_repo_checkout of `url` returned), as setuptools-scm's default
+ * scheme writes it for a tree without .git: the nearest tag reachable from
+ * the commit whose name holds a version (git describe --tags), its release
+ * numbers N[.N...] after any prefix ("v", "release-"); "N.N.N" when the
+ * commit is the tag's, else the last number plus one and ".devD", D the
+ * commits since the tag ("2.5.0" three commits on: "2.5.1.dev3"). Only
+ * digits and dots whatever a tag says; "" when no tag gives one (or git
+ * could not tell). < 0 only when the mirror's lock cannot be taken. */
+int kiwi_repo_version (const kiwi_repo_opts *o, const char *url, const char *commit, char *version, size_t cap,
+                       kiwi_error_t *err);
+
+/* The version of kiwi_repo_version from `git describe --tags --long`'s
+ * line (TAG-D-gHASH) into version ("" when the tag holds none). */
+void kiwi_repo_version_from_describe (const char *describe, char *version, size_t cap);
+
 /* Where the clean tree of a checkout goes: "<workspace>.clean". */
 void kiwi_repo_clean_dir (const char *workspace, char *buf, size_t cap);
 

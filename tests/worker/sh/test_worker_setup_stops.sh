@@ -11,7 +11,8 @@
 # not there): the result is install_failed and its reason names the
 # install's command and the error line of its output; and one whose test
 # run prints its failure first and 90 KB of passes after it: the models
-# get the failing line.
+# get the failing line; and a setuptools-scm project tagged v3.1.4, one
+# commit on: Phase B installs it as 3.1.5.dev1 (its tags' version).
 # Decided from the worker's own output (its step-0 event and result), which
 # the sandbox does not write.
 set -euo pipefail
@@ -29,7 +30,7 @@ run_once() {
  "goal": "make the tests pass"}
 JSON
   env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$TMP/state-$1" KIWI_WORKER_ID="$RUN_ID-$1" \
-    KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_REGISTRIES=none \
+    KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_REGISTRIES=none KIWI_CA_BUNDLE="${KIWI_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
     KIWI_MODEL_BASE_URL="${ONCE_MODEL_URL:-http://127.0.0.1:9/}" ANTHROPIC_API_KEY=kiwi-test-anthropic-key-7f3a9c KIWI_MODEL=claude-sonnet-4-5 \
     "$WORKER" --once "$TMP/$1.json" >"$TMP/$1.jsonl" 2>"$TMP/$1.log" || true
@@ -117,4 +118,26 @@ case "$(once_payload "$out" result reason)" in
   *"saw the early failure"*) ;;
   *) fail "early: the result's reason is not the model's: $(once_payload "$out" result reason)" ;;
 esac
-echo "4 passed, 0 failed"
+# a setuptools-scm project (no .git in the sandbox): Phase B installs it
+# with the version its tags give the commit, one commit past v3.1.4
+# (3.1.5.dev1, as setuptools-scm itself would say), not 0.0.0; its test
+# asserts that version, so step 0 passes only with it
+mkdir -p "$TMP/scm"
+cp -a "$ROOT/tests/fixtures/repos/python-src-scm/." "$TMP/scm/"
+rm -f "$TMP/scm/expect.json"
+cat >"$TMP/scm/tests/test_version.py" <<'PY'
+from importlib.metadata import version
+
+
+def test_version_from_the_tags():
+    assert version("tally") == "3.1.5.dev1"
+PY
+commit_dir "$TMP/scm" "tagged"
+git -C "$TMP/scm" tag v3.1.4
+echo "# run $RUN_ID" >>"$TMP/scm/tests/test_version.py"
+run_once scm "pytest -q"
+out="$TMP/scm.jsonl"
+[ "$(once_payload "$out" step0 status)" = passed ] \
+  || fail "scm: step 0 is '$(once_payload "$out" step0 status)' ($(once_payload "$out" result reason)); the project did not get its version from the tags"
+grep -q "the project's version from its tags: 3.1.5.dev1" "$TMP/scm.log" || fail "scm: the worker's log does not say the version"
+echo "5 passed, 0 failed"

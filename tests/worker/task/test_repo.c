@@ -119,6 +119,71 @@ checkout (const char *src, const char *ws, const kiwi_repo_opts *opts, char **co
         fail_msg ("checkout of %s: %s", src, kiwi_error_msg (err));
 }
 
+/* The version the tags give a commit, for setuptools-scm's stand-in: from
+ * describe's line, whatever the tag's name holds (only digits and dots
+ * come out); and from a real mirror, at the tag, three commits on, and
+ * with no tag. */
+static void
+test_version_from_tags (void **state)
+{
+    static const char *const cases[][2] = {
+        { "v2.5.0-0-g0123456789ab", "2.5.0" },
+        { "v2.5.0-3-g0123456789ab", "2.5.1.dev3" },
+        { "2.5-1-gabc", "2.6.dev1" },
+        { "release-1.2.3-0-gabc", "1.2.3" },
+        { "pkg/v10.0-2-gabc", "10.1.dev2" },
+        { "v1.2.3rc1-0-gabc", "1.2.3" },
+        { "1.2.3-4-5-gabc", "1.2.4.dev5" }, /* the tag "1.2.3-4": its release numbers end at the dash */
+        { "foo2bar-7-gabc", "" },           /* no number starts a part of the name */
+        { "v1.2.3;touch /tmp/x-0-gabc", "1.2.3" },
+        { "$(touch x)9.1-0-gabc", "" },
+        { "v1.2.3", "" },                   /* not describe's --long line */
+        { "v1.2.3-x-gabc", "" },
+        { "v12345678901.0-0-gabc", "" },    /* a number no version has */
+        { "", "" },
+    };
+    char v[64];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kiwi_repo_version_from_describe (cases[i][0], v, sizeof v);
+        if (strcmp (v, cases[i][1]) != 0)
+            fail_msg ("`%s`: got `%s`, want `%s`", cases[i][0], v, cases[i][1]);
+    }
+    kiwi_repo_version_from_describe ("v1.2.3-0-gabc", v, 4); /* cut would be another version */
+    assert_string_equal (v, "");
+
+    char src[256], state_dir[256], ws[256];
+    snprintf (src, sizeof src, "%s/tagged", tmp);
+    snprintf (state_dir, sizeof state_dir, "%s/state", tmp);
+    make_src ("tagged", NULL);
+    kiwi_repo_opts o = { .state_dir = state_dir, .timeout_ms = 120000, .max_checkout_mb = 2048,
+                         .max_checkout_files = 200000 };
+    kiwi_error_t err = NULL;
+    char *commit = NULL;
+    /* no tag yet */
+    snprintf (ws, sizeof ws, "%s/ws-tag0", tmp);
+    checkout (src, ws, &o, &commit);
+    assert_int_equal (kiwi_repo_version (&o, src, commit, v, sizeof v, &err), 0);
+    assert_string_equal (v, "");
+    free (commit);
+    /* at the tag, then three commits on (a tag without a number is passed over) */
+    kiwi_test_must ("cd %s && " GITC " tag v2.5.0 && " GITC " tag docs-latest", src);
+    snprintf (ws, sizeof ws, "%s/ws-tag1", tmp);
+    checkout (src, ws, &o, &commit);
+    assert_int_equal (kiwi_repo_version (&o, src, commit, v, sizeof v, &err), 0);
+    assert_string_equal (v, "2.5.0");
+    free (commit);
+    kiwi_test_must ("cd %s && for i in 1 2 3; do echo $i >> n.txt && " GITC " add n.txt && " GITC
+                    " commit -q -m $i; done && " GITC " tag notes", src);
+    snprintf (ws, sizeof ws, "%s/ws-tag2", tmp);
+    checkout (src, ws, &o, &commit);
+    assert_int_equal (kiwi_repo_version (&o, src, commit, v, sizeof v, &err), 0);
+    assert_string_equal (v, "2.5.1.dev3");
+    /* not a commit id: refused before git runs */
+    assert_true (kiwi_repo_version (&o, src, "--upload-pack=touch", v, sizeof v, &err) < 0);
+    kiwi_error_free (&err);
+    free (commit);
+}
+
 static void
 test_layout_diff_and_clean_tree (void **state)
 {
@@ -762,6 +827,7 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_version_from_tags),
         cmocka_unit_test (test_layout_diff_and_clean_tree), cmocka_unit_test (test_ignored_files_named),
         cmocka_unit_test (test_planted_config_never_runs),  cmocka_unit_test (test_tree_with_dotgit_refused),
         cmocka_unit_test (test_git_bomb_refused),           cmocka_unit_test (test_big_blob_refused),
