@@ -308,3 +308,63 @@ kiwi__session_map (const char *root, const char *output, size_t budget, size_t m
     kiwi_buf_free (&line);
     return kiwi_buf_steal (&out, NULL);
 }
+
+/* At most this many files' source, each of at most this many lines, go
+ * into a round's first message. */
+#define SOURCE_FILES 4
+#define SOURCE_LINES 300
+
+char *
+kiwi__session_named_source (const char *root, const char *output, size_t budget)
+{
+    if (output == NULL || *output == '\0')
+        return NULL;
+    cleanup_strv kiwi_strv files = KIWI_STRV_INIT;
+    int cut = 0;
+    kiwi_error_t err = NULL;
+    if (kiwi_ws_find (root, "", "*", MAP_FILES_MAX, &files, &cut, &err) < 0) {
+        kiwi_error_free (&err);
+        return NULL;
+    }
+    if (files.n > 1)
+        qsort (files.v, files.n, sizeof files.v[0], by_path);
+    kiwi_buf out = KIWI_BUF_INIT;
+    size_t named = 0;
+    for (size_t i = 0; i < files.n && named < SOURCE_FILES; i++) {
+        if (!named_in (output, files.v[i]))
+            continue;
+        named++;
+        char *data = NULL;
+        size_t len = 0;
+        int truncated = 0;
+        if (kiwi_ws_read (root, files.v[i], 0, 256 * 1024, &data, &len, &truncated, &err) < 0) {
+            kiwi_error_free (&err);
+            continue;
+        }
+        size_t lines = kiwi_text_count_lines (data, len);
+        kiwi_buf one = KIWI_BUF_INIT;
+        if (truncated || memchr (data, '\0', len) != NULL || lines == 0)
+            ; /* large, binary or empty: the map names it */
+        else if (lines > SOURCE_LINES)
+            kiwi_buf_appendf (&one, NULL, "[%s: %zu lines; longer than %d: read_file what you need]\n", files.v[i],
+                              lines, SOURCE_LINES);
+        else {
+            kiwi_buf num = KIWI_BUF_INIT;
+            size_t shown = kiwi_text_number (&num, data, len, 1, lines, budget);
+            if (shown == lines)
+                kiwi_buf_appendf (&one, NULL, "[%s: %zu lines; showing 1-%zu]\n%s", files.v[i], lines, lines,
+                                  kiwi_buf_str (&num));
+            kiwi_buf_free (&num);
+        }
+        free (data);
+        /* a file that does not fit is left to read_file; a smaller one may */
+        if (one.len > 0 && out.len + one.len <= budget)
+            kiwi_buf_append (&out, one.data, one.len, NULL);
+        kiwi_buf_free (&one);
+    }
+    if (out.len == 0) {
+        kiwi_buf_free (&out);
+        return NULL;
+    }
+    return kiwi_buf_steal (&out, NULL);
+}

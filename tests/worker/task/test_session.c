@@ -628,6 +628,7 @@ test_architect_memory (void **state)
     body_has (b, 0, "no network in this sandbox; dependencies are installed");
     body_has (b, 0, "- install outcome: ok in 3.2 s");
     body_has (b, 0, "sum.js (6 lines) [in the failing output]: sum");
+    body_has (b, 0, "[sum.js: 6 lines; showing 1-6]");
     /* its write was refused, and nothing of it reached the file */
     body_has (b, 1, "is not the Architect's");
     /* round 2's Architect (request 5): its plan, the diff, the Implementer */
@@ -670,9 +671,12 @@ test_one_agent (void **state)
     outcome o;
     session_one_agent = true;
     session_install_status = "skipped";
+    session_step0 = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3\n    at Object.<anonymous> "
+                    "(/kiwi/src/sum.js:3:10)";
     run_session ("js-sum-one-agent", 4, 0, &o);
     session_one_agent = false;
     session_install_status = "ok";
+    session_step0 = default_step0;
     if (o.result.status != KIWI_RESULT_FIXED)
         fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
     assert_int_equal (o.result.rounds, 1);
@@ -685,6 +689,9 @@ test_one_agent (void **state)
     char **b = request_bodies ("js-sum-one-agent", &n);
     assert_int_equal (n, 2);
     body_has (b, 0, "nothing was installed: the repository declares no dependencies");
+    /* the source of the file the failure names, numbered, in the first message */
+    body_has (b, 0, "The files that output names, as they are now");
+    body_has (b, 0, "[sum.js: 6 lines; showing 1-6]");
     assert_null (strstr (b[0], "in this sandbox; dependencies are installed"));
     bodies_free (b, n);
     json_t *r1 = round_event (o.events, 1);
