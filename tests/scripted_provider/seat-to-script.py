@@ -3,7 +3,8 @@
 of a `--seat DIR` run) into a script of the Anthropic wire format that
 test_session replays: one turn per answer, its response made as the seat
 made it, each request expected to come from the same model (the system
-prompt's "You are the Architect" / "You are the Implementer"), after a
+prompt's "You are the Architect" / "You are the Implementer", or "You are
+the engineer" of KIWI_SESSION_AGENTS=one), after a
 turn of tool calls in the same conversation to answer those calls, and
 the Implementer's first request after a plan to carry the plan's opening
 words. Usage
@@ -25,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server  # noqa: E402  (seat_parse_answer, seat_response: the seat's own conversion)
 
-ROLES = ("You are the Architect", "You are the Implementer")
+ROLES = ("You are the Architect", "You are the Implementer", "You are the engineer")  # the last: one agent
 
 
 def role_of(body):

@@ -328,7 +328,19 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
         goto done;
     }
+    /* a version from git (setuptools-scm, hatch-vcs) for a tree without
+     * .git: the one the repository's tags give the commit, where the plan
+     * would otherwise stand 0.0.0 in */
+    char scm_version[64] = "";
+    if (plan.verify_prelude != NULL && strstr (plan.verify_prelude, "SETUPTOOLS_SCM_PRETEND_VERSION") != NULL) {
+        kiwi_error_t verr = NULL;
+        if (kiwi_repo_version (&ro, task->repo.url, commit, scm_version, sizeof scm_version, &verr) < 0)
+            kiwi_warn ("the version from the repository's tags: %s (0.0.0 stands in)", kiwi_error_msg (verr));
+        kiwi_error_free (&verr);
+        kiwi_info ("the project's version from its tags: %s", scm_version[0] ? scm_version : "none (0.0.0 stands in)");
+    }
     kiwi_phase_config pc = {
+        .scm_version = scm_version[0] ? scm_version : NULL,
         .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
         .host_env = p->host_env,
         .ca_bundle = phase_bundle,
