@@ -75,12 +75,6 @@ int64_t kiwi__session_remaining_ms (const kiwi__session *s);
  * of memory. */
 char *kiwi__session_map (const char *root, const char *output, size_t budget, size_t max_symbols);
 
-/* The source of the files `output` names (as the map marks them, at most
- * 4, each of at most 300 lines, whole), numbered as read_file numbers
- * them, in at most `budget` bytes; NULL when none is named or none fits.
- * Caller frees. */
-char *kiwi__session_named_source (const char *root, const char *output, size_t budget);
-
 /* A test file, by its path (test_*.py, *_test.go, *.test.ts, tests/...). */
 bool kiwi__session_is_test_path (const char *path);
 

@@ -41,7 +41,6 @@
 #define SAID_CUT 2000         /* the Implementer's last message */
 #define CALLS_SHOWN 60        /* the Implementer's tool calls listed */
 #define OUTPUT_CUT 12000      /* the last run's output */
-#define SOURCE_CUT 12000      /* the source of the files it names */
 
 static const char architect_system[]
     = "You are the Architect in Kiwi, a system that fixes code so that a repository's tests pass. You read the "
@@ -374,21 +373,6 @@ memory (kiwi__session *s, int round, kiwi_buf *b)
                       DIFF_CUT, d && *d ? d : "(none)\n");
 }
 
-/* The source of the files `output` names, with its heading and a blank
- * line after it, or NULL when none is shown. Caller frees. */
-static char *
-named_source (const kiwi__session *s, const char *output)
-{
-    cleanup_free char *src = kiwi__session_named_source (s->env->workspace, output, SOURCE_CUT);
-    char *out = NULL;
-    if (src != NULL
-        && asprintf (&out, "The files that output names, as they are now (numbered as read_file numbers them):\n%s\n",
-                     src)
-               < 0)
-        out = NULL;
-    return out;
-}
-
 static int
 architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *spent)
 {
@@ -398,7 +382,6 @@ architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *sp
     cleanup_free char *env = environment (s);
     cleanup_free char *map = kiwi__session_map (s->env->workspace, last, KIWI__SESSION_MAP_BUDGET,
                                                 KIWI__SESSION_MAP_SYMBOLS);
-    cleanup_free char *src = named_source (s, last);
     kiwi_buf mem = KIWI_BUF_INIT;
     if (round > 1)
         memory (s, round, &mem);
@@ -406,13 +389,13 @@ architect (kiwi__session *s, int round, char **plan, kiwi_error_t *err, bool *sp
     if (asprintf (&msg,
                   "Round %d of %d.\nTask: %s\n\n%s\n%s%s%s%s%s"
                   "The last test run exited with status %d. Its output (at most %d bytes: its failures, then "
-                  "its end):\n%s\n\n%s"
+                  "its end):\n%s\n\n"
                   "Repository map (at most %d bytes):\n%s",
                   round, (int) s->task->limits.max_rounds, s->task->goal, env ? env : "",
                   s->task->ci_context ? "CI failure context:\n" : "", s->task->ci_context ? s->task->ci_context : "",
                   s->task->ci_context ? "\n\n" : "", kiwi_buf_str (&mem), mem.len ? "\n" : "",
                   s->have_verify ? s->last_verify.exit_code : s->env->step0_exit, OUTPUT_CUT, out ? out : "",
-                  src ? src : "", KIWI__SESSION_MAP_BUDGET, map ? map : "")
+                  KIWI__SESSION_MAP_BUDGET, map ? map : "")
         < 0)
         msg = NULL;
     kiwi_buf_free (&mem);
@@ -545,12 +528,11 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
             plan_part = NULL;
         if (round == 1) {
             cleanup_free char *t = kiwi_failout_fit (env->step0_output, 8000);
-            cleanup_free char *src = named_source (&s, env->step0_output);
             if (asprintf (&msg,
                           "Round 1 of %d.\nTask: %s\nTest command: %s\n\nThe test command failed before any "
-                          "change (exit status %d). Its output (tail):\n%s%s%s%s",
+                          "change (exit status %d). Its output (tail):\n%s%s",
                           max_rounds, task->goal, task->test_command, env->step0_exit, t ? t : "",
-                          src ? "\n\n" : "", src ? src : "", plan_part ? plan_part : "")
+                          plan_part ? plan_part : "")
                 < 0)
                 msg = NULL;
         } else {

@@ -628,7 +628,6 @@ test_architect_memory (void **state)
     body_has (b, 0, "no network in this sandbox; dependencies are installed");
     body_has (b, 0, "- install outcome: ok in 3.2 s");
     body_has (b, 0, "sum.js (6 lines) [in the failing output]: sum");
-    body_has (b, 0, "[sum.js: 6 lines; showing 1-6]");
     /* its write was refused, and nothing of it reached the file */
     body_has (b, 1, "is not the Architect's");
     /* round 2's Architect (request 5): its plan, the diff, the Implementer */
@@ -671,12 +670,9 @@ test_one_agent (void **state)
     outcome o;
     session_one_agent = true;
     session_install_status = "skipped";
-    session_step0 = "AssertionError [ERR_ASSERTION]: sum(1, 2) should be 3\n    at Object.<anonymous> "
-                    "(/kiwi/src/sum.js:3:10)";
     run_session ("js-sum-one-agent", 4, 0, &o);
     session_one_agent = false;
     session_install_status = "ok";
-    session_step0 = default_step0;
     if (o.result.status != KIWI_RESULT_FIXED)
         fail_msg ("status %s: %s", kiwi_result_status_name (o.result.status), o.result.reason);
     assert_int_equal (o.result.rounds, 1);
@@ -689,9 +685,6 @@ test_one_agent (void **state)
     char **b = request_bodies ("js-sum-one-agent", &n);
     assert_int_equal (n, 2);
     body_has (b, 0, "nothing was installed: the repository declares no dependencies");
-    /* the source of the file the failure names, numbered, in the first message */
-    body_has (b, 0, "The files that output names, as they are now");
-    body_has (b, 0, "[sum.js: 6 lines; showing 1-6]");
     assert_null (strstr (b[0], "in this sandbox; dependencies are installed"));
     bodies_free (b, n);
     json_t *r1 = round_event (o.events, 1);
@@ -943,6 +936,7 @@ typedef struct {
     const char *fix_file, *fix_line, *test_file;
     uint32_t rounds;
     size_t requests;
+    bool one_agent; /* played with KIWI_SESSION_AGENTS=one */
 } evalset_replay;
 
 static void
@@ -958,8 +952,10 @@ replay_evalset (const evalset_replay *r)
     session_goal = r->goal;
     session_step0 = r->step0;
     session_command = "node --test";
+    session_one_agent = r->one_agent;
     outcome o;
     run_session_on (script, "rm evil", 4, 0, &o); /* node --test would look into the link */
+    session_one_agent = false;
     session_source = "tests/fixtures/examples/js-sum";
     session_goal = "Make the tests pass.";
     session_step0 = default_step0;
@@ -981,32 +977,41 @@ replay_evalset (const evalset_replay *r)
     outcome_clear (&o);
 }
 
+/* js-escape-html's task and step 0, as its replays played them */
+#define ESCAPE_GOAL "A user named 'Tom & Jerry' breaks the profile card's HTML: the ampersand is not escaped. Fix it."
+#define ESCAPE_STEP0                                                                                         \
+    "not ok 4 - ampersand in a name\n  location: '/kiwi/src/test/render.test.js:20:1'\n"                      \
+    "    + '<div class=\"card\"><span class=\"name\">Tom & Jerry</span></div>'\n# fail 1"
+
 static void
 test_evalset_replays (void **state)
 {
     static const evalset_replay replays[] = {
         { "js-escape-html", "js-escape-html",
-          "A user named 'Tom & Jerry' breaks the profile card's HTML: the ampersand is not escaped. Fix it.",
-          "not ok 4 - ampersand in a name\n  location: '/kiwi/src/test/render.test.js:20:1'\n"
-          "    + '<div class=\"card\"><span class=\"name\">Tom & Jerry</span></div>'\n# fail 1",
-          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 1, 4 },
+          ESCAPE_GOAL, ESCAPE_STEP0,
+          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 1, 4, false },
         /* the same bug played with the obvious fix first (the & replace last,
          * which double-escapes): round 2's Architect has its plan, the
          * Implementer's calls and the diff (the script checks), and moves it */
         { "js-escape-html", "js-escape-html-2r",
-          "A user named 'Tom & Jerry' breaks the profile card's HTML: the ampersand is not escaped. Fix it.",
-          "not ok 4 - ampersand in a name\n  location: '/kiwi/src/test/render.test.js:20:1'\n"
-          "    + '<div class=\"card\"><span class=\"name\">Tom & Jerry</span></div>'\n# fail 1",
-          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 2, 7 },
+          ESCAPE_GOAL, ESCAPE_STEP0,
+          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 2, 7, false },
         { "js-port-config", "js-port-config",
           "`devserve --port 8080` refuses to start and prints `devserve: invalid port: 8080`. 8080 is a valid "
           "port.",
           "not ok 2 - a port on the command line\n  location: '/kiwi/src/test/cli.test.js:12:1'\n    2 !== 0\n# fail 2",
-          "src/config.js", "config.port = Number(config.port);", "test/cli.test.js", 1, 5 },
+          "src/config.js", "config.port = Number(config.port);", "test/cli.test.js", 1, 5, false },
         { "js-catalog-prices", "js-catalog-prices", "The cart total is garbage (it shows something like 01.502.25). Fix it.",
           "not ok 1 - total of two items\n    + '01.502.25'\n    - 3.75\n"
           "  error: 'total(...).toFixed is not a function'\n    receipt (/kiwi/src/src/cart.js:14:46)\n# fail 2",
-          "src/catalog.js", "price: Number(price)", "test/cart.test.js", 1, 4 },
+          "src/catalog.js", "price: Number(price)", "test/cart.test.js", 1, 4, false },
+        /* one agent (played on 2026-12-06, on a build that also put the
+         * source of the files the failure names in the first message, since
+         * taken out): it reads the code, edits and ends the round in two
+         * requests */
+        { "js-escape-html", "js-escape-html-one",
+          ESCAPE_GOAL, ESCAPE_STEP0,
+          "lib/escape.js", "+    .replace(/&/g, '&amp;')", "test/render.test.js", 1, 2, true },
     };
     for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++)
         replay_evalset (&replays[i]);

@@ -568,25 +568,6 @@ test_map (void **state)
     assert_non_null (strstr (map, "m.py (12 lines): m1"));
     assert_null (strstr (map, "m.py (12 lines) [in"));
     free (map);
-    /* the named files' source: whole and numbered; a long one only named;
-     * nothing when nothing fits */
-    char big[64];
-    snprintf (big, sizeof big, "%s/zz/long_module.py", dir);
-    FILE *bf = fopen (big, "w");
-    assert_non_null (bf);
-    for (int i = 0; i < 400; i++)
-        fprintf (bf, "x%d = %d\n", i, i);
-    fclose (bf);
-    const char *both = "File \"/kiwi/src/zz/named.py\", line 2\nFile \"/kiwi/src/zz/long_module.py\", line 9\n";
-    char *src = kiwi__session_named_source (dir, both, 12000);
-    assert_non_null (src);
-    assert_non_null (strstr (src, "[zz/named.py: 2 lines; showing 1-2]\n"));
-    assert_non_null (strstr (src, "raise ValueError"));
-    assert_non_null (strstr (src, "[zz/long_module.py: 400 lines; longer than 300: read_file what you need]\n"));
-    assert_null (strstr (src, "x399"));
-    free (src);
-    assert_null (kiwi__session_named_source (dir, both, 20));
-    assert_null (kiwi__session_named_source (dir, "nothing named here\n", 12000));
     char cmd[128];
     snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal (system (cmd), 0);
