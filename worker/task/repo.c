@@ -346,6 +346,31 @@ git_run (const kiwi__git_call *c, const char *const *args, const char *cwd, int6
     return git_run_watched (c, args, cwd, timeout_ms, code, out, NULL, err);
 }
 
+/* ---------- the mirror ---------- */
+
+/* Where `url`'s mirror and its companions live under the state directory:
+ * <state>/mirrors/<sha256(url)>.git, its .incoming fetch and .lock, and
+ * the empty home every mirror's git gets. */
+typedef struct mirror_paths {
+    char dir[PATH_MAX];          /* <state>/mirrors */
+    char git[PATH_MAX + 80];     /* the mirror */
+    char incoming[PATH_MAX + 80];
+    char lock[PATH_MAX + 100];
+    char home[PATH_MAX + 32];
+} mirror_paths;
+
+static void
+mirror_paths_init (mirror_paths *m, const char *state_dir, const char *url)
+{
+    char hex[65];
+    kiwi_sha256_hex (url, hex);
+    snprintf (m->dir, sizeof m->dir, "%s/mirrors", state_dir);
+    snprintf (m->git, sizeof m->git, "%s/%s.git", m->dir, hex);
+    snprintf (m->incoming, sizeof m->incoming, "%s/%s.incoming", m->dir, hex);
+    snprintf (m->lock, sizeof m->lock, "%s/%s.lock", m->dir, hex);
+    snprintf (m->home, sizeof m->home, "%s/kiwi-home", m->dir);
+}
+
 /* ---------- the version tags give ---------- */
 
 void
@@ -411,21 +436,17 @@ kiwi_repo_version (const kiwi_repo_opts *o, const char *url, const char *commit,
     version[0] = '\0';
     if (strlen (commit) != 40 || strspn (commit, "0123456789abcdef") != 40)
         return kiwi_error_make (err, EINVAL, "not a commit id: %s", commit);
-    char hex[65];
-    kiwi_sha256_hex (url, hex);
-    char mirror[PATH_MAX + 80], lock[PATH_MAX + 100], mhome[PATH_MAX + 32];
-    snprintf (mirror, sizeof mirror, "%s/mirrors/%s.git", o->state_dir, hex);
-    snprintf (lock, sizeof lock, "%s/mirrors/%s.lock", o->state_dir, hex);
-    snprintf (mhome, sizeof mhome, "%s/mirrors/kiwi-home", o->state_dir);
-    kiwi__git_call mc = { .git_dir = mirror, .home = mhome };
+    mirror_paths mp;
+    mirror_paths_init (&mp, o->state_dir, url);
+    kiwi__git_call mc = { .git_dir = mp.git, .home = mp.home };
     /* read while no fetch writes it */
-    cleanup_close int lfd = open (lock, O_RDWR | O_CLOEXEC);
+    cleanup_close int lfd = open (mp.lock, O_RDWR | O_CLOEXEC);
     if (lfd < 0 || flock (lfd, LOCK_SH) < 0)
-        return kiwi_error_make (err, errno, "locking %s", lock);
+        return kiwi_error_make (err, errno, "locking %s", mp.lock);
     git_out out = { .cap = 4096 };
     const char *args[] = { "describe", "--tags", "--long", "--abbrev=12", "--match", "*[0-9]*", commit, NULL };
     kiwi_error_t derr = NULL;
-    int rc = git_run (&mc, args, mirror, 60000, KIWI_REPO_E_FETCH, &out, &derr);
+    int rc = git_run (&mc, args, mp.git, 60000, KIWI_REPO_E_FETCH, &out, &derr);
     if (rc == 0)
         kiwi_repo_version_from_describe (out.out.data, version, cap);
     /* no tag at all is git's error, and no version: not a failure */
@@ -779,15 +800,9 @@ kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *ref, c
 {
     if (url[0] == '-' || ref[0] == '-')
         return kiwi_error_make_code (err, KIWI_REPO_E_FETCH, "refusing a repository URL or ref starting with '-'");
-    char hex[65];
-    kiwi_sha256_hex (url, hex);
-    char mirrors[PATH_MAX], mirror[PATH_MAX + 80], incoming[PATH_MAX + 80], lock[PATH_MAX + 100],
-        mhome[PATH_MAX + 32];
-    snprintf (mirrors, sizeof mirrors, "%s/mirrors", o->state_dir);
-    snprintf (mirror, sizeof mirror, "%s/%s.git", mirrors, hex);
-    snprintf (incoming, sizeof incoming, "%s/%s.incoming", mirrors, hex);
-    snprintf (lock, sizeof lock, "%s/%s.lock", mirrors, hex);
-    snprintf (mhome, sizeof mhome, "%s/kiwi-home", mirrors);
+    mirror_paths mp;
+    mirror_paths_init (&mp, o->state_dir, url);
+    const char *mirrors = mp.dir, *mirror = mp.git, *incoming = mp.incoming, *lock = mp.lock, *mhome = mp.home;
     if (mkdir (o->state_dir, 0755) < 0 && errno != EEXIST)
         return kiwi_error_make (err, errno, "creating %s", o->state_dir);
     if (mkdir (mirrors, 0700) < 0 && errno != EEXIST)
