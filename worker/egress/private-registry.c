@@ -126,6 +126,19 @@ kiwi_private_registries_parse (const char *value, kiwi_private_registries *out, 
     return 0;
 }
 
+/* How many registries cfg declares (KIWI_PRIVATE_REGISTRIES parsed and
+ * checked, then let go); -1 with *err when it is refused. */
+static int
+declared_count (const kiwi_worker_config *cfg, size_t *n, kiwi_error_t *err)
+{
+    kiwi_private_registries r;
+    if (kiwi_private_registries_parse (cfg->private_registries, &r, err) < 0)
+        return -1;
+    *n = r.n;
+    kiwi_private_registries_clear (&r);
+    return 0;
+}
+
 static int
 not_proxied (kiwi_error_t *err)
 {
@@ -138,11 +151,9 @@ not_proxied (kiwi_error_t *err)
 int
 kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
 {
-    kiwi_private_registries r;
-    if (kiwi_private_registries_parse (cfg->private_registries, &r, err) < 0)
+    size_t declared = 0;
+    if (declared_count (cfg, &declared, err) < 0)
         return -1;
-    size_t declared = r.n;
-    kiwi_private_registries_clear (&r);
     bool proxied = false;
     if (declared == 0)
         return 0;
@@ -156,12 +167,8 @@ kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
 bool
 kiwi_private_registries_declared (const kiwi_worker_config *cfg)
 {
-    kiwi_private_registries r;
-    if (kiwi_private_registries_parse (cfg->private_registries, &r, NULL) < 0)
-        return false;
-    bool any = r.n > 0;
-    kiwi_private_registries_clear (&r);
-    return any;
+    size_t declared = 0;
+    return declared_count (cfg, &declared, NULL) == 0 && declared > 0;
 }
 
 int
@@ -238,11 +245,9 @@ kiwi_private_phase_ca_bundle (const kiwi_worker_config *cfg, bool proxied, char 
                               const char **bundle, kiwi_error_t *err)
 {
     *bundle = cfg->ca_bundle;
-    kiwi_private_registries r;
-    if (kiwi_private_registries_parse (cfg->private_registries, &r, err) < 0)
+    size_t declared = 0;
+    if (declared_count (cfg, &declared, err) < 0)
         return -1;
-    size_t declared = r.n;
-    kiwi_private_registries_clear (&r);
     if (declared == 0)
         return 0;
     if (!proxied)
