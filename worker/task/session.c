@@ -521,18 +521,17 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
         /* the Implementer continues one conversation across rounds */
         char *msg = NULL;
         /* the Architect's plan closes the message; one agent plans itself */
-        cleanup_free char *plan_part = NULL;
-        if (asprintf (&plan_part, "%s%s", plan ? (round == 1 ? "\n\nThe Architect's plan:\n" : "\n\nThe Architect's new plan:\n") : "",
-                      plan ? plan : "")
-            < 0)
-            plan_part = NULL;
+        const char *plan_head = plan == NULL   ? ""
+                                : round == 1 ? "\n\nThe Architect's plan:\n"
+                                             : "\n\nThe Architect's new plan:\n";
+        const char *plan_text = plan ? plan : "";
         if (round == 1) {
             cleanup_free char *t = kiwi_failout_fit (env->step0_output, 8000);
             if (asprintf (&msg,
                           "Round 1 of %d.\nTask: %s\nTest command: %s\n\nThe test command failed before any "
-                          "change (exit status %d). Its output (tail):\n%s%s",
-                          max_rounds, task->goal, task->test_command, env->step0_exit, t ? t : "",
-                          plan_part ? plan_part : "")
+                          "change (exit status %d). Its output (tail):\n%s%s%s",
+                          max_rounds, task->goal, task->test_command, env->step0_exit, t ? t : "", plan_head,
+                          plan_text)
                 < 0)
                 msg = NULL;
         } else {
@@ -540,13 +539,13 @@ kiwi_session_run (const kiwi_session_env *env, const kiwi_task *task, kiwi_resul
             if (s.not_carried != NULL) {
                 if (asprintf (&msg,
                               "Round %d of %d. Not fixed yet: %s. Put the change in files the diff carries. The run "
-                              "on the ref plus your diff exited with status %d:\n%s%s",
-                              round, max_rounds, s.not_carried, s.last_verify.exit_code, t ? t : "",
-                              plan_part ? plan_part : "")
+                              "on the ref plus your diff exited with status %d:\n%s%s%s",
+                              round, max_rounds, s.not_carried, s.last_verify.exit_code, t ? t : "", plan_head,
+                              plan_text)
                     < 0)
                     msg = NULL;
-            } else if (asprintf (&msg, "Round %d of %d. The tests still fail (exit status %d):\n%s%s", round,
-                                 max_rounds, s.last_verify.exit_code, t ? t : "", plan_part ? plan_part : "")
+            } else if (asprintf (&msg, "Round %d of %d. The tests still fail (exit status %d):\n%s%s%s", round,
+                                 max_rounds, s.last_verify.exit_code, t ? t : "", plan_head, plan_text)
                        < 0)
                 msg = NULL;
         }
