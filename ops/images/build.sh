@@ -16,8 +16,11 @@
 # An image whose org.kiwi.recipe label equals the sha256 of its recipe inputs
 # (lib/rootfs.sh, its base stage's recipe -- recipes/base.sh, or the recipe
 # named by the image's BASE, such as base-trixie for a Debian 13 image --
-# and recipes/IMAGE.sh) is skipped. Images are
-# built one after another. Runs as root; needs debootstrap, unshare (util-linux)
+# and recipes/IMAGE.sh) is skipped. Base stages are made first, one after
+# another; the other images are then built KIWI_IMAGES_JOBS at a time
+# (default 2; 1 builds one after another), each into a log of its own under
+# images/work/ that is printed whole when it ends. Runs as root; needs
+# debootstrap, unshare (util-linux)
 # and a docker daemon (DOCKER_HOST, default unix:///var/lib/kiwi/run/docker.sock).
 # Caches live in ${KIWI_STATE_DIR:-/var/lib/kiwi}/images/. See README.md.
 set -eEuo pipefail
@@ -30,7 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib/rootfs.sh"
 KIWI_IMAGES_LOG_NAME=images
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 opt_list=0 opt_force=0 args=()
 while [[ $# -gt 0 ]]; do
@@ -43,6 +46,11 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+JOBS=${KIWI_IMAGES_JOBS:-2}
+if ! [[ $JOBS =~ ^[1-9][0-9]{0,2}$ ]]; then
+  echo "build.sh: KIWI_IMAGES_JOBS must be a number of images built at once, 1 to 999 (got '$JOBS')" >&2
+  exit 2
+fi
 
 selected=()
 if [[ ${#args[@]} -eq 0 ]]; then
@@ -83,8 +91,9 @@ step() { CUR_STEP=$1; img_log "[$CUR_IMAGE] $1"; }
 on_err() {
   local rc=$1 cmd=$2 where=$3
   trap - ERR
-  # In a subshell: leave the report to the parent, which fails in turn.
-  [[ $BASHPID != "$$" ]] && exit "$rc"
+  # In a subshell: leave the report to the parent, which fails in turn (the
+  # parent of a build of its own, build_job, is that job's shell).
+  [[ $BASHPID != "${JOB_SHELL:-$$}" ]] && exit "$rc"
   printf '%s images: FAILED: image %s, step "%s" (exit %s): %s [%s]\n' \
     "$(img_ts)" "$CUR_IMAGE" "$CUR_STEP" "$rc" "$cmd" "$where" >&2
   exit "$rc"
@@ -93,8 +102,15 @@ trap 'on_err $? "$BASH_COMMAND" "${BASH_SOURCE[0]##*/}:$LINENO"' ERR
 
 WORK_DIRS=()
 RM_PIDS=()   # work trees being removed in the background (remove_later)
+declare -A JOB_OF=() # builds in the background (build_job): pid -> image
 on_exit() {
   local rc=$? d
+  # builds still running when this shell stops early: each cleans up after
+  # itself (its own on_exit) once stopped
+  if [[ ${#JOB_OF[@]} -gt 0 ]]; then
+    kill "${!JOB_OF[@]}" 2>/dev/null || true
+    wait "${!JOB_OF[@]}" 2>/dev/null || true
+  fi
   [[ ${#RM_PIDS[@]} -eq 0 ]] || wait "${RM_PIDS[@]}" 2>/dev/null || true
   for d in "${WORK_DIRS[@]}"; do
     [[ -e $d ]] || continue
@@ -259,7 +275,12 @@ build_image() {
     for dl in "${DOWNLOADS[@]}"; do
       read -r file sum url <<<"$dl"
       step "download $url"
-      rootfs_fetch "$r" "$KIWI_DL" "$file" "$sum" "$url" | sed 's/^/    /'
+      # builds side by side may want the same file: one fetches it, the
+      # other then finds it cached
+      (
+        flock 8
+        rootfs_fetch "$r" "$KIWI_DL" "$file" "$sum" "$url" | sed 's/^/    /'
+      ) 8>"$KIWI_DL/.$file.lock"
     done
     step "apt-get install ${APT_PACKAGES[*]}"
     rootfs_apt "$r" "${APT_PACKAGES[@]}"
@@ -301,11 +322,79 @@ for d in "$WORK"/.trash-*; do
   [[ -e $d ]] && WORK_DIRS+=("$d")
 done
 
+# up_to_date NAME: whether NAME's image carries its recipe's hash (and no
+# --force).
+up_to_date() {
+  [[ $opt_force == 0 && $(image_label "$(recipe_get "$1" REF)" org.kiwi.recipe || true) == "$(recipe_hash "$1")" ]]
+}
+
+# build_job NAME: build_image NAME in a shell of its own, its output in
+# $WORK/NAME.log and its result line in $WORK/NAME.result.
+build_job() {
+  local n=$1
+  (
+    JOB_SHELL=$BASHPID WORK_DIRS=() RM_PIDS=() JOB_OF=()
+    trap on_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    build_image "$n"
+    printf '%s\n' "${RESULT[$n]}" >"$WORK/$n.result"
+  ) >"$WORK/$n.log" 2>&1 &
+  JOB_OF[$!]=$n
+  img_log "[$n] building in the background (log: $WORK/$n.log)"
+}
+
+# build_side_by_side NAME...: JOBS builds at a time; each one's log printed
+# whole when it ends. After a failure no new build starts; the others end.
+build_side_by_side() {
+  local queue=("$@") pid n failed=()
+  while [[ ${#queue[@]} -gt 0 || ${#JOB_OF[@]} -gt 0 ]]; do
+    while [[ ${#queue[@]} -gt 0 && ${#JOB_OF[@]} -lt $JOBS && ${#failed[@]} -eq 0 ]]; do
+      rm -f "$WORK/${queue[0]}.result"
+      build_job "${queue[0]}"
+      queue=("${queue[@]:1}")
+    done
+    [[ ${#queue[@]} -eq 0 || ${#failed[@]} -eq 0 ]] || queue=()
+    [[ ${#JOB_OF[@]} -gt 0 ]] || break
+    pid=
+    wait -n -p pid "${!JOB_OF[@]}" || true
+    n=${JOB_OF[$pid]}
+    unset "JOB_OF[$pid]"
+    sed "s/^/  [$n] /" "$WORK/$n.log" >&2
+    if [[ -s $WORK/$n.result ]]; then
+      RESULT[$n]=$(cat "$WORK/$n.result")
+      rm -f "$WORK/$n.log" "$WORK/$n.result"
+    else
+      RESULT[$n]="FAILED (log above, kept in $WORK/$n.log)"
+      failed+=("$n")
+    fi
+  done
+  for n in "${queue[@]}"; do RESULT[$n]="not built: an earlier build failed"; done
+  [[ ${#failed[@]} -eq 0 ]] || img_die "image(s) failed: ${failed[*]} (each one's log is above)"
+}
+
 declare -A RESULT
 t_all=$(now_ms)
+# Base stages first, in this shell (every other image unpacks one); then
+# the others, JOBS at a time.
+later=()
 for n in "${selected[@]}"; do
-  build_image "$n"
+  if [[ $JOBS == 1 || $(recipe_base "$n") == "$n" ]]; then
+    build_image "$n"
+  elif up_to_date "$n"; then
+    img_log "[$n] $(recipe_get "$n" REF) up to date (recipe $(recipe_hash "$n" | cut -c1-12)), skipped"
+    RESULT[$n]="skipped (up to date)"
+  else
+    later+=("$n")
+  fi
 done
+if [[ ${#later[@]} -gt 0 ]]; then
+  for n in "${later[@]}"; do
+    use_base "$(recipe_base "$n")"
+    ensure_base_tar
+  done
+  build_side_by_side "${later[@]}"
+fi
 CUR_IMAGE=- CUR_STEP=summary
 img_log "summary ($(fmt_ms $(($(now_ms) - t_all))) in all):"
 for n in "${selected[@]}"; do

@@ -163,6 +163,10 @@ recipe_hash_changes() {
 }
 t "recipe hashes are stable and differ between images" recipe_hash_changes
 
+for v in 0 x -1 1000; do
+  tfm "build.sh refuses KIWI_IMAGES_JOBS=$v" "KIWI_IMAGES_JOBS must be a number" env KIWI_IMAGES_JOBS="$v" bash "$here/build.sh" --list
+done
+
 # ------------------------------------------------------- trust-store logic ---
 
 if command -v openssl >/dev/null 2>&1; then
