@@ -140,6 +140,20 @@ static const kiwi__env_setting env_rt_go[] = {
 static const kiwi__package_manager go_pms[] = { { KIWI_ECO_GO, env_none }, { KIWI_ECO_NPM, NULL } };
 static const char *const go_input[] = { "go.mod", "go.sum", "go.work", "go.work.sum", NULL };
 static const char *const go_home[] = { "go", ".cache/go-build", NULL };
+/* Kiwi's Go images carry the standard library compiled (ops/images,
+ * /usr/local/go-cache, read-only): Phase B's build cache starts as links
+ * to it, so a `go test` compiles the repository and its modules, not fmt
+ * and net/http again. The go command writes new entries beside the links
+ * and only reads the linked ones. trim.txt is the cache's own, written
+ * now: a copied one would date the last trim to the image's build, and the
+ * go command would then drop every link older than its five days. An
+ * image without that folder (an official golang image) is left as it is. */
+#define GO_STD_CACHE "/usr/local/go-cache"
+static const char go_verify_start[]
+    = "s=" GO_STD_CACHE " c=${GOCACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/go-build}; "
+      "if [ -d \"$s\" ] && [ ! -e \"$c/.kiwi-std\" ] && mkdir -p \"$c\"; then "
+      "cp -rs \"$s/.\" \"$c/\" 2>/dev/null; rm -f \"$c/trim.txt\"; date +%s >\"$c/trim.txt\"; "
+      ": >\"$c/.kiwi-std\"; fi; true";
 
 /* ---------------------------------------------------------------- Rust */
 
@@ -222,25 +236,25 @@ const char *const kiwi__kiwi_home[] = { ".kiwi", NULL };
 
 const kiwi__runtime kiwi__runtimes[] = {
     { "go", go_exe, go_images, 3, go_markers, kiwi__version_go, HIGH, env_rt_go, go_pms, kiwi__detect_go, NULL,
-      NULL, NULL, go_input, none, go_home },
+      NULL, NULL, go_input, none, go_home, go_verify_start },
     { "rust", rust_exe, rust_images, 4, rust_markers, kiwi__version_rust, HIGH, env_rt_rust, rust_pms,
-      kiwi__detect_rust, "Cargo.toml", "Cargo.lock", NULL, rust_input, none, rust_home },
+      kiwi__detect_rust, "Cargo.toml", "Cargo.lock", NULL, rust_input, none, rust_home, NULL },
     { "maven", maven_exe, maven_images, 7, maven_markers, kiwi__version_maven, HIGH, env_rt_jvm, maven_pms,
-      kiwi__detect_maven, NULL, NULL, "jvm", maven_input, none, maven_home },
+      kiwi__detect_maven, NULL, NULL, "jvm", maven_input, none, maven_home, NULL },
     { "gradle", gradle_exe, gradle_images, 8, gradle_markers, kiwi__version_gradle, HIGH, env_rt_jvm, gradle_pms,
-      kiwi__detect_gradle, NULL, NULL, "jvm", gradle_input, none, gradle_home },
+      kiwi__detect_gradle, NULL, NULL, "jvm", gradle_input, none, gradle_home, NULL },
     { "ruby", ruby_exe, ruby_images, 5, ruby_markers, kiwi__version_ruby, HIGH, env_rt_ruby, ruby_pms,
-      kiwi__detect_ruby, "Gemfile", "Gemfile.lock", NULL, ruby_input, ruby_src, ruby_home },
+      kiwi__detect_ruby, "Gemfile", "Gemfile.lock", NULL, ruby_input, ruby_src, ruby_home, NULL },
     { "php", php_exe, php_images, 6, php_markers, kiwi__version_php, HIGH, env_rt_php, php_pms, kiwi__detect_php,
-      "composer.json", "composer.lock", NULL, php_input, php_src, php_home },
+      "composer.json", "composer.lock", NULL, php_input, php_src, php_home, NULL },
     { "python", python_exe, python_images, 2, python_markers, kiwi__version_python, HIGH, env_rt_python, python_pms,
-      kiwi__detect_python, NULL, NULL, "python", python_input, python_src, python_home },
+      kiwi__detect_python, NULL, NULL, "python", python_input, python_src, python_home, NULL },
     { "node", node_exe, node_images, 1, node_markers, kiwi__version_node, HIGH, env_rt_node, node_pms,
-      kiwi__detect_node, NULL, NULL, NULL, node_input, node_src, node_home },
+      kiwi__detect_node, NULL, NULL, NULL, node_input, node_src, node_home, NULL },
     /* Java itself: no marker of its own (pom.xml and build.gradle name the
      * build tool), no install; its images also run Maven and Gradle */
     { "java", java_exe, java_images, 9, none, kiwi__version_java, KIWI_PREFER_LOWEST, env_rt_jvm, no_pms, NULL,
-      NULL, NULL, NULL, none, none, none },
+      NULL, NULL, NULL, none, none, none, NULL },
 };
 
 const size_t kiwi__n_runtimes = sizeof kiwi__runtimes / sizeof kiwi__runtimes[0];

@@ -76,6 +76,9 @@ typedef struct kiwi__runtime {
      * a name at any depth or a path below a project; home: under
      * /kiwi/home) */
     const char *const *input, *const *src, *const *home;
+    /* shell run first in every Phase B of the runtime's images, whatever
+     * the steps (NULL: none); it must not fail */
+    const char *verify_start;
 } kiwi__runtime;
 
 extern const kiwi__runtime kiwi__runtimes[];

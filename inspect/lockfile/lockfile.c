@@ -336,11 +336,14 @@ plan_argv (kiwi_install_plan *p, kiwi_error_t *err)
     return 0;
 }
 
-/* Every step's prelude in its directory, each in a subshell. */
+/* The image runtime's start (kiwi__runtime.verify_start), then every
+ * step's prelude in its directory, each in a subshell. */
 static int
-plan_prelude (kiwi_install_plan *p, kiwi_error_t *err)
+plan_prelude (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
 {
-    size_t cap = 1;
+    const kiwi__runtime *rt = kiwi__runtime_get (runtime);
+    const char *start = rt != NULL ? rt->verify_start : NULL;
+    size_t cap = 1 + (start != NULL ? strlen (start) + 1 : 0);
     for (size_t i = 0; i < p->n; i++)
         if (p->steps[i].prelude != NULL)
             cap += strlen (p->steps[i].prelude) + strlen (p->steps[i].dir) + 32;
@@ -353,6 +356,8 @@ plan_prelude (kiwi_install_plan *p, kiwi_error_t *err)
     }
     size_t l = 0;
     p->verify_prelude[0] = '\0';
+    if (start != NULL)
+        l += (size_t) snprintf (p->verify_prelude, cap, "%s\n", start);
     for (size_t i = 0; i < p->n; i++)
         if (p->steps[i].prelude != NULL)
             l += (size_t) snprintf (p->verify_prelude + l, cap - l, "(cd '/kiwi/src%s%s' && %s)\n",
@@ -441,7 +446,7 @@ kiwi__install_plan_make_ctx (kiwi__inspect_ctx *ctx, const char *runtime, const 
                                 p->steps[i].dir[0] ? " (in " : "", p->steps[i].dir, p->steps[i].dir[0] ? ")" : "");
     if (p->n == 0)
         snprintf (p->display, cap, "-");
-    return plan_prelude (p, err);
+    return plan_prelude (p, runtime, err);
 }
 
 int

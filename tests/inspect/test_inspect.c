@@ -606,7 +606,24 @@ test_other_ecosystems (void **state)
     assert_string_equal (kiwi_strv_env_get (&p.verify_env, "GOFLAGS"), "GOFLAGS=-mod=mod");
     assert_string_equal (kiwi_strv_env_get (&p.install_env, "GOPATH"), "GOPATH=/kiwi/home/go");
     assert_null (kiwi_strv_env_get (&p.install_env, "GOPROXY"));
+    /* Phase B starts the build cache as links to the image's compiled
+     * standard library, first, and never fails on it */
+    assert_non_null (p.verify_prelude);
+    assert_true (strncmp (p.verify_prelude, "s=/usr/local/go-cache ", 22) == 0);
+    assert_non_null (strstr (p.verify_prelude, "cp -rs \"$s/.\" \"$c/\""));
+    assert_non_null (strstr (p.verify_prelude, "date +%s >\"$c/trim.txt\""));
+    assert_true (strstr (p.verify_prelude, "; true\n") != NULL);
     kiwi_install_plan_clear (&p);
+    /* ... with no step too (a module with no dependencies) */
+    put (r, "go.mod", "module x\n\ngo 1.19\n");
+    put (r, "go.sum", "");
+    assert_int_equal (kiwi_install_plan_make (r, "go", &p, &err), 0);
+    assert_int_equal (p.n, 0);
+    assert_non_null (p.verify_prelude);
+    assert_true (strncmp (p.verify_prelude, "s=/usr/local/go-cache ", 22) == 0);
+    kiwi_install_plan_clear (&p);
+    put (r, "go.mod", "module x\n\ngo 1.19\n\nrequire (\n\tgithub.com/google/go-cmp v0.5.9\n)\n");
+    put (r, "go.sum", "github.com/google/go-cmp v0.5.9 h1:x\n");
     /* a go.work above the module (here: a module in a subfolder of the
      * workspace) is workspace mode, where Go refuses -mod=mod */
     put (r, "go.work", "go 1.19\n\nuse ./svc\n");
