@@ -354,7 +354,6 @@ build_side_by_side() {
       build_job "${queue[0]}"
       queue=("${queue[@]:1}")
     done
-    [[ ${#queue[@]} -eq 0 || ${#failed[@]} -eq 0 ]] || queue=()
     [[ ${#JOB_OF[@]} -gt 0 ]] || break
     pid=
     wait -n -p pid "${!JOB_OF[@]}" || true
