@@ -147,11 +147,13 @@ static const char *const go_home[] = { "go", ".cache/go-build", NULL };
  * and only reads the linked ones. trim.txt is the cache's own, written
  * now: a copied one would date the last trim to the image's build, and the
  * go command would then drop every link older than its five days. An
- * image without that folder (an official golang image) is left as it is. */
+ * image without that folder (an official golang image) is left as it is,
+ * and so is a GOCACHE that is not an absolute path ("off", or a relative
+ * one the go command refuses): no folder is made in the tree. */
 #define GO_STD_CACHE "/usr/local/go-cache"
 static const char go_verify_start[]
     = "s=" GO_STD_CACHE " c=${GOCACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/go-build}; "
-      "if [ -d \"$s\" ] && [ ! -e \"$c/.kiwi-std\" ] && mkdir -p \"$c\"; then "
+      "if [ -d \"$s\" ] && [ \"${c#/}\" != \"$c\" ] && [ ! -e \"$c/.kiwi-std\" ] && mkdir -p \"$c\"; then "
       "cp -rs \"$s/.\" \"$c/\" 2>/dev/null; rm -f \"$c/trim.txt\"; date +%s >\"$c/trim.txt\"; "
       ": >\"$c/.kiwi-std\"; fi; true";
 

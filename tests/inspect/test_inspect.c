@@ -612,6 +612,7 @@ test_other_ecosystems (void **state)
     assert_true (strncmp (p.verify_prelude, "s=/usr/local/go-cache ", 22) == 0);
     assert_non_null (strstr (p.verify_prelude, "cp -rs \"$s/.\" \"$c/\""));
     assert_non_null (strstr (p.verify_prelude, "date +%s >\"$c/trim.txt\""));
+    assert_non_null (strstr (p.verify_prelude, "[ \"${c#/}\" != \"$c\" ]")); /* never GOCACHE=off in the tree */
     assert_true (strstr (p.verify_prelude, "; true\n") != NULL);
     kiwi_install_plan_clear (&p);
     /* ... with no step too (a module with no dependencies) */
