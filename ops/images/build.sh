@@ -243,6 +243,17 @@ import_image() {
   img_log "[$name] $REF $(dk image inspect -f '{{.Size}}' "$REF" | awk '{printf "%.0f MB", $1/1000000}') ${new:7:12}"
 }
 
+# skipped_up_to_date NAME: when NAME's image carries its recipe's hash (and
+# no --force), says so, records it as skipped and returns 0.
+skipped_up_to_date() {
+  local ref hash
+  ref=$(recipe_get "$1" REF)
+  hash=$(recipe_hash "$1")
+  [[ $opt_force == 0 && $(image_label "$ref" org.kiwi.recipe || true) == "$hash" ]] || return 1
+  img_log "[$1] $ref up to date (recipe ${hash:0:12}), skipped"
+  RESULT[$1]="skipped (up to date)"
+}
+
 # build_image NAME
 build_image() {
   local name=$1 hash r versions t0
@@ -250,9 +261,7 @@ build_image() {
   use_base "$(recipe_base "$name")"
   recipe_load "$name"
   CUR_IMAGE=$name
-  if [[ $opt_force == 0 && $(image_label "$REF" org.kiwi.recipe || true) == "$hash" ]]; then
-    img_log "[$name] $REF up to date (recipe ${hash:0:12}), skipped"
-    RESULT[$name]="skipped (up to date)"
+  if skipped_up_to_date "$name"; then
     return 0
   fi
   t0=$(now_ms)
@@ -322,12 +331,6 @@ for d in "$WORK"/.trash-*; do
   [[ -e $d ]] && WORK_DIRS+=("$d")
 done
 
-# up_to_date NAME: whether NAME's image carries its recipe's hash (and no
-# --force).
-up_to_date() {
-  [[ $opt_force == 0 && $(image_label "$(recipe_get "$1" REF)" org.kiwi.recipe || true) == "$(recipe_hash "$1")" ]]
-}
-
 # build_job NAME: build_image NAME in a shell of its own, its output in
 # $WORK/NAME.log and its result line in $WORK/NAME.result.
 build_job() {
@@ -380,10 +383,7 @@ later=()
 for n in "${selected[@]}"; do
   if [[ $JOBS == 1 || $(recipe_base "$n") == "$n" ]]; then
     build_image "$n"
-  elif up_to_date "$n"; then
-    img_log "[$n] $(recipe_get "$n" REF) up to date (recipe $(recipe_hash "$n" | cut -c1-12)), skipped"
-    RESULT[$n]="skipped (up to date)"
-  else
+  elif ! skipped_up_to_date "$n"; then
     later+=("$n")
   fi
 done
