@@ -107,6 +107,17 @@ registry_serve() {
   fail "docker-registry $name did not start on $addr"
 }
 
+# own_image REF: an image of this run's own, tagged REF: kiwi/base:bookworm
+# and a file naming the run and REF (an Id of its own; pushed where the base
+# already is, only that small layer travels).
+own_image() {
+  local d
+  d=$(mktemp -d "$TMP/image.XXXXXX")
+  printf '%s %s\n' "$RUN_ID" "$1" >"$d/stamp"
+  printf 'FROM kiwi/base:bookworm\nCOPY stamp /kiwi-itest-stamp\n' >"$d/Dockerfile"
+  "${DOCKER[@]}" build -q -t "$1" "$d" >"$d/build.log" 2>&1 || fail "docker build of $1: $(tail -n 3 "$d/build.log")"
+}
+
 # registry_images_remove ADDR...: removes every reference dockerd keeps of
 # images from the test registries at ADDR (tags and the repo@digest
 # references a pull leaves after its tag is gone), so no run leaves images

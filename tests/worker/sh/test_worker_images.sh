@@ -52,14 +52,8 @@ on_cleanup() {
   "${DOCKER[@]}" rmi -f "$ELSEWHERE" >/dev/null 2>&1 || true
   registry_images_remove "$REG" "$AREG"
 }
-build() { # REF: an image of its own (kiwi/base:bookworm and a file naming REF) tagged REF
-  mkdir -p "$TMP/build"
-  printf '%s %s\n' "$RUN_ID" "$1" >"$TMP/build/stamp"
-  printf 'FROM kiwi/base:bookworm\nCOPY stamp /kiwi-itest-stamp\n' >"$TMP/build/Dockerfile"
-  "${DOCKER[@]}" build -q -t "$1" "$TMP/build" >"$TMP/build.log" 2>&1 || fail "docker build: $(tail -n 3 "$TMP/build.log")"
-}
 push() { # REF [DOCKER_CONFIG]: an image of its own pushed as REF, then only in the registry
-  build "$1"
+  own_image "$1"
   DOCKER_CONFIG="${2:-$TMP/no-config}" "${DOCKER[@]}" push -q "$1" >"$TMP/push.log" 2>&1 \
     || fail "push $1: $(tail -n 3 "$TMP/push.log")"
   "${DOCKER[@]}" rmi "$1" >/dev/null
@@ -73,9 +67,9 @@ push "$INSIDE" "$TMP/docker-config"
 push "$OUTSIDE" "$TMP/docker-config"
 DOCKER_CONFIG="$TMP/docker-config" "${DOCKER[@]}" logout "$AREG" >/dev/null
 # held by dockerd, allowed by nobody
-build "$ELSEWHERE"
-build "$LOCAL_ONLY"
-build "$OPERATOR"
+own_image "$ELSEWHERE"
+own_image "$LOCAL_ONLY"
+own_image "$OPERATOR"
 
 AUTH=$(printf 'kiwi:%s' "$PASS" | base64 -w0)
 printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$AREG" "$AUTH" >"$TMP/auths-wide.json"

@@ -75,12 +75,9 @@ cp "$TMP/task-pulled.json" "$TMP/task-again.json"
 run_once again
 [ "$(field again step0 cached)" = true ] \
   || fail "again: the same task on the image just pulled was not answered from the verify cache (cached: $(field again step0 cached)); the pulling run was kept under another key"
-# the new image: kiwi/base:bookworm and a file of this run's (its own Id;
-# only that small layer is pushed and pulled again)
-mkdir -p "$TMP/moved"
-printf 'moved %s\n' "$RUN_ID" >"$TMP/moved/stamp"
-printf 'FROM kiwi/base:bookworm\nCOPY stamp /kiwi-itest-stamp\n' >"$TMP/moved/Dockerfile"
-"${DOCKER[@]}" build -q -t "$IMAGE" "$TMP/moved" >"$TMP/build.log" 2>&1 || fail "docker build of the new $IMAGE: $(tail -n 3 "$TMP/build.log")"
+# the new image: one of this run's own (only its small layer is pushed and
+# pulled again)
+own_image "$IMAGE"
 [ "$("${DOCKER[@]}" image inspect -f '{{.Id}}' "$IMAGE")" != "$("${DOCKER[@]}" image inspect -f '{{.Id}}' kiwi/base:bookworm)" ] \
   || fail "the new $IMAGE has kiwi/base:bookworm's Id"
 "${DOCKER[@]}" push -q "$IMAGE" >"$TMP/push.log" 2>&1 || fail "push of the new $IMAGE: $(tail -n 3 "$TMP/push.log")"
