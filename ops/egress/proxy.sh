@@ -4,7 +4,7 @@
 #
 # Usage: proxy.sh conf --dir DIR --listen ADDR [--ports E,H,S]
 #                      [--ecosystem NAME]... [--allow HOST]... [--hosts-file FILE]
-#                      [--read-only] [--bump-ca CADIR] [--bump HOST]...
+#                      [--read-only] [--bump-ca CADIR] [--bump HOST]... [--bump-registries]
 #                      [--private-registry HOST[/PREFIX]=@FILE]... [--upstream-ca FILE]
 #        proxy.sh hosts NAME...     the registry hosts of each ecosystem ("all": every one)
 #        proxy.sh run --dir DIR [--log-max-mb N]
@@ -14,7 +14,7 @@
 #   conf       writes DIR/squid.conf (and DIR/tls/, a throwaway self-signed
 #              certificate Squid needs on its TLS port; it never signs or
 #              presents anything: TLS is peeked and spliced, never bumped,
-#              unless --bump, below).
+#              unless a bumping option, below, asks for it).
 #              Squid listens on ADDR (the install bridge's gateway): port E
 #              is the explicit proxy (HTTP_PROXY/HTTPS_PROXY), H takes
 #              redirected plain HTTP and S intercepted TLS (egress.sh --proxy
@@ -51,6 +51,8 @@
 #              registry's own certificate is verified (the system's CAs and
 #              --upstream-ca FILE's), a failure is an error. Every other
 #              host is spliced as without bumping. Needs --bump-ca.
+#              --bump-registries: every host the --ecosystem options list
+#              is bumped (as by --bump), so no registry takes a write.
 #              --private-registry HOST[/PREFIX]=@FILE: HOST is allowed and
 #              bumped, and a request to it over TLS whose path is PREFIX or
 #              under it gets "Authorization: <FILE's one line>" (e.g.
@@ -73,7 +75,7 @@
 set -euo pipefail
 
 die() { printf 'proxy: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,72p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,74p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # registries NAME: the hosts an ecosystem's package manager fetches from.
 registries() {
@@ -104,8 +106,8 @@ allow=()
 # Bumping (off unless asked for): the CA's directory, the hosts whose TLS
 # Squid terminates, each private registry's SPEC, an extra upstream CA,
 # and read-only (GET and HEAD), which any of these turns on.
-bump_ca='' upstream_ca='' read_only=0
-bump=() private=()
+bump_ca='' upstream_ca='' read_only=0 bump_registries=0
+bump=() private=() eco_hosts=()
 CERTGEN=/usr/lib/squid/security_file_certgen
 
 parse() {
@@ -120,11 +122,12 @@ parse() {
         local h
         h=$(registries "$2") || die "unknown ecosystem '$2'"
         # shellcheck disable=SC2206  # one host per word
-        allow+=($h); shift ;;
+        allow+=($h) eco_hosts+=($h); shift ;;
       --hosts-file) [[ $# -ge 2 ]] || die "--hosts-file needs a file"; hosts_file=$2; shift ;;
       --log-max-mb) [[ $# -ge 2 ]] || die "--log-max-mb needs a size"; log_max_mb=$2; shift ;;
       --bump-ca) [[ $# -ge 2 ]] || die "--bump-ca needs a directory"; bump_ca=$2; read_only=1; shift ;;
       --bump) [[ $# -ge 2 ]] || die "--bump needs a host"; bump+=("$2"); read_only=1; shift ;;
+      --bump-registries) bump_registries=1; read_only=1 ;;
       --private-registry)
         [[ $# -ge 2 ]] || die "--private-registry needs HOST[/PREFIX]=@FILE"
         private+=("$2"); read_only=1; shift ;;
@@ -404,6 +407,10 @@ prepare_bump() {
     priv_host+=("$host") priv_prefix+=("$prefix") priv_value+=("$value")
     allow+=("$host") bump+=("$host")
   done
+  if ((bump_registries)); then
+    ((${#eco_hosts[@]})) || die "--bump-registries needs --ecosystem (the registries it bumps)"
+    bump+=("${eco_hosts[@]}")
+  fi
   if ((${#bump[@]} == 0)); then
     if [[ -n $bump_ca ]]; then make_ca; fi
     return 0
@@ -442,7 +449,9 @@ make_ca() {
   bump_ca=$(realpath -m -- "$bump_ca")
   [[ $bump_ca != *[[:space:]\"]* ]] || die "--bump-ca $bump_ca: no spaces or quotes in the path (it goes into squid.conf)"
   mkdir -p "$bump_ca"
-  local pem=$bump_ca/ca.pem key=$bump_ca/ca.key
+  local pem=$bump_ca/ca.pem key=$bump_ca/ca.key lock
+  # the workers of one host share the CA: one makes it, the others wait
+  exec {lock}>"$bump_ca/.lock" && flock -w 60 "$lock" || die "--bump-ca $bump_ca: could not lock $bump_ca/.lock"
   if [[ ! -s $pem && ! -s $key ]]; then
     rm -f "$key.tmp" "$pem.tmp"
     (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=Kiwi egress proxy CA" \
@@ -455,6 +464,7 @@ make_ca() {
   [[ -s $pem && -s $key ]] || die "--bump-ca $bump_ca holds only one of ca.pem and ca.key"
   chmod 600 "$key"
   if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then chown proxy: "$key"; fi
+  exec {lock}>&-
 }
 
 squid_bin() { command -v squid || echo /usr/sbin/squid; }

@@ -50,7 +50,7 @@ mk() { openssl "$@" >/dev/null 2>&1 || bail "openssl $1 failed"; }
 mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=test registry CA" -keyout "$tmp/testca.key" -out "$tmp/testca.pem" \
   -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign
 mk req -newkey rsa:2048 -nodes -subj /CN=private.kiwi.test -keyout "$tmp/reg.key" -out "$tmp/reg.csr"
-printf 'subjectAltName=DNS:private.kiwi.test,DNS:pub.kiwi.test\n' >"$tmp/reg.ext"
+printf 'subjectAltName=DNS:private.kiwi.test,DNS:pub.kiwi.test,DNS:registry.npmjs.org\n' >"$tmp/reg.ext"
 mk x509 -req -in "$tmp/reg.csr" -CA "$tmp/testca.pem" -CAkey "$tmp/testca.key" -CAcreateserial -days 2 \
   -extfile "$tmp/reg.ext" -out "$tmp/reg.crt"
 # self-signed, for untrusted.kiwi.test and spliced.kiwi.test
@@ -60,8 +60,10 @@ mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=spliced.kiwi.test -keyout
 outside_start --addr "$PRIV" --addr "$PUB" --addr "$UNTR" --addr "$SPL" --cert "$tmp/out.crt" --key "$tmp/out.key" \
   --tls "$PRIV=$tmp/reg.crt:$tmp/reg.key" --tls "$PUB=$tmp/reg.crt:$tmp/reg.key" --requests "$tmp/requests" --
 
-printf '%s private.kiwi.test\n%s pub.kiwi.test\n%s untrusted.kiwi.test\n%s spliced.kiwi.test\n' \
-  "$PRIV" "$PUB" "$UNTR" "$SPL" >"$tmp/hosts"
+# registry.npmjs.org (for --bump-registries) is the outside's pub address:
+# Squid resolves it from this file alone, nothing leaves the namespaces
+printf '%s private.kiwi.test\n%s pub.kiwi.test\n%s untrusted.kiwi.test\n%s spliced.kiwi.test\n%s registry.npmjs.org\n' \
+  "$PRIV" "$PUB" "$UNTR" "$SPL" "$PUB" >"$tmp/hosts"
 printf '%s\n' "$CANARY" >"$tmp/cred"
 chmod 600 "$tmp/cred"
 said=$tmp/said # everything conf, check and run printed
@@ -98,6 +100,7 @@ bad "a credential file with a quote and a second line" "must hold the Authorizat
 bad "--bump-ca with a space in its path" "no spaces or quotes" --bump-ca "$tmp/c a" --bump pub.kiwi.test
 bad "two credentials for overlapping paths" "overlap" --bump-ca "$tmp/ca" \
   --private-registry "private.kiwi.test/npm=@$tmp/cred" --private-registry "private.kiwi.test/npm/x=@$tmp/cred"
+bad "--bump-registries without --ecosystem" "needs --ecosystem" --bump-ca "$tmp/ca" --bump-registries
 
 # ------------------------------------------------------------ the proxy ---
 
@@ -319,3 +322,29 @@ refused "--read-only: plain HTTP POST" POST http://spliced.kiwi.test/upload spli
 get "--read-only: plain HTTP GET" 200 "$SPL" /ro - -x "$P" http://spliced.kiwi.test/ro
 get "--read-only: GET https:// spliced (the outside's certificate), the sandbox's Authorization inside TLS untouched" 200 \
   "$SPL" /ro-tls "$SANDBOX_OWN" --cacert "$tmp/out.crt" -x "$P" -H "Authorization: $SANDBOX_OWN" https://spliced.kiwi.test/ro-tls
+
+# --bump-registries (what the worker gives): every host of --ecosystem
+# bumped, so a registry takes reads alone; registry.npmjs.org is the
+# outside's pub address here (the hosts file)
+squid_stop
+out=$("$PROXY" conf --dir "$tmp/regs" "${base[@]}" --ecosystem npm --bump-ca "$tmp/ca" --bump-registries \
+  --upstream-ca "$tmp/testca.pem" 2>&1); rc=$?
+printf '%s\n' "$out" >>"$said"
+check "proxy.sh conf --ecosystem npm --bump-ca --bump-registries" [ "$rc" = 0 ]
+check "... bumps npm's registries and no other host" \
+  grep -qx 'acl kiwi_bump dstdomain -n registry.npmjs.org registry.yarnpkg.com' "$tmp/regs/squid.conf"
+squid_start "$tmp/regs"
+log=$tmp/regs/access.log
+N=https://registry.npmjs.org
+get "--bump-registries: GET from registry.npmjs.org, no Authorization of the sandbox's" 200 "$PUB" /left-pad - \
+  --cacert "$CA" -x "$P" -H "Authorization: $SANDBOX_OWN" "$N/left-pad"
+issuer=$(ins timeout 10 openssl s_client -proxy "$GW:$EPORT" -connect registry.npmjs.org:443 -servername registry.npmjs.org \
+  </dev/null 2>/dev/null | openssl x509 -noout -issuer 2>/dev/null)
+check "--bump-registries: the certificate the sandbox gets for registry.npmjs.org is Kiwi's ($issuer)" \
+  grep -q 'Kiwi egress proxy CA' <<<"$issuer"
+refused "--bump-registries: PUT (npm publish) to registry.npmjs.org" PUT "$N/kiwi-leak" registry.npmjs.org --cacert "$CA" -x "$P"
+refused "--bump-registries: POST (npm login) to registry.npmjs.org" POST "$N/-/v1/login" registry.npmjs.org --cacert "$CA" -x "$P"
+refused "--bump-registries: intercepted PUT to registry.npmjs.org" PUT "$N/kiwi-leak" registry.npmjs.org --cacert "$CA" \
+  --resolve "registry.npmjs.org:443:$PUB"
+get "--bump-registries: a listed host that is not a registry stays spliced (the outside's certificate)" 200 "$SPL" /regs - \
+  --cacert "$tmp/out.crt" -x "$P" https://spliced.kiwi.test/regs
