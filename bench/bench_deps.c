@@ -44,6 +44,7 @@
  * Reads the stack's env (KIWI_DOCKER_SOCKET, KIWI_STATE_DIR, KIWI_STORE_URL).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@
 #include "sandbox/sandbox.h"
 #include "worker/config.h"
 #include "worker/egress/egress-proxy.h"
+#include "worker/egress/private-registry.h"
 #include "worker/egress/egress.h"
 #include "worker/task/store.h"
 
@@ -237,10 +239,18 @@ main (int argc, char **argv)
         }
         fprintf (stderr, "bench: Phase A %s\n", proxied ? "through the egress proxy (as the worker runs it)"
                                                           : "with open egress (KIWI_INSTALL_EGRESS=open)");
+        /* the CA bundle the worker gives Phase A (behind the proxy, with
+         * Kiwi's CA: the registries' TLS is the proxy's) */
+        char phase_ca[PATH_MAX];
+        const char *bundle = NULL;
+        if (kiwi_egress_phase_ca_bundle (&wc, proxied, phase_ca, sizeof phase_ca, &bundle, &err) < 0) {
+            fprintf (stderr, "bench: Phase A's CA bundle: %s\n", kiwi_error_msg (err));
+            kiwi_proxy_stop (proxy_pid);
+            return 1;
+        }
         kiwi_phase_config ic = { .host_env = (const char *const *) environ,
                                  .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
-                                 .ca_bundle = wc.ca_bundle && *wc.ca_bundle ? wc.ca_bundle
-                                                                            : "/etc/ssl/certs/ca-certificates.crt",
+                                 .ca_bundle = bundle ? bundle : "/etc/ssl/certs/ca-certificates.crt",
                                  .install_timeout_ms = (int64_t) wc.install_timeout_s * 1000 };
         kiwi_install_plan plan;
         kiwi_strv input = KIWI_STRV_INIT, dep_src = KIWI_STRV_INIT, dep_home = KIWI_STRV_INIT;

@@ -2,10 +2,14 @@
 # bench/bench_egress_proxy.sh: the cost of Phase A's egress proxy on a real,
 # uncached install. In one run, interleaved so drift hits both sides alike:
 # `npm install PACKAGES` with an empty npm cache in a container on a Docker
-# network of the bench's own, once straight to the registry ("open") and
-# once through the egress proxy (Squid as ops/egress/proxy.sh configures it,
-# on that network's gateway, HTTPS_PROXY set). Prints each run, the medians
-# and the ratio proxy/open (target <= 1.05).
+# network of the bench's own, once straight to the registry ("open"), once
+# through the egress proxy splicing the registry's TLS (Squid as
+# ops/egress/proxy.sh configures it without bumping, on that network's
+# gateway, HTTPS_PROXY set: "proxy") and once through the proxy as the
+# worker runs it, the registries bumped so that Phase A may only read
+# (--bump-ca, --bump-registries; the container trusts Kiwi's CA: "bumped").
+# Prints each run, the medians, the ratio proxy/open (target <= 1.05) and
+# the ratio bumped/proxy (what read-only costs).
 #
 # Usage: bench/bench_egress_proxy.sh [--runs N] [--image IMAGE] [PACKAGE...]
 # Root (Squid drops to its user), dockerd (stack.env), squid-openssl. Adds no
@@ -18,7 +22,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --runs) runs=$2; shift ;;
     --image) image=$2; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) pkgs+=("$1") ;;
   esac
   shift
@@ -36,16 +40,16 @@ NET=kiwi-pxbench-$pid BR=kpb$K SUBNET=198.18.$K.192/27 GW=198.18.$K.193
 P=$((20000 + pid % 5000 * 3)) PORTS="$((20000 + pid % 5000 * 3)),$((P + 1)),$((P + 2))"
 tmp=$(mktemp -d /tmp/kiwi-pxbench.XXXXXX)
 chmod 755 "$tmp"
-squid_pid='' c_open='' c_proxy=''
+squid_pid='' squid_bump='' c_open='' c_proxy='' c_bump=''
 cleanup() {
   set +e
-  [[ -n $c_open ]] && docker rm -f "$c_open" >/dev/null 2>&1
-  [[ -n $c_proxy ]] && docker rm -f "$c_proxy" >/dev/null 2>&1
-  if [[ -n $squid_pid ]]; then
-    kill "$squid_pid" 2>/dev/null
-    for _ in $(seq 30); do kill -0 "$squid_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$squid_pid" 2>/dev/null
-  fi
+  local c p
+  for c in "$c_open" "$c_proxy" "$c_bump"; do [[ -n $c ]] && docker rm -f "$c" >/dev/null 2>&1; done
+  for p in $squid_pid $squid_bump; do
+    kill "$p" 2>/dev/null
+    for _ in $(seq 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null
+  done
   docker network rm "$NET" >/dev/null 2>&1
   rm -rf "$tmp"
 }
@@ -55,12 +59,22 @@ docker network create -d bridge --subnet "$SUBNET" --gateway "$GW" -o com.docker
 "$repo/ops/egress/proxy.sh" run --dir "$tmp/proxy" >"$tmp/squid.out" 2>&1 &
 squid_pid=$!
 for _ in $(seq 100); do ss -ltn | grep -q "$GW:$P " && break; sleep 0.1; done
+# the worker's proxy: the registries bumped, on three ports of its own
+PB=$((P + 3))
+"$repo/ops/egress/proxy.sh" conf --dir "$tmp/bumped" --listen "$GW" --ports "$PB,$((PB + 1)),$((PB + 2))" --ecosystem npm \
+  --bump-ca "$tmp/ca" --bump-registries >/dev/null
+"$repo/ops/egress/proxy.sh" run --dir "$tmp/bumped" >"$tmp/squid-bumped.out" 2>&1 &
+squid_bump=$!
+for _ in $(seq 100); do ss -ltn | grep -q "$GW:$PB " && break; sleep 0.1; done
 ca=/etc/ssl/certs/ca-certificates.crt
-start() { docker run -d --network "$NET" --user 1000:1000 --tmpfs /tmp:exec -e HOME=/tmp -v "$ca:/kiwi-ca.crt:ro" \
+cat "$ca" "$tmp/ca/ca.pem" >"$tmp/bundle.pem"
+chmod 644 "$tmp/bundle.pem"
+start() { local b=$1; shift; docker run -d --network "$NET" --user 1000:1000 --tmpfs /tmp:exec -e HOME=/tmp -v "$b:/kiwi-ca.crt:ro" \
   -e npm_config_cafile=/kiwi-ca.crt -e npm_config_audit=false -e npm_config_fund=false \
   -e npm_config_update_notifier=false "$@" "$image" sleep 3600; }
-c_open=$(start)
-c_proxy=$(start -e HTTPS_PROXY="http://$GW:$P" -e HTTP_PROXY="http://$GW:$P")
+c_open=$(start "$ca")
+c_proxy=$(start "$ca" -e HTTPS_PROXY="http://$GW:$P" -e HTTP_PROXY="http://$GW:$P")
+c_bump=$(start "$tmp/bundle.pem" -e HTTPS_PROXY="http://$GW:$PB" -e HTTP_PROXY="http://$GW:$PB")
 # one install: a fresh project and an empty cache, milliseconds on stdout
 install() {
   local c=$1 n=$2 t0 t1
@@ -71,15 +85,22 @@ install() {
   echo $(((t1 - t0) / 1000000))
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-open_ms=() proxy_ms=()
+open_ms=() proxy_ms=() bump_ms=()
 echo "npm install ${pkgs[*]} (empty cache), $runs run(s) each, interleaved"
 for i in $(seq 1 "$runs"); do
-  if ((i % 2)); then a=$(install "$c_open" "$i"); b=$(install "$c_proxy" "$i")
-  else b=$(install "$c_proxy" "$i"); a=$(install "$c_open" "$i"); fi
-  open_ms+=("$a") proxy_ms+=("$b")
-  printf 'run %d: open %d ms, proxy %d ms\n' "$i" "$a" "$b"
+  case $((i % 3)) in
+    1) a=$(install "$c_open" "$i"); b=$(install "$c_proxy" "$i"); c=$(install "$c_bump" "$i") ;;
+    2) b=$(install "$c_proxy" "$i"); c=$(install "$c_bump" "$i"); a=$(install "$c_open" "$i") ;;
+    0) c=$(install "$c_bump" "$i"); a=$(install "$c_open" "$i"); b=$(install "$c_proxy" "$i") ;;
+  esac
+  open_ms+=("$a") proxy_ms+=("$b") bump_ms+=("$c")
+  printf 'run %d: open %d ms, proxy %d ms, bumped %d ms\n' "$i" "$a" "$b" "$c"
 done
 mo=$(printf '%s\n' "${open_ms[@]}" | median) mp=$(printf '%s\n' "${proxy_ms[@]}" | median)
+mb=$(printf '%s\n' "${bump_ms[@]}" | median)
 reqs=$(grep -c ' TCP_TUNNEL ' "$tmp/proxy/access.log" || true)
+breqs=$(grep -Ec ' (GET|HEAD) [^ ]+ [^ ]+ [0-9]+ [0-9]+ [^ ]+ bump ' "$tmp/bumped/access.log" || true)
 printf 'median: open %s ms, proxy %s ms, ratio %.3f (target <= 1.05); %s tunnel(s) in the proxy log\n' \
   "$mo" "$mp" "$(awk -v a="$mp" -v b="$mo" 'BEGIN {print a / b}')" "$reqs"
+printf 'median: bumped %s ms, ratio bumped/proxy %.3f, bumped/open %.3f; %s read(s) seen by the bumping proxy\n' \
+  "$mb" "$(awk -v a="$mb" -v b="$mp" 'BEGIN {print a / b}')" "$(awk -v a="$mb" -v b="$mo" 'BEGIN {print a / b}')" "$breqs"

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "worker/config.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/install-bridge.h"
+#include "worker/egress/private-registry.h"
 
 #define NETWORK_LABEL "org.kiwi.network"
 #define NETWORK_KIND "install-internal"
@@ -103,13 +105,15 @@ kiwi_test_proxied_open (kiwi_test_proxied *p, const char *name, const char *work
     internal_network (api, p->bridge);
     kiwi_docker_close (api);
 
-    char id[128], state[600], bridge[64], wid[160];
+    char id[128], state[600], bridge[64], wid[160], ca[600] = "";
     snprintf (id, sizeof id, "%s-%d", worker_id, (int) getpid ());
     snprintf (state, sizeof state, "KIWI_STATE_DIR=%s", kiwi_test_env_or ("KIWI_STATE_DIR", "/var/lib/kiwi"));
     snprintf (bridge, sizeof bridge, "KIWI_INSTALL_BRIDGE=%s", p->bridge);
     snprintf (wid, sizeof wid, "KIWI_WORKER_ID=%s", id);
+    if (getenv ("KIWI_CA_BUNDLE") && *getenv ("KIWI_CA_BUNDLE"))
+        snprintf (ca, sizeof ca, "KIWI_CA_BUNDLE=%s", getenv ("KIWI_CA_BUNDLE"));
     const char *env[] = { state, bridge, wid, "KIWI_EGRESS_PROXY_SCRIPT=" KIWI_SOURCE_DIR "/ops/egress/proxy.sh",
-                          "KIWI_INSTALL_EGRESS=registries", NULL };
+                          "KIWI_INSTALL_EGRESS=registries", ca[0] ? ca : NULL, NULL };
     kiwi_worker_config cfg;
     kiwi_worker_config_init (&cfg);
     int idx = 0;
@@ -121,6 +125,10 @@ kiwi_test_proxied_open (kiwi_test_proxied *p, const char *name, const char *work
     if (kiwi_proxy_phase_env (&cfg, &p->proxy_env, &on, &err) < 0)
         fail_msg ("Phase A's proxy settings: %s", kiwi_error_msg (err));
     assert_true (on);
+    const char *bundle = NULL;
+    if (kiwi_egress_phase_ca_bundle (&cfg, on, p->ca_bundle, sizeof p->ca_bundle, &bundle, &err) < 0)
+        fail_msg ("Phase A's CA bundle: %s", kiwi_error_msg (err));
+    assert_ptr_equal (bundle, p->ca_bundle);
     kiwi_worker_config_clear (&cfg);
 
     const kiwi_sandbox_driver *drv = kiwi_sandbox_driver_find (name, &err);
@@ -155,6 +163,8 @@ kiwi_test_proxied_close (kiwi_test_proxied *p)
     }
     if (p->proxy_dir[0])
         kiwi_test_shf ("rm -rf '%s'", p->proxy_dir);
+    if (p->ca_bundle[0])
+        unlink (p->ca_bundle);
     kiwi_strv_free (&p->proxy_env);
     if (p->lock >= 0)
         close (p->lock);

@@ -9,8 +9,9 @@
  * the bridge: the host's egress rules are never touched, and a client that
  * ignores the proxy settings fails as it does behind those rules), starts
  * the proxy on the bridge's gateway with the default allow-list
- * (KIWI_INSTALL_EGRESS=registries) and hands Phase A the proxy settings a
- * worker hands it. Library kiwi_test_proxied_install (links
+ * (KIWI_INSTALL_EGRESS=registries) and hands Phase A the proxy settings and
+ * the CA bundle a worker hands it (the registries' TLS is the proxy's, with
+ * Kiwi's CA: private-registry.h). Library kiwi_test_proxied_install (links
  * kiwi_worker_lib).
  */
 #ifndef KIWI_TESTS_PROXIED_INSTALL_H
@@ -27,6 +28,7 @@ typedef struct kiwi_test_proxied {
     pid_t proxy;           /* the proxy's process (group) */
     char proxy_dir[512];   /* its directory: configuration, log */
     kiwi_strv proxy_env;   /* Phase A's proxy settings ("K=V") */
+    char ca_bundle[512];   /* Phase A's CA bundle: KIWI_CA_BUNDLE (or the system's) and Kiwi's CA */
     kiwi_sandbox_env *env; /* driver `name` with Phase A on the bridge */
 } kiwi_test_proxied;
 

@@ -279,16 +279,19 @@ kiwi_proxy_conf_argv (const kiwi_worker_config *cfg, const kiwi_install_egress *
     for (size_t i = 0; i < e->hosts.n; i++)
         if (kiwi_strv_add (conf, "--allow") < 0 || kiwi_strv_add (conf, e->hosts.v[i]) < 0)
             return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
-    /* the private registries: Kiwi's CA and each spec, the credential
-     * file's path only (proxy.sh reads it into squid.conf) */
+    /* Kiwi's CA, always: the registries are bumped (read-only: Squid sees
+     * and refuses a write to any of them), and each private registry's
+     * spec, the credential file's path only (proxy.sh reads it into
+     * squid.conf) */
     kiwi_private_registries pr;
     if (kiwi_private_registries_parse (cfg->private_registries, &pr, err) < 0)
         return -1;
     int rc = 0;
     char ca[PATH_MAX];
-    if (pr.n > 0 && kiwi_egress_ca_dir (cfg, ca, sizeof ca, err) < 0)
+    if (kiwi_egress_ca_dir (cfg, ca, sizeof ca, err) < 0)
         rc = -1;
-    else if (pr.n > 0 && (kiwi_strv_add (conf, "--bump-ca") < 0 || kiwi_strv_add (conf, ca) < 0))
+    else if (kiwi_strv_add (conf, "--bump-ca") < 0 || kiwi_strv_add (conf, ca) < 0
+             || (e->registries && kiwi_strv_add (conf, "--bump-registries") < 0))
         rc = kiwi_error_make (err, ENOMEM, "proxy.sh conf");
     for (size_t i = 0; rc == 0 && i < pr.n; i++)
         if (kiwi_strv_add (conf, "--private-registry") < 0 || kiwi_strv_add (conf, pr.v[i].spec) < 0)
@@ -599,14 +602,14 @@ kiwi_proxy_log_write_method (const char *method)
 }
 
 bool
-kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, bool read_only, const char **rule)
+kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, const char **rule)
 {
     const char *r = NULL;
     if (e->bump && strcmp (e->bump, "terminate") == 0)
         r = e->sni ? "TLS SNI not allowed" : "TLS without SNI";
     else if (e->squid_status && strcmp (e->squid_status, "TCP_DENIED") == 0)
         /* read-only refuses every other method before it looks at the host */
-        r = read_only && kiwi_proxy_log_write_method (e->method) ? KIWI_PROXY_RULE_METHOD : "host not allowed";
+        r = kiwi_proxy_log_write_method (e->method) ? KIWI_PROXY_RULE_METHOD : "host not allowed";
     else if (e->http_status == 409)
         r = "Host does not match the address";
     if (rule)

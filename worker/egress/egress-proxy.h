@@ -16,7 +16,9 @@
  * KIWI_INSTALL_PROXY_PORTS E,H,S), runs `proxy.sh run` as its child (both
  * with an environment of PATH and LANG only: no worker secret reaches the
  * process Phase A talks to),
- * restarts it when it dies, gives Phase A HTTP_PROXY and friends, and
+ * restarts it when it dies, gives Phase A HTTP_PROXY and friends and a CA
+ * bundle with Kiwi's CA (Squid terminates the registries' TLS: Phase A may
+ * only read, GET and HEAD, from every registry), and
  * passes `--proxy E,H,S` to egress.sh apply/check, which redirects the
  * bridge's 80/443 to Squid and rejects everything else (DNS included).
  *
@@ -103,10 +105,11 @@ int kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, k
 
 /* `proxy.sh conf`'s argv for cfg (appended to *conf): --dir, --listen
  * gateway, --ports, --ecosystem all with registries, an --allow per host,
- * and with KIWI_PRIVATE_REGISTRIES --bump-ca (kiwi_egress_ca_dir) and a
- * --private-registry per spec (the credential file's path, never its
- * content). Without private registries it is what it was before they
- * existed. An error names a spec KIWI_PRIVATE_REGISTRIES refuses. */
+ * --bump-ca (kiwi_egress_ca_dir: the proxy is read-only), with registries
+ * --bump-registries (Squid terminates their TLS, so it sees and refuses a
+ * write to any of them), and a --private-registry per
+ * KIWI_PRIVATE_REGISTRIES spec (the credential file's path, never its
+ * content). An error names a spec KIWI_PRIVATE_REGISTRIES refuses. */
 int kiwi_proxy_conf_argv (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir,
                           const char *gateway, kiwi_strv *conf, kiwi_error_t *err);
 
@@ -176,10 +179,9 @@ bool kiwi_proxy_log_write_method (const char *method);
 
 /* Whether the entry is a denied attempt; *rule (when non-NULL) names the
  * rule that denied it: "host not allowed", "Host does not match the
- * address", "TLS SNI not allowed", "TLS without SNI", and with `read_only`
- * (the proxy runs read-only: KIWI_PRIVATE_REGISTRIES declared) a write
- * method's denial is KIWI_PROXY_RULE_METHOD, whatever its host (Squid
- * refuses those methods first). */
-bool kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, bool read_only, const char **rule);
+ * address", "TLS SNI not allowed", "TLS without SNI", and a write
+ * method's denial is KIWI_PROXY_RULE_METHOD, whatever its host (the proxy
+ * is read-only: Squid refuses those methods first). */
+bool kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, const char **rule);
 
 #endif

@@ -18,15 +18,22 @@
 #define RECORD_MAX_DENIED 64
 
 kiwi_egress_line
-kiwi_egress_line_sort (char *line, bool read_only, kiwi_proxy_log_entry *e, const char **rule)
+kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, const char **rule)
 {
     *rule = NULL;
     if (kiwi_proxy_log_parse (line, e) < 0 || e->method == NULL)
         return KIWI_EGRESS_LINE_NONE;
-    if (kiwi_proxy_log_denied (e, read_only, rule))
+    if (kiwi_proxy_log_denied (e, rule))
         return KIWI_EGRESS_LINE_DENIED;
     if (e->http_status == 0 && e->bump && strcmp (e->bump, "splice") == 0)
         return KIWI_EGRESS_LINE_NONE; /* the peek before a splice: its tunnel is the next line */
+    if (e->bump && strcmp (e->bump, "bump") == 0 && strcmp (e->method, "CONNECT") == 0)
+        return KIWI_EGRESS_LINE_NONE; /* a bumped connection: its requests are the lines that count */
+    if (e->http_status == 403 && e->server == NULL && e->squid_status && strcmp (e->squid_status, "NONE_NONE") == 0)
+        /* Squid's own 403 inside a CONNECT it denied (a bumping port
+         * answers a denied CONNECT 200 and the error over TLS): the
+         * CONNECT's line is the denial, nothing went out */
+        return KIWI_EGRESS_LINE_NONE;
     return KIWI_EGRESS_LINE_REQUEST;
 }
 
@@ -51,7 +58,7 @@ kiwi_egress_allow_with (const kiwi_proxy_log_entry *e, const char *rule, const c
      * connection without a name, or a Host that lies about its address is
      * let through by no list: only by turning the proxy off */
     if (rule != NULL && strcmp (rule, KIWI_PROXY_RULE_METHOD) == 0)
-        snprintf (buf, cap, "none: Phase A is read-only while KIWI_PRIVATE_REGISTRIES is set");
+        snprintf (buf, cap, "nothing"); /* a write is never let through */
     else if (e->host[0] != '\0' && !is_address (e->host) && rule != NULL && strcmp (rule, "Host does not match the address") != 0)
         snprintf (buf, cap, "KIWI_INSTALL_EGRESS=%s,%s", setting && *setting ? setting : "registries", e->host);
     else
@@ -171,7 +178,7 @@ open_log (const char *path, kiwi_egress_log_pos pos, bool *same)
 /* The lines of f from its position on whose client is `client` and whose
  * time is in `window`, into rec. */
 static void
-read_lines (FILE *f, const char *client, kiwi_egress_window window, const char *setting, bool read_only,
+read_lines (FILE *f, const char *client, kiwi_egress_window window, const char *setting,
             kiwi_egress_record *rec)
 {
     char *line = NULL;
@@ -182,7 +189,7 @@ read_lines (FILE *f, const char *client, kiwi_egress_window window, const char *
             break; /* being written: not this install's (it has ended) */
         kiwi_proxy_log_entry e;
         const char *rule;
-        kiwi_egress_line kind = kiwi_egress_line_sort (line, read_only, &e, &rule);
+        kiwi_egress_line kind = kiwi_egress_line_sort (line, &e, &rule);
         if (kind == KIWI_EGRESS_LINE_NONE || e.client == NULL || strcmp (e.client, client) != 0
             || !kiwi_egress_in_window (kiwi_egress_entry_ms (&e), window))
             continue;
@@ -201,7 +208,7 @@ read_lines (FILE *f, const char *client, kiwi_egress_window window, const char *
 
 int
 kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client,
-                         kiwi_egress_window window, const char *setting, bool read_only, kiwi_egress_record *rec,
+                         kiwi_egress_window window, const char *setting, kiwi_egress_record *rec,
                          kiwi_error_t *err)
 {
     memset (rec, 0, sizeof *rec);
@@ -228,7 +235,7 @@ kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const c
         FILE *o = snprintf (old, sizeof old, "%s.0", log_path) < (int) sizeof old ? open_log (old, from, &old_same)
                                                                                  : NULL;
         if (o != NULL && old_same && fseeko (o, (off_t) from.offset, SEEK_SET) == 0)
-            read_lines (o, client, window, setting, read_only, rec);
+            read_lines (o, client, window, setting, rec);
         else
             rec->incomplete = true;
         if (o != NULL)
@@ -242,7 +249,7 @@ kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const c
         kiwi_egress_record_clear (rec);
         return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
     }
-    read_lines (f, client, window, setting, read_only, rec);
+    read_lines (f, client, window, setting, rec);
     fclose (f);
     return 0;
 }

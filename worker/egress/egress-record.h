@@ -23,15 +23,16 @@
 #include "common/error.h"
 #include "worker/egress/egress-proxy.h"
 
-/* One access-log line, parsed in place (e) and sorted (`read_only`: the
- * proxy runs read-only, kiwi_proxy_log_denied): */
+/* One access-log line, parsed in place (e) and sorted (the rule named by
+ * kiwi_proxy_log_denied): */
 typedef enum {
-    KIWI_EGRESS_LINE_NONE = 0, /* not a line of the log, or one that counts nothing (a TLS peek before its splice) */
+    KIWI_EGRESS_LINE_NONE = 0, /* not a line of the log, or one that counts nothing (a TLS peek before its
+                                  splice, a bumped connection's CONNECT: its requests have lines of their own) */
     KIWI_EGRESS_LINE_REQUEST,  /* a request or tunnel let through */
     KIWI_EGRESS_LINE_DENIED,   /* a denied attempt; *rule names the rule */
 } kiwi_egress_line;
 
-kiwi_egress_line kiwi_egress_line_sort (char *line, bool read_only, kiwi_proxy_log_entry *e, const char **rule);
+kiwi_egress_line kiwi_egress_line_sort (char *line, kiwi_proxy_log_entry *e, const char **rule);
 
 /* A denied attempt as the `egress_denied` event and the install event carry
  * it: {host, port, sni, protocol ("http", "connect" or "tls"), via ("proxy"
@@ -109,7 +110,7 @@ int64_t kiwi_egress_entry_ms (const kiwi_proxy_log_entry *e);
  * install's process ended. An error when the log cannot be read (a
  * missing log is an empty record). */
 int kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const char *client,
-                             kiwi_egress_window window, const char *setting, bool read_only, kiwi_egress_record *rec,
+                             kiwi_egress_window window, const char *setting, kiwi_egress_record *rec,
                              kiwi_error_t *err);
 void kiwi_egress_record_clear (kiwi_egress_record *rec);
 

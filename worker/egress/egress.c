@@ -21,6 +21,7 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "worker/egress/egress-proxy.h"
+#include "worker/egress/private-registry.h"
 #include "worker/events.h"
 #include "sandbox/phases.h"
 #include "common/proc.h"
@@ -478,15 +479,20 @@ fleet_verdict (const kiwi_strv *probe, const char *output, char *detail, size_t 
 }
 
 /* With the egress proxy: a host not on the list is refused by it (CONNECT
- * answered 403; the name is under .invalid, so nothing could ever answer
- * it), and a name resolves nowhere in Phase A: curl without the proxy exits
+ * answered 403, or, since the proxy bumps TLS on that port, answered 200
+ * and Squid's own 403, ERR_ACCESS_DENIED, inside the TLS it then makes
+ * with Kiwi's CA: `$ca` is curl's --cacert; the name is under .invalid,
+ * so nothing could ever answer it), and a name resolves nowhere in Phase
+ * A: curl without the proxy exits
  * 6 ("could not resolve host": the resolver answered no) or 28 while still
  * resolving (Docker's embedded resolver, its upstream queries rejected by
  * the rules, answers nothing until curl gives up; a 28 after the name
  * resolved, connecting, is no pass). Lines "DENIED <code>" and "DNS rc=<n>"
  * or "DNS rc=28 (resolving timed out)". */
 #define PROXY_PROBES                                                                                                \
-    "curl -sS -m 10 -o /dev/null -w 'DENIED %{http_connect}' https://denied.kiwi.invalid/ 2>/dev/null; echo; "       \
+    "h=$(curl -sS -m 10 $ca -D - -o /dev/null -w 'CONNECT %{http_connect}' https://denied.kiwi.invalid/ 2>/dev/null); " \
+    "case $h in *'CONNECT 403'|*'X-Squid-Error: ERR_ACCESS_DENIED'*) echo 'DENIED 403' ;; "                         \
+    "*) echo \"DENIED ${h##*CONNECT }\" ;; esac; "                                                                \
     "e=$(curl --noproxy '*' -sS -m 10 -o /dev/null http://registry.npmjs.org/ 2>&1); rc=$?; "                        \
     "case $e in *'Resolving timed out'*) rc=\"$rc (resolving timed out)\" ;; esac; echo \"DNS rc=$rc\"; "
 
@@ -537,12 +543,17 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
         fleet[0] = '\0';
     } else
         snprintf (fleet_detail, fleet_cap, "the Phase A sandbox did not run");
-    kiwi_phase_config pc = { .host_env = (const char *const *) environ, .ca_bundle = cfg->ca_bundle };
+    kiwi_phase_config pc = { .host_env = (const char *const *) environ };
     kiwi_strv e = KIWI_STRV_INIT;
     cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
     bool proxied = false;
     kiwi_error_t err = NULL;
+    /* the CA bundle a task's Phase A gets: behind the proxy, with Kiwi's
+     * CA (the registries' TLS is Squid's) */
+    char phase_ca[PATH_MAX];
     int prc = kiwi_proxy_phase_env (cfg, &proxy_env, &proxied, &err);
+    if (prc == 0)
+        prc = kiwi_egress_phase_ca_bundle (cfg, proxied, phase_ca, sizeof phase_ca, &pc.ca_bundle, &err);
     pc.proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL;
     if (prc < 0 || kiwi_phase_install_env (&pc, NULL, &e, &err) < 0) {
         snprintf (detail, cap, "%s", kiwi_error_msg (err));
@@ -553,8 +564,9 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
         return false;
     }
     char script[6144];
-    snprintf (script, sizeof script, "curl -sS -m 20 -o /dev/null -w 'HTTP %%{http_code}' %s%s %s 2>&1; echo; %s%s",
-              cfg->ca_bundle ? "--cacert " : "", cfg->ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url (cfg),
+    snprintf (script, sizeof script,
+              "ca='%s%s'; curl -sS -m 20 -o /dev/null -w 'HTTP %%{http_code}' $ca %s 2>&1; echo; %s%s",
+              pc.ca_bundle ? "--cacert " : "", pc.ca_bundle ? KIWI_SANDBOX_CA_FILE : "", probe_url (cfg),
               proxied ? PROXY_PROBES : "", fleet);
     const char *argv[] = { "/bin/sh", "-c", script, NULL };
     kiwi_sandbox_spec spec = { .image = check_image (cfg),
@@ -566,7 +578,7 @@ phase_a (kiwi_sandbox_env *env, const kiwi_worker_config *cfg, char *detail, siz
         snprintf (detail, cap, "could not start a Phase A sandbox: %s", kiwi_error_msg (err));
         goto out;
     }
-    if (cfg->ca_bundle && kiwi_phase_put_ca_bundle (sb, cfg->ca_bundle, &err) < 0) {
+    if (pc.ca_bundle && kiwi_phase_put_ca_bundle (sb, pc.ca_bundle, &err) < 0) {
         snprintf (detail, cap, "%s", kiwi_error_msg (err));
         goto out;
     }

@@ -164,13 +164,6 @@ kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
     return 0;
 }
 
-bool
-kiwi_private_registries_declared (const kiwi_worker_config *cfg)
-{
-    size_t declared = 0;
-    return declared_count (cfg, &declared, NULL) == 0 && declared > 0;
-}
-
 int
 kiwi_private_registry_scope (const char *file, char hex[65], kiwi_error_t *err)
 {
@@ -241,17 +234,15 @@ append_file (int fd, const char *path, const char *what, kiwi_error_t *err)
 }
 
 int
-kiwi_private_phase_ca_bundle (const kiwi_worker_config *cfg, bool proxied, char *buf, size_t cap,
+kiwi_egress_phase_ca_bundle (const kiwi_worker_config *cfg, bool proxied, char *buf, size_t cap,
                               const char **bundle, kiwi_error_t *err)
 {
     *bundle = cfg->ca_bundle;
     size_t declared = 0;
     if (declared_count (cfg, &declared, err) < 0)
         return -1;
-    if (declared == 0)
-        return 0;
     if (!proxied)
-        return not_proxied (err);
+        return declared ? not_proxied (err) : 0;
     char ca_dir[PATH_MAX], ca_pem[PATH_MAX + 16], dir[PATH_MAX], tmp[PATH_MAX + 16];
     if (kiwi_egress_ca_dir (cfg, ca_dir, sizeof ca_dir, err) < 0)
         return -1;

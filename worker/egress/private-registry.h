@@ -5,11 +5,11 @@
  * KIWI_PRIVATE_REGISTRIES lists them, each HOST[/PREFIX]=@FILE, comma- or
  * space-separated: FILE holds the Authorization value Squid adds to reads
  * of HOST under PREFIX. With one declared, the worker runs `proxy.sh conf`
- * with --bump-ca KIWI_EGRESS_CA_DIR and one --private-registry per entry
- * (the file's path only: proxy.sh reads it), Phase A trusts Kiwi's CA
- * (kiwi_private_phase_ca_bundle) and the install cache key names each
- * registry and its scope (kiwi_private_registries_key_env). With none,
- * nothing changes.
+ * with one --private-registry per entry (the file's path only: proxy.sh
+ * reads it) beside --bump-ca KIWI_EGRESS_CA_DIR (given in any case: the
+ * public registries are bumped too, kiwi_proxy_conf_argv), Phase A trusts
+ * Kiwi's CA (kiwi_egress_phase_ca_bundle) and the install cache key names
+ * each registry and its scope (kiwi_private_registries_key_env).
  *
  * The worker reads a credential file for one thing only: its scope hash,
  * SHA-256 over "kiwi-private-registry-scope-v1\n" and the file's bytes. It
@@ -60,10 +60,6 @@ void kiwi_private_registries_clear (kiwi_private_registries *r);
  * (kiwi_install_egress_proxied). An error names the setting and the spec. */
 int kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err);
 
-/* Whether cfg declares a private registry (KIWI_PRIVATE_REGISTRIES parses
- * to one at least): the egress proxy then runs read-only. */
-bool kiwi_private_registries_declared (const kiwi_worker_config *cfg);
-
 /* The scope hash of a credential file as 64 hex digits (see above). */
 int kiwi_private_registry_scope (const char *file, char hex[65], kiwi_error_t *err);
 
@@ -75,14 +71,15 @@ int kiwi_private_registries_key_env (const kiwi_private_registries *r, kiwi_strv
 /* Kiwi's CA directory: KIWI_EGRESS_CA_DIR, else <state dir>/egress-ca. */
 int kiwi_egress_ca_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
 
-/* The CA bundle Phase A gets: with no private registry, cfg->ca_bundle
- * (NULL: none) as it is; with one and Phase A not behind the proxy
- * (`proxied` false), an error; with one, a bundle the worker writes atomically
- * at <state dir>/egress-ca-bundle/<worker id>.pem (into buf): the
- * operator's bundle (KIWI_CA_BUNDLE, else the system's) and then the CA
- * directory's ca.pem (never ca.key). *bundle points to cfg's or to buf. */
-int kiwi_private_phase_ca_bundle (const kiwi_worker_config *cfg, bool proxied, char *buf, size_t cap,
-                                  const char **bundle, kiwi_error_t *err);
+/* The CA bundle Phase A gets. Behind the egress proxy (`proxied`), which
+ * terminates TLS for the registries with Kiwi's CA: a bundle the worker
+ * writes atomically at <state dir>/egress-ca-bundle/<worker id>.pem (into
+ * buf), the operator's bundle (KIWI_CA_BUNDLE, else the system's) and then
+ * the CA directory's ca.pem (never ca.key). Not behind it: cfg->ca_bundle
+ * (NULL: none) as it is, or an error when a private registry is declared.
+ * *bundle points to cfg's or to buf. */
+int kiwi_egress_phase_ca_bundle (const kiwi_worker_config *cfg, bool proxied, char *buf, size_t cap,
+                                 const char **bundle, kiwi_error_t *err);
 
 /* The system's CA bundle, appended to Kiwi's CA when KIWI_CA_BUNDLE is
  * unset. */

@@ -18,7 +18,6 @@
 #include "common/clock.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/egress-record.h"
-#include "worker/egress/private-registry.h"
 #include "worker/events.h"
 #include "common/log.h"
 #include "sandbox/sandbox.h"
@@ -30,7 +29,6 @@ struct kiwi_proxy_runner {
     struct ev_loop *loop;
     const kiwi_worker_config *cfg;
     kiwi_install_egress egress;
-    bool read_only; /* KIWI_PRIVATE_REGISTRIES declared: Squid refuses writes */
     char dir[PATH_MAX];
     char log_path[PATH_MAX + 16];
     char gateway[INET_ADDRSTRLEN];
@@ -87,7 +85,7 @@ on_line (kiwi_proxy_runner *r, char *line)
 {
     kiwi_proxy_log_entry e;
     const char *rule;
-    switch (kiwi_egress_line_sort (line, r->read_only, &e, &rule)) {
+    switch (kiwi_egress_line_sort (line, &e, &rule)) {
     case KIWI_EGRESS_LINE_DENIED: {
         char allow[600];
         kiwi_egress_allow_with (&e, rule, r->cfg->install_egress, allow, sizeof allow);
@@ -211,7 +209,6 @@ kiwi_proxy_runner_start (struct ev_loop *loop, const kiwi_worker_config *cfg, ki
     r->loop = loop;
     r->cfg = cfg;
     r->egress = e;
-    r->read_only = kiwi_private_registries_declared (cfg);
     r->backoff_ms = BACKOFF_FIRST_MS;
     r->hosts = json_object ();
     if (kiwi_proxy_dir (cfg, r->dir, sizeof r->dir, err) < 0

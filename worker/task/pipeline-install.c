@@ -24,7 +24,6 @@
 #include "worker/egress/egress.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/egress-record.h"
-#include "worker/egress/private-registry.h"
 #include "worker/gc.h"
 #include "worker/worker-metrics.h"
 
@@ -143,8 +142,11 @@ say_denials (kiwi_install_result *r, json_t *list, const char *via, const char *
         if (*nsaid == 3)
             break;
         said[(*nsaid)++] = host;
-        int n = snprintf (r->reason + len, sizeof r->reason - len, "; the %s denied %s:%d (%s; %s allows it)",
-                          via ? via : "egress proxy", host, (int) json_integer_value (json_object_get (d, "port")),
+        /* a refused write names its method ("denied PUT registry.npmjs.org:443") */
+        const char *method = json_string_value (json_object_get (d, "method"));
+        int n = snprintf (r->reason + len, sizeof r->reason - len, "; the %s denied %s%s%s:%d (%s; %s allows it)",
+                          via ? via : "egress proxy", method ? method : "", method ? " " : "", host,
+                          (int) json_integer_value (json_object_get (d, "port")),
                           json_string_value (json_object_get (d, "rule")),
                           json_string_value (json_object_get (d, "allow_with")));
         if (n < 0 || (size_t) n >= sizeof r->reason - len)
@@ -164,8 +166,8 @@ record_egress (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_
         return;
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    if (kiwi_egress_record_read (c->egress_log, offset, run->address, run->window, c->p->cfg->install_egress,
-                                 kiwi_private_registries_declared (c->p->cfg), &rec, &err) < 0) {
+    if (kiwi_egress_record_read (c->egress_log, offset, run->address, run->window, c->p->cfg->install_egress, &rec,
+                                 &err) < 0) {
         json_object_set_new (ev, "egress", json_pack ("{s:s}", "error", kiwi_error_msg (err)));
         kiwi_error_free (&err);
         return;

@@ -320,11 +320,11 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     }
     if (proxied && p->own_proxy)
         nflog = kiwi__pipeline_once_nflog (cfg);
-    /* with private registries, Phase A also trusts Kiwi's CA (the proxy,
-     * started above or by the daemon, made it) */
+    /* behind the proxy, Phase A also trusts Kiwi's CA (the proxy, started
+     * above or by the daemon, made it) */
     char phase_ca[PATH_MAX];
     const char *phase_bundle = NULL;
-    if (kiwi_private_phase_ca_bundle (cfg, proxied, phase_ca, sizeof phase_ca, &phase_bundle, &err) < 0) {
+    if (kiwi_egress_phase_ca_bundle (cfg, proxied, phase_ca, sizeof phase_ca, &phase_bundle, &err) < 0) {
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
         goto done;
     }

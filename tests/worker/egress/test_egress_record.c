@@ -38,6 +38,12 @@ static const char *log_lines[] = {
     "1796168020.105 " A " 80 TCP_DENIED 403 GET - http://198.18.139.201/ 64 3401 - -\n",
     "1796168020.878 " A " 80 NONE_NONE 409 GET - http://allowed.kiwi.test/ 67 3640 - -\n",
     "1796168021.773 " A " 443 NONE_NONE 0 CONNECT other.kiwi.test 198.18.139.201:443 0 0 - terminate\n",
+    /* a bumped connection (a registry's TLS, terminated by Squid): its
+     * CONNECT, then the request it carried */
+    "1796168021.800 " A " 23128 NONE_NONE 200 CONNECT registry.kiwi.test registry.kiwi.test:443 108 0 198.18.139.202 "
+    "bump -\n",
+    "1796168021.850 " A " 23128 TCP_MISS 200 GET registry.kiwi.test https://registry.kiwi.test/pkg 83 12694 "
+    "198.18.139.202 bump -\n",
     "not a log line\n",
     /* being written when it was read: not counted */
     "1796168030.000 " A " 23128 TCP_DENIED 403 CONNECT - partial.kiwi.test:443",
@@ -56,14 +62,26 @@ test_sort_and_denial (void **state)
     kiwi_proxy_log_entry e;
     const char *rule;
     char peek[] = "1796168016.600 " A " 443 NONE_NONE 0 CONNECT allowed.kiwi.test 198.18.139.200:443 0 0 - splice";
-    assert_int_equal (kiwi_egress_line_sort (peek, false, &e, &rule), KIWI_EGRESS_LINE_NONE);
+    assert_int_equal (kiwi_egress_line_sort (peek, &e, &rule), KIWI_EGRESS_LINE_NONE);
+    char bumped[] = "1796168016.700 " A " 23128 NONE_NONE 200 CONNECT registry.kiwi.test registry.kiwi.test:443 108 0 "
+                    "198.18.139.202 bump -";
+    assert_int_equal (kiwi_egress_line_sort (bumped, &e, &rule), KIWI_EGRESS_LINE_NONE);
+    /* a CONNECT denied on a bumping port: answered 200, the 403 inside
+     * the TLS Squid then makes; the CONNECT is the denial, the error's
+     * line counts nothing */
+    char den[] = "1796168016.800 " A " 23128 TCP_DENIED 200 CONNECT denied.kiwi.test denied.kiwi.test:443 130 0 - bump -";
+    assert_int_equal (kiwi_egress_line_sort (den, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_string_equal (rule, "host not allowed");
+    assert_string_equal (e.host, "denied.kiwi.test");
+    char inner[] = "1796168016.850 " A " 23128 NONE_NONE 403 GET denied.kiwi.test https://denied.kiwi.test/ 83 3434 - - -";
+    assert_int_equal (kiwi_egress_line_sort (inner, &e, &rule), KIWI_EGRESS_LINE_NONE);
     char bad[] = "garbage";
-    assert_int_equal (kiwi_egress_line_sort (bad, false, &e, &rule), KIWI_EGRESS_LINE_NONE);
+    assert_int_equal (kiwi_egress_line_sort (bad, &e, &rule), KIWI_EGRESS_LINE_NONE);
     char ok[] = "1796168014.426 " A " 23128 TCP_MISS 200 GET - http://allowed.kiwi.test/ 91 1690 198.18.139.200 -";
-    assert_int_equal (kiwi_egress_line_sort (ok, false, &e, &rule), KIWI_EGRESS_LINE_REQUEST);
+    assert_int_equal (kiwi_egress_line_sort (ok, &e, &rule), KIWI_EGRESS_LINE_REQUEST);
 
     char connect[] = "1796168018.335 " A " 23128 TCP_DENIED 403 CONNECT - other.kiwi.test:443 91 3407 - -";
-    assert_int_equal (kiwi_egress_line_sort (connect, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (connect, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     json_t *d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_non_null (d);
     assert_string_equal (str (d, "host"), "other.kiwi.test");
@@ -77,7 +95,7 @@ test_sort_and_denial (void **state)
     json_decref (d);
 
     char tls[] = "1796168021.773 " A " 443 NONE_NONE 0 CONNECT other.kiwi.test 198.18.139.201:443 0 0 - terminate";
-    assert_int_equal (kiwi_egress_line_sort (tls, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (tls, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries,npm.mirror.corp");
     assert_string_equal (str (d, "protocol"), "tls");
     assert_string_equal (str (d, "via"), "redirected");
@@ -89,29 +107,28 @@ test_sort_and_denial (void **state)
     /* an address, a TLS connection without a name, a Host that lies: no
      * list lets them through */
     char ip[] = "1796168020.105 " A " 80 TCP_DENIED 403 GET - http://198.18.139.201/ 64 3401 - -";
-    assert_int_equal (kiwi_egress_line_sort (ip, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (ip, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "protocol"), "http");
     assert_string_equal (str (d, "via"), "redirected");
     assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=open");
     json_decref (d);
     char nosni[] = "1796168022.586 " A " 443 NONE_NONE 0 CONNECT - 198.18.139.201:443 0 0 - terminate";
-    assert_int_equal (kiwi_egress_line_sort (nosni, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (nosni, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=open");
     json_decref (d);
     char lie[] = "1796168020.878 " A " 80 NONE_NONE 409 GET - http://allowed.kiwi.test/ 67 3640 - -";
-    assert_int_equal (kiwi_egress_line_sort (lie, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (lie, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "rule"), "Host does not match the address");
     assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=open");
     json_decref (d);
 }
 
-/* A read-only proxy (private registries declared) refuses every write
- * before it looks at the host: the denial names the method and says Phase
- * A may only read; a refused host stays as it was, and so does a write
- * refused by a proxy that is not read-only. */
+/* The proxy is read-only: it refuses every write before it looks at the
+ * host, so the denial names the method and says Phase A may only read; a
+ * refused host (a read) stays as it was. */
 static void
 test_refused_method (void **state)
 {
@@ -125,40 +142,41 @@ test_refused_method (void **state)
                   "1796168040.100 " A " 23128 TCP_DENIED 403 %s private.kiwi.test https://private.kiwi.test/npm/pkg "
                   "120 3500 - bump",
                   methods[i]);
-        assert_int_equal (kiwi_egress_line_sort (line, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+        assert_int_equal (kiwi_egress_line_sort (line, &e, &rule), KIWI_EGRESS_LINE_DENIED);
         json_t *d = kiwi_egress_denial_json (&e, rule, "registries");
         assert_non_null (d);
         assert_string_equal (str (d, "host"), "private.kiwi.test");
         assert_non_null (json_object_get (d, "method"));
         assert_string_equal (str (d, "method"), methods[i]);
         assert_non_null (strstr (str (d, "rule"), "Phase A may only read"));
-        assert_non_null (strstr (str (d, "allow_with"), "read-only"));
+        assert_string_equal (str (d, "allow_with"), "nothing");
         json_decref (d);
     }
     /* plain HTTP, redirected */
     char plain[] = "1796168041.100 " A " 80 TCP_DENIED 403 POST - http://registry.npmjs.org/-/user 90 3400 - -";
-    assert_int_equal (kiwi_egress_line_sort (plain, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (plain, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     json_t *d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "method"), "POST");
     assert_string_equal (str (d, "host"), "registry.npmjs.org");
     json_decref (d);
     /* a refused host, read-only or not: as before, no method */
     char host[] = "1796168042.100 " A " 23128 TCP_DENIED 403 CONNECT - other.kiwi.test:443 91 3407 - -";
-    assert_int_equal (kiwi_egress_line_sort (host, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (host, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
     assert_string_equal (str (d, "rule"), "host not allowed");
     assert_null (json_object_get (d, "method"));
     json_decref (d);
     char get[] = "1796168043.100 " A " 80 TCP_DENIED 403 GET - http://other.kiwi.test/x 64 3401 - -";
-    assert_int_equal (kiwi_egress_line_sort (get, true, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (get, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     assert_string_equal (rule, "host not allowed");
-    /* not read-only (no private registry): a write is refused only for its host */
+    /* a write to a host off the list: Squid refuses the method first, so
+     * no setting is named that would not let it through */
     char put[] = "1796168044.100 " A " 80 TCP_DENIED 403 PUT - http://other.kiwi.test/x 64 3401 - -";
-    assert_int_equal (kiwi_egress_line_sort (put, false, &e, &rule), KIWI_EGRESS_LINE_DENIED);
+    assert_int_equal (kiwi_egress_line_sort (put, &e, &rule), KIWI_EGRESS_LINE_DENIED);
     d = kiwi_egress_denial_json (&e, rule, "registries");
-    assert_string_equal (str (d, "rule"), "host not allowed");
-    assert_string_equal (str (d, "allow_with"), "KIWI_INSTALL_EGRESS=registries,other.kiwi.test");
-    assert_null (json_object_get (d, "method"));
+    assert_non_null (strstr (str (d, "rule"), "Phase A may only read"));
+    assert_string_equal (str (d, "method"), "PUT");
+    assert_null (strstr (str (d, "allow_with"), "KIWI_INSTALL_EGRESS="));
     json_decref (d);
 }
 
@@ -180,14 +198,18 @@ test_record (void **state)
 
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, offset, A, OPEN, "registries", false, &rec, &err), 0);
-    /* the plain GET and the tunnel (its peek not counted twice) */
-    assert_int_equal (rec.requests, 2);
-    assert_int_equal (rec.bytes, 1690 + 3473);
+    assert_int_equal (kiwi_egress_record_read (path, offset, A, OPEN, "registries", &rec, &err), 0);
+    /* the plain GET, the tunnel (its peek not counted twice) and the
+     * bumped GET (its CONNECT not counted) */
+    assert_int_equal (rec.requests, 3);
+    assert_int_equal (rec.bytes, 1690 + 3473 + 12694);
     json_t *h = json_object_get (rec.hosts, "allowed.kiwi.test");
     assert_non_null (h);
     assert_int_equal (json_integer_value (json_object_get (h, "requests")), 2);
-    assert_int_equal (json_object_size (rec.hosts), 1);
+    h = json_object_get (rec.hosts, "registry.kiwi.test");
+    assert_non_null (h);
+    assert_int_equal (json_integer_value (json_object_get (h, "requests")), 1);
+    assert_int_equal (json_object_size (rec.hosts), 2);
     /* A's four denials after the offset: not early's (before it), not B's,
      * not the line still being written */
     assert_int_equal (rec.denials, 4);
@@ -196,7 +218,7 @@ test_record (void **state)
     assert_string_equal (str (json_array_get (rec.denied, 1), "host"), "198.18.139.201");
     kiwi_egress_record_clear (&rec);
 
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, OPEN, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, OPEN, "registries", &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     assert_int_equal (rec.requests, 0);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "b-only.kiwi.test");
@@ -206,7 +228,7 @@ test_record (void **state)
     unlink (path);
     assert_int_equal (kiwi_egress_log_mark (path).offset, 0);
     assert_int_equal (kiwi_egress_log_mark (path).ino, 0);
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, OPEN, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, OPEN, "registries", &rec, &err), 0);
     assert_int_equal (rec.requests + rec.denials, 0);
     assert_int_equal (json_object_size (rec.hosts), 0);
     kiwi_egress_record_clear (&rec);
@@ -218,7 +240,7 @@ read_window (const char *path, int64_t since_ms, int64_t until_ms, kiwi_egress_r
 {
     kiwi_error_t err = NULL;
     kiwi_egress_window w = { .since_ms = since_ms, .until_ms = until_ms };
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, w, "registries", false, rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, w, "registries", rec, &err), 0);
 }
 
 /* An address is a sandbox's only while it runs: Docker gives a stopped
@@ -308,7 +330,7 @@ test_record_rotated (void **state)
 
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, mark, A, OPEN, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, OPEN, "registries", &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "other.kiwi.test");
     assert_int_equal (rec.requests, 1);
@@ -318,7 +340,7 @@ test_record_rotated (void **state)
     /* rotated again: the marked file is gone */
     assert_int_equal (rename (path, old), 0);
     write_file (path, log_lines[6]);
-    assert_int_equal (kiwi_egress_record_read (path, mark, A, OPEN, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, mark, A, OPEN, "registries", &rec, &err), 0);
     assert_true (rec.incomplete);
     assert_int_equal (rec.denials, 1);
     assert_string_equal (str (json_array_get (rec.denied, 0), "host"), "198.18.139.201");
@@ -345,7 +367,7 @@ test_record_forged_sni (void **state)
                       "terminate%0A%1B%5B31mred 198.18.139.201:443 0 0 - terminate redirected\n");
     kiwi_egress_record rec;
     kiwi_error_t err = NULL;
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, OPEN, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, A, OPEN, "registries", &rec, &err), 0);
     assert_int_equal (rec.denials, 1);
     json_t *d = json_array_get (rec.denied, 0);
     const char *sni = str (d, "sni");
@@ -356,7 +378,7 @@ test_record_forged_sni (void **state)
     assert_non_null (strstr (sni, "%1B[31mred"));
     assert_string_equal (str (d, "via"), "redirected");
     kiwi_egress_record_clear (&rec);
-    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, OPEN, "registries", false, &rec, &err), 0);
+    assert_int_equal (kiwi_egress_record_read (path, (kiwi_egress_log_pos) { 0 }, B, OPEN, "registries", &rec, &err), 0);
     assert_int_equal (rec.denials + rec.requests, 0);
     kiwi_egress_record_clear (&rec);
     unlink (path);

@@ -174,7 +174,7 @@ test_log (void **state)
     assert_int_equal (e.port, 80);
     assert_int_equal (e.bytes_out, 1690);
     assert_null (e.sni);
-    assert_false (kiwi_proxy_log_denied (&e, false, &rule));
+    assert_false (kiwi_proxy_log_denied (&e, &rule));
 
     char l2[] = "1796168016.685 198.18.139.66 443 TCP_TUNNEL 500 CONNECT allowed.kiwi.test allowed.kiwi.test:443 "
                 "1739 3473 198.18.139.200 splice";
@@ -182,35 +182,35 @@ test_log (void **state)
     assert_string_equal (e.sni, "allowed.kiwi.test");
     assert_string_equal (e.bump, "splice");
     assert_int_equal (e.port, 443);
-    assert_false (kiwi_proxy_log_denied (&e, false, NULL));
+    assert_false (kiwi_proxy_log_denied (&e, NULL));
 
     char l3[] = "1796168018.335 198.18.139.66 23128 TCP_DENIED 403 CONNECT - other.kiwi.test:443 91 3407 - -";
     assert_int_equal (kiwi_proxy_log_parse (l3, &e), 0);
-    assert_true (kiwi_proxy_log_denied (&e, false, &rule));
+    assert_true (kiwi_proxy_log_denied (&e, &rule));
     assert_string_equal (rule, "host not allowed");
     assert_string_equal (e.host, "other.kiwi.test");
     assert_int_equal (e.port, 443);
 
     char l4[] = "1796168020.105 198.18.139.66 80 TCP_DENIED 403 GET - http://198.18.139.201/ 64 3401 - -";
     assert_int_equal (kiwi_proxy_log_parse (l4, &e), 0);
-    assert_true (kiwi_proxy_log_denied (&e, false, &rule));
+    assert_true (kiwi_proxy_log_denied (&e, &rule));
     assert_string_equal (e.host, "198.18.139.201");
 
     char l5[] = "1796168020.878 198.18.139.66 80 NONE_NONE 409 GET - http://allowed.kiwi.test/ 67 3640 - -";
     assert_int_equal (kiwi_proxy_log_parse (l5, &e), 0);
-    assert_true (kiwi_proxy_log_denied (&e, false, &rule));
+    assert_true (kiwi_proxy_log_denied (&e, &rule));
     assert_string_equal (rule, "Host does not match the address");
 
     char l6[] = "1796168021.773 198.18.139.66 443 NONE_NONE 0 CONNECT other.kiwi.test 198.18.139.201:443 0 0 - "
                 "terminate";
     assert_int_equal (kiwi_proxy_log_parse (l6, &e), 0);
-    assert_true (kiwi_proxy_log_denied (&e, false, &rule));
+    assert_true (kiwi_proxy_log_denied (&e, &rule));
     assert_string_equal (rule, "TLS SNI not allowed");
     assert_string_equal (e.host, "other.kiwi.test");
 
     char l7[] = "1796168022.586 198.18.139.66 443 NONE_NONE 0 CONNECT - 198.18.139.201:443 0 0 - terminate";
     assert_int_equal (kiwi_proxy_log_parse (l7, &e), 0);
-    assert_true (kiwi_proxy_log_denied (&e, false, &rule));
+    assert_true (kiwi_proxy_log_denied (&e, &rule));
     assert_string_equal (rule, "TLS without SNI");
     assert_string_equal (e.host, "198.18.139.201");
 
@@ -224,7 +224,7 @@ test_log (void **state)
     assert_int_equal (e.local_port, 3129);
     assert_string_equal (e.url, "http://leak.kiwi.test/a%20b%c");
     assert_string_equal (e.host, "leak.kiwi.test");
-    assert_true (kiwi_proxy_log_denied (&e, false, &rule));
+    assert_true (kiwi_proxy_log_denied (&e, &rule));
     char l9[] = "1796481899.377 198.18.139.66 3128 TCP_DENIED 403 GET - http://leak.kiwi.test/ 129 3424 - - -";
     assert_int_equal (kiwi_proxy_log_parse (l9, &e), 0);
     assert_false (e.redirected);

@@ -169,11 +169,11 @@ test_parse (void **state)
     kiwi_worker_config_clear (&cfg);
     load (&cfg, spec, NULL);
     assert_int_equal (kiwi_private_registries_check (&cfg, &err), 0);
-    assert_true (kiwi_private_registries_declared (&cfg));
     kiwi_worker_config_clear (&cfg);
 }
 
-/* proxy.sh conf: as before without the setting; with it --bump-ca and one
+/* proxy.sh conf: Kiwi's CA in any case and the registries bumped when
+ * they are allowed (the proxy is read-only); with the setting one
  * --private-registry per spec, the file's path and never its content. */
 static void
 test_conf_argv (void **state)
@@ -183,25 +183,42 @@ test_conf_argv (void **state)
     kiwi_install_egress e;
     kiwi_error_t err = NULL;
     kiwi_strv argv = KIWI_STRV_INIT;
+    char spec[512], dir[160], want[1024];
+    snprintf (dir, sizeof dir, "%s/state/egress-ca", root);
+    /* no private registry: Kiwi's CA and the registries bumped (read-only) */
     load (&cfg, NULL, NULL);
     assert_int_equal (kiwi_install_egress_parse (cfg.install_egress, &e, &err), 0);
     assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
     char *s = joined (&argv);
-    assert_string_equal (s, "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --ecosystem all");
+    snprintf (want, sizeof want,
+              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --ecosystem all --bump-ca %s "
+              "--bump-registries",
+              dir);
+    assert_string_equal (s, want);
     free (s);
     kiwi_strv_free (&argv);
+    /* hosts of the operator's alone: Kiwi's CA (read-only), nothing bumped */
+    kiwi_install_egress hosts;
+    assert_int_equal (kiwi_install_egress_parse ("git.acme.test", &hosts, &err), 0);
+    assert_int_equal (kiwi_proxy_conf_argv (&cfg, &hosts, "/d", "172.30.0.1", &argv, &err), 0);
+    s = joined (&argv);
+    snprintf (want, sizeof want,
+              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --allow git.acme.test "
+              "--bump-ca %s",
+              dir);
+    assert_string_equal (s, want);
+    free (s);
+    kiwi_strv_free (&argv);
+    kiwi_install_egress_clear (&hosts);
     kiwi_worker_config_clear (&cfg);
 
-    char spec[512], dir[160];
     snprintf (spec, sizeof spec, "KIWI_PRIVATE_REGISTRIES=npm.acme.test/npm=@%s pypi.acme.test=@%s", cred_a, cred_b);
     load (&cfg, spec, NULL);
     assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
     s = joined (&argv);
-    char want[1024];
-    snprintf (dir, sizeof dir, "%s/state/egress-ca", root);
     snprintf (want, sizeof want,
               "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --ecosystem all --bump-ca %s "
-              "--private-registry npm.acme.test/npm=@%s --private-registry pypi.acme.test=@%s",
+              "--bump-registries --private-registry npm.acme.test/npm=@%s --private-registry pypi.acme.test=@%s",
               dir, cred_a, cred_b);
     assert_string_equal (s, want);
     assert_null (strstr (s, "canary"));
@@ -216,7 +233,7 @@ test_conf_argv (void **state)
     load (&cfg, spec, cadir);
     assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
     s = joined (&argv);
-    snprintf (want, sizeof want, "--bump-ca %s --private-registry", ca_dir);
+    snprintf (want, sizeof want, "--bump-ca %s --bump-registries --private-registry", ca_dir);
     assert_non_null (strstr (s, want));
     free (s);
     kiwi_strv_free (&argv);
@@ -230,29 +247,42 @@ test_conf_argv (void **state)
     kiwi_install_egress_clear (&e);
 }
 
-/* Phase A's CA bundle: KIWI_CA_BUNDLE as it is without the setting; with
- * it a file of the worker's, the operator's bundle then Kiwi's ca.pem,
- * never ca.key. */
+/* Phase A's CA bundle: behind the proxy (which bumps the registries) a
+ * file of the worker's, the operator's bundle then Kiwi's ca.pem, never
+ * ca.key, with or without the setting; not behind it KIWI_CA_BUNDLE as it
+ * is, and with the setting an error. */
 static void
 test_ca_bundle (void **state)
 {
     (void) state;
     kiwi_worker_config cfg;
     kiwi_error_t err = NULL;
-    char buf[4096], opt[160], spec[300], cadir[160];
+    char buf[4096], opt[160], spec[300], cadir[160], want_path[256];
     const char *bundle = "unset";
     snprintf (opt, sizeof opt, "KIWI_CA_BUNDLE=%s", op_bundle);
+    snprintf (cadir, sizeof cadir, "KIWI_EGRESS_CA_DIR=%s", ca_dir);
+    snprintf (want_path, sizeof want_path, "%s/state/egress-ca-bundle/w1.pem", root);
     load (&cfg, opt, NULL);
-    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
+    assert_int_equal (kiwi_egress_phase_ca_bundle (&cfg, false, buf, sizeof buf, &bundle, &err), 0);
     assert_ptr_equal (bundle, cfg.ca_bundle);
     kiwi_worker_config_clear (&cfg);
     load (&cfg, NULL, NULL);
-    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
+    assert_int_equal (kiwi_egress_phase_ca_bundle (&cfg, false, buf, sizeof buf, &bundle, &err), 0);
     assert_null (bundle);
+    kiwi_worker_config_clear (&cfg);
+    /* no private registry, behind the proxy: the bundle with Kiwi's CA */
+    load (&cfg, opt, cadir);
+    assert_int_equal (kiwi_egress_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
+    assert_string_equal (bundle, want_path);
+    char *text = slurp (bundle);
+    assert_non_null (text);
+    assert_string_equal (text, "-----BEGIN CERTIFICATE-----\nOPERATOR\n-----END CERTIFICATE-----\n"
+                               "-----BEGIN CERTIFICATE-----\nKIWI-CA\n-----END CERTIFICATE-----\n");
+    free (text);
+    unlink (bundle);
     kiwi_worker_config_clear (&cfg);
 
     snprintf (spec, sizeof spec, "KIWI_PRIVATE_REGISTRIES=npm.acme.test=@%s", cred_a);
-    snprintf (cadir, sizeof cadir, "KIWI_EGRESS_CA_DIR=%s", ca_dir);
     const char *env[] = { spec, cadir, opt, NULL };
     char state_s[128], id[] = "KIWI_WORKER_ID=w1";
     snprintf (state_s, sizeof state_s, "KIWI_STATE_DIR=%s/state", root);
@@ -260,11 +290,9 @@ test_ca_bundle (void **state)
     kiwi_worker_config_init (&cfg);
     int idx = 0;
     assert_int_equal (kiwi_worker_config_load (&cfg, NULL, env2, 0, NULL, 0, &idx, &err), 0);
-    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
-    char want_path[256];
-    snprintf (want_path, sizeof want_path, "%s/state/egress-ca-bundle/w1.pem", root);
+    assert_int_equal (kiwi_egress_phase_ca_bundle (&cfg, true, buf, sizeof buf, &bundle, &err), 0);
     assert_string_equal (bundle, want_path);
-    char *text = slurp (bundle);
+    text = slurp (bundle);
     assert_non_null (text);
     assert_string_equal (text, "-----BEGIN CERTIFICATE-----\nOPERATOR\n-----END CERTIFICATE-----\n"
                                "-----BEGIN CERTIFICATE-----\nKIWI-CA\n-----END CERTIFICATE-----\n");
@@ -272,7 +300,7 @@ test_ca_bundle (void **state)
     assert_null (strstr (text, "canary"));
     free (text);
     /* not behind the proxy: an error, no bundle */
-    assert_int_equal (kiwi_private_phase_ca_bundle (&cfg, false, buf, sizeof buf, &bundle, &err), -1);
+    assert_int_equal (kiwi_egress_phase_ca_bundle (&cfg, false, buf, sizeof buf, &bundle, &err), -1);
     kiwi_error_free (&err);
     kiwi_worker_config_clear (&cfg);
     (void) env;

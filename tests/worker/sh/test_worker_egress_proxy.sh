@@ -52,8 +52,14 @@ wait_for 90 'checks.get("install_denied_host", {}).get("ok") is True' ||
   fail "install_denied_host: $(hb_field 'checks.get("install_denied_host")' 2>&1)"
 [ "$(hb_field 'checks["phase_a_https"]["ok"]')" = True ] || fail "phase_a_https through the proxy: $(hb_field 'checks["phase_a_https"]')"
 log="$STATE/egress-proxy/$RUN_ID-a/access.log"
-grep -q ' TCP_TUNNEL 200 CONNECT - registry.npmjs.org:443 ' "$log" || fail "the registry probe is not in the proxy's log: $(cat "$log")"
-grep -q ' TCP_DENIED 403 CONNECT - denied.kiwi.invalid:443 ' "$log" || fail "the denied probe is not in the proxy's log: $(cat "$log")"
+# the registry's TLS is Squid's (bumped): the probe's request itself is logged
+grep -Eq ' TCP_[A-Z_]+ 200 GET registry.npmjs.org https://registry.npmjs.org/[^ ]* [0-9]+ [0-9]+ [^ ]+ bump ' "$log" ||
+  fail "the registry probe's request (bumped) is not in the proxy's log: $(cat "$log")"
+# denied; the port bumps TLS, so Squid answers the CONNECT 200 and its 403 inside
+grep -Eq ' TCP_DENIED 200 CONNECT denied.kiwi.invalid denied.kiwi.invalid:443 [0-9]+ [0-9]+ - bump ' "$log" ||
+  fail "the denied probe is not in the proxy's log: $(cat "$log")"
+grep -Eq ' NONE_NONE 403 GET denied.kiwi.invalid https://denied.kiwi.invalid/ [0-9]+ [0-9]+ - ' "$log" ||
+  fail "the denied probe got no 403 of Squid's inside the bumped CONNECT: $(cat "$log")"
 wait_for 30 '__import__("re").search(r"[1-9][0-9]* denied, last: denied.kiwi.invalid:443", checks["egress_proxy"]["detail"]) is not None' ||
   fail "egress_proxy does not count the denial: $(hb_field 'checks["egress_proxy"]["detail"]')"
 hb_field 'checks["egress_proxy"]["detail"]' | grep -q 'denied.kiwi.invalid:443 .*rule: host not allowed; KIWI_INSTALL_EGRESS=registries,denied.kiwi.invalid would allow it' ||
@@ -78,7 +84,7 @@ c_gw=${c_net%/*}
 if [ -z "$c_gw" ] || [ "$c_gw" = "$gw" ]; then fail "worker c's bridge $c_br has no gateway of its own ('$c_net' vs $gw)"; fi
 ss -ltn | grep -q "$c_gw:$P1 " || fail "nothing listens on $c_gw:$P1 (worker c's squid)"
 c_log="$STATE/egress-proxy/$RUN_ID-c/access.log"
-grep -q ' TCP_DENIED 403 CONNECT - denied.kiwi.invalid:443 ' "$c_log" || fail "worker c's denied probe is not in its own proxy log: $(cat "$c_log")"
+grep -Eq ' TCP_DENIED 200 CONNECT denied.kiwi.invalid denied.kiwi.invalid:443 ' "$c_log" || fail "worker c's denied probe is not in its own proxy log: $(cat "$c_log")"
 python3 - "$log" "$c_log" "$c_net" "$(ip -4 -o addr show "$a_br" | awk '{print $4}')" <<'PY' || fail "the two proxies' logs are not each their own bridge's"
 import ipaddress, sys
 a_log, c_log, c_net, a_net = sys.argv[1:5]
@@ -107,7 +113,9 @@ log "worker a on $a_br ($gw), worker c on $c_br ($c_gw), same ports $PORTS; work
 # 3. a task whose install contacts a host off the list: npm fetches its
 # dependency from the registry through the proxy, then a dependency's
 # install script (leaky-hook, a local one: the repository's own lifecycle
-# scripts do not run in Phase A) asks for leak.kiwi.invalid (through
+# scripts do not run in Phase A) sends a PUT to registry.npmjs.org (a
+# publish: refused, the registry's TLS being Squid's, and told with its
+# method) and asks for leak.kiwi.invalid (through
 # HTTPS_PROXY, as every well-behaved tool does; a tool that ignores it is
 # caught by the redirect, test_egress_proxy's). The denial is a typed
 # progress event of that task, published while Phase A still runs (before
@@ -146,7 +154,13 @@ assert "the egress proxy denied leak.kiwi.invalid:443" in r["reason"], r["reason
 assert "KIWI_INSTALL_EGRESS=registries,leak.kiwi.invalid allows it" in r["reason"], r["reason"]
 den = [e for e in evs if e["kind"] == "egress_denied"]
 assert den, [(e["phase"], e["kind"]) for e in evs]
-d = den[0]
+# the publish: refused before it left, told as a write
+put = [e for e in den if e["payload"].get("method") == "PUT"]
+assert put, [e["payload"] for e in den]
+w = put[0]["payload"]
+assert w["host"] == "registry.npmjs.org" and "Phase A may only read" in w["rule"], w
+assert "KIWI_INSTALL_EGRESS=" not in w["allow_with"], w
+d = [e for e in den if e["payload"].get("host") == "leak.kiwi.invalid"][0]
 p = d["payload"]
 assert d["phase"] == "install", d
 for k, v in (("host", "leak.kiwi.invalid"), ("port", 443), ("protocol", "connect"), ("via", "proxy"),
@@ -161,12 +175,17 @@ assert d["seq"] < i["seq"], (d["seq"], i["seq"])
 eg = i["payload"]["egress"]
 reg = eg["hosts"].get("registry.npmjs.org")
 assert reg and reg["requests"] >= 1 and reg["bytes"] > 0, eg
-assert eg["denials"] >= 1 and eg["denied"][0]["host"] == "leak.kiwi.invalid", eg
+assert eg["denials"] >= 2 and "leak.kiwi.invalid" in [x["host"] for x in eg["denied"]], eg
+assert "the egress proxy denied PUT registry.npmjs.org:443 (method not allowed: Phase A may only read; nothing allows it)" in r["reason"], r["reason"]
 assert "leak.kiwi.invalid" in i["payload"]["reason"], i["payload"]
 print("egress_denied %d ms after the attempt (seq %d; install event seq %d): %s" % (
     d["ts"] - p["attempted_at"], d["seq"], i["seq"], json.dumps(p, sort_keys=True)))
 print("install egress: %s" % json.dumps(eg["hosts"], sort_keys=True))
+print("the publish: %s" % json.dumps(w, sort_keys=True))
 PY
+# and from outside: Squid refused it before any connection (its log)
+grep -Eq ' TCP_DENIED 403 PUT registry.npmjs.org https://registry.npmjs.org/kiwi-leak-hook ' "$log" ||
+  fail "the install script's PUT is not refused in the proxy's log: $(grep -F kiwi-leak-hook "$log")"
 # the raw messages with kcat (framed as key, size, payload): one keyed by
 # the task whose msgpack says kind egress_denied and names the host
 kcat_raw progress "$TMP/progress-raw.bin"
@@ -236,8 +255,9 @@ r = [l["result"] for l in lines if l["type"] == "result"][0]
 assert r["status"] == "install_failed", r
 assert "the egress proxy denied leak.kiwi.invalid:443" in r["reason"], r["reason"]
 assert "KIWI_INSTALL_EGRESS=registries,leak.kiwi.invalid allows it" in r["reason"], r["reason"]
-den = [e for e in evs if e["kind"] == "egress_denied"]
-assert den, [(e["phase"], e["kind"]) for e in evs]
+den = [e for e in evs if e["kind"] == "egress_denied" and e["payload"].get("host") == "leak.kiwi.invalid"]
+assert den, [(e["phase"], e["kind"], e["payload"]) for e in evs if e["kind"] == "egress_denied"]
+assert [e for e in evs if e["kind"] == "egress_denied" and e["payload"].get("method") == "PUT"], "no refused PUT"
 p = den[0]["payload"]
 for k, v in (("host", "leak.kiwi.invalid"), ("port", 443), ("rule", "host not allowed"),
              ("allow_with", "KIWI_INSTALL_EGRESS=registries,leak.kiwi.invalid")):
