@@ -59,6 +59,7 @@
 #include "need.h"
 #include "proxied-install.h"
 #include "sandbox/step0.h"
+#include "worker/egress/egress-proxy.h"
 
 extern char **environ;
 
@@ -83,17 +84,18 @@ proxy_requests (const char *path, long *bumped, long *tunnels)
     if (f == NULL)
         return 0;
     long n = 0;
-    char line[4096];
-    while (fgets (line, sizeof line, f)) {
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline (&line, &cap, f) > 0) {
         n++;
-        /* fields: time client port squid_status http_status method sni url
-         * in out server bump_mode [via] */
-        char status[64], method[40], mode[40];
-        if (sscanf (line, "%*s %*s %*s %63s %*s %39s %*s %*s %*s %*s %*s %39s", status, method, mode) != 3)
+        kiwi_proxy_log_entry e; /* the worker's own reading of the line */
+        if (kiwi_proxy_log_parse (line, &e) < 0 || e.method == NULL)
             continue;
-        *bumped += strcmp (mode, "bump") == 0 && (strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0);
-        *tunnels += strcmp (status, "TCP_TUNNEL") == 0;
+        *bumped += e.bump && strcmp (e.bump, "bump") == 0
+                   && (strcmp (e.method, "GET") == 0 || strcmp (e.method, "HEAD") == 0);
+        *tunnels += e.squid_status && strcmp (e.squid_status, "TCP_TUNNEL") == 0;
     }
+    free (line);
     fclose (f);
     return n;
 }
