@@ -8,11 +8,18 @@
 
 #include <string.h>
 
-/* Phase A's Java settings: the trust store made from the CA bundle, and a
- * home under /kiwi/home (Java takes user.home from /etc/passwd, not HOME). */
+/* The JIT's first tier only: Maven's and Gradle's JVMs live for one build,
+ * and the optimising compiler's threads cost them more than they give back
+ * (docs/inspection.md has the figures). */
+#define JVM_QUICK "-XX:TieredStopAtLevel=1"
+
+/* Phase A's Java settings: the trust store made from the CA bundle, a home
+ * under /kiwi/home (Java takes user.home from /etc/passwd, not HOME), and
+ * the first tier for every JVM of the install (Gradle's build daemon, the
+ * warm-up's test JVMs). */
 #define JAVA_TOOL_OPTIONS_A                                                                                  \
     "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=" KIWI__TRUSTSTORE " -Djavax.net.ssl.trustStorePassword=changeit " \
-    "-Djavax.net.ssl.trustStoreType=PKCS12 -Duser.home=/kiwi/home"
+    "-Djavax.net.ssl.trustStoreType=PKCS12 -Duser.home=/kiwi/home " JVM_QUICK
 
 #define A KIWI__PHASE_A
 #define B KIWI__PHASE_B
@@ -209,8 +216,8 @@ static const char *const php_home[] = { ".composer", ".cache", NULL };
 static const char *const java_exe[] = { "java", "javac", "jar", "jshell", NULL };
 static const char *const java_images[] = { "openjdk", "temurin", "corretto", "zulu", "jdk", "java", NULL };
 static const kiwi__env_setting env_rt_jvm[] = {
-    { AB, "MAVEN_OPTS=-Duser.home=/kiwi/home" }, { AB, "GRADLE_USER_HOME=/kiwi/home/.gradle" },
-    { B, "GRADLE_OPTS=-Dorg.gradle.daemon=false" }, { 0, NULL },
+    { AB, "MAVEN_OPTS=-Duser.home=/kiwi/home " JVM_QUICK }, { AB, "GRADLE_USER_HOME=/kiwi/home/.gradle" },
+    { A, "GRADLE_OPTS=" JVM_QUICK }, { B, "GRADLE_OPTS=-Dorg.gradle.daemon=false " JVM_QUICK }, { 0, NULL },
 };
 static const kiwi__env_setting env_jvm_build[] = {
     { A, JAVA_TOOL_OPTIONS_A }, { 0, NULL },
