@@ -16,7 +16,8 @@
 # The sanitizer stage runs every unit test and every integration test that
 # drives Kiwi's C code, except those labelled `release-only` (each says why
 # in tests/CMakeLists.txt: a gVisor variant of a runc suite, a test of the
-# ops scripts alone, a part that kill -9s the worker under test); its corpus
+# ops scripts alone, a part that kill -9s the worker under test, a lint of
+# the source tree); its corpus
 # lays the snapshots the release stage installed (one install cache for the
 # whole run, KIWI_TEST_INSTALL_CACHE) instead of installing them again, as
 # the release stage's gVisor corpus lays its runc corpus's, but for one
