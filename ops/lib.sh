@@ -190,6 +190,50 @@ java_major() {
 # sha256_of FILE
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
+# pinned_venv DIR REQUIREMENTS LOG MODULE...: a Python venv at DIR with the
+# pinned packages of REQUIREMENTS, built afresh unless DIR/.kiwi-stamp
+# matches the requirements' sha256 and the Python version (the stamp is
+# written last, so a failed install is redone on the next run); pip's
+# output in LOG, its tail printed on failure; each MODULE must import after.
+# Uses Debian's /usr/bin/python3 (python3-venv, installed when missing and
+# root). pip trusts the system bundle (a TLS-intercepting proxy's CA is
+# there) even when the environment does not say so.
+pinned_venv() {
+  local venv=$1 req=$2 piplog=$3 py=/usr/bin/python3
+  shift 3
+  [[ -x $py ]] || py=$(command -v python3) || die "no python3 on this machine"
+  local want have=''
+  want="$(sha256_of "$req") $("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
+  [[ -r $venv/.kiwi-stamp ]] && have=$(<"$venv/.kiwi-stamp")
+  if [[ -x $venv/bin/python3 && $have == "$want" ]]; then
+    log "venv up to date ($venv)"
+    return 0
+  fi
+  if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
+    ((EUID == 0)) || die "$py has no venv/ensurepip module (Debian: python3-venv) and not root to install it"
+    log "installing python3-venv"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv </dev/null
+  fi
+  local pip_args=(--disable-pip-version-check --no-input -q)
+  if [[ -z ${PIP_CERT:-} && -r /etc/ssl/certs/ca-certificates.crt ]]; then
+    pip_args+=(--cert /etc/ssl/certs/ca-certificates.crt)
+  fi
+  mkdir -p "$(dirname "$venv")" "$(dirname "$piplog")"
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  log "installing $(grep -c '^[A-Za-z]' "$req") pinned packages into $venv"
+  if ! "$venv/bin/python3" -m pip install "${pip_args[@]}" -r "$req" >"$piplog" 2>&1; then
+    log_tail "$piplog" 30
+    die "pip install -r $req failed (log: $piplog)"
+  fi
+  local m
+  for m in "$@"; do
+    "$venv/bin/python3" -c "import $m" || die "$m does not import after pip install -r $req"
+  done
+  echo "$want" >"$venv/.kiwi-stamp"
+  log "venv ready: $venv"
+}
+
 # env_get FILE KEY: value of KEY=VALUE in a shell env file (last wins), or "".
 env_get() {
   [[ -r $1 ]] || return 0

@@ -26,6 +26,8 @@ Sets up this machine for Kiwi (Debian 12, as root):
   4. docker    brings up dockerd with runsc through ops/stack.sh up docker
   5. images    builds the sandbox images with ops/images/build.sh
   (after 1)    venv: the provider SDKs for the fixture check (ops/venv.sh)
+  (after 1)    registries: the private registries the tests start, Verdaccio
+               and pypiserver (ops/registries.sh)
 
 Options:
   --no-kafka   skip step 2
@@ -232,6 +234,9 @@ run_step packages step_packages
 # The Python venv with the model providers' SDKs (checks the scripted
 # provider's fixtures): ops/venv.sh, idempotent.
 run_step venv bash "$KIWI_OPS_DIR/venv.sh"
+# The private registries the tests start (Verdaccio, pypiserver):
+# ops/registries.sh, idempotent.
+run_step registries bash "$KIWI_OPS_DIR/registries.sh"
 if ((want_kafka)); then
   run_step kafka step_kafka
 else
