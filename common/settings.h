@@ -135,6 +135,8 @@ typedef struct kiwi_settings {
     int64_t egress_nflog_group; /* netlink log group of kiwi-install0; kiwi-installN's is this + N */
     char *private_registries; /* HOST[/PREFIX]=@FILE ... (worker/egress/private-registry.h) */
     char *egress_ca_dir;      /* Kiwi's CA for them, or NULL: <state_dir>/egress-ca */
+    char *private_registry_ca; /* CAs Squid also trusts for registries (proxy.sh --upstream-ca), or NULL */
+    char *egress_hosts_file;  /* names Squid resolves first (proxy.sh --hosts-file), or NULL: /etc/hosts */
     int64_t lease_ttl_s, cache_ttl_s, cache_fail_ttl_s, done_ttl_s;
     /* sandbox */
     char *sandbox;          /* driver name */

@@ -297,6 +297,14 @@ kiwi_proxy_conf_argv (const kiwi_worker_config *cfg, const kiwi_install_egress *
         if (kiwi_strv_add (conf, "--private-registry") < 0 || kiwi_strv_add (conf, pr.v[i].spec) < 0)
             rc = kiwi_error_make (err, ENOMEM, "proxy.sh conf");
     kiwi_private_registries_clear (&pr);
+    /* the operator's CAs for registries' own certificates and pinned names
+     * (kiwi_private_registries_check has checked both paths) */
+    const char *upstream = cfg->private_registry_ca, *hosts = cfg->egress_hosts_file;
+    if (rc == 0 && upstream && *upstream
+        && (kiwi_strv_add (conf, "--upstream-ca") < 0 || kiwi_strv_add (conf, upstream) < 0))
+        rc = kiwi_error_make (err, ENOMEM, "proxy.sh conf");
+    if (rc == 0 && hosts && *hosts && (kiwi_strv_add (conf, "--hosts-file") < 0 || kiwi_strv_add (conf, hosts) < 0))
+        rc = kiwi_error_make (err, ENOMEM, "proxy.sh conf");
     return rc;
 }
 

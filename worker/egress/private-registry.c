@@ -148,9 +148,26 @@ not_proxied (kiwi_error_t *err)
                             "credentials");
 }
 
+/* An operator's file setting: unset, or an absolute path to a readable
+ * file. */
+static int
+check_file_setting (const char *name, const char *path, kiwi_error_t *err)
+{
+    if (path == NULL || *path == '\0')
+        return 0;
+    if (path[0] != '/')
+        return kiwi_error_make (err, 0, "%s=%s: an absolute path, please", name, path);
+    if (access (path, R_OK) < 0)
+        return kiwi_error_make (err, errno, "%s=%s: cannot read it", name, path);
+    return 0;
+}
+
 int
 kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
 {
+    if (check_file_setting ("KIWI_PRIVATE_REGISTRY_CA", cfg->private_registry_ca, err) < 0
+        || check_file_setting ("KIWI_EGRESS_HOSTS_FILE", cfg->egress_hosts_file, err) < 0)
+        return -1;
     size_t declared = 0;
     if (declared_count (cfg, &declared, err) < 0)
         return -1;

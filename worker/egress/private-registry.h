@@ -57,7 +57,9 @@ void kiwi_private_registries_clear (kiwi_private_registries *r);
 
 /* KIWI_PRIVATE_REGISTRIES checked when the worker starts: it parses, and
  * with a registry declared Phase A is behind the egress proxy
- * (kiwi_install_egress_proxied). An error names the setting and the spec. */
+ * (kiwi_install_egress_proxied); KIWI_PRIVATE_REGISTRY_CA and
+ * KIWI_EGRESS_HOSTS_FILE, when set, are absolute paths to readable files.
+ * An error names the setting and the spec or path. */
 int kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err);
 
 /* The scope hash of a credential file as 64 hex digits (see above). */

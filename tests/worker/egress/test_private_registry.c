@@ -244,6 +244,34 @@ test_conf_argv (void **state)
     kiwi_error_free (&err);
     kiwi_strv_free (&argv);
     kiwi_worker_config_clear (&cfg);
+
+    /* a registry's own CA and pinned names: --upstream-ca, --hosts-file */
+    char upstream[256];
+    snprintf (upstream, sizeof upstream, "KIWI_PRIVATE_REGISTRY_CA=%s", cred_b);
+    load (&cfg, upstream, "KIWI_EGRESS_HOSTS_FILE=/etc/hosts");
+    assert_int_equal (kiwi_private_registries_check (&cfg, &err), 0);
+    assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
+    s = joined (&argv);
+    snprintf (want, sizeof want, "--bump-registries --upstream-ca %s --hosts-file /etc/hosts", cred_b);
+    assert_non_null (strstr (s, want));
+    free (s);
+    kiwi_strv_free (&argv);
+    kiwi_worker_config_clear (&cfg);
+    /* either one relative or unreadable: the worker does not start */
+    static const char *const bad_files[][2] = {
+        { "KIWI_PRIVATE_REGISTRY_CA=ca.pem", "KIWI_PRIVATE_REGISTRY_CA=ca.pem: an absolute path" },
+        { "KIWI_PRIVATE_REGISTRY_CA=/nonexistent/ca.pem", "KIWI_PRIVATE_REGISTRY_CA=/nonexistent/ca.pem: cannot read" },
+        { "KIWI_EGRESS_HOSTS_FILE=hosts", "KIWI_EGRESS_HOSTS_FILE=hosts: an absolute path" },
+        { "KIWI_EGRESS_HOSTS_FILE=/nonexistent/hosts", "KIWI_EGRESS_HOSTS_FILE=/nonexistent/hosts: cannot read" },
+    };
+    for (size_t i = 0; i < sizeof bad_files / sizeof *bad_files; i++) {
+        load (&cfg, bad_files[i][0], NULL);
+        assert_int_equal (kiwi_private_registries_check (&cfg, &err), -1);
+        if (strstr (kiwi_error_msg (err), bad_files[i][1]) == NULL)
+            fail_msg ("%s: %s", bad_files[i][0], kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        kiwi_worker_config_clear (&cfg);
+    }
     kiwi_install_egress_clear (&e);
 }
 
