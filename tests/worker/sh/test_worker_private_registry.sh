@@ -12,7 +12,8 @@
 # KIWI_PRIVATE_REGISTRIES (files of the test's, each a canary password).
 #
 #   1. tenant A's worker installs @acme/secret-lib with npm, pnpm and Yarn,
-#      and acme-secret with pip, through its proxy, from an empty cache;
+#      and acme-secret with pip and uv, through its proxy, from an empty
+#      cache;
 #      step 0 passes (the tests already pass). The registries' own logs show each read came with
 #      tenant A's user, added by the proxy.
 #   2. a hostile dependency's install script (@acme/hook) publishes, logs in
@@ -280,6 +281,34 @@ printf -- '--index-url https://pypi.acme.test/simple/\nacme-secret==1.0.0\n' >"$
 printf 'private registry pip %s\n' "$RUN_ID" >"$TMP/repo-pip/README"
 commit_dir "$TMP/repo-pip" "pip, a private dependency"
 PIP_TEST="python -c 'import acme_secret; print(acme_secret.ok())'"
+# uv: the index in pyproject.toml, uv.lock made by the image's own uv (copied
+# out of kiwi/python:3.13) from inside the namespace with acme-pypi's user
+mkdir -p "$TMP/repo-uv" "$R/uv"
+cat >"$TMP/repo-uv/pyproject.toml" <<EOF
+[project]
+name = "private-uv"
+version = "1.0.0"
+description = "private registry uv $RUN_ID"
+requires-python = ">=3.11"
+dependencies = ["acme-secret==1.0.0"]
+
+[[tool.uv.index]]
+name = "acme"
+url = "https://pypi.acme.test/simple/"
+explicit = true
+
+[tool.uv.sources]
+acme-secret = { index = "acme" }
+EOF
+uv_cid=$("${DOCKER[@]}" create kiwi/python:3.13 true)
+"${DOCKER[@]}" cp -L "$uv_cid:/usr/local/bin/uv" "$R/uv/uv" >/dev/null
+"${DOCKER[@]}" rm "$uv_cid" >/dev/null
+(cd "$TMP/repo-uv" && in_ns env UV_INDEX_ACME_USERNAME=acme-pypi UV_INDEX_ACME_PASSWORD="$PW_A_PYPI" SSL_CERT_FILE="$R/ca.pem" \
+  UV_NATIVE_TLS=1 UV_PYTHON_DOWNLOADS=never UV_CACHE_DIR="$R/uv/cache" "$R/uv/uv" lock --python /usr/bin/python3 \
+  >"$TMP/lock-uv.log" 2>&1) || fail "the uv lockfile: $(cat "$TMP/lock-uv.log")"
+grep -q 'pypi.acme.test/packages/acme_secret-1.0.0-py3-none-any.whl' "$TMP/repo-uv/uv.lock" ||
+  fail "uv.lock does not name the private wheel: $(cat "$TMP/repo-uv/uv.lock")"
+commit_dir "$TMP/repo-uv" "uv, a private dependency"
 [ -n "$HOOK_SHA512" ] || fail "no integrity for @acme/hook"
 
 # ---- the workers: each a host of the fleet (a state directory of its own,
@@ -326,16 +355,16 @@ collect() { # NAME TID
 # 1 and 2: tenant A
 registry_worker a "$C/a"
 declare -A TID
-declare -A TEST=([npm]="npm test" [pnpm]="pnpm test" [yarn]="yarn test" [pip]="$PIP_TEST" [hook]="npm test")
-for t in npm pnpm yarn pip hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
-for t in npm pnpm yarn pip hook; do collect "$t" "${TID[$t]}"; done
+declare -A TEST=([npm]="npm test" [pnpm]="pnpm test" [yarn]="yarn test" [pip]="$PIP_TEST" [uv]="$PIP_TEST" [hook]="npm test")
+for t in npm pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
+for t in npm pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
 python3 - "$TMP" <<'PY' || fail "tenant A's installs: $(tail -n 30 "$TMP/worker-a.log")"
 import json, sys
 tmp = sys.argv[1]
 sys.path.insert(0, tmp)
 from taskres import load
 want_host = {"npm": "npm.acme.test", "pnpm": "npm.acme.test", "yarn": "npm.acme.test", "pip": "pypi.acme.test",
-             "hook": "npm.acme.test"}
+             "uv": "pypi.acme.test", "hook": "npm.acme.test"}
 for name, host in want_host.items():
     r, evs = load(name)
     inst = [e for e in evs if e["kind"] == "install"]
