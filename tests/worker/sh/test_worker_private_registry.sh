@@ -12,8 +12,9 @@
 # KIWI_PRIVATE_REGISTRIES (files of the test's, each a canary password).
 #
 #   1. tenant A's worker installs @acme/secret-lib with npm, pnpm and Yarn,
-#      and acme-secret with pip and uv, through its proxy, from an empty
-#      cache;
+#      acme-secret with pip and uv, and com.acme:secret with Maven (a
+#      repository under a path prefix, /repo), through its proxy, from an
+#      empty cache;
 #      step 0 passes (the tests already pass). The registries' own logs show each read came with
 #      tenant A's user, added by the proxy.
 #   2. a hostile dependency's install script (@acme/hook) publishes, logs in
@@ -50,7 +51,7 @@ touch "$TMP/start"
 # ---- the registries' network namespace
 N=$(( $$ % 250 ))
 NS="kprv$$" VH="kprv$$h" VN="kprv$$n" NET="10.251.$N"
-NPM_IP="$NET.2" PYPI_IP="$NET.3"
+NPM_IP="$NET.2" PYPI_IP="$NET.3" MVN_IP="$NET.4"
 on_cleanup() {
   ip netns del "$NS" 2>/dev/null || true
   ip link del "$VH" 2>/dev/null || true
@@ -63,13 +64,14 @@ ip addr add "$NET.1/29" dev "$VH"
 ip link set "$VH" up
 ip -n "$NS" addr add "$NPM_IP/29" dev "$VN"
 ip -n "$NS" addr add "$PYPI_IP/29" dev "$VN"
+ip -n "$NS" addr add "$MVN_IP/29" dev "$VN"
 ip -n "$NS" link set "$VN" up
 ip -n "$NS" link set lo up
 # names: for Squid (KIWI_EGRESS_HOSTS_FILE, readable by proxy) and for the
 # test's own clients inside the namespace (ip netns exec's /etc/netns)
 R="$TMP/registries"
 mkdir -p "$R" "/etc/netns/$NS"
-printf '127.0.0.1 localhost\n%s npm.acme.test\n%s pypi.acme.test\n' "$NPM_IP" "$PYPI_IP" | tee "$R/hosts" >"/etc/netns/$NS/hosts"
+printf '127.0.0.1 localhost\n%s npm.acme.test\n%s pypi.acme.test\n%s maven.acme.test\n' "$NPM_IP" "$PYPI_IP" "$MVN_IP" | tee "$R/hosts" >"/etc/netns/$NS/hosts"
 chmod 644 "$R/hosts"
 chmod 755 "$R"
 
@@ -77,7 +79,7 @@ chmod 755 "$R"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$R/ca.key" -out "$R/ca.pem" -days 2 -subj '/CN=Kiwi test registry CA' \
   -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign,cRLSign 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout "$R/srv.key" -out "$R/srv.csr" -subj '/CN=npm.acme.test' 2>/dev/null
-printf 'subjectAltName=DNS:npm.acme.test,DNS:pypi.acme.test\nextendedKeyUsage=serverAuth\n' >"$R/ext"
+printf 'subjectAltName=DNS:npm.acme.test,DNS:pypi.acme.test,DNS:maven.acme.test\nextendedKeyUsage=serverAuth\n' >"$R/ext"
 openssl x509 -req -in "$R/srv.csr" -CA "$R/ca.pem" -CAkey "$R/ca.key" -CAcreateserial -out "$R/srv.pem" -days 2 \
   -extfile "$R/ext" 2>/dev/null
 chmod 644 "$R/ca.pem"
@@ -86,18 +88,19 @@ chmod 644 "$R/ca.pem"
 PW_A_NPM="kiwi-canary-npm-a-$(openssl rand -hex 12)"
 PW_A_PYPI="kiwi-canary-pypi-a-$(openssl rand -hex 12)"
 PW_B_NPM="kiwi-canary-npm-b-$(openssl rand -hex 12)"
+PW_A_MVN="kiwi-canary-maven-a-$(openssl rand -hex 12)"
 basic() { printf '%s:%s' "$1" "$2" | base64 -w0; }
 CANARIES=("$PW_A_NPM" "$PW_A_PYPI" "$PW_B_NPM" "$(basic acme-npm "$PW_A_NPM")" "$(basic acme-pypi "$PW_A_PYPI")"
-  "$(basic other-npm "$PW_B_NPM")")
+  "$(basic other-npm "$PW_B_NPM")" "$PW_A_MVN" "$(basic acme-maven "$PW_A_MVN")")
 C="$TMP/creds"
 mkdir -p "$C/a" "$C/a2" "$C/b"
 chmod 700 "$C"
 printf 'Basic %s\n' "$(basic acme-npm "$PW_A_NPM")" >"$C/a/npm.auth"
 printf 'Basic %s\n' "$(basic acme-pypi "$PW_A_PYPI")" >"$C/a/pypi.auth"
-cp "$C/a/npm.auth" "$C/a2/npm.auth"
-cp "$C/a/pypi.auth" "$C/a2/pypi.auth"
+printf 'Basic %s\n' "$(basic acme-maven "$PW_A_MVN")" >"$C/a/maven.auth"
+cp "$C/a/npm.auth" "$C/a/pypi.auth" "$C/a/maven.auth" "$C/a2/"
 printf 'Basic %s\n' "$(basic other-npm "$PW_B_NPM")" >"$C/b/npm.auth"
-cp "$C/a/pypi.auth" "$C/b/pypi.auth"
+cp "$C/a/pypi.auth" "$C/a/maven.auth" "$C/b/"
 chmod 600 "$C"/*/*.auth
 
 # ---- Verdaccio: @acme/* and everything else readable and publishable by
@@ -126,22 +129,32 @@ web: { enable: false }
 EOF
 ip netns exec "$NS" node "$VERDACCIO" -c "$V/config.yaml" >"$TMP/verdaccio.log" 2>&1 &
 PIDS+=($!)
+# registry_tls KIND ADDR ROOT DIR USER PASSWORD: registry_tls.py in the
+# namespace, behind USER alone (DIR/htpasswd), its requests in DIR/requests.log
+registry_tls() {
+  printf '%s:%s\n' "$5" "$(openssl passwd -apr1 "$6")" >"$4/htpasswd"
+  ip netns exec "$NS" "$PYPI_PY" "$ROOT/tests/worker/sh/registry_tls.py" "$1" "$2" 443 "$R/srv.pem" "$R/srv.key" \
+    "$3" "$4/htpasswd" "$4/requests.log" >"$TMP/registry-$1.log" 2>&1 &
+  PIDS+=($!)
+}
 # ---- pypiserver: acme-pypi's, every action behind it
 P="$R/pypi"
 mkdir -p "$P/packages"
-printf 'acme-pypi:%s\n' "$(openssl passwd -apr1 "$PW_A_PYPI")" >"$P/htpasswd"
-ip netns exec "$NS" "$PYPI_PY" "$ROOT/tests/worker/sh/pypi_tls.py" "$PYPI_IP" 443 "$R/srv.pem" "$R/srv.key" \
-  "$P/packages" "$P/htpasswd" "$P/requests.log" >"$TMP/pypiserver.log" 2>&1 &
-PIDS+=($!)
+registry_tls pypi "$PYPI_IP" "$P/packages" "$P" acme-pypi "$PW_A_PYPI"
+# ---- a Maven repository under /repo: its files over TLS behind acme-maven
+M="$R/maven"
+mkdir -p "$M/repo"
+registry_tls files "$MVN_IP" "$M" "$M" acme-maven "$PW_A_MVN"
 in_ns() { ip netns exec "$NS" "$@"; }
 up=0
 for _ in $(seq 1 100); do
   if in_ns curl -sf --cacert "$R/ca.pem" https://npm.acme.test/-/ping -o /dev/null &&
-    in_ns curl -s --cacert "$R/ca.pem" https://pypi.acme.test/simple/ -o /dev/null; then up=1; break; fi
+    in_ns curl -s --cacert "$R/ca.pem" https://pypi.acme.test/simple/ -o /dev/null &&
+    in_ns curl -s --cacert "$R/ca.pem" https://maven.acme.test/ -o /dev/null; then up=1; break; fi
   sleep 0.2
 done
-[ "$up" = 1 ] || fail "the registries did not start: $(tail -n 5 "$TMP/verdaccio.log" "$TMP/pypiserver.log")"
-log "Verdaccio on $NPM_IP (npm.acme.test), pypiserver on $PYPI_IP (pypi.acme.test), namespace $NS"
+[ "$up" = 1 ] || fail "the registries did not start: $(tail -n 5 "$TMP/verdaccio.log" "$TMP"/registry-*.log)"
+log "Verdaccio on $NPM_IP (npm.acme.test), pypiserver on $PYPI_IP (pypi.acme.test), a Maven repository on $MVN_IP (maven.acme.test/repo), namespace $NS"
 
 # ---- the private packages, published by the test from inside the namespace
 printf '@acme:registry=https://npm.acme.test/\n//npm.acme.test/:_auth=%s\ncafile=%s\n' \
@@ -309,6 +322,35 @@ uv_cid=$("${DOCKER[@]}" create kiwi/python:3.13 true)
 grep -q 'pypi.acme.test/packages/acme_secret-1.0.0-py3-none-any.whl' "$TMP/repo-uv/uv.lock" ||
   fail "uv.lock does not name the private wheel: $(cat "$TMP/repo-uv/uv.lock")"
 commit_dir "$TMP/repo-uv" "uv, a private dependency"
+# Maven: com.acme:secret:1.0.0 built in kiwi/java:17 (no network) into the
+# repository's layout; the project names the repository in its pom
+mkdir -p "$R/mvn-src/com/acme" "$M/repo/com/acme/secret/1.0.0"
+printf 'package com.acme;\npublic class Secret { public static String ok() { return "acme secret ok"; } }\n' \
+  >"$R/mvn-src/com/acme/Secret.java"
+"${DOCKER[@]}" run --rm --network none -u 0:0 -v "$R/mvn-src:/w" -w /w kiwi/java:17 \
+  sh -c 'javac --release 17 -d classes com/acme/Secret.java && jar cf secret.jar -C classes .' >"$TMP/mvn-build.log" 2>&1 ||
+  fail "building the private jar: $(cat "$TMP/mvn-build.log")"
+d="$M/repo/com/acme/secret/1.0.0"
+cp "$R/mvn-src/secret.jar" "$d/secret-1.0.0.jar"
+cat >"$d/secret-1.0.0.pom" <<'EOF'
+<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+  <groupId>com.acme</groupId><artifactId>secret</artifactId><version>1.0.0</version></project>
+EOF
+for f in "$d"/secret-1.0.0.jar "$d"/secret-1.0.0.pom; do sha1sum "$f" | cut -d' ' -f1 >"$f.sha1"; done
+mkdir -p "$TMP/repo-maven/src/main/java/app"
+cat >"$TMP/repo-maven/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+  <groupId>app</groupId><artifactId>private-maven</artifactId><version>1.0.0</version>
+  <description>private registry maven $RUN_ID</description>
+  <properties><maven.compiler.source>17</maven.compiler.source><maven.compiler.target>17</maven.compiler.target>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding></properties>
+  <repositories><repository><id>acme</id><url>https://maven.acme.test/repo</url></repository></repositories>
+  <dependencies><dependency><groupId>com.acme</groupId><artifactId>secret</artifactId><version>1.0.0</version></dependency></dependencies>
+</project>
+EOF
+printf 'package app;\npublic class App { public static String run() { return com.acme.Secret.ok(); } }\n' \
+  >"$TMP/repo-maven/src/main/java/app/App.java"
+commit_dir "$TMP/repo-maven" "maven, a private dependency"
 [ -n "$HOOK_SHA512" ] || fail "no integrity for @acme/hook"
 
 # ---- the workers: each a host of the fleet (a state directory of its own,
@@ -317,7 +359,8 @@ PORTS_BASE=$(( 20000 + $$ % 5000 * 3 ))
 registry_worker() { # NAME CREDS-DIR (empty: no declaration)
   local name=$1 creds=$2 decl=()
   mkdir -p "$TMP/state-$name"
-  [ -n "$creds" ] && decl=(KIWI_PRIVATE_REGISTRIES="npm.acme.test=@$creds/npm.auth pypi.acme.test=@$creds/pypi.auth")
+  [ -n "$creds" ] &&
+    decl=(KIWI_PRIVATE_REGISTRIES="npm.acme.test=@$creds/npm.auth pypi.acme.test=@$creds/pypi.auth maven.acme.test/repo=@$creds/maven.auth")
   worker_start "$name" KIWI_SLOTS=2 KIWI_EGRESS_INTERVAL=300 KIWI_EGRESS_STOP_WHEN_DEGRADED=false \
     KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt KIWI_STATE_DIR="$TMP/state-$name" KIWI_INSTALL_EGRESS=registries \
     KIWI_INSTALL_PROXY_PORTS="$PORTS_BASE,$((PORTS_BASE + 1)),$((PORTS_BASE + 2))" \
@@ -355,16 +398,17 @@ collect() { # NAME TID
 # 1 and 2: tenant A
 registry_worker a "$C/a"
 declare -A TID
-declare -A TEST=([npm]="npm test" [pnpm]="pnpm test" [yarn]="yarn test" [pip]="$PIP_TEST" [uv]="$PIP_TEST" [hook]="npm test")
-for t in npm pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
-for t in npm pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
+declare -A TEST=([npm]="npm test" [pnpm]="pnpm test" [yarn]="yarn test" [pip]="$PIP_TEST" [uv]="$PIP_TEST" [hook]="npm test"
+  [maven]="mvn -B test")
+for t in maven npm pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
+for t in maven npm pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
 python3 - "$TMP" <<'PY' || fail "tenant A's installs: $(tail -n 30 "$TMP/worker-a.log")"
 import json, sys
 tmp = sys.argv[1]
 sys.path.insert(0, tmp)
 from taskres import load
 want_host = {"npm": "npm.acme.test", "pnpm": "npm.acme.test", "yarn": "npm.acme.test", "pip": "pypi.acme.test",
-             "uv": "pypi.acme.test", "hook": "npm.acme.test"}
+             "uv": "pypi.acme.test", "hook": "npm.acme.test", "maven": "maven.acme.test"}
 for name, host in want_host.items():
     r, evs = load(name)
     inst = [e for e in evs if e["kind"] == "install"]
@@ -393,7 +437,7 @@ grep -Eq ' TCP_DENIED 403 PUT npm.acme.test https://npm.acme.test/@acme%(25)?2fs
 grep -Eq ' TCP_DENIED 403 PUT npm.acme.test https://npm.acme.test/-/user/org.couchdb.user:intruder ' "$plog" ||
   fail "the hook's login is not refused in the proxy's log"
 grep -Eq ' TCP_DENIED 403 POST pypi.acme.test https://pypi.acme.test/ ' "$plog" || fail "the hook's upload is not refused"
-python3 - "$V/requests.log" "$P/requests.log" <<'PY' || fail "what the registries saw"
+python3 - "$V/requests.log" "$P/requests.log" "$M/requests.log" <<'PY' || fail "what the registries saw"
 import json, sys
 npm = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 # Verdaccio logs each request when it arrives ("req") and its answer
@@ -414,6 +458,11 @@ assert any(p.startswith("/packages/acme_secret") and s == 200 and u == "acme-pyp
 assert all(m in ("GET", "HEAD") for m, p, s, u in got), got
 print("Verdaccio: %d request(s), users %s; tarballs read as acme-npm: %d; writes: %s" % (len(urls), users, len(reads), writes))
 print("pypiserver: %s" % got)
+mvn = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+got = sorted({(l["method"], l["path"], l["status"], l["user"]) for l in mvn})
+assert ("GET", "/repo/com/acme/secret/1.0.0/secret-1.0.0.jar", 200, "acme-maven") in got, got
+assert all(m in ("GET", "HEAD") and s == 200 and u == "acme-maven" for m, p, s, u in got if p != "/"), got
+print("Maven repository: %s" % [x for x in got if x[1] != "/"])
 PY
 worker_stop a
 # the hostile script's record, from the snapshot (checked from outside)
