@@ -190,6 +190,10 @@ java_major() {
 # sha256_of FILE
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
+# stamp_current DIR WANT: DIR/.kiwi-stamp holds exactly WANT (what an
+# idempotent install wrote last, once it had succeeded)
+stamp_current() { [[ -r $1/.kiwi-stamp && $(<"$1/.kiwi-stamp") == "$2" ]]; }
+
 # pinned_venv DIR REQUIREMENTS LOG MODULE...: a Python venv at DIR with the
 # pinned packages of REQUIREMENTS, built afresh unless DIR/.kiwi-stamp
 # matches the requirements' sha256 and the Python version (the stamp is
@@ -202,10 +206,9 @@ pinned_venv() {
   local venv=$1 req=$2 piplog=$3 py=/usr/bin/python3
   shift 3
   [[ -x $py ]] || py=$(command -v python3) || die "no python3 on this machine"
-  local want have=''
+  local want
   want="$(sha256_of "$req") $("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
-  [[ -r $venv/.kiwi-stamp ]] && have=$(<"$venv/.kiwi-stamp")
-  if [[ -x $venv/bin/python3 && $have == "$want" ]]; then
+  if [[ -x $venv/bin/python3 ]] && stamp_current "$venv" "$want"; then
     log "venv up to date ($venv)"
     return 0
   fi

@@ -14,7 +14,8 @@
 # start them in network namespaces of their own.
 #
 # Usage: ops/registries.sh [--print verdaccio|pypi] [--help]
-#   --print NAME   only print the server's command (its path), installing nothing
+#   --print NAME   only print what runs the server, installing nothing: Verdaccio's
+#                  script (for node), the venv's python (pypiserver's app)
 set -Eeuo pipefail
 
 KIWI_LOG_NAME=registries
@@ -25,14 +26,14 @@ install_err_trap
 dir=$KIWI_STATE_DIR/registries
 pins=$KIWI_OPS_DIR/registries
 verdaccio_bin=$dir/verdaccio/node_modules/verdaccio/bin/verdaccio
-pypi_bin=$dir/pypi/bin/pypi-server
+pypi_python=$dir/pypi/bin/python3
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 case ${1:-} in
   --print)
     case ${2:-} in
       verdaccio) echo "$verdaccio_bin" ;;
-      pypi) echo "$pypi_bin" ;;
+      pypi) echo "$pypi_python" ;;
       *) die "--print takes verdaccio or pypi (got '${2:-}')" ;;
     esac
     exit 0 ;;
@@ -56,10 +57,9 @@ install_verdaccio() {
     major=$(node_major)
   fi
   ((major >= 18)) || die "Verdaccio needs node 18 or later; this machine's is $(node --version)"
-  local want have=''
+  local want
   want="$(sha256_of "$pins/package-lock.json") node$major"
-  [[ -r $dir/verdaccio/.kiwi-stamp ]] && have=$(<"$dir/verdaccio/.kiwi-stamp")
-  if [[ -x $verdaccio_bin && $have == "$want" ]]; then
+  if [[ -r $verdaccio_bin ]] && stamp_current "$dir/verdaccio" "$want"; then
     log "verdaccio up to date ($dir/verdaccio)"
     return 0
   fi

@@ -44,7 +44,7 @@ command -v squid >/dev/null || skip_or_fail "squid missing (squid-openssl)"
 bash "$ROOT/ops/egress/egress.sh" status >/dev/null 2>&1 &&
   { echo "SKIP: egress rules are applied on this host (they would close the test's proxy ports)"; exit 77; }
 VERDACCIO=$(bash "$ROOT/ops/registries.sh" --print verdaccio)
-PYPI_PY=$(dirname "$(bash "$ROOT/ops/registries.sh" --print pypi)")/python3
+PYPI_PY=$(bash "$ROOT/ops/registries.sh" --print pypi)
 { [ -r "$VERDACCIO" ] && [ -x "$PYPI_PY" ]; } || skip_or_fail "the test registries are not installed (bash ops/registries.sh)"
 touch "$TMP/start"
 
