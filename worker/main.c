@@ -218,7 +218,7 @@ main (int argc, char **argv)
         fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
         return 2;
     }
-    if (kiwi_private_registries_check (&cfg, &err) < 0) {
+    if (kiwi_private_registries_check (&cfg, &err) < 0 || kiwi_go_private_check (&cfg, &err) < 0) {
         fprintf (stderr, "kiwi-worker: %s\n", kiwi_error_msg (err));
         return 2;
     }

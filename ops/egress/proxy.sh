@@ -6,8 +6,9 @@
 #                      [--ecosystem NAME]... [--allow HOST]... [--hosts-file FILE]
 #                      [--read-only] [--bump-ca CADIR] [--bump HOST]... [--bump-registries]
 #                      [--private-registry HOST[/PREFIX]=@FILE]... [--upstream-ca FILE]
+#                      [--digest BIN]
 #        proxy.sh hosts NAME...     the registry hosts of each ecosystem ("all": every one)
-#        proxy.sh run --dir DIR [--log-max-mb N]
+#        proxy.sh run --dir DIR [--log-max-mb N] [--digest BIN]
 #                                   squid in the foreground (exec: the caller's child)
 #        proxy.sh check --dir DIR   squid -k parse on DIR/squid.conf
 #
@@ -60,6 +61,19 @@
 #              encoded dots, slashes or backslashes is refused there. The
 #              value is in DIR/squid.conf (mode 600, Squid's user's) and is
 #              never printed; it is never given on a command line.
+#   digest     conf --digest BIN: every response Squid sees in the clear
+#              (plain HTTP, a bumped host's HTTPS) passes through an ICAP
+#              service (RESPMOD) on 127.0.0.1 that run --digest BIN starts
+#              beside Squid (BIN: kiwi-fetch-digest), as Squid's user: it
+#              hands each response back unchanged and appends a line to
+#              DIR/fetch.log with the SHA-256 of its body. If it cannot be
+#              reached, the response fails (nothing passes unrecorded), and
+#              when it dies Squid is stopped (its caller starts both again).
+#              With private registries too: a redirect of one of them to
+#              another host (its storage) lets the client that got it fetch
+#              exactly that URL over TLS, bumped, for 5 minutes (BIN
+#              --redirect-acl is Squid's helper for it); nothing else of
+#              that host, and no credential goes there.
 #   run        Squid and proxy.sh run itself get an environment of their own
 #              (PATH, LANG), whatever the caller's. Squid's logs are rotated
 #              (to .0, one old generation kept) once one passes N MiB
@@ -108,6 +122,9 @@ allow=()
 # and read-only (GET and HEAD), which any of these turns on.
 bump_ca='' upstream_ca='' read_only=0 bump_registries=0
 bump=() private=() eco_hosts=()
+# the fetch digest: conf --digest writes the ICAP lines, run --digest BIN
+# starts the service
+digest=0 digest_bin=''
 CERTGEN=/usr/lib/squid/security_file_certgen
 
 parse() {
@@ -133,6 +150,8 @@ parse() {
         private+=("$2"); read_only=1; shift ;;
       --upstream-ca) [[ $# -ge 2 ]] || die "--upstream-ca needs a file"; upstream_ca=$2; read_only=1; shift ;;
       --read-only) read_only=1 ;;
+      --digest)
+        [[ $# -ge 2 ]] || die "--digest needs the kiwi-fetch-digest binary"; digest_bin=$2; digest=1; shift ;;
       -h|--help) usage; exit 0 ;;
       *) printf 'proxy: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
     esac
@@ -163,6 +182,7 @@ coredump_dir $dir
 logformat kiwi %tS %>a %>lp %Ss %>Hs %#.32rm %#.${LOG_SNI_MAX}ssl::>sni %#.${LOG_URL_MAX}ru %>st %<st %<a %ssl::bump_mode %{kiwi_via}note
 access_log stdio:$dir/access.log logformat=kiwi buffer-size=0KB
 buffered_logs off
+$(conf_digest)
 # proxy.sh run rotates (SIGUSR1) once a log passes its bound: one old
 # generation (.0) is kept.
 logfile_rotate 1
@@ -293,9 +313,14 @@ http_access deny !CONNECT !kiwi_encrypted !kiwi_http_port
 http_access deny !CONNECT kiwi_encrypted !kiwi_tls_port
 EOF
   ((${#priv_host[@]})) && echo "http_access deny kiwi_private kiwi_path_tricks"
+  local redirects=0 not_redirected=''
+  if ((digest && ${#priv_host[@]})); then redirects=1 not_redirected=' !kiwi_redirected_to'; fi
   # a bumped request for a bumped host must come on a connection for that
   # host: Squid sends it on the connection the bump made
   for i in "${!bump[@]}"; do echo "http_access deny kiwi_encrypted kiwi_bump_$i !kiwi_bump_sni_$i"; done
+  # a private registry's redirect target: exactly the URL it named, over TLS
+  # on a connection made for that host (the helper checks the SNI)
+  ((redirects)) && echo "http_access allow kiwi_redirected_to"
   cat <<EOF
 http_access allow kiwi_allowed
 http_access deny all
@@ -317,11 +342,18 @@ EOF
 # connection (host_verify_strict: the address it was sent to is the
 # SNI's); every other CONNECT to the explicit proxy is a tunnel as
 # without bumping, every other intercepted one spliced by its SNI.
-ssl_bump splice kiwi_step1 !kiwi_tls_intercept !kiwi_bump
+ssl_bump splice kiwi_step1 !kiwi_tls_intercept !kiwi_bump$not_redirected
 ssl_bump peek kiwi_step1
 ssl_bump bump kiwi_tls_intercept kiwi_bump_sni
 EOF
   for i in "${!bump[@]}"; do echo "ssl_bump bump !kiwi_tls_intercept kiwi_bump_$i kiwi_bump_sni_$i"; done
+  if ((redirects)); then
+    # a redirect's target is bumped when its SNI is the host (the helper
+    # checks it) and never spliced: a CONNECT to a host off the list that
+    # was not bumped above ends here, whatever SNI it carries
+    echo "ssl_bump bump !kiwi_tls_intercept kiwi_redirected_to"
+    echo "ssl_bump terminate !kiwi_tls_intercept !kiwi_allowed"
+  fi
   cat <<EOF
 ssl_bump terminate kiwi_bump
 ssl_bump splice kiwi_allowed_sni
@@ -333,6 +365,40 @@ sslcrtd_children 4 startup=1 idle=1
 sslproxy_cert_error deny all
 tls_outgoing_options default-ca=on${upstream_ca:+ cafile=$upstream_ca}
 EOF
+}
+
+# conf_digest: with --digest, every response Squid sees in the clear goes
+# through kiwi-fetch-digest (ICAP RESPMOD), whose address run writes to
+# DIR/icap.conf once the service listens; without it the service is down
+# and the response fails (bypass=off): nothing passes unrecorded.
+conf_digest() {
+  ((digest)) || return 0
+  if ((${#priv_host[@]})); then
+    cat <<EOF
+# A private registry's redirect to another host: the URL it named, for the
+# client it named it to (kiwi-fetch-digest notes it, this helper asks)
+external_acl_type kiwi_redirect ttl=0 negative_ttl=0 children-startup=1 children-max=8 %SRC %DST %METHOD %PATH %ssl::>sni $digest_bin --redirect-acl $dir/redirects.log
+acl kiwi_redirected_to external kiwi_redirect
+EOF
+  fi
+  cat <<EOF
+# The fetch digest: each response's body hashed by kiwi-fetch-digest
+# (DIR/fetch.log); the service's address is in icap.conf (proxy.sh run).
+icap_enable on
+icap_send_client_ip on
+icap_preview_enable off
+icap_persistent_connections on
+icap_service_failure_limit -1
+include $dir/icap.conf
+adaptation_access kiwi_digest allow all
+EOF
+}
+
+# icap_conf PORT: DIR/icap.conf, the service at 127.0.0.1:PORT
+icap_conf() {
+  printf 'icap_service kiwi_digest respmod_precache bypass=off icap://127.0.0.1:%s/digest\n' "$1" >"$dir/icap.conf.tmp"
+  chmod 644 "$dir/icap.conf.tmp"
+  mv "$dir/icap.conf.tmp" "$dir/icap.conf"
 }
 
 # prefix_re PREFIX: PREFIX as a regex (its only special characters . +)
@@ -347,6 +413,11 @@ cmd_conf() {
   for a in "${allow[@]}"; do valid_host "$a" || die "bad host '$a'"; done
   mapfile -t allow < <(printf '%s\n' "${allow[@]}" | awk '!seen[tolower($0)]++')
   [[ -r $hosts_file ]] || die "cannot read --hosts-file $hosts_file"
+  if ((digest)); then
+    [[ -x $digest_bin ]] || die "--digest: $digest_bin is not an executable (kiwi-fetch-digest)"
+    digest_bin=$(realpath -- "$digest_bin")
+    [[ $digest_bin != *[[:space:]\"]* ]] || die "--digest $digest_bin: no spaces or quotes in the path (it goes into squid.conf)"
+  fi
   command -v openssl >/dev/null || die "openssl not found (Debian: apt-get install openssl)"
   prepare_bump
   mkdir -p "$dir/tls"
@@ -363,6 +434,13 @@ cmd_conf() {
     conf_text >"$dir/squid.conf.tmp"
   fi
   mv "$dir/squid.conf.tmp" "$dir/squid.conf"
+  # until run starts the service, an address nothing listens on; the
+  # private registries, whose redirects it notes
+  rm -f "$dir/redirect-from"
+  if ((digest)); then
+    icap_conf 9
+    if ((${#priv_host[@]})); then printf '%s\n' "${priv_host[@]}" >"$dir/redirect-from"; fi
+  fi
   if ((${#bump[@]})); then
     # the certificates Squid mints per bumped host: a fresh store each
     # time (one signed by an earlier CA is never served)
@@ -500,10 +578,38 @@ CLEAN_ENV=(PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C)
 # log_max bytes.
 rotate_if_big() {
   local f size
+  if [[ -n $digest_pid ]] && size=$(stat -c %s "$dir/fetch.log" 2>/dev/null) && ((size > log_max)); then
+    # renamed here, reopened by kiwi-fetch-digest on SIGHUP
+    mv -f "$dir/fetch.log" "$dir/fetch.log.0" && kill -HUP "$digest_pid" 2>/dev/null
+  fi
   for f in "$dir/access.log" "$dir/cache.log"; do
     size=$(stat -c %s "$f" 2>/dev/null) || continue
     if ((size > log_max)); then kill -USR1 "$1" 2>/dev/null; return 0; fi
   done
+}
+
+# start_digest: kiwi-fetch-digest as Squid's user (as this user when
+# that is not root), a child of this shell (which becomes Squid: the
+# service ends with it), listening on a port of the kernel's choice, which
+# goes to DIR/icap.conf before Squid reads it.
+start_digest() {
+  local port_file=$dir/digest.port run_as=()
+  rm -f "$port_file"
+  if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then
+    run_as=(setpriv --reuid=proxy --regid=proxy --clear-groups --inh-caps=-all --no-new-privs --)
+  fi
+  local redirects=()
+  [[ -f $dir/redirect-from ]] && redirects=(--redirects "$dir/redirects.log" --redirect-from "$dir/redirect-from")
+  "${run_as[@]}" "$digest_bin" --log "$dir/fetch.log" --port-file "$port_file" --parent $$ "${redirects[@]}" </dev/null &
+  digest_pid=$!
+  local i port=''
+  for ((i = 0; i < 100; i++)); do
+    [[ -s $port_file ]] && { port=$(cat "$port_file"); break; }
+    kill -0 "$digest_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  [[ $port =~ ^[0-9]{1,5}$ ]] || { kill "$digest_pid" 2>/dev/null; die "kiwi-fetch-digest did not start (see the lines above)"; }
+  icap_conf "$port"
 }
 
 cmd_run() {
@@ -513,9 +619,14 @@ cmd_run() {
   if compgen -e | grep -qvxE 'PATH|LANG|PWD|OLDPWD|SHLVL|_'; then
     # the same run again, in an environment of its own (exec: the caller
     # keeps its child, and $PPID stays the caller)
-    exec env -i "${CLEAN_ENV[@]}" bash "${BASH_SOURCE[0]}" run --dir "$dir" --log-max-mb "$log_max_mb"
+    exec env -i "${CLEAN_ENV[@]}" bash "${BASH_SOURCE[0]}" run --dir "$dir" --log-max-mb "$log_max_mb" \
+      ${digest_bin:+--digest "$digest_bin"}
   fi
   log_max=$((10#$log_max_mb * 1024 * 1024))
+  if [[ -n $digest_bin ]]; then
+    [[ -x $digest_bin ]] || die "run --digest: $digest_bin is not an executable (kiwi-fetch-digest)"
+    grep -qx "include $dir/icap.conf" "$dir/squid.conf" || die "run --digest: $dir/squid.conf was written without --digest"
+  fi
   # A Squid left by a caller that was killed outright holds the ports:
   # stopped first, if its pid file names a squid running this configuration.
   local old
@@ -534,19 +645,27 @@ cmd_run() {
   # their bound (rotate_if_big). Squid is the watcher's parent (this
   # shell, after the exec); a watcher whose parent is no longer Squid ends
   # without a signal, so it never signals a pid that was reused.
-  local caller=$PPID self=$$
+  local caller=$PPID self=$$ digest_pid=''
+  if [[ -n $digest_bin ]]; then start_digest; fi
   (
     me=$BASHPID
     parent() { local s; s=$(cat "/proc/$me/stat" 2>/dev/null) || return 1; s=${s##*) }; set -- $s; echo "$2"; }
     # the caller runs (a caller that died but is not yet reaped is a zombie)
     caller_runs() { local s; s=$(cat "/proc/$caller/stat" 2>/dev/null) || return 1; s=${s##*) }; [ "${s%% *}" != Z ]; }
+    # the fetch digest runs (without it every response fails): when it
+    # is gone Squid is stopped, and the caller starts both again
+    digest_runs() { [ -z "$digest_pid" ] && return 0; local s; s=$(cat "/proc/$digest_pid/stat" 2>/dev/null) || return 1; s=${s##*) }; [ "${s%% *}" != Z ]; }
     while caller_runs; do
       [ "$(parent)" = "$self" ] || exit 0
+      if ! digest_runs; then
+        echo "proxy: kiwi-fetch-digest (pid $digest_pid) ended: stopping squid" >&2
+        break
+      fi
       rotate_if_big "$self"
       sleep "$watch_s"
     done
     [ "$(parent)" = "$self" ] && kill "$self" 2>/dev/null
-  ) </dev/null >/dev/null 2>&1 &
+  ) </dev/null >/dev/null 2>>"$dir/cache.log" &
   # A service name of this directory's own: Squid names its shared memory
   # segments (/dev/shm/<name>-*.shm) after it, and every Squid on the host
   # (in any network namespace) under the default name "squid" shares them:

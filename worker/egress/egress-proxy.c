@@ -206,7 +206,10 @@ kiwi_proxy_phase_env (const kiwi_worker_config *cfg, kiwi_strv *env, bool *on, k
     if (kiwi_proxy_ports_parse (cfg->install_proxy_ports, ports, err) < 0
         || kiwi_proxy_gateway (kiwi_proxy_bridge (cfg), gw, sizeof gw, err) < 0)
         return kiwi_error_wrap (err, "KIWI_INSTALL_EGRESS=%s: the egress proxy", cfg->install_egress);
-    return kiwi_proxy_env (gw, ports[0], env, err);
+    if (kiwi_proxy_env (gw, ports[0], env, err) < 0)
+        return -1;
+    /* where Go reads private modules from, behind this proxy */
+    return kiwi_go_private_env (cfg, env, err);
 }
 
 const char *
@@ -239,15 +242,27 @@ kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error
     return 0;
 }
 
-int
-kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
+static int
+proxy_file (const kiwi_worker_config *cfg, const char *name, char *buf, size_t cap, kiwi_error_t *err)
 {
     if (kiwi_proxy_dir (cfg, buf, cap, err) < 0)
         return -1;
     size_t n = strlen (buf);
-    if (snprintf (buf + n, cap - n, "/access.log") >= (int) (cap - n))
-        return kiwi_error_make (err, ENAMETOOLONG, "the egress proxy's log");
+    if (snprintf (buf + n, cap - n, "/%s", name) >= (int) (cap - n))
+        return kiwi_error_make (err, ENAMETOOLONG, "the egress proxy's %s", name);
     return 0;
+}
+
+int
+kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
+{
+    return proxy_file (cfg, "access.log", buf, cap, err);
+}
+
+int
+kiwi_proxy_fetch_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err)
+{
+    return proxy_file (cfg, "fetch.log", buf, cap, err);
 }
 
 /* ---------- the process ---------- */
@@ -266,14 +281,33 @@ script_argv (const kiwi_worker_config *cfg, kiwi_strv *argv, const char *command
     return 0;
 }
 
+/* kiwi-fetch-digest, installed beside kiwi-worker (../libexec/kiwi). */
+static const char *
+digest_bin (char *buf, size_t cap, kiwi_error_t *err)
+{
+    const char *digest = kiwi_worker_libexec (NULL, "kiwi-fetch-digest", buf, cap);
+    if (digest == NULL || access (digest, X_OK) < 0) {
+        kiwi_error_make (err, errno, "the egress proxy's fetch digest: %s is missing (it is installed with "
+                                     "kiwi-worker, in ../libexec/kiwi beside its binary)",
+                         digest ? digest : "kiwi-fetch-digest");
+        return NULL;
+    }
+    return digest;
+}
+
 int
 kiwi_proxy_conf_argv (const kiwi_worker_config *cfg, const kiwi_install_egress *e, const char *dir,
                       const char *gateway, kiwi_strv *conf, kiwi_error_t *err)
 {
-    if (script_argv (cfg, conf, "conf", dir, err) < 0)
+    char dbuf[PATH_MAX];
+    const char *digest = digest_bin (dbuf, sizeof dbuf, err);
+    if (digest == NULL || script_argv (cfg, conf, "conf", dir, err) < 0)
         return -1;
+    /* --digest: every response Squid sees in the clear is hashed by
+     * kiwi-fetch-digest (the install's fetch manifest) */
     if (kiwi_strv_add (conf, "--listen") < 0 || kiwi_strv_add (conf, gateway) < 0
         || kiwi_strv_add (conf, "--ports") < 0 || kiwi_strv_add (conf, cfg->install_proxy_ports) < 0
+        || kiwi_strv_add (conf, "--digest") < 0 || kiwi_strv_add (conf, digest) < 0
         || (e->registries && (kiwi_strv_add (conf, "--ecosystem") < 0 || kiwi_strv_add (conf, "all") < 0)))
         return kiwi_error_make (err, ENOMEM, "proxy.sh conf");
     for (size_t i = 0; i < e->hosts.n; i++)
@@ -321,8 +355,13 @@ kiwi_proxy_start (const kiwi_worker_config *cfg, const kiwi_install_egress *e, c
     cleanup_strv kiwi_strv run = KIWI_STRV_INIT;
     if (script_argv (cfg, &run, "run", dir, err) < 0)
         return -1;
+    char dbuf[PATH_MAX];
+    const char *digest = digest_bin (dbuf, sizeof dbuf, err);
+    if (digest == NULL)
+        return -1;
     if (kiwi_strv_add (&run, "--log-max-mb") < 0
-        || kiwi_strv_addf (&run, "%lld", (long long) cfg->install_proxy_log_mb) < 0)
+        || kiwi_strv_addf (&run, "%lld", (long long) cfg->install_proxy_log_mb) < 0
+        || kiwi_strv_add (&run, "--digest") < 0 || kiwi_strv_add (&run, digest) < 0)
         return kiwi_error_make (err, ENOMEM, "proxy.sh run");
     posix_spawnattr_t at;
     posix_spawnattr_init (&at);

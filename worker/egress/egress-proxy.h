@@ -103,6 +103,9 @@ int kiwi_proxy_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_e
 /* Its access log, "<proxy dir>/access.log". */
 int kiwi_proxy_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
 
+/* The fetch digest's log, "<proxy dir>/fetch.log" (fetch-digest.h). */
+int kiwi_proxy_fetch_log_path (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
+
 /* `proxy.sh conf`'s argv for cfg (appended to *conf): --dir, --listen
  * gateway, --ports, --ecosystem all with registries, an --allow per host,
  * --bump-ca (kiwi_egress_ca_dir: the proxy is read-only), with registries

@@ -175,11 +175,9 @@ open_log (const char *path, kiwi_egress_log_pos pos, bool *same)
     return f;
 }
 
-/* The lines of f from its position on whose client is `client` and whose
- * time is in `window`, into rec. */
+/* Each whole line of f from its position on, to fn. */
 static void
-read_lines (FILE *f, const char *client, kiwi_egress_window window, const char *setting,
-            kiwi_egress_record *rec)
+each_line (FILE *f, kiwi_egress_line_fn fn, void *ud)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -187,23 +185,78 @@ read_lines (FILE *f, const char *client, kiwi_egress_window window, const char *
     while ((n = getline (&line, &cap, f)) > 0) {
         if (line[n - 1] != '\n')
             break; /* being written: not this install's (it has ended) */
-        kiwi_proxy_log_entry e;
-        const char *rule;
-        kiwi_egress_line kind = kiwi_egress_line_sort (line, &e, &rule);
-        if (kind == KIWI_EGRESS_LINE_NONE || e.client == NULL || strcmp (e.client, client) != 0
-            || !kiwi_egress_in_window (kiwi_egress_entry_ms (&e), window))
-            continue;
-        if (kind == KIWI_EGRESS_LINE_DENIED) {
-            rec->denials++;
-            if (json_array_size (rec->denied) < RECORD_MAX_DENIED)
-                json_array_append_new (rec->denied, kiwi_egress_denial_json (&e, rule, setting));
-        } else {
-            rec->requests++;
-            rec->bytes += e.bytes_out;
-            kiwi_egress_count_host (rec->hosts, &e, RECORD_MAX_HOSTS);
-        }
+        fn (line, ud);
     }
     free (line);
+}
+
+int
+kiwi_egress_log_each (const char *log_path, kiwi_egress_log_pos from, kiwi_egress_line_fn fn, void *ud,
+                      bool *incomplete, kiwi_error_t *err)
+{
+    *incomplete = false;
+    wait_quiet (log_path);
+    bool same;
+    FILE *f = open_log (log_path, from, &same);
+    if (f == NULL && errno != ENOENT)
+        return kiwi_error_make (err, errno, "reading the egress proxy's log %s", log_path);
+    if (!same && from.ino != 0) {
+        /* rotated since the mark (proxy.sh run keeps one old generation,
+         * <log>.0): the rest of the marked file first, then the new one
+         * whole; a file rotated away twice is gone (*incomplete) */
+        char old[PATH_MAX];
+        bool old_same = false;
+        FILE *o = snprintf (old, sizeof old, "%s.0", log_path) < (int) sizeof old ? open_log (old, from, &old_same)
+                                                                                 : NULL;
+        if (o != NULL && old_same && fseeko (o, (off_t) from.offset, SEEK_SET) == 0)
+            each_line (o, fn, ud);
+        else
+            *incomplete = true;
+        if (o != NULL)
+            fclose (o);
+    }
+    if (f == NULL)
+        return 0;
+    if (same && from.offset > 0 && fseeko (f, (off_t) from.offset, SEEK_SET) < 0) {
+        int e = errno;
+        fclose (f);
+        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
+    }
+    each_line (f, fn, ud);
+    fclose (f);
+    return 0;
+}
+
+typedef struct record_ctx {
+    const char *client, *setting;
+    kiwi_egress_window window;
+    kiwi_egress_record *rec;
+} record_ctx;
+
+/* One line into the record when its client is the sandbox's and its time
+ * in the sandbox's window. */
+static void
+record_line (char *line, void *ud)
+{
+    record_ctx *x = ud;
+    kiwi_egress_record *rec = x->rec;
+    kiwi_proxy_log_entry e;
+    const char *rule;
+    kiwi_egress_line kind = kiwi_egress_line_sort (line, &e, &rule);
+    if (kind == KIWI_EGRESS_LINE_NONE || e.client == NULL || strcmp (e.client, x->client) != 0
+        || !kiwi_egress_in_window (kiwi_egress_entry_ms (&e), x->window))
+        return;
+    if (kind == KIWI_EGRESS_LINE_DENIED) {
+        rec->denials++;
+        if (json_array_size (rec->denied) < RECORD_MAX_DENIED)
+            json_array_append_new (rec->denied, kiwi_egress_denial_json (&e, rule, x->setting));
+    } else {
+        rec->requests++;
+        rec->bytes += e.bytes_out;
+        if (strcmp (e.method, "CONNECT") == 0)
+            rec->tunnels++;
+        kiwi_egress_count_host (rec->hosts, &e, RECORD_MAX_HOSTS);
+    }
 }
 
 int
@@ -218,39 +271,11 @@ kiwi_egress_record_read (const char *log_path, kiwi_egress_log_pos from, const c
         kiwi_egress_record_clear (rec);
         return kiwi_error_make (err, ENOMEM, "the egress record");
     }
-    wait_quiet (log_path);
-    bool same;
-    FILE *f = open_log (log_path, from, &same);
-    if (f == NULL && errno != ENOENT) {
-        int e = errno;
+    record_ctx x = { .client = client, .setting = setting, .window = window, .rec = rec };
+    if (kiwi_egress_log_each (log_path, from, record_line, &x, &rec->incomplete, err) < 0) {
         kiwi_egress_record_clear (rec);
-        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
+        return -1;
     }
-    if (!same && from.ino != 0) {
-        /* rotated since the mark (proxy.sh run keeps one old generation,
-         * <log>.0): the rest of the marked file first, then the new one
-         * whole; a file rotated away twice is gone (rec->incomplete) */
-        char old[PATH_MAX];
-        bool old_same = false;
-        FILE *o = snprintf (old, sizeof old, "%s.0", log_path) < (int) sizeof old ? open_log (old, from, &old_same)
-                                                                                 : NULL;
-        if (o != NULL && old_same && fseeko (o, (off_t) from.offset, SEEK_SET) == 0)
-            read_lines (o, client, window, setting, rec);
-        else
-            rec->incomplete = true;
-        if (o != NULL)
-            fclose (o);
-    }
-    if (f == NULL)
-        return 0;
-    if (same && from.offset > 0 && fseeko (f, (off_t) from.offset, SEEK_SET) < 0) {
-        int e = errno;
-        fclose (f);
-        kiwi_egress_record_clear (rec);
-        return kiwi_error_make (err, e, "reading the egress proxy's log %s", log_path);
-    }
-    read_lines (f, client, window, setting, rec);
-    fclose (f);
     return 0;
 }
 

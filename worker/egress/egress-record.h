@@ -75,6 +75,7 @@ typedef struct kiwi_egress_record {
     json_t *hosts;     /* host -> {requests, bytes}, at most 256 hosts */
     json_t *denied;    /* kiwi_egress_denial_json objects, at most 64 */
     int64_t requests, bytes, denials; /* denials counts them all, listed or not */
+    int64_t tunnels;   /* of the requests, TLS passed through untouched (a host not bumped): not in the fetch manifest */
     bool incomplete;   /* the log was rotated twice since the mark: its start is gone */
 } kiwi_egress_record;
 
@@ -102,6 +103,17 @@ bool kiwi_egress_in_window (int64_t at_ms, kiwi_egress_window w);
 
 /* An entry's time (its request's start) in ms since the epoch. */
 int64_t kiwi_egress_entry_ms (const kiwi_proxy_log_entry *e);
+
+/* Each whole line written to the log at log_path from `from` on, to fn (the
+ * line is fn's to change, for the call only): the rest of the marked file
+ * (in <log>.0 when the log was rotated since) and the log written after
+ * it. Waits (up to 1 s) for the log to stop growing first. *incomplete
+ * when the log was rotated twice since the mark (its start is gone). An
+ * error when the log cannot be read (a missing log has no lines). The
+ * access log's and the fetch digest's (fetch-manifest.h) alike. */
+typedef void (*kiwi_egress_line_fn) (char *line, void *ud);
+int kiwi_egress_log_each (const char *log_path, kiwi_egress_log_pos from, kiwi_egress_line_fn fn, void *ud,
+                          bool *incomplete, kiwi_error_t *err);
 
 /* The lines from `from` on whose client is `client` and whose time is in
  * `window`: the rest of the marked file (in <log>.0 when the log was

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -178,6 +179,132 @@ kiwi_private_registries_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
         return -1;
     if (!proxied)
         return not_proxied (err);
+    return 0;
+}
+
+static bool
+set (const char *v)
+{
+    return v != NULL && *v != '\0';
+}
+
+/* One GOPROXY entry: `direct`, `off`, or https://HOST[:PORT][/PATH]
+ * without userinfo, query or fragment; *host gets HOST for a URL. */
+static bool
+go_proxy_entry (const char *e, char *host, size_t cap)
+{
+    host[0] = '\0';
+    if (strcmp (e, "direct") == 0 || strcmp (e, "off") == 0)
+        return true;
+    if (strncmp (e, "https://", 8) != 0)
+        return false;
+    const char *h = e + 8;
+    size_t hn = strcspn (h, ":/");
+    if (hn == 0 || hn >= cap)
+        return false;
+    memcpy (host, h, hn);
+    host[hn] = '\0';
+    for (char *c = host; *c; c++)
+        *c = (char) tolower ((unsigned char) *c);
+    const char *rest = h + hn;
+    if (*rest == ':') {
+        size_t pn = strspn (rest + 1, "0123456789");
+        if (pn == 0 || pn > 5)
+            return false;
+        rest += 1 + pn;
+    }
+    if (*rest != '\0') {
+        if (*rest != '/')
+            return false;
+        for (const char *c = rest; *c; c++)
+            if (!isalnum ((unsigned char) *c) && strchr ("._~@+/-", *c) == NULL)
+                return false;
+        size_t rl = strlen (rest);
+        if (strstr (rest, "/../") || strstr (rest, "/./") || strstr (rest, "//")
+            || (rl >= 3 && strcmp (rest + rl - 3, "/..") == 0) || (rl >= 2 && strcmp (rest + rl - 2, "/.") == 0))
+            return false;
+    }
+    return kiwi_proxy_valid_host (host) && host[0] != '.';
+}
+
+int
+kiwi_go_private_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
+{
+    if (set (cfg->go_nosumdb)) {
+        const char *v = cfg->go_nosumdb;
+        if (strspn (v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~/*?-[],") != strlen (v)
+            || v[0] == ',' || v[strlen (v) - 1] == ',' || strstr (v, ",,"))
+            return kiwi_error_make (err, 0, "KIWI_GO_NOSUMDB: `%s`: want module path patterns (letters, digits, "
+                                            "._~/*?-[]) separated by commas", v);
+    }
+    if (!set (cfg->go_proxy))
+        return 0;
+    bool proxied = false;
+    if (kiwi_install_egress_proxied (cfg, &proxied, err) < 0)
+        return -1;
+    if (!proxied)
+        return kiwi_error_make (err, 0, "KIWI_GO_PROXY is set but Phase A is not behind the egress proxy "
+                                        "(KIWI_INSTALL_EGRESS=open): unset one of them");
+    kiwi_private_registries pr;
+    if (kiwi_private_registries_parse (cfg->private_registries, &pr, err) < 0)
+        return -1;
+    kiwi_install_egress eg;
+    if (kiwi_install_egress_parse (cfg->install_egress, &eg, err) < 0) {
+        kiwi_private_registries_clear (&pr);
+        return -1;
+    }
+    cleanup_free char *copy = strdup (cfg->go_proxy);
+    int rc = copy ? 0 : kiwi_error_make (err, ENOMEM, "KIWI_GO_PROXY");
+    char *save = NULL;
+    size_t n = 0;
+    for (char *e = copy ? strtok_r (copy, ",|", &save) : NULL; rc == 0 && e; e = strtok_r (NULL, ",|", &save)) {
+        char host[256];
+        n++;
+        if (!go_proxy_entry (e, host, sizeof host)) {
+            rc = kiwi_error_make (err, 0, "KIWI_GO_PROXY: `%s`: want `direct`, `off` or https://HOST[:PORT][/PATH] "
+                                          "(no credentials: declare them in KIWI_PRIVATE_REGISTRIES)", e);
+            break;
+        }
+        if (host[0] == '\0')
+            continue;
+        bool reach = false;
+        for (size_t i = 0; !reach && i < pr.n; i++)
+            reach = strcmp (pr.v[i].host, host) == 0;
+        for (size_t i = 0; !reach && i < eg.hosts.n; i++) {
+            const char *a = eg.hosts.v[i];
+            size_t al = strlen (a), hl = strlen (host);
+            reach = strcasecmp (a, host) == 0
+                    || (a[0] == '.' && hl >= al && strcasecmp (host + hl - al, a) == 0);
+        }
+        if (!reach && eg.registries)
+            reach = strcmp (host, "proxy.golang.org") == 0;
+        if (!reach)
+            rc = kiwi_error_make (err, 0, "KIWI_GO_PROXY: Phase A may not reach %s: declare it in "
+                                          "KIWI_PRIVATE_REGISTRIES (with its credential) or add it to "
+                                          "KIWI_INSTALL_EGRESS", host);
+    }
+    if (rc == 0 && n == 0)
+        rc = kiwi_error_make (err, 0, "KIWI_GO_PROXY: `%s` names no proxy", cfg->go_proxy);
+    kiwi_install_egress_clear (&eg);
+    kiwi_private_registries_clear (&pr);
+    return rc;
+}
+
+int
+kiwi_go_private_env (const kiwi_worker_config *cfg, kiwi_strv *env, kiwi_error_t *err)
+{
+    if ((set (cfg->go_proxy) && kiwi_strv_addf (env, "GOPROXY=%s", cfg->go_proxy) < 0)
+        || (set (cfg->go_nosumdb) && kiwi_strv_addf (env, "GONOSUMDB=%s", cfg->go_nosumdb) < 0))
+        return kiwi_error_make (err, ENOMEM, "Phase A's environment");
+    return 0;
+}
+
+int
+kiwi_go_private_key_env (const kiwi_worker_config *cfg, kiwi_strv *out, kiwi_error_t *err)
+{
+    if ((set (cfg->go_proxy) && kiwi_strv_addf (out, "kiwi-go-proxy=%s", cfg->go_proxy) < 0)
+        || (set (cfg->go_nosumdb) && kiwi_strv_addf (out, "kiwi-go-nosumdb=%s", cfg->go_nosumdb) < 0))
+        return kiwi_error_make (err, ENOMEM, "install cache key");
     return 0;
 }
 

@@ -70,6 +70,25 @@ int kiwi_private_registry_scope (const char *file, char hex[65], kiwi_error_t *e
  * when none is declared. */
 int kiwi_private_registries_key_env (const kiwi_private_registries *r, kiwi_strv *out, kiwi_error_t *err);
 
+/* Private Go modules: KIWI_GO_PROXY and KIWI_GO_NOSUMDB, Phase A's GOPROXY
+ * and GONOSUMDB behind the egress proxy (a private GOPROXY is a private
+ * registry like any other: declared in KIWI_PRIVATE_REGISTRIES, its
+ * credential added by the proxy, never in the URL).
+ * Checked when the worker starts: GOPROXY entries are `direct`, `off` or
+ * https URLs with no userinfo, query or fragment, whose host is one Phase A
+ * may reach (a declared private registry, or a host of KIWI_INSTALL_EGRESS)
+ * and is behind the proxy; GONOSUMDB is patterns of letters, digits and
+ * ._~ / * ? - [ ] separated by commas. An error names the setting and the entry. */
+int kiwi_go_private_check (const kiwi_worker_config *cfg, kiwi_error_t *err);
+
+/* Appends GOPROXY=... and GONOSUMDB=... (those set) to Phase A's
+ * environment *env. */
+int kiwi_go_private_env (const kiwi_worker_config *cfg, kiwi_strv *env, kiwi_error_t *err);
+
+/* Appends "kiwi-go-proxy=..." and "kiwi-go-nosumdb=..." (those set) to the
+ * install cache key's kiwi-env: another module source is another install. */
+int kiwi_go_private_key_env (const kiwi_worker_config *cfg, kiwi_strv *out, kiwi_error_t *err);
+
 /* Kiwi's CA directory: KIWI_EGRESS_CA_DIR, else <state dir>/egress-ca. */
 int kiwi_egress_ca_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
 

@@ -24,6 +24,7 @@
 #include "worker/egress/egress.h"
 #include "worker/egress/egress-proxy.h"
 #include "worker/egress/egress-record.h"
+#include "worker/egress/fetch-manifest.h"
 #include "worker/gc.h"
 #include "worker/worker-metrics.h"
 
@@ -155,6 +156,38 @@ say_denials (kiwi_install_result *r, json_t *list, const char *via, const char *
     }
 }
 
+/* What the install downloaded (fetch-manifest.h), into the install event
+ * `ev` ("fetched"), and for an install that succeeded as fetched.json in
+ * its snapshot `snapdir`. A manifest that cannot be read or kept is said
+ * in the event; the install stands. */
+static void
+record_fetched (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_pos offset, kiwi_install_result *r,
+                const char *snapdir, json_t *ev)
+{
+    if (c->fetch_log == NULL || run->address[0] == '\0')
+        return;
+    kiwi_fetch_manifest m;
+    kiwi_error_t err = NULL;
+    char hex[65], path[PATH_MAX];
+    if (kiwi_fetch_manifest_read (c->fetch_log, offset, run->address, run->window, &m, &err) < 0) {
+        json_object_set_new (ev, "fetched", json_pack ("{s:s}", "error", kiwi_error_msg (err)));
+        kiwi_error_free (&err);
+        return;
+    }
+    bool kept = false;
+    if (r->status == KIWI_INSTALL_OK) {
+        snprintf (path, sizeof path, "%s/fetched.json", snapdir);
+        if (kiwi_fetch_manifest_write (&m, path, hex, &err) == 0)
+            kept = true;
+    }
+    json_t *sum = kiwi_fetch_manifest_summary (&m, kept ? hex : NULL);
+    if (sum && err != NULL)
+        json_object_set_new (sum, "error", json_string (kiwi_error_msg (err)));
+    kiwi_error_free (&err);
+    json_object_set_new (ev, "fetched", sum);
+    kiwi_fetch_manifest_clear (&m);
+}
+
 /* What the install sent through the egress proxy, into the install event
  * `ev` ("egress"); a failed install's reason names the hosts it was denied
  * and the setting that would allow each. */
@@ -174,9 +207,10 @@ record_egress (kiwi__pipeline_install_ctx *c, install_run *run, kiwi_egress_log_
     }
     if (c->p->own_proxy)
         tell_once_denials (c, run, rec.denied);
-    json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I}", "hosts", rec.hosts, "requests",
+    json_object_set_new (ev, "egress", json_pack ("{s:O,s:I,s:I,s:O,s:I,s:I}", "hosts", rec.hosts, "requests",
                                                  (json_int_t) rec.requests, "bytes", (json_int_t) rec.bytes,
-                                                 "denied", rec.denied, "denials", (json_int_t) rec.denials));
+                                                 "denied", rec.denied, "denials", (json_int_t) rec.denials,
+                                                 "tunnels", (json_int_t) rec.tunnels));
     if (rec.incomplete)
         json_object_set_new (json_object_get (ev, "egress"), "incomplete", json_true ());
     if (r->status != KIWI_INSTALL_OK) {
@@ -391,9 +425,11 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         }
     }
     install_run run = { .c = c, .command = in->install.display, .denials = json_array () };
-    kiwi_egress_log_pos log_offset = { 0 };
+    kiwi_egress_log_pos log_offset = { 0 }, fetch_offset = { 0 };
     if (c->egress_log != NULL) {
         log_offset = kiwi_egress_log_mark (c->egress_log);
+        if (c->fetch_log != NULL)
+            fetch_offset = kiwi_egress_log_mark (c->fetch_log);
         req.on_started = install_started;
         req.userdata = &run;
     }
@@ -435,6 +471,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     if (c->rules_unchecked)
         json_object_set_new (ev, "egress_rules", json_string ("not in place (KIWI_ONCE_EGRESS_UNCHECKED=true)"));
     record_egress (c, &run, log_offset, r, ev);
+    record_fetched (c, &run, fetch_offset, r, tmpdir, ev);
     json_decref (run.denials);
     if (r->status != KIWI_INSTALL_OK) {
         size_t ol = r->output ? strlen (r->output) : 0;

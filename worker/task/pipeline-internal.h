@@ -33,6 +33,7 @@ typedef struct kiwi__pipeline_install_ctx {
     char install_status[16];   /* its kiwi_install_status_str, "" before any */
     kiwi_store *store; /* the shared snapshot store, or NULL */
     const char *egress_log; /* the egress proxy's access log, or NULL (KIWI_INSTALL_EGRESS=open) */
+    const char *fetch_log;  /* its fetch digest's log (fetch-manifest.h), or NULL with egress_log */
     kiwi_nflog *nflog;      /* --once: the rules' rejects from its bridge (nflog.h), or NULL */
     bool rules_checked;     /* --once: the host's egress rules were found to hold (or the operator opted out) */
     bool rules_unchecked;   /* --once: they do not, and KIWI_ONCE_EGRESS_UNCHECKED let Phase A run anyway */

@@ -367,14 +367,16 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
             kiwi_error_free (&serr);
         }
     }
-    char egress_log[PATH_MAX + 16];
-    if (proxied && kiwi_proxy_log_path (cfg, egress_log, sizeof egress_log, &err) < 0) {
+    char egress_log[PATH_MAX + 16], fetch_log[PATH_MAX + 16];
+    if (proxied && (kiwi_proxy_log_path (cfg, egress_log, sizeof egress_log, &err) < 0
+                    || kiwi_proxy_fetch_log_path (cfg, fetch_log, sizeof fetch_log, &err) < 0)) {
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
         goto done;
     }
     kiwi__pipeline_install_ctx ic = { .p = p, .task = task, .sb = sb, .pc = &pc, .root = root, .cache = cache,
                        .deadline_ms = deadline_ms, .hold = &snapshot_hold, .store = store,
-                       .egress_log = proxied ? egress_log : NULL, .nflog = nflog };
+                       .egress_log = proxied ? egress_log : NULL, .fetch_log = proxied ? fetch_log : NULL,
+                       .nflog = nflog };
     kiwi_step0_result s0;
     int64_t s0_start = kiwi_mono_ms ();
     kiwi_sandbox_limits s0_limits = kiwi__pipeline_sandbox_limits (cfg, task);

@@ -161,6 +161,8 @@ kiwi_plan_key_env (const kiwi_worker_config *cfg, const char *const *host_env, k
         return kiwi_error_wrap (err, "install cache key");
     int rc = kiwi_private_registries_key_env (&pr, out, err);
     kiwi_private_registries_clear (&pr);
+    if (rc == 0)
+        rc = kiwi_go_private_key_env (cfg, out, err);
     return rc < 0 ? kiwi_error_wrap (err, "install cache key") : 0;
 }
 

@@ -35,7 +35,9 @@ struct kiwi_store {
     char *userpwd;  /* "user:password", or NULL */
 };
 
-static const char *const part_names[2] = { "src.tar", "home.tar" };
+static const char *const part_names[KIWI_STORE_PARTS] = { "src.tar", "home.tar", "fetched.json" };
+static const char *const part_types[KIWI_STORE_PARTS] = { KIWI_STORE_LAYER_TYPE, KIWI_STORE_LAYER_TYPE,
+                                                          KIWI_STORE_FETCHED_TYPE };
 
 bool
 kiwi_store_digest_valid (const char *d)
@@ -96,7 +98,7 @@ kiwi_store_blob_check_end (kiwi_store_blob_check *c, const char *digest, uint64_
 }
 
 int
-kiwi_store_check_manifest (const char *body, size_t len, const char *digest, kiwi_store_part parts[2],
+kiwi_store_check_manifest (const char *body, size_t len, const char *digest, kiwi_store_part parts[KIWI_STORE_PARTS],
                            kiwi_error_t *err)
 {
     if (!kiwi_store_digest_valid (digest))
@@ -118,13 +120,14 @@ kiwi_store_check_manifest (const char *body, size_t len, const char *digest, kiw
         kiwi_error_make (err, 0, "manifest %s is not a Kiwi snapshot", digest);
         goto out;
     }
-    if (!json_is_array (layers) || json_array_size (layers) != 2) {
-        kiwi_error_make (err, 0, "snapshot manifest %s: not two layers", digest);
+    size_t nl = json_array_size (layers);
+    if (!json_is_array (layers) || nl < 2 || nl > KIWI_STORE_PARTS) {
+        kiwi_error_make (err, 0, "snapshot manifest %s: not two or three layers", digest);
         goto out;
     }
-    memset (parts, 0, 2 * sizeof *parts);
-    bool have[2] = { false, false };
-    for (size_t i = 0; i < 2; i++) {
+    memset (parts, 0, KIWI_STORE_PARTS * sizeof *parts);
+    bool have[KIWI_STORE_PARTS] = { false, false, false };
+    for (size_t i = 0; i < nl; i++) {
         json_t *l = json_array_get (layers, i);
         const char *d = json_string_value (json_object_get (l, "digest"));
         const char *t = json_string_value (json_object_get (json_object_get (l, "annotations"), TITLE_ANNOTATION));
@@ -133,8 +136,10 @@ kiwi_store_check_manifest (const char *body, size_t len, const char *digest, kiw
             kiwi_error_make (err, 0, "snapshot manifest %s: layer %zu is malformed", digest, i);
             goto out;
         }
-        size_t k = strcmp (t, part_names[0]) == 0 ? 0 : strcmp (t, part_names[1]) == 0 ? 1 : 2;
-        if (k == 2 || have[k]) {
+        size_t k = 0;
+        while (k < KIWI_STORE_PARTS && strcmp (t, part_names[k]) != 0)
+            k++;
+        if (k == KIWI_STORE_PARTS || have[k]) {
             kiwi_error_make (err, 0, "snapshot manifest %s: unexpected layer `%s`", digest, t);
             goto out;
         }
@@ -142,6 +147,10 @@ kiwi_store_check_manifest (const char *body, size_t len, const char *digest, kiw
         snprintf (parts[k].name, sizeof parts[k].name, "%s", part_names[k]);
         snprintf (parts[k].digest, sizeof parts[k].digest, "%s", d);
         parts[k].size = (uint64_t) json_integer_value (sz);
+    }
+    if (!have[0] || !have[1]) {
+        kiwi_error_make (err, 0, "snapshot manifest %s: no %s layer", digest, have[0] ? part_names[1] : part_names[0]);
+        goto out;
     }
     rc = 0;
 out:
@@ -441,10 +450,14 @@ kiwi_store_push (kiwi_store *s, const char *key, const char *snapshot_dir, char 
                  kiwi_error_t *err)
 {
     digest[0] = '\0';
-    kiwi_store_part parts[2];
-    for (size_t i = 0; i < 2; i++) {
+    kiwi_store_part parts[KIWI_STORE_PARTS];
+    size_t np = 0;
+    for (size_t i = 0; i < KIWI_STORE_PARTS; i++) {
         char p[PATH_MAX];
         snprintf (p, sizeof p, "%s/%s", snapshot_dir, part_names[i]);
+        if (i >= 2 && access (p, F_OK) < 0 && errno == ENOENT)
+            break; /* the fetch manifest: a snapshot made without one */
+        np = i + 1;
         snprintf (parts[i].name, sizeof parts[i].name, "%s", part_names[i]);
         if (file_digest (p, parts[i].digest, &parts[i].size, err) < 0
             || push_blob (s, p, NULL, 0, parts[i].digest, parts[i].size, err) < 0)
@@ -462,8 +475,8 @@ kiwi_store_push (kiwi_store *s, const char *key, const char *snapshot_dir, char 
     if (push_blob (s, NULL, config, strlen (config), config_digest, strlen (config), err) < 0)
         return kiwi_error_wrap (err, "sharing the snapshot %s", key);
     json_t *layers = json_array ();
-    for (size_t i = 0; i < 2; i++)
-        json_array_append_new (layers, json_pack ("{s:s,s:s,s:I,s:{s:s}}", "mediaType", KIWI_STORE_LAYER_TYPE, "digest",
+    for (size_t i = 0; i < np; i++)
+        json_array_append_new (layers, json_pack ("{s:s,s:s,s:I,s:{s:s}}", "mediaType", part_types[i], "digest",
                                                   parts[i].digest, "size", (json_int_t) parts[i].size, "annotations",
                                                   TITLE_ANNOTATION, parts[i].name));
     json_t *m = json_pack ("{s:i,s:s,s:s,s:{s:s,s:s,s:I},s:o}", "schemaVersion", 2, "mediaType", MANIFEST_TYPE,
@@ -541,11 +554,12 @@ kiwi_store_pull (kiwi_store *s, const char *digest, const char *dest_dir, uint64
     int rc = url ? perform (s, &q, &r, &status, err) : kiwi_error_make (err, ENOMEM, "store");
     if (rc == 0 && status != 200)
         rc = status_error ("fetching the manifest", status, &r, err);
-    kiwi_store_part parts[2];
+    kiwi_store_part parts[KIWI_STORE_PARTS];
     if (rc == 0)
         rc = kiwi_store_check_manifest (kiwi_buf_str (&r.body), r.len, digest, parts, err);
     response_clear (&r);
-    for (size_t i = 0; rc == 0 && i < 2; i++)
-        rc = pull_blob (s, &parts[i], dest_dir, max_bytes, err);
+    for (size_t i = 0; rc == 0 && i < KIWI_STORE_PARTS; i++)
+        if (parts[i].name[0] != '\0')
+            rc = pull_blob (s, &parts[i], dest_dir, max_bytes, err);
     return rc < 0 ? kiwi_error_wrap (err, "fetching the snapshot %s from the store", digest) : 0;
 }

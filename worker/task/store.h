@@ -3,8 +3,9 @@
  * spoken to through the OCI distribution API (docs/store.md says why).
  *
  * A snapshot (the directory kiwi_phase_install() writes: src.tar and
- * home.tar) is pushed as an OCI artifact: each tar a blob named by its
- * sha256 digest, a small config blob, and an image manifest (artifact type
+ * home.tar, and fetched.json, what Phase A downloaded, when the install
+ * went through the egress proxy) is pushed as an OCI artifact: each file a
+ * blob named by its sha256 digest, a small config blob, and an image manifest (artifact type
  * KIWI_STORE_ARTIFACT_TYPE) tagged with the install key. The Redis install
  * entry records the manifest's digest (cache.h); another host pulls by that
  * digest, never by the tag, and checks every byte: the manifest's digest,
@@ -32,6 +33,10 @@
 #define KIWI_STORE_ARTIFACT_TYPE "application/vnd.kiwi.snapshot.v1"
 #define KIWI_STORE_CONFIG_TYPE "application/vnd.kiwi.snapshot.config.v1+json"
 #define KIWI_STORE_LAYER_TYPE "application/vnd.kiwi.snapshot.layer.v1.tar"
+/* the fetch manifest (fetched.json, fetch-manifest.h), a third layer when
+ * the snapshot has one */
+#define KIWI_STORE_FETCHED_TYPE "application/vnd.kiwi.snapshot.fetched.v1+json"
+#define KIWI_STORE_PARTS 3
 #define KIWI_STORE_DIGEST_MAX 72 /* "sha256:" + 64 hex + NUL, rounded */
 
 typedef struct kiwi_store kiwi_store;
@@ -47,7 +52,8 @@ int kiwi_store_push (kiwi_store *s, const char *key, const char *snapshot_dir, c
                      kiwi_error_t *err);
 
 /* Pulls the snapshot whose manifest has `digest` into the existing
- * directory `dest_dir` (src.tar, home.tar), each part at most `max_bytes`
+ * directory `dest_dir` (src.tar, home.tar and fetched.json when it has
+ * one), each part at most `max_bytes`
  * (0 = no bound). Refuses a manifest or blob whose bytes do not hash to
  * their digest. */
 int kiwi_store_pull (kiwi_store *s, const char *digest, const char *dest_dir, uint64_t max_bytes, kiwi_error_t *err);
@@ -66,17 +72,18 @@ kiwi_snapshot_src kiwi_snapshot_source (bool have_local, const char *digest, boo
 
 /* ----- the checks, exposed for their tests ----- */
 
-/* A parsed snapshot manifest: the two parts by name. */
+/* A parsed snapshot manifest: the parts by name. */
 typedef struct kiwi_store_part {
-    char name[16];                       /* "src.tar" or "home.tar" */
+    char name[16];                       /* "src.tar", "home.tar", "fetched.json"; "" for a part it lacks */
     char digest[KIWI_STORE_DIGEST_MAX];
     uint64_t size;
 } kiwi_store_part;
 
 /* Checks that `body` hashes to `digest` and is a Kiwi snapshot manifest
- * naming exactly src.tar and home.tar as layers with well-formed digests;
- * fills parts[0..1]. */
-int kiwi_store_check_manifest (const char *body, size_t len, const char *digest, kiwi_store_part parts[2],
+ * naming src.tar and home.tar, and fetched.json or not, as layers with
+ * well-formed digests, no other and none twice; fills parts[] by index
+ * (src.tar, home.tar, fetched.json). */
+int kiwi_store_check_manifest (const char *body, size_t len, const char *digest, kiwi_store_part parts[KIWI_STORE_PARTS],
                                kiwi_error_t *err);
 
 /* A blob being received: bytes are hashed and counted as they come. */

@@ -29,6 +29,18 @@
 #                the proxy's, the CA key too
 #   default      without the new options nothing of it is in squid.conf
 #                (test_proxy_netns proves what that configuration does)
+#   digest       with --digest (as the worker runs it), each response is
+#                logged in fetch.log with the SHA-256 of the bytes the
+#                sandbox received (a 3 MiB body too), its status, size,
+#                URL and the sandbox's address; a HEAD without a digest;
+#                a refused write not at all. kiwi-fetch-digest runs as
+#                proxy with none of the caller's environment, and when it
+#                dies Squid stops: nothing passes unrecorded
+#   redirect     a private registry's redirect to its storage
+#                (cdn.kiwi.test, on no list) is followed: exactly that URL,
+#                bumped, read-only, no credential there; before it, other
+#                URLs of that host, a public registry's redirect, or the
+#                host under another SNI: refused, nothing arrives
 # Runs as root; TAP output; exit 77 (skip) without root, squid, curl or
 # python3, unless KIWI_REQUIRE_SERVICES=1.
 set -uo pipefail
@@ -39,31 +51,34 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/ops/egress/proxy-netns.sh
 . "$here/proxy-netns.sh"
 
-PRIV=10.231.$C.210 PUB=10.231.$C.211 UNTR=10.231.$C.212 SPL=10.231.$C.213
+PRIV=10.231.$C.210 PUB=10.231.$C.211 UNTR=10.231.$C.212 SPL=10.231.$C.213 CDN=10.231.$C.214
+DIGEST=${KIWI_FETCH_DIGEST:-}
+[[ -x $DIGEST ]] || skip_or_fail "kiwi-fetch-digest (KIWI_FETCH_DIGEST, the build's libexec/kiwi/kiwi-fetch-digest)"
 CANARY=Bearer\ kiwi-canary-$pid-Zq7.x_9
 SANDBOX_OWN='Bearer sandbox-own'
 
 # ----------------------------------------------------------- the outside ---
 
-netns_build "$PRIV" "$PUB" "$UNTR" "$SPL"
+netns_build "$PRIV" "$PUB" "$UNTR" "$SPL" "$CDN"
 mk() { openssl "$@" >/dev/null 2>&1 || bail "openssl $1 failed"; }
 mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=test registry CA" -keyout "$tmp/testca.key" -out "$tmp/testca.pem" \
   -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign
 mk req -newkey rsa:2048 -nodes -subj /CN=private.kiwi.test -keyout "$tmp/reg.key" -out "$tmp/reg.csr"
-printf 'subjectAltName=DNS:private.kiwi.test,DNS:pub.kiwi.test,DNS:registry.npmjs.org\n' >"$tmp/reg.ext"
+printf 'subjectAltName=DNS:private.kiwi.test,DNS:pub.kiwi.test,DNS:registry.npmjs.org,DNS:cdn.kiwi.test\n' >"$tmp/reg.ext"
 mk x509 -req -in "$tmp/reg.csr" -CA "$tmp/testca.pem" -CAkey "$tmp/testca.key" -CAcreateserial -days 2 \
   -extfile "$tmp/reg.ext" -out "$tmp/reg.crt"
 # self-signed, for untrusted.kiwi.test and spliced.kiwi.test
 mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=spliced.kiwi.test -keyout "$tmp/out.key" -out "$tmp/out.crt" \
   -addext subjectAltName=DNS:spliced.kiwi.test,DNS:untrusted.kiwi.test
 : >"$tmp/requests"
-outside_start --addr "$PRIV" --addr "$PUB" --addr "$UNTR" --addr "$SPL" --cert "$tmp/out.crt" --key "$tmp/out.key" \
-  --tls "$PRIV=$tmp/reg.crt:$tmp/reg.key" --tls "$PUB=$tmp/reg.crt:$tmp/reg.key" --requests "$tmp/requests" --
+outside_start --addr "$PRIV" --addr "$PUB" --addr "$UNTR" --addr "$SPL" --addr "$CDN" --cert "$tmp/out.crt" \
+  --key "$tmp/out.key" --tls "$PRIV=$tmp/reg.crt:$tmp/reg.key" --tls "$PUB=$tmp/reg.crt:$tmp/reg.key" \
+  --tls "$CDN=$tmp/reg.crt:$tmp/reg.key" --requests "$tmp/requests" --
 
 # registry.npmjs.org (for --bump-registries) is the outside's pub address:
 # Squid resolves it from this file alone, nothing leaves the namespaces
-printf '%s private.kiwi.test\n%s pub.kiwi.test\n%s untrusted.kiwi.test\n%s spliced.kiwi.test\n%s registry.npmjs.org\n' \
-  "$PRIV" "$PUB" "$UNTR" "$SPL" "$PUB" >"$tmp/hosts"
+printf '%s private.kiwi.test\n%s pub.kiwi.test\n%s untrusted.kiwi.test\n%s spliced.kiwi.test\n%s registry.npmjs.org\n%s cdn.kiwi.test\n' \
+  "$PRIV" "$PUB" "$UNTR" "$SPL" "$PUB" "$CDN" >"$tmp/hosts"
 printf '%s\n' "$CANARY" >"$tmp/cred"
 chmod 600 "$tmp/cred"
 said=$tmp/said # everything conf, check and run printed
@@ -328,12 +343,17 @@ get "--read-only: GET https:// spliced (the outside's certificate), the sandbox'
 # outside's pub address here (the hosts file)
 squid_stop
 out=$("$PROXY" conf --dir "$tmp/regs" "${base[@]}" --ecosystem npm --bump-ca "$tmp/ca" --bump-registries \
-  --upstream-ca "$tmp/testca.pem" 2>&1); rc=$?
+  --upstream-ca "$tmp/testca.pem" --digest "$DIGEST" 2>&1); rc=$?
 printf '%s\n' "$out" >>"$said"
-check "proxy.sh conf --ecosystem npm --bump-ca --bump-registries" [ "$rc" = 0 ]
+check "proxy.sh conf --ecosystem npm --bump-ca --bump-registries --digest" [ "$rc" = 0 ]
 check "... bumps npm's registries and no other host" \
   grep -qx 'acl kiwi_bump dstdomain -n registry.npmjs.org registry.yarnpkg.com' "$tmp/regs/squid.conf"
-squid_start "$tmp/regs"
+out=$("$PROXY" check --dir "$tmp/regs" 2>&1); rc=$?
+check "squid -k parse accepts the ICAP lines (proxy.sh check)" [ "$rc" = 0 ]
+indent <<<"$out"
+out=$(bash "$PROXY" run --dir "$tmp/regs" --digest "$tmp/none" 2>&1); rc=$?
+check "run --digest with no such binary: refused ($out)" bash -c "[[ $rc != 0 && '$out' == *'not an executable'* ]]"
+ANTHROPIC_API_KEY=sk-test-not-a-key squid_start "$tmp/regs" --digest "$DIGEST"
 log=$tmp/regs/access.log
 N=https://registry.npmjs.org
 get "--bump-registries: GET from registry.npmjs.org, no Authorization of the sandbox's" 200 "$PUB" /left-pad - \
@@ -348,3 +368,81 @@ refused "--bump-registries: intercepted PUT to registry.npmjs.org" PUT "$N/kiwi-
   --resolve "registry.npmjs.org:443:$PUB"
 get "--bump-registries: a listed host that is not a registry stays spliced (the outside's certificate)" 200 "$SPL" /regs - \
   --cacert "$tmp/out.crt" -x "$P" https://spliced.kiwi.test/regs
+
+# The fetch digest: what the sandbox received, hashed from outside it
+flog=$tmp/regs/fetch.log
+dpid=$(inh pgrep -f "kiwi-fetch-digest --log $flog")
+# digest_line URL: fetch.log's fields for URL (the last line naming it)
+digest_line() { awk -v u="$1" '$7 == u { l = $0 } END { print l }' "$flog"; }
+for path in left-pad kiwi-big-3m; do
+  ins curl -s --cacert "$CA" -x "$P" -o "$tmp/got.$path" --max-time 30 "$N/$path"
+  sleep 0.3
+  want=$(sha256sum <"$tmp/got.$path" | cut -d' ' -f1) size=$(stat -c %s "$tmp/got.$path")
+  read -r _ client method status bytes sha url <<<"$(digest_line "$N/$path")"
+  check "fetch.log: GET $path from the sandbox, 200, $size bytes, the SHA-256 of what it received (${sha:0:16}...)" \
+    [ "$client $method $status $bytes $sha $url" = "$SBX GET 200 $size $want $N/$path" ]
+done
+check "... the 3 MiB body came whole ($(stat -c %s "$tmp/got.kiwi-big-3m") bytes)" [ "$(stat -c %s "$tmp/got.kiwi-big-3m")" = 3145728 ]
+ins curl -s -I --cacert "$CA" -x "$P" -o /dev/null --max-time 10 "$N/head-only"
+sleep 0.3
+read -r _ client method status bytes sha _ <<<"$(digest_line "$N/head-only")"
+check "fetch.log: a HEAD, no body, no digest ($method $status $bytes $sha)" [ "$method $status $bytes $sha" = "HEAD 200 0 -" ]
+lines=$(wc -l <"$flog")
+refused "--digest: PUT to registry.npmjs.org still refused" PUT "$N/kiwi-leak2" registry.npmjs.org --cacert "$CA" -x "$P"
+check "... and nothing of it in fetch.log" [ "$(wc -l <"$flog")" = "$lines" ]
+listen=$(inh ss -ltnpH | grep '"kiwi-fetch-di' | awk '{print $4}' | tr '\n' ' ')
+check "kiwi-fetch-digest runs as proxy, listening on 127.0.0.1 alone ($listen)" \
+  bash -c "[[ -n '$dpid' && \$(ps -o user= -p '$dpid') == proxy && '$listen' =~ ^127\.0\.0\.1:[0-9]+\ \$ ]]"
+check "kiwi-fetch-digest has none of the caller's environment (only $(tr '\0' ' ' <"/proc/$dpid/environ"))" \
+  bash -c "! grep -qa ANTHROPIC_API_KEY '/proc/$dpid/environ'"
+note "fetch.log:"
+indent <"$flog"
+kill "$dpid"
+for _ in $(seq 50); do kill -0 "$squid_pid" 2>/dev/null || break; sleep 0.1; done
+check "when kiwi-fetch-digest dies, Squid stops (its caller starts both again)" bash -c "! kill -0 '$squid_pid' 2>/dev/null"
+squid_pid=''
+
+# Redirects: the private registry sends a download to its storage,
+# cdn.kiwi.test, which no list names
+out=$("$PROXY" conf --dir "$tmp/redir" "${base[@]}" --ecosystem npm --bump-ca "$tmp/ca" --bump-registries \
+  --private-registry "private.kiwi.test/npm=@$tmp/cred" --upstream-ca "$tmp/testca.pem" --digest "$DIGEST" 2>&1); rc=$?
+printf '%s\n' "$out" >>"$said"
+check "proxy.sh conf with a private registry and --digest" [ "$rc" = 0 ]
+out=$("$PROXY" check --dir "$tmp/redir" 2>&1); rc=$?
+printf '%s\n' "$out" >>"$said"
+check "squid -k parse accepts the redirect helper (proxy.sh check)" [ "$rc" = 0 ]
+indent <<<"$out"
+squid_start "$tmp/redir" --digest "$DIGEST"
+log=$tmp/redir/access.log
+D=https://cdn.kiwi.test
+# nothing_at DESCRIPTION CURL_ARGS...: no 2xx, nothing arrives at the storage
+nothing_at() {
+  local d=$1 before res
+  shift
+  before=$(reqs "$CDN")
+  res=$(fetch "$@")
+  sleep 0.2
+  if [[ $res != 2* && $(reqs "$CDN") == "$before" ]]; then ok "$d (status $res, nothing arrives)"
+  else notok "$d: status $res, $(($(reqs "$CDN") - before)) request(s) arrived at the storage"; fi
+}
+nothing_at "before any redirect, the storage is refused" --cacert "$CA" -x "$P" "$D/blob/pkg-1?sig=kiwi"
+nothing_at "a public registry's redirect to it is not followed" --cacert "$CA" -x "$P" -L \
+  "https://registry.npmjs.org/kiwi-redirect-to-cdn.kiwi.test-pkg-0"
+get "the private registry's redirect, followed: the file from the storage, no Authorization there" 200 "$CDN" \
+  "/blob/pkg-1?sig=kiwi" - --cacert "$CA" -x "$P" -L "$U/npm/kiwi-redirect-to-cdn.kiwi.test-pkg-1"
+check "... and the registry's own request had the operator's credential" \
+  bash -c "[[ \$(grep -c 'kiwi-redirect-to-cdn.kiwi.test-pkg-1' '$tmp/requests') == 1 ]] && grep 'kiwi-redirect-to-cdn.kiwi.test-pkg-1' '$tmp/requests' | grep -qF '${CANARY#Bearer }'"
+get "... again within its time: the same URL" 200 "$CDN" "/blob/pkg-1?sig=kiwi" - --cacert "$CA" -x "$P" "$D/blob/pkg-1?sig=kiwi"
+nothing_at "... another path of the storage: refused" --cacert "$CA" -x "$P" "$D/blob/pkg-2?sig=kiwi"
+nothing_at "... the same path with another query: refused" --cacert "$CA" -x "$P" "$D/blob/pkg-1?sig=forged"
+refused "... a PUT to the redirect's URL" PUT "$D/blob/pkg-1?sig=kiwi" cdn.kiwi.test --cacert "$CA" -x "$P"
+nothing_at "... CONNECT cdn.kiwi.test with the SNI private.kiwi.test (no tunnel under an allowed name)" -k -x "$P" \
+  --connect-to private.kiwi.test:443:cdn.kiwi.test:443 "$U/blob/pkg-1?sig=kiwi"
+nothing_at "... intercepted TLS to the storage's address (only the explicit proxy follows)" --cacert "$CA" \
+  --resolve "cdn.kiwi.test:443:$CDN" "$D/blob/pkg-1?sig=kiwi"
+read -r _ client method status bytes sha url <<<"$(awk '$7 ~ /cdn.kiwi.test/ { l = $0 } END { print l }' "$tmp/redir/fetch.log")"
+check "fetch.log: the storage's file with its digest ($method $status $bytes ${sha:0:16}... $url)" \
+  bash -c "[[ '$client $method $status' == '$SBX GET 200' && ${#sha} == 64 && '$url' == 'https://cdn.kiwi.test/blob/pkg-1?sig=kiwi' ]]"
+note "redirects noted:"
+indent <"$tmp/redir/redirects.log"
+squid_stop

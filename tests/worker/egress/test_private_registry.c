@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,16 +88,22 @@ teardown (void **state)
 /* The worker's settings from the assignments ("K=V"), the state dir and
  * the proxy script fixed. */
 static void
-load (kiwi_worker_config *cfg, const char *a, const char *b)
+load3 (kiwi_worker_config *cfg, const char *a, const char *b, const char *c)
 {
     char state[128], script[160];
     snprintf (state, sizeof state, "KIWI_STATE_DIR=%s/state", root);
     snprintf (script, sizeof script, "KIWI_EGRESS_PROXY_SCRIPT=/x/proxy.sh");
-    const char *env[] = { state, script, "KIWI_WORKER_ID=w1", a, b, NULL };
+    const char *env[] = { state, script, "KIWI_WORKER_ID=w1", a, a ? b : NULL, a && b ? c : NULL, NULL };
     kiwi_worker_config_init (cfg);
     kiwi_error_t err = NULL;
     int idx = 0;
     assert_int_equal (kiwi_worker_config_load (cfg, NULL, env, 0, NULL, 0, &idx, &err), 0);
+}
+
+static void
+load (kiwi_worker_config *cfg, const char *a, const char *b)
+{
+    load3 (cfg, a, b, NULL);
 }
 
 static char *
@@ -185,15 +192,19 @@ test_conf_argv (void **state)
     kiwi_strv argv = KIWI_STRV_INIT;
     char spec[512], dir[160], want[1024];
     snprintf (dir, sizeof dir, "%s/state/egress-ca", root);
+    /* --digest: kiwi-fetch-digest beside the binary (the build's libexec) */
+    char dbuf[PATH_MAX];
+    const char *digest = kiwi_worker_libexec (NULL, "kiwi-fetch-digest", dbuf, sizeof dbuf);
+    assert_non_null (digest);
     /* no private registry: Kiwi's CA and the registries bumped (read-only) */
     load (&cfg, NULL, NULL);
     assert_int_equal (kiwi_install_egress_parse (cfg.install_egress, &e, &err), 0);
     assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
     char *s = joined (&argv);
     snprintf (want, sizeof want,
-              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --ecosystem all --bump-ca %s "
+              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --digest %s --ecosystem all --bump-ca %s "
               "--bump-registries",
-              dir);
+              digest, dir);
     assert_string_equal (s, want);
     free (s);
     kiwi_strv_free (&argv);
@@ -203,9 +214,9 @@ test_conf_argv (void **state)
     assert_int_equal (kiwi_proxy_conf_argv (&cfg, &hosts, "/d", "172.30.0.1", &argv, &err), 0);
     s = joined (&argv);
     snprintf (want, sizeof want,
-              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --allow git.acme.test "
+              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --digest %s --allow git.acme.test "
               "--bump-ca %s",
-              dir);
+              digest, dir);
     assert_string_equal (s, want);
     free (s);
     kiwi_strv_free (&argv);
@@ -217,9 +228,9 @@ test_conf_argv (void **state)
     assert_int_equal (kiwi_proxy_conf_argv (&cfg, &e, "/d", "172.30.0.1", &argv, &err), 0);
     s = joined (&argv);
     snprintf (want, sizeof want,
-              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --ecosystem all --bump-ca %s "
+              "bash /x/proxy.sh conf --dir /d --listen 172.30.0.1 --ports 3128,3129,3130 --digest %s --ecosystem all --bump-ca %s "
               "--bump-registries --private-registry npm.acme.test/npm=@%s --private-registry pypi.acme.test=@%s",
-              dir, cred_a, cred_b);
+              digest, dir, cred_a, cred_b);
     assert_string_equal (s, want);
     assert_null (strstr (s, "canary"));
     free (s);
@@ -426,6 +437,82 @@ test_key (void **state)
     kiwi_strv_free (&env);
 }
 
+/* Private Go modules: KIWI_GO_PROXY and KIWI_GO_NOSUMDB checked at start,
+ * in Phase A's environment as GOPROXY and GONOSUMDB and in the install
+ * key; nothing of either without them. */
+static void
+test_go (void **state)
+{
+    (void) state;
+    kiwi_worker_config cfg;
+    kiwi_error_t err = NULL;
+    char decl[512];
+    snprintf (decl, sizeof decl, "KIWI_PRIVATE_REGISTRIES=go.acme.test/mod=@%s", cred_a);
+    const char *good[] = { "KIWI_GO_PROXY=https://go.acme.test/mod,https://proxy.golang.org",
+                           "KIWI_GO_PROXY=https://go.acme.test:8443/mod|direct", "KIWI_GO_PROXY=off" };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        load3 (&cfg, decl, good[i], "KIWI_GO_NOSUMDB=go.acme.test/*,go.acme.test/[a-z]?");
+        if (kiwi_go_private_check (&cfg, &err) < 0)
+            fail_msg ("%s: %s", good[i], kiwi_error_msg (err));
+        kiwi_worker_config_clear (&cfg);
+    }
+    const char *bad[][2] = {
+        { "KIWI_GO_PROXY=https://user:pw@go.acme.test/mod", "no credentials" },
+        { "KIWI_GO_PROXY=http://go.acme.test/mod", "want `direct`" },
+        { "KIWI_GO_PROXY=https://go.acme.test/mod?token=x", "want `direct`" },
+        { "KIWI_GO_PROXY=https://go.acme.test/a/../b", "want `direct`" },
+        { "KIWI_GO_PROXY=https://10.0.0.1/mod", "want `direct`" },
+        { "KIWI_GO_PROXY=https://go.other.test/mod", "may not reach go.other.test" },
+        { "KIWI_GO_PROXY=,", "names no proxy" },
+        { "KIWI_GO_NOSUMDB=go.acme.test/$(x)", "KIWI_GO_NOSUMDB" },
+        { "KIWI_GO_NOSUMDB=a,,b", "KIWI_GO_NOSUMDB" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        load (&cfg, decl, bad[i][0]);
+        assert_int_equal (kiwi_go_private_check (&cfg, &err), -1);
+        if (strstr (kiwi_error_msg (err), bad[i][1]) == NULL)
+            fail_msg ("%s: %s", bad[i][0], kiwi_error_msg (err));
+        kiwi_error_free (&err);
+        kiwi_worker_config_clear (&cfg);
+    }
+    /* a host of KIWI_INSTALL_EGRESS is reachable; behind no proxy, refused */
+    load (&cfg, "KIWI_GO_PROXY=https://go.other.test/mod", "KIWI_INSTALL_EGRESS=registries,.other.test");
+    assert_int_equal (kiwi_go_private_check (&cfg, &err), 0);
+    kiwi_worker_config_clear (&cfg);
+    load (&cfg, "KIWI_GO_PROXY=direct", "KIWI_INSTALL_EGRESS=open");
+    assert_int_equal (kiwi_go_private_check (&cfg, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "not behind the egress proxy"));
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&cfg);
+
+    /* Phase A's environment and the key */
+    load3 (&cfg, decl, "KIWI_GO_PROXY=https://go.acme.test/mod,https://proxy.golang.org",
+           "KIWI_GO_NOSUMDB=go.acme.test/*");
+    kiwi_strv env = KIWI_STRV_INIT, key = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_go_private_env (&cfg, &env, &err), 0);
+    char *s = joined (&env);
+    assert_string_equal (s, "GOPROXY=https://go.acme.test/mod,https://proxy.golang.org GONOSUMDB=go.acme.test/*");
+    free (s);
+    assert_int_equal (kiwi_plan_key_env (&cfg, NULL, &key, &err), 0);
+    s = joined (&key);
+    assert_non_null (strstr (s, "kiwi-go-proxy=https://go.acme.test/mod,https://proxy.golang.org"));
+    assert_non_null (strstr (s, "kiwi-go-nosumdb=go.acme.test/*"));
+    assert_null (strstr (s, "canary"));
+    free (s);
+    kiwi_strv_free (&env);
+    kiwi_strv_free (&key);
+    kiwi_worker_config_clear (&cfg);
+    load (&cfg, NULL, NULL);
+    assert_int_equal (kiwi_go_private_env (&cfg, &env, &err), 0);
+    assert_int_equal (env.n, 0);
+    assert_int_equal (kiwi_plan_key_env (&cfg, NULL, &key, &err), 0);
+    s = joined (&key);
+    assert_null (strstr (s, "kiwi-go-"));
+    free (s);
+    kiwi_strv_free (&key);
+    kiwi_worker_config_clear (&cfg);
+}
+
 int
 main (void)
 {
@@ -434,6 +521,7 @@ main (void)
         cmocka_unit_test (test_conf_argv),
         cmocka_unit_test (test_ca_bundle),
         cmocka_unit_test (test_key),
+        cmocka_unit_test (test_go),
     };
     return cmocka_run_group_tests (tests, setup, teardown);
 }

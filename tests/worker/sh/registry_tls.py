@@ -6,7 +6,10 @@ with the venv of ops/registries.sh (pypiserver, passlib):
          authenticated, no fallback to pypi.org); pypiserver has no TLS of
          its own, this is its WSGI app behind Python's ssl
   files  the files under ROOT as they are, for GET and HEAD: a Maven
-         repository is such a layout
+         repository is such a layout, so is a Go module proxy. A file F
+         with a sidecar F.redirect is answered 302 to the URL that sidecar
+         holds (a registry sending a download to its storage). HTPASSWD
+         "-": no user needed (a storage's signed URLs)
 
 Each answered request is appended to LOG as one JSON line: method, path,
 status and the Basic user it came with (never the password).
@@ -39,18 +42,21 @@ def basic(header):
 
 
 def files_app():
-    users = HtpasswdFile(htpasswd)
+    users = HtpasswdFile(htpasswd) if htpasswd != "-" else None
     top = os.path.realpath(root)
 
     def app(environ, start_response):
         cred = basic(environ.get("HTTP_AUTHORIZATION"))
-        if cred is None or not users.check_password(*cred):
+        if users is not None and (cred is None or not users.check_password(*cred)):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="kiwi-test"'), ("Content-Length", "0")])
             return [b""]
         if environ["REQUEST_METHOD"] not in ("GET", "HEAD"):
             start_response("405 Method Not Allowed", [("Content-Length", "0")])
             return [b""]
         path = os.path.realpath(os.path.join(top, environ.get("PATH_INFO", "/").lstrip("/")))
+        if path.startswith(top + os.sep) and os.path.isfile(path + ".redirect"):
+            start_response("302 Found", [("Location", open(path + ".redirect").read().strip()), ("Content-Length", "0")])
+            return [b""]
         if not path.startswith(top + os.sep) or not os.path.isfile(path):
             start_response("404 Not Found", [("Content-Length", "0")])
             return [b""]

@@ -12,11 +12,17 @@
 # KIWI_PRIVATE_REGISTRIES (files of the test's, each a canary password).
 #
 #   1. tenant A's worker installs @acme/secret-lib with npm, pnpm and Yarn,
-#      acme-secret with pip and uv, and com.acme:secret with Maven (a
-#      repository under a path prefix, /repo), through its proxy, from an
-#      empty cache;
+#      acme-secret with pip and uv, com.acme:secret with Maven (a
+#      repository under a path prefix, /repo, that redirects the jar's
+#      download to its storage, cdn.acme.test, which no setting names:
+#      the worker derives it from the redirect) and go.acme.test/secret with
+#      Go (a GOPROXY's files under /mod, KIWI_GO_PROXY and KIWI_GO_NOSUMDB),
+#      through its proxy, from an empty cache;
 #      step 0 passes (the tests already pass). The registries' own logs show each read came with
 #      tenant A's user, added by the proxy.
+#      Each install's fetch manifest (fetched.json in its snapshot, its
+#      digest and counts in the install event) lists the private package
+#      with the SHA-256 of the file the registry holds.
 #   2. a hostile dependency's install script (@acme/hook) publishes, logs in
 #      and sends an Authorization of its own: the writes are refused by the
 #      proxy (its log, egress_denied events with the method) and reach no
@@ -25,7 +31,8 @@
 #      snapshot, searched below.
 #   3. fleet tenancy: three more workers, each with a state directory of its
 #      own (another host) and the same store: with tenant A's credential in
-#      another file, the snapshot comes from the store; without any
+#      another file, the snapshot comes from the store, its fetch manifest
+#      with it; without any
 #      declaration the install runs afresh and fails, naming the host the
 #      proxy refused; with tenant B's credential (a user the registry does
 #      not let read @acme) it runs afresh and fails. Neither is laid
@@ -51,7 +58,7 @@ touch "$TMP/start"
 # ---- the registries' network namespace
 N=$(( $$ % 250 ))
 NS="kprv$$" VH="kprv$$h" VN="kprv$$n" NET="10.251.$N"
-NPM_IP="$NET.2" PYPI_IP="$NET.3" MVN_IP="$NET.4"
+NPM_IP="$NET.2" PYPI_IP="$NET.3" MVN_IP="$NET.4" GO_IP="$NET.5" CDN_IP="$NET.6"
 on_cleanup() {
   ip netns del "$NS" 2>/dev/null || true
   ip link del "$VH" 2>/dev/null || true
@@ -65,13 +72,16 @@ ip link set "$VH" up
 ip -n "$NS" addr add "$NPM_IP/29" dev "$VN"
 ip -n "$NS" addr add "$PYPI_IP/29" dev "$VN"
 ip -n "$NS" addr add "$MVN_IP/29" dev "$VN"
+ip -n "$NS" addr add "$GO_IP/29" dev "$VN"
+ip -n "$NS" addr add "$CDN_IP/29" dev "$VN"
 ip -n "$NS" link set "$VN" up
 ip -n "$NS" link set lo up
 # names: for Squid (KIWI_EGRESS_HOSTS_FILE, readable by proxy) and for the
 # test's own clients inside the namespace (ip netns exec's /etc/netns)
 R="$TMP/registries"
 mkdir -p "$R" "/etc/netns/$NS"
-printf '127.0.0.1 localhost\n%s npm.acme.test\n%s pypi.acme.test\n%s maven.acme.test\n' "$NPM_IP" "$PYPI_IP" "$MVN_IP" | tee "$R/hosts" >"/etc/netns/$NS/hosts"
+printf '127.0.0.1 localhost\n%s npm.acme.test\n%s pypi.acme.test\n%s maven.acme.test\n%s go.acme.test\n%s cdn.acme.test\n' \
+  "$NPM_IP" "$PYPI_IP" "$MVN_IP" "$GO_IP" "$CDN_IP" | tee "$R/hosts" >"/etc/netns/$NS/hosts"
 chmod 644 "$R/hosts"
 chmod 755 "$R"
 
@@ -79,7 +89,7 @@ chmod 755 "$R"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$R/ca.key" -out "$R/ca.pem" -days 2 -subj '/CN=Kiwi test registry CA' \
   -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign,cRLSign 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout "$R/srv.key" -out "$R/srv.csr" -subj '/CN=npm.acme.test' 2>/dev/null
-printf 'subjectAltName=DNS:npm.acme.test,DNS:pypi.acme.test,DNS:maven.acme.test\nextendedKeyUsage=serverAuth\n' >"$R/ext"
+printf 'subjectAltName=DNS:npm.acme.test,DNS:pypi.acme.test,DNS:maven.acme.test,DNS:go.acme.test,DNS:cdn.acme.test\nextendedKeyUsage=serverAuth\n' >"$R/ext"
 openssl x509 -req -in "$R/srv.csr" -CA "$R/ca.pem" -CAkey "$R/ca.key" -CAcreateserial -out "$R/srv.pem" -days 2 \
   -extfile "$R/ext" 2>/dev/null
 chmod 644 "$R/ca.pem"
@@ -89,18 +99,20 @@ PW_A_NPM="kiwi-canary-npm-a-$(openssl rand -hex 12)"
 PW_A_PYPI="kiwi-canary-pypi-a-$(openssl rand -hex 12)"
 PW_B_NPM="kiwi-canary-npm-b-$(openssl rand -hex 12)"
 PW_A_MVN="kiwi-canary-maven-a-$(openssl rand -hex 12)"
+PW_A_GO="kiwi-canary-go-a-$(openssl rand -hex 12)"
 basic() { printf '%s:%s' "$1" "$2" | base64 -w0; }
 CANARIES=("$PW_A_NPM" "$PW_A_PYPI" "$PW_B_NPM" "$(basic acme-npm "$PW_A_NPM")" "$(basic acme-pypi "$PW_A_PYPI")"
-  "$(basic other-npm "$PW_B_NPM")" "$PW_A_MVN" "$(basic acme-maven "$PW_A_MVN")")
+  "$(basic other-npm "$PW_B_NPM")" "$PW_A_MVN" "$(basic acme-maven "$PW_A_MVN")" "$PW_A_GO" "$(basic acme-go "$PW_A_GO")")
 C="$TMP/creds"
 mkdir -p "$C/a" "$C/a2" "$C/b"
 chmod 700 "$C"
 printf 'Basic %s\n' "$(basic acme-npm "$PW_A_NPM")" >"$C/a/npm.auth"
 printf 'Basic %s\n' "$(basic acme-pypi "$PW_A_PYPI")" >"$C/a/pypi.auth"
 printf 'Basic %s\n' "$(basic acme-maven "$PW_A_MVN")" >"$C/a/maven.auth"
-cp "$C/a/npm.auth" "$C/a/pypi.auth" "$C/a/maven.auth" "$C/a2/"
+printf 'Basic %s\n' "$(basic acme-go "$PW_A_GO")" >"$C/a/go.auth"
+cp "$C/a/npm.auth" "$C/a/pypi.auth" "$C/a/maven.auth" "$C/a/go.auth" "$C/a2/"
 printf 'Basic %s\n' "$(basic other-npm "$PW_B_NPM")" >"$C/b/npm.auth"
-cp "$C/a/pypi.auth" "$C/a/maven.auth" "$C/b/"
+cp "$C/a/pypi.auth" "$C/a/maven.auth" "$C/a/go.auth" "$C/b/"
 chmod 600 "$C"/*/*.auth
 
 # ---- Verdaccio: @acme/* and everything else readable and publishable by
@@ -132,9 +144,10 @@ PIDS+=($!)
 # registry_tls KIND ADDR ROOT DIR USER PASSWORD: registry_tls.py in the
 # namespace, behind USER alone (DIR/htpasswd), its requests in DIR/requests.log
 registry_tls() {
-  printf '%s:%s\n' "$5" "$(openssl passwd -apr1 "$6")" >"$4/htpasswd"
+  local users=-
+  if [ -n "$5" ]; then users=$4/htpasswd; printf '%s:%s\n' "$5" "$(openssl passwd -apr1 "$6")" >"$users"; fi
   ip netns exec "$NS" "$PYPI_PY" "$ROOT/tests/worker/sh/registry_tls.py" "$1" "$2" 443 "$R/srv.pem" "$R/srv.key" \
-    "$3" "$4/htpasswd" "$4/requests.log" >"$TMP/registry-$1.log" 2>&1 &
+    "$3" "$users" "$4/requests.log" >"$TMP/registry-$1-$2.log" 2>&1 &
   PIDS+=($!)
 }
 # ---- pypiserver: acme-pypi's, every action behind it
@@ -145,16 +158,26 @@ registry_tls pypi "$PYPI_IP" "$P/packages" "$P" acme-pypi "$PW_A_PYPI"
 M="$R/maven"
 mkdir -p "$M/repo"
 registry_tls files "$MVN_IP" "$M" "$M" acme-maven "$PW_A_MVN"
+# ---- a Go module proxy under /mod (the GOPROXY protocol is files): acme-go's
+G="$R/go"
+mkdir -p "$G/mod"
+registry_tls files "$GO_IP" "$G" "$G" acme-go "$PW_A_GO"
+# ---- the Maven repository's storage: its signed URLs need no user
+S="$R/cdn"
+mkdir -p "$S/blob"
+registry_tls files "$CDN_IP" "$S" "$S" "" ""
 in_ns() { ip netns exec "$NS" "$@"; }
 up=0
 for _ in $(seq 1 100); do
   if in_ns curl -sf --cacert "$R/ca.pem" https://npm.acme.test/-/ping -o /dev/null &&
     in_ns curl -s --cacert "$R/ca.pem" https://pypi.acme.test/simple/ -o /dev/null &&
-    in_ns curl -s --cacert "$R/ca.pem" https://maven.acme.test/ -o /dev/null; then up=1; break; fi
+    in_ns curl -s --cacert "$R/ca.pem" https://maven.acme.test/ -o /dev/null &&
+    in_ns curl -s --cacert "$R/ca.pem" https://go.acme.test/ -o /dev/null &&
+    in_ns curl -s --cacert "$R/ca.pem" https://cdn.acme.test/ -o /dev/null; then up=1; break; fi
   sleep 0.2
 done
 [ "$up" = 1 ] || fail "the registries did not start: $(tail -n 5 "$TMP/verdaccio.log" "$TMP"/registry-*.log)"
-log "Verdaccio on $NPM_IP (npm.acme.test), pypiserver on $PYPI_IP (pypi.acme.test), a Maven repository on $MVN_IP (maven.acme.test/repo), namespace $NS"
+log "Verdaccio on $NPM_IP (npm.acme.test), pypiserver on $PYPI_IP (pypi.acme.test), a Maven repository on $MVN_IP (maven.acme.test/repo), a Go module proxy on $GO_IP (go.acme.test/mod), namespace $NS"
 
 # ---- the private packages, published by the test from inside the namespace
 printf '@acme:registry=https://npm.acme.test/\n//npm.acme.test/:_auth=%s\ncafile=%s\n' \
@@ -332,6 +355,10 @@ printf 'package com.acme;\npublic class Secret { public static String ok() { ret
   fail "building the private jar: $(cat "$TMP/mvn-build.log")"
 d="$M/repo/com/acme/secret/1.0.0"
 cp "$R/mvn-src/secret.jar" "$d/secret-1.0.0.jar"
+# the repository sends the jar's download to its storage (a signed URL)
+JAR_SHA256=$(sha256sum <"$d/secret-1.0.0.jar" | cut -d' ' -f1)
+cp "$d/secret-1.0.0.jar" "$S/blob/$JAR_SHA256"
+printf 'https://cdn.acme.test/blob/%s?sig=kiwi-%s\n' "$JAR_SHA256" "$RUN_ID" >"$d/secret-1.0.0.jar.redirect"
 cat >"$d/secret-1.0.0.pom" <<'EOF'
 <project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
   <groupId>com.acme</groupId><artifactId>secret</artifactId><version>1.0.0</version></project>
@@ -352,6 +379,41 @@ printf 'package app;\npublic class App { public static String run() { return com
   >"$TMP/repo-maven/src/main/java/app/App.java"
 commit_dir "$TMP/repo-maven" "maven, a private dependency"
 [ -n "$HOOK_SHA512" ] || fail "no integrity for @acme/hook"
+# Go: go.acme.test/secret v1.0.0 as a module proxy serves it (list, info,
+# mod, zip), and a repository that requires it with its go.sum lines
+mkdir -p "$TMP/repo-go"
+python3 - "$G/mod/go.acme.test/secret/@v" "$TMP/repo-go" <<'PY'
+import base64, hashlib, io, os, sys, zipfile
+at, repo = sys.argv[1:3]
+os.makedirs(at)
+mod = "module go.acme.test/secret\n\ngo 1.21\n"
+src = 'package secret\n\nfunc Ok() string { return "acme secret ok" }\n'
+pre = "go.acme.test/secret@v1.0.0/"
+files = {pre + "go.mod": mod.encode(), pre + "secret.go": src.encode()}
+buf = io.BytesIO()
+with zipfile.ZipFile(buf, "w") as z:
+    for n, b in files.items():
+        z.writestr(n, b)
+open(at + "/v1.0.0.zip", "wb").write(buf.getvalue())
+open(at + "/v1.0.0.mod", "w").write(mod)
+open(at + "/v1.0.0.info", "w").write('{"Version":"v1.0.0","Time":"2026-01-01T00:00:00Z"}')
+open(at + "/list", "w").write("v1.0.0\n")
+def h1(entries):  # Go's dirhash Hash1
+    summary = "".join("%s  %s\n" % (hashlib.sha256(b).hexdigest(), n) for n, b in sorted(entries.items()))
+    return "h1:" + base64.b64encode(hashlib.sha256(summary.encode()).digest()).decode()
+open(repo + "/go.mod", "w").write("module app\n\ngo 1.21\n\nrequire go.acme.test/secret v1.0.0\n")
+open(repo + "/go.sum", "w").write("go.acme.test/secret v1.0.0 %s\ngo.acme.test/secret v1.0.0/go.mod %s\n" % (
+    h1(files), h1({"go.mod": mod.encode()})))
+open(repo + "/app_test.go", "w").write('package app\n\nimport (\n\t"testing"\n\n\t"go.acme.test/secret"\n)\n\n'
+    'func TestSecret(t *testing.T) {\n\tif secret.Ok() != "acme secret ok" {\n\t\tt.Fatal(secret.Ok())\n\t}\n}\n')
+PY
+commit_dir "$TMP/repo-go" "go, a private module"
+ZIP_SHA256=$(sha256sum <"$G/mod/go.acme.test/secret/@v/v1.0.0.zip" | cut -d' ' -f1)
+# the SHA-256 of each private file as its registry holds it, for the fetch
+# manifests
+LIB_SHA256=$(in_ns curl -sf --cacert "$R/ca.pem" -u "acme-npm:$PW_A_NPM" \
+  "https://npm.acme.test/@acme/secret-lib/-/secret-lib-1.0.0.tgz" | sha256sum | cut -d' ' -f1)
+WHL_SHA256=$(sha256sum <"$P/packages/acme_secret-1.0.0-py3-none-any.whl" | cut -d' ' -f1)
 
 # ---- the workers: each a host of the fleet (a state directory of its own,
 # the stack's store shared)
@@ -360,7 +422,8 @@ registry_worker() { # NAME CREDS-DIR (empty: no declaration)
   local name=$1 creds=$2 decl=()
   mkdir -p "$TMP/state-$name"
   [ -n "$creds" ] &&
-    decl=(KIWI_PRIVATE_REGISTRIES="npm.acme.test=@$creds/npm.auth pypi.acme.test=@$creds/pypi.auth maven.acme.test/repo=@$creds/maven.auth")
+    decl=(KIWI_PRIVATE_REGISTRIES="npm.acme.test=@$creds/npm.auth pypi.acme.test=@$creds/pypi.auth maven.acme.test/repo=@$creds/maven.auth go.acme.test/mod=@$creds/go.auth"
+      "KIWI_GO_PROXY=https://go.acme.test/mod,https://proxy.golang.org" "KIWI_GO_NOSUMDB=go.acme.test/*")
   worker_start "$name" KIWI_SLOTS=2 KIWI_EGRESS_INTERVAL=300 KIWI_EGRESS_STOP_WHEN_DEGRADED=false \
     KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt KIWI_STATE_DIR="$TMP/state-$name" KIWI_INSTALL_EGRESS=registries \
     KIWI_INSTALL_PROXY_PORTS="$PORTS_BASE,$((PORTS_BASE + 1)),$((PORTS_BASE + 2))" \
@@ -399,16 +462,16 @@ collect() { # NAME TID
 registry_worker a "$C/a"
 declare -A TID
 declare -A TEST=([npm]="npm test" [pnpm]="pnpm test" [yarn]="yarn test" [pip]="$PIP_TEST" [uv]="$PIP_TEST" [hook]="npm test"
-  [maven]="mvn -B test")
-for t in maven npm pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
-for t in maven npm pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
+  [maven]="mvn -B test" [go]="go test ./...")
+for t in maven go npm pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
+for t in maven go npm pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
 python3 - "$TMP" <<'PY' || fail "tenant A's installs: $(tail -n 30 "$TMP/worker-a.log")"
 import json, sys
 tmp = sys.argv[1]
 sys.path.insert(0, tmp)
 from taskres import load
 want_host = {"npm": "npm.acme.test", "pnpm": "npm.acme.test", "yarn": "npm.acme.test", "pip": "pypi.acme.test",
-             "uv": "pypi.acme.test", "hook": "npm.acme.test", "maven": "maven.acme.test"}
+             "uv": "pypi.acme.test", "hook": "npm.acme.test", "maven": "maven.acme.test", "go": "go.acme.test"}
 for name, host in want_host.items():
     r, evs = load(name)
     inst = [e for e in evs if e["kind"] == "install"]
@@ -428,6 +491,32 @@ for d in den:
 print("hook: egress_denied %s" % methods)
 print("hook: a refused publish: %s" % json.dumps([d for d in den if d.get("method") == "PUT"][0], sort_keys=True))
 PY
+# each install's fetch manifest: in its snapshot, as the event says, with
+# the private file's SHA-256 as its registry holds it
+python3 - "$TMP" "$TMP/state-a/snapshots" "$LIB_SHA256" "$WHL_SHA256" "$JAR_SHA256" "$ZIP_SHA256" <<'PY' || fail "the fetch manifests"
+import hashlib, json, sys
+tmp, snaps, lib, whl, jar, gozip = sys.argv[1:7]
+sys.path.insert(0, tmp)
+from taskres import load
+want = {"npm": ("npm.acme.test", "secret-lib-1.0.0.tgz", lib), "pnpm": ("npm.acme.test", "secret-lib-1.0.0.tgz", lib),
+        "yarn": ("npm.acme.test", "secret-lib-1.0.0.tgz", lib), "pip": ("pypi.acme.test", "acme_secret-1.0.0-py3-none-any.whl", whl),
+        "uv": ("pypi.acme.test", "acme_secret-1.0.0-py3-none-any.whl", whl), "maven": ("cdn.acme.test", "/blob/" + jar, jar),
+        "go": ("go.acme.test", "/mod/go.acme.test/secret/@v/v1.0.0.zip", gozip)}
+for name, (host, path, sha) in want.items():
+    r, evs = load(name)
+    p = [e for e in evs if e["kind"] == "install"][-1]["payload"]
+    f = p["fetched"]
+    assert f.get("manifest") == "fetched.json" and len(f.get("sha256") or "") == 64 and f["files"] >= 1, (name, f)
+    raw = open("%s/%s/fetched.json" % (snaps, p["key"]), "rb").read()
+    assert hashlib.sha256(raw).hexdigest() == f["sha256"], (name, "fetched.json is not what the event names")
+    m = json.loads(raw)
+    assert m["requests"] == f["requests"] and m["files"] == f["files"] and len(m["fetched"]) == m["requests"], (name, f)
+    hit = [e for e in m["fetched"] if e.get("host") == host and e["path"].split("?")[0].endswith(path) and e["status"] == 200]
+    assert hit and all(e.get("sha256") == sha for e in hit), (name, host, path, sha, [e for e in m["fetched"] if e.get("host") == host])
+    print("%s: fetched %s" % (name, json.dumps(f, sort_keys=True)))
+    if name == "npm":
+        print("npm: its manifest's entry for the private package: %s" % json.dumps(hit[0], sort_keys=True))
+PY
 # from outside: Squid refused the writes before any connection; the
 # registries saw every read with tenant A's user and no write at all
 plog="$TMP/state-a/egress-proxy/$RUN_ID-a/access.log"
@@ -437,7 +526,7 @@ grep -Eq ' TCP_DENIED 403 PUT npm.acme.test https://npm.acme.test/@acme%(25)?2fs
 grep -Eq ' TCP_DENIED 403 PUT npm.acme.test https://npm.acme.test/-/user/org.couchdb.user:intruder ' "$plog" ||
   fail "the hook's login is not refused in the proxy's log"
 grep -Eq ' TCP_DENIED 403 POST pypi.acme.test https://pypi.acme.test/ ' "$plog" || fail "the hook's upload is not refused"
-python3 - "$V/requests.log" "$P/requests.log" "$M/requests.log" <<'PY' || fail "what the registries saw"
+python3 - "$V/requests.log" "$P/requests.log" "$M/requests.log" "$G/requests.log" "$S/requests.log" <<'PY' || fail "what the registries saw"
 import json, sys
 npm = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 # Verdaccio logs each request when it arrives ("req") and its answer
@@ -460,9 +549,20 @@ print("Verdaccio: %d request(s), users %s; tarballs read as acme-npm: %d; writes
 print("pypiserver: %s" % got)
 mvn = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
 got = sorted({(l["method"], l["path"], l["status"], l["user"]) for l in mvn})
-assert ("GET", "/repo/com/acme/secret/1.0.0/secret-1.0.0.jar", 200, "acme-maven") in got, got
-assert all(m in ("GET", "HEAD") and s == 200 and u == "acme-maven" for m, p, s, u in got if p != "/"), got
+# the jar: a redirect to the storage, which served it with no user (no
+# credential went there) and nothing else
+assert ("GET", "/repo/com/acme/secret/1.0.0/secret-1.0.0.jar", 302, "acme-maven") in got, got
+assert all(m in ("GET", "HEAD") and s in (200, 302) and u == "acme-maven" for m, p, s, u in got if p != "/"), got
+cdn = [json.loads(l) for l in open(sys.argv[5]) if l.strip()]
+cgot = sorted({(l["method"], l["path"].split("?")[0], l["status"], l["user"]) for l in cdn if l["path"] != "/"})
+assert len(cgot) == 1 and cgot[0][0] == "GET" and cgot[0][1].startswith("/blob/") and cgot[0][2:] == (200, None), cgot
+print("the Maven repository's storage (derived from its redirect): %s" % cgot)
 print("Maven repository: %s" % [x for x in got if x[1] != "/"])
+gop = [json.loads(l) for l in open(sys.argv[4]) if l.strip()]
+got = sorted({(l["method"], l["path"], l["status"], l["user"]) for l in gop})
+assert ("GET", "/mod/go.acme.test/secret/@v/v1.0.0.zip", 200, "acme-go") in got, got
+assert all(m in ("GET", "HEAD") and u == "acme-go" for m, p, s, u in got if p != "/"), got
+print("Go module proxy: %s" % [x for x in got if x[1] != "/"])
 PY
 worker_stop a
 # the hostile script's record, from the snapshot (checked from outside)
@@ -507,6 +607,11 @@ c, inst = cached(evs)
 assert r["status"] == "not_fixed" and "tests already pass" in r["reason"] and c, (
     "a2", r["status"], r.get("reason"), [e["payload"] for e in inst])
 print("a2 (tenant A, another host): %s, snapshot laid from the store (%s)" % (r["status"], inst[-1]["payload"].get("cached")))
+key = inst[-1]["payload"]["key"]
+a = open("%s/state-a/snapshots/%s/fetched.json" % (tmp, key), "rb").read()
+a2 = open("%s/state-a2/snapshots/%s/fetched.json" % (tmp, key), "rb").read()
+assert a == a2, "a2's fetch manifest from the store is not a's"
+print("a2: the fetch manifest came with the snapshot from the store (%d bytes, the same as a's)" % len(a2))
 r, evs = load("n-npm")
 c, inst = cached(evs)
 assert r["status"] == "install_failed" and not c, ("n", r["status"], r.get("reason"))

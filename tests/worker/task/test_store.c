@@ -70,6 +70,55 @@ static const char manifest_fmt[]
       "{\"mediaType\":\"" KIWI_STORE_LAYER_TYPE "\",\"digest\":\"%s\",\"size\":20,"
       "\"annotations\":{\"org.opencontainers.image.title\":\"%s\"}}]}";
 
+/* three layers: the two tars and a third named by the last %s */
+static const char manifest3_fmt[]
+    = "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+      "\"artifactType\":\"" KIWI_STORE_ARTIFACT_TYPE "\",\"config\":{\"mediaType\":\"" KIWI_STORE_CONFIG_TYPE
+      "\",\"digest\":\"%s\",\"size\":2},\"layers\":["
+      "{\"mediaType\":\"" KIWI_STORE_LAYER_TYPE "\",\"digest\":\"%s\",\"size\":10,"
+      "\"annotations\":{\"org.opencontainers.image.title\":\"%s\"}},"
+      "{\"mediaType\":\"" KIWI_STORE_LAYER_TYPE "\",\"digest\":\"%s\",\"size\":20,"
+      "\"annotations\":{\"org.opencontainers.image.title\":\"%s\"}},"
+      "{\"mediaType\":\"" KIWI_STORE_FETCHED_TYPE "\",\"digest\":\"%s\",\"size\":30,"
+      "\"annotations\":{\"org.opencontainers.image.title\":\"%s\"}}]}";
+
+/* The fetch manifest rides along as a third layer; without it a snapshot
+ * is as before; no tar may be missing. */
+static void
+test_manifest_fetched_layer (void **state)
+{
+    (void) state;
+    char a[KIWI_STORE_DIGEST_MAX], b[KIWI_STORE_DIGEST_MAX], c[KIWI_STORE_DIGEST_MAX], cfg[KIWI_STORE_DIGEST_MAX];
+    digest_text ("a", 1, a);
+    digest_text ("b", 1, b);
+    digest_text ("c", 1, c);
+    digest_text ("{}", 2, cfg);
+    char m[4096], d[KIWI_STORE_DIGEST_MAX];
+    int n = snprintf (m, sizeof m, manifest3_fmt, cfg, a, "home.tar", b, "src.tar", c, "fetched.json");
+    digest_text (m, (size_t) n, d);
+    kiwi_store_part parts[KIWI_STORE_PARTS];
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_store_check_manifest (m, (size_t) n, d, parts, &err), 0);
+    assert_string_equal (parts[2].name, "fetched.json");
+    assert_string_equal (parts[2].digest, c);
+    assert_int_equal (parts[2].size, 30);
+    assert_string_equal (parts[0].digest, b);
+    /* two layers: no fetched.json part */
+    n = snprintf (m, sizeof m, manifest_fmt, cfg, a, "home.tar", b, "src.tar");
+    digest_text (m, (size_t) n, d);
+    assert_int_equal (kiwi_store_check_manifest (m, (size_t) n, d, parts, &err), 0);
+    assert_string_equal (parts[2].name, "");
+    /* the manifest in place of a tar, or twice */
+    const char *bad[][3] = { { "home.tar", "fetched.json", "fetched.json" }, { "home.tar", "home.tar", "fetched.json" },
+                             { "fetched.json", "src.tar", "x.tar" } };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        n = snprintf (m, sizeof m, manifest3_fmt, cfg, a, bad[i][0], b, bad[i][1], c, bad[i][2]);
+        digest_text (m, (size_t) n, d);
+        assert_int_equal (kiwi_store_check_manifest (m, (size_t) n, d, parts, &err), -1);
+        kiwi_error_free (&err);
+    }
+}
+
 static void
 test_manifest_checked (void **state)
 {
@@ -81,7 +130,7 @@ test_manifest_checked (void **state)
     char m[4096], d[KIWI_STORE_DIGEST_MAX];
     int n = snprintf (m, sizeof m, manifest_fmt, cfg, a, "home.tar", b, "src.tar");
     digest_text (m, (size_t) n, d);
-    kiwi_store_part parts[2];
+    kiwi_store_part parts[KIWI_STORE_PARTS];
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_store_check_manifest (m, (size_t) n, d, parts, &err), 0);
     assert_string_equal (parts[0].name, "src.tar");
@@ -151,6 +200,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_blob_tampered_is_refused),
         cmocka_unit_test (test_manifest_checked),
+        cmocka_unit_test (test_manifest_fetched_layer),
         cmocka_unit_test (test_digest_valid),
         cmocka_unit_test (test_snapshot_source),
     };

@@ -9,7 +9,9 @@ so the test counts what arrived. With --headers FILE, each HTTP request's
 header lines are appended to FILE too ("ADDR Name: value"), for a test
 that looks at what a proxy added; with --requests FILE, each HTTP request
 (any method) is one JSON line there: address, method, path and headers in
-order; a path holding "kiwi-bad" gets an invalid response (two lengths).
+order; a path holding "kiwi-bad" gets an invalid response (two lengths),
+one holding "kiwi-redirect-to-HOST-P" a 302 to https://HOST/blob/P?sig=kiwi
+(a registry sending a download to its storage).
 --tls ADDR=CERT:KEY serves ADDR's TLS with a certificate of its own
 (the others get --cert/--key)."""
 import argparse, json, socket, socketserver, ssl, threading, http.server
@@ -44,6 +46,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock, open(args.requests, "a") as f:
                 f.write(json.dumps({"addr": addr, "method": self.command, "path": self.path,
                                     "headers": list(self.headers.items())}) + "\n")
+        if "kiwi-redirect-to-" in self.path:
+            host, _, rest = self.path.split("kiwi-redirect-to-", 1)[1].partition("-")
+            self.send_response(302)
+            self.send_header("Location", "https://%s/blob/%s?sig=kiwi" % (host, rest))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if "kiwi-bad" in self.path:  # a response no proxy may pass on
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello")
             self.close_connection = True
@@ -52,6 +61,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if length:
             self.rfile.read(length)
         body = b"hello from the outside\n" * 64
+        if "kiwi-big-3m" in self.path:  # more than any buffer on the way
+            body = bytes(range(256)) * 12288
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
