@@ -137,6 +137,7 @@ typedef struct kiwi_settings {
     char *egress_ca_dir;      /* Kiwi's CA for them, or NULL: <state_dir>/egress-ca */
     char *private_registry_ca; /* CAs Squid also trusts for registries (proxy.sh --upstream-ca), or NULL */
     char *egress_hosts_file;  /* names Squid resolves first (proxy.sh --hosts-file), or NULL: /etc/hosts */
+    char *private_registry_placeholders; /* variable names given a placeholder in every phase, or NULL */
     char *go_proxy;           /* GOPROXY for Phase A (private Go modules), or NULL: Go's own */
     char *go_nosumdb;         /* GONOSUMDB for Phase A, or NULL */
     int64_t lease_ttl_s, cache_ttl_s, cache_fail_ttl_s, done_ttl_s;

@@ -135,6 +135,26 @@ add_extra (kiwi_strv *out, const kiwi_phase_config *cfg, const char *const *extr
     return 0;
 }
 
+/* The placeholders (kiwi_phase_config.placeholder_env): never a secret's
+ * value, so they go where a repository's configuration expects its
+ * registry token, in every phase. */
+static int
+add_placeholders (kiwi_strv *out, const kiwi_phase_config *cfg, kiwi_error_t *err)
+{
+    for (size_t i = 0; cfg->placeholder_env && cfg->placeholder_env[i]; i++) {
+        const char *e = cfg->placeholder_env[i];
+        const char *eq = strchr (e, '=');
+        char name[128];
+        if (eq == NULL || (size_t) (eq - e) >= sizeof name)
+            return kiwi_error_make (err, EINVAL, "a placeholder `%.40s` is not NAME=VALUE", e);
+        memcpy (name, e, (size_t) (eq - e));
+        name[eq - e] = '\0';
+        if (put_entry (out, name, e) < 0)
+            return kiwi_error_make (err, ENOMEM, "sandbox environment");
+    }
+    return 0;
+}
+
 int
 kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out, kiwi_error_t *err)
 {
@@ -164,6 +184,8 @@ kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, 
         for (size_t i = 0; ca_vars[i]; i++)
             if (kiwi_strv_addf (out, "%s=%s", ca_vars[i], KIWI_SANDBOX_CA_FILE) < 0)
                 return kiwi_error_make (err, ENOMEM, "install environment");
+    if (add_placeholders (out, cfg, err) < 0)
+        return -1;
     return add_extra (out, cfg, extra, err);
 }
 
@@ -219,7 +241,7 @@ creds_env (const kiwi_phase_config *cfg, const char *const *extra, const char *c
     if (cfg->scm_version != NULL && strspn (cfg->scm_version, "0123456789.dev") == strlen (cfg->scm_version)
         && kiwi_strv_addf (out, "SETUPTOOLS_SCM_PRETEND_VERSION=%s", cfg->scm_version) < 0)
         return kiwi_error_make (err, ENOMEM, "verify environment");
-    if (add_extra (out, cfg, extra, err) < 0)
+    if (add_extra (out, cfg, extra, err) < 0 || add_placeholders (out, cfg, err) < 0)
         return -1;
     for (size_t i = 0; creds && creds[i]; i++) {
         const char *name = creds[i];

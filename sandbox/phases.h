@@ -58,6 +58,9 @@ typedef struct kiwi_phase_config {
     bool copy_snapshot;                 /* KIWI_SNAPSHOT_COPY: put the snapshot's archives into every
                                            sandbox even where the driver could lay it under /kiwi */
     const char *const *proxy_env;       /* Kiwi's egress proxy for Phase A ("K=V"), or NULL: the worker's own */
+    const char *const *placeholder_env; /* "NAME=VALUE" in Phase A, B and the session: the variables a
+                                           repository's configuration reads a registry credential from,
+                                           each a placeholder the egress proxy replaces; or NULL */
     const char *scm_version;            /* the version the repository's tags give its commit (digits and dots),
                                            SETUPTOOLS_SCM_PRETEND_VERSION in Phase B and the session, or NULL */
 } kiwi_phase_config;

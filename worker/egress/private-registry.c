@@ -228,8 +228,43 @@ go_proxy_entry (const char *e, char *host, size_t cap)
 }
 
 int
+kiwi_registry_placeholders_env (const kiwi_worker_config *cfg, kiwi_strv *env, kiwi_error_t *err)
+{
+    if (!set (cfg->private_registry_placeholders))
+        return 0;
+    cleanup_free char *copy = strdup (cfg->private_registry_placeholders);
+    if (copy == NULL)
+        return kiwi_error_make (err, ENOMEM, "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS");
+    char *save = NULL;
+    for (char *n = strtok_r (copy, ", ", &save); n; n = strtok_r (NULL, ", ", &save)) {
+        bool ok = (isalpha ((unsigned char) n[0]) || n[0] == '_') && strlen (n) < 100 && strncmp (n, "KIWI_", 5) != 0;
+        for (const char *c = n; ok && *c; c++)
+            ok = isalnum ((unsigned char) *c) || *c == '_';
+        if (!ok)
+            return kiwi_error_make (err, 0, "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS: `%s` is not a variable name (letters, "
+                                            "digits and _, not KIWI_*)", n);
+        if (kiwi_strv_addf (env, "%s=%s", n, KIWI_REGISTRY_PLACEHOLDER) < 0)
+            return kiwi_error_make (err, ENOMEM, "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS");
+    }
+    return 0;
+}
+
+int
 kiwi_go_private_check (const kiwi_worker_config *cfg, kiwi_error_t *err)
 {
+    if (set (cfg->private_registry_placeholders)) {
+        kiwi_strv names = KIWI_STRV_INIT;
+        int prc = kiwi_registry_placeholders_env (cfg, &names, err);
+        kiwi_strv_free (&names);
+        if (prc < 0)
+            return -1;
+        bool on = false;
+        if (kiwi_install_egress_proxied (cfg, &on, err) < 0)
+            return -1;
+        if (!on)
+            return kiwi_error_make (err, 0, "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS is set but Phase A is not behind the "
+                                            "egress proxy, which replaces them (KIWI_INSTALL_EGRESS=open)");
+    }
     if (set (cfg->go_nosumdb)) {
         const char *v = cfg->go_nosumdb;
         if (strspn (v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~/*?-[],") != strlen (v)
@@ -302,7 +337,9 @@ kiwi_go_private_env (const kiwi_worker_config *cfg, kiwi_strv *env, kiwi_error_t
 int
 kiwi_go_private_key_env (const kiwi_worker_config *cfg, kiwi_strv *out, kiwi_error_t *err)
 {
-    if ((set (cfg->go_proxy) && kiwi_strv_addf (out, "kiwi-go-proxy=%s", cfg->go_proxy) < 0)
+    if ((set (cfg->private_registry_placeholders)
+         && kiwi_strv_addf (out, "kiwi-registry-placeholders=%s", cfg->private_registry_placeholders) < 0)
+        || (set (cfg->go_proxy) && kiwi_strv_addf (out, "kiwi-go-proxy=%s", cfg->go_proxy) < 0)
         || (set (cfg->go_nosumdb) && kiwi_strv_addf (out, "kiwi-go-nosumdb=%s", cfg->go_nosumdb) < 0))
         return kiwi_error_make (err, ENOMEM, "install cache key");
     return 0;

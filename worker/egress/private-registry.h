@@ -89,6 +89,13 @@ int kiwi_go_private_env (const kiwi_worker_config *cfg, kiwi_strv *env, kiwi_err
  * install cache key's kiwi-env: another module source is another install. */
 int kiwi_go_private_key_env (const kiwi_worker_config *cfg, kiwi_strv *out, kiwi_error_t *err);
 
+/* KIWI_PRIVATE_REGISTRY_PLACEHOLDERS: each name (a variable name, not
+ * KIWI_*) as NAME=KIWI_REGISTRY_PLACEHOLDER into *env (every phase's
+ * environment); checked at start by kiwi_go_private_check (which also
+ * wants Phase A behind the proxy for them). */
+#define KIWI_REGISTRY_PLACEHOLDER "kiwi-placeholder-the-egress-proxy-adds-the-credential"
+int kiwi_registry_placeholders_env (const kiwi_worker_config *cfg, kiwi_strv *env, kiwi_error_t *err);
+
 /* Kiwi's CA directory: KIWI_EGRESS_CA_DIR, else <state dir>/egress-ca. */
 int kiwi_egress_ca_dir (const kiwi_worker_config *cfg, char *buf, size_t cap, kiwi_error_t *err);
 

@@ -252,6 +252,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     kiwi_model_client *model = NULL;
     cleanup_strv kiwi_strv model_keys = KIWI_STRV_INIT;
     cleanup_strv kiwi_strv proxy_env = KIWI_STRV_INIT;
+    cleanup_strv kiwi_strv placeholders = KIWI_STRV_INIT; /* KIWI_PRIVATE_REGISTRY_PLACEHOLDERS, every phase's */
     int snapshot_hold = -1;
     pid_t proxy_pid = 0; /* the egress proxy this run started (own_proxy), or 0 */
     kiwi_nflog *nflog = NULL; /* its rules' log (own_proxy), or NULL */
@@ -339,7 +340,12 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         kiwi_error_free (&verr);
         kiwi_info ("the project's version from its tags: %s", scm_version[0] ? scm_version : "none (0.0.0 stands in)");
     }
+    if (proxied && kiwi_registry_placeholders_env (cfg, &placeholders, &err) < 0) {
+        result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
+        goto done;
+    }
     kiwi_phase_config pc = {
+        .placeholder_env = placeholders.n ? kiwi_strv_list (&placeholders) : NULL,
         .scm_version = scm_version[0] ? scm_version : NULL,
         .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
         .host_env = p->host_env,

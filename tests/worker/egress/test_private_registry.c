@@ -485,6 +485,37 @@ test_go (void **state)
     kiwi_error_free (&err);
     kiwi_worker_config_clear (&cfg);
 
+    /* placeholders: variable names, never KIWI_*; behind the proxy */
+    const char *badph[] = { "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS=NPM-TOKEN", "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS=KIWI_X",
+                            "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS=1ABC" };
+    for (size_t i = 0; i < sizeof badph / sizeof *badph; i++) {
+        load (&cfg, decl, badph[i]);
+        assert_int_equal (kiwi_go_private_check (&cfg, &err), -1);
+        assert_non_null (strstr (kiwi_error_msg (err), "is not a variable name"));
+        kiwi_error_free (&err);
+        kiwi_worker_config_clear (&cfg);
+    }
+    load (&cfg, "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS=NPM_TOKEN", "KIWI_INSTALL_EGRESS=open");
+    assert_int_equal (kiwi_go_private_check (&cfg, &err), -1);
+    assert_non_null (strstr (kiwi_error_msg (err), "not behind the egress proxy"));
+    kiwi_error_free (&err);
+    kiwi_worker_config_clear (&cfg);
+    load (&cfg, decl, "KIWI_PRIVATE_REGISTRY_PLACEHOLDERS=NPM_TOKEN, _gh_token");
+    assert_int_equal (kiwi_go_private_check (&cfg, &err), 0);
+    kiwi_strv ph = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_registry_placeholders_env (&cfg, &ph, &err), 0);
+    char *phs = joined (&ph);
+    assert_string_equal (phs, "NPM_TOKEN=" KIWI_REGISTRY_PLACEHOLDER " _gh_token=" KIWI_REGISTRY_PLACEHOLDER);
+    free (phs);
+    kiwi_strv_free (&ph);
+    kiwi_strv phk = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_plan_key_env (&cfg, NULL, &phk, &err), 0);
+    phs = joined (&phk);
+    assert_non_null (strstr (phs, "kiwi-registry-placeholders=NPM_TOKEN, _gh_token"));
+    free (phs);
+    kiwi_strv_free (&phk);
+    kiwi_worker_config_clear (&cfg);
+
     /* Phase A's environment and the key */
     load3 (&cfg, decl, "KIWI_GO_PROXY=https://go.acme.test/mod,https://proxy.golang.org",
            "KIWI_GO_NOSUMDB=go.acme.test/*");

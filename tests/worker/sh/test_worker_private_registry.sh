@@ -23,6 +23,9 @@
 #      Each install's fetch manifest (fetched.json in its snapshot, its
 #      digest and counts in the install event) lists the private package
 #      with the SHA-256 of the file the registry holds.
+#      A repository whose .npmrc reads its token from ${NPM_TOKEN} installs
+#      and tests with the placeholder the worker gives it
+#      (KIWI_PRIVATE_REGISTRY_PLACEHOLDERS), which the proxy replaces.
 #   2. a hostile dependency's install script (@acme/hook) publishes, logs in
 #      and sends an Authorization of its own: the writes are refused by the
 #      proxy (its log, egress_denied events with the method) and reach no
@@ -270,6 +273,21 @@ node_repo npm '{"@acme/secret-lib": "1.0.0"}'
 (cd "$TMP/repo-npm" && in_ns npm install --package-lock-only --ignore-scripts --userconfig "$C/publish.npmrc" >"$TMP/lock-npm.log" 2>&1) ||
   fail "the npm lockfile: $(cat "$TMP/lock-npm.log")"
 commit_dir "$TMP/repo-npm" "npm, a private dependency"
+# the same, with the token its .npmrc reads from the environment (as a
+# developer's machine and the project's CI have it)
+node_repo npmtoken '{"@acme/secret-lib": "1.0.0"}'
+cp "$TMP/repo-npm/package-lock.json" "$TMP/repo-npmtoken/"
+printf '//npm.acme.test/:_authToken=${NPM_TOKEN}\n' >>"$TMP/repo-npmtoken/.npmrc"
+# and, as many projects do, its install and its tests insist on the token
+python3 - "$TMP/repo-npmtoken/package.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+need = "if (!process.env.NPM_TOKEN) { console.error('NPM_TOKEN is required'); process.exit(1) }"
+p["scripts"]["preinstall"] = 'node -e "%s"' % need
+p["scripts"]["test"] = 'node -e "%s; console.log(require(\'@acme/secret-lib\').ok())"' % need
+json.dump(p, open(sys.argv[1], "w"), indent=2)
+PY
+commit_dir "$TMP/repo-npmtoken" "npm, a private dependency, the token from NPM_TOKEN"
 node_repo pnpm '{"@acme/secret-lib": "1.0.0"}'
 cat >"$TMP/repo-pnpm/pnpm-lock.yaml" <<EOF
 lockfileVersion: '9.0'
@@ -423,7 +441,8 @@ registry_worker() { # NAME CREDS-DIR (empty: no declaration)
   mkdir -p "$TMP/state-$name"
   [ -n "$creds" ] &&
     decl=(KIWI_PRIVATE_REGISTRIES="npm.acme.test=@$creds/npm.auth pypi.acme.test=@$creds/pypi.auth maven.acme.test/repo=@$creds/maven.auth go.acme.test/mod=@$creds/go.auth"
-      "KIWI_GO_PROXY=https://go.acme.test/mod,https://proxy.golang.org" "KIWI_GO_NOSUMDB=go.acme.test/*")
+      "KIWI_GO_PROXY=https://go.acme.test/mod,https://proxy.golang.org" "KIWI_GO_NOSUMDB=go.acme.test/*"
+      KIWI_PRIVATE_REGISTRY_PLACEHOLDERS=NPM_TOKEN)
   worker_start "$name" KIWI_SLOTS=2 KIWI_EGRESS_INTERVAL=300 KIWI_EGRESS_STOP_WHEN_DEGRADED=false \
     KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt KIWI_STATE_DIR="$TMP/state-$name" KIWI_INSTALL_EGRESS=registries \
     KIWI_INSTALL_PROXY_PORTS="$PORTS_BASE,$((PORTS_BASE + 1)),$((PORTS_BASE + 2))" \
@@ -462,16 +481,17 @@ collect() { # NAME TID
 registry_worker a "$C/a"
 declare -A TID
 declare -A TEST=([npm]="npm test" [pnpm]="pnpm test" [yarn]="yarn test" [pip]="$PIP_TEST" [uv]="$PIP_TEST" [hook]="npm test"
-  [maven]="mvn -B test" [go]="go test ./...")
-for t in maven go npm pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
-for t in maven go npm pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
+  [maven]="mvn -B test" [go]="go test ./..." [npmtoken]="npm test")
+for t in maven go npm npmtoken pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
+for t in maven go npm npmtoken pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
 python3 - "$TMP" <<'PY' || fail "tenant A's installs: $(tail -n 30 "$TMP/worker-a.log")"
 import json, sys
 tmp = sys.argv[1]
 sys.path.insert(0, tmp)
 from taskres import load
 want_host = {"npm": "npm.acme.test", "pnpm": "npm.acme.test", "yarn": "npm.acme.test", "pip": "pypi.acme.test",
-             "uv": "pypi.acme.test", "hook": "npm.acme.test", "maven": "maven.acme.test", "go": "go.acme.test"}
+             "uv": "pypi.acme.test", "hook": "npm.acme.test", "maven": "maven.acme.test", "go": "go.acme.test",
+             "npmtoken": "npm.acme.test"}
 for name, host in want_host.items():
     r, evs = load(name)
     inst = [e for e in evs if e["kind"] == "install"]
