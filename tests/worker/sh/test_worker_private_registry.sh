@@ -40,11 +40,16 @@
 #      proxy refused; with tenant B's credential (a user the registry does
 #      not let read @acme) it runs afresh and fails. Neither is laid
 #      tenant A's snapshot.
+#      A task whose tests fail reaches the model (the scripted provider,
+#      which records every request): its tests print their environment and
+#      what the hostile install script recorded, so the model's prompt holds
+#      all of it.
 #   4. the canaries (each password and its Basic form) are searched from
 #      outside: every file under the workers' state directories (snapshots,
 #      workspaces, the proxies' logs) but each proxy's squid.conf, which
 #      holds them by design and is proxy's and 600; the store's blobs this
-#      run wrote; every topic of the run (kcat); the workers' logs; the
+#      run wrote; every topic of the run (kcat); the model's prompts; the
+#      workers' logs; the
 #      environment and command line of every process on the host.
 . "$(dirname "$0")/lib.sh"
 need_services
@@ -330,6 +335,32 @@ node_repo hook '{"@acme/secret-lib": "1.0.0", "@acme/hook": "1.0.0"}'
 (cd "$TMP/repo-hook" && in_ns npm install --package-lock-only --ignore-scripts --userconfig "$C/publish.npmrc" >"$TMP/lock-hook.log" 2>&1) ||
   fail "the hook's lockfile: $(cat "$TMP/lock-hook.log")"
 commit_dir "$TMP/repo-hook" "a private dependency with a hostile install script"
+# the same dependencies, and tests that fail after printing what they can
+# see (their environment, the hostile script's record): all of it goes to
+# the model
+mkdir -p "$TMP/repo-seen"
+cp "$TMP/repo-hook/package-lock.json" "$TMP/repo-hook/.npmrc" "$TMP/repo-seen/"
+python3 - "$TMP/repo-hook/package.json" "$TMP/repo-seen/package.json" "$RUN_ID" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["scripts"]["test"] = ("node -e \"console.log('kiwi-model-sees-%s'); "
+                        "for (const [k, v] of Object.entries(process.env)) console.log(k + '=' + v); "
+                        "try { const s = JSON.parse(require('fs').readFileSync('node_modules/@acme/hook/seen.json', 'utf8')); "
+                        "console.log('hook tried ' + JSON.stringify(s.tried)); "
+                        "for (const [k, v] of Object.entries(s.env)) console.log('hook saw ' + k + '=' + v) } "
+                        "catch (e) { console.log('no hook record: ' + e) } process.exit(1)\"" % sys.argv[3])
+json.dump(p, open(sys.argv[2], "w"), indent=2)
+PY
+commit_dir "$TMP/repo-seen" "failing tests that print what they see"
+# the scripted provider: records each request; its one turn ends the session
+mkdir -p "$TMP/scripts"
+printf '{"provider": "anthropic", "turns": [{"status": 400, "response": {"type": "error", "error": {"type": "invalid_request_error", "message": "kiwi test: the prompt is recorded"}}}]}\n' >"$TMP/scripts/seen.json"
+python3 "$ROOT/tests/scripted_provider/server.py" --scripts "$TMP/scripts" --port-file "$TMP/provider.port" \
+  --log "$TMP/provider-requests.jsonl" --parent-pid $$ >"$TMP/provider.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$TMP/provider.port" ] && break; sleep 0.1; done
+[ -s "$TMP/provider.port" ] || fail "the scripted provider did not start"
+PROVIDER_PORT=$(cat "$TMP/provider.port")
 mkdir -p "$TMP/repo-pip"
 printf -- '--index-url https://pypi.acme.test/simple/\nacme-secret==1.0.0\n' >"$TMP/repo-pip/requirements.txt"
 printf 'private registry pip %s\n' "$RUN_ID" >"$TMP/repo-pip/README"
@@ -483,7 +514,19 @@ declare -A TID
 declare -A TEST=([npm]="npm test" [pnpm]="pnpm test" [yarn]="yarn test" [pip]="$PIP_TEST" [uv]="$PIP_TEST" [hook]="npm test"
   [maven]="mvn -B test" [go]="go test ./..." [npmtoken]="npm test")
 for t in maven go npm npmtoken pnpm yarn pip uv hook; do TID[$t]=$(submit_task "$t" "${TEST[$t]}"); done
-for t in maven go npm npmtoken pnpm yarn pip uv hook; do collect "$t" "${TID[$t]}"; done
+TID[seen]=$(kiwi_cli submit --repo "$TMP/repo-seen" --ref main --test "npm test" --goal "Make the tests pass." \
+  --provider anthropic --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:$PROVIDER_PORT/script/seen")
+for t in maven go npm npmtoken pnpm yarn pip uv hook seen; do collect "$t" "${TID[$t]}"; done
+python3 - "$TMP/provider-requests.jsonl" "$RUN_ID" <<'PY' || fail "the model's prompt: $(tail -c 600 "$TMP/provider.log")"
+import json, sys
+reqs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+seen = [r for r in reqs if "kiwi-model-sees-" + sys.argv[2] in json.dumps(r)]
+assert seen, "no request to the model carries the failing tests' output (%d request(s))" % len(reqs)
+text = json.dumps(seen[0])
+i = text.find("kiwi-model-sees-")
+assert "NPM_TOKEN=" in text and "hook tried" in text, "the prompt lacks the environment or the hook's record: %s" % text[i:i + 3000]
+print("the model's prompt: %d request(s), %d bytes, with the tests' environment and the hook's record" % (len(reqs), len(text)))
+PY
 python3 - "$TMP" <<'PY' || fail "tenant A's installs: $(tail -n 30 "$TMP/worker-a.log")"
 import json, sys
 tmp = sys.argv[1]
@@ -682,6 +725,7 @@ fi
 for k in tasks progress results heartbeats dlq; do kcat_raw "$k" "$TMP/topic-$k.bin"; done
 search "a topic" "$TMP"/topic-*.bin
 search "a worker's log" "$TMP"/worker-*.log
+search "the model's prompts" "$TMP/provider-requests.jsonl"
 procs=0
 for p in /proc/[0-9]*; do
   [ -r "$p/environ" ] || continue
@@ -690,5 +734,5 @@ for p in /proc/[0-9]*; do
     fail "a canary is in the environment or command line of $p ($(tr '\0' ' ' <"$p/cmdline"))"
   fi
 done
-log "canaries (${#CANARIES[@]}) in none of: $files state file(s) of 4 workers (snapshots, workspaces, logs), $blobs store file(s), 5 topics, the workers' logs, $procs processes' environment and command line; in ${#confs[@]} squid.conf (proxy's, 600) alone"
+log "canaries (${#CANARIES[@]}) in none of: $files state file(s) of 4 workers (snapshots, workspaces, logs), $blobs store file(s), 5 topics, the model's prompts ($(wc -c <"$TMP/provider-requests.jsonl") bytes), the workers' logs, $procs processes' environment and command line; in ${#confs[@]} squid.conf (proxy's, 600) alone"
 log "PASS"
