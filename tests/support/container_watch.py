@@ -26,7 +26,9 @@ suite's workers create, whatever code path made it:
               gives the loopback ::1;
             - the runtime runsc-verify (a cached /kiwi) on anything but
               Phase B's verify;
-            - a secret-looking variable in a networked container;
+            - a secret-looking variable in a networked container (but one
+              whose value is Kiwi's registry placeholder, exactly: no
+              credential, KIWI_PRIVATE_REGISTRY_PLACEHOLDERS);
             - more than 2% of the sandboxes gone before they could be
               inspected (each such miss is reported).
   selftest  the rules against synthetic records (each rule must fire)
@@ -145,6 +147,9 @@ def follow(args, r, out):
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE)", re.I)
 # variable names Phase A may carry although they match the pattern above
 SECRET_NAME_OK = {"NPM_CONFIG_STRICT_SSL"}
+# the value KIWI_PRIVATE_REGISTRY_PLACEHOLDERS gives a token variable in every
+# phase (worker/egress/private-registry.h): public by design, never a secret
+REGISTRY_PLACEHOLDER = "kiwi-placeholder-the-egress-proxy-adds-the-credential"
 PROXY_WITH_CREDS = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@", re.I)
 
 # HostConfig keys Kiwi sets, or that Docker fills with a default: each with
@@ -287,7 +292,7 @@ def violations(rec, state_dir, cgroupns_default):
     networked = hc.get("NetworkMode") not in ("none",)
     for e in cfg.get("Env") or []:
         k, _, v = e.partition("=")
-        if networked and SECRET_NAME.search(k) and k.upper() not in SECRET_NAME_OK:
+        if networked and SECRET_NAME.search(k) and k.upper() not in SECRET_NAME_OK and v != REGISTRY_PLACEHOLDER:
             bad.append(f"{name}: secret-looking variable {k} in a networked container")
         if networked and PROXY_WITH_CREDS.search(v):
             bad.append(f"{name}: {k} carries credentials in a networked container")
@@ -462,6 +467,10 @@ def selftest(_args):
          lambda r: r["inspect"]["Config"]["Env"].append("ANTHROPIC_API_KEY=x"), True, phase="install")
     case("a proxy with credentials in a networked container",
          lambda r: r["inspect"]["Config"]["Env"].append("HTTPS_PROXY=http://u:p@proxy:3128"), True, phase="install")
+    case("a token variable holding Kiwi's registry placeholder, in Phase A",
+         lambda r: r["inspect"]["Config"]["Env"].append("NPM_TOKEN=" + REGISTRY_PLACEHOLDER), False, phase="install")
+    case("... holding anything else",
+         lambda r: r["inspect"]["Config"]["Env"].append("NPM_TOKEN=" + REGISTRY_PLACEHOLDER + "x"), True, phase="install")
     case("a credential in Phase B is allowed",
          lambda r: r["inspect"]["Config"]["Env"].append("APP_TEST_TOKEN=x"), False)
     case("not Kiwi's: ignored", lambda r: (r["labels"].clear(), r["inspect"]["Config"]["Labels"].clear(),

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -81,6 +82,10 @@ serve (void *arg)
     /* a connection idle this long is Squid's no longer */
     struct timeval tv = { .tv_sec = 900 };
     setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    /* every piece goes out when it is written whole (write_some): Nagle's
+     * wait for an ACK would hold each small chunk header back */
+    int one = 1;
+    setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     kiwi_digest_serve (fd, &the_log, "squid");
     close (fd);
     atomic_fetch_sub (&active, 1);

@@ -75,12 +75,15 @@ fill (reader *r)
     }
 }
 
+/* more: more of the answer follows at once (MSG_MORE: the kernel holds
+ * this piece to send it with the next; the last piece of a chunk or of an
+ * answer goes without it). */
 static int
-write_all (int fd, const void *p, size_t n)
+write_some (int fd, const void *p, size_t n, bool more)
 {
     const char *s = p;
     while (n > 0) {
-        ssize_t w = send (fd, s, n, MSG_NOSIGNAL);
+        ssize_t w = send (fd, s, n, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -89,6 +92,12 @@ write_all (int fd, const void *p, size_t n)
         n -= (size_t) w;
     }
     return 0;
+}
+
+static int
+write_all (int fd, const void *p, size_t n)
+{
+    return write_some (fd, p, n, false);
 }
 
 /* Up to and including the first "\r\n\r\n" (the block, NUL-terminated in
@@ -300,7 +309,7 @@ echo_piece (void *ud, const char *p, size_t n)
     body *b = ud;
     kiwi_sha256_update (&b->sha, p, n);
     b->size += n;
-    if (write_all (b->c->fd, p, n) < 0)
+    if (write_some (b->c->fd, p, n, true) < 0)
         return fail (b->c, "writing a body chunk: %s", strerror (errno));
     return 0;
 }
@@ -324,7 +333,7 @@ relay_body (conn *c, body *b, bool *ended)
             return fail (c, "a preview's end (no preview was offered)");
         char head[32];
         int hl = snprintf (head, sizeof head, "%llx\r\n", n);
-        if (write_all (c->fd, head, (size_t) hl) < 0)
+        if (write_some (c->fd, head, (size_t) hl, n > 0) < 0)
             return fail (c, "writing a chunk: %s", strerror (errno));
         if (n == 0) {
             /* trailer lines, then the empty line; none is passed on */
@@ -584,7 +593,7 @@ respmod (conn *c, const char *icap, kiwi_digest_log *log)
     kiwi_sha256_init (&b.sha);
     bool ended = !e.has_body;
     note_redirect (log, t, client, req, req_len, res, res_len);
-    if (write_all (c->fd, head, (size_t) n) < 0 || write_all (c->fd, res, res_len) < 0)
+    if (write_some (c->fd, head, (size_t) n, true) < 0 || write_some (c->fd, res, res_len, e.has_body) < 0)
         rc = fail (c, "writing the answer: %s", strerror (errno));
     else if (e.has_body)
         rc = relay_body (c, &b, &ended);

@@ -26,8 +26,9 @@
 #      A repository whose .npmrc reads its token from ${NPM_TOKEN} installs
 #      and tests with the placeholder the worker gives it
 #      (KIWI_PRIVATE_REGISTRY_PLACEHOLDERS), which the proxy replaces.
-#   2. a hostile dependency's install script (@acme/hook) publishes, logs in
-#      and sends an Authorization of its own: the writes are refused by the
+#   2. a hostile dependency's install script (@acme/hook) publishes, logs in,
+#      sends an Authorization of its own and reads the Maven repository's
+#      host outside the prefix its credential is declared for: the writes are refused by the
 #      proxy (its log, egress_denied events with the method) and reach no
 #      registry; its read arrives with tenant A's user, never its own. It
 #      writes everything it could see (its environment, its files) into the
@@ -164,7 +165,8 @@ mkdir -p "$P/packages"
 registry_tls pypi "$PYPI_IP" "$P/packages" "$P" acme-pypi "$PW_A_PYPI"
 # ---- a Maven repository under /repo: its files over TLS behind acme-maven
 M="$R/maven"
-mkdir -p "$M/repo"
+mkdir -p "$M/repo" "$M/other"
+echo "another team's file, outside /repo" >"$M/other/secret.txt"
 registry_tls files "$MVN_IP" "$M" "$M" acme-maven "$PW_A_MVN"
 # ---- a Go module proxy under /mod (the GOPROXY protocol is files): acme-go's
 G="$R/go"
@@ -217,6 +219,9 @@ seen.tried.publish = curl("-X", "PUT", "-H", "Content-Type: application/json", "
 seen.tried.login = curl("-X", "PUT", "-H", "Content-Type: application/json", "--data", '{"name":"intruder","password":"x"}', "https://npm.acme.test/-/user/org.couchdb.user:intruder");
 seen.tried.own_auth = curl("-H", "Authorization: Basic aW50cnVkZXI6c3RvbGVu", "https://npm.acme.test/@acme%2fsecret-lib");
 seen.tried.pypi_upload = curl("-X", "POST", "-F", ":action=file_upload", "https://pypi.acme.test/");
+// the Maven repository's host outside the prefix the credential is declared for
+seen.tried.outside_prefix = curl("https://maven.acme.test/other/secret.txt");
+seen.tried.outside_prefix_own_auth = curl("-H", "Authorization: Basic YWNtZS1tYXZlbjpndWVzcw==", "https://maven.acme.test/other/secret.txt");
 seen.env = process.env;
 const files = {};
 const walk = (d, depth) => {
@@ -615,7 +620,10 @@ got = sorted({(l["method"], l["path"], l["status"], l["user"]) for l in mvn})
 # the jar: a redirect to the storage, which served it with no user (no
 # credential went there) and nothing else
 assert ("GET", "/repo/com/acme/secret/1.0.0/secret-1.0.0.jar", 302, "acme-maven") in got, got
-assert all(m in ("GET", "HEAD") and s in (200, 302) and u == "acme-maven" for m, p, s, u in got if p != "/"), got
+assert all(m in ("GET", "HEAD") and s in (200, 302) and u == "acme-maven" for m, p, s, u in got if p.startswith("/repo/")), got
+# the hook's two reads outside /repo: no user reached the registry with them
+other = [x for x in got if x[1].startswith("/other/")]
+assert other == [("GET", "/other/secret.txt", 401, None)], other
 cdn = [json.loads(l) for l in open(sys.argv[5]) if l.strip()]
 cgot = sorted({(l["method"], l["path"].split("?")[0], l["status"], l["user"]) for l in cdn if l["path"] != "/"})
 assert len(cgot) == 1 and cgot[0][0] == "GET" and cgot[0][1].startswith("/blob/") and cgot[0][2:] == (200, None), cgot
@@ -640,7 +648,10 @@ with tarfile.open(sys.argv[1]) as t:
 tried = seen["tried"]
 # writes: Squid's 403; a read with its own Authorization: 200, as tenant A
 # (its own would have been a 401)
-assert tried == {"publish": "403", "login": "403", "own_auth": "200", "pypi_upload": "403"}, tried
+# outside the Maven prefix: no credential is added (the file is there: with
+# one it would be a 200), and its own is dropped
+assert tried == {"publish": "403", "login": "403", "own_auth": "200", "pypi_upload": "403", "outside_prefix": "401",
+                 "outside_prefix_own_auth": "401"}, tried
 names = sorted(k for k in seen["env"] if "PROXY" in k.upper() or "CA" in k.upper() or "AUTH" in k.upper() or "TOKEN" in k.upper())
 print("the hook, from its record in the snapshot: %s; %d file(s) read; its environment's proxy, CA and auth names: %s" % (
     tried, len(seen["files"]), names))
