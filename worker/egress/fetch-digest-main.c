@@ -112,7 +112,38 @@ acl_value (char *v)
 }
 
 /* The redirect log's last 4 MiB (it only grows by redirects, each noted
- * once; what is older than the TTL no longer counts anyway). */
+ * once; what is older than the TTL no longer counts anyway), read again
+ * only when the file changed: Squid asks on every CONNECT to a host off
+ * the list, and redirects are rare. *text is the caller's, replaced when
+ * the file is read again. */
+typedef struct redirects_cache {
+    char *text;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+} redirects_cache;
+
+static char *read_redirects (const char *path);
+
+static const char *
+cached_redirects (const char *path, redirects_cache *c)
+{
+    struct stat st;
+    if (stat (path, &st) < 0)
+        memset (&st, 0, sizeof st);
+    if (c->text == NULL || st.st_dev != c->dev || st.st_ino != c->ino || st.st_size != c->size) {
+        char *t = read_redirects (path);
+        if (t == NULL)
+            return NULL;
+        free (c->text);
+        c->text = t;
+        c->dev = st.st_dev;
+        c->ino = st.st_ino;
+        c->size = st.st_size;
+    }
+    return c->text;
+}
+
 static char *
 read_redirects (const char *path)
 {
@@ -138,6 +169,7 @@ redirect_acl (const char *path)
 {
     char *line = NULL;
     size_t cap = 0;
+    redirects_cache cache = { 0 };
     setvbuf (stdout, NULL, _IOLBF, 0);
     while (getline (&line, &cap, stdin) > 0) {
         char *save = NULL, *f[5];
@@ -146,16 +178,16 @@ redirect_acl (const char *path)
             f[i] = f[i - 1] ? strtok_r (NULL, " \n", &save) : NULL;
         bool ok = false;
         if (f[4] != NULL) {
-            char *text = read_redirects (path);
+            const char *text = cached_redirects (path, &cache);
             struct timespec now;
             clock_gettime (CLOCK_REALTIME, &now);
             ok = text && kiwi_redirect_allowed (text, (double) now.tv_sec + (double) now.tv_nsec / 1e9,
                                                 acl_value (f[0]), acl_value (f[1]), acl_value (f[2]),
                                                 acl_value (f[3]), acl_value (f[4]));
-            free (text);
         }
         fputs (ok ? "OK\n" : "ERR\n", stdout);
     }
+    free (cache.text);
     free (line);
     return 0;
 }
