@@ -24,6 +24,9 @@
 
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 30000
+/* a Squid that ran this long before it ended is restarted after the first
+ * back-off again, not the last one's double */
+#define BACKOFF_RESET_AFTER_MS 60000
 
 struct kiwi_proxy_runner {
     struct ev_loop *loop;
@@ -35,7 +38,8 @@ struct kiwi_proxy_runner {
     pid_t pid;
     ev_child child;
     ev_timer tick;
-    int64_t next_start_ms, backoff_ms, restarts, next_gw_check_ms;
+    int64_t next_start_ms, backoff_ms, restarts, next_gw_check_ms, started_ms;
+    off_t cache_log_from; /* DIR/cache.log's size when this Squid started */
     FILE *log;
     char line[8192];
     size_t line_len;
@@ -49,9 +53,19 @@ struct kiwi_proxy_runner {
 
 static void child_cb (struct ev_loop *loop, ev_child *w, int revents);
 
+static off_t
+cache_log_size (const char *dir)
+{
+    char path[PATH_MAX + 16];
+    struct stat st;
+    snprintf (path, sizeof path, "%s/cache.log", dir);
+    return stat (path, &st) == 0 ? st.st_size : 0;
+}
+
 static int
 spawn (kiwi_proxy_runner *r, kiwi_error_t *err)
 {
+    r->cache_log_from = cache_log_size (r->dir);
     if (kiwi_proxy_start (r->cfg, &r->egress, r->dir, r->gateway, &r->pid, err) < 0) {
         r->pid = 0;
         return -1;
@@ -60,7 +74,39 @@ spawn (kiwi_proxy_runner *r, kiwi_error_t *err)
     r->child.data = r;
     ev_child_start (r->loop, &r->child);
     r->error[0] = '\0';
+    r->started_ms = kiwi_mono_ms ();
     return 0;
+}
+
+/* Why Squid ended, from what DIR/cache.log gained since it started (at
+ * offset from; its last 16 KiB): its last FATAL line, or the last of
+ * proxy.sh run's own ("proxy: ..."), into buf[cap] (empty when neither is
+ * there). */
+static void
+last_cause (const char *dir, off_t from, char *buf, size_t cap)
+{
+    char path[PATH_MAX + 16], tailbuf[16384];
+    buf[0] = '\0';
+    snprintf (path, sizeof path, "%s/cache.log", dir);
+    FILE *f = fopen (path, "re");
+    if (f == NULL)
+        return;
+    size_t n = 0;
+    struct stat st;
+    if (fstat (fileno (f), &st) == 0) {
+        if (from > st.st_size)
+            from = 0; /* rotated meanwhile */
+        if (st.st_size - from > (off_t) sizeof tailbuf - 1)
+            from = st.st_size - (off_t) sizeof tailbuf + 1;
+        if (fseeko (f, from, SEEK_SET) == 0)
+            n = fread (tailbuf, 1, sizeof tailbuf - 1, f);
+    }
+    fclose (f);
+    tailbuf[n] = '\0';
+    char *save = NULL;
+    for (char *line = strtok_r (tailbuf, "\n", &save); line != NULL; line = strtok_r (NULL, "\n", &save))
+        if (strstr (line, "FATAL") != NULL || strncmp (line, "proxy: ", 7) == 0)
+            snprintf (buf, cap, "%s", line);
 }
 
 static void
@@ -70,9 +116,14 @@ child_cb (struct ev_loop *loop, ev_child *w, int revents)
     kiwi_proxy_runner *r = w->data;
     ev_child_stop (loop, w);
     int st = w->rstatus;
-    snprintf (r->error, sizeof r->error, "squid (pid %d) %s %d; restarting in %lld ms", (int) r->pid,
+    if (kiwi_mono_ms () - r->started_ms >= BACKOFF_RESET_AFTER_MS)
+        r->backoff_ms = BACKOFF_FIRST_MS;
+    char cause[256];
+    last_cause (r->dir, r->cache_log_from, cause, sizeof cause);
+    snprintf (r->error, sizeof r->error, "squid (pid %d) %s %d%s%s%s; restarting in %lld ms", (int) r->pid,
               WIFSIGNALED (st) ? "killed by signal" : "exited with status",
-              WIFSIGNALED (st) ? WTERMSIG (st) : WEXITSTATUS (st), (long long) r->backoff_ms);
+              WIFSIGNALED (st) ? WTERMSIG (st) : WEXITSTATUS (st), cause[0] ? " (" : "", cause,
+              cause[0] ? ")" : "", (long long) r->backoff_ms);
     kiwi_warn ("egress proxy: %s", r->error);
     r->pid = 0;
     r->restarts++;

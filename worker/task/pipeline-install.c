@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <utime.h>
 
@@ -287,6 +288,43 @@ install_fault (kiwi__pipeline_install_ctx *c, const kiwi_inspection *in, kiwi_in
                             kiwi_install_fault_str (f), why);
 }
 
+/* The worker's egress proxy before Phase A, its Squid's pid in *pid. The
+ * worker restarts a Squid that ended (after at most PROXY_WAIT_MS of
+ * back-off and start), so a task that finds none waits for it rather than
+ * failing, within the task's deadline; -1 with why[cap] when it is not
+ * back in time. */
+#define PROXY_WAIT_MS 45000
+static int
+proxy_wait (kiwi__pipeline_install_ctx *c, pid_t *pid, char *why, size_t cap)
+{
+    int64_t start = kiwi_mono_ms (), until = start + PROXY_WAIT_MS;
+    if (until > c->deadline_ms)
+        until = c->deadline_ms;
+    bool told = false;
+    for (;;) {
+        kiwi_error_t aerr = NULL;
+        if (kiwi_proxy_alive (c->p->cfg, pid, &aerr) == 0) {
+            if (told)
+                kiwi_info ("the egress proxy is back (squid pid %d) after %lld ms", (int) *pid,
+                           (long long) (kiwi_mono_ms () - start));
+            return 0;
+        }
+        if (kiwi_mono_ms () >= until) {
+            snprintf (why, cap, "%s (waited %lld ms for the worker to restart it)", kiwi_error_msg (aerr),
+                      (long long) (kiwi_mono_ms () - start));
+            kiwi_error_free (&aerr);
+            return -1;
+        }
+        if (!told)
+            kiwi_warn ("%s: waiting up to %lld ms for the worker to restart it before Phase A", kiwi_error_msg (aerr),
+                       (long long) (until - kiwi_mono_ms ()));
+        told = true;
+        kiwi_error_free (&aerr);
+        struct timespec ts = { .tv_sec = 0, .tv_nsec = 250 * 1000000L };
+        nanosleep (&ts, NULL);
+    }
+}
+
 /* --once, before its first Phase A: the host's egress rules, as the daemon
  * has them (KIWI_EGRESS_APPLY applies them, egress.sh check compares), or
  * the operator's explicit KIWI_ONCE_EGRESS_UNCHECKED, logged and told as a
@@ -416,14 +454,8 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     if (p->own_proxy && once_rules (c, why, sizeof why) < 0)
         return install_fault (c, in, KIWI_INSTALL_FAULT_EGRESS_RULES, why, err);
     pid_t proxy_before = 0;
-    if (c->egress_log != NULL) {
-        kiwi_error_t aerr = NULL;
-        if (kiwi_proxy_alive (p->cfg, &proxy_before, &aerr) < 0) {
-            snprintf (why, sizeof why, "%s", kiwi_error_msg (aerr));
-            kiwi_error_free (&aerr);
-            return install_fault (c, in, KIWI_INSTALL_FAULT_PROXY, why, err);
-        }
-    }
+    if (c->egress_log != NULL && proxy_wait (c, &proxy_before, why, sizeof why) < 0)
+        return install_fault (c, in, KIWI_INSTALL_FAULT_PROXY, why, err);
     install_run run = { .c = c, .command = in->install.display, .denials = json_array () };
     kiwi_egress_log_pos log_offset = { 0 }, fetch_offset = { 0 };
     if (c->egress_log != NULL) {

@@ -124,18 +124,20 @@ outside_start() {
 
 # squid_start DIR [PROXY.SH RUN ARG...]: proxy.sh run in the host namespace
 # (its own process group, as the worker starts it; its output in
-# $tmp/squid.out), once it listens
+# $tmp/squid.out), once it listens: within 30 s, the worker's own bound
 squid_start() {
-  local d=$1
+  local d=$1 i state
   shift
   setsid ip netns exec "$NH" bash "$PROXY" run --dir "$d" "$@" >>"$tmp/squid.out" 2>&1 &
   squid_pid=$!
-  for _ in $(seq 100); do
-    inh ss -ltn | grep -q "$GW:${PORTS##*,}" && break
+  for ((i = 0; i < 300; i++)); do
+    inh ss -ltn | grep -q "$GW:${PORTS##*,}" && return 0
     kill -0 "$squid_pid" 2>/dev/null || break
     sleep 0.1
   done
-  inh ss -ltn | grep -q "$GW:${PORTS##*,}" || bail "squid is not listening: $(tail -5 "$d/cache.log" "$tmp/squid.out" 2>/dev/null)"
+  state="still running after $((i / 10)) s"
+  kill -0 "$squid_pid" 2>/dev/null || state="ended after $((i / 10)) s"
+  bail "squid is not listening on $GW:${PORTS##*,} (proxy.sh run $state): $(tail -n 5 "$d/cache.log" "$tmp/squid.out" 2>&1)"
 }
 
 arrivals() { grep -c -- "$1" "$tmp/arrived" || true; }

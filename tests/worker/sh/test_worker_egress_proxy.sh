@@ -8,7 +8,9 @@
 # reported in the heartbeat (`egress_proxy`, with what it carried); the
 # egress check's Phase A probe reaches the registry through it and a host
 # off the list is refused by it (`install_denied_host`); killed, it is
-# started again and the heartbeat counts the restart; a task's install
+# started again and the heartbeat counts the restart; its fetch digest
+# service killed, Squid is stopped and started again, the worker's log
+# naming why; a task's install
 # denied a host is told by an `egress_denied` event, its install event's
 # host list and its result's reason; the worker stopped,
 # or killed with SIGKILL, no Squid is left; `kiwi-worker --once` under the
@@ -208,6 +210,18 @@ new_pid=$(hb_field 'checks["egress_proxy"]["detail"].split()[2]')
 [ "$new_pid" != "$squid_pid" ] || fail "the same pid after a restart"
 grep -q 'egress proxy: squid (pid '"$squid_pid"') killed by signal 9' "$TMP/worker-a.log" || fail "the worker did not log the death"
 log "restarted: pid $squid_pid -> $new_pid"
+
+# 4b. its fetch digest service killed: proxy.sh run's watcher stops Squid,
+# the worker's log says why, and both come back
+digest_pid=$(pgrep -f -- "kiwi-fetch-digest .*--parent $new_pid" | head -n 1)
+[ -n "$digest_pid" ] || fail "no kiwi-fetch-digest beside squid $new_pid: $(pgrep -af kiwi-fetch-digest)"
+kill -9 "$digest_pid"
+wait_for 40 'checks["egress_proxy"]["ok"] and checks["egress_proxy"]["detail"].split()[2] != "'"$new_pid"'"' ||
+  fail "squid was not restarted after its digest service died: $(hb_field 'checks["egress_proxy"]')"
+grep -q "egress proxy: squid (pid $new_pid) exited with status [0-9]* (proxy: kiwi-fetch-digest (pid $digest_pid) ended: stopping squid)" \
+  "$TMP/worker-a.log" || fail "the worker's log does not say why squid $new_pid ended: $(grep 'egress proxy' "$TMP/worker-a.log" | tail -n 3)"
+new_pid=$(hb_field 'checks["egress_proxy"]["detail"].split()[2]')
+log "digest service $digest_pid killed: squid restarted ($new_pid), the cause in the worker's log"
 
 # 5. the worker stopped: no squid left
 kill "$WORKER_PID_a"

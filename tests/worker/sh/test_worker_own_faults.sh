@@ -4,7 +4,10 @@
 #
 #   proxy     a worker whose egress proxy is dead (killed; its restarts held
 #             off by a wrapper of proxy.sh the test controls) gets a task
-#             with dependencies: the result read with kcat is `error`
+#             with dependencies: the task waits for the proxy, and once the
+#             hold is lifted its install runs through the restarted Squid;
+#             killed and held off again, the next task waits its bound
+#             (45 s) and then the result read with kcat is `error`
 #             naming the proxy, not `install_failed`, and Redis holds no
 #             install-cache entry for the task's key
 #   id        a second kiwi-worker with the worker id of a running one (same
@@ -73,6 +76,36 @@ EOF
   squid_pid a >/dev/null && fail "a squid of worker a still runs"
   log "worker a's squid $sq killed, its restarts held off"
 
+  # a task that finds no proxy waits for the worker to restart it: the
+  # hold lifted once the task says it waits, its install runs through the
+  # new Squid
+  fresh_npm_repo js-tiny-dep "$TMP/repo-back" "proxy back"
+  tid=$(kiwi_cli submit --repo "$TMP/repo-back" --ref main --test "npm test" --goal "Make the tests pass." \
+    --provider anthropic --model claude-sonnet-4-5-20250929 --base-url "http://127.0.0.1:9/")
+  for _ in $(seq 1 120); do grep -q 'waiting up to .* for the worker to restart it' "$TMP/worker-a.log" && break; sleep 0.5; done
+  grep -q 'waiting up to .* for the worker to restart it' "$TMP/worker-a.log" ||
+    fail "the task did not wait for the proxy: $(tail -n 20 "$TMP/worker-a.log")"
+  rm -f "$TMP/hold"
+  kiwi_cli wait "$tid" --timeout 400 >"$TMP/result-back.json" || true
+  kiwi_cli tail progress --task "$tid" >"$TMP/progress-back.jsonl" 2>/dev/null || true
+  python3 - "$TMP/progress-back.jsonl" <<'PY' || fail "the task that waited: $(tail -n 30 "$TMP/worker-a.log")"
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+evs = [e.get("event", e) for e in evs]
+inst = [e["payload"] for e in evs if e.get("kind") == "install"]
+assert inst and inst[-1].get("status") == "ok", "install: %s" % inst
+PY
+  grep -q 'the egress proxy is back (squid pid [0-9]*) after [0-9]* ms' "$TMP/worker-a.log" ||
+    fail "no 'the egress proxy is back' in the worker's log"
+  log "a task that found no proxy waited: $(grep -o 'the egress proxy is back.*' "$TMP/worker-a.log" | tail -n 1); install ok"
+  sq=$(squid_pid a) || fail "worker a's squid was not restarted"
+  touch "$TMP/hold"
+  held=$(grep -c 'proxy-wrap: held off' "$TMP/worker-a.log")
+  kill -9 "$sq"
+  for _ in $(seq 1 60); do [ "$(grep -c 'proxy-wrap: held off' "$TMP/worker-a.log")" -gt "$held" ] && break; sleep 0.5; done
+  squid_pid a >/dev/null && fail "a squid of worker a still runs"
+
+  # held off for good: the task waits its bound, then ends in error
   src="$TMP/repo"
   fresh_npm_repo js-tiny-dep "$src" "proxy absent"
   tid=$(kiwi_cli submit --repo "$src" --ref main --test "npm test" --goal "Make the tests pass." --provider anthropic \
@@ -104,7 +137,7 @@ assert len(mine) == 1, "%d result(s) keyed by %s" % (len(mine), tid)
 p = mine[0]
 assert b"install_failed" not in p, p
 assert b"\xa6status\xa5error" in p, p
-assert b"egress_proxy" in p and b"is not running" in p, p
+assert b"egress_proxy" in p and b"is not running" in p and b"for the worker to restart it" in p, p
 print("kcat: one result keyed by %s, status error, naming the egress proxy" % tid)
 PY
   n=$(redis EXISTS "kiwi:install:$key")
