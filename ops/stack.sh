@@ -236,7 +236,7 @@ service_status() {
 kafka_pid() { pidfile_pid "$KAFKA_PIDFILE" kafka.Kafka; }
 
 kafka_answers() {
-  kcat -b "127.0.0.1:$1" -L -m 3 2>/dev/null | grep -q ' brokers:'
+  kcat -b "127.0.0.1:$1" -L -m 3 2>/dev/null | grep >/dev/null ' brokers:'
 }
 
 kafka_fail() {

@@ -496,7 +496,7 @@ wanted() { # wanted F CHAIN
   esac
 }
 
-first_rule() { chain_rules "$1" "$2" | head -n1; }
+first_rule() { chain_rules "$1" "$2" | sed -n 1p; }
 count_rule() { chain_rules "$1" "$2" | grep -cxF -- "$3" || true; }
 # has_rule F CHAIN RULE (whole pipelines read to the end: no SIGPIPE races)
 has_rule() { [[ $(count_rule "$@") != 0 ]]; }
@@ -600,7 +600,7 @@ compare_nat() {
   if [[ $jumps != "$want_jnat" ]]; then
     bad=1
     diff <(echo "$want_jnat") <(echo "$jumps") | sed -n "s/^< \(..*\)/ipv4: nat: jump missing: \1/p; s/^> \(..*\)/ipv4: nat: unexpected jump: \1/p"
-  elif [[ $(nat_rules PREROUTING | head -n1) != "$want_jnat" ]]; then
+  elif [[ $(nat_rules PREROUTING | sed -n 1p) != "$want_jnat" ]]; then
     echo "ipv4: nat: jump not the first rule of PREROUTING: $want_jnat"; bad=1
   fi
   return $bad
@@ -635,7 +635,7 @@ apply_nat() {
     payload+=":$NATCHAIN - [0:0]"$'\n'"$want_nat"$'\n'
     diff <(echo "$have") <(echo "$want_nat") | sed -n "s/^< /egress: ipv4: nat: - /p; s/^> /egress: ipv4: nat: + /p" >&2 || true
   fi
-  if [[ $(nat_jumps) != "$want_jnat" || $(nat_rules PREROUTING | head -n1) != "$want_jnat" ]]; then
+  if [[ $(nat_jumps) != "$want_jnat" || $(nat_rules PREROUTING | sed -n 1p) != "$want_jnat" ]]; then
     changed=1
     while IFS= read -r line; do
       [[ -n $line ]] || continue

@@ -616,7 +616,7 @@ cmd_run() {
   [[ -f $dir/squid.conf ]] || die "$dir/squid.conf missing (proxy.sh conf writes it)"
   [[ -x $(squid_bin) ]] || die "squid not found (Debian: apt-get install squid-openssl)"
   [[ $log_max_mb =~ ^[0-9]{1,6}$ ]] && ((10#$log_max_mb > 0)) || die "bad --log-max-mb '$log_max_mb'"
-  if compgen -e | grep -qvxE 'PATH|LANG|PWD|OLDPWD|SHLVL|_'; then
+  if compgen -e | grep >/dev/null -vxE 'PATH|LANG|PWD|OLDPWD|SHLVL|_'; then
     # the same run again, in an environment of its own (exec: the caller
     # keeps its child, and $PPID stays the caller)
     exec env -i "${CLEAN_ENV[@]}" bash "${BASH_SOURCE[0]}" run --dir "$dir" --log-max-mb "$log_max_mb" \
@@ -631,7 +631,7 @@ cmd_run() {
   # stopped first, if its pid file names a squid running this configuration.
   local old
   old=$(cat "$dir/squid.pid" 2>/dev/null || true)
-  if [[ $old =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$old/cmdline" 2>/dev/null | grep -qF -- "-f $dir/squid.conf"; then
+  if [[ $old =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$old/cmdline" 2>/dev/null | grep >/dev/null -F -- "-f $dir/squid.conf"; then
     printf 'proxy: stopping squid %s left from an earlier run\n' "$old" >&2
     kill "$old" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done

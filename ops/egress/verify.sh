@@ -217,7 +217,7 @@ probe_allowed() {
     why="the route goes via ${d_ctr:-$d_host}, not --route-dev $route_dev"; return 1
   fi
   if [[ $r_host == local\ * ]]; then why="$meta is an address of this machine"; return 0; fi
-  if [[ -n $d_host && $d_host == "$d_ctr" ]] && ip -d link show dev "$d_host" 2>/dev/null | grep -qw veth; then
+  if [[ -n $d_host && $d_host == "$d_ctr" ]] && ip -d link show dev "$d_host" 2>/dev/null | grep >/dev/null -w veth; then
     why="the route goes into the veth $d_host, a network namespace on this machine"; return 0
   fi
   if vendor=$(cloud_vendor); then

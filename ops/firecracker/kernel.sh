@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || die "needs root (device nodes in the initrd)"
 [ -x "$agent" ] || die "no agent at $agent: build it first (ninja -C build kiwi-fc-agent)"
-file -b "$agent" 2>/dev/null | grep -q 'statically linked' || warn "$agent is not statically linked"
+file -b "$agent" 2>/dev/null | grep >/dev/null 'statically linked' || warn "$agent is not statically linked"
 missing=()
 for t in lz4:lz4 cpio:cpio xz:xz-utils zstd:zstd; do
   command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}")

@@ -11,6 +11,7 @@
 # files are data sourced by a script says so in its .shellcheckrc.
 # Sourced files are followed (-x, paths relative to each script). Exits 77
 # (skipped) when shellcheck is not installed; the full suite counts that.
+# Also refused: a pipe into `grep -q` (see below).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,7 +30,7 @@ list() {
     [ -f "$f" ] || continue
     case $f in
       *.sh) printf '%s\n' "$f" ;;
-      *) head -n 1 "$f" 2>/dev/null | grep -qE '^#!.*[/ ](ba|da)?sh([[:space:]]|$)' && printf '%s\n' "$f" ;;
+      *) head -n 1 "$f" 2>/dev/null | grep >/dev/null -E '^#!.*[/ ](ba|da)?sh([[:space:]]|$)' && printf '%s\n' "$f" ;;
     esac
   done
 }
@@ -43,3 +44,19 @@ else
   echo "FAIL: shellcheck findings above (fix them, or disable the check on that line with a reason)"
   exit 1
 fi
+
+# A pipe into `grep -q` fails now and then under `set -o pipefail`: grep
+# ends at its first match, and a writer with more to write (bash's echo and
+# printf write line by line) is killed by SIGPIPE, which makes the whole
+# pipeline fail. `grep >/dev/null` reads to the end. The image recipes and
+# lib/rootfs.sh are left as they are: they are hashed into every image's
+# recipe, and a change there rebuilds them all.
+if grep -nE '\|[[:space:]]*grep -[a-zA-Z]*q[a-zA-Z]*([[:space:];)"'"'"']|$)' "${files[@]}" |
+  grep -vE '^ops/images/(recipes/|lib/rootfs\.sh:)' >"${TMPDIR:-/tmp}/kiwi-grepq.$$"; then
+  cat "${TMPDIR:-/tmp}/kiwi-grepq.$$"
+  rm -f "${TMPDIR:-/tmp}/kiwi-grepq.$$"
+  echo "FAIL: a pipe into grep -q above (SIGPIPE under pipefail): use grep >/dev/null, or a here-string"
+  exit 1
+fi
+rm -f "${TMPDIR:-/tmp}/kiwi-grepq.$$"
+echo "no pipe into grep -q"

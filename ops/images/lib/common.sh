@@ -218,7 +218,7 @@ ca_compare() {
     LC_ALL=C comm -13 "$d/bundle.set" "$d/debian.set" | pem_subjects | sed 's/^/ca:   missing: /'
     bad=1
   fi
-  if LC_ALL=C comm -12 "$d/bundle.set" "$d/hostonly.set" | grep -q .; then
+  if LC_ALL=C comm -12 "$d/bundle.set" "$d/hostonly.set" | grep >/dev/null .; then
     echo "ca: FAIL: the image's bundle holds a host-only (proxy) certificate:"
     LC_ALL=C comm -12 "$d/bundle.set" "$d/hostonly.set" | pem_subjects | sed 's/^/ca:   /'
     bad=1
@@ -241,7 +241,7 @@ ca_compare() {
   if [[ -f $d/java.pem ]]; then
     pem_set "$d/java.pem" >"$d/java.set"
     echo "ca: Java trust store $(wc -l <"$d/java.set") certificates"
-    if LC_ALL=C comm -23 "$d/java.set" "$d/debian.set" | grep -q .; then
+    if LC_ALL=C comm -23 "$d/java.set" "$d/debian.set" | grep >/dev/null .; then
       echo "ca: FAIL: the Java trust store holds certificates that are not Debian's:"
       LC_ALL=C comm -23 "$d/java.set" "$d/debian.set" | pem_subjects | sed 's/^/ca:   /'
       bad=1

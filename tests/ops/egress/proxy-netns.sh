@@ -131,7 +131,7 @@ squid_start() {
   setsid ip netns exec "$NH" bash "$PROXY" run --dir "$d" "$@" >>"$tmp/squid.out" 2>&1 &
   squid_pid=$!
   for ((i = 0; i < 300; i++)); do
-    inh ss -ltn | grep -q "$GW:${PORTS##*,}" && return 0
+    inh ss -ltn | grep >/dev/null "$GW:${PORTS##*,}" && return 0
     kill -0 "$squid_pid" 2>/dev/null || break
     sleep 0.1
   done

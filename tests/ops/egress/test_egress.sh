@@ -153,9 +153,9 @@ cleanup() {
     else notok "iptables and ip6tables left as they were"; indent <<<"$ours"; fi
   fi
   local leftovers=""
-  for r in "${added_ns[@]}"; do ip netns list | grep -qw "$r" && leftovers+=" netns:$r"; done
+  for r in "${added_ns[@]}"; do ip netns list | grep >/dev/null -w "$r" && leftovers+=" netns:$r"; done
   for r in "${added_links[@]}"; do ip link show "$r" >/dev/null 2>&1 && leftovers+=" link:$r"; done
-  ip route show exact "$META/32" | grep -q . && ip route show exact "$META/32" | grep -qE "$VH1" && leftovers+=" route:$META"
+  ip route show exact "$META/32" | grep >/dev/null . && ip route show exact "$META/32" | grep >/dev/null -E "$VH1" && leftovers+=" route:$META"
   if [[ -z $leftovers ]]; then ok "namespaces, veths, routes and listeners removed"
   else notok "leftovers:$leftovers"; fi
   rm -rf "$tmp"
@@ -233,7 +233,7 @@ fwd=$(sysctl -n net.ipv4.ip_forward)
 if [[ $fwd != 1 ]]; then fwd_was=$fwd; sysctl -qw net.ipv4.ip_forward=1; note "ip_forward was $fwd; set to 1 for the test"; fi
 
 for a in "198.19.$K.1" "198.19.$K.5" "198.19.$K.9" "$P10" "$P192" "$FLEET"; do
-  ip -o addr | grep -qw "$a" && bail "$a is already an address on this host; pick another pid"
+  ip -o addr | grep >/dev/null -w "$a" && bail "$a is already an address on this host; pick another pid"
 done
 for r in "$META/32" "$P10/32" "$P192/32" "$FLEET/32" "198.19.$K.0/30" "198.19.$K.4/30" "198.19.$K.8/30"; do
   [[ -z $(ip route show exact "$r") ]] || bail "a route to $r exists already ($(ip route show exact "$r")); not touching it"
@@ -505,7 +505,7 @@ check "without rules: $META:53 accepts TCP" tcp_connect "$META" 53
 check "without rules: $P10:8080 reachable" reaches "http://$P10:8080/"
 check "without rules: $P192:8080 reachable" reaches "http://$P192:8080/"
 check "without rules: the host listener on the bridge gateway $GW:$HP is reachable from Phase A's network" \
-  bash -c "docker exec '$CLIENT' curl -sS -m 5 http://$GW:$HP/ | grep -q kiwi-host-listener"
+  bash -c "docker exec '$CLIENT' curl -sS -m 5 http://$GW:$HP/ | grep >/dev/null kiwi-host-listener"
 r0=$(redis_conns) b0=$(broker_conns)
 out=$(fleet_probe); note "probe: $(tr '\n' ' ' <<<"$out")"; sleep 0.5
 check "without rules: Phase A's network gets PONG from the fleet Redis $FLEET:6379" grep -q '^redis:+PONG' <<<"$out"
@@ -556,7 +556,7 @@ run_verify 0 "verify.sh with rules passes"
 for l in "PASS dns resolves" "PASS https works" "PASS metadata http blocked" "PASS metadata https blocked" "PASS metadata dns answered"; do
   check "verify.sh with rules prints '$l'" grep -q "^$l" <<<"$VOUT"
 done
-if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-net"'; then
+if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep >/dev/null '"runsc-net"'; then
   run_verify 0 "verify.sh with rules passes under gVisor (--runtime runsc-net)" --runtime runsc-net --upstream-resolvers
 else
   skip_check "verify.sh under gVisor: runtime runsc-net not registered in dockerd (ops/stack.sh)"
@@ -620,7 +620,7 @@ check "check with KIWI_EGRESS_DENY (same addresses) exits 0" quiet env KIWI_EGRE
 out=$("$EGRESS" status 2>&1)
 check "status shows the deny rules and the option" bash -c "grep -q 'fleet service denied' <<<\"\$1\" && grep -q -- '--deny $FLEET/32:6379 --deny $FLEET/32:9092' <<<\"\$1\"" _ "$out"
 check "with --deny: Phase A's network (runc) reaches neither the fleet Redis nor the broker (counters unchanged)" fleet_blocked
-if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-net"'; then
+if docker info --format '{{json .Runtimes}}' 2>/dev/null | grep >/dev/null '"runsc-net"'; then
   check "with --deny: Phase A's network under gVisor (runsc-net) reaches neither (counters unchanged)" fleet_blocked --runtime runsc-net
 else
   note "runtime runsc-net not registered; gVisor probe skipped"
@@ -631,7 +631,7 @@ check "with --deny: ... and the fleet Redis counts that connection" [ "$(redis_c
 check "with --deny: the metadata is still refused" refused "http://$META/computeMetadata/v1/"
 check "with --deny: other addresses are untouched ($P10:8080 reachable)" reaches "http://$P10:8080/"
 out=$("$EGRESS" apply 2>&1)
-check "apply without --deny takes the deny rules away again" bash -c "! iptables -S KIWI-EGRESS | grep -q 'fleet service'"
+check "apply without --deny takes the deny rules away again" bash -c "! iptables -S KIWI-EGRESS | grep >/dev/null 'fleet service'"
 out=$(fleet_probe); note "probe: $(tr '\n' ' ' <<<"$out")"
 check "without --deny again: the fleet Redis answers Phase A's network" grep -q '^redis:+PONG' <<<"$out"
 
@@ -642,14 +642,14 @@ out=$("$EGRESS" remove 2>&1); rc=$?
 indent <<<"$out"
 check "egress.sh remove exits 0 and logs what it removes" rc_and_log "$rc" '^egress: ipv4: - -X KIWI-EGRESS' "$out"
 check "remove leaves no kiwi-egress rule or chain (iptables-save, ip6tables-save)" \
-  bash -c "! { iptables-save; ip6tables-save; } | grep -qE 'KIWI-EGRESS|kiwi-egress'"
+  bash -c "! { iptables-save; ip6tables-save; } | grep >/dev/null -E 'KIWI-EGRESS|kiwi-egress'"
 check "after remove, check fails and status exits non-zero" \
   bash -c "! '$EGRESS' check >/dev/null 2>&1 && ! '$EGRESS' status >/dev/null 2>&1"
-check "a second remove is a no-op (exit 0)" bash -c "'$EGRESS' remove 2>&1 | grep -q 'nothing to remove'"
+check "a second remove is a no-op (exit 0)" bash -c "'$EGRESS' remove 2>&1 | grep >/dev/null 'nothing to remove'"
 check "after remove: the metadata fetch succeeds again" reaches "http://$META/computeMetadata/v1/"
 check "after remove: $P192:8080 reachable again" reaches "http://$P192:8080/"
 check "after remove: the host listener is reachable again" \
-  bash -c "docker exec '$CLIENT' curl -sS -m 5 http://$GW:$HP/ | grep -q kiwi-host-listener"
+  bash -c "docker exec '$CLIENT' curl -sS -m 5 http://$GW:$HP/ | grep >/dev/null kiwi-host-listener"
 
 note "fake metadata server log:"
 indent <"$tmp/meta.log"

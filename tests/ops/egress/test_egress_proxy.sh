@@ -116,7 +116,7 @@ norm_save >"$tmp/save.before"
 # ------------------------------------------------------- the test network ---
 
 for a in "$GW" "$HA" "$ALLOWED" "$OTHER"; do
-  ip -o addr | grep -qw "$a" && bail "$a is already an address on this host"
+  ip -o addr | grep >/dev/null -w "$a" && bail "$a is already an address on this host"
   r=$(ip route get "$a" 2>&1 | sed -n 's/.* dev \([^ ]*\).*/\1/p')
   [[ $r == eth0 || -z $r ]] || bail "a route to $a exists already (dev $r); not touching it"
 done
@@ -178,11 +178,11 @@ out=$("$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" --no-ipv6 2>&1)
 check "a second apply changes nothing" grep -q 'nat: already applied' <<<"$out"
 
 for _ in $(seq 100); do
-  ss -ltn | grep -q "$GW:${PORTS##*,}" && break
+  ss -ltn | grep >/dev/null "$GW:${PORTS##*,}" && break
   kill -0 "$squid_pid" 2>/dev/null || break
   sleep 0.1
 done
-ss -ltn | grep -q "$GW:${PORTS##*,}" || bail "squid is not listening: $(tail -5 "$tmp/proxy/cache.log" "$tmp/squid.out" 2>/dev/null)"
+ss -ltn | grep >/dev/null "$GW:${PORTS##*,}" || bail "squid is not listening: $(tail -5 "$tmp/proxy/cache.log" "$tmp/squid.out" 2>/dev/null)"
 
 # --------------------------------------------------------------- probes ---
 
@@ -201,7 +201,7 @@ probe() {
 }
 
 for rt in runc runsc-net; do
-  if ! docker info --format '{{json .Runtimes}}' | grep -q "\"$rt\""; then
+  if ! docker info --format '{{json .Runtimes}}' | grep >/dev/null "\"$rt\""; then
     notok "runtime $rt is not registered in dockerd"; continue
   fi
   c=kiwi-pxtest-$rt-$pid

@@ -132,9 +132,9 @@ check "squid.conf (it holds the credential) is mode 600, owned by proxy" [ "$(st
 check "the CA key is mode 600, owned by proxy" [ "$(stat -c %a:%U "$tmp/ca/ca.key")" = 600:proxy ]
 check "the minted certificates' store is mode 700, owned by proxy" [ "$(stat -c %a:%U "$tmp/proxy/ssl_db")" = 700:proxy ]
 check "ca.pem is a CA (CA:TRUE, keyCertSign) named Kiwi egress proxy CA" bash -c "
-  openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep -q 'CA:TRUE' &&
-  openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep -q 'Certificate Sign' &&
-  openssl x509 -in '$tmp/ca/ca.pem' -noout -subject | grep -q 'Kiwi egress proxy CA'"
+  openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep >/dev/null 'CA:TRUE' &&
+  openssl x509 -in '$tmp/ca/ca.pem' -noout -text | grep >/dev/null 'Certificate Sign' &&
+  openssl x509 -in '$tmp/ca/ca.pem' -noout -subject | grep >/dev/null 'Kiwi egress proxy CA'"
 # a check that fails quotes the line at fault (Squid's "Bungled"): never
 # the credential in it
 printf 'request_header_add Authorization "%s" kiwi_no_such_acl\n' "$CANARY" >>"$conf"
@@ -201,7 +201,7 @@ refused() {
   res=$(fetch -X "$m" --data kiwi-upload "$@" "$url")
   sleep 0.2
   if [[ $res == 403 && $(wc -l <"$tmp/requests") == "$before" ]] &&
-    tail -n +$((lines + 1)) "$log" | grep -Eq " TCP_DENIED 403 $m [^ ]+ [a-z]+://${host}[:/]"; then ok "$d (403, nothing upstream, logged)"
+    tail -n +$((lines + 1)) "$log" | grep >/dev/null -E " TCP_DENIED 403 $m [^ ]+ [a-z]+://${host}[:/]"; then ok "$d (403, nothing upstream, logged)"
   else notok "$d: status '$res', $(($(wc -l <"$tmp/requests") - before)) request(s) arrived; log: $(tail -n +$((lines + 1)) "$log" | tr '\n' ' ')"; fi
 }
 U=https://private.kiwi.test
@@ -234,7 +234,7 @@ before=$(wc -c <"$seen")
 res=$(fetch --cacert "$CA" -x "$P" "$U/npm/kiwi-bad")
 sleep 0.2
 check "an invalid answer to a request with the credential: Squid's error page ($res), no canary in it" \
-  bash -c "[[ '$res' == 502 && '$(reqs "$PRIV" GET /npm/kiwi-bad)' -ge 1 ]] && ! tail -c +$((before + 1)) '$seen' | grep -qF '${CANARY#Bearer }'"
+  bash -c "[[ '$res' == 502 && '$(reqs "$PRIV" GET /npm/kiwi-bad)' -ge 1 ]] && ! tail -c +$((before + 1)) '$seen' | grep >/dev/null -F '${CANARY#Bearer }'"
 get "a bumped public host: no Authorization of anyone's" 200 "$PUB" /pkg - --cacert "$CA" -x "$P" \
   -H "Authorization: $SANDBOX_OWN" https://pub.kiwi.test/pkg
 # CONNECT to a host not bumped, with private.kiwi.test's name inside (its
@@ -431,7 +431,7 @@ nothing_at "a public registry's redirect to it is not followed" --cacert "$CA" -
 get "the private registry's redirect, followed: the file from the storage, no Authorization there" 200 "$CDN" \
   "/blob/pkg-1?sig=kiwi" - --cacert "$CA" -x "$P" -L "$U/npm/kiwi-redirect-to-cdn.kiwi.test-pkg-1"
 check "... and the registry's own request had the operator's credential" \
-  bash -c "[[ \$(grep -c 'kiwi-redirect-to-cdn.kiwi.test-pkg-1' '$tmp/requests') == 1 ]] && grep 'kiwi-redirect-to-cdn.kiwi.test-pkg-1' '$tmp/requests' | grep -qF '${CANARY#Bearer }'"
+  bash -c "[[ \$(grep -c 'kiwi-redirect-to-cdn.kiwi.test-pkg-1' '$tmp/requests') == 1 ]] && grep 'kiwi-redirect-to-cdn.kiwi.test-pkg-1' '$tmp/requests' | grep >/dev/null -F '${CANARY#Bearer }'"
 get "... again within its time: the same URL" 200 "$CDN" "/blob/pkg-1?sig=kiwi" - --cacert "$CA" -x "$P" "$D/blob/pkg-1?sig=kiwi"
 nothing_at "... another path of the storage: refused" --cacert "$CA" -x "$P" "$D/blob/pkg-2?sig=kiwi"
 nothing_at "... the same path with another query: refused" --cacert "$CA" -x "$P" "$D/blob/pkg-1?sig=forged"

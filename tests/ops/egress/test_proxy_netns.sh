@@ -164,7 +164,7 @@ out=$(egress_check --deny "$OTHER:8080"); rc=$?
 check "egress.sh check: the rules applied are exactly what apply adds (OUTPUT chain included)" [ "$rc" = 0 ]
 indent <<<"$out"
 check "egress.sh rules lists the OUTPUT jump for Squid's user" \
-  bash -c "inh() { ip netns exec '$NH' \"\$@\"; }; inh bash '$EGRESS' rules --proxy '$PORTS' --install-bridge '$BR' | grep -q -- '-A OUTPUT -m owner --uid-owner $(id -u proxy) .*-j KIWI-EGRESS-OUTPUT'"
+  bash -c "inh() { ip netns exec '$NH' \"\$@\"; }; inh bash '$EGRESS' rules --proxy '$PORTS' --install-bridge '$BR' | grep >/dev/null -- '-A OUTPUT -m owner --uid-owner $(id -u proxy) .*-j KIWI-EGRESS-OUTPUT'"
 probe "Squid cannot reach the metadata address (meta.kiwi.test -> $META)" '^(403|5[0-9][0-9])$' "$META" 0 \
   -x "$P" http://meta.kiwi.test/
 out=$(apply --deny "$ALLOWED:80"); rc=$?
@@ -181,14 +181,14 @@ probe "... and still resolves through the resolver (--dns)" '^200$' "http $ALLOW
 out=$(inh bash "$EGRESS" remove 2>&1); rc=$?
 check "egress.sh remove" [ "$rc" = 0 ]
 check "remove took the OUTPUT chain and its jump (IPv4 and IPv6)" \
-  bash -c "for t in iptables ip6tables; do ! ip netns exec '$NH' \$t -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' \$t -S OUTPUT | grep -q KIWI || exit 1; done"
+  bash -c "for t in iptables ip6tables; do ! ip netns exec '$NH' \$t -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' \$t -S OUTPUT | grep >/dev/null KIWI || exit 1; done"
 out=$(apply); rc=$?
 check "egress.sh apply --proxy again" [ "$rc" = 0 ]
 out=$(inh bash "$EGRESS" status 2>&1)
 check "egress.sh status lists the OUTPUT chain with its counters" grep -q '^  KIWI-EGRESS-OUTPUT (packets bytes rule):' <<<"$out"
 out=$(inh bash "$EGRESS" apply --install-bridge "$BR" 2>&1); rc=$?
 check "egress.sh apply without --proxy takes the OUTPUT chain away" \
-  bash -c "[ $rc = 0 ] && ! ip netns exec '$NH' iptables -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' iptables -S OUTPUT | grep -q KIWI"
+  bash -c "[ $rc = 0 ] && ! ip netns exec '$NH' iptables -S KIWI-EGRESS-OUTPUT >/dev/null 2>&1 && ! ip netns exec '$NH' iptables -S OUTPUT | grep >/dev/null KIWI"
 out=$(inh bash "$EGRESS" check --install-bridge "$BR" 2>&1); rc=$?
 check "... and check without --proxy passes" [ "$rc" = 0 ]
 out=$(apply); rc=$?

@@ -33,10 +33,10 @@ grep -qx "requirepass $pw" "$SD/redis.conf" || fail "redis.conf has no requirepa
 [ "$(envv KIWI_REDIS_PASSWORD)" = "$pw" ] || fail "stack.env: KIWI_REDIS_PASSWORD is not the password"
 [ "$(envv REDISCLI_AUTH)" = "$pw" ] || fail "stack.env: REDISCLI_AUTH is not the password"
 [ "$(envv KIWI_REDIS_PORT)" = "$PORT" ] || fail "stack.env: KIWI_REDIS_PORT"
-plain ping | grep -q NOAUTH || fail "Redis answers without the password: $(plain ping)"
+plain ping | grep >/dev/null NOAUTH || fail "Redis answers without the password: $(plain ping)"
 [ "$(authed ping)" = PONG ] || fail "Redis refuses the password in stack.env: $(authed ping)"
 rpid=$(cat "$SD/run/redis.pid")
-! tr '\0' ' ' <"/proc/$rpid/cmdline" | grep -q -- "$pw" || fail "the password is on redis-server's command line"
+! tr '\0' ' ' <"/proc/$rpid/cmdline" | grep >/dev/null -- "$pw" || fail "the password is on redis-server's command line"
 ! grep -q -- "$pw" "$TMP/stack.log" || fail "stack.sh printed the password"
 log "up: password made (0600), requirepass in redis.conf (0600), KIWI_REDIS_PASSWORD and REDISCLI_AUTH in stack.env (0600); NOAUTH without it"
 
@@ -53,7 +53,7 @@ for _ in $(seq 1 50); do [ "$(plain ping)" = PONG ] && break; sleep 0.1; done
 [ "$(plain ping)" = PONG ] || fail "the password-less Redis did not start"
 st up redis || fail "up over a password-less Redis: $(tail -5 "$TMP/stack.log")"
 pw2=$(cat "$SD/redis.password")
-plain ping | grep -q NOAUTH || fail "the running Redis still answers without a password"
+plain ping | grep >/dev/null NOAUTH || fail "the running Redis still answers without a password"
 [ "$(authed ping)" = PONG ] && [ "$(envv KIWI_REDIS_PASSWORD)" = "$pw2" ] || fail "the running Redis does not take the new password"
 grep -q 'requirepass set (CONFIG SET)' "$TMP/stack.log" || fail "stack.sh did not say it set the password"
 log "up over a running Redis without a password: requirepass set live, stack.env updated"

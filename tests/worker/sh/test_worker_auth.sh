@@ -61,7 +61,7 @@ kiwi_cli tail progress --task "$id" >"$TMP/p1.jsonl" 2>/dev/null || true
 grep -q 'HOME=/kiwi/home' "$TMP/p1.jsonl" || fail "the sandbox's environment is not in the task's events (the check below would prove nothing)"
 ! grep -q -- "$PW" "$TMP/p1.jsonl" || fail "the Redis password entered the task's sandbox"
 log "task 1: its sandbox's environment (in its events) holds neither KIWI_REDIS_PASSWORD nor REDISCLI_AUTH"
-rcli EXISTS "kiwi:done:$id" | grep -qx 1 || fail "no kiwi:done:$id in the password Redis: the daemon did not write there"
+rcli EXISTS "kiwi:done:$id" | grep >/dev/null -x 1 || fail "no kiwi:done:$id in the password Redis: the daemon did not write there"
 # a run that held credentials is never cached (worker/task/plan.c): the cache is
 # shown with tasks that hold none
 curl -fsS -X POST "http://127.0.0.1:$PROVIDER_PORT/_control/reset?script=js-sum-one-round" >/dev/null
@@ -88,7 +88,7 @@ UPW="kiwi-test-acl-pw-$RUN_ID"
 rcli ACL SETUSER kiwi-acl on ">$UPW" '~kiwi:*' '+@all' >/dev/null
 worker_start h "${common[@]}" KIWI_REDIS_USER=kiwi-acl KIWI_REDIS_PASSWORD="$UPW"
 wait_hb h 'h["redis_ok"] is True' 60 || fail "worker h (ACL user kiwi-acl): $(hb_of h 'h.get("degraded_reason")')"
-rcli CLIENT LIST | grep -q 'user=kiwi-acl' || fail "no client connected as kiwi-acl: $(rcli CLIENT LIST)"
+rcli CLIENT LIST | grep >/dev/null 'user=kiwi-acl' || fail "no client connected as kiwi-acl: $(rcli CLIENT LIST)"
 log "KIWI_REDIS_USER=kiwi-acl: connected as that user (CLIENT LIST)"
 log "wrong password: $(hb_of b 'h["degraded_reason"][h["degraded_reason"].find("redis "):]')"
 log "no password: $(hb_of c 'h["degraded_reason"][h["degraded_reason"].find("redis "):]')"
@@ -111,11 +111,11 @@ out=$(KIWI_KAFKA_PROPERTIES="client.id=x,no.such.property=1" KIWI_WORKER_ID="$RU
   KIWI_TOPIC_PROGRESS="kiwi.itest.$RUN_ID.x.progress" KIWI_TOPIC_RESULTS="kiwi.itest.$RUN_ID.x.results" \
   KIWI_TOPIC_DLQ="kiwi.itest.$RUN_ID.x.dlq" timeout 30 "$WORKER" 2>&1); rc=$?
 set -e
-[ "$rc" != 0 ] && echo "$out" | grep -q 'no.such.property' || fail "kiwi-worker with an unknown property: rc $rc: $out"
+[ "$rc" != 0 ] && echo "$out" | grep >/dev/null 'no.such.property' || fail "kiwi-worker with an unknown property: rc $rc: $out"
 set +e
 out=$(KIWI_KAFKA_PROPERTIES="no.such.property=1" kiwi_cli tail heartbeats 2>&1); rc=$?
 set -e
-[ "$rc" != 0 ] && echo "$out" | grep -q 'kafka property no.such.property=1: No such configuration property' \
+[ "$rc" != 0 ] && echo "$out" | grep >/dev/null 'kafka property no.such.property=1: No such configuration property' \
   || fail "kiwi with an unknown property: rc $rc: $out"
 KIWI_KAFKA_PROPERTIES=client.id=kiwi-prop-test kiwi_cli tail heartbeats >/dev/null || fail "kiwi with client.id=kiwi-prop-test failed"
 log "an unknown property is refused by name (kiwi-worker and kiwi); client.id=kiwi-prop-test works"

@@ -59,8 +59,8 @@ for _ in $(seq 1 40); do
 done
 [ "$(hb_field 'h["degraded"]')" = True ] || fail "the worker did not report itself degraded without the rules"
 reason=$(hb_field 'h.get("degraded_reason", "")')
-echo "$reason" | grep -q "metadata_blocked" || fail "the degraded reason does not name the check: $reason"
-echo "$reason" | grep -q "taking no new tasks" || fail "the degraded reason does not say tasks stop: $reason"
+echo "$reason" | grep >/dev/null "metadata_blocked" || fail "the degraded reason does not name the check: $reason"
+echo "$reason" | grep >/dev/null "taking no new tasks" || fail "the degraded reason does not say tasks stop: $reason"
 [ "$(hb_field 'checks["phase_b_isolated"]["ok"]')" = True ] || fail "phase_b_isolated should pass"
 [ "$(hb_field 'checks["phase_a_https"]["ok"]')" = True ] || fail "phase_a_https should pass: $(hb_field 'checks["phase_a_https"]')"
 log "degraded: $reason" 
@@ -120,7 +120,7 @@ K=$(( $$ % 200 + 20 ))
 NS=kiwi-wfleet-$$ VH=kwf$$h VN=kwf$$n
 FLEET=198.18.$K.20 HA=198.19.$K.13 NA=198.19.$K.14
 [ -z "$(ip route show exact "$FLEET/32")" ] || fail "a route to $FLEET exists already; not touching it"
-ip -o addr | grep -qw "$HA" && fail "$HA is already an address on this host"
+ip -o addr | grep >/dev/null -w "$HA" && fail "$HA is already an address on this host"
 ip netns add "$NS"
 ip link add "$VH" type veth peer name "$VN"
 ip link set "$VN" netns "$NS"
@@ -128,7 +128,7 @@ ip addr add "$HA/30" dev "$VH"; ip link set "$VH" up
 ip -n "$NS" link set lo up; ip -n "$NS" addr add "$NA/30" dev "$VN"; ip -n "$NS" link set "$VN" up
 ip -n "$NS" addr add "$FLEET/32" dev lo
 ip route add "$FLEET/32" via "$NA" dev "$VH"; FLEET_ROUTE="$FLEET/32"
-route_ok() { ip route get "$FLEET" | grep -q " dev $VH "; }
+route_ok() { ip route get "$FLEET" | grep >/dev/null " dev $VH "; }
 route_ok || fail "route safety: $FLEET does not go via $VH ($(ip route get "$FLEET")); nothing sent"
 FPW="kiwi-test-fleet-pw-$RUN_ID"
 ip netns exec "$NS" redis-server --bind "$FLEET" --port 6379 --requirepass "$FPW" --save '' --appendonly no \
@@ -160,7 +160,7 @@ r0=$(redis_conns) b0=$(broker_conns)
 worker_start g "${fleet[@]}"
 wait_hb g '"fleet_services_blocked" in checks' 90 || fail "worker g: no fleet_services_blocked check in its heartbeat: $(hb_of g 'sorted(checks)')"
 [ "$(hb_of g 'checks["fleet_services_blocked"]["ok"]')" = False ] || fail "without the rules fleet_services_blocked passed: $(hb_of g 'checks["fleet_services_blocked"]')"
-hb_of g 'checks["fleet_services_blocked"]["detail"]' | grep -q "$FLEET:6379 REACHED" || fail "the detail does not name the Redis reached: $(hb_of g 'checks["fleet_services_blocked"]')"
+hb_of g 'checks["fleet_services_blocked"]["detail"]' | grep >/dev/null "$FLEET:6379 REACHED" || fail "the detail does not name the Redis reached: $(hb_of g 'checks["fleet_services_blocked"]')"
 wait_hb g 'h["degraded"] and "fleet_services_blocked" in h.get("degraded_reason", "")' 30 || fail "worker g is not degraded for it: $(hb_of g 'h.get("degraded_reason")')"
 [ "$(broker_conns)" -gt "$b0" ] || fail "without the rules the broker stand-in counted no connection (the probe did not run?)"
 [ "$(redis_conns)" -ge $((r0 + 3)) ] || fail "without the rules the fleet Redis counted no probe connection ($r0 -> $(redis_conns))"
@@ -176,8 +176,8 @@ worker_start f "${fleet[@]}" KIWI_EGRESS_APPLY=true
 wait_hb f 'h["redis_ok"] and checks.get("fleet_services_blocked", {}).get("ok") is True and checks["metadata_blocked"]["ok"] is True' 90 \
   || fail "worker f: $(hb_of f '(h["redis_ok"], h.get("degraded_reason"), checks)')"
 rules=$(iptables -S KIWI-EGRESS)
-echo "$rules" | grep -q -- "-d $FLEET/32 -i kiwi-install0 -p tcp -m tcp --dport 6379 .* -j REJECT" || fail "no deny rule for $FLEET:6379: $rules"
-echo "$rules" | grep -q -- "-d $FLEET/32 -i kiwi-install0 -p tcp -m tcp --dport 9092 .* -j REJECT" || fail "no deny rule for $FLEET:9092: $rules"
+echo "$rules" | grep >/dev/null -- "-d $FLEET/32 -i kiwi-install0 -p tcp -m tcp --dport 6379 .* -j REJECT" || fail "no deny rule for $FLEET:6379: $rules"
+echo "$rules" | grep >/dev/null -- "-d $FLEET/32 -i kiwi-install0 -p tcp -m tcp --dport 9092 .* -j REJECT" || fail "no deny rule for $FLEET:9092: $rules"
 route_ok || fail "route safety"
 t0=$(hb_of f 'checks["fleet_services_blocked"]["checked_at"]')
 r0=$(redis_conns) b0=$(broker_conns)

@@ -98,11 +98,11 @@ on_cleanup() {
 
 # 1. the outside: nothing of the test's may exist already
 for a in "$HA" "$NA" "$OUTSIDE"; do
-  ip -o addr | grep -qF " $a/" && fail "$a is already an address on this host"
+  ip -o addr | grep >/dev/null -F " $a/" && fail "$a is already an address on this host"
   r=$(ip -4 route show match "$a" | grep -v '^default' || true)
   [ -z "$r" ] || fail "a route to $a exists already ($r); not touching it"
 done
-ip netns list | grep -qw "$NS" && fail "network namespace $NS exists already"
+ip netns list | grep >/dev/null -w "$NS" && fail "network namespace $NS exists already"
 ip link show "$VH" >/dev/null 2>&1 && fail "interface $VH exists already"
 ip netns add "$NS" || fail "ip netns add $NS"
 NS_MADE=1

@@ -46,7 +46,7 @@ squid_pid=$(hb_field 'checks["egress_proxy"]["detail"].split()[2]')
 bridge_of() { hb_of "$1" '__import__("re").search(r"\((kiwi-install[0-9]+)\)", checks["egress_proxy"]["detail"]).group(1)'; }
 a_br=$(bridge_of a)
 gw=$(ip -4 -o addr show "$a_br" | awk '{print $4}' | cut -d/ -f1)
-ss -ltn | grep -q "$gw:$P1 " || fail "nothing listens on $gw:$P1"
+ss -ltn | grep >/dev/null "$gw:$P1 " || fail "nothing listens on $gw:$P1"
 log "egress_proxy: $(hb_field 'checks["egress_proxy"]["detail"]')"
 
 # 2. the egress check's Phase A probe went through it; a host off the list is refused
@@ -64,7 +64,7 @@ grep -Eq ' NONE_NONE 403 GET denied.kiwi.invalid https://denied.kiwi.invalid/ [0
   fail "the denied probe got no 403 of Squid's inside the bumped CONNECT: $(cat "$log")"
 wait_for 30 '__import__("re").search(r"[1-9][0-9]* denied, last: denied.kiwi.invalid:443", checks["egress_proxy"]["detail"]) is not None' ||
   fail "egress_proxy does not count the denial: $(hb_field 'checks["egress_proxy"]["detail"]')"
-hb_field 'checks["egress_proxy"]["detail"]' | grep -q 'denied.kiwi.invalid:443 .*rule: host not allowed; KIWI_INSTALL_EGRESS=registries,denied.kiwi.invalid would allow it' ||
+hb_field 'checks["egress_proxy"]["detail"]' | grep >/dev/null 'denied.kiwi.invalid:443 .*rule: host not allowed; KIWI_INSTALL_EGRESS=registries,denied.kiwi.invalid would allow it' ||
   fail "the denial does not name the host, the rule and the setting: $(hb_field 'checks["egress_proxy"]["detail"]')"
 grep -q 'egress proxy: denied denied.kiwi.invalid:443' "$TMP/worker-a.log" || fail "the worker did not log the denial"
 # without egress.sh --proxy applied, DNS is open in Phase A: the check says so
@@ -84,7 +84,7 @@ c_br=$(bridge_of c)
 c_net=$(ip -4 -o addr show "$c_br" | awk '{print $4}')
 c_gw=${c_net%/*}
 if [ -z "$c_gw" ] || [ "$c_gw" = "$gw" ]; then fail "worker c's bridge $c_br has no gateway of its own ('$c_net' vs $gw)"; fi
-ss -ltn | grep -q "$c_gw:$P1 " || fail "nothing listens on $c_gw:$P1 (worker c's squid)"
+ss -ltn | grep >/dev/null "$c_gw:$P1 " || fail "nothing listens on $c_gw:$P1 (worker c's squid)"
 c_log="$STATE/egress-proxy/$RUN_ID-c/access.log"
 grep -Eq ' TCP_DENIED 200 CONNECT denied.kiwi.invalid denied.kiwi.invalid:443 ' "$c_log" || fail "worker c's denied probe is not in its own proxy log: $(cat "$c_log")"
 python3 - "$log" "$c_log" "$c_net" "$(ip -4 -o addr show "$a_br" | awk '{print $4}')" <<'PY' || fail "the two proxies' logs are not each their own bridge's"
@@ -229,7 +229,7 @@ for _ in $(seq 1 120); do kill -0 "$WORKER_PID_a" 2>/dev/null || break; sleep 0.
 kill -0 "$WORKER_PID_a" 2>/dev/null && fail "the worker still runs 30 s after SIGTERM"
 for _ in $(seq 1 20); do kill -0 "$new_pid" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$new_pid" 2>/dev/null && fail "squid $new_pid outlived the worker"
-ss -ltn | grep -q "$gw:$P1 " && fail "something still listens on $gw:$P1"
+ss -ltn | grep >/dev/null "$gw:$P1 " && fail "something still listens on $gw:$P1"
 
 # 6. the worker killed with SIGKILL (no chance to stop it): its Squid dies
 # with it, and a worker started after it has the ports
@@ -242,8 +242,8 @@ b_squid=$(hb_of b 'checks["egress_proxy"]["detail"].split()[2]')
 kill -9 "$WORKER_PID_b"
 for _ in $(seq 1 40); do kill -0 "$b_squid" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$b_squid" 2>/dev/null && fail "squid $b_squid outlived worker b killed with SIGKILL ($(ps -o ppid=,args= -p "$b_squid"))"
-for _ in $(seq 1 40); do ss -ltn | grep -q "$gw:$P1 " || break; sleep 0.25; done
-ss -ltn | grep -q "$gw:$P1 " && fail "something still listens on $gw:$P1 after worker b was killed"
+for _ in $(seq 1 40); do ss -ltn | grep >/dev/null "$gw:$P1 " || break; sleep 0.25; done
+ss -ltn | grep >/dev/null "$gw:$P1 " && fail "something still listens on $gw:$P1 after worker b was killed"
 log "worker b killed with SIGKILL: its squid $b_squid went with it"
 
 # 7. kiwi-worker --once with KIWI_INSTALL_EGRESS unset (registries, the

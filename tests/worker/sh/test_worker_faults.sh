@@ -68,7 +68,7 @@ if [ -f "$env_file" ]; then
   for s in kafka redis; do
     case $s in
       kafka) kcat -b "$KIWI_KAFKA_BROKERS" -L -m 5 >/dev/null 2>&1 && continue ;;
-      redis) redis-cli -h "${KIWI_REDIS_HOST:-127.0.0.1}" -p "${KIWI_REDIS_PORT:-6379}" ping 2>/dev/null | grep -q PONG && continue ;;
+      redis) redis-cli -h "${KIWI_REDIS_HOST:-127.0.0.1}" -p "${KIWI_REDIS_PORT:-6379}" ping 2>/dev/null | grep >/dev/null PONG && continue ;;
     esac
     log "$s is down at the start (an earlier run killed mid-part?): ops/stack.sh up $s"
     bash "$ROOT/ops/stack.sh" up "$s" >&2 || log "WARNING: ops/stack.sh up $s failed"
@@ -120,7 +120,7 @@ part() {
   # creates it), so the group settles at once
   local t="kiwi.itest.$RUN_ID.tasks"
   for _ in $(seq 1 40); do
-    kcat -b "$KIWI_KAFKA_BROKERS" -L -t "$t" 2>/dev/null | grep -q "topic \"$t\" with [1-9]" && return 0
+    kcat -b "$KIWI_KAFKA_BROKERS" -L -t "$t" 2>/dev/null | grep >/dev/null "topic \"$t\" with [1-9]" && return 0
     sleep 0.25
   done
   fail "cannot create topic $t"
@@ -710,10 +710,10 @@ PY
   stack up redis
   for _ in $(seq 1 40); do
     tail_topic heartbeats "$TMP/hb-$PART.jsonl"
-    tail -n 1 "$TMP/hb-$PART.jsonl" | grep -q '"redis_ok": *true' && break
+    tail -n 1 "$TMP/hb-$PART.jsonl" | grep >/dev/null '"redis_ok": *true' && break
     sleep 0.5
   done
-  tail -n 1 "$TMP/hb-$PART.jsonl" | grep -q '"redis_ok": *true' || fail "the heartbeat does not show redis back"
+  tail -n 1 "$TMP/hb-$PART.jsonl" | grep >/dev/null '"redis_ok": *true' || fail "the heartbeat does not show redis back"
   log "the heartbeat shows redis back"
   t4=$(submit_task js-pass-4 "KIWI_FAULT=$RUN_ID-4 npm test")
   wait_results 90 "$t1" "$t4"
@@ -721,7 +721,7 @@ PY
   exactly_one_result not_fixed "$t1" "$t2" "$t3" "$t4"
   ! grep -q "lost its lease" "$TMP/worker-a.log" || fail "$t1 was stopped when redis came back"
   log "  $t1 ran through the outage (longer than its lease) and was not stopped when redis came back"
-  kiwi_cli tail progress --task "$t4" 2>>"$TMP/cli.log" | grep -q '"leased": *true' \
+  kiwi_cli tail progress --task "$t4" 2>>"$TMP/cli.log" | grep >/dev/null '"leased": *true' \
     || fail "$t4, after redis came back, was not leased"
   log "  $t4 (after redis came back) was leased"
   passed=$((passed + 1))

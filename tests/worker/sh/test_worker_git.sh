@@ -110,7 +110,7 @@ for sub in "${!want[@]}"; do
   run_once "subdir$i" "$TMP/src-subdir" "$sub" js-sum-one-round
   r="$TMP/subdir$i.result.json"
   check "subdir $sub: refused (${want[$sub]})" \
-    '[ "$(field "$r" status)" = error ] && field "$r" reason | grep -q "${want[$sub]}" || { log "$(field "$r" status): $(field "$r" reason)"; false; }'
+    '[ "$(field "$r" status)" = error ] && field "$r" reason | grep >/dev/null "${want[$sub]}" || { log "$(field "$r" status): $(field "$r" reason)"; false; }'
   check "subdir $sub: nothing ran in a sandbox" '! grep -q "\"phase\":\"step0\"" "$TMP/subdir$i.jsonl"'
 done
 check "subdir: no canary" '[ ! -e "$RCANARY" ]'
@@ -134,7 +134,7 @@ run_once bomb "$bomb" "" js-sum-one-round
 after=$(du -sk "$STATE" | cut -f1)
 r="$TMP/bomb.result.json"
 check "bomb: a named error" \
-  'field "$r" reason | grep -q "more than 200000 files.*KIWI_CHECKOUT_MAX_FILES" || { log "$(field "$r" status): $(field "$r" reason)"; false; }'
+  'field "$r" reason | grep >/dev/null "more than 200000 files.*KIWI_CHECKOUT_MAX_FILES" || { log "$(field "$r" status): $(field "$r" reason)"; false; }'
 check "bomb: the state directory did not grow (${before} KB -> ${after} KB)" '[ $((after - before)) -lt 1024 ]'
 check "bomb: nothing left in the work directory" '[ -z "$(ls -A "$STATE/work")" ]'
 

@@ -741,7 +741,7 @@ procs=0
 for p in /proc/[0-9]*; do
   [ -r "$p/environ" ] || continue
   procs=$((procs + 1))
-  if cat "$p/environ" "$p/cmdline" 2>/dev/null | tr '\0' '\n' | grep -qaF -f "$TMP/canaries"; then
+  if cat "$p/environ" "$p/cmdline" 2>/dev/null | tr '\0' '\n' | grep >/dev/null -aF -f "$TMP/canaries"; then
     fail "a canary is in the environment or command line of $p ($(tr '\0' ' ' <"$p/cmdline"))"
   fi
 done

@@ -147,7 +147,7 @@ for f in "$TMP/once-private.jsonl" "$TMP/once-private.log" "$TMP/once-anonymous.
 done
 # every container the runs left (none should be left) and dockerd's own view of them
 for c in $("${DOCKER[@]}" ps -aq); do
-  if "${DOCKER[@]}" inspect "$c" | grep -qF -e "$PASS" -e "$AUTH"; then fail "private: the password is in container $c"; fi
+  if "${DOCKER[@]}" inspect "$c" | grep >/dev/null -F -e "$PASS" -e "$AUTH"; then fail "private: the password is in container $c"; fi
 done
 passed=$((passed + 1))
 echo "$passed passed, 0 failed"

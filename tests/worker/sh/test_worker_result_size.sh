@@ -46,7 +46,7 @@ part() {
   local t
   for t in "kiwi.itest.$RUN_ID.tasks" "kiwi.itest.$RUN_ID.results"; do
     for _ in $(seq 1 40); do
-      kcat -b "$KIWI_KAFKA_BROKERS" -L -t "$t" 2>/dev/null | grep -q "topic \"$t\" with [1-9]" && break
+      kcat -b "$KIWI_KAFKA_BROKERS" -L -t "$t" 2>/dev/null | grep >/dev/null "topic \"$t\" with [1-9]" && break
       sleep 0.25
     done
   done

@@ -160,7 +160,7 @@ digest=$("${RCLI[@]}" hget "kiwi:install:$key" digest)
 case $digest in sha256:????????????????????????????????????????????????????????????????) ;;
   *) fail "the Redis entry holds '$digest', not a manifest digest: $(grep -i warning "$TMP/once-a.jsonl" | tail -n 2)" ;;
 esac
-"${RCLI[@]}" hget "kiwi:install:$key" snapshot | grep -q . && fail "the Redis entry still names a path on host A"
+"${RCLI[@]}" hget "kiwi:install:$key" snapshot | grep >/dev/null . && fail "the Redis entry still names a path on host A"
 # the store has the manifest, tagged with the key, under that digest
 got=$(curl -fsS -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   "http://127.0.0.1:$STORE_PORT/v2/kiwi/snapshots/manifests/$key" | sha256sum | cut -c1-64)

@@ -49,7 +49,7 @@ run_once b
 run_once c
 log "step 0: A cached $(step0 a cached), B cached $(step0 b cached), C cached $(step0 c cached)"
 [ "$(step0 b cached)" = false ] || fail "run B (no credentials) was served the cached run of A, which held one"
-step0 b output_tail | grep -qF "APP_TEST_TOKEN=[]" || log "note: run B's step-0 event lacks its own output line"
+step0 b output_tail | grep >/dev/null -F "APP_TEST_TOKEN=[]" || log "note: run B's step-0 event lacks its own output line"
 if grep -qF "APP_TEST_TOKEN=[***]" "$TMP/once-b.jsonl"; then fail "run B carries A's (masked) output"; fi
 if grep -qF "$SECRET" "$TMP/once-b.jsonl" "$TMP/once-c.jsonl"; then fail "the credential's value reached a run without it"; fi
 [ "$(step0 c cached)" = true ] || fail "run C was not served B's cached run: the verify cache is off, nothing was shown"
@@ -57,7 +57,7 @@ rc=(redis-cli -h "${KIWI_REDIS_HOST:-127.0.0.1}" -p "${KIWI_REDIS_PORT:-16379}")
 leaks=0
 while read -r k; do
   [ -n "$k" ] || continue
-  if "${rc[@]}" hget "$k" output | grep -qF "$SECRET"; then leaks=$((leaks + 1)); fi
+  if "${rc[@]}" hget "$k" output | grep >/dev/null -F "$SECRET"; then leaks=$((leaks + 1)); fi
 done < <("${rc[@]}" --scan --pattern 'kiwi:verify:*')
 [ "$leaks" = 0 ] || fail "$leaks verify-cache entr(y/ies) in Redis hold the credential's value"
 echo "1 passed, 0 failed"
