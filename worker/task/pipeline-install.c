@@ -146,11 +146,18 @@ say_denials (kiwi_install_result *r, json_t *list, const char *via, const char *
         said[(*nsaid)++] = host;
         /* a refused write names its method ("denied PUT registry.npmjs.org:443") */
         const char *method = json_string_value (json_object_get (d, "method"));
-        int n = snprintf (r->reason + len, sizeof r->reason - len, "; the %s denied %s%s%s:%d (%s; %s allows it)",
+        const char *rule = json_string_value (json_object_get (d, "rule"));
+        const char *allow = json_string_value (json_object_get (d, "allow_with"));
+        /* a host off the list may be a private registry, which listing
+         * alone would not open: it needs its credential, and the proxy
+         * holds that only when the operator declares it */
+        bool named = rule != NULL && strcmp (rule, "host not allowed") == 0 && allow != NULL
+                     && strncmp (allow, "KIWI_INSTALL_EGRESS=", 20) == 0;
+        int n = snprintf (r->reason + len, sizeof r->reason - len, "; the %s denied %s%s%s:%d (%s; %s allows it%s%s%s)",
                           via ? via : "egress proxy", method ? method : "", method ? " " : "", host,
-                          (int) json_integer_value (json_object_get (d, "port")),
-                          json_string_value (json_object_get (d, "rule")),
-                          json_string_value (json_object_get (d, "allow_with")));
+                          (int) json_integer_value (json_object_get (d, "port")), rule, allow,
+                          named ? ", or KIWI_PRIVATE_REGISTRIES=" : "", named ? host : "",
+                          named ? "=@FILE if it is a private registry that needs a credential" : "");
         if (n < 0 || (size_t) n >= sizeof r->reason - len)
             break; /* cut: the reason holds what fitted */
         len += (size_t) n;

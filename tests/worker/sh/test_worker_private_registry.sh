@@ -52,13 +52,32 @@
 #      run wrote; every topic of the run (kcat); the model's prompts; the
 #      workers' logs; the
 #      environment and command line of every process on the host.
+#
+# With KIWI_TEST_EGRESS_APPLY=true every worker also applies the host's
+# egress rules (KIWI_EGRESS_APPLY, production's configuration), checked from
+# its heartbeat and iptables, and removed at the end; the suite runs it
+# without (applying them would change every other test's sandboxes).
 . "$(dirname "$0")/lib.sh"
 need_services
 [ "$(id -u)" = 0 ] || { echo "SKIP: root (network namespaces; squid drops to its own user)"; exit 77; }
 skip_or_fail() { [ "${KIWI_REQUIRE_SERVICES:-0}" = 1 ] && fail "$1"; echo "SKIP: $1"; exit 77; }
 command -v squid >/dev/null || skip_or_fail "squid missing (squid-openssl)"
-bash "$ROOT/ops/egress/egress.sh" status >/dev/null 2>&1 &&
-  { echo "SKIP: egress rules are applied on this host (they would close the test's proxy ports)"; exit 77; }
+# KIWI_TEST_EGRESS_APPLY=true: production's configuration, each worker
+# applying the host's egress rules for its own install bridge and proxy
+# ports (KIWI_EGRESS_APPLY), removed when the test ends. It changes every
+# other sandbox's network meanwhile, so the suite leaves it out (it would
+# hold the whole machine); run it alone.
+APPLY=${KIWI_TEST_EGRESS_APPLY:-false}
+case $APPLY in true|false) ;; *) fail "KIWI_TEST_EGRESS_APPLY=$APPLY: true or false" ;; esac
+if [ "$APPLY" = true ]; then
+  exec 8>/run/kiwi-netns.lock # shared with the other tests that apply the rules
+  flock -w 120 8 || fail "another test holds /run/kiwi-netns.lock"
+  bash "$ROOT/ops/egress/egress.sh" status >/dev/null 2>&1 &&
+    skip_or_fail "egress rules are applied on this host already (this run applies them through the workers and removes them)"
+else
+  bash "$ROOT/ops/egress/egress.sh" status >/dev/null 2>&1 &&
+    { echo "SKIP: egress rules are applied on this host (they would close the test's proxy ports)"; exit 77; }
+fi
 VERDACCIO=$(bash "$ROOT/ops/registries.sh" --print verdaccio)
 PYPI_PY=$(bash "$ROOT/ops/registries.sh" --print pypi)
 { [ -r "$VERDACCIO" ] && [ -x "$PYPI_PY" ]; } || skip_or_fail "the test registries are not installed (bash ops/registries.sh)"
@@ -72,6 +91,10 @@ on_cleanup() {
   ip netns del "$NS" 2>/dev/null || true
   ip link del "$VH" 2>/dev/null || true
   rm -rf "/etc/netns/$NS"
+  if [ "$APPLY" = true ]; then
+    bash "$ROOT/ops/egress/egress.sh" remove >>"$TMP/egress-remove.out" 2>&1 ||
+      log "cleanup: egress.sh remove failed: $(tail -n 5 "$TMP/egress-remove.out")"
+  fi
 }
 ip netns add "$NS"
 ip link add "$VH" type veth peer name "$VN"
@@ -479,12 +502,25 @@ registry_worker() { # NAME CREDS-DIR (empty: no declaration)
     decl=(KIWI_PRIVATE_REGISTRIES="npm.acme.test=@$creds/npm.auth pypi.acme.test=@$creds/pypi.auth maven.acme.test/repo=@$creds/maven.auth go.acme.test/mod=@$creds/go.auth"
       "KIWI_GO_PROXY=https://go.acme.test/mod,https://proxy.golang.org" "KIWI_GO_NOSUMDB=go.acme.test/*"
       KIWI_PRIVATE_REGISTRY_PLACEHOLDERS=NPM_TOKEN)
-  worker_start "$name" KIWI_SLOTS=2 KIWI_EGRESS_INTERVAL=300 KIWI_EGRESS_STOP_WHEN_DEGRADED=false \
+  worker_start "$name" KIWI_SLOTS=2 KIWI_EGRESS_INTERVAL=300 KIWI_EGRESS_STOP_WHEN_DEGRADED=false KIWI_EGRESS_APPLY="$APPLY" \
     KIWI_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt KIWI_STATE_DIR="$TMP/state-$name" KIWI_INSTALL_EGRESS=registries \
     KIWI_INSTALL_PROXY_PORTS="$PORTS_BASE,$((PORTS_BASE + 1)),$((PORTS_BASE + 2))" \
     KIWI_PRIVATE_REGISTRY_CA="$R/ca.pem" KIWI_EGRESS_HOSTS_FILE="$R/hosts" "${decl[@]}"
   wait_hb "$name" 'checks.get("egress_proxy", {}).get("ok") is True' 60 ||
     fail "worker $name: no egress proxy: $(tail -n 20 "$TMP/worker-$name.log")"
+  if [ "$APPLY" = true ]; then
+    # the rules hold, as the worker's checks see them and as iptables has
+    # them for its install bridge
+    wait_hb "$name" 'checks.get("install_dns_closed", {}).get("ok") is True and checks.get("metadata_blocked", {}).get("ok") is True' 120 ||
+      fail "worker $name: the egress rules do not hold: $(hb_of "$name" 'checks' 2>&1 | cut -c1-600)"
+    local br
+    br=$(hb_of "$name" 'checks["egress_proxy"]["detail"]' | sed -nE 's/.* \((kiwi-install[0-9]*)\) ports .*/\1/p')
+    # (the rules name every install bridge: kiwi-install+)
+    [[ $br == kiwi-install* ]] && iptables -S KIWI-EGRESS | grep >/dev/null -F -- \
+      '-i kiwi-install+ -p tcp -m comment --comment "kiwi-egress: install bridge: only through the egress proxy" -j REJECT' ||
+      fail "worker $name: no KIWI-EGRESS rule for its install bridge '$br': $(iptables -S KIWI-EGRESS 2>&1 | grep -v NFLOG)"
+    log "worker $name: the host's egress rules applied for $br (KIWI_EGRESS_APPLY=true)"
+  fi
 }
 worker_stop() {
   local pid
@@ -690,7 +726,8 @@ r, evs = load("n-npm")
 c, inst = cached(evs)
 assert r["status"] == "install_failed" and not c, ("n", r["status"], r.get("reason"))
 assert "the egress proxy denied npm.acme.test:443" in r["reason"], r["reason"]
-print("n (nothing declared): %s: %s" % (r["status"], r["reason"][:300]))
+assert "or KIWI_PRIVATE_REGISTRIES=npm.acme.test=@FILE if it is a private registry" in r["reason"], r["reason"]
+print("n (nothing declared): %s: %s" % (r["status"], r["reason"][:500]))
 r, evs = load("b-npm")
 c, inst = cached(evs)
 assert r["status"] == "install_failed" and not c, ("b", r["status"], r.get("reason"))
