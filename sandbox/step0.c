@@ -254,6 +254,32 @@ swap (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
 }
 
 static int run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err);
+/* A verify run the sandbox's memory ceiling killed (the kernel's OOM
+ * killer, as the driver saw it: exit 137 with the ceiling hit, or the
+ * sandbox gone with it) is no failure of the code: the tests never got the
+ * memory to finish. Step 0 stops, naming the ceiling and the setting that
+ * raises it, rather than hand the model a run cut short. 0 when it was not
+ * killed so; 1 when the result is set (res->reason); -1 on an error
+ * (res->reason NULL). */
+static int
+out_of_memory (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    if (!res->run.oom_killed)
+        return 0;
+    res->status = KIWI_STEP0_STOPPED;
+    res->decision.action = KIWI_STEP0_STOP;
+    snprintf (res->decision.stop, sizeof res->decision.stop, "out_of_memory");
+    char ceiling[64] = "its memory ceiling";
+    if (rq->limits.memory_mb > 0)
+        snprintf (ceiling, sizeof ceiling, "its memory ceiling, %lld MB", (long long) rq->limits.memory_mb);
+    snprintf (res->decision.reason, sizeof res->decision.reason,
+              "out_of_memory: `%s` was killed in %s on reaching %s (KIWI_SANDBOX_MEMORY_MB raises it)",
+              rq->inspect.test_command, res->insp.image.image, ceiling);
+    if (set_reason (res, err, "stopped at step 0: %s", res->decision.reason) < 0)
+        return -1;
+    return 1;
+}
+
 
 int
 kiwi_step0_run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
@@ -306,6 +332,9 @@ run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
         return set_reason (res, err, "the test command passes in %s%s%s", res->insp.image.image,
                            res->swapped ? " after a swap: " : "", res->swapped ? res->decision.reason : "");
     }
+    int oom = out_of_memory (rq, res, err);
+    if (oom != 0)
+        return oom < 0 ? -1 : 0;
     if (res->swapped) { /* the install's failure was the one examined */
         res->status = KIWI_STEP0_FAILED;
         return set_reason (res, err, "an honest failure (exit %d) in %s after a swap", res->run.exit_code,
@@ -332,6 +361,9 @@ run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
     }
     if (do_verify (rq, res, err) < 0)
         return -1;
+    oom = out_of_memory (rq, res, err);
+    if (oom != 0)
+        return oom < 0 ? -1 : 0;
     bool ok = res->run.exit_code == 0 && !res->run.timed_out && !res->run.sandbox_lost;
     res->status = ok ? KIWI_STEP0_PASSED : KIWI_STEP0_FAILED;
     return set_reason (res, err, "%s after a swap (%s)", ok ? "passes" : "an honest failure", res->decision.reason);

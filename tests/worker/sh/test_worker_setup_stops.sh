@@ -7,6 +7,8 @@
 #   - a test connects to 127.0.0.1:5432, which the repository's
 #     docker-compose.yml gives to service `db` (postgres:16): the stop is
 #     needs_service and the reason names the port, the file and the service;
+#   - a test needs 4 GB where the sandbox has 256 MB (KIWI_SANDBOX_MEMORY_MB):
+#     the stop is out_of_memory, the reason names the ceiling and the setting;
 # one whose install fails (requirements.txt names a local folder that is
 # not there): the result is install_failed and its reason names the
 # install's command and the error line of its output; and one whose test
@@ -23,13 +25,15 @@ need_services
   || { echo "SKIP: kiwi/python:3.11 is not built (ops/images/build.sh)"; exit 77; }
 
 # run_once NAME TEST_COMMAND: one --once run of the repository $TMP/NAME
+# (with the settings in ONCE_ENV, NAME=VALUE each, when set)
+ONCE_ENV=()
 run_once() {
   commit_dir "$TMP/$1" "$1"
   cat >"$TMP/$1.json" <<JSON
 {"id": "$1-$RUN_ID", "repo": {"url": "$TMP/$1", "ref": "main"}, "test_command": "$2",
  "goal": "make the tests pass"}
 JSON
-  env KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$TMP/state-$1" KIWI_WORKER_ID="$RUN_ID-$1" \
+  env "${ONCE_ENV[@]}" KIWI_ONCE_EGRESS_UNCHECKED=true KIWI_STATE_DIR="$TMP/state-$1" KIWI_WORKER_ID="$RUN_ID-$1" \
     KIWI_ALLOW_LOCAL_REPOS=true KIWI_IMAGE_REGISTRIES=none KIWI_CA_BUNDLE="${KIWI_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
     KIWI_IMAGE_CATALOG="$ROOT/ops/images/catalog.local.tsv" KIWI_SANDBOX_RUNTIME="${KIWI_SANDBOX_RUNTIME:-docker}" \
     KIWI_MODEL_BASE_URL="${ONCE_MODEL_URL:-http://127.0.0.1:9/}" ANTHROPIC_API_KEY=kiwi-test-anthropic-key-7f3a9c KIWI_MODEL=claude-sonnet-4-5 \
@@ -76,6 +80,22 @@ echo "# run $RUN_ID" >>"$TMP/service/test_db.py"
 run_once service "python3 -m pytest -q"
 expect_stop service needs_service \
   '*needs_service: the tests connect to 127.0.0.1:5432, which docker-compose.yml gives to service `db` (postgres:16); Phase B starts no services*'
+# tests that need more memory than the sandbox has: the ceiling's kill is
+# a stop that names it and the setting, not an honest failure for a model
+mkdir -p "$TMP/memory"
+cat >"$TMP/memory/test_memory.py" <<'PY'
+def test_needs_four_gigabytes():
+    chunks = []
+    for _ in range(64):
+        chunks.append(b"x" * (64 << 20))
+    assert len(chunks) == 64
+PY
+echo "# run $RUN_ID" >>"$TMP/memory/test_memory.py"
+ONCE_ENV=(KIWI_SANDBOX_MEMORY_MB=256)
+run_once memory "python3 -m pytest -q"
+ONCE_ENV=()
+expect_stop memory out_of_memory \
+  '*out_of_memory: `python3 -m pytest -q` was killed in kiwi/python:* on reaching its memory ceiling, 256 MB (KIWI_SANDBOX_MEMORY_MB*'
 # an install that fails: the result says why, with the install's own
 # command and its output's error line, not only an exit status
 mkdir -p "$TMP/install"
