@@ -95,7 +95,10 @@ tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit _rest; do
   [ -n "$dir" ] && [ -d "$dir" ] || { log "no mirror for $repo in $MIRRORS: it will be an error row"; continue; }
   bare="$TMP/git/${repo/\//+}.git"
   git init -q --bare "$bare"
-  if ! git -C "$bare" fetch -q --depth 1 "file://$(cd "$dir" && pwd)" "$commit" 2>"$TMP/prep.log"; then
+  # the commit with its history and the tags, as a user's clone has them:
+  # a project's version from git (setuptools-scm, hatch-vcs) is read from
+  # the tags, which a shallow copy of the commit alone lacks
+  if ! git -C "$bare" fetch -q "file://$(cd "$dir" && pwd)" "$commit" '+refs/tags/*:refs/tags/*' 2>"$TMP/prep.log"; then
     log "$repo: $commit is not in $dir: $(tail -n 1 "$TMP/prep.log")"
     rm -rf "$bare"
     continue
