@@ -280,7 +280,6 @@ out_of_memory (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_
     return 1;
 }
 
-
 int
 kiwi_step0_run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
 {

@@ -22,7 +22,7 @@
  *        (missing_tool), and a refused connection to a port the
  *        repository gives a service (needs_service); the decision's `stop`
  *        names which;
-#      - a run the sandbox's memory ceiling killed stops too
+ *      - a run the sandbox's memory ceiling killed stops too
  *        (out_of_memory), naming the ceiling and the setting that raises it;
  *      - anything else is an honest result.
  *   Only the first failure is examined: at most one swap, and the re-run's

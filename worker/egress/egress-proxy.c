@@ -656,7 +656,7 @@ kiwi_proxy_log_denied (const kiwi_proxy_log_entry *e, const char **rule)
         r = e->sni ? "TLS SNI not allowed" : "TLS without SNI";
     else if (e->squid_status && strcmp (e->squid_status, "TCP_DENIED") == 0)
         /* read-only refuses every other method before it looks at the host */
-        r = kiwi_proxy_log_write_method (e->method) ? KIWI_PROXY_RULE_METHOD : "host not allowed";
+        r = kiwi_proxy_log_write_method (e->method) ? KIWI_PROXY_RULE_METHOD : KIWI_PROXY_RULE_HOST;
     else if (e->http_status == 409)
         r = "Host does not match the address";
     if (rule)

@@ -175,6 +175,8 @@ int kiwi_proxy_log_parse (char *line, kiwi_proxy_log_entry *e);
 
 /* The rule of a write refused by a read-only proxy. */
 #define KIWI_PROXY_RULE_METHOD "method not allowed: Phase A may only read"
+/* the rule of a host that is not on the list */
+#define KIWI_PROXY_RULE_HOST "host not allowed"
 
 /* Whether `method` is anything but GET, HEAD or CONNECT (what a read-only
  * proxy refuses on every request it sees). */

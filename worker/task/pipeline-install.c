@@ -151,7 +151,7 @@ say_denials (kiwi_install_result *r, json_t *list, const char *via, const char *
         /* a host off the list may be a private registry, which listing
          * alone would not open: it needs its credential, and the proxy
          * holds that only when the operator declares it */
-        bool named = rule != NULL && strcmp (rule, "host not allowed") == 0 && allow != NULL
+        bool named = rule != NULL && strcmp (rule, KIWI_PROXY_RULE_HOST) == 0 && allow != NULL
                      && strncmp (allow, "KIWI_INSTALL_EGRESS=", 20) == 0;
         int n = snprintf (r->reason + len, sizeof r->reason - len, "; the %s denied %s%s%s:%d (%s; %s allows it%s%s%s)",
                           via ? via : "egress proxy", method ? method : "", method ? " " : "", host,
