@@ -6,7 +6,9 @@
  */
 #include "inspect/lockfile/lockfile.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/cleanup.h"
@@ -103,6 +105,95 @@ cargo_table_has_remote (const char *toml, const char *section)
     "[ -e \"$d/$f\" ] || { mkdir -p \"$(dirname \"$d/$f\")\" && : > \"$d/$f\"; }; done; "                   \
     "done && "
 
+static const char *const cargo_dep_tables[] = { "dependencies", "dev-dependencies", "build-dependencies",
+                                                 "workspace.dependencies", NULL };
+
+static bool
+cargo_manifest_has_remote (const char *ct)
+{
+    for (size_t i = 0; cargo_dep_tables[i]; i++)
+        if (cargo_table_has_remote (ct, cargo_dep_tables[i]))
+            return true;
+    return false;
+}
+
+/* True when every component of `rel` (under the context's root) is a
+ * directory itself, not a symlink: a member's folder is looked into only
+ * inside the tree. */
+static bool
+real_dirs (const char *root, const char *rel)
+{
+    char path[1024];
+    if (snprintf (path, sizeof path, "%s", rel) >= (int) sizeof path)
+        return false;
+    for (char *slash = path;; slash++) {
+        slash = strchr (slash, '/');
+        if (slash)
+            *slash = '\0';
+        if (path[0] && !kiwi__has_dir (root, path))
+            return false;
+        if (slash == NULL)
+            return true;
+        *slash = '/';
+    }
+}
+
+/* True when a member of the Cargo workspace whose manifest is `ct` (in
+ * `dir`) declares a dependency from a registry or git: `[workspace]
+ * members` as written ("tokio", "crates/core"), or a last component that is
+ * a shell pattern (a star, "crates/tokio-?") matched against the folders
+ * there. An entry that is absolute or climbs out with .. is skipped; at most
+ * 256 folders are read. */
+static bool
+cargo_members_remote (kiwi__inspect_ctx *ctx, const char *dir, const char *ct)
+{
+    const char *root = kiwi__ctx_root (ctx);
+    cleanup_free char *members = kiwi__toml_get (ct, "workspace", "members");
+    size_t looked = 0;
+    for (const char *p = members ? strchr (members, '"') : NULL; p != NULL && looked < 256;) {
+        const char *end = strchr (p + 1, '"');
+        if (end == NULL)
+            break;
+        char m[512];
+        snprintf (m, sizeof m, "%.*s", (int) (end - p - 1), p + 1);
+        p = strchr (end + 1, '"');
+        if (m[0] == '\0' || m[0] == '/' || strstr (m, "..") != NULL)
+            continue;
+        char base[1024];
+        snprintf (base, sizeof base, "%s%s%s", dir, dir[0] ? "/" : "", m);
+        char *last = strrchr (base, '/');
+        const char *pat = last ? last + 1 : base;
+        if (strpbrk (pat, "*?[") == NULL) {
+            looked++;
+            const char *mt = real_dirs (root, base) ? kiwi__ctx_text (ctx, base, "Cargo.toml", NULL) : NULL;
+            if (mt != NULL && cargo_manifest_has_remote (mt))
+                return true;
+            continue;
+        }
+        char parent[1024], glob[512];
+        snprintf (glob, sizeof glob, "%s", pat);
+        snprintf (parent, sizeof parent, "%.*s", last ? (int) (last - base) : 0, base);
+        if (strpbrk (parent, "*?[") != NULL || !real_dirs (root, parent))
+            continue;
+        cleanup_free char *abs = kiwi__path_join (root, parent);
+        char **subs = abs ? kiwi__subdirs (abs) : NULL;
+        bool remote = false;
+        for (size_t i = 0; subs && subs[i] && !remote && looked < 256; i++) {
+            if (fnmatch (glob, subs[i], FNM_PERIOD) != 0)
+                continue;
+            looked++;
+            char sub[1024];
+            snprintf (sub, sizeof sub, "%s%s%s", parent, parent[0] ? "/" : "", subs[i]);
+            const char *mt = kiwi__ctx_text (ctx, sub, "Cargo.toml", NULL);
+            remote = mt != NULL && cargo_manifest_has_remote (mt);
+        }
+        kiwi__strv_free_raw (subs);
+        if (remote)
+            return true;
+    }
+    return false;
+}
+
 int
 kiwi__detect_rust (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
 {
@@ -117,12 +208,14 @@ kiwi__detect_rust (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
         return kiwi__add_step (s, KIWI_ECO_CARGO, dir, true, "cargo fetch --locked", CARGO_STUBS "cargo fetch --locked",
                                "Cargo.lock", err);
     }
-    static const char *const tables[] = { "dependencies", "dev-dependencies", "build-dependencies",
-                                          "workspace.dependencies", NULL };
-    for (size_t i = 0; tables[i]; i++)
-        if (cargo_table_has_remote (ct, tables[i]))
-            return kiwi__add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch",
-                                   "Cargo.toml, no Cargo.lock", err);
+    /* no lock: a dependency declared by the manifest itself, or by a member
+     * of the workspace it heads (a virtual manifest declares none) */
+    if (cargo_manifest_has_remote (ct))
+        return kiwi__add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch",
+                               "Cargo.toml, no Cargo.lock", err);
+    if (cargo_members_remote (ctx, dir, ct))
+        return kiwi__add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch",
+                               "Cargo.toml (workspace members), no Cargo.lock", err);
     return 0;
 }
 

@@ -723,6 +723,26 @@ test_other_ecosystems (void **state)
     expect_plan (r, "rust", "cargo fetch --locked", "/bin/sh"); /* the target stubs first */
     repo_free (r);
 
+    /* a virtual workspace without a lock (tokio's shape): the root declares
+     * no dependency, its members do; each folder under crates/ is one with a pattern */
+    r = repo_new ();
+    put (r, "Cargo.toml", "[workspace]\nresolver = \"2\"\nmembers = [\n  \"core\",\n]\n");
+    put (r, "core/Cargo.toml", "[package]\nname = \"core\"\nversion = \"0.1.0\"\n");
+    expect_plan (r, "rust", "-", NULL); /* no member declares one */
+    put (r, "Cargo.toml",
+         "[workspace]\nresolver = \"2\"\nmembers = [\n  \"core\",\n  \"crates/*\",\n  \"../outside\",\n]\n");
+    put (r, "crates/a/Cargo.toml", "[package]\nname = \"a\"\nversion = \"0.1.0\"\n\n[dependencies]\ncore = { path = \"../../core\" }\n");
+    expect_plan (r, "rust", "-", NULL); /* a path dependency needs no network */
+    put (r, "crates/b/Cargo.toml", "[package]\nname = \"b\"\nversion = \"0.1.0\"\n\n[dev-dependencies]\nitoa = \"1\"\n");
+    expect_plan (r, "rust", "cargo fetch", "/bin/sh");
+    repo_free (r);
+    /* a member named directly, holding the dependency */
+    r = repo_new ();
+    put (r, "Cargo.toml", "[workspace]\nmembers = [\"tokio\"]\n");
+    put (r, "tokio/Cargo.toml", "[package]\nname = \"tokio\"\nversion = \"1.0.0\"\n\n[dependencies]\nbytes = { version = \"1\", optional = true }\n");
+    expect_plan (r, "rust", "cargo fetch", "/bin/sh");
+    repo_free (r);
+
     r = repo_new ();
     put (r, "Gemfile", "source \"https://rubygems.org\"\n");
     expect_plan (r, "ruby", "-", NULL);
