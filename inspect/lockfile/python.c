@@ -323,25 +323,58 @@ add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const
  * finds it installed; a plain `pytest` imports it). */
 #define UV_PIP_INSTALL "uv pip install --python .venv/bin/python"
 
-static int
-add_uv (kiwi__steps *s, const char *dir, kiwi_error_t *err)
+static const char *const pip_wanted[] = { "test", "tests", "testing", "dev", NULL };
+
+/* The keys of TOML table `section` that are in `wanted`, in the table's
+ * order, into out ("" when none or when toml is NULL): each after `sep` when
+ * `each` (" --extra NAME"), else joined by it ("a,b"). */
+static void
+wanted_keys (const char *toml, const char *section, const char *const *wanted, const char *sep, bool each,
+             char *out, size_t cap)
 {
+    out[0] = '\0';
+    if (toml == NULL)
+        return;
+    char **keys = kiwi__toml_keys (toml, section);
+    for (size_t i = 0; keys && keys[i]; i++)
+        for (size_t w = 0; wanted[w]; w++)
+            if (strcmp (keys[i], wanted[w]) == 0) {
+                size_t l = strlen (out);
+                snprintf (out + l, cap - l, "%s%s", each || l ? sep : "", keys[i]);
+            }
+    kiwi__strv_free_raw (keys);
+}
+
+/* The extras `uv sync` installs with: those named for tests or development,
+ * and `all` (what a project's CI installs with `--extra all`: its tests
+ * import the optional integrations); the lock resolved each of them. */
+static const char *const uv_extras[] = { "test", "tests", "testing", "dev", "all", NULL };
+/* The groups beside uv's default (dev): those named for tests. */
+static const char *const uv_groups[] = { "test", "tests", "testing", NULL };
+
+static int
+add_uv (kiwi__steps *s, const char *dir, const char *pyproject, kiwi_error_t *err)
+{
+    char opts[400] = "", more[200] = "";
+    wanted_keys (pyproject, "project.optional-dependencies", uv_extras, " --extra ", true, opts, sizeof opts);
+    wanted_keys (pyproject, "dependency-groups", uv_groups, " --group ", true, more, sizeof more);
+    snprintf (opts + strlen (opts), sizeof opts - strlen (opts), "%s", more);
+    char summary[500];
+    snprintf (summary, sizeof summary, "uv sync --frozen --no-install-project%s", opts);
     cleanup_free char *script = NULL;
     if (asprintf (&script,
                   /* the program first: its here-document ends a line, so
                    * what follows it must not hang on the sync by `&&` across
                    * that line (a failed sync then ran it unwritten, and the
                    * install's reason quoted that instead of uv) */
-                  PYDEPS_WRITE "uv sync --frozen --no-install-project && python3 " KIWI__SCRATCH
-                  "/pydeps.py --build " KIWI__SCRATCH "/build.txt && " PYDEPS_LIST ("build.txt", UV_PIP_INSTALL)
-                  " && " PYDEPS_EDITABLE (UV_PIP_INSTALL),
-                  pydeps_source)
+                  PYDEPS_WRITE "%s && python3 " KIWI__SCRATCH "/pydeps.py --build " KIWI__SCRATCH
+                  "/build.txt && " PYDEPS_LIST ("build.txt", UV_PIP_INSTALL) " && " PYDEPS_EDITABLE (UV_PIP_INSTALL),
+                  pydeps_source, summary)
         < 0) {
         script = NULL;
         return kiwi_error_make (err, ENOMEM, "install plan");
     }
-    if (kiwi__add_step (s, KIWI_ECO_UV, dir, true, "uv sync --frozen --no-install-project", script, "uv.lock", err)
-        < 0)
+    if (kiwi__add_step (s, KIWI_ECO_UV, dir, true, summary, script, "uv.lock", err) < 0)
         return -1;
     return kiwi__set_prelude (
         s, PROJECT_IF_MARKED ("uv pip install --offline --no-deps --no-build-isolation --python .venv/bin/python -e ."),
@@ -395,22 +428,6 @@ kiwi__python_test_runner (kiwi_install_step *steps, size_t n, const char *projec
     return 0;
 }
 
-/* The keys of TOML table `section` named test, tests, testing or dev,
- * joined by `sep` into out ("" when none). */
-static void
-wanted_keys (const char *toml, const char *section, const char *sep, char *out, size_t cap)
-{
-    static const char *const wanted[] = { "test", "tests", "testing", "dev", NULL };
-    char **keys = kiwi__toml_keys (toml, section);
-    out[0] = '\0';
-    for (size_t i = 0; keys && keys[i]; i++)
-        for (size_t w = 0; wanted[w]; w++)
-            if (strcmp (keys[i], wanted[w]) == 0) {
-                size_t l = strlen (out);
-                snprintf (out + l, cap - l, "%s%s", l ? sep : "", keys[i]);
-            }
-    kiwi__strv_free_raw (keys);
-}
 
 /* Appends " -r file" to args and the file's name to names when the file
  * holds a requirement. */
@@ -433,7 +450,7 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
     const char *root = kiwi__ctx_root (ctx);
     if (kiwi__has_in (root, dir, "uv.lock"))
         /* the project itself is not in Phase A's input: installed in Phase B */
-        return add_uv (s, dir, err);
+        return add_uv (s, dir, kiwi__ctx_text (ctx, dir, "pyproject.toml", NULL), err);
     if (kiwi__has_in (root, dir, "poetry.lock"))
         return add_poetry (s, dir, true, "poetry.lock", err);
     if (kiwi__has_in (root, dir, "Pipfile.lock"))
@@ -462,8 +479,8 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
             return add_poetry (s, dir, false, "pyproject.toml [tool.poetry], no poetry.lock", err);
         cleanup_free char *deps = kiwi__toml_get (pp, "project", "dependencies");
         char ex[128], gr[128];
-        wanted_keys (pp, "project.optional-dependencies", ",", ex, sizeof ex);
-        wanted_keys (pp, "dependency-groups", ", ", gr, sizeof gr);
+        wanted_keys (pp, "project.optional-dependencies", pip_wanted, ",", false, ex, sizeof ex);
+        wanted_keys (pp, "dependency-groups", pip_wanted, ", ", false, gr, sizeof gr);
         const char *tox = kiwi__ctx_text (ctx, dir, "tox.ini", NULL);
         bool tox_env = tox != NULL && strstr (tox, "[testenv") != NULL;
         if (kiwi__toml_array_nonempty (deps) || ex[0] || gr[0] || tox_env) {

@@ -685,7 +685,25 @@ test_other_ecosystems (void **state)
     put (r, "poetry.lock", "# poetry\n");
     expect_plan (r, "python", "poetry install --no-root", "poetry");
     put (r, "uv.lock", "version = 1\n");
-    expect_plan (r, "python", "uv sync --frozen --no-install-project", "/bin/sh");
+    expect_plan (r, "python", "uv sync --frozen --no-install-project --extra test", "/bin/sh");
+    /* the extras a project's CI installs its tests with (fastapi's
+     * `--extra all`) and the groups named for tests, as the lock resolved
+     * them; other extras and groups are not installed */
+    {
+        char *u = repo_new ();
+        put (u, "pyproject.toml",
+             "[project]\nname = \"u\"\ndependencies = [\"anyio\"]\n\n[project.optional-dependencies]\n"
+             "standard = [\"uvicorn\"]\nall = [\"orjson\"]\ntest = [\"pytest\"]\n\n[dependency-groups]\n"
+             "docs = [\"mkdocs\"]\ntests = [\"pytest\"]\n");
+        put (u, "uv.lock", "version = 1\n");
+        expect_plan (u, "python", "uv sync --frozen --no-install-project --extra all --extra test --group tests",
+                     "/bin/sh");
+        assert_int_equal (kiwi_install_plan_make (u, "python", &p, &err), 0);
+        assert_non_null (strstr (p.steps[0].script, "uv sync --frozen --no-install-project --extra all --extra test "
+                                                     "--group tests && python3 "));
+        kiwi_install_plan_clear (&p);
+        repo_free (u);
+    }
     /* a uv project that is a package is installed at the start of Phase B,
      * offline, with the build requirements Phase A put in the .venv */
     assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
