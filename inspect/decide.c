@@ -294,6 +294,17 @@ kiwi_step0_decide (const kiwi_classification *c, const char *phase, const char *
     }
     case KIWI_FAILURE_VERSION_MISMATCH: {
         const char *rt = c->runtime[0] ? c->runtime : cur_rt;
+        if (strcmp (c->version, "nightly") == 0) {
+            /* a compiler's own channel, not a version: the catalogue's images
+             * are releases of the stable channel */
+            d->action = KIWI_STEP0_STOP;
+            snprintf (d->stop, sizeof d->stop, "no_version");
+            snprintf (d->reason, sizeof d->reason,
+                      "%s: needs a nightly %s toolchain (the build uses unstable features), and every %s image in "
+                      "the catalogue (%s) is a stable release; no change to the code is attempted for it",
+                      c->rule, rt, rt, kiwi_image_catalog_origin (cat));
+            return 0;
+        }
         char req[96];
         const char *req_from = "the failure";
         stated_requirement (rt, c->version, req, sizeof req);

@@ -1781,6 +1781,10 @@ test_step0_decisions (void **state)
     decide (n, "cargo test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/rust:1.96", "rust >=1.85");
     c = cls (KIWI_FAILURE_VERSION_MISMATCH, "cargo-rust-version", "runtime", "rust", "version", "1.99");
     decide (n, "cargo test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs rust >=1.99");
+    /* unstable features (captured/cargo-nightly-feature.txt): no image is
+     * nightly, a stop whatever the image's version */
+    c = cls (KIWI_FAILURE_VERSION_MISMATCH, "rust-nightly-feature", "runtime", "rust", "version", "nightly");
+    decide (n, "cargo test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs a nightly rust toolchain");
     repo_free (n);
 
     /* a runtime no image provides: stop, named */
