@@ -229,6 +229,43 @@ add_node_file_references (walk_ctx *w, kiwi__inspect_ctx *ctx, size_t from)
     }
 }
 
+/* True for a step of a Node.js package manager. */
+static bool
+node_step (const kiwi_install_step *st)
+{
+    const kiwi__runtime *t = kiwi__runtime_of_eco (st->eco);
+    return t != NULL && t->pms[0].eco == KIWI_ECO_NPM && t->pms[0].env != NULL;
+}
+
+/* Each workspace member's package.json, wherever the workspace's patterns
+ * put the member (node-members.c's walk goes deeper than the input's: a
+ * member under packages/x/src/y/__tests__ has its node_modules laid by the
+ * install only if its manifest is there); its `file:` references follow. */
+static void
+add_node_members (walk_ctx *w, kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan)
+{
+    for (size_t i = 0; i < plan->n && !w->failed; i++) {
+        const kiwi_install_step *st = &plan->steps[i];
+        if (!node_step (st))
+            continue;
+        cleanup_strv kiwi_strv members = KIWI_STRV_INIT;
+        kiwi_error_t merr = NULL;
+        if (kiwi__node_members (ctx, st->dir, st->eco == KIWI_ECO_PNPM, &members, &merr) < 0) {
+            kiwi_error_free (&merr);
+            w->failed = true;
+            return;
+        }
+        for (size_t m = 0; m < members.n && !w->failed && w->out->n < HASH_MAX_FILES; m++) {
+            cleanup_free char *dir = kiwi__path_join (st->dir, members.v[m]);
+            cleanup_free char *rel = dir ? kiwi__path_join (dir, "package.json") : NULL;
+            if (rel == NULL)
+                w->failed = true;
+            else if (kiwi__has_file (kiwi__ctx_root (ctx), rel) && kiwi_strv_add (w->out, rel) < 0)
+                w->failed = true; /* a repeat of a manifest the walk found goes with the sort */
+        }
+    }
+}
+
 int
 kiwi__install_hashed_files_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan *plan, kiwi_strv *files,
                                 kiwi_error_t *err)
@@ -244,14 +281,16 @@ kiwi__install_hashed_files_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan 
         if (!dup)
             w.sets[w.nsets++] = t->input;
         /* npm manifests and lockfiles name `file:` references */
-        node = node || (t != NULL && t->pms[0].eco == KIWI_ECO_NPM && t->pms[0].env != NULL);
+        node = node || node_step (&plan->steps[i]);
     }
     if (w.nsets == 0)
         return 0;
     size_t before = files->n;
     walk (&w, root, "", 0, false);
-    if (node)
+    if (node) {
+        add_node_members (&w, ctx, plan);
         add_node_file_references (&w, ctx, before);
+    }
     if (w.failed)
         return kiwi_error_make (err, ENOMEM, "install input");
     if (files->n > before) {

@@ -14,8 +14,9 @@
  * The tree is hostile: symlinked directories are not followed, hidden
  * directories and node_modules are not entered (npm's and pnpm's globs skip
  * them too), the walk goes at most MEMBERS_MAX_DEPTH directories below the
- * project (the install input's own depth, so every member found has its
- * manifest in Phase A) and through at most MEMBERS_MAX_DIRS directories,
+ * project (deeper than the install input's search: every member found has
+ * its manifest added to Phase A's input, input.c) and through at most
+ * MEMBERS_MAX_DIRS directories,
  * and at most MEMBERS_MAX members are returned. A pattern that leaves the
  * project (absolute, `..`) names nothing.
  */
@@ -31,7 +32,7 @@
 #include "common/strv.h"
 
 #define MEMBERS_MAX 512
-#define MEMBERS_MAX_DEPTH 4
+#define MEMBERS_MAX_DEPTH 8
 #define MEMBERS_MAX_DIRS 8192
 #define PATTERNS_MAX 64
 #define PATTERN_LEN_MAX 256

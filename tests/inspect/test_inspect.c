@@ -1025,6 +1025,38 @@ test_install_input_table (void **state)
     kiwi_install_plan_clear (&p);
     repo_free (r);
 
+    /* a workspace member deeper than the input's search (vite's, deep under
+     * packages/, named by a pattern with two stars): its manifest and the
+     * fixture package it names with file: are input; a folder the patterns
+     * do not name is not */
+    r = repo_new ();
+    put (r, "package.json", "{ \"name\": \"root\", \"devDependencies\": { \"vitest\": \"1\" } }");
+    put (r, "pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
+    put (r, "pnpm-workspace.yaml", "packages:\n  - 'packages/*'\n  - 'packages/**/__tests__/**'\n");
+    put (r, "packages/vite/package.json", "{ \"name\": \"vite\" }");
+    put (r, "packages/vite/src/node/ssr/runtime/__tests__/package.json",
+         "{ \"name\": \"t\", \"dependencies\": { \"dep\": \"file:./fixtures/deps/dep\" } }");
+    put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json", "{ \"name\": \"dep\" }");
+    put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/index.js", "export default 1;\n");
+    put (r, "packages/vite/src/node/ssr/runtime/impl/package.json", "{ \"name\": \"not-a-member\" }");
+    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    {
+        const char *want_deep[] = { "package.json", "packages/vite/package.json",
+                                    "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/index.js",
+                                    "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json",
+                                    "packages/vite/src/node/ssr/runtime/__tests__/package.json", "pnpm-lock.yaml",
+                                    "pnpm-workspace.yaml" };
+        for (size_t i = 0; i < files.n; i++)
+            print_message ("input: %s\n", files.v[i]);
+        assert_int_equal (files.n, sizeof want_deep / sizeof want_deep[0]);
+        for (size_t i = 0; i < files.n; i++)
+            assert_string_equal (files.v[i], want_deep[i]);
+    }
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+    repo_free (r);
+
     /* Maven: the wrapper and its directory; Gradle: the wrapper, gradle/ */
     r = repo_new ();
     put (r, "pom.xml", "<project/>");
