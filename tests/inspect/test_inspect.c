@@ -958,6 +958,24 @@ key_with (const char *root, const char *image_id, const char *const *kiwi_env, c
     kiwi_install_plan_clear (&p);
 }
 
+/* The install's input of the tree at r for `runtime`, against want[n]. */
+static void
+expect_input (const char *r, const char *runtime, const char *const *want, size_t n)
+{
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    kiwi_strv files = KIWI_STRV_INIT;
+    assert_int_equal (kiwi_install_plan_make (r, runtime, &p, &err), 0);
+    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
+    for (size_t i = 0; i < files.n; i++)
+        print_message ("input: %s\n", files.v[i]);
+    assert_int_equal (files.n, n);
+    for (size_t i = 0; i < files.n; i++)
+        assert_string_equal (files.v[i], want[i]);
+    kiwi_strv_free (&files);
+    kiwi_install_plan_clear (&p);
+}
+
 /* The install's input: per ecosystem, the files an install reads, and
  * nothing else of the tree (the source, tests, secrets). */
 static void
@@ -1012,17 +1030,9 @@ test_install_input_table (void **state)
         free (lnk);
         free (tgt);
     }
-    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
-    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
     const char *want_refs[] = { "libs/loc/index.js", "libs/loc/package.json", "package-lock.json", "package.json",
                                 "vendor/dep-1.0.0.tgz", "vendor/old.tgz" };
-    for (size_t i = 0; i < files.n; i++)
-        print_message ("input: %s\n", files.v[i]);
-    assert_int_equal (files.n, sizeof want_refs / sizeof want_refs[0]);
-    for (size_t i = 0; i < files.n; i++)
-        assert_string_equal (files.v[i], want_refs[i]);
-    kiwi_strv_free (&files);
-    kiwi_install_plan_clear (&p);
+    expect_input (r, "node", want_refs, sizeof want_refs / sizeof want_refs[0]);
     repo_free (r);
 
     /* a workspace member deeper than the input's search (vite's, deep under
@@ -1039,22 +1049,12 @@ test_install_input_table (void **state)
     put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json", "{ \"name\": \"dep\" }");
     put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/index.js", "export default 1;\n");
     put (r, "packages/vite/src/node/ssr/runtime/impl/package.json", "{ \"name\": \"not-a-member\" }");
-    assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
-    assert_int_equal (kiwi_install_hashed_files (r, &p, &files, &err), 0);
-    {
-        const char *want_deep[] = { "package.json", "packages/vite/package.json",
-                                    "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/index.js",
-                                    "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json",
-                                    "packages/vite/src/node/ssr/runtime/__tests__/package.json", "pnpm-lock.yaml",
-                                    "pnpm-workspace.yaml" };
-        for (size_t i = 0; i < files.n; i++)
-            print_message ("input: %s\n", files.v[i]);
-        assert_int_equal (files.n, sizeof want_deep / sizeof want_deep[0]);
-        for (size_t i = 0; i < files.n; i++)
-            assert_string_equal (files.v[i], want_deep[i]);
-    }
-    kiwi_strv_free (&files);
-    kiwi_install_plan_clear (&p);
+    const char *want_deep[] = { "package.json", "packages/vite/package.json",
+                                "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/index.js",
+                                "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json",
+                                "packages/vite/src/node/ssr/runtime/__tests__/package.json", "pnpm-lock.yaml",
+                                "pnpm-workspace.yaml" };
+    expect_input (r, "node", want_deep, sizeof want_deep / sizeof want_deep[0]);
     repo_free (r);
 
     /* Maven: the wrapper and its directory; Gradle: the wrapper, gradle/ */
