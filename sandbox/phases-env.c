@@ -216,13 +216,12 @@ kiwi_phase_install_key_env (const kiwi_phase_config *cfg, kiwi_strv *out, kiwi_e
     return 0;
 }
 
-/* Phase B and the session's commands print for a model, not a terminal:
- * no colour unless the plan's entries or the test command say otherwise
- * (an entry of the same name replaces one of these; the command's own
- * assignments come after the environment). */
-static const char *const no_colour[] = {
-    "NO_COLOR=1", "FORCE_COLOR=0", "CLICOLOR=0", "PY_COLORS=0", "CARGO_TERM_COLOR=never", NULL,
-};
+/* Phase B and the session's commands get no colour variable (NO_COLOR,
+ * FORCE_COLOR, CLICOLOR, PY_COLORS, CARGO_TERM_COLOR): a CI runner sets
+ * none, and the tests of a library that reads them count on that (one
+ * that sets FORCE_COLOR=1 and expects colour fails beside NO_COLOR=1). Their
+ * output is no terminal, so tools print little colour anyway, and what
+ * reaches a model is cleaned of escape sequences (worker/task/failout.c). */
 
 static int
 creds_env (const kiwi_phase_config *cfg, const char *const *extra, const char *const *creds, bool pass_creds,
@@ -230,9 +229,6 @@ creds_env (const kiwi_phase_config *cfg, const char *const *extra, const char *c
 {
     if (base_env (out) < 0)
         return kiwi_error_make (err, ENOMEM, "verify environment");
-    for (size_t i = 0; no_colour[i]; i++)
-        if (kiwi_strv_add (out, no_colour[i]) < 0)
-            return kiwi_error_make (err, ENOMEM, "verify environment");
     for (size_t i = 0; install_passthrough[i]; i++) {
         const char *v = host_get (cfg, install_passthrough[i]);
         if (v != NULL && kiwi_strv_addf (out, "%s=%s", install_passthrough[i], v) < 0)

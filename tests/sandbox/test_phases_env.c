@@ -194,32 +194,30 @@ test_session_env_no_credentials_unless_allowed (void **state)
     kiwi_strv_free (&withheld);
 }
 
-/* Phase B and the session's commands run without colour: NO_COLOR and its
- * kin are set, once each; a plan's entry of the same name replaces the
- * default (the test command's own assignments win in the shell anyway). */
+/* Phase B and the session's commands get no colour variable, as on a CI
+ * runner: a library's tests that read them (commander's: FORCE_COLOR=1
+ * expects colour, which NO_COLOR=1 beside it refuses) run as in the
+ * project's CI; a plan's entry or the test command may still set one. */
 static void
-test_no_colour_unless_asked (void **state)
+test_no_colour_variables (void **state)
 {
     kiwi_phase_config c = cfg ();
     kiwi_strv e = KIWI_STRV_INIT;
     kiwi_error_t err = NULL;
-    static const char *const want[] = { "NO_COLOR=1", "FORCE_COLOR=0", "CLICOLOR=0", "PY_COLORS=0",
-                                        "CARGO_TERM_COLOR=never", NULL };
+    static const char *const names[] = { "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "PY_COLORS", "CARGO_TERM_COLOR",
+                                         NULL };
     for (int phase = 0; phase < 2; phase++) {
         int rc = phase == 0 ? kiwi_phase_verify_env (&c, NULL, NULL, &e, NULL, NULL, &err)
                             : kiwi_phase_session_env (&c, NULL, NULL, &e, NULL, NULL, &err);
         assert_int_equal (rc, 0);
-        for (size_t i = 0; want[i]; i++)
-            assert_true (kiwi_strv_contains (&e, want[i]));
+        for (size_t i = 0; names[i]; i++)
+            if (kiwi_strv_env_get (&e, names[i]) != NULL)
+                fail_msg ("%s is set in %s", kiwi_strv_env_get (&e, names[i]), phase ? "the session" : "Phase B");
         kiwi_strv_free (&e);
     }
     const char *const extra[] = { "FORCE_COLOR=1", NULL };
     assert_int_equal (kiwi_phase_verify_env (&c, extra, NULL, &e, NULL, NULL, &err), 0);
     assert_string_equal (kiwi_strv_env_get (&e, "FORCE_COLOR"), "FORCE_COLOR=1");
-    size_t n = 0;
-    for (size_t i = 0; i < e.n; i++)
-        n += strncmp (e.v[i], "FORCE_COLOR=", 12) == 0;
-    assert_int_equal (n, 1);
     kiwi_strv_free (&e);
 }
 
@@ -265,7 +263,7 @@ main (void)
         cmocka_unit_test (test_verify_env_named_credentials_only),
         cmocka_unit_test (test_session_env_no_credentials_unless_allowed),
         cmocka_unit_test (test_redis_password_never_enters),
-        cmocka_unit_test (test_no_colour_unless_asked),
+        cmocka_unit_test (test_no_colour_variables),
         cmocka_unit_test (test_scm_version),
     };
     return cmocka_run_group_tests_name ("phases_env", tests, NULL, NULL);
