@@ -35,6 +35,7 @@ typedef struct {
     const char *const *sets[16];
     size_t nsets;
     kiwi_strv *out;
+    kiwi_strv taken; /* the directories `file:` references took whole */
     bool failed;
 } walk_ctx;
 
@@ -179,8 +180,12 @@ add_file_reference (walk_ctx *w, const char *root, const char *manifest, const c
                 return;
         if (w->out->n < HASH_MAX_FILES && kiwi_strv_add (w->out, out) < 0)
             w->failed = true;
-    } else if (kiwi__has_dir (root, out))
-        walk (w, root, out, HASH_MAX_DEPTH, true);
+    } else if (kiwi__has_dir (root, out) && !kiwi_strv_contains (&w->taken, out)) {
+        if (kiwi_strv_add (&w->taken, out) < 0)
+            w->failed = true;
+        else
+            walk (w, root, out, HASH_MAX_DEPTH, true); /* once: two packages may name each other */
+    }
 }
 
 /* Every string of a JSON document that is a `file:` reference. */
@@ -206,12 +211,13 @@ scan_file_references (walk_ctx *w, const char *root, const char *manifest, const
     }
 }
 
-/* The `file:` references of the npm manifests and lockfiles found so far. */
+/* The `file:` references of the npm manifests and lockfiles found so far,
+ * and of those the references bring (a fixture package that names another
+ * with file:), each file read once, within HASH_MAX_FILES. */
 static void
 add_node_file_references (walk_ctx *w, kiwi__inspect_ctx *ctx, size_t from)
 {
-    size_t end = w->out->n;
-    for (size_t i = from; i < end && !w->failed; i++) {
+    for (size_t i = from; i < w->out->n && !w->failed; i++) {
         const char *rel = w->out->v[i];
         const char *nm = strrchr (rel, '/');
         nm = nm ? nm + 1 : rel;
@@ -271,7 +277,7 @@ kiwi__install_hashed_files_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan 
                                 kiwi_error_t *err)
 {
     const char *root = kiwi__ctx_root (ctx);
-    walk_ctx w = { .out = files };
+    walk_ctx w = { .out = files, .taken = KIWI_STRV_INIT };
     bool node = false;
     for (size_t i = 0; i < plan->n && w.nsets < 16; i++) {
         const kiwi__runtime *t = kiwi__runtime_of_eco (plan->steps[i].eco);
@@ -291,6 +297,7 @@ kiwi__install_hashed_files_ctx (kiwi__inspect_ctx *ctx, const kiwi_install_plan 
         add_node_members (&w, ctx, plan);
         add_node_file_references (&w, ctx, before);
     }
+    kiwi_strv_free (&w.taken);
     if (w.failed)
         return kiwi_error_make (err, ENOMEM, "install input");
     if (files->n > before) {

@@ -32,7 +32,7 @@
 #include "common/strv.h"
 
 #define MEMBERS_MAX 512
-#define MEMBERS_MAX_DEPTH 8
+#define MEMBERS_MAX_DEPTH 12
 #define MEMBERS_MAX_DIRS 8192
 #define PATTERNS_MAX 64
 #define PATTERN_LEN_MAX 256

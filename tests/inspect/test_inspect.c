@@ -1046,12 +1046,17 @@ test_install_input_table (void **state)
     put (r, "packages/vite/package.json", "{ \"name\": \"vite\" }");
     put (r, "packages/vite/src/node/ssr/runtime/__tests__/package.json",
          "{ \"name\": \"t\", \"dependencies\": { \"dep\": \"file:./fixtures/deps/dep\" } }");
-    put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json", "{ \"name\": \"dep\" }");
+    put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json",
+         "{ \"name\": \"dep\", \"dependencies\": { \"nested\": \"file:../nested\" } }");
     put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/index.js", "export default 1;\n");
+    /* named by the fixture package, not by a member: followed too */
+    put (r, "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/nested/package.json",
+         "{ \"name\": \"nested\", \"dependencies\": { \"dep\": \"file:../dep\" } }");
     put (r, "packages/vite/src/node/ssr/runtime/impl/package.json", "{ \"name\": \"not-a-member\" }");
     const char *want_deep[] = { "package.json", "packages/vite/package.json",
                                 "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/index.js",
                                 "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/dep/package.json",
+                                "packages/vite/src/node/ssr/runtime/__tests__/fixtures/deps/nested/package.json",
                                 "packages/vite/src/node/ssr/runtime/__tests__/package.json", "pnpm-lock.yaml",
                                 "pnpm-workspace.yaml" };
     expect_input (r, "node", want_deep, sizeof want_deep / sizeof want_deep[0]);
