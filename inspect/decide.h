@@ -33,8 +33,9 @@ typedef struct kiwi_step0_decision {
     kiwi_step0_action action;
     kiwi_image_resolution swap_to; /* KIWI_STEP0_SWAP: the new image (owned) */
     char stop[32];                 /* KIWI_STEP0_STOP: the stop's name (needs_network, missing_tool,
-                                    * needs_service, no_image, no_version; out_of_memory, which
-                                    * step 0 sets itself from the run); "" otherwise */
+                                    * needs_service, no_image, no_version; out_of_memory and
+                                    * out_of_disk, which step 0 sets itself from the run); ""
+                                    * otherwise */
     char reason[768];              /* one line: the cause by name, or why it is honest */
 } kiwi_step0_decision;
 

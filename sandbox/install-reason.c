@@ -131,14 +131,14 @@ blank (const char *s, size_t n)
     return true;
 }
 
-bool
-kiwi_install_output_disk_full (const char *output, char *line, size_t cap)
+static bool
+disk_full (const char *output, bool bare_code, char *line, size_t cap)
 {
     if (line != NULL && cap > 0)
         line[0] = '\0';
     for (const char *p = output ? output : ""; *p;) {
         size_t n = strcspn (p, "\n");
-        if (has (p, n, "No space left on device") || has (p, n, "ENOSPC")) {
+        if (has (p, n, "No space left on device") || (bare_code && has (p, n, "ENOSPC"))) {
             if (line != NULL)
                 quote (p, n, line, cap);
             return true;
@@ -148,6 +148,18 @@ kiwi_install_output_disk_full (const char *output, char *line, size_t cap)
             p++;
     }
     return false;
+}
+
+bool
+kiwi_install_output_disk_full (const char *output, char *line, size_t cap)
+{
+    return disk_full (output, true, line, cap);
+}
+
+bool
+kiwi_run_output_disk_full (const char *output, char *line, size_t cap)
+{
+    return disk_full (output, false, line, cap);
 }
 
 void

@@ -30,6 +30,11 @@
  * is quoted into it (capacity cap, escaped as above). */
 bool kiwi_install_output_disk_full (const char *output, char *line, size_t cap);
 
+/* The same for a test run's output: only the system's own message ("No
+ * space left on device", in any case), not a bare ENOSPC, which a test's
+ * name may hold. */
+bool kiwi_run_output_disk_full (const char *output, char *line, size_t cap);
+
 /* The last line of `output` that reads as an error (an "error", "ERR!",
  * "fatal", "failed", "not found", "No such file", "cannot", "could not"
  * line), skipping lines that only point elsewhere ("A complete log of this

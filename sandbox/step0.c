@@ -15,6 +15,7 @@
 #include "common/enum.h"
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "sandbox/install-reason.h"
 
 KIWI_ENUM_STR_FN (kiwi_step0_status_str, kiwi_step0_status, KIWI_STEP0_STATUSES)
 
@@ -254,6 +255,29 @@ swap (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
 }
 
 static int run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err);
+
+/* Stops step 0 on one of the sandbox's ceilings: `stop` named, the reason
+ * "STOP: `CMD` WHAT its KIND ceiling, N MB (SETTING raises it)". 1, or -1
+ * on an error (res->reason NULL). */
+static int
+ceiling_stop (const kiwi_step0_request *rq, kiwi_step0_result *res, const char *stop, const char *what,
+              const char *kind, int64_t mb, const char *setting, kiwi_error_t *err)
+{
+    res->status = KIWI_STEP0_STOPPED;
+    res->decision.action = KIWI_STEP0_STOP;
+    snprintf (res->decision.stop, sizeof res->decision.stop, "%s", stop);
+    char ceiling[64];
+    if (mb > 0)
+        snprintf (ceiling, sizeof ceiling, "its %s ceiling, %lld MB", kind, (long long) mb);
+    else
+        snprintf (ceiling, sizeof ceiling, "its %s ceiling", kind);
+    snprintf (res->decision.reason, sizeof res->decision.reason, "%s: `%s` %s %s (%s raises it)",
+              stop, rq->inspect.test_command, what, ceiling, setting);
+    if (set_reason (res, err, "stopped at step 0: %s", res->decision.reason) < 0)
+        return -1;
+    return 1;
+}
+
 /* A verify run the sandbox's memory ceiling killed (the kernel's OOM
  * killer, as the driver saw it: exit 137 with the ceiling hit, or the
  * sandbox gone with it) is no failure of the code: the tests never got the
@@ -266,18 +290,36 @@ out_of_memory (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_
 {
     if (!res->run.oom_killed)
         return 0;
-    res->status = KIWI_STEP0_STOPPED;
-    res->decision.action = KIWI_STEP0_STOP;
-    snprintf (res->decision.stop, sizeof res->decision.stop, "out_of_memory");
-    char ceiling[64] = "its memory ceiling";
-    if (rq->limits.memory_mb > 0)
-        snprintf (ceiling, sizeof ceiling, "its memory ceiling, %lld MB", (long long) rq->limits.memory_mb);
-    snprintf (res->decision.reason, sizeof res->decision.reason,
-              "out_of_memory: `%s` was killed in %s on reaching %s (KIWI_SANDBOX_MEMORY_MB raises it)",
-              rq->inspect.test_command, res->insp.image.image, ceiling);
-    if (set_reason (res, err, "stopped at step 0: %s", res->decision.reason) < 0)
-        return -1;
-    return 1;
+    char what[200];
+    snprintf (what, sizeof what, "was killed in %s on reaching", res->insp.image.image);
+    return ceiling_stop (rq, res, "out_of_memory", what, "memory", rq->limits.memory_mb, "KIWI_SANDBOX_MEMORY_MB",
+                         err);
+}
+
+/* A verify run that failed on a full disk (the system's "No space left on
+ * device": a build's output filling the sandbox's disk ceiling, tokio's
+ * test build past 2 GB) is no failure of the code either: step 0 stops,
+ * quoting the line and naming the ceiling and the setting that raises it.
+ * The same returns as out_of_memory. */
+static int
+out_of_disk (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    char line[KIWI_INSTALL_QUOTE_MAX + 16];
+    if (!kiwi_run_output_disk_full (res->run.output, line, sizeof line))
+        return 0;
+    char what[400];
+    snprintf (what, sizeof what, "ran out of disk in %s: its output says \"%s\"; the sandbox has", res->insp.image.image,
+              line);
+    return ceiling_stop (rq, res, "out_of_disk", what, "disk", rq->limits.disk_mb, "KIWI_MAX_SANDBOX_DISK_MB", err);
+}
+
+/* out_of_memory, then out_of_disk: the sandbox's ceilings, before the
+ * classifier reads the output. */
+static int
+out_of_room (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
+{
+    int rc = out_of_memory (rq, res, err);
+    return rc != 0 ? rc : out_of_disk (rq, res, err);
 }
 
 int
@@ -331,7 +373,7 @@ run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
         return set_reason (res, err, "the test command passes in %s%s%s", res->insp.image.image,
                            res->swapped ? " after a swap: " : "", res->swapped ? res->decision.reason : "");
     }
-    int oom = out_of_memory (rq, res, err);
+    int oom = out_of_room (rq, res, err);
     if (oom != 0)
         return oom < 0 ? -1 : 0;
     if (res->swapped) { /* the install's failure was the one examined */
@@ -360,7 +402,7 @@ run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
     }
     if (do_verify (rq, res, err) < 0)
         return -1;
-    oom = out_of_memory (rq, res, err);
+    oom = out_of_room (rq, res, err);
     if (oom != 0)
         return oom < 0 ? -1 : 0;
     bool ok = res->run.exit_code == 0 && !res->run.timed_out && !res->run.sandbox_lost;

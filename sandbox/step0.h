@@ -23,7 +23,8 @@
  *        repository gives a service (needs_service); the decision's `stop`
  *        names which;
  *      - a run the sandbox's memory ceiling killed stops too
- *        (out_of_memory), naming the ceiling and the setting that raises it;
+ *        (out_of_memory), naming the ceiling and the setting that raises it,
+ *        and so does one whose output says the disk was full (out_of_disk);
  *      - anything else is an honest result.
  *   Only the first failure is examined: at most one swap, and the re-run's
  *   result is final. An install failure is examined the same way (a

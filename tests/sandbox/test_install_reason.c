@@ -88,6 +88,22 @@ test_disk_full (void **state)
     assert_string_equal (line, "");
 }
 
+/* A test run's output: the system's message in any case (node's, rustc's
+ * through LLVM), not a bare ENOSPC that a failing test's name holds. */
+static void
+test_run_disk_full (void **state)
+{
+    char line[300];
+    assert_true (kiwi_run_output_disk_full ("npm error code ENOSPC\nError: ENOSPC: no space left on device, write\n",
+                                            line, sizeof line));
+    assert_string_equal (line, "Error: ENOSPC: no space left on device, write");
+    assert_true (kiwi_run_output_disk_full ("LLVM ERROR: IO failure on output stream: No space left on device\n", line,
+                                            sizeof line));
+    assert_false (kiwi_run_output_disk_full ("FAILED tests/test_io.py::test_write_reports_ENOSPC - assert 0\n", line,
+                                             sizeof line));
+    assert_string_equal (line, "");
+}
+
 static void
 test_hostile_output (void **state)
 {
@@ -141,6 +157,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_captured_installs),
         cmocka_unit_test (test_disk_full),
+        cmocka_unit_test (test_run_disk_full),
         cmocka_unit_test (test_hostile_output),
         cmocka_unit_test (test_plain_and_empty),
     };

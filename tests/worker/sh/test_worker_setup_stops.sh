@@ -9,6 +9,9 @@
 #     needs_service and the reason names the port, the file and the service;
 #   - a test needs 4 GB where the sandbox has 256 MB (KIWI_SANDBOX_MEMORY_MB):
 #     the stop is out_of_memory, the reason names the ceiling and the setting;
+#   - a test writes 200 MB where the sandbox's disk holds 64 MB
+#     (KIWI_MAX_SANDBOX_DISK_MB): the stop is out_of_disk, the reason quotes
+#     the system's line and names the ceiling and the setting;
 # one whose install fails (requirements.txt names a local folder that is
 # not there): the result is install_failed and its reason names the
 # install's command and the error line of its output; and one whose test
@@ -96,6 +99,22 @@ run_once memory "python3 -m pytest -q"
 ONCE_ENV=()
 expect_stop memory out_of_memory \
   '*out_of_memory: `python3 -m pytest -q` was killed in kiwi/python:* on reaching its memory ceiling, 256 MB (KIWI_SANDBOX_MEMORY_MB*'
+# tests that write more than the sandbox's disk holds (a build's output
+# past the ceiling): a stop that quotes the system's line and names the
+# ceiling and the setting, not an honest failure for a model
+mkdir -p "$TMP/disk"
+cat >"$TMP/disk/test_disk.py" <<'PY'
+def test_writes_two_hundred_megabytes():
+    with open("build-output.bin", "wb") as f:
+        for _ in range(25):
+            f.write(b"x" * (8 << 20))
+PY
+echo "# run $RUN_ID" >>"$TMP/disk/test_disk.py"
+ONCE_ENV=(KIWI_MAX_SANDBOX_DISK_MB=64)
+run_once disk "python3 -m pytest -q"
+ONCE_ENV=()
+expect_stop disk out_of_disk \
+  '*out_of_disk: `python3 -m pytest -q` ran out of disk in kiwi/python:*: its output says "*No space left on device*"; the sandbox has its disk ceiling, 64 MB (KIWI_MAX_SANDBOX_DISK_MB raises it)*'
 # an install that fails: the result says why, with the install's own
 # command and its output's error line, not only an exit status
 mkdir -p "$TMP/install"
