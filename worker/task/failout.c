@@ -81,6 +81,20 @@ oom:
     return NULL;
 }
 
+char *
+kiwi_failout_clean_tail (const char *text, size_t max)
+{
+    char *clean = kiwi_failout_clean (text);
+    size_t l = clean ? strlen (clean) : 0;
+    if (l <= max)
+        return clean;
+    const char *from = clean + l - max;
+    while (*from != '\0' && ((unsigned char) *from & 0xC0) == 0x80)
+        from++; /* not in the middle of a character */
+    memmove (clean, from, strlen (from) + 1);
+    return clean;
+}
+
 static const char *const markers[] = {
     "FAIL", "Error", "ERROR", "\xe2\x9c\x96" /* ✖ */, "\xe2\x9c\x97" /* ✗ */, "\xe2\x97\x8f" /* ● */,
     "panicked", "Traceback", "not ok", "Exception", NULL,

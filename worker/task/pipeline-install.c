@@ -28,6 +28,7 @@
 #include "worker/egress/fetch-manifest.h"
 #include "worker/gc.h"
 #include "worker/worker-metrics.h"
+#include "worker/task/failout.h"
 
 static void
 rm_rf (const char *path)
@@ -513,9 +514,9 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     record_fetched (c, &run, fetch_offset, r, tmpdir, ev);
     json_decref (run.denials);
     if (r->status != KIWI_INSTALL_OK) {
-        size_t ol = r->output ? strlen (r->output) : 0;
+        cleanup_free char *t = kiwi_failout_clean_tail (r->output, 4000);
         json_object_set_new (ev, "reason", json_string (r->reason));
-        json_object_set_new (ev, "output_tail", json_string (r->output ? r->output + (ol > 4000 ? ol - 4000 : 0) : ""));
+        json_object_set_new (ev, "output_tail", json_string (t ? t : ""));
         kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0, ev);
         if (r->status == KIWI_INSTALL_FAILED)
             kiwi_cache_put_install (c->cache, key, false, NULL, r->reason);

@@ -390,15 +390,13 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     }
     free (res->reason);
     res->reason = reason;
-    const char *output = res->run.output;
-    size_t ol = output ? strlen (output) : 0;
+    cleanup_free char *output = kiwi_failout_clean_tail (res->run.output, 2000);
     json_t *ev = json_pack ("{s:b,s:s,s:i,s:s,s:b,s:s,s:s,s:i,s:I,s:s}", "cached", 0, "status",
                             kiwi_step0_status_str (res->status), "exit_code", res->run.exit_code, "image",
                             plan->image, "swapped", res->swapped, "first_image",
                             res->first_image ? res->first_image : plan->image, "reason",
                             res->reason ? res->reason : "", "verify_runs", res->verify_runs, "duration_ms",
-                            (json_int_t) (res->install_ms + res->verify_ms), "output_tail",
-                            output ? output + (ol > 2000 ? ol - 2000 : 0) : "");
+                            (json_int_t) (res->install_ms + res->verify_ms), "output_tail", output ? output : "");
     json_object_set_new (ev, "classification", classification_json (res));
     if (res->decision.stop[0] != '\0')
         json_object_set_new (ev, "stop", json_string (res->decision.stop));

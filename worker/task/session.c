@@ -127,15 +127,18 @@ head (const char *text, size_t max)
     return out;
 }
 
-/* The tail of `s`, at most `max` bytes, with a note if cut. Caller frees. */
+/* The tail of `text` cleaned of escape sequences, at most `max` bytes,
+ * with a note if cut. Caller frees. */
 static char *
 tail (const char *text, size_t max)
 {
-    size_t l = text ? strlen (text) : 0;
+    cleanup_free char *clean = kiwi_failout_clean (text);
+    size_t l = clean ? strlen (clean) : 0;
     char *out = NULL;
-    if (l <= max)
-        return strdup (text ? text : "");
-    if (asprintf (&out, "[... %zu bytes cut ...]\n%s", l - max, text + l - max) < 0)
+    if (clean == NULL || l <= max)
+        return steal_pointer (&clean);
+    cleanup_free char *last = kiwi_failout_clean_tail (clean, max);
+    if (last == NULL || asprintf (&out, "[... %zu bytes cut ...]\n%s", l - strlen (last), last) < 0)
         return NULL;
     return out;
 }

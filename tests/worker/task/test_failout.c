@@ -69,6 +69,23 @@ test_clean_sequences (void **state)
     free (c);
 }
 
+/* An event's tail: cleaned before it is cut, and cut at a character's
+ * first byte (vitest's colours, which CI=true turns on, never reach a
+ * dashboard). */
+static void
+test_clean_tail (void **state)
+{
+    char *c = kiwi_failout_clean_tail ("\x1b[32m\xe2\x9c\x93\x1b[39m passed\n\x1b[2m Tests \x1b[22m 963 passed", 40);
+    assert_string_equal (c, "\xe2\x9c\x93 passed\n Tests  963 passed");
+    free (c);
+    c = kiwi_failout_clean_tail ("\x1b[32m\xe2\x9c\x93\x1b[39m passed", 8); /* ✓'s first byte would be cut */
+    assert_string_equal (c, " passed");
+    free (c);
+    c = kiwi_failout_clean_tail (NULL, 8);
+    assert_string_equal (c, "");
+    free (c);
+}
+
 /* Within the budget: only cleaned. */
 static void
 test_fit_within_budget (void **state)
@@ -158,6 +175,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_clean_captured),     cmocka_unit_test (test_clean_sequences),
+        cmocka_unit_test (test_clean_tail),
         cmocka_unit_test (test_fit_within_budget),  cmocka_unit_test (test_fit_keeps_failures),
         cmocka_unit_test (test_fit_no_marker),      cmocka_unit_test (test_fit_long_line),
     };
