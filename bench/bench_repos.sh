@@ -84,9 +84,8 @@ OUT=${OUT:-$TMP/out}
 mkdir -p "$OUT/runs" "$TMP/git"
 chmod 755 "$OUT" "$OUT/runs"
 
-# each listed commit, alone (depth 1: a mirror may lack objects of other
-# refs), in a bare repository of its own whose main branch it is, all
-# served by one git daemon on loopback as owner+name.git
+# each listed commit in a bare repository of its own whose main branch it
+# is, all served by one git daemon on loopback as owner+name.git
 mirror_of() { awk -F'\t' -v r="$1" '$1 == r { print $2; exit }' "$MIRRORS"; }
 tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit _rest; do
   [ -n "$repo" ] || continue
@@ -97,11 +96,19 @@ tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit _rest; do
   git init -q --bare "$bare"
   # the commit with its history and the tags, as a user's clone has them:
   # a project's version from git (setuptools-scm, hatch-vcs) is read from
-  # the tags, which a shallow copy of the commit alone lacks
+  # the tags, which a shallow copy of the commit alone lacks. A mirror that
+  # lacks objects of older history (a snapshot leaves large ones out) gives
+  # the commit alone (depth 1, in a new bare repository), said in the log:
+  # its version from git is then unknown, as in a shallow CI checkout
   if ! git -C "$bare" fetch -q "file://$(cd "$dir" && pwd)" "$commit" '+refs/tags/*:refs/tags/*' 2>"$TMP/prep.log"; then
-    log "$repo: $commit is not in $dir: $(tail -n 1 "$TMP/prep.log")"
-    rm -rf "$bare"
-    continue
+    rm -rf "$bare" && git init -q --bare "$bare"
+    if git -C "$bare" fetch -q --depth 1 "file://$(cd "$dir" && pwd)" "$commit" 2>>"$TMP/prep.log"; then
+      log "$repo: the history of $commit is incomplete in $dir ($(sed -n 1p "$TMP/prep.log")): the commit alone, no tags"
+    else
+      log "$repo: $commit is not in $dir: $(tail -n 1 "$TMP/prep.log")"
+      rm -rf "$bare"
+      continue
+    fi
   fi
   git -C "$bare" update-ref refs/heads/main "$commit"
   git -C "$bare" symbolic-ref HEAD refs/heads/main
