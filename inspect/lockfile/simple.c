@@ -210,13 +210,12 @@ kiwi__detect_rust (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__
     }
     /* no lock: a dependency declared by the manifest itself, or by a member
      * of the workspace it heads (a virtual manifest declares none) */
-    if (cargo_manifest_has_remote (ct))
-        return kiwi__add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch",
-                               "Cargo.toml, no Cargo.lock", err);
-    if (cargo_members_remote (ctx, dir, ct))
-        return kiwi__add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch",
-                               "Cargo.toml (workspace members), no Cargo.lock", err);
-    return 0;
+    const char *why = cargo_manifest_has_remote (ct)         ? "Cargo.toml, no Cargo.lock"
+                      : cargo_members_remote (ctx, dir, ct) ? "Cargo.toml (workspace members), no Cargo.lock"
+                                                            : NULL;
+    if (why == NULL)
+        return 0;
+    return kiwi__add_step (s, KIWI_ECO_CARGO, dir, false, "cargo fetch", CARGO_STUBS "cargo fetch", why, err);
 }
 
 /* ---------------------------------------------------------------- Ruby */

@@ -82,15 +82,19 @@ oom:
 }
 
 char *
-kiwi_failout_clean_tail (const char *text, size_t max)
+kiwi_failout_clean_tail (const char *text, size_t max, size_t *cut)
 {
     char *clean = kiwi_failout_clean (text);
     size_t l = clean ? strlen (clean) : 0;
+    if (cut)
+        *cut = 0;
     if (l <= max)
         return clean;
     const char *from = clean + l - max;
     while (*from != '\0' && ((unsigned char) *from & 0xC0) == 0x80)
         from++; /* not in the middle of a character */
+    if (cut)
+        *cut = (size_t) (from - clean);
     memmove (clean, from, strlen (from) + 1);
     return clean;
 }

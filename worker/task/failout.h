@@ -33,8 +33,9 @@ char *kiwi_failout_clean (const char *text);
 
 /* The last `max` bytes of `text` cleaned (from a character's first byte),
  * for an event's output_tail: what a dashboard shows, like what a model
- * reads, holds no escape sequence. New string, NULL when out of memory. */
-char *kiwi_failout_clean_tail (const char *text, size_t max);
+ * reads, holds no escape sequence. *cut (optional) gets the cleaned bytes
+ * left out before it. New string, NULL when out of memory. */
+char *kiwi_failout_clean_tail (const char *text, size_t max, size_t *cut);
 
 /* `text` cleaned and fitted into about `budget` bytes (the markers added
  * for left-out lines count too). New string, NULL when out of memory. */

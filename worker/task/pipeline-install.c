@@ -514,7 +514,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
     record_fetched (c, &run, fetch_offset, r, tmpdir, ev);
     json_decref (run.denials);
     if (r->status != KIWI_INSTALL_OK) {
-        cleanup_free char *t = kiwi_failout_clean_tail (r->output, 4000);
+        cleanup_free char *t = kiwi_failout_clean_tail (r->output, 4000, NULL);
         json_object_set_new (ev, "reason", json_string (r->reason));
         json_object_set_new (ev, "output_tail", json_string (t ? t : ""));
         kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0, ev);

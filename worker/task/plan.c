@@ -390,7 +390,7 @@ kiwi_plan_step0 (kiwi_sandbox_env *sb, const kiwi_phase_config *pc, kiwi_plan *p
     }
     free (res->reason);
     res->reason = reason;
-    cleanup_free char *output = kiwi_failout_clean_tail (res->run.output, 2000);
+    cleanup_free char *output = kiwi_failout_clean_tail (res->run.output, 2000, NULL);
     json_t *ev = json_pack ("{s:b,s:s,s:i,s:s,s:b,s:s,s:s,s:i,s:I,s:s}", "cached", 0, "status",
                             kiwi_step0_status_str (res->status), "exit_code", res->run.exit_code, "image",
                             plan->image, "swapped", res->swapped, "first_image",

@@ -132,13 +132,12 @@ head (const char *text, size_t max)
 static char *
 tail (const char *text, size_t max)
 {
-    cleanup_free char *clean = kiwi_failout_clean (text);
-    size_t l = clean ? strlen (clean) : 0;
+    size_t cut = 0;
+    cleanup_free char *last = kiwi_failout_clean_tail (text, max, &cut);
     char *out = NULL;
-    if (clean == NULL || l <= max)
-        return steal_pointer (&clean);
-    cleanup_free char *last = kiwi_failout_clean_tail (clean, max);
-    if (last == NULL || asprintf (&out, "[... %zu bytes cut ...]\n%s", l - strlen (last), last) < 0)
+    if (last == NULL || cut == 0)
+        return steal_pointer (&last);
+    if (asprintf (&out, "[... %zu bytes cut ...]\n%s", cut, last) < 0)
         return NULL;
     return out;
 }

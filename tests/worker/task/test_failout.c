@@ -75,13 +75,17 @@ test_clean_sequences (void **state)
 static void
 test_clean_tail (void **state)
 {
-    char *c = kiwi_failout_clean_tail ("\x1b[32m\xe2\x9c\x93\x1b[39m passed\n\x1b[2m Tests \x1b[22m 963 passed", 40);
+    size_t cut = 99;
+    char *c = kiwi_failout_clean_tail ("\x1b[32m\xe2\x9c\x93\x1b[39m passed\n\x1b[2m Tests \x1b[22m 963 passed", 40,
+                                       &cut);
     assert_string_equal (c, "\xe2\x9c\x93 passed\n Tests  963 passed");
+    assert_int_equal (cut, 0);
     free (c);
-    c = kiwi_failout_clean_tail ("\x1b[32m\xe2\x9c\x93\x1b[39m passed", 8); /* ✓'s first byte would be cut */
+    c = kiwi_failout_clean_tail ("\x1b[32m\xe2\x9c\x93\x1b[39m passed", 8, &cut); /* ✓'s first byte would be cut */
     assert_string_equal (c, " passed");
+    assert_int_equal (cut, 3);
     free (c);
-    c = kiwi_failout_clean_tail (NULL, 8);
+    c = kiwi_failout_clean_tail (NULL, 8, NULL);
     assert_string_equal (c, "");
     free (c);
 }
