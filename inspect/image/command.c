@@ -90,11 +90,10 @@ words_push (words *w, char *s)
     return true;
 }
 
-#define SEP_WORD ((char *) 1) /* never dereferenced: marks a command separator */
-
-/* Splits a shell command into words, with a separator marker (a NULL-like
- * "\x01" word) between simple commands. Quotes and backslashes are honoured,
- * expansions are kept as text. */
+/* Splits a shell command into words, with a separator marker between
+ * simple commands: "\x02" after one run in the background (a lone `&`, not
+ * `&&`, `&>`, `>&` or `|&`), "\x01" after any other. Quotes and
+ * backslashes are honoured, expansions are kept as text. */
 static bool
 shell_split (const char *s, words *out)
 {
@@ -115,7 +114,8 @@ shell_split (const char *s, words *out)
             }
             if (c == '\0')
                 return true;
-            if (c != ' ' && c != '\t' && !words_push (out, strdup ("\x01")))
+            bool background = c == '&' && p[1] != '&' && p[1] != '>' && !(p > s && strchr ("<>&|", p[-1]) != NULL);
+            if (c != ' ' && c != '\t' && !words_push (out, strdup (background ? "\x02" : "\x01")))
                 return false;
             continue;
         }
@@ -172,7 +172,13 @@ is_assignment (const char *w)
 static bool
 is_sep (const char *w)
 {
-    return w[0] == '\x01' && w[1] == '\0';
+    return (w[0] == '\x01' || w[0] == '\x02') && w[1] == '\0';
+}
+
+static bool
+is_background_sep (const char *w)
+{
+    return w[0] == '\x02' && w[1] == '\0';
 }
 
 static bool command_runtime_depth (const char *command, kiwi_command_info *info, int depth, const char *seek);
@@ -272,16 +278,35 @@ command_runtime_depth (const char *command, kiwi_command_info *info, int depth, 
         words_free (&w);
         return false;
     }
-    bool found = false;
+    /* A command sent to the background (`node tests/server.js & phpunit`)
+     * is a service the test needs, not the test: its runtime is taken only
+     * when no command in the foreground names one. A search for an
+     * executable (seek) counts every command. */
+    bool found = false, background_found = false;
+    kiwi_command_info background = { 0 };
     size_t start = 0;
     for (size_t i = 0; i <= w.n && !found; i++) {
         if (i == w.n || is_sep (w.w[i])) {
-            if (i > start && simple_command (w.w, start, i, info, depth, seek) == 1)
-                found = true;
+            if (i > start && simple_command (w.w, start, i, info, depth, seek) == 1) {
+                if (seek == NULL && i < w.n && is_background_sep (w.w[i])) {
+                    if (!background_found)
+                        background = *info;
+                    background_found = true;
+                    info->runtime[0] = info->exe[0] = info->version[0] = '\0';
+                } else {
+                    found = true;
+                }
+            }
             start = i + 1;
         }
     }
     words_free (&w);
+    if (!found && background_found) {
+        snprintf (info->runtime, sizeof info->runtime, "%s", background.runtime);
+        snprintf (info->exe, sizeof info->exe, "%s", background.exe);
+        snprintf (info->version, sizeof info->version, "%s", background.version);
+        found = true;
+    }
     return found;
 }
 

@@ -252,6 +252,13 @@ test_command_executable (void **state)
     expect_cmd ("time mvn -B test", "maven", "mvn", "", "");
     expect_cmd ("xvfb-run -a npm test", "node", "npm", "", "");
     expect_cmd ("set -e; echo start; php artisan test", "php", "php", "", "");
+    /* a server sent to the background is not the test (guzzle's CI) */
+    expect_cmd ("node tests/server.js & ./vendor/bin/http_test_server & ./vendor/bin/phpunit", "php", "phpunit", "", "");
+    expect_cmd ("python -m http.server 8000 &\nsleep 1; npm test", "node", "npm", "", "");
+    expect_cmd ("npm test 2>&1 | tee log", "node", "npm", "", "");
+    expect_cmd ("pytest &> log", "python", "pytest", "", "");
+    expect_cmd ("redis-server & node tests/server.js & ./run-tests.sh", "node", "node", "", "");
+    assert_true (kiwi_command_runs ("node tests/server.js & ./vendor/bin/phpunit", "node"));
     expect_cmd ("make test", NULL, NULL, NULL, NULL);
     expect_cmd ("docker compose run app npm test", NULL, NULL, NULL, NULL);
     expect_cmd ("echo hi | tee log; ./scripts/test.sh", NULL, NULL, NULL, NULL);
