@@ -646,6 +646,15 @@ cmd_run() {
   # shell, after the exec); a watcher whose parent is no longer Squid ends
   # without a signal, so it never signals a pid that was reused.
   local caller=$PPID self=$$ digest_pid=''
+  # Squid writes cache.log as its own user: the file is made here as that
+  # user before the watcher below appends to it (made by this shell it
+  # would be root's, Squid could not write it, and its lines, a FATAL's
+  # cause too, would go to its stderr alone)
+  if [[ -L $dir/cache.log ]]; then rm -f "$dir/cache.log"; fi
+  if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then
+    setpriv --reuid=proxy --regid=proxy --clear-groups -- sh -c ': >>"$1"' sh "$dir/cache.log" ||
+      die "the user proxy cannot write $dir/cache.log"
+  fi
   if [[ -n $digest_bin ]]; then start_digest; fi
   (
     me=$BASHPID

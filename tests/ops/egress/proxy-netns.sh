@@ -40,7 +40,7 @@ BR=kpxn$((pid % 10000))
 GW=10.231.$A.1 SBX=10.231.$A.2 HO=10.231.$B.1 OH=10.231.$B.2 DNS=10.231.$C.53
 PORTS=3128,3129,3130 EPORT=3128
 P=http://$GW:$EPORT
-squid_pid='' out_pid='' dns_pid=''
+squid_pid='' out_pid='' dns_pid='' keep_tmp=''
 made_ns=()
 
 inh() { ip netns exec "$NH" "$@"; }
@@ -66,7 +66,8 @@ cleanup() {
   for r in "${made_ns[@]}"; do for p in $(ip netns pids "$r" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; done
   for r in "${made_ns[@]}"; do ip netns del "$r" 2>/dev/null; done
   rm -rf "/etc/netns/$NH"
-  [[ -n ${KIWI_KEEP_TMP:-} ]] || rm -rf "$tmp"
+  # kept when asked, or when Squid did not start (its logs are the evidence)
+  if [[ -n ${KIWI_KEEP_TMP:-}$keep_tmp ]]; then note "kept $tmp"; else rm -rf "$tmp"; fi
   tap_finish "$rc"
 }
 trap cleanup EXIT
@@ -124,20 +125,41 @@ outside_start() {
 
 # squid_start DIR [PROXY.SH RUN ARG...]: proxy.sh run in the host namespace
 # (its own process group, as the worker starts it; its output in
-# $tmp/squid.out), once it listens: within 30 s, the worker's own bound
+# $tmp/squid.out), once it listens: within 30 s, the worker's own bound. A
+# Squid that ends before it listens is started once more after 1 s, as the
+# worker's proxy runner does, with what it said in the output; a second
+# end, or 30 s without listening, ends the test with its logs kept.
 squid_start() {
-  local d=$1 i state
+  local d=$1 i state attempt
   shift
-  setsid ip netns exec "$NH" bash "$PROXY" run --dir "$d" "$@" >>"$tmp/squid.out" 2>&1 &
-  squid_pid=$!
-  for ((i = 0; i < 300; i++)); do
-    inh ss -ltn | grep >/dev/null "$GW:${PORTS##*,}" && return 0
-    kill -0 "$squid_pid" 2>/dev/null || break
-    sleep 0.1
+  for attempt in 1 2; do
+    setsid ip netns exec "$NH" bash "$PROXY" run --dir "$d" "$@" >>"$tmp/squid.out" 2>&1 &
+    squid_pid=$!
+    for ((i = 0; i < 300; i++)); do
+      inh ss -ltn | grep >/dev/null "$GW:${PORTS##*,}" && return 0
+      kill -0 "$squid_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$squid_pid" 2>/dev/null && break
+    wait "$squid_pid" 2>/dev/null
+    [[ $attempt == 1 ]] || break
+    note "squid ended before it listened ($((i / 10)) s); starting it again in 1 s. What it said:"
+    squid_said "$d" | indent
+    sleep 1
   done
   state="still running after $((i / 10)) s"
-  kill -0 "$squid_pid" 2>/dev/null || state="ended after $((i / 10)) s"
-  bail "squid is not listening on $GW:${PORTS##*,} (proxy.sh run $state): $(tail -n 5 "$d/cache.log" "$tmp/squid.out" 2>&1)"
+  kill -0 "$squid_pid" 2>/dev/null || state="ended after $((i / 10)) s, twice"
+  keep_tmp=1
+  note "squid did not start; what it said (kept in $tmp):"
+  squid_said "$d" | indent
+  bail "squid is not listening on $GW:${PORTS##*,} (proxy.sh run $state): $(grep -h 'FATAL' "$d/cache.log" "$tmp/squid.out" 2>/dev/null | tail -n 1)"
+}
+# squid_said DIR: why a Squid ended: every FATAL or ERROR line of its
+# cache.log and of what proxy.sh run printed, then the last lines of each
+# (Squid's rusage lines follow its FATAL: the last five do not hold it)
+squid_said() {
+  grep -h -A1 'FATAL\|ERROR\|WARNING' "$1/cache.log" "$tmp/squid.out" 2>/dev/null | tail -n 20
+  tail -n 15 "$1/cache.log" "$tmp/squid.out" 2>&1
 }
 
 arrivals() { grep -c -- "$1" "$tmp/arrived" || true; }

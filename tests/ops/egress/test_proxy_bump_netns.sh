@@ -144,6 +144,8 @@ check "a failing check quotes the line at fault, its credential masked ($(grep -
   bash -c "[[ $rc != 0 && '$(grep -c 'Bungled.*request_header_add Authorization \"(credential)\"' <<<"$out")' -ge 1 ]]"
 sed -i '$d' "$conf"
 ANTHROPIC_API_KEY=sk-test-not-a-key squid_start "$tmp/proxy"
+check "cache.log is Squid's own (owned by proxy, its start in it: $(stat -c %U "$tmp/proxy/cache.log"))" \
+  bash -c "[[ \$(stat -c %U '$tmp/proxy/cache.log') == proxy ]] && grep -q 'Starting Squid Cache' '$tmp/proxy/cache.log'"
 out=$(inh bash "$EGRESS" apply --proxy "$PORTS" --install-bridge "$BR" 2>&1); rc=$?
 check "egress.sh apply --proxy inside the host namespace (the intercepted ports)" [ "$rc" = 0 ]
 
