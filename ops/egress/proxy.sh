@@ -73,7 +73,11 @@
 #              another host (its storage) lets the client that got it fetch
 #              exactly that URL over TLS, bumped, for 5 minutes (BIN
 #              --redirect-acl is Squid's helper for it); nothing else of
-#              that host, and no credential goes there.
+#              that host, and no credential goes there. The same for the
+#              public registries whose downloads move to another host
+#              (services.gradle.org, the Gradle wrapper's distributions),
+#              with --bump-registries; and a redirect of such a target
+#              (GitHub's release page to its storage), up to three hops.
 #   run        Squid and proxy.sh run itself get an environment of their own
 #              (PATH, LANG), whatever the caller's. Squid's logs are rotated
 #              (to .0, one old generation kept) once one passes N MiB
@@ -105,6 +109,12 @@ registries() {
     *) return 1 ;;
   esac
 }
+
+# The public registries whose downloads answer with a redirect to another
+# host: the Gradle wrapper's distributions (services.gradle.org) move to
+# GitHub's release page, and that to its storage. With --bump-registries
+# and --digest their redirects are followed as a private registry's.
+FOLLOWED_REGISTRIES='services.gradle.org'
 
 # a name (the last label not all digits: an address is never listed)
 valid_host() { [[ $1 =~ ^\.?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$ && ${#1} -le 253 && ! ${1##*.} =~ ^[0-9]+$ ]]; }
@@ -314,12 +324,13 @@ http_access deny !CONNECT kiwi_encrypted !kiwi_tls_port
 EOF
   ((${#priv_host[@]})) && echo "http_access deny kiwi_private kiwi_path_tricks"
   local redirects=0 not_redirected=''
-  if ((digest && ${#priv_host[@]})); then redirects=1 not_redirected=' !kiwi_redirected_to'; fi
+  if ((digest && ${#priv_host[@]} + ${#followed[@]})); then redirects=1 not_redirected=' !kiwi_redirected_to'; fi
   # a bumped request for a bumped host must come on a connection for that
   # host: Squid sends it on the connection the bump made
   for i in "${!bump[@]}"; do echo "http_access deny kiwi_encrypted kiwi_bump_$i !kiwi_bump_sni_$i"; done
-  # a private registry's redirect target: exactly the URL it named, over TLS
-  # on a connection made for that host (the helper checks the SNI)
+  # a private or followed registry's redirect target: exactly the URL it
+  # named, over TLS on a connection made for that host (the helper checks
+  # the SNI)
   ((redirects)) && echo "http_access allow kiwi_redirected_to"
   cat <<EOF
 http_access allow kiwi_allowed
@@ -373,10 +384,11 @@ EOF
 # and the response fails (bypass=off): nothing passes unrecorded.
 conf_digest() {
   ((digest)) || return 0
-  if ((${#priv_host[@]})); then
+  if ((${#priv_host[@]} + ${#followed[@]})); then
     cat <<EOF
-# A private registry's redirect to another host: the URL it named, for the
-# client it named it to (kiwi-fetch-digest notes it, this helper asks)
+# A private or followed registry's redirect to another host: the URL it
+# named, for the client it named it to (kiwi-fetch-digest notes it, this
+# helper asks)
 external_acl_type kiwi_redirect ttl=0 negative_ttl=0 children-startup=1 children-max=8 %SRC %DST %METHOD %PATH %ssl::>sni $digest_bin --redirect-acl $dir/redirects.log
 acl kiwi_redirected_to external kiwi_redirect
 EOF
@@ -435,11 +447,14 @@ cmd_conf() {
   fi
   mv "$dir/squid.conf.tmp" "$dir/squid.conf"
   # until run starts the service, an address nothing listens on; the
-  # private registries, whose redirects it notes
+  # private registries and the followed public ones, whose redirects it
+  # notes
   rm -f "$dir/redirect-from"
   if ((digest)); then
     icap_conf 9
-    if ((${#priv_host[@]})); then printf '%s\n' "${priv_host[@]}" >"$dir/redirect-from"; fi
+    if ((${#priv_host[@]} + ${#followed[@]})); then
+      printf '%s\n' "${priv_host[@]}" "${followed[@]}" | awk 'NF && !seen[tolower($0)]++' >"$dir/redirect-from"
+    fi
   fi
   if ((${#bump[@]})); then
     # the certificates Squid mints per bumped host: a fresh store each
@@ -461,7 +476,7 @@ cmd_conf() {
 
 # prepare_bump: the bumping options checked, the private registries'
 # credentials read (never printed), Kiwi's CA made if missing.
-priv_host=() priv_prefix=() priv_value=()
+priv_host=() priv_prefix=() priv_value=() followed=()
 prepare_bump() {
   local spec host prefix file value i j
   for spec in "${private[@]}"; do
@@ -488,6 +503,11 @@ prepare_bump() {
   if ((bump_registries)); then
     ((${#eco_hosts[@]})) || die "--bump-registries needs --ecosystem (the registries it bumps)"
     bump+=("${eco_hosts[@]}")
+    if ((digest)); then
+      for host in "${eco_hosts[@]}"; do
+        [[ " $FOLLOWED_REGISTRIES " == *" ${host,,} "* && " ${followed[*]} " != *" ${host,,} "* ]] && followed+=("${host,,}")
+      done
+    fi
   fi
   if ((${#bump[@]} == 0)); then
     if [[ -n $bump_ca ]]; then make_ca; fi

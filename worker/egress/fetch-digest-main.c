@@ -16,8 +16,9 @@
  *   --parent PID      it ends when PID (proxy.sh run, which becomes Squid)
  *                     is no longer its parent
  *   --redirects FILE  where a redirect of a host listed in HOSTS (one per
- *                     line: the private registries) to another host is
- *                     noted (fetch-digest.h)
+ *                     line: the private registries, the public ones whose
+ *                     downloads move elsewhere) to another host is noted,
+ *                     and a redirect of a noted target (fetch-digest.h)
  *   --redirect-acl FILE
  *                     Squid's external ACL helper instead (stdin to
  *                     stdout): each line "client host method path sni",
@@ -123,8 +124,6 @@ typedef struct redirects_cache {
     off_t size;
 } redirects_cache;
 
-static char *read_redirects (const char *path);
-
 static const char *
 cached_redirects (const char *path, redirects_cache *c)
 {
@@ -132,7 +131,7 @@ cached_redirects (const char *path, redirects_cache *c)
     if (stat (path, &st) < 0)
         memset (&st, 0, sizeof st);
     if (c->text == NULL || st.st_dev != c->dev || st.st_ino != c->ino || st.st_size != c->size) {
-        char *t = read_redirects (path);
+        char *t = kiwi_redirects_read (path);
         if (t == NULL)
             return NULL;
         free (c->text);
@@ -142,26 +141,6 @@ cached_redirects (const char *path, redirects_cache *c)
         c->size = st.st_size;
     }
     return c->text;
-}
-
-static char *
-read_redirects (const char *path)
-{
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return strdup ("");
-    struct stat st;
-    off_t from = fstat (fd, &st) == 0 && st.st_size > (4 << 20) ? st.st_size - (4 << 20) : 0;
-    size_t cap = (size_t) (st.st_size - from) + 1;
-    char *buf = malloc (cap);
-    ssize_t n = buf ? pread (fd, buf, cap - 1, from) : -1;
-    close (fd);
-    if (n < 0) {
-        free (buf);
-        return strdup ("");
-    }
-    buf[n] = '\0';
-    return buf;
 }
 
 static int
@@ -283,6 +262,7 @@ main (int argc, char **argv)
     if (redirects) {
         the_log.redirect_from = read_hosts (redirect_from);
         the_log.redirect_fd = open (redirects, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        the_log.redirect_path = redirects;
         if (the_log.redirect_from == NULL || the_log.redirect_fd < 0) {
             fprintf (stderr, "kiwi-fetch-digest: opening %s or %s: %s\n", redirects, redirect_from, strerror (errno));
             return 1;

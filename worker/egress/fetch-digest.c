@@ -11,6 +11,7 @@
 #include "worker/egress/fetch-digest.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -459,8 +461,94 @@ https_target (const char *url, char *host, size_t hcap, const char **path, size_
     return true;
 }
 
-/* A redirect of a private registry's: its target noted before the answer
- * goes back (fetch-digest.h). */
+/* The live line of `lines` that lets `client` fetch `host` (with `path`,
+ * or by a CONNECT, path NULL) on a connection whose SNI is `sni`: its hop
+ * (1 for a registry's own redirect; a line without one is a registry's),
+ * 0 when none does (kiwi_redirect_allowed). */
+static int
+redirect_hop (const char *lines, double now, const char *client, const char *host, const char *method,
+              const char *path, const char *sni)
+{
+    bool connect = method && strcmp (method, "CONNECT") == 0;
+    if (client == NULL || host == NULL || (!connect && (path == NULL || sni == NULL)))
+        return 0;
+    if (sni != NULL && strcasecmp (sni, host) != 0)
+        return 0; /* a connection made for another name */
+    char enc[KIWI_DIGEST_URL_MAX + 1] = "";
+    if (!connect)
+        kiwi_digest_encode (path, strlen (path), enc, sizeof enc);
+    for (const char *l = lines; l && *l;) {
+        const char *nl = strchr (l, '\n');
+        size_t len = nl ? (size_t) (nl - l) : strlen (l);
+        char buf[KIWI_DIGEST_URL_MAX + 512];
+        if (len < sizeof buf) {
+            memcpy (buf, l, len);
+            buf[len] = '\0';
+            char *save = NULL, *f[5];
+            f[0] = strtok_r (buf, " ", &save);
+            for (int i = 1; i < 5; i++)
+                f[i] = f[i - 1] ? strtok_r (NULL, " ", &save) : NULL;
+            if (f[0] && f[3]) {
+                double t = strtod (f[0], NULL);
+                int hop = f[4] ? atoi (f[4]) : 1;
+                if (t > 0 && now - t <= KIWI_REDIRECT_TTL_S && t <= now + 5 && strcmp (f[1], client) == 0
+                    && strcasecmp (f[2], host) == 0 && (connect || strcmp (f[3], enc) == 0) && hop >= 1
+                    && hop <= KIWI_REDIRECT_HOPS_MAX)
+                    return hop;
+            }
+        }
+        l = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+bool
+kiwi_redirect_allowed (const char *lines, double now, const char *client, const char *host, const char *method,
+                       const char *path, const char *sni)
+{
+    return redirect_hop (lines, now, client, host, method, path, sni) > 0;
+}
+
+char *
+kiwi_redirects_read (const char *path)
+{
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return strdup ("");
+    struct stat st;
+    off_t from = fstat (fd, &st) == 0 && st.st_size > (4 << 20) ? st.st_size - (4 << 20) : 0;
+    size_t cap = (size_t) (st.st_size - from) + 1;
+    char *buf = malloc (cap);
+    ssize_t n = buf ? pread (fd, buf, cap - 1, from) : -1;
+    close (fd);
+    if (n < 0) {
+        free (buf);
+        return strdup ("");
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The hop of a redirect whose request was itself a followed redirect's
+ * target (the URL of `from` it named to `client`), read from the redirect
+ * log: 0 when it was not. */
+static int
+followed_hop (const kiwi_digest_log *log, double t, const char *client, const char *from, const char *path, size_t pl)
+{
+    if (log->redirect_path == NULL || pl >= KIWI_DIGEST_URL_MAX)
+        return 0;
+    char p[KIWI_DIGEST_URL_MAX];
+    memcpy (p, path, pl);
+    p[pl] = '\0';
+    char *text = kiwi_redirects_read (log->redirect_path);
+    int hop = text ? redirect_hop (text, t, client, from, "GET", p, from) : 0;
+    free (text);
+    return hop;
+}
+
+/* A redirect of a registry's (or of a followed redirect's target, up to
+ * KIWI_REDIRECT_HOPS_MAX): its target noted before the answer goes back
+ * (fetch-digest.h). */
 static void
 note_redirect (kiwi_digest_log *log, double t, const char *client, const char *req, size_t req_len, const char *res,
                size_t res_len)
@@ -477,55 +565,26 @@ note_redirect (kiwi_digest_log *log, double t, const char *client, const char *r
     word (req, req_len, 1, url, sizeof url, &ul);
     if (ul >= sizeof url || !https_target (url, from, sizeof from, &path, &pl))
         return;
-    bool listed = false;
-    for (size_t i = 0; !listed && log->redirect_from[i]; i++)
-        listed = strcmp (from, log->redirect_from[i]) == 0;
-    if (!listed || !header (res, "Location", loc, sizeof loc) || !https_target (loc, to, sizeof to, &path, &pl))
+    int hop = 0;
+    for (size_t i = 0; hop == 0 && log->redirect_from[i]; i++)
+        if (strcmp (from, log->redirect_from[i]) == 0)
+            hop = 1;
+    if (hop == 0) {
+        int prev = followed_hop (log, t, client, from, path, pl);
+        hop = prev > 0 && prev < KIWI_REDIRECT_HOPS_MAX ? prev + 1 : 0;
+    }
+    if (hop == 0 || !header (res, "Location", loc, sizeof loc) || !https_target (loc, to, sizeof to, &path, &pl))
         return;
     char enc[KIWI_DIGEST_URL_MAX + 1], line[KIWI_DIGEST_URL_MAX + 512];
     if (pl * 3 >= sizeof enc)
         return; /* too long to note whole: not followed */
     kiwi_digest_encode (path, pl, enc, sizeof enc);
-    int n = snprintf (line, sizeof line, "%.3f %s %s %s\n", t, client, to, enc);
+    int n = hop == 1 ? snprintf (line, sizeof line, "%.3f %s %s %s\n", t, client, to, enc)
+                     : snprintf (line, sizeof line, "%.3f %s %s %s %d\n", t, client, to, enc, hop);
     if (n > 0 && (size_t) n < sizeof line) {
         ssize_t w = write (log->redirect_fd, line, (size_t) n);
         (void) w; /* not noted: the client's fetch is refused, nothing worse */
     }
-}
-
-bool
-kiwi_redirect_allowed (const char *lines, double now, const char *client, const char *host, const char *method,
-                       const char *path, const char *sni)
-{
-    bool connect = method && strcmp (method, "CONNECT") == 0;
-    if (client == NULL || host == NULL || (!connect && (path == NULL || sni == NULL)))
-        return false;
-    if (sni != NULL && strcasecmp (sni, host) != 0)
-        return false; /* a connection made for another name */
-    char enc[KIWI_DIGEST_URL_MAX + 1] = "";
-    if (!connect)
-        kiwi_digest_encode (path, strlen (path), enc, sizeof enc);
-    for (const char *l = lines; l && *l;) {
-        const char *nl = strchr (l, '\n');
-        size_t len = nl ? (size_t) (nl - l) : strlen (l);
-        char buf[KIWI_DIGEST_URL_MAX + 512];
-        if (len < sizeof buf) {
-            memcpy (buf, l, len);
-            buf[len] = '\0';
-            char *save = NULL, *f[4];
-            f[0] = strtok_r (buf, " ", &save);
-            for (int i = 1; i < 4 && f[i - 1]; i++)
-                f[i] = strtok_r (NULL, " ", &save);
-            if (f[0] && f[3]) {
-                double t = strtod (f[0], NULL);
-                if (t > 0 && now - t <= KIWI_REDIRECT_TTL_S && t <= now + 5 && strcmp (f[1], client) == 0
-                    && strcasecmp (f[2], host) == 0 && (connect || strcmp (f[3], enc) == 0))
-                    return true;
-            }
-        }
-        l = nl ? nl + 1 : NULL;
-    }
-    return false;
 }
 
 static bool

@@ -44,22 +44,34 @@
  *
  * Redirects: a registry may answer a download with a redirect to another
  * host (its storage). When `redirect_fd` is open, a 301, 302, 303, 307 or
- * 308 from one of `redirect_from` (the private registries' hosts, lower
- * case, NULL-terminated) whose Location is https on port 443 is appended
- * there before the answer goes back to Squid, as
+ * 308 from one of `redirect_from` (the private registries' hosts and the
+ * public registries whose downloads move elsewhere, lower case,
+ * NULL-terminated) whose Location is https on port 443 is appended there
+ * before the answer goes back to Squid, as
  *
- *   time client host path
+ *   time client host path [hop]
  *
  * (path with its query, %-encoded); the redirect helper
  * (kiwi_redirect_allowed) lets that client fetch exactly that URL, and
- * nothing else of that host, for KIWI_REDIRECT_TTL_S. */
+ * nothing else of that host, for KIWI_REDIRECT_TTL_S. The answer to that
+ * fetch may itself be a redirect (services.gradle.org to GitHub's release
+ * page, that to its storage): it is noted the same way, with its hop (2,
+ * 3; none is the registry's own, 1), when `redirect_path` (the file of
+ * redirect_fd) names the fetch as a live redirect's, up to
+ * KIWI_REDIRECT_HOPS_MAX. */
 typedef struct kiwi_digest_log {
     int fd;
     int redirect_fd;                   /* -1: redirects are not followed */
     const char *const *redirect_from;
+    const char *redirect_path;         /* NULL: a redirect's redirect is not followed */
 } kiwi_digest_log;
 
 #define KIWI_REDIRECT_TTL_S 300
+#define KIWI_REDIRECT_HOPS_MAX 3
+
+/* The redirect log's last 4 MiB (what is older than the TTL no longer
+ * counts), "" when there is none: the caller frees it. */
+char *kiwi_redirects_read (const char *path);
 
 /* The redirect helper's answer for one request (Squid's external ACL):
  * `lines` is the redirect log's text, `now` seconds since the epoch. A

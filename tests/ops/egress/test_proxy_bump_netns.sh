@@ -51,7 +51,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/ops/egress/proxy-netns.sh
 . "$here/proxy-netns.sh"
 
-PRIV=10.231.$C.210 PUB=10.231.$C.211 UNTR=10.231.$C.212 SPL=10.231.$C.213 CDN=10.231.$C.214
+PRIV=10.231.$C.210 PUB=10.231.$C.211 UNTR=10.231.$C.212 SPL=10.231.$C.213 CDN=10.231.$C.214 GH=10.231.$C.215
 DIGEST=${KIWI_FETCH_DIGEST:-}
 [[ -x $DIGEST ]] || skip_or_fail "kiwi-fetch-digest (KIWI_FETCH_DIGEST, the build's libexec/kiwi/kiwi-fetch-digest)"
 CANARY=Bearer\ kiwi-canary-$pid-Zq7.x_9
@@ -59,26 +59,27 @@ SANDBOX_OWN='Bearer sandbox-own'
 
 # ----------------------------------------------------------- the outside ---
 
-netns_build "$PRIV" "$PUB" "$UNTR" "$SPL" "$CDN"
+netns_build "$PRIV" "$PUB" "$UNTR" "$SPL" "$CDN" "$GH"
 mk() { openssl "$@" >/dev/null 2>&1 || bail "openssl $1 failed"; }
 mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=test registry CA" -keyout "$tmp/testca.key" -out "$tmp/testca.pem" \
   -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign
 mk req -newkey rsa:2048 -nodes -subj /CN=private.kiwi.test -keyout "$tmp/reg.key" -out "$tmp/reg.csr"
-printf 'subjectAltName=DNS:private.kiwi.test,DNS:pub.kiwi.test,DNS:registry.npmjs.org,DNS:cdn.kiwi.test\n' >"$tmp/reg.ext"
+printf 'subjectAltName=DNS:private.kiwi.test,DNS:pub.kiwi.test,DNS:registry.npmjs.org,DNS:cdn.kiwi.test,DNS:services.gradle.org,DNS:gh.kiwi.test\n' >"$tmp/reg.ext"
 mk x509 -req -in "$tmp/reg.csr" -CA "$tmp/testca.pem" -CAkey "$tmp/testca.key" -CAcreateserial -days 2 \
   -extfile "$tmp/reg.ext" -out "$tmp/reg.crt"
 # self-signed, for untrusted.kiwi.test and spliced.kiwi.test
 mk req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=spliced.kiwi.test -keyout "$tmp/out.key" -out "$tmp/out.crt" \
   -addext subjectAltName=DNS:spliced.kiwi.test,DNS:untrusted.kiwi.test
 : >"$tmp/requests"
-outside_start --addr "$PRIV" --addr "$PUB" --addr "$UNTR" --addr "$SPL" --addr "$CDN" --cert "$tmp/out.crt" \
+outside_start --addr "$PRIV" --addr "$PUB" --addr "$UNTR" --addr "$SPL" --addr "$CDN" --addr "$GH" --cert "$tmp/out.crt" \
   --key "$tmp/out.key" --tls "$PRIV=$tmp/reg.crt:$tmp/reg.key" --tls "$PUB=$tmp/reg.crt:$tmp/reg.key" \
-  --tls "$CDN=$tmp/reg.crt:$tmp/reg.key" --requests "$tmp/requests" --
+  --tls "$CDN=$tmp/reg.crt:$tmp/reg.key" --tls "$GH=$tmp/reg.crt:$tmp/reg.key" --requests "$tmp/requests" --
 
-# registry.npmjs.org (for --bump-registries) is the outside's pub address:
-# Squid resolves it from this file alone, nothing leaves the namespaces
-printf '%s private.kiwi.test\n%s pub.kiwi.test\n%s untrusted.kiwi.test\n%s spliced.kiwi.test\n%s registry.npmjs.org\n%s cdn.kiwi.test\n' \
-  "$PRIV" "$PUB" "$UNTR" "$SPL" "$PUB" "$CDN" >"$tmp/hosts"
+# registry.npmjs.org and services.gradle.org (for --bump-registries) are
+# the outside's pub address; gh.kiwi.test stands for GitHub's release page:
+# Squid resolves them from this file alone, nothing leaves the namespaces
+printf '%s private.kiwi.test\n%s pub.kiwi.test\n%s untrusted.kiwi.test\n%s spliced.kiwi.test\n%s registry.npmjs.org\n%s cdn.kiwi.test\n%s services.gradle.org\n%s gh.kiwi.test\n' \
+  "$PRIV" "$PUB" "$UNTR" "$SPL" "$PUB" "$CDN" "$PUB" "$GH" >"$tmp/hosts"
 printf '%s\n' "$CANARY" >"$tmp/cred"
 chmod 600 "$tmp/cred"
 said=$tmp/said # everything conf, check and run printed
@@ -406,7 +407,7 @@ squid_pid=''
 
 # Redirects: the private registry sends a download to its storage,
 # cdn.kiwi.test, which no list names
-out=$("$PROXY" conf --dir "$tmp/redir" "${base[@]}" --ecosystem npm --bump-ca "$tmp/ca" --bump-registries \
+out=$("$PROXY" conf --dir "$tmp/redir" "${base[@]}" --ecosystem npm --ecosystem gradle --bump-ca "$tmp/ca" --bump-registries \
   --private-registry "private.kiwi.test/npm=@$tmp/cred" --upstream-ca "$tmp/testca.pem" --digest "$DIGEST" 2>&1); rc=$?
 printf '%s\n' "$out" >>"$said"
 check "proxy.sh conf with a private registry and --digest" [ "$rc" = 0 ]
@@ -445,6 +446,25 @@ nothing_at "... intercepted TLS to the storage's address (only the explicit prox
 read -r _ client method status bytes sha url <<<"$(awk '$7 ~ /cdn.kiwi.test/ { l = $0 } END { print l }' "$tmp/redir/fetch.log")"
 check "fetch.log: the storage's file with its digest ($method $status $bytes ${sha:0:16}... $url)" \
   bash -c "[[ '$client $method $status' == '$SBX GET 200' && ${#sha} == 64 && '$url' == 'https://cdn.kiwi.test/blob/pkg-1?sig=kiwi' ]]"
+# The Gradle wrapper's download: services.gradle.org (a public registry
+# whose redirects are followed) sends it to GitHub's release page
+# (gh.kiwi.test), which sends it to its storage; each hop exactly the URL
+# named, up to three
+check "redirects are noted for the private registry and services.gradle.org alone" \
+  [ "$(sort "$tmp/redir/redirect-from" | tr '\n' ' ')" = "private.kiwi.test services.gradle.org " ]
+G=https://services.gradle.org/distributions
+get "services.gradle.org's redirect, and the release page's, followed: the file from the storage" 200 "$CDN" \
+  "/blob/gradle-9-bin.zip?sig=kiwi?sig=kiwi" - --cacert "$CA" -x "$P" -L \
+  "$G/kiwi-redirect-to-gh.kiwi.test-kiwi-redirect-to-cdn.kiwi.test-gradle-9-bin.zip"
+check "... the release page had exactly the URL it was sent to (one request)" \
+  [ "$(reqs "$GH" GET "/blob/kiwi-redirect-to-cdn.kiwi.test-gradle-9-bin.zip?sig=kiwi")" = 1 ]
+nothing_at "... another path of the release page's host: refused" --cacert "$CA" -x "$P" "https://gh.kiwi.test/blob/other"
+before=$(reqs "$GH")
+res=$(fetch --cacert "$CA" -x "$P" -L \
+  "$G/kiwi-redirect-to-gh.kiwi.test-kiwi-redirect-to-cdn.kiwi.test-kiwi-redirect-to-gh.kiwi.test-kiwi-redirect-to-cdn.kiwi.test-deep")
+sleep 0.2
+check "a fourth hop is not followed ($res): the first and third arrive at the release page, nothing at the fourth's URL" \
+  bash -c "[[ '$res' != 2* && '$(reqs "$GH")' == $((before + 2)) && '$(grep -c '/blob/deep' "$tmp/requests")' == 0 ]]"
 note "redirects noted:"
 indent <"$tmp/redir/redirects.log"
 squid_stop

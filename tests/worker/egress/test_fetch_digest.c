@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/sha256.h"
@@ -434,6 +435,79 @@ test_redirects (void **state)
     assert_false (kiwi_redirect_allowed ("garbage\n1 2\n", now, "10.200.0.5", "cdn.acme.test", "CONNECT", NULL, NULL));
 }
 
+/* serve_redirect: one RESPMOD from client for req, answered by a redirect
+ * to location, through log; whether a line was added to log's file */
+static bool
+serve_redirect (kiwi_digest_log *log, const char *client, const char *req, const char *location)
+{
+    struct stat before;
+    if (stat (log->redirect_path, &before) < 0)
+        before.st_size = 0;
+    char res[512];
+    snprintf (res, sizeof res, "HTTP/1.1 307 Temporary Redirect\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n",
+              location);
+    size_t len;
+    char *in = respmod (client, req, res, NULL, false, &len);
+    int sv[2];
+    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    assert_int_equal (write (sv[1], in, len), (ssize_t) len);
+    shutdown (sv[1], SHUT_WR);
+    log->redirect_fd = open (log->redirect_path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    assert_int_equal (kiwi_digest_serve (sv[0], log, "test"), 1);
+    close (log->redirect_fd);
+    close (sv[0]);
+    close (sv[1]);
+    free (in);
+    struct stat after;
+    assert_int_equal (stat (log->redirect_path, &after), 0);
+    return after.st_size > before.st_size;
+}
+
+/* A followed registry's redirect (services.gradle.org's to GitHub's
+ * release page) and that page's own (to its storage): each hop noted when
+ * its request was the URL the previous hop named to that client, up to
+ * KIWI_REDIRECT_HOPS_MAX; never a redirect of another URL of the same
+ * host, nor another client's. */
+static void
+test_redirect_chain (void **state)
+{
+    (void) state;
+    char rpath[96];
+    snprintf (rpath, sizeof rpath, "%s.chain", log_path);
+    unlink (rpath);
+    const char *from[] = { "services.gradle.org", NULL };
+    kiwi_digest_log log = { .fd = -1, .redirect_from = from, .redirect_path = rpath };
+    const char *c = "10.200.0.5";
+#define GET(u) "GET " u " HTTP/1.1\r\nHost: x\r\n\r\n"
+    assert_true (serve_redirect (&log, c, GET ("https://services.gradle.org/distributions/g-9-bin.zip"),
+                                 "https://github.com/gradle/dists/releases/download/v9/g-9-bin.zip"));
+    /* the release page's redirect of another path, or to another client: not noted */
+    assert_false (serve_redirect (&log, c, GET ("https://github.com/other/repo"), "https://assets.test/evil"));
+    assert_false (serve_redirect (&log, "10.200.0.6", GET ("https://github.com/gradle/dists/releases/download/v9/g-9-bin.zip"),
+                                  "https://assets.test/evil"));
+    /* the named URL's redirect: hop 2 */
+    assert_true (serve_redirect (&log, c, GET ("https://github.com/gradle/dists/releases/download/v9/g-9-bin.zip"),
+                                 "https://assets.test/blob/1?sig=a"));
+    assert_true (serve_redirect (&log, c, GET ("https://assets.test/blob/1?sig=a"), "https://more.test/z"));
+    /* a fourth hop: not noted */
+    assert_false (serve_redirect (&log, c, GET ("https://more.test/z"), "https://last.test/w"));
+    char *text = kiwi_redirects_read (rpath);
+    assert_non_null (text);
+    double now = strtod (text, NULL);
+    assert_non_null (strstr (text, " 10.200.0.5 github.com /gradle/dists/releases/download/v9/g-9-bin.zip\n"));
+    assert_non_null (strstr (text, " 10.200.0.5 assets.test /blob/1?sig=a 2\n"));
+    assert_non_null (strstr (text, " 10.200.0.5 more.test /z 3\n"));
+    assert_true (kiwi_redirect_allowed (text, now, c, "assets.test", "GET", "/blob/1?sig=a", "assets.test"));
+    assert_true (kiwi_redirect_allowed (text, now, c, "more.test", "GET", "/z", "more.test"));
+    assert_false (kiwi_redirect_allowed (text, now, c, "last.test", "CONNECT", NULL, NULL));
+    assert_false (kiwi_redirect_allowed (text, now, c, "assets.test", "GET", "/evil", "assets.test"));
+    /* a line whose hop is past the bound allows nothing */
+    assert_false (kiwi_redirect_allowed ("1000.000 10.200.0.5 far.test /f 4\n", 1000.0, c, "far.test", "GET", "/f", "far.test"));
+    free (text);
+    unlink (rpath);
+#undef GET
+}
+
 static void
 test_parse_rejects (void **state)
 {
@@ -467,6 +541,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_hostile_fields, setup, teardown),
         cmocka_unit_test_setup_teardown (test_refused, setup, teardown),
         cmocka_unit_test_setup_teardown (test_redirects, setup, teardown),
+        cmocka_unit_test_setup_teardown (test_redirect_chain, setup, teardown),
         cmocka_unit_test (test_parse_rejects),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
