@@ -328,12 +328,16 @@ EOF
   # a bumped request for a bumped host must come on a connection for that
   # host: Squid sends it on the connection the bump made
   for i in "${!bump[@]}"; do echo "http_access deny kiwi_encrypted kiwi_bump_$i !kiwi_bump_sni_$i"; done
+  # the listed hosts first: the redirect helper is asked only about a host
+  # off the list (every request asked it would queue behind its eight
+  # children, and Squid refuses what it cannot ask: a parallel install's
+  # downloads came back 403)
+  echo "http_access allow kiwi_allowed"
   # a private or followed registry's redirect target: exactly the URL it
   # named, over TLS on a connection made for that host (the helper checks
   # the SNI)
   ((redirects)) && echo "http_access allow kiwi_redirected_to"
   cat <<EOF
-http_access allow kiwi_allowed
 http_access deny all
 
 EOF

@@ -446,6 +446,13 @@ nothing_at "... intercepted TLS to the storage's address (only the explicit prox
 read -r _ client method status bytes sha url <<<"$(awk '$7 ~ /cdn.kiwi.test/ { l = $0 } END { print l }' "$tmp/redir/fetch.log")"
 check "fetch.log: the storage's file with its digest ($method $status $bytes ${sha:0:16}... $url)" \
   bash -c "[[ '$client $method $status' == '$SBX GET 200' && ${#sha} == 64 && '$url' == 'https://cdn.kiwi.test/blob/pkg-1?sig=kiwi' ]]"
+# A parallel install (uv: dozens of downloads at once) with the redirect
+# helper configured: a listed host's requests never wait on it. Asked
+# first, its eight children queued and Squid refused the rest with 403
+# (pallets/jinja's uv sync, from the benchmark)
+check "the listed hosts are allowed before the redirect helper is asked" \
+  awk '/^http_access allow kiwi_allowed$/ { a = NR } /^http_access allow kiwi_redirected_to$/ { r = NR }
+       END { exit !(a && r && a < r) }' "$tmp/redir/squid.conf"
 # The Gradle wrapper's download: services.gradle.org (a public registry
 # whose redirects are followed) sends it to GitHub's release page
 # (gh.kiwi.test), which sends it to its storage; each hop exactly the URL
