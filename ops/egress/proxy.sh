@@ -509,7 +509,7 @@ prepare_bump() {
     bump+=("${eco_hosts[@]}")
     if ((digest)); then
       for host in "${eco_hosts[@]}"; do
-        [[ " $FOLLOWED_REGISTRIES " == *" ${host,,} "* && " ${followed[*]} " != *" ${host,,} "* ]] && followed+=("${host,,}")
+        [[ " $FOLLOWED_REGISTRIES " == *" ${host,,} "* ]] && followed+=("${host,,}")
       done
     fi
   fi
