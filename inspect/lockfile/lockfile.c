@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/cleanup.h"
 #include "inspect/runtime.h"
@@ -366,10 +367,13 @@ plan_prelude (kiwi_install_plan *p, const char *runtime, kiwi_error_t *err)
 }
 
 /* Folders that hold a project of their own the tests do not run: their
- * installs fill the disk or trip on a lockfile nobody keeps up. */
+ * installs fill the disk or trip on a lockfile nobody keeps up. A folder
+ * is one when its name is one of these or holds one as a word of its own
+ * (words split at "-", "_" and "."): perf-testing, docs_site,
+ * benchmark.suite. */
 static const char *const aside_dirs[] = {
-    "docs",  "doc",     "website",  "site", "www",  "fuzz", "benches", "benchmarks", "bench",
-    "perf",  "examples", "example", "demo", "demos", "playground", NULL,
+    "docs",    "doc",       "website",   "site",    "www",  "fuzz",  "benches",    "benchmarks", "benchmark",
+    "bench",   "perf",      "performance", "examples", "example", "demo", "demos", "playground", NULL,
 };
 
 /* True when step directory `dir` is under an aside folder that is not
@@ -383,9 +387,15 @@ aside (const char *dir, const char *project_dir)
     const char *pd = project_dir ? project_dir : "";
     if (strncmp (pd, dir, n) == 0 && (pd[n] == '\0' || pd[n] == '/'))
         return false;
-    for (size_t i = 0; aside_dirs[i]; i++)
-        if (strlen (aside_dirs[i]) == n && strncmp (dir, aside_dirs[i], n) == 0)
-            return true;
+    for (size_t w = 0; w < n;) {
+        size_t k = strcspn (dir + w, "-_./");
+        if (k > n - w)
+            k = n - w;
+        for (size_t i = 0; aside_dirs[i]; i++)
+            if (strlen (aside_dirs[i]) == k && strncasecmp (dir + w, aside_dirs[i], k) == 0)
+                return true;
+        w += k + 1;
+    }
     return false;
 }
 

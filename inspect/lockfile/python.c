@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/cleanup.h"
 #include "inspect/runtime.h"
@@ -154,8 +155,7 @@ static const char *const pydeps_source =
     "    for d in deps:\n"
     "        m = REQ.match(d)\n"
     "        if m and name and norm(m.group(1)) == name:\n"
-    "            if depth < 8:\n"
-    "                opt = table(proj, \"optional-dependencies\")\n"
+    "            if depth < 8:  # opt: the project's extras (below)\n"
     "                for e in (m.group(2) or \"\").split(\",\"):\n"
     "                    res += expand(strings(opt.get(e.strip())), depth + 1)\n"
     "        else:\n"
@@ -189,12 +189,38 @@ static const char *const pydeps_source =
     "    for line in lines_of(\"testenv\", \"deps\") + strings(base.get(\"deps\")):\n"
     "        if \"{\" not in line and not SELF.match(line):\n"
     "            res.append(line)\n"
-    "    # the extras tox installs the project with\n"
-    "    opt = table(proj, \"optional-dependencies\")\n"
+    "    # the extras tox installs the project with (opt: the project's)\n"
     "    for e in lines_of(\"testenv\", \"extras\") + strings(base.get(\"extras\")):\n"
     "        for x in e.split(\",\"):\n"
     "            res += strings(opt.get(x.strip()))\n"
     "    return res\n"
+    "def setup_cfg():\n"
+    "    # setuptools' declarative setup.cfg: [options] install_requires,\n"
+    "    # setup_requires, tests_require, [options.extras_require]; a value is\n"
+    "    # lines (or ;-separated on one line) or file: FILES\n"
+    "    import configparser\n"
+    "    global name\n"
+    "    cfg = configparser.ConfigParser(interpolation=None, strict=False)\n"
+    "    try:\n"
+    "        cfg.read(\"setup.cfg\", encoding=\"utf-8\")\n"
+    "    except (configparser.Error, UnicodeError) as e:\n"
+    "        print(\"kiwi: setup.cfg: %s\" % e, file=sys.stderr)\n"
+    "        return [], [], {}\n"
+    "    def listed(v):\n"
+    "        v = v.strip()\n"
+    "        if v.startswith(\"file:\"):\n"
+    "            fs = [os.path.realpath(f.strip()) for f in v[5:].split(\",\")]\n"
+    "            return [\"-r \" + f for f in fs if f.startswith(top + os.sep) and os.path.isfile(f)]\n"
+    "        items = [x.strip() for x in (v.splitlines() if \"\\n\" in v else v.split(\";\"))]\n"
+    "        return [x for x in items if x and not x.startswith(\"#\")]\n"
+    "    if name is None and cfg.has_option(\"metadata\", \"name\"):\n"
+    "        name = norm(cfg.get(\"metadata\", \"name\").strip())\n"
+    "    opt = {}\n"
+    "    if cfg.has_section(\"options.extras_require\"):\n"
+    "        opt = {k: listed(v) for k, v in cfg.items(\"options.extras_require\")}\n"
+    "    return (listed(cfg.get(\"options\", \"install_requires\", fallback=\"\"))\n"
+    "            + listed(cfg.get(\"options\", \"setup_requires\", fallback=\"\")),\n"
+    "            listed(cfg.get(\"options\", \"tests_require\", fallback=\"\")), opt)\n"
     "lines = [\"-r \" + os.path.realpath(r) for r in reqs if os.path.isfile(r)]\n"
     "if want_self:\n"
     "    deps = strings(proj.get(\"dependencies\"))\n"
@@ -202,9 +228,14 @@ static const char *const pydeps_source =
     "    if \"dependencies\" in strings(proj.get(\"dynamic\")):\n"
     "        files = table(dyn, \"dependencies\").get(\"file\")\n"
     "        files = [files] if isinstance(files, str) else strings(files)\n"
-    "        lines += [\"-r \" + f for f in files if os.path.isfile(f)]\n"
+    "        lines += [\"-r \" + os.path.realpath(f) for f in files if os.path.isfile(f)]\n"
     "    opt = table(proj, \"optional-dependencies\")\n"
     "    deps_for_tests = []\n"
+    "    if os.path.isfile(\"setup.cfg\") and \"dependencies\" not in proj:\n"
+    "        cfg_deps, deps_for_tests, cfg_opt = setup_cfg()\n"
+    "        deps += cfg_deps\n"
+    "        if \"optional-dependencies\" not in proj:\n"
+    "            opt = cfg_opt\n"
     "    for e in sorted(extras or [e for e in opt if norm(e) in WANT]):\n"
     "        deps_for_tests += strings(opt.get(e))\n"
     "    groups = table(pp, \"dependency-groups\")\n"
@@ -444,6 +475,46 @@ add_requirements (kiwi__inspect_ctx *ctx, const char *dir, const char *file, cha
     return true;
 }
 
+/* True when setup.cfg (text, may be NULL) declares requirements the
+ * setuptools way: [options] install_requires, setup_requires or
+ * tests_require, or an [options.extras_require] entry. Its extras named in
+ * pip_wanted go into extras, joined by ",". */
+static bool
+setup_cfg_declares (const char *text, char *extras, size_t cap)
+{
+    extras[0] = '\0';
+    bool declares = false;
+    enum { OTHER, OPTIONS, EXTRAS } section = OTHER;
+    for (const char *p = text; p && *p;) {
+        const char *eol = strchr (p, '\n');
+        size_t n = eol ? (size_t) (eol - p) : strlen (p);
+        if (*p == '[') {
+            section = n >= 9 && strncmp (p, "[options]", 9) == 0                      ? OPTIONS
+                      : n >= 24 && strncmp (p, "[options.extras_require]", 24) == 0 ? EXTRAS
+                                                                                      : OTHER;
+        } else if (section != OTHER && *p != ' ' && *p != '\t' && *p != '#' && *p != ';' && *p != '\r' && n > 0) {
+            /* a key at the start of a line; continuation lines are indented */
+            size_t k = strcspn (p, "=: \t\r\n");
+            if (k > n)
+                k = n;
+            if (section == EXTRAS)
+                declares = true;
+            else
+                for (size_t i = 0; !declares && i < 3; i++) {
+                    static const char *const keys[] = { "install_requires", "setup_requires", "tests_require" };
+                    declares = k == strlen (keys[i]) && strncmp (p, keys[i], k) == 0;
+                }
+            for (size_t w = 0; section == EXTRAS && pip_wanted[w]; w++)
+                if (k == strlen (pip_wanted[w]) && strncasecmp (p, pip_wanted[w], k) == 0) {
+                    size_t l = strlen (extras);
+                    snprintf (extras + l, cap - l, "%s%.*s", l ? "," : "", (int) k, p);
+                }
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return declares;
+}
+
 int
 kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
 {
@@ -493,6 +564,17 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
                       tox_env ? ", tox.ini [testenv]" : "");
             return add_pydeps (s, dir, "", true, summary, why, err);
         }
+    }
+    char cfg_extras[128];
+    if (setup_cfg_declares (kiwi__ctx_text (ctx, dir, "setup.cfg", NULL), cfg_extras, sizeof cfg_extras)
+        && (pp != NULL || kiwi__has_in (root, dir, "setup.py"))) {
+        /* setuptools' declarative lists, read in Phase A by pydeps: the
+         * project is never built there (`version = attr: pkg.__version__`
+         * imports its code) */
+        char summary[300];
+        snprintf (summary, sizeof summary, "pip install -e .%s%s%s (.venv)", cfg_extras[0] ? "[" : "", cfg_extras,
+                  cfg_extras[0] ? "]" : "");
+        return add_pydeps (s, dir, "", true, summary, "setup.cfg [options]", err);
     }
     if (kiwi__has_in (root, dir, "Pipfile"))
         return kiwi__add_step (s, KIWI_ECO_PIPENV, dir, false, "pipenv install --dev", "pipenv install --dev",

@@ -851,15 +851,26 @@ test_polyglot_plan (void **state)
     put (r, "website/package-lock.json", "{}");
     put (r, "tools/package.json", "{ \"dependencies\": { \"is-odd\": \"3.0.1\" } }");
     put (r, "tools/package-lock.json", "{}");
+    /* an aside folder's name as a word of a longer one (immer's
+     * perf-testing/, a folder of benchmarks with a lockfile of its own) */
+    put (r, "perf-testing/package.json", "{ \"dependencies\": { \"mitata\": \"1.0.34\" } }");
+    put (r, "perf-testing/package-lock.json", "{}");
+    put (r, "Docs_Site/package.json", "{ \"dependencies\": { \"docusaurus\": \"3.0.0\" } }");
+    put (r, "Docs_Site/package-lock.json", "{}");
+    /* ... but not a word's mere start or end */
+    put (r, "perfume/package.json", "{ \"dependencies\": { \"is-even\": \"1.0.0\" } }");
+    put (r, "perfume/package-lock.json", "{}");
     assert_int_equal (kiwi_install_plan_make (r, "node", &p, &err), 0);
-    assert_string_equal (p.display, "npm ci; npm ci (in tools)");
+    assert_string_equal (p.display, "npm ci; npm ci (in perfume); npm ci (in tools)");
     /* browsers and drivers are never downloaded by install scripts */
     assert_string_equal (kiwi_strv_env_get (&p.install_env, "PUPPETEER_SKIP_DOWNLOAD"), "PUPPETEER_SKIP_DOWNLOAD=true");
     assert_string_equal (kiwi_strv_env_get (&p.install_env, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"),
                          "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1");
     assert_null (kiwi_strv_env_get (&p.verify_env, "PUPPETEER_SKIP_DOWNLOAD"));
-    assert_int_equal (p.left_out.n, 1);
-    assert_string_equal (p.left_out.v[0], "npm (website): a folder of its own the test command does not run in");
+    assert_int_equal (p.left_out.n, 3);
+    assert_string_equal (p.left_out.v[0], "npm (Docs_Site): a folder of its own the test command does not run in");
+    assert_string_equal (p.left_out.v[1], "npm (perf-testing): a folder of its own the test command does not run in");
+    assert_string_equal (p.left_out.v[2], "npm (website): a folder of its own the test command does not run in");
     kiwi_install_plan_clear (&p);
     repo_free (r);
 }
@@ -888,6 +899,74 @@ test_aside_folder_of_the_command (void **state)
 /* A test command that runs tox or nox: the pip step also installs it and
  * keeps a wheelhouse Phase B's pip finds (PIP_FIND_LINKS); another command,
  * or a plan without a pip step, is planned as before. */
+/* Runs the pydeps program of a pip plan's script on the host's python3 in
+ * root (as Phase A would, the project marked wanted), and returns what it
+ * wrote for pip to install (owned by the caller). */
+static char *
+run_pydeps (const char *root, const char *script)
+{
+    const char *start = strstr (script, "<<'KIWI_PY_EOF'\n");
+    assert_non_null (start);
+    start += strlen ("<<'KIWI_PY_EOF'\n");
+    const char *end = strstr (start, "KIWI_PY_EOF\n");
+    assert_non_null (end);
+    char *prog = strndup (start, (size_t) (end - start));
+    put (root, "pydeps.py", prog);
+    free (prog);
+    char cmd[4300];
+    snprintf (cmd, sizeof cmd, "cd '%s' && python3 pydeps.py out.txt 1 2>err.txt", root);
+    assert_int_equal (system (cmd), 0);
+    char path[4200], *text = NULL;
+    snprintf (path, sizeof path, "%s/out.txt", root);
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
+    return text;
+}
+
+/* setuptools' declarative setup.cfg (httpie's shape): the version from the
+ * package's code (attr:), which Phase A does not have, so the project is
+ * never built there; pydeps reads install_requires, the extras for tests
+ * and development, and Phase B installs the project itself. */
+static void
+test_python_setup_cfg (void **state)
+{
+    (void) state;
+    char *r = repo_new ();
+    put (r, "setup.py", "from setuptools import setup\n\nsetup()\n");
+    put (r, "setup.cfg", "[metadata]\nname = ledger\nversion = attr: ledger.__version__\n\n[tool:pytest]\n"
+                         "testpaths = tests\n");
+    expect_plan (r, "python", "pip install -e . (.venv)", "/bin/sh"); /* no list declared: pip builds it */
+    put (r, "setup.cfg",
+         "[metadata]\nname = ledger\nversion = attr: ledger.__version__\n\n[options]\npackages = find:\n"
+         "install_requires =\n    iniconfig>=2.0\n    # a comment\n    tomli; python_version<\"3.11\"\n"
+         "    ledger[fast]\n\n[options.extras_require]\nfast = ujson\ndocs =\n    sphinx\nTest =\n"
+         "    pytest==8.3.3\n    responses\ndev = flake8; black\n");
+    expect_plan (r, "python", "pip install -e .[Test,dev] (.venv)", "/bin/sh");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
+    assert_string_equal (p.steps[0].why, "setup.cfg [options]");
+    assert_non_null (strstr (p.steps[0].prelude, "pip install --no-deps --no-index --no-build-isolation -e ."));
+    char *out = run_pydeps (r, p.steps[0].script);
+    kiwi_install_plan_clear (&p);
+    assert_string_equal (out, "iniconfig>=2.0\ntomli; python_version<\"3.11\"\nujson\nflake8\nblack\n"
+                              "pytest==8.3.3\nresponses\nsetuptools>=40.8.0\n");
+    free (out);
+    /* file: names a requirements file (read beside the others) */
+    put (r, "requirements/base.txt", "attrs\n");
+    put (r, "setup.cfg", "[metadata]\nname = ledger\n\n[options]\ninstall_requires = file: requirements/base.txt\n");
+    assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
+    out = run_pydeps (r, p.steps[0].script);
+    kiwi_install_plan_clear (&p);
+    char want[4200];
+    char *real = realpath (r, NULL);
+    snprintf (want, sizeof want, "-r %s/requirements/base.txt\nsetuptools>=40.8.0\n", real);
+    free (real);
+    assert_string_equal (out, want);
+    free (out);
+    repo_free (r);
+}
+
 static void
 test_python_test_runner (void **state)
 {
@@ -1845,6 +1924,7 @@ main (void)
         cmocka_unit_test (test_pnpm_pin),
         cmocka_unit_test (test_bun),
         cmocka_unit_test (test_python_test_runner),
+        cmocka_unit_test (test_python_setup_cfg),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_declared_services),
