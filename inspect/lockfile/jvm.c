@@ -79,6 +79,22 @@ add_jvm_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, const char *s
  * never published) from the repositories, and fails. */
 #define MAVEN_GO_OFFLINE "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:go-offline"
 
+/* Phase A's proxy (HTTPS_PROXY, http://HOST:PORT) as the Maven user
+ * settings' proxy, for every repository. A printf format. */
+#define MAVEN_PROXY_SETTINGS                                                                                 \
+    "case \"${HTTPS_PROXY:-}\" in http://?*:?*)\n"                                                          \
+    "  kiwi_p=${HTTPS_PROXY#http://}; kiwi_p=${kiwi_p%%%%/*}\n"                                               \
+    "  mkdir -p /kiwi/home/.m2 && printf '<settings><proxies><proxy><id>kiwi</id><active>true</active>"     \
+    "<protocol>http</protocol><host>%%s</host><port>%%s</port></proxy></proxies></settings>\\n' "            \
+    "\"${kiwi_p%%:*}\" \"${kiwi_p##*:}\" >/kiwi/home/.m2/settings.xml;;\n"                                 \
+    "esac\n"
+
+/* What Maven says when it could not resolve an artifact, a plugin, a
+ * parent or a build extension (an extended regular expression). */
+#define MAVEN_UNRESOLVED                                                                                     \
+    "Could not resolve dependencies|could not be resolved|Could not transfer artifact|Could not find artifact|" \
+    "Unresolveable build extension|Non-resolvable (parent|import) POM|Plugin .* not found"
+
 /* Phase A has the poms only, and Surefire resolves its test provider only
  * when there are tests: an empty test class per module for the warm-up
  * (outside the dependency locations: not in the snapshot). A printf format
@@ -98,15 +114,30 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
     const char *mvn = wrapper ? "sh ./mvnw" : "mvn";
     char summary[96];
     snprintf (summary, sizeof summary, "%s -B dependency:go-offline + test warm-up", wrapper ? "./mvnw" : "mvn");
-    /* dependency:go-offline resolves the declared dependencies and plugins;
-     * Maven resolves plugins' own dependencies and the test provider only
-     * when they run, so the lifecycle runs once up to `test` (its failures
-     * do not fail the install: the code may be what the task fixes), then
+    /* Maven 3.9's own transport (a wrapper's Maven) reads no proxy from
+     * the JVM's properties: Phase A's proxy goes into the user settings
+     * too. dependency:go-offline resolves the declared dependencies and
+     * plugins; Maven resolves plugins' own dependencies and the test
+     * provider only when they run, so the lifecycle runs once up to `test`
+     * (its failures do not fail the install: the code may be what the task
+     * fixes). What go-offline could not resolve fails the install only when
+     * the warm-up could not resolve something either: a plugin of another
+     * phase (a site or release plugin) the tests never run does not. Then
      * the build output is removed and Maven is told to stay offline. */
     return add_jvm_step (s, KIWI_ECO_MAVEN, dir, summary, wrapper ? "pom.xml, mvnw" : "pom.xml", err,
-                         "%s -B -q " MAVEN_GO_OFFLINE "\n" MAVEN_TEST_STUBS
+                         MAVEN_PROXY_SETTINGS "kiwi_go=0\n"
+                         "%s -B -q " MAVEN_GO_OFFLINE " >" KIWI__SCRATCH "/go-offline.log 2>&1 || kiwi_go=$?\n"
+                         MAVEN_TEST_STUBS
                          "%s -B -q -fn -Dmaven.test.failure.ignore=true test >" KIWI__SCRATCH
                          "/warm-up.log 2>&1 || true\n"
+                         "if [ \"$kiwi_go\" != 0 ]; then\n"
+                         "  if grep -q -E '" MAVEN_UNRESOLVED "' " KIWI__SCRATCH "/warm-up.log; then\n"
+                         "    cat " KIWI__SCRATCH "/go-offline.log >&2; exit \"$kiwi_go\"\n"
+                         "  fi\n"
+                         "  echo 'kiwi: dependency:go-offline could not resolve everything, and the test warm-up "
+                         "resolved what it runs; left out:' >&2\n"
+                         "  grep -m 5 -F '[ERROR]' " KIWI__SCRATCH "/go-offline.log >&2 || true\n"
+                         "fi\n"
                          "%s -B -q -fn clean >>" KIWI__SCRATCH "/warm-up.log 2>&1 || true\n"
                          "mkdir -p /kiwi/home/.m2 && printf '<settings><offline>true</offline></settings>\\n' "
                          "> /kiwi/home/.m2/settings.xml\n",

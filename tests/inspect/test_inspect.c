@@ -923,6 +923,103 @@ run_pydeps (const char *root, const char *script)
     return text;
 }
 
+/* Runs the Maven step's script after its trust store (from its proxy
+ * settings on) in /bin/sh on the host, in root, with /kiwi/ under root
+ * instead and HTTPS_PROXY=proxy; root/mvnw is the fake Maven. Returns the
+ * exit status; what the script printed on stderr is in root/stderr.txt. */
+static int
+run_maven_step (const char *root, const char *script, const char *proxy)
+{
+    const char *start = strstr (script, "case \"${HTTPS_PROXY");
+    assert_non_null (start);
+    char *body = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&body, &len);
+    assert_non_null (f);
+    for (const char *p = start; *p; p++)
+        if (strncmp (p, "/kiwi/", 6) == 0 && strchr (" >'\"=", p[-1]) != NULL) { /* a path's start */
+            fprintf (f, "%s/kiwi/", root);
+            p += 5;
+        } else
+            fputc (*p, f);
+    fclose (f);
+    char mk[4300];
+    snprintf (mk, sizeof mk, "mkdir -p '%s/kiwi/tmp/kiwi'", root);
+    assert_int_equal (system (mk), 0);
+    put (root, "step.sh", body);
+    free (body);
+    char cmd[8600];
+    snprintf (cmd, sizeof cmd, "cd '%s' && HTTPS_PROXY='%s' /bin/sh -e step.sh >/dev/null 2>stderr.txt", root, proxy);
+    int st = system (cmd);
+    return WIFEXITED (st) ? WEXITSTATUS (st) : -1;
+}
+
+/* The Maven step: Phase A's proxy goes into Maven's user settings (the
+ * wrapper's Maven 3.9 reads no JVM proxy property); what go-offline could
+ * not resolve fails the install only when the test warm-up could not
+ * resolve something either (commons-io: a groovy of a site plugin). */
+static void
+test_maven_step (void **state)
+{
+    (void) state;
+    char *r = repo_new ();
+    put (r, "pom.xml", "<project/>");
+    /* the fake Maven: go-offline fails on a plugin of another phase; the
+     * warm-up resolves everything unless told otherwise */
+    put (r, "mvnw", "case \"$*\" in\n"
+                    "  *go-offline*) cat \"$HOME_M2/settings.xml\" > go-offline-saw.xml\n"
+                    "    echo '[ERROR] Failed to execute goal go-offline: The following artifacts could not be "
+                    "resolved: org.apache.groovy:groovy-json:jar:5.1.3'; exit 1;;\n"
+                    "  *' test') [ ! -e warm-fails ] || echo '[ERROR] Failed to execute goal on project x: Could "
+                    "not resolve dependencies for project x'; exit 0;;\n"
+                    "esac\n");
+    kiwi_install_plan p;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_install_plan_make (r, "maven", &p, &err), 0);
+    char *script = strdup (p.steps[0].script);
+    kiwi_install_plan_clear (&p);
+    char env[4200];
+    snprintf (env, sizeof env, "HOME_M2=%s/kiwi/home/.m2", r);
+    putenv (env);
+    /* a plugin the tests never run: the install goes on, saying what it left out */
+    assert_int_equal (run_maven_step (r, script, "http://10.9.8.7:3128"), 0);
+    char path[4200], *text = NULL;
+    snprintf (path, sizeof path, "%s/go-offline-saw.xml", r);
+    assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
+    assert_string_equal (text, "<settings><proxies><proxy><id>kiwi</id><active>true</active><protocol>http</protocol>"
+                               "<host>10.9.8.7</host><port>3128</port></proxy></proxies></settings>\n");
+    free (text);
+    snprintf (path, sizeof path, "%s/stderr.txt", r);
+    assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
+    assert_non_null (strstr (text, "the test warm-up resolved what it runs; left out:"));
+    assert_non_null (strstr (text, "groovy-json:jar:5.1.3"));
+    free (text);
+    /* Phase B's settings: offline, no proxy */
+    snprintf (path, sizeof path, "%s/kiwi/home/.m2/settings.xml", r);
+    assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
+    assert_string_equal (text, "<settings><offline>true</offline></settings>\n");
+    free (text);
+    /* the warm-up could not resolve either: the install fails with go-offline's words */
+    put (r, "warm-fails", "");
+    assert_int_equal (run_maven_step (r, script, "http://10.9.8.7:3128"), 1);
+    snprintf (path, sizeof path, "%s/stderr.txt", r);
+    assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
+    assert_non_null (strstr (text, "The following artifacts could not be resolved: org.apache.groovy"));
+    assert_null (strstr (text, "left out"));
+    free (text);
+    /* no proxy (Phase A open): no proxy settings */
+    unlink_in (r, "warm-fails");
+    unlink_in (r, "kiwi/home/.m2/settings.xml");
+    assert_int_equal (run_maven_step (r, script, ""), 0);
+    snprintf (path, sizeof path, "%s/go-offline-saw.xml", r);
+    assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
+    assert_string_equal (text, "");
+    free (text);
+    unsetenv ("HOME_M2");
+    free (script);
+    repo_free (r);
+}
+
 /* setuptools' declarative setup.cfg (httpie's shape): the version from the
  * package's code (attr:), which Phase A does not have, so the project is
  * never built there; pydeps reads install_requires, the extras for tests
@@ -1925,6 +2022,7 @@ main (void)
         cmocka_unit_test (test_bun),
         cmocka_unit_test (test_python_test_runner),
         cmocka_unit_test (test_python_setup_cfg),
+        cmocka_unit_test (test_maven_step),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_declared_services),
