@@ -519,9 +519,15 @@ int
 kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
 {
     const char *root = kiwi__ctx_root (ctx);
-    if (kiwi__has_in (root, dir, "uv.lock"))
+    const char *pp = kiwi__ctx_text (ctx, dir, "pyproject.toml", NULL);
+    /* a uv.lock beside a Poetry project that declares no [project] (uv
+     * reads nothing of [tool.poetry]: textual's stray uv.lock synced four
+     * packages) is not its lock */
+    bool poetry_only = pp != NULL && !kiwi__toml_table_nonempty (pp, "project")
+                       && (kiwi__has_in (root, dir, "poetry.lock") || kiwi__toml_table_nonempty (pp, "tool.poetry"));
+    if (kiwi__has_in (root, dir, "uv.lock") && !poetry_only)
         /* the project itself is not in Phase A's input: installed in Phase B */
-        return add_uv (s, dir, kiwi__ctx_text (ctx, dir, "pyproject.toml", NULL), err);
+        return add_uv (s, dir, pp, err);
     if (kiwi__has_in (root, dir, "poetry.lock"))
         return add_poetry (s, dir, true, "poetry.lock", err);
     if (kiwi__has_in (root, dir, "Pipfile.lock"))
@@ -543,7 +549,6 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
          * Phase B */
         return add_pydeps (s, dir, args, false, summary, names, err);
     }
-    const char *pp = kiwi__ctx_text (ctx, dir, "pyproject.toml", NULL);
     if (pp != NULL) {
         cleanup_free char *poetry_name = kiwi__toml_get (pp, "tool.poetry", "name");
         if (poetry_name != NULL || kiwi__toml_table_nonempty (pp, "tool.poetry.dependencies"))

@@ -693,6 +693,18 @@ test_other_ecosystems (void **state)
     expect_plan (r, "python", "poetry install --no-root", "poetry");
     put (r, "uv.lock", "version = 1\n");
     expect_plan (r, "python", "uv sync --frozen --no-install-project --extra test", "/bin/sh");
+    /* a stray uv.lock beside a Poetry project with no [project] table
+     * (textual's): uv reads nothing of [tool.poetry], Poetry's lock decides */
+    {
+        char *t = repo_new ();
+        put (t, "pyproject.toml", "[tool.poetry]\nname = \"t\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\n"
+                                  "rich = \">=14\"\n");
+        put (t, "uv.lock", "version = 1\n");
+        expect_plan (t, "python", "poetry install --no-root", "poetry");
+        put (t, "poetry.lock", "# poetry\n");
+        expect_plan (t, "python", "poetry install --no-root", "poetry");
+        repo_free (t);
+    }
     /* the extras a project's CI installs its tests with (fastapi's
      * `--extra all`) and the groups named for tests, as the lock resolved
      * them; other extras and groups are not installed */
