@@ -226,7 +226,11 @@ static const char *const maven_exe[] = { "mvn", "mvnw", NULL };
 static const char *const maven_images[] = { "maven", NULL };
 static const char *const maven_markers[] = { "pom.xml", NULL };
 static const kiwi__package_manager maven_pms[] = { { KIWI_ECO_MAVEN, env_jvm_build }, { KIWI_ECO_NPM, NULL } };
-static const char *const maven_input[] = { "pom.xml", "mvnw", ".mvn/", NULL };
+/* profile.*: the marker files a parent POM's profile activation looks for
+ * (<file><exists>): Apache Commons' parent turns JaCoCo on in every build
+ * when src/site/resources/profile.jacoco exists, so without it Phase A's
+ * warm-up never resolves the plugin Phase B's tests run. */
+static const char *const maven_input[] = { "pom.xml", "mvnw", ".mvn/", "profile.*", NULL };
 static const char *const maven_home[] = { ".m2", NULL };
 static const char *const gradle_exe[] = { "gradle", "gradlew", NULL };
 static const char *const gradle_images[] = { "gradle", NULL };

@@ -74,6 +74,67 @@ add_jvm_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, const char *s
     return kiwi__add_step (s, eco, dir, false, summary, script, why, err);
 }
 
+/* The dependencies a build's plugins declare (a Surefire provider named
+ * beside the plugin, junit4's surefire-junit47): go-offline leaves them
+ * out, and the warm-up resolves them only when the plugin needs them with
+ * Phase A's stub tests, which a plugin's <includes> may skip. A program
+ * run on the effective POM writes them as a POM's dependencies, which
+ * Maven then resolves. */
+static const char *const maven_plugin_deps_source =
+    "// KiwiPluginDeps.java: the dependencies a build's plugins declare (<build><plugins><plugin><dependencies>\n"
+    "// of each project of an effective POM), as the dependencies of a POM of their own.\n"
+    "// Usage: java KiwiPluginDeps.java EFFECTIVE-POM.xml OUT-POM.xml (OUT is written only when there are any)\n"
+    "import java.io.*; import java.nio.file.*; import java.util.*; import javax.xml.parsers.*; import org.w3c.dom.*;\n"
+    "public class KiwiPluginDeps {\n"
+    "  static String text(Element e, String tag) { for (Node n = e.getFirstChild(); n != null; n = n.getNextSibling())\n"
+    "      if (n instanceof Element && ((Element) n).getTagName().equals(tag)) return n.getTextContent().trim(); return \"\"; }\n"
+    "  static boolean under(Node n, String... tags) { for (String t : tags) { n = n.getParentNode();\n"
+    "      if (!(n instanceof Element) || !((Element) n).getTagName().equals(t)) return false; } return true; }\n"
+    "  static String esc(String s) { return s.replace(\"&\", \"&amp;\").replace(\"<\", \"&lt;\").replace(\">\", \"&gt;\"); }\n"
+    "  public static void main(String[] a) throws Exception {\n"
+    "    DocumentBuilderFactory f = DocumentBuilderFactory.newInstance();\n"
+    "    f.setFeature(\"http://apache.org/xml/features/disallow-doctype-decl\", true);\n"
+    "    f.setExpandEntityReferences(false);\n"
+    "    Document d = f.newDocumentBuilder().parse(new File(a[0]));\n"
+    "    Set<String> seen = new LinkedHashSet<>(); StringBuilder deps = new StringBuilder();\n"
+    "    NodeList l = d.getElementsByTagName(\"dependency\");\n"
+    "    for (int i = 0; i < l.getLength(); i++) { Element e = (Element) l.item(i);\n"
+    "      if (!under(e, \"dependencies\", \"plugin\", \"plugins\", \"build\", \"project\")) continue;\n"
+    "      String g = text(e, \"groupId\"), art = text(e, \"artifactId\"), v = text(e, \"version\"), t = text(e, \"type\"), c = text(e, \"classifier\");\n"
+    "      if (g.isEmpty() || art.isEmpty() || v.isEmpty() || v.contains(\"${\") || !seen.add(g + \":\" + art + \":\" + v + \":\" + t + \":\" + c)) continue;\n"
+    "      deps.append(\"<dependency><groupId>\").append(esc(g)).append(\"</groupId><artifactId>\").append(esc(art))\n"
+    "          .append(\"</artifactId><version>\").append(esc(v)).append(\"</version>\")\n"
+    "          .append(t.isEmpty() ? \"\" : \"<type>\" + esc(t) + \"</type>\").append(c.isEmpty() ? \"\" : \"<classifier>\" + esc(c) + \"</classifier>\")\n"
+    "          .append(\"</dependency>\\n\"); }\n"
+    "    if (seen.isEmpty()) return;\n"
+    "    Files.createDirectories(Paths.get(a[1]).toAbsolutePath().getParent());\n"
+    "    Files.writeString(Paths.get(a[1]), \"<project><modelVersion>4.0.0</modelVersion><groupId>kiwi</groupId>\"\n"
+    "        + \"<artifactId>kiwi-plugin-dependencies</artifactId><version>0</version><packaging>pom</packaging><dependencies>\\n\"\n"
+    "        + deps + \"</dependencies></project>\\n\");\n"
+    "    System.err.println(\"kiwi: \" + seen.size() + \" dependencies the build's plugins declare\"); } }\n";
+
+#define MAVEN_HELP "org.apache.maven.plugins:maven-help-plugin:3.5.1"
+#define MAVEN_RESOLVE "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:resolve"
+
+/* A printf format of two arguments: the program's source, then the Maven
+ * command. It runs only when a pom.xml of the tree declares a plugin's
+ * dependencies (one a parent POM declares is not looked for: the effective
+ * POM costs a Maven run); what it cannot resolve is said, and the install
+ * goes on. */
+#define MAVEN_PLUGIN_DEPS                                                                                    \
+    "cat > " KIWI__SCRATCH "/KiwiPluginDeps.java <<'KIWI_JAVA_EOF'\n%sKIWI_JAVA_EOF\n"                       \
+    "if find . -name pom.xml -not -path '*/target/*' -exec awk 'FNR == 1 { p = 0 } /<plugin>/ { p = 1 } "       \
+    "/<\\/plugin>/ { p = 0 } p && /<dependencies>/ { f = 1 } END { exit !f }' {} + && "                           \
+    "%s -B -q " MAVEN_HELP ":effective-pom -Doutput=" KIWI__SCRATCH "/effective-pom.xml >"                \
+    KIWI__SCRATCH "/plugin-deps.log 2>&1 && [ -s " KIWI__SCRATCH "/effective-pom.xml ] && java " KIWI__SCRATCH \
+    "/KiwiPluginDeps.java " KIWI__SCRATCH                                                                       \
+    "/effective-pom.xml " KIWI__SCRATCH "/plugin-deps/pom.xml && [ -s " KIWI__SCRATCH "/plugin-deps/pom.xml ]; " \
+    "then\n"                                                                                                   \
+    "  %s -B -q -f " KIWI__SCRATCH "/plugin-deps/pom.xml " MAVEN_RESOLVE " >>" KIWI__SCRATCH                   \
+    "/plugin-deps.log 2>&1 || { echo 'kiwi: not every dependency the build'\\''s plugins declare resolved:' >&2; " \
+    "grep -m 3 -F '[ERROR]' " KIWI__SCRATCH "/plugin-deps.log >&2 || true; }\n"                                \
+    "fi\n"
+
 /* go-offline of a current dependency plugin: the one Maven's super POM
  * names (2.8 in Maven 3.8) resolves a reactor module's sibling (a SNAPSHOT
  * never published) from the repositories, and fails. */
@@ -127,7 +188,7 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
     return add_jvm_step (s, KIWI_ECO_MAVEN, dir, summary, wrapper ? "pom.xml, mvnw" : "pom.xml", err,
                          MAVEN_PROXY_SETTINGS "kiwi_go=0\n"
                          "%s -B -q " MAVEN_GO_OFFLINE " >" KIWI__SCRATCH "/go-offline.log 2>&1 || kiwi_go=$?\n"
-                         MAVEN_TEST_STUBS
+                         MAVEN_PLUGIN_DEPS MAVEN_TEST_STUBS
                          "%s -B -q -fn -Dmaven.test.failure.ignore=true test >" KIWI__SCRATCH
                          "/warm-up.log 2>&1 || true\n"
                          "if [ \"$kiwi_go\" != 0 ]; then\n"
@@ -141,7 +202,7 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
                          "%s -B -q -fn clean >>" KIWI__SCRATCH "/warm-up.log 2>&1 || true\n"
                          "mkdir -p /kiwi/home/.m2 && printf '<settings><offline>true</offline></settings>\\n' "
                          "> /kiwi/home/.m2/settings.xml\n",
-                         mvn, mvn, mvn);
+                         mvn, maven_plugin_deps_source, mvn, mvn, mvn, mvn);
 }
 
 static const char gradle_resolve[] =

@@ -975,16 +975,33 @@ test_maven_step (void **state)
 {
     (void) state;
     char *r = repo_new ();
-    put (r, "pom.xml", "<project/>");
+    put (r, "pom.xml", "<project><build><plugins>\n  <plugin>\n    <artifactId>maven-surefire-plugin</artifactId>\n"
+                       "    <dependencies>\n      <dependency>...</dependency>\n    </dependencies>\n  </plugin>\n"
+                       "</plugins></build></project>\n");
     /* the fake Maven: go-offline fails on a plugin of another phase; the
      * warm-up resolves everything unless told otherwise */
     put (r, "mvnw", "case \"$*\" in\n"
+                    "  *effective-pom*) for a; do case $a in -Doutput=*) cp effective.xml \"${a#-Doutput=}\";; esac; "
+                    "done;;\n"
+                    "  *plugin-deps/pom.xml*) for a; do case $a in */plugin-deps/pom.xml) cp \"$a\" resolved.xml;; "
+                    "esac; done;;\n"
                     "  *go-offline*) cat \"$HOME_M2/settings.xml\" > go-offline-saw.xml\n"
                     "    echo '[ERROR] Failed to execute goal go-offline: The following artifacts could not be "
                     "resolved: org.apache.groovy:groovy-json:jar:5.1.3'; exit 1;;\n"
                     "  *' test') [ ! -e warm-fails ] || echo '[ERROR] Failed to execute goal on project x: Could "
                     "not resolve dependencies for project x'; exit 0;;\n"
                     "esac\n");
+    /* the effective POM: a plugin's own dependency (junit4's Surefire
+     * provider) is resolved; one in pluginManagement, or of a dependency
+     * list elsewhere, is not */
+    put (r, "effective.xml",
+         "<projects><project><dependencies><dependency><groupId>junit</groupId><artifactId>junit</artifactId>"
+         "<version>4.13.2</version></dependency></dependencies><build><pluginManagement><plugins><plugin>"
+         "<artifactId>m</artifactId><dependencies><dependency><groupId>g</groupId><artifactId>managed</artifactId>"
+         "<version>1</version></dependency></dependencies></plugin></plugins></pluginManagement><plugins><plugin>"
+         "<artifactId>maven-surefire-plugin</artifactId><dependencies><dependency>"
+         "<groupId>org.apache.maven.surefire</groupId><artifactId>surefire-junit47</artifactId>"
+         "<version>2.19.1</version></dependency></dependencies></plugin></plugins></build></project></projects>\n");
     kiwi_install_plan p;
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_install_plan_make (r, "maven", &p, &err), 0);
@@ -1006,6 +1023,14 @@ test_maven_step (void **state)
     assert_non_null (strstr (text, "the test warm-up resolved what it runs; left out:"));
     assert_non_null (strstr (text, "groovy-json:jar:5.1.3"));
     free (text);
+    snprintf (path, sizeof path, "%s/resolved.xml", r);
+    assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
+    assert_string_equal (text, "<project><modelVersion>4.0.0</modelVersion><groupId>kiwi</groupId>"
+                               "<artifactId>kiwi-plugin-dependencies</artifactId><version>0</version><packaging>pom"
+                               "</packaging><dependencies>\n<dependency><groupId>org.apache.maven.surefire</groupId>"
+                               "<artifactId>surefire-junit47</artifactId><version>2.19.1</version></dependency>\n"
+                               "</dependencies></project>\n");
+    free (text);
     /* Phase B's settings: offline, no proxy */
     snprintf (path, sizeof path, "%s/kiwi/home/.m2/settings.xml", r);
     assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
@@ -1019,14 +1044,20 @@ test_maven_step (void **state)
     assert_non_null (strstr (text, "The following artifacts could not be resolved: org.apache.groovy"));
     assert_null (strstr (text, "left out"));
     free (text);
-    /* no proxy (Phase A open): no proxy settings */
+    /* no proxy (Phase A open): no proxy settings; no pom.xml of the tree
+     * declares a plugin's dependencies: no effective POM is asked for */
     unlink_in (r, "warm-fails");
+    unlink_in (r, "resolved.xml");
+    put (r, "pom.xml", "<project><build><plugins><plugin><artifactId>x</artifactId></plugin></plugins></build>\n"
+                       "<dependencies>\n<dependency>...</dependency>\n</dependencies></project>\n");
     unlink_in (r, "kiwi/home/.m2/settings.xml");
     assert_int_equal (run_maven_step (r, script, ""), 0);
     snprintf (path, sizeof path, "%s/go-offline-saw.xml", r);
     assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
     assert_string_equal (text, "");
     free (text);
+    snprintf (path, sizeof path, "%s/resolved.xml", r);
+    assert_int_equal (access (path, F_OK), -1);
     unsetenv ("HOME_M2");
     free (script);
     repo_free (r);
@@ -1254,7 +1285,11 @@ test_install_input_table (void **state)
     put (r, "mvnw", "#!/bin/sh\n");
     put (r, ".mvn/wrapper/maven-wrapper.properties", "distributionUrl=x\n");
     put (r, "src/main/java/A.java", "class A {}\n");
-    const char *want_maven[] = { ".mvn/wrapper/maven-wrapper.properties", "mvnw", "pom.xml" };
+    /* a parent POM's profile marker (Apache Commons' JaCoCo profile) */
+    put (r, "src/site/resources/profile.jacoco", "");
+    put (r, "src/site/resources/logo.png", "png");
+    const char *want_maven[] = { ".mvn/wrapper/maven-wrapper.properties", "mvnw", "pom.xml",
+                                 "src/site/resources/profile.jacoco" };
     expect_input (r, "java", want_maven, sizeof want_maven / sizeof want_maven[0]);
     repo_free (r);
 
