@@ -44,6 +44,13 @@ bool kiwi__has_dir (const char *root, const char *rel);
 /* "a/b" from "a" and "b"; "b" when a is "" or ".". Caller frees. */
 char *kiwi__path_join (const char *a, const char *b);
 
+/* The repository's GitHub Actions workflows: the names of the .yml and
+ * .yaml files of root/.github/workflows (neither folder a symlink; hidden
+ * names left out), sorted, at most `max` into names (each the caller's to
+ * free). Returns how many. */
+#define KIWI__WORKFLOWS_MAX 64
+size_t kiwi__workflow_names (const char *root, char **names, size_t max);
+
 /* The first line of `s` with surrounding blanks removed, copied into dst. */
 void kiwi__first_line (const char *s, char *dst, size_t cap);
 

@@ -516,3 +516,31 @@ kiwi__subdirs (const char *root)
     qsort (v, n, sizeof *v, cmp_str);
     return v;
 }
+
+static int
+by_name (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+size_t
+kiwi__workflow_names (const char *root, char **names, size_t max)
+{
+    if (!kiwi__has_dir (root, ".github") || !kiwi__has_dir (root, ".github/workflows"))
+        return 0;
+    cleanup_free char *wdir = kiwi__path_join (root, ".github/workflows");
+    DIR *d = wdir ? opendir (wdir) : NULL;
+    if (d == NULL)
+        return 0;
+    size_t n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir (d)) != NULL) {
+        size_t l = strlen (e->d_name);
+        bool yml = (l > 4 && strcmp (e->d_name + l - 4, ".yml") == 0) || (l > 5 && strcmp (e->d_name + l - 5, ".yaml") == 0);
+        if (yml && e->d_name[0] != '.' && (names[n] = strdup (e->d_name)) != NULL)
+            n++;
+    }
+    closedir (d);
+    qsort (names, n, sizeof names[0], by_name); /* the same answer whatever readdir's order */
+    return n;
+}

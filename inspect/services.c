@@ -4,7 +4,6 @@
  */
 #include "inspect/services.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +13,6 @@
 #include "inspect/inspect-internal.h"
 
 #define KIWI__SERVICES_FILE_MAX ((size_t) 1 << 20)
-#define KIWI__WORKFLOWS_MAX 64
 
 /* A scalar node's text, copied into buf; false for any other node. */
 static bool
@@ -189,12 +187,6 @@ in_file (const char *root, const char *rel, bool workflow, int port, kiwi_servic
     return kiwi_service_for_port_in (text, rel, workflow, port, out);
 }
 
-static int
-by_name (const void *a, const void *b)
-{
-    return strcmp (*(char *const *) a, *(char *const *) b);
-}
-
 bool
 kiwi_service_for_port (const char *root, int port, kiwi_service_port *out)
 {
@@ -203,24 +195,8 @@ kiwi_service_for_port (const char *root, int port, kiwi_service_port *out)
     for (size_t i = 0; i < sizeof compose / sizeof compose[0]; i++)
         if (in_file (root, compose[i], false, port, out))
             return true;
-    /* neither folder a symlink: nothing outside the tree is read */
-    if (!kiwi__has_dir (root, ".github") || !kiwi__has_dir (root, ".github/workflows"))
-        return false;
-    cleanup_free char *wdir = kiwi__path_join (root, ".github/workflows");
-    DIR *d = wdir ? opendir (wdir) : NULL;
-    if (d == NULL)
-        return false;
     char *names[KIWI__WORKFLOWS_MAX];
-    size_t n = 0;
-    struct dirent *e;
-    while (n < KIWI__WORKFLOWS_MAX && (e = readdir (d)) != NULL) {
-        size_t l = strlen (e->d_name);
-        bool yml = (l > 4 && strcmp (e->d_name + l - 4, ".yml") == 0) || (l > 5 && strcmp (e->d_name + l - 5, ".yaml") == 0);
-        if (yml && e->d_name[0] != '.' && (names[n] = strdup (e->d_name)) != NULL)
-            n++;
-    }
-    closedir (d);
-    qsort (names, n, sizeof names[0], by_name); /* the same answer whatever readdir's order */
+    size_t n = kiwi__workflow_names (root, names, KIWI__WORKFLOWS_MAX);
     bool found = false;
     for (size_t i = 0; i < n; i++) {
         char rel[512];

@@ -263,17 +263,125 @@ static const char *const pydeps_source =
     "print(\"kiwi: %d requirement line(s) for Phase A%s\" % (len(lines), later), file=sys.stderr)\n";
 
 
-/* Poetry: the dependencies in Phase A (--no-root: the project's code is not
- * there), the project itself at the start of Phase B, offline, as Poetry
- * installs it (an editable .pth into the in-project .venv). A project that
- * is no package (package-mode = false) has nothing to install. */
-static int
-add_poetry (kiwi__steps *s, const char *dir, bool locked, const char *why, kiwi_error_t *err)
+/* True when `name` is one of the NULL-terminated `keys` (NULL: none). */
+static bool
+declared_key (char *const *keys, const char *name, size_t n)
 {
-    if (kiwi__add_step (s, KIWI_ECO_POETRY, dir, locked, "poetry install --no-root", "poetry install --no-root", why,
-                        err)
-                        < 0)
-                        return -1;
+    for (size_t i = 0; keys && keys[i]; i++)
+        if (strlen (keys[i]) == n && strncasecmp (keys[i], name, n) == 0)
+            return true;
+    return false;
+}
+
+/* True when out (" a b") holds the word name (n bytes). */
+static bool
+has_word (const char *out, const char *name, size_t n)
+{
+    for (const char *w = out; *w;) {
+        w += strspn (w, " ");
+        size_t l = strcspn (w, " ");
+        if (l == n && strncmp (w, name, n) == 0)
+            return true;
+        w += l;
+    }
+    return false;
+}
+
+/* Appends to out (" a b") each extra of value v (words split at spaces and
+ * commas, quotes dropped, n bytes) that `keys` declares and out lacks. */
+static void
+add_extras (const char *v, size_t n, char *const *keys, char *out, size_t cap)
+{
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        while (i + k < n && strchr (" \t,'\"", v[i + k]) == NULL)
+            k++;
+        size_t ol = strlen (out);
+        /* a name as extras are spelt (PEP 685), whole or not at all */
+        if (k > 0 && strspn (v + i, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") >= k
+            && ol + 1 + k < cap && declared_key (keys, v + i, k) && !has_word (out, v + i, k))
+            snprintf (out + ol, cap - ol, " %.*s", (int) k, v + i);
+        i += k ? k : 1;
+    }
+}
+
+/* The extras the project's own CI installs with `run` ("poetry install",
+ * "uv sync"), read from its GitHub Actions workflows: on a line that runs
+ * it, `--extras X`, `--extras "X Y"`, `--extras=X`, `-E X`, `--extra X`;
+ * each kept only when `keys` declares it (a name from a workflow never
+ * reaches a command otherwise), appended to out as " NAME". Returns true
+ * when such a line asks for every extra (`--all-extras`). */
+static bool
+ci_extras (kiwi__inspect_ctx *ctx, const char *run, char *const *keys, char *out, size_t cap)
+{
+    char *names[KIWI__WORKFLOWS_MAX];
+    size_t n = kiwi__workflow_names (kiwi__ctx_root (ctx), names, KIWI__WORKFLOWS_MAX);
+    bool all = false;
+    for (size_t w = 0; w < n; w++) {
+        const char *text = kiwi__ctx_text (ctx, ".github/workflows", names[w], NULL);
+        free (names[w]);
+        for (const char *p = text; p && (p = strstr (p, run)) != NULL;) {
+            p += strlen (run);
+            const char *eol = p + strcspn (p, "\n");
+            for (const char *q = p; q < eol;) {
+                while (q < eol && (*q == ' ' || *q == '\t'))
+                    q++;
+                size_t t = strcspn (q, " \t\n=");
+                if (q + t > eol)
+                    t = (size_t) (eol - q);
+                bool flag = (t == 8 && strncmp (q, "--extras", 8) == 0) || (t == 2 && strncmp (q, "-E", 2) == 0)
+                            || (t == 7 && strncmp (q, "--extra", 7) == 0);
+                all |= t == 12 && strncmp (q, "--all-extras", 12) == 0;
+                q += t;
+                if (!flag || q >= eol)
+                    continue;
+                q++; /* the space or "=" */
+                while (q < eol && (*q == ' ' || *q == '\t'))
+                    q++;
+                size_t vl;
+                if (q < eol && (*q == '"' || *q == '\'')) {
+                    const char *end = memchr (q + 1, *q, (size_t) (eol - q - 1));
+                    vl = end ? (size_t) (end - q) + 1 : (size_t) (eol - q);
+                } else
+                    vl = strcspn (q, " \t\n");
+                if (q + vl > eol)
+                    vl = (size_t) (eol - q);
+                add_extras (q, vl, keys, out, cap);
+                q += vl;
+            }
+            p = eol;
+        }
+    }
+    return all;
+}
+
+/* Poetry: the dependencies in Phase A (--no-root: the project's code is not
+ * there), with the extras the project's CI installs with, the project
+ * itself at the start of Phase B, offline, as Poetry installs it (an
+ * editable .pth into the in-project .venv). A project that is no package
+ * (package-mode = false) has nothing to install. */
+static int
+add_poetry (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, bool locked, const char *why,
+            kiwi_error_t *err)
+{
+    const char *pp = kiwi__ctx_text (ctx, dir, "pyproject.toml", NULL);
+    char **keys = pp ? kiwi__toml_keys (pp, "tool.poetry.extras") : NULL;
+    char **pkeys = pp ? kiwi__toml_keys (pp, "project.optional-dependencies") : NULL;
+    char extras[400] = "";
+    bool all = ci_extras (ctx, "poetry install", keys, extras, sizeof extras);
+    all |= ci_extras (ctx, "poetry install", pkeys, extras, sizeof extras);
+    bool any = (keys && keys[0]) || (pkeys && pkeys[0]);
+    kiwi__strv_free_raw (keys);
+    kiwi__strv_free_raw (pkeys);
+    char cmd[500];
+    if (all && any)
+        snprintf (cmd, sizeof cmd, "poetry install --no-root --all-extras");
+    else if (extras[0])
+        snprintf (cmd, sizeof cmd, "poetry install --no-root --extras '%s'", extras + 1);
+    else
+        snprintf (cmd, sizeof cmd, "poetry install --no-root");
+    if (kiwi__add_step (s, KIWI_ECO_POETRY, dir, locked, cmd, cmd, why, err) < 0)
+        return -1;
     return kiwi__set_prelude (s, "poetry install --only-root --no-interaction", err);
 }
 
@@ -384,10 +492,24 @@ static const char *const uv_extras[] = { "test", "tests", "testing", "dev", "all
 static const char *const uv_groups[] = { "test", "tests", "testing", NULL };
 
 static int
-add_uv (kiwi__steps *s, const char *dir, const char *pyproject, kiwi_error_t *err)
+add_uv (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, const char *pyproject, kiwi_error_t *err)
 {
-    char opts[400] = "", more[200] = "";
-    wanted_keys (pyproject, "project.optional-dependencies", uv_extras, " --extra ", true, opts, sizeof opts);
+    char opts[400] = "", more[200] = "", extras[300] = "";
+    /* the extras named for tests (and `all`), then those the project's CI
+     * syncs with */
+    wanted_keys (pyproject, "project.optional-dependencies", uv_extras, " ", true, extras, sizeof extras);
+    char **keys = pyproject ? kiwi__toml_keys (pyproject, "project.optional-dependencies") : NULL;
+    bool all = ci_extras (ctx, "uv sync", keys, extras, sizeof extras) && keys && keys[0];
+    kiwi__strv_free_raw (keys);
+    if (all)
+        snprintf (opts, sizeof opts, " --all-extras");
+    for (const char *w = extras; !all && *w;) {
+        w += strspn (w, " ");
+        size_t l = strcspn (w, " "), ol = strlen (opts);
+        if (l > 0)
+            snprintf (opts + ol, sizeof opts - ol, " --extra %.*s", (int) l, w);
+        w += l;
+    }
     wanted_keys (pyproject, "dependency-groups", uv_groups, " --group ", true, more, sizeof more);
     snprintf (opts + strlen (opts), sizeof opts - strlen (opts), "%s", more);
     char summary[500];
@@ -527,9 +649,9 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
                        && (kiwi__has_in (root, dir, "poetry.lock") || kiwi__toml_table_nonempty (pp, "tool.poetry"));
     if (kiwi__has_in (root, dir, "uv.lock") && !poetry_only)
         /* the project itself is not in Phase A's input: installed in Phase B */
-        return add_uv (s, dir, pp, err);
+        return add_uv (ctx, s, dir, pp, err);
     if (kiwi__has_in (root, dir, "poetry.lock"))
-        return add_poetry (s, dir, true, "poetry.lock", err);
+        return add_poetry (ctx, s, dir, true, "poetry.lock", err);
     if (kiwi__has_in (root, dir, "Pipfile.lock"))
         return kiwi__add_step (s, KIWI_ECO_PIPENV, dir, true, "pipenv sync --dev", "pipenv sync --dev", "Pipfile.lock",
                                err);
@@ -552,7 +674,7 @@ kiwi__detect_python (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi
     if (pp != NULL) {
         cleanup_free char *poetry_name = kiwi__toml_get (pp, "tool.poetry", "name");
         if (poetry_name != NULL || kiwi__toml_table_nonempty (pp, "tool.poetry.dependencies"))
-            return add_poetry (s, dir, false, "pyproject.toml [tool.poetry], no poetry.lock", err);
+            return add_poetry (ctx, s, dir, false, "pyproject.toml [tool.poetry], no poetry.lock", err);
         cleanup_free char *deps = kiwi__toml_get (pp, "project", "dependencies");
         char ex[128], gr[128];
         wanted_keys (pp, "project.optional-dependencies", pip_wanted, ",", false, ex, sizeof ex);

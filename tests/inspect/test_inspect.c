@@ -935,6 +935,39 @@ run_pydeps (const char *root, const char *script)
     return text;
 }
 
+/* The extras the project's own CI installs with (textual's `poetry install
+ * --extras syntax`), read from its workflows: only names the project
+ * declares reach the command. */
+static void
+test_python_ci_extras (void **state)
+{
+    (void) state;
+    char *r = repo_new ();
+    put (r, "pyproject.toml", "[tool.poetry]\nname = \"t\"\n\n[tool.poetry.dependencies]\npython = \"^3.9\"\n\n"
+                              "[tool.poetry.extras]\nsyntax = [\"tree-sitter\"]\ndocs = [\"mkdocs\"]\n"
+                              "\"a;b\" = [\"x\"]\nunused = [\"y\"]\n");
+    put (r, "poetry.lock", "# poetry\n");
+    expect_plan (r, "python", "poetry install --no-root", "poetry");
+    put (r, ".github/workflows/ci.yml",
+         "jobs:\n  test:\n    steps:\n      - run: poetry install --no-interaction --extras syntax\n"
+         "      - run: poetry install -E \"docs other\" --extras=${{ matrix.extras }}\n"
+         "      - run: poetry install --extras 'a;b'\n      - run: pip install --extras unused\n");
+    expect_plan (r, "python", "poetry install --no-root --extras 'syntax docs'", "/bin/sh");
+    put (r, ".github/workflows/all.yaml", "jobs:\n  x:\n    steps:\n      - run: poetry install --all-extras\n");
+    expect_plan (r, "python", "poetry install --no-root --all-extras", "poetry");
+    repo_free (r);
+
+    r = repo_new ();
+    put (r, "pyproject.toml", "[project]\nname = \"u\"\ndependencies = []\n\n[project.optional-dependencies]\n"
+                              "test = [\"pytest\"]\npostgres = [\"psycopg\"]\nmysql = [\"pymysql\"]\n");
+    put (r, "uv.lock", "version = 1\n");
+    put (r, ".github/workflows/test.yml", "steps:\n  - run: uv sync --extra postgres --extra test --frozen\n");
+    expect_plan (r, "python", "uv sync --frozen --no-install-project --extra test --extra postgres", "/bin/sh");
+    put (r, ".github/workflows/test.yml", "steps:\n  - run: uv sync --all-extras\n");
+    expect_plan (r, "python", "uv sync --frozen --no-install-project --all-extras", "/bin/sh");
+    repo_free (r);
+}
+
 /* Runs the Maven step's script after its trust store (from its proxy
  * settings on) in /bin/sh on the host, in root, with /kiwi/ under root
  * instead and HTTPS_PROXY=proxy; root/mvnw is the fake Maven. Returns the
@@ -2070,6 +2103,7 @@ main (void)
         cmocka_unit_test (test_python_test_runner),
         cmocka_unit_test (test_python_setup_cfg),
         cmocka_unit_test (test_maven_step),
+        cmocka_unit_test (test_python_ci_extras),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
         cmocka_unit_test (test_declared_services),
