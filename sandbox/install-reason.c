@@ -210,8 +210,8 @@ kiwi_install_failed_reason (char *dst, size_t cap, const char *argv0, int code, 
     size_t len = (size_t) n;
     if (kiwi_install_output_disk_full (output, line, sizeof line))
         snprintf (dst + len, cap - len,
-                  ": the sandbox's disk is full (%lld MB, MaxSandboxDiskMB; the install needs more, or less "
-                  "left in its download caches): \"%s\"",
+                  ": the sandbox's disk is full (%lld MB, KIWI_MAX_SANDBOX_DISK_MB raises it; the install needs "
+                  "more, or less left in its download caches): \"%s\"",
                   (long long) disk_mb, line);
     else {
         kiwi_install_error_line (output, line, sizeof line);

@@ -513,7 +513,8 @@ kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const k
             kiwi_error_free (err);
             r->status = KIWI_INSTALL_KILLED;
             snprintf (r->reason, sizeof r->reason,
-                      "install `%s`: snapshot larger than the sandbox's disk ceiling (%lld MB, MaxSandboxDiskMB)",
+                      "install `%s`: snapshot larger than the sandbox's disk ceiling (%lld MB, KIWI_MAX_SANDBOX_DISK_MB "
+                      "raises it)",
                       shown, (long long) disk_mb);
         } else
             snprintf (r->reason, sizeof r->reason, "install `%s` succeeded", shown);

@@ -152,7 +152,7 @@ void kiwi_install_result_clear (kiwi_install_result *r);
  * apparent size and is never expanded on the host); past the disk ceiling
  * the copy stops, what was written goes, and the verdict is
  * KIWI_INSTALL_KILLED, "snapshot larger than the sandbox's disk ceiling
- * (N MB, MaxSandboxDiskMB)". */
+ * (N MB, KIWI_MAX_SANDBOX_DISK_MB raises it)". */
 int kiwi_phase_install (kiwi_sandbox_env *env, const kiwi_phase_config *cfg, const kiwi_install_request *req,
                         kiwi_install_result *r, kiwi_error_t *err);
 

@@ -80,7 +80,7 @@ test_disk_full (void **state)
     assert_true (kiwi_install_output_disk_full (out, line, sizeof line));
     assert_string_equal (line, "npm error code ENOSPC");
     reason_of (out, r, sizeof r);
-    assert_non_null (strstr (r, "the sandbox's disk is full (4096 MB, MaxSandboxDiskMB"));
+    assert_non_null (strstr (r, "the sandbox's disk is full (4096 MB, KIWI_MAX_SANDBOX_DISK_MB raises it;"));
     assert_non_null (strstr (r, "\"npm error code ENOSPC\""));
     const char *tar = "tar: ./x.bin: Cannot write: No space left on device\n";
     assert_true (kiwi_install_output_disk_full (tar, NULL, 0));

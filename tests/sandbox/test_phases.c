@@ -275,7 +275,7 @@ test_sparse_snapshot_is_bounded (void **state)
         if (ir.status != KIWI_INSTALL_KILLED)
             fail_msg ("%s: an install leaving a %s sparse file in a 128 MB sandbox ended %s (%s)", drivers[i], size,
                       kiwi_install_status_str (ir.status), ir.reason);
-        assert_non_null (strstr (ir.reason, "snapshot larger than the sandbox's disk ceiling (128 MB, MaxSandboxDiskMB)"));
+        assert_non_null (strstr (ir.reason, "snapshot larger than the sandbox's disk ceiling (128 MB, KIWI_MAX_SANDBOX_DISK_MB raises it)"));
         /* nothing of it stayed on the worker's disk: no growth beyond a few MB */
         assert_true (after >= 0 && after - before < 4096);
         assert_true (after_apparent >= 0 && after_apparent - before_apparent < 4096);
