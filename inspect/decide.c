@@ -52,7 +52,7 @@ kiwi_step0_finding (const kiwi_classification *c, const char *image, char *dst, 
 
 /* The requirement a version the output states stands for: "classfile:65"
  * is Java 21, "edition:2024" Rust 1.85; a bare version of a runtime that
- * stays compatible upwards (Go, Rust, Java) is a minimum. */
+ * stays compatible upwards (Go, Rust, Java, Maven) is a minimum. */
 static void
 stated_requirement (const char *runtime, const char *version, char *out, size_t cap)
 {
@@ -75,7 +75,8 @@ stated_requirement (const char *runtime, const char *version, char *out, size_t 
         return;
     }
     bool bare = version[0] >= '0' && version[0] <= '9';
-    bool minimum = strcmp (runtime, "go") == 0 || strcmp (runtime, "rust") == 0 || strcmp (runtime, "java") == 0;
+    bool minimum = strcmp (runtime, "go") == 0 || strcmp (runtime, "rust") == 0 || strcmp (runtime, "java") == 0
+                   || strcmp (runtime, "maven") == 0;
     snprintf (out, cap, "%s%s", bare && minimum ? ">=" : "", version);
 }
 

@@ -74,22 +74,32 @@ add_jvm_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, const char *s
     return kiwi__add_step (s, eco, dir, false, summary, script, why, err);
 }
 
-/* The dependencies a build's plugins declare (a Surefire provider named
- * beside the plugin, junit4's surefire-junit47): go-offline leaves them
- * out, and the warm-up resolves them only when the plugin needs them with
- * Phase A's stub tests, which a plugin's <includes> may skip. A program
- * run on the effective POM writes them as a POM's dependencies, which
- * Maven then resolves. */
+/* The artifacts a build's plugins declare: their own dependencies (a
+ * Surefire provider named beside the plugin, junit4's surefire-junit47) and
+ * an artifact a plugin's configuration names (animal-sniffer's API
+ * <signature>). go-offline leaves them out, and the warm-up resolves them
+ * only when the plugin needs them with Phase A's stub tests, which a
+ * plugin's <includes> may skip, or which give it no classes to check. A
+ * program run on the effective POM writes them as a POM's dependencies,
+ * which Maven then resolves. */
 static const char *const maven_plugin_deps_source =
-    "// KiwiPluginDeps.java: the dependencies a build's plugins declare (<build><plugins><plugin><dependencies>\n"
-    "// of each project of an effective POM), as the dependencies of a POM of their own.\n"
+    "// KiwiPluginDeps.java: the artifacts a build's plugins declare (<build><plugins><plugin><dependencies>, and\n"
+    "// an artifact named in a plugin's <configuration>, as animal-sniffer's <signature>) of each project of an\n"
+    "// effective POM, as the dependencies of a POM of their own.\n"
     "// Usage: java KiwiPluginDeps.java EFFECTIVE-POM.xml OUT-POM.xml (OUT is written only when there are any)\n"
     "import java.io.*; import java.nio.file.*; import java.util.*; import javax.xml.parsers.*; import org.w3c.dom.*;\n"
     "public class KiwiPluginDeps {\n"
     "  static String text(Element e, String tag) { for (Node n = e.getFirstChild(); n != null; n = n.getNextSibling())\n"
     "      if (n instanceof Element && ((Element) n).getTagName().equals(tag)) return n.getTextContent().trim(); return \"\"; }\n"
+    "  static String tag(Node n) { return n instanceof Element ? ((Element) n).getTagName() : \"\"; }\n"
     "  static boolean under(Node n, String... tags) { for (String t : tags) { n = n.getParentNode();\n"
-    "      if (!(n instanceof Element) || !((Element) n).getTagName().equals(t)) return false; } return true; }\n"
+    "      if (!tag(n).equals(t)) return false; } return true; }\n"
+    "  // a <configuration> of a plugin of <build><plugins>, directly or in one of its executions\n"
+    "  static boolean configured(Node n) { for (n = n.getParentNode(); n != null && !tag(n).equals(\"configuration\"); n = n.getParentNode())\n"
+    "      if (tag(n).equals(\"plugin\") || tag(n).equals(\"project\")) return false;\n"
+    "    if (n == null) return false;\n"
+    "    if (under(n, \"execution\", \"executions\")) { n = n.getParentNode().getParentNode(); }\n"
+    "    return under(n, \"plugin\", \"plugins\", \"build\", \"project\"); }\n"
     "  static String esc(String s) { return s.replace(\"&\", \"&amp;\").replace(\"<\", \"&lt;\").replace(\">\", \"&gt;\"); }\n"
     "  public static void main(String[] a) throws Exception {\n"
     "    DocumentBuilderFactory f = DocumentBuilderFactory.newInstance();\n"
@@ -97,10 +107,13 @@ static const char *const maven_plugin_deps_source =
     "    f.setExpandEntityReferences(false);\n"
     "    Document d = f.newDocumentBuilder().parse(new File(a[0]));\n"
     "    Set<String> seen = new LinkedHashSet<>(); StringBuilder deps = new StringBuilder();\n"
-    "    NodeList l = d.getElementsByTagName(\"dependency\");\n"
+    "    NodeList l = d.getElementsByTagName(\"*\");\n"
     "    for (int i = 0; i < l.getLength(); i++) { Element e = (Element) l.item(i);\n"
-    "      if (!under(e, \"dependencies\", \"plugin\", \"plugins\", \"build\", \"project\")) continue;\n"
     "      String g = text(e, \"groupId\"), art = text(e, \"artifactId\"), v = text(e, \"version\"), t = text(e, \"type\"), c = text(e, \"classifier\");\n"
+    "      boolean dep = e.getTagName().equals(\"dependency\") && under(e, \"dependencies\", \"plugin\", \"plugins\", \"build\", \"project\");\n"
+    "      // a report plugin the site plugin's <configuration> names is a plugin, not an artifact of this build\n"
+    "      if (!dep && (!configured(e) || e.getTagName().equals(\"plugin\") || e.getTagName().equals(\"reportPlugin\"))) continue;\n"
+    "      if (!dep && t.isEmpty() && e.getTagName().equals(\"signature\")) t = \"signature\";\n"
     "      if (g.isEmpty() || art.isEmpty() || v.isEmpty() || v.contains(\"${\") || !seen.add(g + \":\" + art + \":\" + v + \":\" + t + \":\" + c)) continue;\n"
     "      deps.append(\"<dependency><groupId>\").append(esc(g)).append(\"</groupId><artifactId>\").append(esc(art))\n"
     "          .append(\"</artifactId><version>\").append(esc(v)).append(\"</version>\")\n"
@@ -111,20 +124,22 @@ static const char *const maven_plugin_deps_source =
     "    Files.writeString(Paths.get(a[1]), \"<project><modelVersion>4.0.0</modelVersion><groupId>kiwi</groupId>\"\n"
     "        + \"<artifactId>kiwi-plugin-dependencies</artifactId><version>0</version><packaging>pom</packaging><dependencies>\\n\"\n"
     "        + deps + \"</dependencies></project>\\n\");\n"
-    "    System.err.println(\"kiwi: \" + seen.size() + \" dependencies the build's plugins declare\"); } }\n";
+    "    System.err.println(\"kiwi: \" + seen.size() + \" artifacts the build's plugins declare\"); } }\n";
 
 #define MAVEN_HELP "org.apache.maven.plugins:maven-help-plugin:3.5.1"
 #define MAVEN_RESOLVE "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:resolve"
 
 /* A printf format of two arguments: the program's source, then the Maven
  * command. It runs only when a pom.xml of the tree declares a plugin's
- * dependencies (one a parent POM declares is not looked for: the effective
+ * dependencies or names an artifact in a plugin's configuration (one a
+ * parent POM declares is not looked for: the effective
  * POM costs a Maven run); what it cannot resolve is said, and the install
  * goes on. */
 #define MAVEN_PLUGIN_DEPS                                                                                    \
     "cat > " KIWI__SCRATCH "/KiwiPluginDeps.java <<'KIWI_JAVA_EOF'\n%sKIWI_JAVA_EOF\n"                       \
-    "if find . -name pom.xml -not -path '*/target/*' -exec awk 'FNR == 1 { p = 0 } /<plugin>/ { p = 1 } "       \
-    "/<\\/plugin>/ { p = 0 } p && /<dependencies>/ { f = 1 } END { exit !f }' {} + && "                           \
+    "if find . -name pom.xml -not -path '*/target/*' -exec awk 'FNR == 1 { p = c = 0 } /<plugin>/ { p = 1 } "   \
+    "/<\\/plugin>/ { p = 0 } /<configuration>/ { c = 1 } /<\\/configuration>/ { c = 0 } "                          \
+    "p && (/<dependencies>/ || (c && /<artifactId>/)) { f = 1 } END { exit !f }' {} + && "                         \
     "%s -B -q " MAVEN_HELP ":effective-pom -Doutput=" KIWI__SCRATCH "/effective-pom.xml >"                \
     KIWI__SCRATCH "/plugin-deps.log 2>&1 && [ -s " KIWI__SCRATCH "/effective-pom.xml ] && java " KIWI__SCRATCH \
     "/KiwiPluginDeps.java " KIWI__SCRATCH                                                                       \

@@ -1025,8 +1025,9 @@ test_maven_step (void **state)
                     "not resolve dependencies for project x'; exit 0;;\n"
                     "esac\n");
     /* the effective POM: a plugin's own dependency (junit4's Surefire
-     * provider) is resolved; one in pluginManagement, or of a dependency
-     * list elsewhere, is not */
+     * provider) and an artifact its configuration names (animal-sniffer's
+     * signature) are resolved; one in pluginManagement, of a dependency
+     * list elsewhere, or a report plugin the site plugin names, is not */
     put (r, "effective.xml",
          "<projects><project><dependencies><dependency><groupId>junit</groupId><artifactId>junit</artifactId>"
          "<version>4.13.2</version></dependency></dependencies><build><pluginManagement><plugins><plugin>"
@@ -1034,7 +1035,13 @@ test_maven_step (void **state)
          "<version>1</version></dependency></dependencies></plugin></plugins></pluginManagement><plugins><plugin>"
          "<artifactId>maven-surefire-plugin</artifactId><dependencies><dependency>"
          "<groupId>org.apache.maven.surefire</groupId><artifactId>surefire-junit47</artifactId>"
-         "<version>2.19.1</version></dependency></dependencies></plugin></plugins></build></project></projects>\n");
+         "<version>2.19.1</version></dependency></dependencies></plugin>"
+         "<plugin><artifactId>animal-sniffer-maven-plugin</artifactId><executions><execution><configuration>"
+         "<signature><groupId>org.codehaus.mojo.signature</groupId><artifactId>java15</artifactId>"
+         "<version>1.0</version></signature></configuration></execution></executions></plugin>"
+         "<plugin><artifactId>maven-site-plugin</artifactId><configuration><reportPlugins><plugin>"
+         "<groupId>g</groupId><artifactId>report</artifactId><version>1</version></plugin></reportPlugins>"
+         "</configuration></plugin></plugins></build></project></projects>\n");
     kiwi_install_plan p;
     kiwi_error_t err = NULL;
     assert_int_equal (kiwi_install_plan_make (r, "maven", &p, &err), 0);
@@ -1062,6 +1069,8 @@ test_maven_step (void **state)
                                "<artifactId>kiwi-plugin-dependencies</artifactId><version>0</version><packaging>pom"
                                "</packaging><dependencies>\n<dependency><groupId>org.apache.maven.surefire</groupId>"
                                "<artifactId>surefire-junit47</artifactId><version>2.19.1</version></dependency>\n"
+                               "<dependency><groupId>org.codehaus.mojo.signature</groupId><artifactId>java15"
+                               "</artifactId><version>1.0</version><type>signature</type></dependency>\n"
                                "</dependencies></project>\n");
     free (text);
     /* Phase B's settings: offline, no proxy */
@@ -2052,6 +2061,17 @@ test_step0_decisions (void **state)
     decide (r, "java -cp out Hello", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/java:21", "java >=21");
     c = cls (KIWI_FAILURE_VERSION_MISMATCH, "java-class-version", "runtime", "java", "version", "classfile:69");
     decide (r, "java -cp out Hello", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs java >=25");
+    /* Maven: the Enforcer's requireMavenVersion [3.9,) (Apache Commons'
+     * parent) in the image with Maven 3.8: the one with Maven 3.9 */
+    {
+        char *m = repo_new ();
+        put (m, "pom.xml", "<project/>");
+        c = cls (KIWI_FAILURE_VERSION_MISMATCH, "maven-enforcer-version", "runtime", "maven", "version", "3.9");
+        decide (m, "mvn -B test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/java:21", "maven >=3.9");
+        c = cls (KIWI_FAILURE_VERSION_MISMATCH, "maven-enforcer-version", "runtime", "maven", "version", "4.1");
+        decide (m, "mvn -B test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs maven >=4.1");
+        repo_free (m);
+    }
     /* Rust: the devcontainer's 1.63 cannot build edition 2024, 1.96 can */
     n = repo_new ();
     put (n, "Cargo.toml", "[package]\nname = \"s\"\nversion = \"0.1.0\"\nedition = \"2024\"\n");
