@@ -184,6 +184,10 @@ kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, 
         for (size_t i = 0; ca_vars[i]; i++)
             if (kiwi_strv_addf (out, "%s=%s", ca_vars[i], KIWI_SANDBOX_CA_FILE) < 0)
                 return kiwi_error_make (err, ENOMEM, "install environment");
+    const char *t = cfg->resolve_before;
+    if (t != NULL && t[0] >= '0' && t[0] <= '9' && strlen (t) < 40 && strspn (t, "0123456789-:T+Z") == strlen (t)
+        && (kiwi_strv_addf (out, "PIP_UPLOADED_PRIOR_TO=%s", t) < 0 || kiwi_strv_addf (out, "UV_EXCLUDE_NEWER=%s", t) < 0))
+        return kiwi_error_make (err, ENOMEM, "install environment");
     if (add_placeholders (out, cfg, err) < 0)
         return -1;
     return add_extra (out, cfg, extra, err);

@@ -63,13 +63,18 @@ typedef struct kiwi_phase_config {
                                            each a placeholder the egress proxy replaces; or NULL */
     const char *scm_version;            /* the version the repository's tags give its commit (digits and dots),
                                            SETUPTOOLS_SCM_PRETEND_VERSION in Phase B and the session, or NULL */
+    const char *resolve_before;         /* the commit's time (ISO 8601: digits, -, :, T, +, Z): an unlocked
+                                           Python install resolves as of it in Phase A (PIP_UPLOADED_PRIOR_TO,
+                                           UV_EXCLUDE_NEWER), or NULL */
 } kiwi_phase_config;
 
 /* Phase A's environment: HOME, TMPDIR, CI, locale and proxy settings (Kiwi's
  * egress proxy when cfg->proxy_env is set, else the worker's, where a proxy
  * URL with credentials is an error naming the variable), the
- * CA-bundle variables package managers read when a bundle is configured, and
- * `extra` (non-secret settings from inspection, "K=V"). Nothing else. */
+ * CA-bundle variables package managers read when a bundle is configured,
+ * PIP_UPLOADED_PRIOR_TO and UV_EXCLUDE_NEWER when cfg->resolve_before is a
+ * time, and `extra` (non-secret settings from inspection, "K=V"). Nothing
+ * else. */
 int kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out,
                             kiwi_error_t *err);
 

@@ -385,7 +385,15 @@ add_poetry (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, bool locked
     return kiwi__set_prelude (s, "poetry install --only-root --no-interaction", err);
 }
 
-#define VENV_SCRIPT "python3 -m venv .venv && .venv/bin/pip install"
+/* A new .venv, and in it a pip that resolves as of a time
+ * (--uploaded-prior-to, pip 26) when Phase A is given one: that pip itself
+ * is the newest (a time before its release would refuse it); an older pip
+ * ignores the setting, so a failed upgrade fails nothing. */
+#define VENV_NEW                                                                                             \
+    "python3 -m venv .venv && { [ -z \"${PIP_UPLOADED_PRIOR_TO:-}\" ] || env -u PIP_UPLOADED_PRIOR_TO "       \
+    ".venv/bin/pip install -q 'pip>=26' || true; }"
+
+#define VENV_SCRIPT VENV_NEW " && .venv/bin/pip install"
 
 /* A version from git (setuptools-scm, hatch-vcs) gets a stand-in when the
  * project is installed in Phase B: there is no .git in the tree. */
@@ -442,7 +450,7 @@ add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const
     }
     cleanup_free char *script = NULL;
     if (asprintf (&script,
-                  PYDEPS_WRITE "python3 -m venv .venv && python3 " KIWI__SCRATCH "/pydeps.py " KIWI__SCRATCH
+                  PYDEPS_WRITE VENV_NEW " && python3 " KIWI__SCRATCH "/pydeps.py " KIWI__SCRATCH
                   "/requirements.txt %d%s && " PYDEPS_LIST ("requirements.txt", ".venv/bin/pip install")
                   " && " PYDEPS_EDITABLE (".venv/bin/pip install"),
                   pydeps_source, self ? 1 : 0, args)

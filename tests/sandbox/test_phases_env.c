@@ -252,6 +252,34 @@ test_scm_version (void **state)
     kiwi_strv_free (&e);
 }
 
+/* The commit's time reaches Phase A alone, as pip's and uv's settings
+ * (an unlocked install resolves as of the commit); nothing that is not of
+ * a time's form. */
+static void
+test_resolve_before (void **state)
+{
+    kiwi_phase_config c = cfg ();
+    kiwi_strv e = KIWI_STRV_INIT;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), 0);
+    assert_null (kiwi_strv_env_get (&e, "PIP_UPLOADED_PRIOR_TO"));
+    kiwi_strv_free (&e);
+    c.resolve_before = "2026-08-20T08:01:14-05:00";
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), 0);
+    assert_string_equal (kiwi_strv_env_get (&e, "PIP_UPLOADED_PRIOR_TO"), "PIP_UPLOADED_PRIOR_TO=2026-08-20T08:01:14-05:00");
+    assert_string_equal (kiwi_strv_env_get (&e, "UV_EXCLUDE_NEWER"), "UV_EXCLUDE_NEWER=2026-08-20T08:01:14-05:00");
+    kiwi_strv_free (&e);
+    assert_int_equal (kiwi_phase_verify_env (&c, NULL, NULL, &e, NULL, NULL, &err), 0);
+    assert_null (kiwi_strv_env_get (&e, "PIP_UPLOADED_PRIOR_TO"));
+    assert_null (kiwi_strv_env_get (&e, "UV_EXCLUDE_NEWER"));
+    kiwi_strv_free (&e);
+    c.resolve_before = "2026-08-20T08:01:14 --index-url=http://x";
+    assert_int_equal (kiwi_phase_install_env (&c, NULL, &e, &err), 0);
+    assert_null (kiwi_strv_env_get (&e, "PIP_UPLOADED_PRIOR_TO"));
+    assert_null (kiwi_strv_env_get (&e, "UV_EXCLUDE_NEWER"));
+    kiwi_strv_free (&e);
+}
+
 int
 main (void)
 {
@@ -265,6 +293,7 @@ main (void)
         cmocka_unit_test (test_redis_password_never_enters),
         cmocka_unit_test (test_no_colour_variables),
         cmocka_unit_test (test_scm_version),
+        cmocka_unit_test (test_resolve_before),
     };
     return cmocka_run_group_tests_name ("phases_env", tests, NULL, NULL);
 }

@@ -340,6 +340,19 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
         kiwi_error_free (&verr);
         kiwi_info ("the project's version from its tags: %s", scm_version[0] ? scm_version : "none (0.0.0 stands in)");
     }
+    /* an unlocked Python install resolves as of the commit (what its CI
+     * resolved then): a release since may break the tests of an older
+     * commit (a newer pytest's deprecations as errors) */
+    char commit_time[40] = "";
+    for (size_t i = 0; i < plan.insp.install.n; i++)
+        if (plan.insp.install.steps[i].eco == KIWI_ECO_PIP || plan.insp.install.steps[i].eco == KIWI_ECO_UV) {
+            kiwi_error_t terr = NULL;
+            if (kiwi_repo_commit_time (&ro, task->repo.url, commit, commit_time, sizeof commit_time, &terr) < 0)
+                kiwi_warn ("the commit's time: %s (Python installs resolve as of now)", kiwi_error_msg (terr));
+            kiwi_error_free (&terr);
+            kiwi_info ("Python installs resolve as of the commit's time: %s", commit_time[0] ? commit_time : "unknown (now)");
+            break;
+        }
     if (proxied && kiwi_registry_placeholders_env (cfg, &placeholders, &err) < 0) {
         result_error (out, KIWI_RESULT_ERROR, "%s", kiwi_error_msg (err));
         goto done;
@@ -347,6 +360,7 @@ run_task (const kiwi_pipeline *p, const kiwi_task *task, const kiwi_task_policy 
     kiwi_phase_config pc = {
         .placeholder_env = placeholders.n ? kiwi_strv_list (&placeholders) : NULL,
         .scm_version = scm_version[0] ? scm_version : NULL,
+        .resolve_before = commit_time[0] ? commit_time : NULL,
         .proxy_env = proxied ? kiwi_strv_list (&proxy_env) : NULL,
         .host_env = p->host_env,
         .ca_bundle = phase_bundle,

@@ -429,29 +429,60 @@ kiwi_repo_version_from_describe (const char *describe, char *version, size_t cap
         version[0] = '\0'; /* cut would be another version */
 }
 
-int
-kiwi_repo_version (const kiwi_repo_opts *o, const char *url, const char *commit, char *version, size_t cap,
-                   kiwi_error_t *err)
+/* Runs git `args` (naming `commit`, a full commit id) in the mirror of
+ * `url`, read while no fetch writes it; what it printed into out (its
+ * first line, "" when git failed: no tag is git's error). < 0 only for a
+ * bad id or when the lock cannot be taken. */
+static int
+mirror_query (const kiwi_repo_opts *o, const char *url, const char *commit, const char *const *args, char *out,
+              size_t cap, kiwi_error_t *err)
 {
-    version[0] = '\0';
+    out[0] = '\0';
     if (strlen (commit) != 40 || strspn (commit, "0123456789abcdef") != 40)
         return kiwi_error_make (err, EINVAL, "not a commit id: %s", commit);
     mirror_paths mp;
     mirror_paths_init (&mp, o->state_dir, url);
     kiwi__git_call mc = { .git_dir = mp.git, .home = mp.home };
-    /* read while no fetch writes it */
     cleanup_close int lfd = open (mp.lock, O_RDWR | O_CLOEXEC);
     if (lfd < 0 || flock (lfd, LOCK_SH) < 0)
         return kiwi_error_make (err, errno, "locking %s", mp.lock);
-    git_out out = { .cap = 4096 };
+    git_out go = { .cap = 4096 };
+    kiwi_error_t gerr = NULL;
+    if (git_run (&mc, args, mp.git, 60000, KIWI_REPO_E_FETCH, &go, &gerr) == 0 && go.out.data != NULL)
+        snprintf (out, cap, "%.*s", (int) strcspn (go.out.data, "\r\n"), go.out.data);
+    kiwi_error_free (&gerr);
+    git_out_clear (&go);
+    return 0;
+}
+
+int
+kiwi_repo_version (const kiwi_repo_opts *o, const char *url, const char *commit, char *version, size_t cap,
+                   kiwi_error_t *err)
+{
+    version[0] = '\0';
+    char line[512];
     const char *args[] = { "describe", "--tags", "--long", "--abbrev=12", "--match", "*[0-9]*", commit, NULL };
-    kiwi_error_t derr = NULL;
-    int rc = git_run (&mc, args, mp.git, 60000, KIWI_REPO_E_FETCH, &out, &derr);
-    if (rc == 0)
-        kiwi_repo_version_from_describe (out.out.data, version, cap);
-    /* no tag at all is git's error, and no version: not a failure */
-    kiwi_error_free (&derr);
-    git_out_clear (&out);
+    if (mirror_query (o, url, commit, args, line, sizeof line, err) < 0)
+        return -1;
+    if (line[0] != '\0')
+        kiwi_repo_version_from_describe (line, version, cap);
+    return 0;
+}
+
+int
+kiwi_repo_commit_time (const kiwi_repo_opts *o, const char *url, const char *commit, char *iso, size_t cap,
+                       kiwi_error_t *err)
+{
+    iso[0] = '\0';
+    char line[128];
+    const char *args[] = { "show", "-s", "--format=%cI", commit, NULL };
+    if (mirror_query (o, url, commit, args, line, sizeof line, err) < 0)
+        return -1;
+    /* 2026-08-20T08:01:14-05:00 or ...Z: nothing else reaches an install */
+    size_t n = strlen (line);
+    if (n >= 20 && n < 40 && n < cap && line[0] >= '0' && line[0] <= '9' && line[10] == 'T'
+        && strspn (line, "0123456789-:T+Z") == n)
+        memcpy (iso, line, n + 1);
     return 0;
 }
 

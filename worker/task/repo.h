@@ -82,6 +82,13 @@ int kiwi_repo_checkout (const kiwi_repo_opts *o, const char *url, const char *re
 int kiwi_repo_version (const kiwi_repo_opts *o, const char *url, const char *commit, char *version, size_t cap,
                        kiwi_error_t *err);
 
+/* The committer time of `commit` (as kiwi_repo_version's) in the mirror
+ * of `url`, ISO 8601 ("2026-08-20T08:01:14-05:00"), into iso; "" when git
+ * could not tell or it is not of that form. < 0 only when the mirror's
+ * lock cannot be taken. */
+int kiwi_repo_commit_time (const kiwi_repo_opts *o, const char *url, const char *commit, char *iso, size_t cap,
+                           kiwi_error_t *err);
+
 /* The version of kiwi_repo_version from `git describe --tags --long`'s
  * line (TAG-D-gHASH) into version ("" when the tag holds none). */
 void kiwi_repo_version_from_describe (const char *describe, char *version, size_t cap);

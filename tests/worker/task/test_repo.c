@@ -178,6 +178,17 @@ test_version_from_tags (void **state)
     checkout (src, ws, &o, &commit);
     assert_int_equal (kiwi_repo_version (&o, src, commit, v, sizeof v, &err), 0);
     assert_string_equal (v, "2.5.1.dev3");
+    /* the commit's time, as ISO 8601 */
+    char t[40];
+    assert_int_equal (kiwi_repo_commit_time (&o, src, commit, t, sizeof t, &err), 0);
+    char want[64] = "";
+    sh_out (want, sizeof want, "git -C %s show -s --format=%%cI %s", src, commit);
+    want[strcspn (want, "\n")] = '\0';
+    assert_true (strlen (t) >= 20 && t[10] == 'T');
+    assert_string_equal (t, want);
+    assert_true (kiwi_repo_commit_time (&o, src, "--output=/tmp/x", t, sizeof t, &err) < 0);
+    kiwi_error_free (&err);
+    assert_string_equal (t, "");
     /* not a commit id: refused before git runs */
     assert_true (kiwi_repo_version (&o, src, "--upload-pack=touch", v, sizeof v, &err) < 0);
     kiwi_error_free (&err);
