@@ -515,9 +515,10 @@ kiwi__version_java (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
 }
 
 /* A wrapper's distribution version: "apache-maven-3.9.6-bin.zip" -> "3",
- * "gradle-8.5-bin.zip" -> "8". */
+ * "gradle-8.5-bin.zip" -> "8", with the row preference `pref`. */
 static bool
-markers_wrapper (kiwi__inspect_ctx *ctx, const char *dir, const char *file, const char *stem, kiwi__marker *m)
+markers_wrapper (kiwi__inspect_ctx *ctx, const char *dir, const char *file, const char *stem, int pref,
+                 kiwi__marker *m)
 {
     cleanup_free char *t = kiwi__ctx_copy (ctx, dir, file);
     if (t == NULL)
@@ -531,19 +532,22 @@ markers_wrapper (kiwi__inspect_ctx *ctx, const char *dir, const char *file, cons
     if (n == 0 || n > 8)
         return false;
     snprintf (v, sizeof v, "%.*s", (int) n, p);
-    return marker_set (m, dir, file, v, KIWI_PREFER_HIGHEST);
+    return marker_set (m, dir, file, v, pref);
 }
 
 bool
 kiwi__version_maven (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
 {
-    return markers_wrapper (ctx, dir, ".mvn/wrapper/maven-wrapper.properties", "apache-maven-", m);
+    /* the wrapper runs the Maven it downloads, whatever the image's: the
+     * first row of its major (the default JDK), not the newest Maven */
+    return markers_wrapper (ctx, dir, ".mvn/wrapper/maven-wrapper.properties", "apache-maven-", KIWI_PREFER_LOWEST,
+                            m);
 }
 
 bool
 kiwi__version_gradle (kiwi__inspect_ctx *ctx, const char *dir, kiwi__marker *m)
 {
-    return markers_wrapper (ctx, dir, "gradle/wrapper/gradle-wrapper.properties", "gradle-", m);
+    return markers_wrapper (ctx, dir, "gradle/wrapper/gradle-wrapper.properties", "gradle-", KIWI_PREFER_HIGHEST, m);
 }
 
 int

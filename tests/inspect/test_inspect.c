@@ -913,6 +913,28 @@ test_aside_folder_of_the_command (void **state)
     repo_free (r);
 }
 
+/* A Maven wrapper's version picks the first row of its major (the default
+ * JDK): the wrapper runs the Maven it downloads, and the catalogue's
+ * `maven 3.9` row (for a build that asks for Maven 3.9) is not it. */
+static void
+test_maven_wrapper_image (void **state)
+{
+    (void) state;
+    char *r = repo_new ();
+    put (r, "pom.xml", "<project/>");
+    put (r, "mvnw", "#!/bin/sh\n");
+    put (r, ".mvn/wrapper/maven-wrapper.properties",
+         "distributionUrl=https://repo.maven.apache.org/maven2/org/apache/maven/apache-maven/3.9.6/"
+         "apache-maven-3.9.6-bin.zip\n");
+    kiwi_inspect_request rq = { .root = r, .test_command = "./mvnw -B test", .catalog = local, .driver = "docker" };
+    kiwi_inspection in;
+    kiwi_error_t err = NULL;
+    assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+    assert_string_equal (in.image.image, "kiwi/java:17");
+    kiwi_inspection_clear (&in);
+    repo_free (r);
+}
+
 /* A test command that runs tox or nox: the pip step also installs it and
  * keeps a wheelhouse Phase B's pip finds (PIP_FIND_LINKS); another command,
  * or a plan without a pip step, is planned as before. */
@@ -2142,6 +2164,7 @@ main (void)
         cmocka_unit_test (test_python_test_runner),
         cmocka_unit_test (test_python_setup_cfg),
         cmocka_unit_test (test_maven_step),
+        cmocka_unit_test (test_maven_wrapper_image),
         cmocka_unit_test (test_python_ci_extras),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
