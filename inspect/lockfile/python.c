@@ -335,6 +335,10 @@ ci_extras (kiwi__inspect_ctx *ctx, const char *run, char *const *keys, char *out
                 size_t t = strcspn (q, " \t\n=");
                 if (q + t > eol)
                     t = (size_t) (eol - q);
+                if (t == 0) { /* an "=" of another option's value */
+                    q++;
+                    continue;
+                }
                 bool flag = (t == 8 && strncmp (q, "--extras", 8) == 0) || (t == 2 && strncmp (q, "-E", 2) == 0)
                             || (t == 7 && strncmp (q, "--extra", 7) == 0);
                 all |= t == 12 && strncmp (q, "--all-extras", 12) == 0;

@@ -988,7 +988,8 @@ test_python_ci_extras (void **state)
     put (r, "pyproject.toml", "[project]\nname = \"u\"\ndependencies = []\n\n[project.optional-dependencies]\n"
                               "test = [\"pytest\"]\npostgres = [\"psycopg\"]\nmysql = [\"pymysql\"]\n");
     put (r, "uv.lock", "version = 1\n");
-    put (r, ".github/workflows/test.yml", "steps:\n  - run: uv sync --extra postgres --extra test --frozen\n");
+    put (r, ".github/workflows/test.yml", "steps:\n  - run: uv sync --python=3.12 --extra=postgres --extra test --frozen\n"
+                                          "  - run: uv sync ==  =\n  - run: uv sync --extra\n  - run: uv sync --extra=");
     expect_plan (r, "python", "uv sync --frozen --no-install-project --extra test --extra postgres", "/bin/sh");
     put (r, ".github/workflows/test.yml", "steps:\n  - run: uv sync --all-extras\n");
     expect_plan (r, "python", "uv sync --frozen --no-install-project --all-extras", "/bin/sh");
