@@ -406,6 +406,25 @@ run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
     if (oom != 0)
         return oom < 0 ? -1 : 0;
     bool ok = res->run.exit_code == 0 && !res->run.timed_out && !res->run.sandbox_lost;
+    if (!ok) {
+        /* the failure in the new image is examined too: a test that needs
+         * the network (or a service, a tool) there is a stop, not the
+         * code's failure; no second swap is taken */
+        char swapped[sizeof res->decision.reason];
+        snprintf (swapped, sizeof swapped, "%s", res->decision.reason);
+        kiwi_classification why_swapped = res->first;
+        const char *why_phase = res->first_phase;
+        if (examine (rq, res, "verify", res->run.output, err) < 0)
+            return -1;
+        if (res->decision.action == KIWI_STEP0_STOP) {
+            res->status = KIWI_STEP0_STOPPED;
+            return set_reason (res, err, "stopped at step 0 after a swap (%s): %s", swapped, res->decision.reason);
+        }
+        kiwi_step0_decision_clear (&res->decision);
+        snprintf (res->decision.reason, sizeof res->decision.reason, "%s", swapped);
+        res->first = why_swapped;
+        res->first_phase = why_phase;
+    }
     res->status = ok ? KIWI_STEP0_PASSED : KIWI_STEP0_FAILED;
     return set_reason (res, err, "%s after a swap (%s)", ok ? "passes" : "an honest failure", res->decision.reason);
 }
