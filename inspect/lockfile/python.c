@@ -194,6 +194,8 @@ static const char *const pydeps_source =
     "    # `extras`, and a command that installs it with some (.[d])\n"
     "    named = lines_of(\"testenv\", \"extras\") + strings(base.get(\"extras\"))\n"
     "    for line in lines_of(\"testenv\", \"commands\"):\n"
+    "        if re.search(r\"\\bpytest\\b|-m unittest|\\bnose2?\\b\", line):\n"
+    "            break  # those before the first test run (black installs .[jupyter] for a second)\n"
     "        m = re.match(r\"^(?:python3? -m )?pip install (?:-e |--editable )?[\\\"']?\\.\\[([^\\]]+)\\]\", line)\n"
     "        if m:\n"
     "            named.append(m.group(1))\n"

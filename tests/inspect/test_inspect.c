@@ -1177,12 +1177,14 @@ test_python_setup_cfg (void **state)
     repo_free (r);
 
     /* the extras tox installs the project with are installed beside the
-     * test groups (psf/black's `pip install -e .[d]` in its commands) */
+     * test groups (psf/black's `pip install -e .[d]` in its commands),
+     * those before its first test run (not the second run's .[jupyter]) */
     r = repo_new ();
     put (r, "pyproject.toml", "[project]\nname = \"b\"\ndependencies = [\"click\"]\n\n"
                               "[project.optional-dependencies]\nd = [\"aiohttp\"]\njupyter = [\"ipython\"]\n\n"
                               "[dependency-groups]\ntests = [\"pytest\"]\n\n[build-system]\nrequires = [\"hatchling\"]\n");
-    put (r, "tox.ini", "[testenv]\ndeps = mypy\ncommands =\n    pip install -e .[d]\n    pytest tests\n");
+    put (r, "tox.ini", "[testenv]\ndeps = mypy\ncommands =\n    pip install -e .[d]\n    coverage erase\n    pytest tests\n"
+                       "    pip install -e .[jupyter]\n    pytest tests -m jupyter\n");
     assert_int_equal (kiwi_install_plan_make (r, "python", &p, &err), 0);
     out = run_pydeps (r, p.steps[0].script);
     kiwi_install_plan_clear (&p);
