@@ -49,6 +49,7 @@ char *kiwi__path_join (const char *a, const char *b);
  * names left out), sorted, at most `max` into names (each the caller's to
  * free). Returns how many. */
 #define KIWI__WORKFLOWS_MAX 64
+#define KIWI__WORKFLOW_FILE_MAX ((size_t) 1 << 20)
 size_t kiwi__workflow_names (const char *root, char **names, size_t max);
 
 /* The first line of `s` with surrounding blanks removed, copied into dst. */

@@ -326,8 +326,18 @@ ci_extras (kiwi__inspect_ctx *ctx, const char *run, char *const *keys, char *out
     size_t n = kiwi__workflow_names (kiwi__ctx_root (ctx), names, KIWI__WORKFLOWS_MAX);
     bool all = false;
     for (size_t w = 0; w < n; w++) {
-        const char *text = kiwi__ctx_text (ctx, ".github/workflows", names[w], NULL);
+        /* read one at a time, at most 1 MiB each, as the services reader
+         * does: the inspection's cache would hold 64 of up to 4 MiB */
+        cleanup_free char *rel = NULL, *path = NULL, *text = NULL;
+        if (asprintf (&rel, ".github/workflows/%s", names[w]) < 0)
+            rel = NULL;
         free (names[w]);
+        path = rel ? kiwi__path_join (kiwi__ctx_root (ctx), rel) : NULL;
+        kiwi_error_t rerr = NULL;
+        if (path == NULL || kiwi__read_file (path, KIWI__WORKFLOW_FILE_MAX, &text, NULL, &rerr) < 0) {
+            kiwi_error_free (&rerr);
+            continue;
+        }
         for (const char *p = text; p && (p = strstr (p, run)) != NULL;) {
             p += strlen (run);
             const char *eol = p + strcspn (p, "\n");

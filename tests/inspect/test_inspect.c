@@ -980,6 +980,18 @@ test_python_ci_extras (void **state)
          "      - run: poetry install -E \"docs other\" --extras=${{ matrix.extras }}\n"
          "      - run: poetry install --extras 'a;b'\n      - run: pip install --extras unused\n");
     expect_plan (r, "python", "poetry install --no-root --extras 'syntax docs'", "/bin/sh");
+    /* a workflow over 1 MiB is not read (each is read alone, then let go) */
+    {
+        size_t big = ((size_t) 1 << 20) + 64;
+        char *text = malloc (big + 1);
+        assert_non_null (text);
+        memset (text, '#', big);
+        memcpy (text, "- run: poetry install --extras unused\n", 38);
+        text[big] = '\0';
+        put (r, ".github/workflows/big.yml", text);
+        free (text);
+        expect_plan (r, "python", "poetry install --no-root --extras 'syntax docs'", "/bin/sh");
+    }
     put (r, ".github/workflows/all.yaml", "jobs:\n  x:\n    steps:\n      - run: poetry install --all-extras\n");
     expect_plan (r, "python", "poetry install --no-root --all-extras", "poetry");
     repo_free (r);
