@@ -35,6 +35,9 @@ int kiwi__read_file (const char *path, size_t max, char **out, size_t *len, kiwi
  * inspection treats an unreadable manifest as an absent one). */
 char *kiwi__read_rel (const char *root, const char *rel, size_t *len);
 
+/* kiwi__read_rel with another bound than a manifest's (a workflow's). */
+char *kiwi__read_rel_max (const char *root, const char *rel, size_t max, size_t *len);
+
 /* True if root/rel is a regular file (symlinks are not followed). */
 bool kiwi__has_file (const char *root, const char *rel);
 

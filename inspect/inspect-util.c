@@ -86,12 +86,18 @@ kiwi__path_join (const char *a, const char *b)
 char *
 kiwi__read_rel (const char *root, const char *rel, size_t *len)
 {
+    return kiwi__read_rel_max (root, rel, KIWI__MANIFEST_MAX, len);
+}
+
+char *
+kiwi__read_rel_max (const char *root, const char *rel, size_t max, size_t *len)
+{
     cleanup_free char *p = kiwi__path_join (root, rel);
     if (p == NULL)
         return NULL;
     char *out = NULL;
     kiwi_error_t err = NULL;
-    if (kiwi__read_file (p, KIWI__MANIFEST_MAX, &out, len, &err) < 0) {
+    if (kiwi__read_file (p, max, &out, len, &err) < 0) {
         kiwi_error_free (&err);
         return NULL;
     }

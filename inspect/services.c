@@ -177,14 +177,8 @@ kiwi_service_for_port_in (const char *text, const char *origin, bool workflow, i
 static bool
 in_file (const char *root, const char *rel, bool workflow, int port, kiwi_service_port *out)
 {
-    cleanup_free char *path = kiwi__path_join (root, rel);
-    cleanup_free char *text = NULL;
-    kiwi_error_t err = NULL;
-    if (path == NULL || kiwi__read_file (path, KIWI__SERVICES_FILE_MAX, &text, NULL, &err) < 0) {
-        kiwi_error_free (&err);
-        return false;
-    }
-    return kiwi_service_for_port_in (text, rel, workflow, port, out);
+    cleanup_free char *text = kiwi__read_rel_max (root, rel, KIWI__SERVICES_FILE_MAX, NULL);
+    return text != NULL && kiwi_service_for_port_in (text, rel, workflow, port, out);
 }
 
 bool

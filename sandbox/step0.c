@@ -160,16 +160,25 @@ set_reason (kiwi_step0_result *res, kiwi_error_t *err, const char *fmt, ...)
     return 0;
 }
 
-/* Classifies a failure's output and decides. */
+/* Classifies a failure's output into *c and decides on it into *d
+ * (cleared first). */
+static int
+classify_decide (const kiwi_step0_request *rq, kiwi_step0_result *res, const char *phase, const char *output,
+                 kiwi_classification *c, kiwi_step0_decision *d, kiwi_error_t *err)
+{
+    kiwi_classify (rq->classifier, output, c);
+    kiwi_step0_decision_clear (d);
+    return kiwi_step0_decide (c, phase, rq->inspect.root, rq->inspect.test_command, &res->insp, rq->inspect.catalog,
+                              d, err);
+}
+
+/* Classifies a failure's output and decides: the result's own. */
 static int
 examine (const kiwi_step0_request *rq, kiwi_step0_result *res, const char *phase, const char *output,
          kiwi_error_t *err)
 {
     res->first_phase = phase;
-    kiwi_classify (rq->classifier, output, &res->first);
-    kiwi_step0_decision_clear (&res->decision);
-    return kiwi_step0_decide (&res->first, phase, rq->inspect.root, rq->inspect.test_command, &res->insp,
-                              rq->inspect.catalog, &res->decision, err);
+    return classify_decide (rq, res, phase, output, &res->first, &res->decision, err);
 }
 
 /* Makes the inspection's image present (pulling it). An image that cannot
@@ -409,21 +418,25 @@ run (const kiwi_step0_request *rq, kiwi_step0_result *res, kiwi_error_t *err)
     if (!ok) {
         /* the failure in the new image is examined too: a test that needs
          * the network (or a service, a tool) there is a stop, not the
-         * code's failure; no second swap is taken */
-        char swapped[sizeof res->decision.reason];
-        snprintf (swapped, sizeof swapped, "%s", res->decision.reason);
-        kiwi_classification why_swapped = res->first;
-        const char *why_phase = res->first_phase;
-        if (examine (rq, res, "verify", res->run.output, err) < 0)
+         * code's failure; no second swap is taken, and anything else keeps
+         * the swap's classification and decision */
+        kiwi_classification c;
+        kiwi_step0_decision d = { 0 };
+        if (classify_decide (rq, res, "verify", res->run.output, &c, &d, err) < 0) {
+            kiwi_step0_decision_clear (&d);
             return -1;
-        if (res->decision.action == KIWI_STEP0_STOP) {
+        }
+        if (d.action == KIWI_STEP0_STOP) {
+            char swapped[sizeof res->decision.reason];
+            snprintf (swapped, sizeof swapped, "%s", res->decision.reason);
+            kiwi_step0_decision_clear (&res->decision);
+            res->decision = d; /* now owned by the result */
+            res->first = c;
+            res->first_phase = "verify";
             res->status = KIWI_STEP0_STOPPED;
             return set_reason (res, err, "stopped at step 0 after a swap (%s): %s", swapped, res->decision.reason);
         }
-        kiwi_step0_decision_clear (&res->decision);
-        snprintf (res->decision.reason, sizeof res->decision.reason, "%s", swapped);
-        res->first = why_swapped;
-        res->first_phase = why_phase;
+        kiwi_step0_decision_clear (&d);
     }
     res->status = ok ? KIWI_STEP0_PASSED : KIWI_STEP0_FAILED;
     return set_reason (res, err, "%s after a swap (%s)", ok ? "passes" : "an honest failure", res->decision.reason);

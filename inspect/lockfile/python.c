@@ -296,9 +296,10 @@ has_word (const char *out, const char *name, size_t n)
 }
 
 /* Appends to out (" a b") each extra of value v (words split at spaces and
- * commas, quotes dropped, n bytes) that `keys` declares and out lacks. */
+ * commas, quotes dropped, n bytes) that `keys` or `more` declares and out
+ * lacks. */
 static void
-add_extras (const char *v, size_t n, char *const *keys, char *out, size_t cap)
+add_extras (const char *v, size_t n, char *const *keys, char *const *more, char *out, size_t cap)
 {
     for (size_t i = 0; i < n;) {
         size_t k = 0;
@@ -307,7 +308,8 @@ add_extras (const char *v, size_t n, char *const *keys, char *out, size_t cap)
         size_t ol = strlen (out);
         /* a name as extras are spelt (PEP 685), whole or not at all */
         if (k > 0 && strspn (v + i, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") >= k
-            && ol + 1 + k < cap && declared_key (keys, v + i, k) && !has_word (out, v + i, k))
+            && ol + 1 + k < cap && (declared_key (keys, v + i, k) || declared_key (more, v + i, k))
+            && !has_word (out, v + i, k))
             snprintf (out + ol, cap - ol, " %.*s", (int) k, v + i);
         i += k ? k : 1;
     }
@@ -316,11 +318,12 @@ add_extras (const char *v, size_t n, char *const *keys, char *out, size_t cap)
 /* The extras the project's own CI installs with `run` ("poetry install",
  * "uv sync"), read from its GitHub Actions workflows: on a line that runs
  * it, `--extras X`, `--extras "X Y"`, `--extras=X`, `-E X`, `--extra X`;
- * each kept only when `keys` declares it (a name from a workflow never
- * reaches a command otherwise), appended to out as " NAME". Returns true
- * when such a line asks for every extra (`--all-extras`). */
+ * each kept only when `keys` or `more` (may be NULL) declares it (a name
+ * from a workflow never reaches a command otherwise), appended to out as
+ * " NAME". Returns true when such a line asks for every extra
+ * (`--all-extras`). */
 static bool
-ci_extras (kiwi__inspect_ctx *ctx, const char *run, char *const *keys, char *out, size_t cap)
+ci_extras (kiwi__inspect_ctx *ctx, const char *run, char *const *keys, char *const *more, char *out, size_t cap)
 {
     char *names[KIWI__WORKFLOWS_MAX];
     size_t n = kiwi__workflow_names (kiwi__ctx_root (ctx), names, KIWI__WORKFLOWS_MAX);
@@ -328,16 +331,10 @@ ci_extras (kiwi__inspect_ctx *ctx, const char *run, char *const *keys, char *out
     for (size_t w = 0; w < n; w++) {
         /* read one at a time, at most 1 MiB each, as the services reader
          * does: the inspection's cache would hold 64 of up to 4 MiB */
-        cleanup_free char *rel = NULL, *path = NULL, *text = NULL;
-        if (asprintf (&rel, ".github/workflows/%s", names[w]) < 0)
-            rel = NULL;
+        char rel[512];
+        snprintf (rel, sizeof rel, ".github/workflows/%s", names[w]);
         free (names[w]);
-        path = rel ? kiwi__path_join (kiwi__ctx_root (ctx), rel) : NULL;
-        kiwi_error_t rerr = NULL;
-        if (path == NULL || kiwi__read_file (path, KIWI__WORKFLOW_FILE_MAX, &text, NULL, &rerr) < 0) {
-            kiwi_error_free (&rerr);
-            continue;
-        }
+        cleanup_free char *text = kiwi__read_rel_max (kiwi__ctx_root (ctx), rel, KIWI__WORKFLOW_FILE_MAX, NULL);
         for (const char *p = text; p && (p = strstr (p, run)) != NULL;) {
             p += strlen (run);
             const char *eol = p + strcspn (p, "\n");
@@ -368,7 +365,7 @@ ci_extras (kiwi__inspect_ctx *ctx, const char *run, char *const *keys, char *out
                     vl = strcspn (q, " \t\n");
                 if (q + vl > eol)
                     vl = (size_t) (eol - q);
-                add_extras (q, vl, keys, out, cap);
+                add_extras (q, vl, keys, more, out, cap);
                 q += vl;
             }
             p = eol;
@@ -390,8 +387,7 @@ add_poetry (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, bool locked
     char **keys = pp ? kiwi__toml_keys (pp, "tool.poetry.extras") : NULL;
     char **pkeys = pp ? kiwi__toml_keys (pp, "project.optional-dependencies") : NULL;
     char extras[400] = "";
-    bool all = ci_extras (ctx, "poetry install", keys, extras, sizeof extras);
-    all |= ci_extras (ctx, "poetry install", pkeys, extras, sizeof extras);
+    bool all = ci_extras (ctx, "poetry install", keys, pkeys, extras, sizeof extras);
     bool any = (keys && keys[0]) || (pkeys && pkeys[0]);
     kiwi__strv_free_raw (keys);
     kiwi__strv_free_raw (pkeys);
@@ -529,7 +525,7 @@ add_uv (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, const char *pyp
      * syncs with */
     wanted_keys (pyproject, "project.optional-dependencies", uv_extras, " ", true, extras, sizeof extras);
     char **keys = pyproject ? kiwi__toml_keys (pyproject, "project.optional-dependencies") : NULL;
-    bool all = ci_extras (ctx, "uv sync", keys, extras, sizeof extras) && keys && keys[0];
+    bool all = ci_extras (ctx, "uv sync", keys, NULL, extras, sizeof extras) && keys && keys[0];
     kiwi__strv_free_raw (keys);
     if (all)
         snprintf (opts, sizeof opts, " --all-extras");
