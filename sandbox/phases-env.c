@@ -193,6 +193,14 @@ kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, 
     return add_extra (out, cfg, extra, err);
 }
 
+bool
+kiwi_phase_resolve_before_refused (const char *output)
+{
+    return output != NULL
+           && (strstr (output, "does not provide upload-time metadata") != NULL
+               || strstr (output, "is missing an upload date, but user provided") != NULL);
+}
+
 int
 kiwi_phase_install_key_env (const kiwi_phase_config *cfg, kiwi_strv *out, kiwi_error_t *err)
 {

@@ -78,6 +78,13 @@ typedef struct kiwi_phase_config {
 int kiwi_phase_install_env (const kiwi_phase_config *cfg, const char *const *extra, kiwi_strv *out,
                             kiwi_error_t *err);
 
+/* Whether an install's output says that resolving as of a time failed on
+ * an index that gives no upload times (pip's "does not provide
+ * upload-time metadata", uv's "is missing an upload date": a private
+ * index, a mirror, a static page of wheels): the install is then run again
+ * without cfg->resolve_before. NULL: false. */
+bool kiwi_phase_resolve_before_refused (const char *output);
+
 /* What of Phase A's environment Kiwi itself decides, for the install cache
  * key: kiwi_phase_install_env() without `extra` (HOME, locale, proxies, the
  * CA variables) and "kiwi-ca-bundle-sha256=HEX" of the bundle's bytes when

@@ -280,6 +280,23 @@ test_resolve_before (void **state)
     kiwi_strv_free (&e);
 }
 
+/* An index without upload times refuses a resolve as of a time, in pip's
+ * and uv's words; other failures are not that. */
+static void
+test_resolve_before_refused (void **state)
+{
+    (void) state;
+    assert_true (kiwi_phase_resolve_before_refused (
+        "Looking in indexes: https://pypi.acme.test/simple/\nERROR: Index https://pypi.acme.test/simple/acme-secret/ "
+        "does not provide upload-time metadata.\n"));
+    assert_true (kiwi_phase_resolve_before_refused (
+        "warning: acme_secret-1.0.0-py3-none-any.whl is missing an upload date, but user provided: "
+        "2026-12-07T08:42:54Z\n  x No solution found when resolving dependencies:\n"));
+    assert_false (kiwi_phase_resolve_before_refused ("ERROR: No matching distribution found for acme-secret==1.0.0\n"));
+    assert_false (kiwi_phase_resolve_before_refused (""));
+    assert_false (kiwi_phase_resolve_before_refused (NULL));
+}
+
 int
 main (void)
 {
@@ -294,6 +311,7 @@ main (void)
         cmocka_unit_test (test_no_colour_variables),
         cmocka_unit_test (test_scm_version),
         cmocka_unit_test (test_resolve_before),
+        cmocka_unit_test (test_resolve_before_refused),
     };
     return cmocka_run_group_tests_name ("phases_env", tests, NULL, NULL);
 }

@@ -518,7 +518,10 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         json_object_set_new (ev, "reason", json_string (r->reason));
         json_object_set_new (ev, "output_tail", json_string (t ? t : ""));
         kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0, ev);
-        if (r->status == KIWI_INSTALL_FAILED)
+        /* an index refused the commit's time: not the install key's
+         * verdict, since the same install as of now is tried next */
+        if (r->status == KIWI_INSTALL_FAILED
+            && !(c->pc->resolve_before != NULL && kiwi_phase_resolve_before_refused (r->output)))
             kiwi_cache_put_install (c->cache, key, false, NULL, r->reason);
         rm_rf (tmpdir);
         return 0;
@@ -555,6 +558,24 @@ kiwi__pipeline_install (void *ud, const kiwi_inspection *in, kiwi_install_result
     kiwi__pipeline_install_ctx *c = ud;
     int64_t t0 = kiwi_mono_ms ();
     int rc = install_step (ud, in, r, snapshot, err);
+    /* resolving as of the commit's time needs upload times, which a private
+     * index, a mirror or a page of wheels may not give: then as of now, for
+     * this and every later install of the task */
+    if (rc == 0 && r->status == KIWI_INSTALL_FAILED && c->pc->resolve_before != NULL
+        && kiwi_phase_resolve_before_refused (r->output)) {
+        kiwi_warn ("Phase A: an index gives no upload times, so the install cannot resolve as of the commit's time "
+                   "(%s): installing again as of now",
+                   c->pc->resolve_before);
+        kiwi_events_emit (c->p->events, KIWI_STAGE_INSTALL, "warning", 0,
+                          json_pack ("{s:s,s:s}", "warning",
+                                     "an index gives no upload times: installing again, resolving as of now",
+                                     "reason", r->reason));
+        c->pc_as_now = *c->pc;
+        c->pc_as_now.resolve_before = NULL;
+        c->pc = &c->pc_as_now;
+        kiwi_install_result_clear (r);
+        rc = install_step (ud, in, r, snapshot, err);
+    }
     int64_t ms = kiwi_mono_ms () - t0;
     c->install_ms += ms;
     if (rc == 0) {

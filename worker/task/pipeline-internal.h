@@ -37,6 +37,7 @@ typedef struct kiwi__pipeline_install_ctx {
     kiwi_nflog *nflog;      /* --once: the rules' rejects from its bridge (nflog.h), or NULL */
     bool rules_checked;     /* --once: the host's egress rules were found to hold (or the operator opted out) */
     bool rules_unchecked;   /* --once: they do not, and KIWI_ONCE_EGRESS_UNCHECKED let Phase A run anyway */
+    kiwi_phase_config pc_as_now; /* *pc without resolve_before, once an index refused it (pc points here then) */
 } kiwi__pipeline_install_ctx;
 
 /* Why Phase A gave no verdict of the repository's: Kiwi's own fault. A

@@ -585,6 +585,14 @@ for name, host in want_host.items():
     h = inst[-1]["payload"]["egress"]["hosts"].get(host)
     assert h and h["requests"] >= 1 and h["bytes"] > 0, (name, inst[-1]["payload"]["egress"])
     print("%s: %s, install %s: %s %s" % (name, r["status"], inst[-1]["payload"].get("command"), host, json.dumps(h)))
+# the private index gives no upload times: resolving as of the commit's time
+# is refused, and the install runs again as of now
+for name in ("pip", "uv"):
+    r, evs = load(name)
+    again = [e["payload"] for e in evs if e["kind"] == "warning" and "no upload times" in e["payload"]["warning"]]
+    print("%s: %d install(s) again as of now" % (name, len(again)))
+    if name == "pip":
+        assert len(again) == 1 and "upload-time metadata" in again[0]["reason"], (name, again)
 r, evs = load("hook")
 den = [e["payload"] for e in evs if e["kind"] == "egress_denied"]
 methods = sorted((d.get("method"), d["host"]) for d in den)
