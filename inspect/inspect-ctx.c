@@ -23,6 +23,7 @@ typedef struct entry {
 
 struct kiwi__inspect_ctx {
     const char *root;
+    const char *command; /* the task's test command, or NULL (borrowed) */
     entry *files;
     bool failed;
 };
@@ -55,6 +56,18 @@ const char *
 kiwi__ctx_root (const kiwi__inspect_ctx *ctx)
 {
     return ctx->root;
+}
+
+void
+kiwi__ctx_set_command (kiwi__inspect_ctx *ctx, const char *command)
+{
+    ctx->command = command;
+}
+
+const char *
+kiwi__ctx_command (const kiwi__inspect_ctx *ctx)
+{
+    return ctx->command;
 }
 
 int

@@ -101,6 +101,12 @@ void kiwi__ctx_free (kiwi__inspect_ctx *ctx);
 
 const char *kiwi__ctx_root (const kiwi__inspect_ctx *ctx);
 
+/* The task's test command (borrowed: it must outlive the context), for the
+ * plans that run part of it in Phase A (Maven's warm-up phase); NULL when
+ * none was set. */
+void kiwi__ctx_set_command (kiwi__inspect_ctx *ctx, const char *command);
+const char *kiwi__ctx_command (const kiwi__inspect_ctx *ctx);
+
 /* dir/file's text as kiwi__read_rel reads it, read on the first call and
  * kept: borrowed, valid until kiwi__ctx_free; NULL when absent or
  * unreadable. *len (optional) is its length. */

@@ -76,6 +76,7 @@ kiwi_inspect (const kiwi_inspect_request *rq, kiwi_inspection *out, kiwi_error_t
     kiwi__inspect_ctx *ctx = kiwi__ctx_new (rq->root);
     if (ctx == NULL)
         return kiwi_error_make (err, ENOMEM, "inspection");
+    kiwi__ctx_set_command (ctx, rq->test_command);
     int rc = kiwi__image_resolve_ctx (ctx, rq->test_command, rq->catalog, NULL, &out->image, err);
     if (rc < 0)
         kiwi_error_wrap (err, "inspecting %s", rq->root);
@@ -93,6 +94,8 @@ kiwi_inspect_with_image (const kiwi_inspect_request *rq, const kiwi_image_resolu
     if (dup_resolution (image, &out->image, err) < 0)
         return -1;
     kiwi__inspect_ctx *ctx = kiwi__ctx_new (rq->root);
+    if (ctx != NULL)
+        kiwi__ctx_set_command (ctx, rq->test_command);
     int rc = ctx ? plan_and_key (ctx, rq, out, err) : kiwi_error_make (err, ENOMEM, "inspection");
     if (rc < 0)
         kiwi_inspection_clear (out);

@@ -180,6 +180,64 @@ static const char *const maven_plugin_deps_source =
     "mkdir -p \"$d/src/test/java\" && echo 'public class KiwiWarmUpTest {}' > \"$d/src/test/java/KiwiWarmUpTest.java\"; " \
     "done\n"
 
+static bool
+word_is (const char *w, size_t n, const char *const *list)
+{
+    for (size_t i = 0; list[i]; i++)
+        if (strlen (list[i]) == n && memcmp (w, list[i], n) == 0)
+            return true;
+    return false;
+}
+
+/* The lifecycle phase Phase A's warm-up runs to: `test`, or the later one
+ * the test command's Maven asks for: `package`, or `verify` for the
+ * integration-test phases, verify, install and deploy (the warm-up never
+ * installs into the local repository). Plugins bound to those phases (a
+ * format check, a packaging or API-compatibility plugin) resolve what they
+ * need only when they run. Only a word of a simple command whose program
+ * is mvn or mvnw counts (after sh, bash, env, exec, time and VAR=value). */
+static const char *
+maven_warm_phase (const char *command)
+{
+    static const char *const launchers[] = { "sh", "bash", "env", "exec", "time", NULL };
+    static const char *const maven[] = { "mvn", "mvnw", NULL };
+    static const char *const package[] = { "package", NULL };
+    static const char *const verify[] = { "pre-integration-test", "integration-test", "post-integration-test",
+                                          "verify", "install", "deploy", NULL };
+    static const char sep[] = ";&|()\n";
+    int phase = 0; /* 0 test, 1 package, 2 verify */
+    bool program = true, is_maven = false;
+    for (const char *p = command ? command : ""; *p;) {
+        if (strchr (sep, *p) != NULL) {
+            program = true;
+            is_maven = false;
+            p++;
+            continue;
+        }
+        if (*p == ' ' || *p == '\t' || *p == '\r') {
+            p++;
+            continue;
+        }
+        size_t n = strcspn (p, " \t\r;&|()\n");
+        if (program) {
+            const char *base = p;
+            for (const char *q = p; q < p + n; q++)
+                if (*q == '/')
+                    base = q + 1;
+            size_t bn = (size_t) (p + n - base);
+            if (!word_is (base, bn, launchers) && memchr (p, '=', n) == NULL) {
+                program = false;
+                is_maven = word_is (base, bn, maven);
+            }
+        } else if (is_maven && word_is (p, n, verify))
+            phase = 2;
+        else if (is_maven && phase < 1 && word_is (p, n, package))
+            phase = 1;
+        p += n;
+    }
+    return phase == 2 ? "verify" : phase == 1 ? "package" : "test";
+}
+
 int
 kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi__steps *s, kiwi_error_t *err)
 {
@@ -188,14 +246,15 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
         return 0;
     bool wrapper = kiwi__has_in (root, dir, "mvnw");
     const char *mvn = wrapper ? "sh ./mvnw" : "mvn";
+    const char *phase = maven_warm_phase (kiwi__ctx_command (ctx));
     char summary[96];
-    snprintf (summary, sizeof summary, "%s -B dependency:go-offline + test warm-up", wrapper ? "./mvnw" : "mvn");
+    snprintf (summary, sizeof summary, "%s -B dependency:go-offline + %s warm-up", wrapper ? "./mvnw" : "mvn", phase);
     /* Maven 3.9's own transport (a wrapper's Maven) reads no proxy from
      * the JVM's properties: Phase A's proxy goes into the user settings
      * too. dependency:go-offline resolves the declared dependencies and
      * plugins; Maven resolves plugins' own dependencies and the test
      * provider only when they run, so the lifecycle runs once up to `test`
-     * (its failures do not fail the install: the code may be what the task
+     * or the later phase the test command asks for (its failures do not fail the install: the code may be what the task
      * fixes). What go-offline could not resolve fails the install only when
      * the warm-up could not resolve something either: a plugin of another
      * phase (a site or release plugin) the tests never run does not. Then
@@ -204,7 +263,7 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
                          MAVEN_PROXY_SETTINGS "kiwi_go=0\n"
                          "%s -B -q " MAVEN_GO_OFFLINE " >" KIWI__SCRATCH "/go-offline.log 2>&1 || kiwi_go=$?\n"
                          MAVEN_PLUGIN_DEPS MAVEN_TEST_STUBS
-                         "%s -B -q -fn -Dmaven.test.failure.ignore=true test >" KIWI__SCRATCH
+                         "%s -B -q -fn -Dmaven.test.failure.ignore=true %s >" KIWI__SCRATCH
                          "/warm-up.log 2>&1 || true\n"
                          "if [ \"$kiwi_go\" != 0 ]; then\n"
                          "  if grep -q -E '" MAVEN_UNRESOLVED "' " KIWI__SCRATCH "/warm-up.log; then\n"
@@ -217,7 +276,7 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
                          "%s -B -q -fn clean >>" KIWI__SCRATCH "/warm-up.log 2>&1 || true\n"
                          "mkdir -p /kiwi/home/.m2 && printf '<settings><offline>true</offline></settings>\\n' "
                          "> /kiwi/home/.m2/settings.xml\n",
-                         mvn, maven_plugin_deps_source, mvn, mvn, mvn, mvn);
+                         mvn, maven_plugin_deps_source, mvn, mvn, mvn, phase, mvn);
 }
 
 static const char gradle_resolve[] =

@@ -935,6 +935,44 @@ test_maven_wrapper_image (void **state)
     repo_free (r);
 }
 
+/* The warm-up runs to the phase the test command's Maven asks for (a
+ * plugin bound to package or verify resolves its artifacts only when it
+ * runs), never to install; a word of another program is not Maven's. */
+static void
+test_maven_warm_phase (void **state)
+{
+    (void) state;
+    char *r = repo_new ();
+    put (r, "pom.xml", "<project/>");
+    static const struct {
+        const char *command, *phase;
+    } cases[] = {
+        { "mvn -B test", "test" },
+        { "mvn -B verify", "verify" },
+        { "mvn -B -Pjdk17 install", "verify" },
+        { "sh ./mvnw -B -ntp clean package", "package" },
+        { "MAVEN_OPTS=-Xmx1g mvn integration-test", "verify" },
+        { "mvn test && echo verify", "test" },
+        { "make verify", "test" },
+        { "mvn -q -pl core -am test;./mvnw deploy", "verify" },
+        { "mvn -Dphase=verify test", "test" },
+        { NULL, "test" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiwi_inspect_request rq = { .root = r, .test_command = cases[i].command, .catalog = local, .driver = "docker" };
+        kiwi_inspection in;
+        kiwi_error_t err = NULL;
+        assert_int_equal (kiwi_inspect (&rq, &in, &err), 0);
+        char want[160];
+        snprintf (want, sizeof want, "mvn -B dependency:go-offline + %s warm-up", cases[i].phase);
+        assert_string_equal (in.install.display, want);
+        snprintf (want, sizeof want, "-Dmaven.test.failure.ignore=true %s >", cases[i].phase);
+        assert_non_null (strstr (in.install.argv.v[2], want));
+        kiwi_inspection_clear (&in);
+    }
+    repo_free (r);
+}
+
 /* A test command that runs tox or nox: the pip step also installs it and
  * keeps a wheelhouse Phase B's pip finds (PIP_FIND_LINKS); another command,
  * or a plan without a pip step, is planned as before. */
@@ -2180,6 +2218,7 @@ main (void)
         cmocka_unit_test (test_python_setup_cfg),
         cmocka_unit_test (test_maven_step),
         cmocka_unit_test (test_maven_wrapper_image),
+        cmocka_unit_test (test_maven_warm_phase),
         cmocka_unit_test (test_python_ci_extras),
         cmocka_unit_test (test_java_trust_source_matches_capture_copy),
         cmocka_unit_test (test_inspect_whole),
