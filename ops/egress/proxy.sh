@@ -622,6 +622,15 @@ start_digest() {
   if [[ $(id -u) == 0 ]] && id proxy >/dev/null 2>&1; then
     run_as=(setpriv --reuid=proxy --regid=proxy --clear-groups --inh-caps=-all --no-new-privs --)
   fi
+  # a binary under a folder Squid's user cannot search (a checkout in a
+  # mode-700 folder such as mktemp -d makes) cannot start as that user
+  if ((${#run_as[@]})) && ! "${run_as[@]}" test -x "$digest_bin"; then
+    local d=$digest_bin shut=()
+    while d=$(dirname "$d") && [[ $d != / ]]; do
+      [[ -n $(find "$d" -maxdepth 0 -perm -o+x) || $(stat -c %U "$d") == proxy ]] || shut=("$d" "${shut[@]}")
+    done
+    die "kiwi-fetch-digest ($digest_bin) cannot be run by Squid's user 'proxy'${shut[*]:+: these folders are closed to it: ${shut[*]}; open them with: chmod o+x ${shut[*]@Q}}"
+  fi
   local redirects=()
   [[ -f $dir/redirect-from ]] && redirects=(--redirects "$dir/redirects.log" --redirect-from "$dir/redirect-from")
   "${run_as[@]}" "$digest_bin" --log "$dir/fetch.log" --port-file "$port_file" --parent $$ "${redirects[@]}" </dev/null &
