@@ -13,7 +13,11 @@
 #   --mirrors FILE  where the clones are: `owner/name<TAB>GIT_DIR` per line,
 #                   a bare repository or a clone holding the commit. The
 #                   repositories' code never enters this project: bring
-#                   them yourself (git clone --bare URL DIR).
+#                   them yourself (git clone --bare URL DIR). A mirror
+#                   lacking some of the commit's files (a snapshot without
+#                   its largest blobs) gives a stand-in commit: the same
+#                   tree with each absent file a line saying so, no
+#                   history; the log names the files
 #   --out DIR       keeps each run's output (events, worker log) and the
 #                   report (report.tsv, report.txt); a temporary folder
 #                   otherwise
@@ -87,6 +91,45 @@ chmod 755 "$OUT" "$OUT/runs"
 # each listed commit in a bare repository of its own whose main branch it
 # is, all served by one git daemon on loopback as owner+name.git
 mirror_of() { awk -F'\t' -v r="$1" '$1 == r { print $2; exit }' "$MIRRORS"; }
+# stand_in MIRROR COMMIT BARE NAME: a mirror whose snapshot left out some
+# of the commit's files (a snapshot drops its largest blobs: a website's
+# images, a big fixture) cannot give the commit itself. BARE then gets a
+# stand-in: a commit without parents, with the same message, author and
+# dates, whose tree is the commit's with each absent file replaced by a
+# line saying so; its id goes to $TMP/git/NAME.commit (the task names it)
+# and the log lists the files. Fails when the commit's trees are absent too.
+stand_in() {
+  local mirror commit=$2 bare=$3 name=$4 missing n=0 h meta path
+  mirror=$(git -C "$1" rev-parse --absolute-git-dir 2>>"$TMP/prep.log") || return 1
+  git --git-dir="$mirror" ls-tree -r "$commit" >"$TMP/stand-in.tree" 2>>"$TMP/prep.log" || return 1
+  rm -rf "$bare" && git init -q --bare "$bare"
+  printf '%s/objects\n' "$mirror" >"$bare/objects/info/alternates"
+  missing=$(awk '$2 == "blob" { print $3 }' "$TMP/stand-in.tree" | git --git-dir="$bare" cat-file --batch-check |
+    awk '$2 == "missing" { print $1 }')
+  local idx="$TMP/stand-in.index" blob
+  rm -f "$idx"
+  GIT_INDEX_FILE=$idx git --git-dir="$bare" read-tree "$commit" || return 1
+  blob=$(printf 'kiwi bench: this file was absent from the mirror\n' | git --git-dir="$bare" hash-object -w --stdin)
+  for h in $missing; do
+    while IFS=$'\t' read -r meta path; do
+      GIT_INDEX_FILE=$idx git --git-dir="$bare" update-index --cacheinfo "${meta%% *},$blob,$path" || return 1
+      log "$name: absent from the mirror, replaced by a line saying so: $path"
+      n=$((n + 1))
+    done < <(awk -v h="$h" '$3 == h' "$TMP/stand-in.tree")
+  done
+  local tree new f
+  tree=$(GIT_INDEX_FILE=$idx git --git-dir="$bare" write-tree) || return 1
+  f() { git --git-dir="$mirror" log -1 --format="$1" "$commit"; }
+  new=$(f %B | GIT_AUTHOR_NAME=$(f %an) GIT_AUTHOR_EMAIL=$(f %ae) GIT_AUTHOR_DATE=$(f %aI) \
+    GIT_COMMITTER_NAME=$(f %cn) GIT_COMMITTER_EMAIL=$(f %ce) GIT_COMMITTER_DATE=$(f %cI) \
+    git --git-dir="$bare" commit-tree "$tree") || return 1
+  # its own objects, no alternates: git daemon serves it alone
+  git --git-dir="$bare" repack -q -a -d && rm -f "$bare/objects/info/alternates" || return 1
+  git --git-dir="$bare" update-ref refs/heads/main "$new"
+  git --git-dir="$bare" symbolic-ref HEAD refs/heads/main
+  printf '%s\n' "$new" >"$TMP/git/$name.commit"
+  log "$name: $commit lacks $n file(s) in $1: the task names a stand-in commit $new (its tree but those, no history)"
+}
 tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit _rest; do
   [ -n "$repo" ] || continue
   if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$repo,"* ]]; then continue; fi
@@ -104,6 +147,8 @@ tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit _rest; do
     rm -rf "$bare" && git init -q --bare "$bare"
     if git -C "$bare" fetch -q --depth 1 "file://$(cd "$dir" && pwd)" "$commit" 2>>"$TMP/prep.log"; then
       log "$repo: the history of $commit is incomplete in $dir ($(sed -n 1p "$TMP/prep.log")): the commit alone, no tags"
+    elif stand_in "$dir" "$commit" "$bare" "${repo/\//+}"; then
+      continue
     else
       log "$repo: $commit is not in $dir: $(tail -n 1 "$TMP/prep.log")"
       rm -rf "$bare"
@@ -159,7 +204,9 @@ tail -n +2 "$LIST" | while IFS=$'\t' read -r repo commit eco cmd _notes; do
     printf '{"type":"bench","verdict":"error","reason":"no mirror"}\n' >"$run/once.jsonl"
     continue
   fi
-  python3 - "$run/task.json" "$repo" "$commit" "$cmd" "git://127.0.0.1:$gport/$name.git" <<'PY'
+  ref=$commit
+  [ -f "$TMP/git/$name.commit" ] && ref=$(cat "$TMP/git/$name.commit")
+  python3 - "$run/task.json" "$repo" "$ref" "$cmd" "git://127.0.0.1:$gport/$name.git" <<'PY'
 import json, sys
 out, repo, commit, cmd, url = sys.argv[1:6]
 json.dump({"id": "bench-" + repo.replace("/", "-") + "-" + commit[:12], "repo": {"url": url, "ref": commit},
