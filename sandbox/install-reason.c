@@ -110,6 +110,16 @@ static const char *const error_words[] = {
     "could not", "unable to", "denied", "refused", "exception", "no matching", "unsatisfiable", NULL,
 };
 
+/* A stack frame (`    at f (file:1:2)`, Node.js and Java): it names a
+ * function, which may read as an error (ResponseError), never the cause. */
+static bool
+stack_frame (const char *s, size_t n)
+{
+    while (n > 0 && (*s == ' ' || *s == '\t'))
+        s++, n--;
+    return n > 3 && strncmp (s, "at ", 3) == 0;
+}
+
 /* Whether [s, s+n) has anything but blanks (a bare \r counts as blank),
  * after Maven's "[ERROR]" or "[WARNING]" prefix: Maven prints the prefix
  * alone between its paragraphs. */
@@ -186,7 +196,7 @@ kiwi_install_error_line (const char *output, char *dst, size_t cap)
         seen++;
         if (blank (s, n) || has_any (s, n, noise_words))
             continue;
-        if (has_any (s, n, error_words)) {
+        if (!stack_frame (s, n) && has_any (s, n, error_words)) {
             quote (s, n, dst, cap);
             return;
         }

@@ -38,8 +38,9 @@ bool kiwi_run_output_disk_full (const char *output, char *line, size_t cap);
 /* The last line of `output` that reads as an error (an "error", "ERR!",
  * "fatal", "failed", "not found", "No such file", "cannot", "could not"
  * line), skipping lines that only point elsewhere ("A complete log of this
- * run can be found in", pip's "[notice]"); without one, the last non-empty
- * line. Quoted into `dst` (escaped as above, cut at
+ * run can be found in", pip's "[notice]") and stack frames ("    at
+ * new ResponseError (...)": a function's name is no cause); without one,
+ * the last non-empty line. Quoted into `dst` (escaped as above, cut at
  * KIWI_INSTALL_QUOTE_MAX bytes with "..."); "" when the output is empty.
  * Only the last 80 lines are looked at. */
 void kiwi_install_error_line (const char *output, char *dst, size_t cap);

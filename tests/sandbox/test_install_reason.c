@@ -145,6 +145,19 @@ test_plain_and_empty (void **state)
     kiwi_install_error_line ("ERROR: the build broke\nnpm error A complete log of this run can be found in: /x\n",
                              line, sizeof line);
     assert_string_equal (line, "ERROR: the build broke");
+    /* a stack frame names a function (ResponseError), not the cause: Yarn
+     * 1's error line above its trace is */
+    kiwi_install_error_line ("[3/5] Fetching packages...\n"
+                             "error Error: https://codeload.github.com/o/r/tar.gz/4c13: Request failed \"403 Forbidden\"\n"
+                             "    at ResponseError.ExtendableBuiltin (/usr/local/lib/node_modules/yarn/lib/cli.js:696:66)\n"
+                             "    at new ResponseError (/usr/local/lib/node_modules/yarn/lib/cli.js:802:124)\n"
+                             "    at TLSSocket.emit (node:events:519:28)\n"
+                             "info Visit https://yarnpkg.com/en/docs/cli/install for documentation about this command.\n",
+                             line, sizeof line);
+    assert_string_equal (line, "error Error: https://codeload.github.com/o/r/tar.gz/4c13: Request failed \"403 Forbidden\"");
+    /* with nothing else, the last line, a frame or not */
+    kiwi_install_error_line ("    at new ResponseError (x.js:1:2)\n", line, sizeof line);
+    assert_string_equal (line, "at new ResponseError (x.js:1:2)");
     reason_of ("", r, sizeof r);
     assert_string_equal (r, "install `/bin/sh` exited with status 1 and printed nothing");
     reason_of (NULL, r, sizeof r);
