@@ -2162,6 +2162,9 @@ test_step0_decisions (void **state)
         put (m, "pom.xml", "<project/>");
         c = cls (KIWI_FAILURE_VERSION_MISMATCH, "maven-enforcer-version", "runtime", "maven", "version", "3.9");
         decide (m, "mvn -B test", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/java:21", "maven >=3.9");
+        /* a plugin's prerequisite (gson's protobuf-maven-plugin): 3.9.6 */
+        c = cls (KIWI_FAILURE_VERSION_MISMATCH, "maven-plugin-prerequisite", "runtime", "maven", "version", "3.9.6");
+        decide (m, "mvn -B verify", local, &c, "verify", KIWI_STEP0_SWAP, "kiwi/java:21", "maven >=3.9.6");
         c = cls (KIWI_FAILURE_VERSION_MISMATCH, "maven-enforcer-version", "runtime", "maven", "version", "4.1");
         decide (m, "mvn -B test", local, &c, "verify", KIWI_STEP0_STOP, NULL, "needs maven >=4.1");
         repo_free (m);
