@@ -173,11 +173,14 @@ static const char *const maven_plugin_deps_source =
 
 /* Phase A has the poms only, and Surefire resolves its test provider only
  * when there are tests: an empty test class per module for the warm-up
- * (outside the dependency locations: not in the snapshot). A printf format
+ * (outside the dependency locations: not in the snapshot), in a package of
+ * its own: a build that compiles with Error Prone and -Werror (google/gson)
+ * fails a class of the default package (DefaultPackage), and with its
+ * testCompile failed the module's tests never run. A printf format
  * (add_jvm_step's format): "%%" is the shell's "%". */
 #define MAVEN_TEST_STUBS                                                                                     \
-    "find . -name pom.xml -not -path '*/target/*' | while read -r m; do d=${m%%/pom.xml}; "                   \
-    "mkdir -p \"$d/src/test/java\" && echo 'public class KiwiWarmUpTest {}' > \"$d/src/test/java/KiwiWarmUpTest.java\"; " \
+    "find . -name pom.xml -not -path '*/target/*' | while read -r m; do d=${m%%/pom.xml}/src/test/java/kiwi/warmup; " \
+    "mkdir -p \"$d\" && printf 'package kiwi.warmup;\\n\\npublic class KiwiWarmUpTest {}\\n' > \"$d/KiwiWarmUpTest.java\"; " \
     "done\n"
 
 static bool
