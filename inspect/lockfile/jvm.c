@@ -176,7 +176,12 @@ static const char *const maven_plugin_deps_source =
  * (outside the dependency locations: not in the snapshot), in a package of
  * its own: a build that compiles with Error Prone and -Werror (google/gson)
  * fails a class of the default package (DefaultPackage), and with its
- * testCompile failed the module's tests never run. A printf format
+ * testCompile failed the module's tests never run. No file of Kiwi's has
+ * the license header a build may demand of every file (Apache RAT in every
+ * Apache Commons build, license-maven-plugin), so the warm-up skips those
+ * checks (rat.skip, license.skip): Maven still loads their plugins, with
+ * their dependencies, and a check failed at validate would stop the
+ * module's build before anything else resolved. A printf format
  * (add_jvm_step's format): "%%" is the shell's "%". */
 #define MAVEN_TEST_STUBS                                                                                     \
     "find . -name pom.xml -not -path '*/target/*' | while read -r m; do d=${m%%/pom.xml}/src/test/java/kiwi/warmup; " \
@@ -266,7 +271,7 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
                          MAVEN_PROXY_SETTINGS "kiwi_go=0\n"
                          "%s -B -q " MAVEN_GO_OFFLINE " >" KIWI__SCRATCH "/go-offline.log 2>&1 || kiwi_go=$?\n"
                          MAVEN_PLUGIN_DEPS MAVEN_TEST_STUBS
-                         "%s -B -q -fn -Dmaven.test.failure.ignore=true %s >" KIWI__SCRATCH
+                         "%s -B -q -fn -Dmaven.test.failure.ignore=true -Drat.skip=true -Dlicense.skip=true %s >" KIWI__SCRATCH
                          "/warm-up.log 2>&1 || true\n"
                          "if [ \"$kiwi_go\" != 0 ]; then\n"
                          "  if grep -q -E '" MAVEN_UNRESOLVED "' " KIWI__SCRATCH "/warm-up.log; then\n"
