@@ -405,11 +405,19 @@ add_poetry (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, bool locked
 
 /* A new .venv, and in it a pip that resolves as of a time
  * (--uploaded-prior-to, pip 26) when Phase A is given one: that pip itself
- * is the newest (a time before its release would refuse it); an older pip
- * ignores the setting, so a failed upgrade fails nothing. */
+ * is the newest (a time before its release would refuse it). The .venv is
+ * made without pip and the image's own pip installs pip 26 into it
+ * (--python, pip 22.3): one install, where ensurepip's pip and then its
+ * upgrade were two (3.6 s against 1.9 s in kiwi/python:3.13, 5.3 s against
+ * 2.3 s in 3.11). Where that fails (an older pip, no index), the .venv is
+ * made again the usual way and upgraded if it can be: an older pip ignores
+ * the setting, so a failed upgrade fails nothing. */
 #define VENV_NEW                                                                                             \
-    "python3 -m venv .venv && { [ -z \"${PIP_UPLOADED_PRIOR_TO:-}\" ] || env -u PIP_UPLOADED_PRIOR_TO "       \
-    ".venv/bin/pip install -q 'pip>=26' || true; }"
+    "{ [ -n \"${PIP_UPLOADED_PRIOR_TO:-}\" ] && python3 -m venv --without-pip .venv && "                       \
+    "env -u PIP_UPLOADED_PRIOR_TO python3 -m pip --python .venv/bin/python install -q "                       \
+    "--disable-pip-version-check 'pip>=26'; } || "                                                            \
+    "{ python3 -m venv --clear .venv && { [ -z \"${PIP_UPLOADED_PRIOR_TO:-}\" ] || env -u PIP_UPLOADED_PRIOR_TO " \
+    ".venv/bin/pip install -q 'pip>=26' || true; }; }"
 
 #define VENV_SCRIPT VENV_NEW " && .venv/bin/pip install"
 

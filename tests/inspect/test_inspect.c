@@ -666,10 +666,14 @@ test_other_ecosystems (void **state)
     assert_non_null (strstr (p.steps[0].script, "pydeps.py"));
     assert_null (strstr (p.steps[0].script, "pip install -e"));
     /* given a time to resolve as of, the new .venv's pip is one that can
-     * (pip 26: --uploaded-prior-to), fetched as of now */
-    assert_non_null (strstr (p.steps[0].script, "python3 -m venv .venv && { [ -z \"${PIP_UPLOADED_PRIOR_TO:-}\" ] || "
-                                                 "env -u PIP_UPLOADED_PRIOR_TO .venv/bin/pip install -q 'pip>=26' || "
-                                                 "true; } && python3 "));
+     * (pip 26: --uploaded-prior-to), fetched as of now: put into a .venv
+     * made without pip by the image's pip, else the usual .venv upgraded */
+    assert_non_null (strstr (p.steps[0].script,
+                             "{ [ -n \"${PIP_UPLOADED_PRIOR_TO:-}\" ] && python3 -m venv --without-pip .venv && "
+                             "env -u PIP_UPLOADED_PRIOR_TO python3 -m pip --python .venv/bin/python install -q "
+                             "--disable-pip-version-check 'pip>=26'; } || { python3 -m venv --clear .venv && "
+                             "{ [ -z \"${PIP_UPLOADED_PRIOR_TO:-}\" ] || env -u PIP_UPLOADED_PRIOR_TO "
+                             ".venv/bin/pip install -q 'pip>=26' || true; }; } && python3 "));
     assert_string_equal (p.steps[0].prelude,
                          "if [ -e .venv/kiwi-project ]; then SETUPTOOLS_SCM_PRETEND_VERSION="
                          "\"${SETUPTOOLS_SCM_PRETEND_VERSION:-0.0.0}\" .venv/bin/pip install --no-deps --no-index "

@@ -513,9 +513,16 @@ test_corpus (void **state)
     assert_int_equal (kiwi_classifier_builtin (&cl, &err), 0);
     /* the bundle a worker gives Phase A: KIWI_CA_BUNDLE (or the system's)
      * and Kiwi's CA, whose certificates the proxy shows for the registries */
+    /* and, as the worker gives it for a commit made now, a time to resolve
+     * Python installs as of (PIP_UPLOADED_PRIOR_TO, UV_EXCLUDE_NEWER) */
+    char now[40];
+    time_t t_now = time (NULL);
+    struct tm tm_now;
+    strftime (now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r (&t_now, &tm_now));
     kiwi_phase_config pc = { .host_env = (const char *const *) environ,
                              .ca_bundle = px.ca_bundle,
-                             .proxy_env = kiwi_strv_list (&px.proxy_env) };
+                             .proxy_env = kiwi_strv_list (&px.proxy_env),
+                             .resolve_before = now };
 
     char cache_dir[512];
     const char *uc = getenv ("KIWI_TEST_INSTALL_CACHE");
