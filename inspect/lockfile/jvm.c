@@ -262,8 +262,9 @@ kiwi__detect_maven (kiwi__inspect_ctx *ctx, const char *dir, bool is_root, kiwi_
      * too. dependency:go-offline resolves the declared dependencies and
      * plugins; Maven resolves plugins' own dependencies and the test
      * provider only when they run, so the lifecycle runs once up to `test`
-     * or the later phase the test command asks for (its failures do not fail the install: the code may be what the task
-     * fixes). What go-offline could not resolve fails the install only when
+     * or the later phase the test command asks for (its failures do not
+     * fail the install: the code may be what the task fixes). What
+     * go-offline could not resolve fails the install only when
      * the warm-up could not resolve something either: a plugin of another
      * phase (a site or release plugin) the tests never run does not. Then
      * the build output is removed and Maven is told to stay offline. */

@@ -367,6 +367,17 @@ once_rules (kiwi__pipeline_install_ctx *c, char *why, size_t cap)
     return -1;
 }
 
+/* Whether the install failed because an index gives no upload times and
+ * Phase A was asked to resolve as of the commit's (kiwi_phase_config's
+ * resolve_before): it is then run again as of now, and the refusal is no
+ * verdict of the install key. */
+static bool
+time_refused (const kiwi__pipeline_install_ctx *c, const kiwi_install_result *r)
+{
+    return r->status == KIWI_INSTALL_FAILED && c->pc->resolve_before != NULL
+           && kiwi_phase_resolve_before_refused (r->output);
+}
+
 /* Phase A for `in`, or the cached snapshot of an identical install (the
  * cache key holds the install's input, the image by digest, the command,
  * the driver and the environment Kiwi sets). Phase A gets the input files
@@ -520,8 +531,7 @@ install_step (void *ud, const kiwi_inspection *in, kiwi_install_result *r, char 
         kiwi_events_emit (p->events, KIWI_STAGE_INSTALL, "install", 0, ev);
         /* an index refused the commit's time: not the install key's
          * verdict, since the same install as of now is tried next */
-        if (r->status == KIWI_INSTALL_FAILED
-            && !(c->pc->resolve_before != NULL && kiwi_phase_resolve_before_refused (r->output)))
+        if (r->status == KIWI_INSTALL_FAILED && !time_refused (c, r))
             kiwi_cache_put_install (c->cache, key, false, NULL, r->reason);
         rm_rf (tmpdir);
         return 0;
@@ -561,8 +571,7 @@ kiwi__pipeline_install (void *ud, const kiwi_inspection *in, kiwi_install_result
     /* resolving as of the commit's time needs upload times, which a private
      * index, a mirror or a page of wheels may not give: then as of now, for
      * this and every later install of the task */
-    if (rc == 0 && r->status == KIWI_INSTALL_FAILED && c->pc->resolve_before != NULL
-        && kiwi_phase_resolve_before_refused (r->output)) {
+    if (rc == 0 && time_refused (c, r)) {
         kiwi_warn ("Phase A: an index gives no upload times, so the install cannot resolve as of the commit's time "
                    "(%s): installing again as of now",
                    c->pc->resolve_before);
