@@ -403,23 +403,25 @@ add_poetry (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, bool locked
     return kiwi__set_prelude (s, "poetry install --only-root --no-interaction", err);
 }
 
-/* A new .venv, and in it a pip that resolves as of a time
- * (--uploaded-prior-to, pip 26) when Phase A is given one: that pip itself
- * is the newest (a time before its release would refuse it). The .venv is
- * made without pip and the image's own pip installs pip 26 into it
- * (--python, pip 22.3): one install, where ensurepip's pip and then its
- * upgrade were two (3.6 s against 1.9 s in kiwi/python:3.13, 5.3 s against
- * 2.3 s in 3.11). Where that fails (an older pip, no index), the .venv is
- * made again the usual way and upgraded if it can be: an older pip ignores
- * the setting, so a failed upgrade fails nothing. */
+/* A new .venv with the image's usual pip (ensurepip's), and in $KIWI_PIP
+ * the pip Phase A installs with. Given a time to resolve as of, that is
+ * pip 26 (--uploaded-prior-to), fetched as of now (a time before its
+ * release would refuse it) as a wheel beside the .venv, while the .venv is
+ * made, and run by the .venv's python: it installs into the .venv, whose
+ * own pip stays the one a developer's would have. Phase B's tests use that
+ * one: pip 26 in the .venv built a test's local setup.py package in an
+ * isolated environment whose setuptools comes from the index, which Phase B
+ * does not have, where Python 3.11's pip builds it with the .venv's own.
+ * Where the wheel cannot be had (no index, no pip in the image), Phase A
+ * installs with the .venv's pip, which ignores the setting. */
+#define PIP26_DIR KIWI__SCRATCH "/pip26"
 #define VENV_NEW                                                                                             \
-    "{ [ -n \"${PIP_UPLOADED_PRIOR_TO:-}\" ] && python3 -m venv --without-pip .venv && "                       \
-    "env -u PIP_UPLOADED_PRIOR_TO python3 -m pip --python .venv/bin/python install -q "                       \
-    "--disable-pip-version-check 'pip>=26'; } || "                                                            \
-    "{ python3 -m venv --clear .venv && { [ -z \"${PIP_UPLOADED_PRIOR_TO:-}\" ] || env -u PIP_UPLOADED_PRIOR_TO " \
-    ".venv/bin/pip install -q 'pip>=26' || true; }; }"
+    "{ { [ -z \"${PIP_UPLOADED_PRIOR_TO:-}\" ] || { mkdir -p " PIP26_DIR " && env -u PIP_UPLOADED_PRIOR_TO "   \
+    "python3 -m pip download -q --disable-pip-version-check --no-deps -d " PIP26_DIR " 'pip>=26' >"            \
+    PIP26_DIR ".log 2>&1; } & } ; python3 -m venv .venv && wait && KIWI_PIP=.venv/bin/pip && for w in "        \
+    PIP26_DIR "/pip-*.whl; do [ ! -e \"$w\" ] || KIWI_PIP=\".venv/bin/python $w/pip\"; done; }"
 
-#define VENV_SCRIPT VENV_NEW " && .venv/bin/pip install"
+#define VENV_SCRIPT VENV_NEW " && $KIWI_PIP install"
 
 /* A version from git (setuptools-scm, hatch-vcs) gets a stand-in when the
  * project is installed in Phase B: there is no .git in the tree. */
@@ -477,8 +479,8 @@ add_pydeps (kiwi__steps *s, const char *dir, const char *files, bool self, const
     cleanup_free char *script = NULL;
     if (asprintf (&script,
                   PYDEPS_WRITE VENV_NEW " && python3 " KIWI__SCRATCH "/pydeps.py " KIWI__SCRATCH
-                  "/requirements.txt %d%s && " PYDEPS_LIST ("requirements.txt", ".venv/bin/pip install")
-                  " && " PYDEPS_EDITABLE (".venv/bin/pip install"),
+                  "/requirements.txt %d%s && " PYDEPS_LIST ("requirements.txt", "$KIWI_PIP install")
+                  " && " PYDEPS_EDITABLE ("$KIWI_PIP install"),
                   pydeps_source, self ? 1 : 0, args)
         < 0) {
         script = NULL;
@@ -574,8 +576,8 @@ add_uv (kiwi__inspect_ctx *ctx, kiwi__steps *s, const char *dir, const char *pyp
  * (the runner builds the project in an isolated environment). %s: the
  * runner. */
 #define TEST_RUNNER                                                                                          \
-    " && .venv/bin/pip install '%s' && .venv/bin/pip download -q -d " KIWI__WHEELHOUSE " '%s' setuptools wheel" \
-    " && { [ ! -s " KIWI__SCRATCH "/requirements.txt ] || .venv/bin/pip download -q -d " KIWI__WHEELHOUSE     \
+    " && $KIWI_PIP install '%s' && $KIWI_PIP download -q -d " KIWI__WHEELHOUSE " '%s' setuptools wheel"       \
+    " && { [ ! -s " KIWI__SCRATCH "/requirements.txt ] || $KIWI_PIP download -q -d " KIWI__WHEELHOUSE         \
     " -r " KIWI__SCRATCH "/requirements.txt; }"
 
 int
