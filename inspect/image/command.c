@@ -181,14 +181,43 @@ is_background_sep (const char *w)
     return w[0] == '\x02' && w[1] == '\0';
 }
 
-static bool command_runtime_depth (const char *command, kiwi_command_info *info, int depth, const char *seek);
+/* What a search for an executable looks for: one of `exes` (base names),
+ * given one of `args` as a word after it when `args` is not NULL. */
+typedef struct {
+    const char *const *exes;
+    const char *const *args;
+} seek_t;
+
+static bool
+word_in (const char *w, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp (w, *list) == 0)
+            return true;
+    return false;
+}
+
+static bool
+seek_matches (char **w, size_t i, size_t end, const seek_t *seek)
+{
+    if (!word_in (base_name (w[i]), seek->exes))
+        return false;
+    if (seek->args == NULL)
+        return true;
+    for (size_t k = i + 1; k < end; k++)
+        if (word_in (w[k], seek->args))
+            return true;
+    return false;
+}
+
+static bool command_runtime_depth (const char *command, kiwi_command_info *info, int depth, const seek_t *seek);
 
 /* Examines the simple command words[i..end). Returns 1 when it decided, 0
  * when it names no runtime, -1 to stop (cd into a directory is recorded).
- * With `seek`, it decides when its executable is `seek` (by base name),
- * whatever runtime that is. */
+ * With `seek`, it decides when it runs what `seek` looks for, whatever
+ * runtime that is; `sh SCRIPT` then runs SCRIPT. */
 static int
-simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int depth, const char *seek)
+simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int depth, const seek_t *seek)
 {
     while (i < end && is_assignment (w[i]))
         i++;
@@ -233,9 +262,10 @@ simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int dep
         }
         if (strcmp (b, "bash") == 0 || strcmp (b, "sh") == 0 || strcmp (b, "dash") == 0 || strcmp (b, "zsh") == 0
             || strcmp (b, "ksh") == 0) {
-            for (size_t j = i + 1; j < end; j++) {
+            size_t j = i + 1;
+            for (; j < end; j++) {
                 if (w[j][0] != '-' && w[j][0] != '+')
-                    break; /* a script file: not a runtime */
+                    break; /* a script file */
                 bool c_opt = w[j][0] == '-' && w[j][1] != '-' && strchr (w[j], 'c') != NULL;
                 if (w[j][1] != '-' && w[j][strlen (w[j]) - 1] == 'o') { /* -o NAME, -euo NAME */
                     if (c_opt && j + 2 < end) /* -co pipefail 'cmd' */
@@ -246,7 +276,10 @@ simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int dep
                 if (c_opt && j + 1 < end)
                     return command_runtime_depth (w[j + 1], info, depth + 1, seek) ? 1 : 0;
             }
-            return 0;
+            if (seek == NULL || j >= end)
+                return 0; /* a script file is not a runtime */
+            i = j;        /* but it is what `sh SCRIPT` runs */
+            break;
         }
         if (strcmp (b, "cd") == 0 || strcmp (b, "pushd") == 0) {
             if (i + 1 < end && w[i + 1][0] != '-')
@@ -258,7 +291,7 @@ simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int dep
     if (i >= end)
         return 0;
     if (seek != NULL)
-        return strcmp (base_name (w[i]), seek) == 0 ? 1 : 0;
+        return seek_matches (w, i, end, seek) ? 1 : 0;
     const char *rt = kiwi_runtime_of_executable (w[i]);
     if (rt == NULL)
         return 0;
@@ -269,7 +302,7 @@ simple_command (char **w, size_t i, size_t end, kiwi_command_info *info, int dep
 }
 
 static bool
-command_runtime_depth (const char *command, kiwi_command_info *info, int depth, const char *seek)
+command_runtime_depth (const char *command, kiwi_command_info *info, int depth, const seek_t *seek)
 {
     if (command == NULL || depth > 4)
         return false;
@@ -330,13 +363,23 @@ kiwi_command_runtime (const char *command, kiwi_command_info *info)
 }
 
 bool
+kiwi_command_runs_with (const char *command, const char *const *exes, const char *const *args)
+{
+    if (exes == NULL || exes[0] == NULL)
+        return false;
+    kiwi_command_info scratch;
+    memset (&scratch, 0, sizeof scratch);
+    seek_t seek = { exes, args };
+    return command_runtime_depth (command, &scratch, 0, &seek);
+}
+
+bool
 kiwi_command_runs (const char *command, const char *exe)
 {
     if (exe == NULL || *exe == '\0')
         return false;
-    kiwi_command_info scratch;
-    memset (&scratch, 0, sizeof scratch);
-    return command_runtime_depth (command, &scratch, 0, base_name (exe));
+    const char *const exes[] = { base_name (exe), NULL };
+    return kiwi_command_runs_with (command, exes, NULL);
 }
 
 const char *

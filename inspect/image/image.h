@@ -129,8 +129,15 @@ bool kiwi_command_runtime (const char *command, kiwi_command_info *info);
 
 /* Whether `exe` (by base name) is the executable of one of `command`'s
  * simple commands, read the same way (through assignments, wrappers and
- * sh -c strings): the command itself runs it. */
+ * sh -c strings; `sh SCRIPT` runs SCRIPT): the command itself runs it. */
 bool kiwi_command_runs (const char *command, const char *exe);
+
+/* The same for any of `exes` (base names, NULL-ended), and, when `args`
+ * is not NULL, only where that simple command has one of `args`
+ * (NULL-ended) as a whole word after its executable: whether
+ * "./mvnw -B verify" runs mvnw with "verify" (true) and
+ * "mvn -Dphase=verify test" (false). */
+bool kiwi_command_runs_with (const char *command, const char *const *exes, const char *const *args);
 
 /* ----- devcontainers ----- */
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "inspect/image/image.h"
 #include "inspect/runtime.h"
 
 static const char *const java_trust_source =
@@ -188,62 +189,24 @@ static const char *const maven_plugin_deps_source =
     "mkdir -p \"$d\" && printf 'package kiwi.warmup;\\n\\npublic class KiwiWarmUpTest {}\\n' > \"$d/KiwiWarmUpTest.java\"; " \
     "done\n"
 
-static bool
-word_is (const char *w, size_t n, const char *const *list)
-{
-    for (size_t i = 0; list[i]; i++)
-        if (strlen (list[i]) == n && memcmp (w, list[i], n) == 0)
-            return true;
-    return false;
-}
-
 /* The lifecycle phase Phase A's warm-up runs to: `test`, or the later one
  * the test command's Maven asks for: `package`, or `verify` for the
  * integration-test phases, verify, install and deploy (the warm-up never
  * installs into the local repository). Plugins bound to those phases (a
  * format check, a packaging or API-compatibility plugin) resolve what they
  * need only when they run. Only a word of a simple command whose program
- * is mvn or mvnw counts (after sh, bash, env, exec, time and VAR=value). */
+ * is mvn or mvnw counts, read as the runtime of a command is (through
+ * VAR=value, env, exec, time, `sh ./mvnw`, sh -c strings). */
 static const char *
 maven_warm_phase (const char *command)
 {
-    static const char *const launchers[] = { "sh", "bash", "env", "exec", "time", NULL };
     static const char *const maven[] = { "mvn", "mvnw", NULL };
     static const char *const package[] = { "package", NULL };
     static const char *const verify[] = { "pre-integration-test", "integration-test", "post-integration-test",
                                           "verify", "install", "deploy", NULL };
-    static const char sep[] = ";&|()\n";
-    int phase = 0; /* 0 test, 1 package, 2 verify */
-    bool program = true, is_maven = false;
-    for (const char *p = command ? command : ""; *p;) {
-        if (strchr (sep, *p) != NULL) {
-            program = true;
-            is_maven = false;
-            p++;
-            continue;
-        }
-        if (*p == ' ' || *p == '\t' || *p == '\r') {
-            p++;
-            continue;
-        }
-        size_t n = strcspn (p, " \t\r;&|()\n");
-        if (program) {
-            const char *base = p;
-            for (const char *q = p; q < p + n; q++)
-                if (*q == '/')
-                    base = q + 1;
-            size_t bn = (size_t) (p + n - base);
-            if (!word_is (base, bn, launchers) && memchr (p, '=', n) == NULL) {
-                program = false;
-                is_maven = word_is (base, bn, maven);
-            }
-        } else if (is_maven && word_is (p, n, verify))
-            phase = 2;
-        else if (is_maven && phase < 1 && word_is (p, n, package))
-            phase = 1;
-        p += n;
-    }
-    return phase == 2 ? "verify" : phase == 1 ? "package" : "test";
+    if (kiwi_command_runs_with (command, maven, verify))
+        return "verify";
+    return kiwi_command_runs_with (command, maven, package) ? "package" : "test";
 }
 
 int

@@ -259,6 +259,18 @@ test_command_executable (void **state)
     expect_cmd ("pytest &> log", "python", "pytest", "", "");
     expect_cmd ("redis-server & node tests/server.js & ./run-tests.sh", "node", "node", "", "");
     assert_true (kiwi_command_runs ("node tests/server.js & ./vendor/bin/phpunit", "node"));
+    /* `sh SCRIPT` runs SCRIPT (it names no runtime: bash scripts/test.sh
+     * below); an executable's words are its arguments, another's are not */
+    assert_true (kiwi_command_runs ("sh ./mvnw -B test", "mvnw"));
+    assert_true (kiwi_command_runs ("bash -e scripts/test.sh", "test.sh"));
+    assert_false (kiwi_command_runs ("sh -c 'echo ./mvnw'", "mvnw"));
+    static const char *const mvn[] = { "mvn", "mvnw", NULL }, *const verify[] = { "verify", NULL };
+    assert_true (kiwi_command_runs_with ("env CI=1 bash -c './mvnw -B verify'", mvn, verify));
+    assert_true (kiwi_command_runs_with ("time sh mvnw verify", mvn, verify));
+    assert_false (kiwi_command_runs_with ("mvn test && echo verify", mvn, verify));
+    assert_false (kiwi_command_runs_with ("mvn '-Dgoal=verify' test", mvn, verify));
+    assert_true (kiwi_command_runs_with ("mvn test", mvn, NULL));
+    assert_false (kiwi_command_runs_with ("mvn verify", NULL, verify));
     expect_cmd ("make test", NULL, NULL, NULL, NULL);
     expect_cmd ("docker compose run app npm test", NULL, NULL, NULL, NULL);
     expect_cmd ("echo hi | tee log; ./scripts/test.sh", NULL, NULL, NULL, NULL);
@@ -963,6 +975,9 @@ test_maven_warm_phase (void **state)
         { "make verify", "test" },
         { "mvn -q -pl core -am test;./mvnw deploy", "verify" },
         { "mvn -Dphase=verify test", "test" },
+        { "bash -c 'cd core && ./mvnw -B verify'", "verify" },
+        { "exec bash ./mvnw package", "package" },
+        { "echo mvn verify", "test" },
         { NULL, "test" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
