@@ -78,7 +78,11 @@ add_jvm_step (kiwi__steps *s, kiwi_ecosystem eco, const char *dir, const char *s
 /* The artifacts a build's plugins declare: their own dependencies (a
  * Surefire provider named beside the plugin, junit4's surefire-junit47) and
  * an artifact a plugin's configuration names (animal-sniffer's API
- * <signature>). go-offline leaves them out, and the warm-up resolves them
+ * <signature>; a protobuf plugin's protoc and protoc plugins, executables
+ * for the sandbox's platform: ascopes' <protoc>VERSION</protoc> and
+ * <binaryMavenPlugins>, xolstice's <protocArtifact>/<pluginArtifact>
+ * G:A:V:TYPE:CLASSIFIER). go-offline leaves them out, a protobuf plugin
+ * fetches protoc only when there are .proto files (Phase A has none), and the warm-up resolves them
  * only when the plugin needs them with Phase A's stub tests, which a
  * plugin's <includes> may skip, or which give it no classes to check. A
  * program run on the effective POM writes them as a POM's dependencies,
@@ -102,24 +106,40 @@ static const char *const maven_plugin_deps_source =
     "    if (under(n, \"execution\", \"executions\")) { n = n.getParentNode().getParentNode(); }\n"
     "    return under(n, \"plugin\", \"plugins\", \"build\", \"project\"); }\n"
     "  static String esc(String s) { return s.replace(\"&\", \"&amp;\").replace(\"<\", \"&lt;\").replace(\">\", \"&gt;\"); }\n"
+    "  // protoc's classifier for this machine (os-maven-plugin's os.detected.classifier)\n"
+    "  static String platform() { String a = System.getProperty(\"os.arch\");\n"
+    "    return \"linux-\" + (a.equals(\"amd64\") ? \"x86_64\" : a.equals(\"aarch64\") ? \"aarch_64\" : a); }\n"
+    "  static Set<String> seen = new LinkedHashSet<>(); static StringBuilder deps = new StringBuilder();\n"
+    "  static void add(String g, String art, String v, String t, String c) {\n"
+    "    if (g.isEmpty() || art.isEmpty() || v.isEmpty() || (g + art + v + t + c).contains(\"${\")\n"
+    "        || !seen.add(g + \":\" + art + \":\" + v + \":\" + t + \":\" + c)) return;\n"
+    "    deps.append(\"<dependency><groupId>\").append(esc(g)).append(\"</groupId><artifactId>\").append(esc(art))\n"
+    "        .append(\"</artifactId><version>\").append(esc(v)).append(\"</version>\")\n"
+    "        .append(t.isEmpty() ? \"\" : \"<type>\" + esc(t) + \"</type>\").append(c.isEmpty() ? \"\" : \"<classifier>\" + esc(c) + \"</classifier>\")\n"
+    "        .append(\"</dependency>\\n\"); }\n"
     "  public static void main(String[] a) throws Exception {\n"
     "    DocumentBuilderFactory f = DocumentBuilderFactory.newInstance();\n"
     "    f.setFeature(\"http://apache.org/xml/features/disallow-doctype-decl\", true);\n"
     "    f.setExpandEntityReferences(false);\n"
     "    Document d = f.newDocumentBuilder().parse(new File(a[0]));\n"
-    "    Set<String> seen = new LinkedHashSet<>(); StringBuilder deps = new StringBuilder();\n"
     "    NodeList l = d.getElementsByTagName(\"*\");\n"
-    "    for (int i = 0; i < l.getLength(); i++) { Element e = (Element) l.item(i);\n"
+    "    for (int i = 0; i < l.getLength(); i++) { Element e = (Element) l.item(i); String name = e.getTagName();\n"
     "      String g = text(e, \"groupId\"), art = text(e, \"artifactId\"), v = text(e, \"version\"), t = text(e, \"type\"), c = text(e, \"classifier\");\n"
-    "      boolean dep = e.getTagName().equals(\"dependency\") && under(e, \"dependencies\", \"plugin\", \"plugins\", \"build\", \"project\");\n"
+    "      boolean dep = name.equals(\"dependency\") && under(e, \"dependencies\", \"plugin\", \"plugins\", \"build\", \"project\");\n"
+    "      if (!dep && configured(e) && e.getElementsByTagName(\"*\").getLength() == 0) {\n"
+    "        String val = e.getTextContent().trim().replace(\"${os.detected.classifier}\", platform());\n"
+    "        if ((name.equals(\"protoc\") || name.equals(\"protocVersion\")) && val.matches(\"[0-9][0-9A-Za-z.+-]*\"))\n"
+    "          add(\"com.google.protobuf\", \"protoc\", val, \"exe\", platform());\n"
+    "        String[] gav = val.split(\":\");\n"
+    "        if ((name.equals(\"protocArtifact\") || name.equals(\"pluginArtifact\")) && gav.length >= 3 && gav.length <= 5)\n"
+    "          add(gav[0], gav[1], gav[2], gav.length > 3 ? gav[3] : \"\", gav.length > 4 ? gav[4] : \"\");\n"
+    "        continue; }\n"
+    "      // a protoc plugin ascopes' plugin runs: an executable unless it says otherwise\n"
+    "      if (name.equals(\"binaryMavenPlugin\")) { if (t.isEmpty()) t = \"exe\"; if (c.isEmpty()) c = platform(); }\n"
     "      // a report plugin the site plugin's <configuration> names is a plugin, not an artifact of this build\n"
-    "      if (!dep && (!configured(e) || e.getTagName().equals(\"plugin\") || e.getTagName().equals(\"reportPlugin\"))) continue;\n"
-    "      if (!dep && t.isEmpty() && e.getTagName().equals(\"signature\")) t = \"signature\";\n"
-    "      if (g.isEmpty() || art.isEmpty() || v.isEmpty() || v.contains(\"${\") || !seen.add(g + \":\" + art + \":\" + v + \":\" + t + \":\" + c)) continue;\n"
-    "      deps.append(\"<dependency><groupId>\").append(esc(g)).append(\"</groupId><artifactId>\").append(esc(art))\n"
-    "          .append(\"</artifactId><version>\").append(esc(v)).append(\"</version>\")\n"
-    "          .append(t.isEmpty() ? \"\" : \"<type>\" + esc(t) + \"</type>\").append(c.isEmpty() ? \"\" : \"<classifier>\" + esc(c) + \"</classifier>\")\n"
-    "          .append(\"</dependency>\\n\"); }\n"
+    "      if (!dep && (!configured(e) || name.equals(\"plugin\") || name.equals(\"reportPlugin\"))) continue;\n"
+    "      if (!dep && t.isEmpty() && name.equals(\"signature\")) t = \"signature\";\n"
+    "      add(g, art, v, t, c); }\n"
     "    if (seen.isEmpty()) return;\n"
     "    Files.createDirectories(Paths.get(a[1]).toAbsolutePath().getParent());\n"
     "    Files.writeString(Paths.get(a[1]), \"<project><modelVersion>4.0.0</modelVersion><groupId>kiwi</groupId>\"\n"
@@ -139,8 +159,9 @@ static const char *const maven_plugin_deps_source =
 #define MAVEN_PLUGIN_DEPS                                                                                    \
     "cat > " KIWI__SCRATCH "/KiwiPluginDeps.java <<'KIWI_JAVA_EOF'\n%sKIWI_JAVA_EOF\n"                       \
     "if find . -name pom.xml -not -path '*/target/*' -exec awk 'FNR == 1 { p = c = 0 } /<plugin>/ { p = 1 } "   \
-    "/<\\/plugin>/ { p = 0 } /<configuration>/ { c = 1 } /<\\/configuration>/ { c = 0 } "                          \
-    "p && (/<dependencies>/ || (c && /<artifactId>/)) { f = 1 } END { exit !f }' {} + && "                         \
+    "/<configuration>/ { c = 1 } "                                                                             \
+    "p && (/<dependencies>/ || (c && /<(artifactId|protoc|protocVersion|protocArtifact|pluginArtifact)>/)) "          \
+    "{ f = 1 } /<\\/plugin>/ { p = 0 } /<\\/configuration>/ { c = 0 } END { exit !f }' {} + && "                         \
     "%s -B -q " MAVEN_HELP ":effective-pom -Doutput=" KIWI__SCRATCH "/effective-pom.xml >"                \
     KIWI__SCRATCH "/plugin-deps.log 2>&1 && [ -s " KIWI__SCRATCH "/effective-pom.xml ] && java " KIWI__SCRATCH \
     "/KiwiPluginDeps.java " KIWI__SCRATCH                                                                       \
@@ -182,12 +203,20 @@ static const char *const maven_plugin_deps_source =
  * Apache Commons build, license-maven-plugin), so the warm-up skips those
  * checks (rat.skip, license.skip): Maven still loads their plugins, with
  * their dependencies, and a check failed at validate would stop the
- * module's build before anything else resolved. A printf format
+ * module's build before anything else resolved. A module that builds
+ * with protobuf-maven-plugin gets an empty message in a .proto of its
+ * main and test sources too, in src/{main,test}/protobuf: ascopes' plugin
+ * (which reads that folder and src/{main,test}/proto) fails a module
+ * without one (gson's proto module), and xolstice's, which does not, has
+ * its protoc resolved by the plugin dependencies' step. A printf format
  * (add_jvm_step's format): "%%" is the shell's "%". */
 #define MAVEN_TEST_STUBS                                                                                     \
     "find . -name pom.xml -not -path '*/target/*' | while read -r m; do d=${m%%/pom.xml}/src/test/java/kiwi/warmup; " \
     "mkdir -p \"$d\" && printf 'package kiwi.warmup;\\n\\npublic class KiwiWarmUpTest {}\\n' > \"$d/KiwiWarmUpTest.java\"; " \
-    "done\n"
+    "if grep -q protobuf-maven-plugin \"$m\"; then for s in Main Test; do p=${m%%/pom.xml}/src/$(echo $s | "  \
+    "tr MT mt)/protobuf; mkdir -p \"$p\" && printf 'syntax = \"proto3\";\\n\\npackage kiwi.warmup;\\n\\noption "     \
+    "java_package = \"kiwi.warmup.proto\";\\n\\nmessage KiwiWarmUp%%s {}\\n' $s > \"$p/kiwi_warm_up_$s.proto\"; "   \
+    "done; fi; done\n"
 
 /* The lifecycle phase Phase A's warm-up runs to: `test`, or the later one
  * the test command's Maven asks for: `package`, or `verify` for the

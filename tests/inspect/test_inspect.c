@@ -1139,6 +1139,13 @@ test_maven_step (void **state)
          "<plugin><artifactId>animal-sniffer-maven-plugin</artifactId><executions><execution><configuration>"
          "<signature><groupId>org.codehaus.mojo.signature</groupId><artifactId>java15</artifactId>"
          "<version>1.0</version></signature></configuration></execution></executions></plugin>"
+         /* protobuf plugins' protoc and protoc plugins, executables for
+          * this machine; a protoc from PATH is none */
+         "<plugin><artifactId>protobuf-maven-plugin</artifactId><configuration><protoc>4.35.1</protoc>"
+         "<binaryMavenPlugins><binaryMavenPlugin><groupId>io.grpc</groupId><artifactId>protoc-gen-grpc-java"
+         "</artifactId><version>1.76.0</version></binaryMavenPlugin></binaryMavenPlugins></configuration></plugin>"
+         "<plugin><artifactId>protobuf-maven-plugin</artifactId><configuration><protoc>PATH</protoc><protocArtifact>"
+         "com.google.protobuf:protoc:3.25.5:exe:${os.detected.classifier}</protocArtifact></configuration></plugin>"
          "<plugin><artifactId>maven-site-plugin</artifactId><configuration><reportPlugins><plugin>"
          "<groupId>g</groupId><artifactId>report</artifactId><version>1</version></plugin></reportPlugins>"
          "</configuration></plugin></plugins></build></project></projects>\n");
@@ -1171,6 +1178,15 @@ test_maven_step (void **state)
                                "<artifactId>surefire-junit47</artifactId><version>2.19.1</version></dependency>\n"
                                "<dependency><groupId>org.codehaus.mojo.signature</groupId><artifactId>java15"
                                "</artifactId><version>1.0</version><type>signature</type></dependency>\n"
+                               "<dependency><groupId>com.google.protobuf</groupId><artifactId>protoc</artifactId>"
+                               "<version>4.35.1</version><type>exe</type><classifier>linux-x86_64</classifier>"
+                               "</dependency>\n"
+                               "<dependency><groupId>io.grpc</groupId><artifactId>protoc-gen-grpc-java</artifactId>"
+                               "<version>1.76.0</version><type>exe</type><classifier>linux-x86_64</classifier>"
+                               "</dependency>\n"
+                               "<dependency><groupId>com.google.protobuf</groupId><artifactId>protoc</artifactId>"
+                               "<version>3.25.5</version><type>exe</type><classifier>linux-x86_64</classifier>"
+                               "</dependency>\n"
                                "</dependencies></project>\n");
     free (text);
     /* Phase B's settings: offline, no proxy */
@@ -1200,6 +1216,13 @@ test_maven_step (void **state)
     free (text);
     snprintf (path, sizeof path, "%s/resolved.xml", r);
     assert_int_equal (access (path, F_OK), -1);
+    /* a protoc a plugin's configuration names by its version alone, on
+     * the configuration's own line */
+    put (r, "pom.xml", "<project><build><plugins><plugin><artifactId>protobuf-maven-plugin</artifactId>\n"
+                       "  <configuration><protoc>${protobufVersion}</protoc></configuration></plugin>\n"
+                       "</plugins></build></project>\n");
+    assert_int_equal (run_maven_step (r, script, ""), 0);
+    assert_int_equal (access (path, F_OK), 0);
     unsetenv ("HOME_M2");
     free (script);
     repo_free (r);
