@@ -170,6 +170,22 @@ daemon_json_current() {
   [[ $(jq -cS . "$DOCKER_CONFIG" 2>/dev/null) == "$(daemon_json | jq -cS .)" ]]
 }
 
+# containerd_pidfile_clear FILE: removes the pidfile of the containerd that
+# dockerd starts under its exec-root unless it names that containerd (alive,
+# run with the containerd.toml beside FILE).
+# dockerd takes any pid alive in it for its containerd (kill -0, which a
+# thread id passes too) and waits for a socket nobody serves, then exits:
+# after a restart the old pid may be another process's, or one of its
+# threads (a Kafka thread, on a machine brought back from a snapshot).
+containerd_pidfile_clear() {
+  local pid
+  pid=$(read_pidfile "$1")
+  [[ -n $pid ]] || return 0
+  pid_matches "$pid" "$(dirname "$1")/containerd.toml" && return 0
+  log "docker: removing $1: pid $pid is not its containerd (left from before a restart)"
+  rm -f "$1"
+}
+
 docker_up() {
   local sock pid own t0 rc=0 rt
   t0=$(now_ms)
@@ -224,6 +240,7 @@ docker_up() {
   [[ -x $runsc ]] || warn "docker: $runsc is missing; the runsc runtime will not work (ops/setup.sh installs runsc)"
 
   mkdir -p "$KIWI_STATE_DIR/docker" "$KIWI_RUN_DIR/docker-exec"
+  containerd_pidfile_clear "$KIWI_RUN_DIR/docker-exec/containerd/containerd.pid"
   write_daemon_json
   rm -f "$DOCKER_PIDFILE"   # stale (its process is gone): dockerd refuses a live one
   pid=$(launch "$DOCKER_LAUNCH_PIDFILE" "$DOCKER_LOG" dockerd \
