@@ -22,6 +22,9 @@
 #                   report (report.tsv, report.txt); a temporary folder
 #                   otherwise
 #   --only LIST     those repositories only
+#   --keep-state    keeps each run's state directory (runs/NAME/state: the
+#                   workspace, the snapshot, the mirror; up to a few GB a
+#                   repository); removed once the run ends otherwise
 #   --open-egress   Phase A without the host's egress rules
 #                   (KIWI_ONCE_EGRESS_UNCHECKED=true): the report then says
 #                   it was not made in the production configuration
@@ -58,7 +61,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../tests/worker/sh/lib.sh"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-LIST="" MIRRORS="" OUT="" ONLY="" OPEN=0 INTERNAL=0 REPORT=0
+LIST="" MIRRORS="" OUT="" ONLY="" OPEN=0 INTERNAL=0 REPORT=0 KEEP_STATE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --list) LIST=$2; shift 2 ;;
@@ -68,6 +71,7 @@ while [ $# -gt 0 ]; do
     --open-egress) OPEN=1; shift ;;
     --internal) INTERNAL=1; shift ;;
     --report) REPORT=1; shift ;;
+    --keep-state) KEEP_STATE=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_repos: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -225,6 +229,7 @@ PY
   rc=$?
   set -e
   printf '{"type":"bench","exit":%d,"wall_ms":%d}\n' "$rc" "$(($(date +%s%3N) - start))" >>"$run/once.jsonl"
+  [ "$KEEP_STATE" = 1 ] || rm -rf "$run/state"
 done
 fi
 
