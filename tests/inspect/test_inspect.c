@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "inspect/classify.h"
@@ -1172,22 +1173,29 @@ test_maven_step (void **state)
     free (text);
     snprintf (path, sizeof path, "%s/resolved.xml", r);
     assert_int_equal (kiwi__read_file (path, 1 << 20, &text, NULL, &err), 0);
-    assert_string_equal (text, "<project><modelVersion>4.0.0</modelVersion><groupId>kiwi</groupId>"
+    /* the platform is the JVM's, which runs here: os.arch amd64 or aarch64 */
+    struct utsname u;
+    assert_int_equal (uname (&u), 0);
+    const char *plat = strcmp (u.machine, "aarch64") == 0 ? "linux-aarch_64" : "linux-x86_64";
+    char want[2048];
+    snprintf (want, sizeof want, "<project><modelVersion>4.0.0</modelVersion><groupId>kiwi</groupId>"
                                "<artifactId>kiwi-plugin-dependencies</artifactId><version>0</version><packaging>pom"
                                "</packaging><dependencies>\n<dependency><groupId>org.apache.maven.surefire</groupId>"
                                "<artifactId>surefire-junit47</artifactId><version>2.19.1</version></dependency>\n"
                                "<dependency><groupId>org.codehaus.mojo.signature</groupId><artifactId>java15"
                                "</artifactId><version>1.0</version><type>signature</type></dependency>\n"
                                "<dependency><groupId>com.google.protobuf</groupId><artifactId>protoc</artifactId>"
-                               "<version>4.35.1</version><type>exe</type><classifier>linux-x86_64</classifier>"
+                               "<version>4.35.1</version><type>exe</type><classifier>%s</classifier>"
                                "</dependency>\n"
                                "<dependency><groupId>io.grpc</groupId><artifactId>protoc-gen-grpc-java</artifactId>"
-                               "<version>1.76.0</version><type>exe</type><classifier>linux-x86_64</classifier>"
+                               "<version>1.76.0</version><type>exe</type><classifier>%s</classifier>"
                                "</dependency>\n"
                                "<dependency><groupId>com.google.protobuf</groupId><artifactId>protoc</artifactId>"
-                               "<version>3.25.5</version><type>exe</type><classifier>linux-x86_64</classifier>"
+                               "<version>3.25.5</version><type>exe</type><classifier>%s</classifier>"
                                "</dependency>\n"
-                               "</dependencies></project>\n");
+                               "</dependencies></project>\n",
+              plat, plat, plat);
+    assert_string_equal (text, want);
     free (text);
     /* Phase B's settings: offline, no proxy */
     snprintf (path, sizeof path, "%s/kiwi/home/.m2/settings.xml", r);
