@@ -59,8 +59,14 @@ kiwi_strv_list (const kiwi_strv *s)
 bool
 kiwi_strv_contains (const kiwi_strv *s, const char *str)
 {
-    for (size_t i = 0; i < s->n; i++)
-        if (strcmp (s->v[i], str) == 0)
+    return kiwi_str_listed (kiwi_strv_list (s), str);
+}
+
+bool
+kiwi_str_listed (const char *const *list, const char *str)
+{
+    for (; list != NULL && *list != NULL; list++)
+        if (strcmp (*list, str) == 0)
             return true;
     return false;
 }

@@ -31,6 +31,10 @@ const char *const *kiwi_strv_list (const kiwi_strv *s);
 
 bool kiwi_strv_contains (const kiwi_strv *s, const char *str);
 
+/* Whether `str` is one of the NULL-terminated `list` (NULL: an empty one):
+ * the lookup for a vector's list and for a static table of names alike. */
+bool kiwi_str_listed (const char *const *list, const char *str);
+
 /* For "KEY=VALUE" vectors: the entry whose key is `key`, or NULL. */
 const char *kiwi_strv_env_get (const kiwi_strv *s, const char *key);
 

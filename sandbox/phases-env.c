@@ -16,6 +16,7 @@
 
 #include "common/cleanup.h"
 #include "common/sha256.h"
+#include "common/strv.h"
 
 static const char *const model_keys[] = {
 #define KIWI__KEY(k) k,
@@ -54,12 +55,8 @@ host_get (const kiwi_phase_config *cfg, const char *name)
 bool
 kiwi_phase_is_secret_name (const kiwi_phase_config *cfg, const char *name)
 {
-    for (size_t i = 0; model_keys[i]; i++)
-        if (strcmp (name, model_keys[i]) == 0)
-            return true;
-    for (size_t i = 0; cfg->extra_model_keys && cfg->extra_model_keys[i]; i++)
-        if (strcmp (name, cfg->extra_model_keys[i]) == 0)
-            return true;
+    if (kiwi_str_listed (model_keys, name) || kiwi_str_listed (cfg->extra_model_keys, name))
+        return true;
     /* Kiwi's own settings and secrets (the git token, webhook secrets, the
      * Redis password), and the Redis password as redis-cli reads it
      * (ops/stack.sh writes both to stack.env) */

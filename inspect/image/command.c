@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strv.h"
 #include "inspect/runtime.h"
 
 static const char *
@@ -189,23 +190,14 @@ typedef struct {
 } seek_t;
 
 static bool
-word_in (const char *w, const char *const *list)
-{
-    for (; *list; list++)
-        if (strcmp (w, *list) == 0)
-            return true;
-    return false;
-}
-
-static bool
 seek_matches (char **w, size_t i, size_t end, const seek_t *seek)
 {
-    if (!word_in (base_name (w[i]), seek->exes))
+    if (!kiwi_str_listed (seek->exes, base_name (w[i])))
         return false;
     if (seek->args == NULL)
         return true;
     for (size_t k = i + 1; k < end; k++)
-        if (word_in (w[k], seek->args))
+        if (kiwi_str_listed (seek->args, w[k]))
             return true;
     return false;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strv.h"
 #include "sandbox/sandbox.h"
 
 /* The kernel's filesystems: a mount there is the runtime's, never an
@@ -80,16 +81,6 @@ refusal (const char *path, const char *root)
     return NULL;
 }
 
-/* True when `path` is one of the NULL-terminated `list` (NULL: none). */
-static bool
-listed (const char *path, const char *const *list)
-{
-    for (size_t i = 0; list != NULL && list[i] != NULL; i++)
-        if (strcmp (path, list[i]) == 0)
-            return true;
-    return false;
-}
-
 void
 kiwi_volumes_free (char **masks)
 {
@@ -140,7 +131,7 @@ kiwi_volumes_plan (json_t *volumes, const char *root, const char *const *covered
                                          shown (key, buf, sizeof buf), why);
         }
         /* out stays NULL-terminated: calloc'd one longer than the keys */
-        if (listed (path, covered) || listed (path, (const char *const *) out))
+        if (kiwi_str_listed (covered, path) || kiwi_str_listed ((const char *const *) out, path))
             continue;
         if ((out[n] = strdup (path)) == NULL) {
             kiwi_volumes_free (out);

@@ -1,7 +1,7 @@
 /*
  * test_common.c: the small tools of common/ that everything shares: the
  * growable buffer (buf.h: appends, formatting, its limit, in-place writes,
- * handing the data over), the list splitter (strv.h), the two clocks
+ * handing the data over), the list splitter and lookups (strv.h), the two clocks
  * (clock.h) and the command-line parser (opts.h) in kiwi-worker's ways.
  */
 #include <setjmp.h>
@@ -100,6 +100,23 @@ test_split_list (void **state)
     assert_int_equal (kiwi_strv_split_list (&v, NULL, NULL, NULL), 0);
     assert_int_equal (kiwi_strv_split_list (&v, " , ,", NULL, NULL), 0);
     assert_int_equal (v.n, 6);
+}
+
+static void
+test_listed (void **state)
+{
+    (void) state;
+    static const char *const names[] = { "mvn", "mvnw", NULL };
+    assert_true (kiwi_str_listed (names, "mvnw"));
+    assert_false (kiwi_str_listed (names, "mvn2"));
+    assert_false (kiwi_str_listed (names, "mv"));
+    assert_false (kiwi_str_listed (NULL, "mvn"));
+    cleanup_strv kiwi_strv v = KIWI_STRV_INIT;
+    assert_false (kiwi_strv_contains (&v, "a")); /* an empty vector */
+    assert_int_equal (kiwi_strv_add (&v, "a"), 0);
+    assert_int_equal (kiwi_strv_add (&v, "b c"), 0);
+    assert_true (kiwi_strv_contains (&v, "b c"));
+    assert_false (kiwi_strv_contains (&v, "b"));
 }
 
 static void
@@ -206,7 +223,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_buf_append),      cmocka_unit_test (test_buf_limit),
-        cmocka_unit_test (test_buf_in_place),    cmocka_unit_test (test_split_list),
+        cmocka_unit_test (test_buf_in_place),    cmocka_unit_test (test_split_list), cmocka_unit_test (test_listed),
         cmocka_unit_test (test_clocks),          cmocka_unit_test (test_opts_worker_ways),
         cmocka_unit_test (test_opts_keep),
     };
